@@ -1,0 +1,33 @@
+# chronolog: every target sets the environment up first (idempotently), so a fresh clone needs nothing else.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+DATA   := $(CURDIR)/var/run-data
+
+.PHONY: install sysdeps test run bench lint clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev,spark,clients]'
+	@touch $(STAMP)
+
+sysdeps:
+	@bash scripts/sysdeps.sh
+
+install: $(STAMP) sysdeps
+
+test: install
+	$(PY) -m pytest -q
+
+run: install
+	$(VENV)/bin/chronolog demo --data-dir $(DATA)
+
+bench: install
+	$(PY) -m bench
+
+lint: install
+	$(VENV)/bin/ruff check src tests bench
+
+clean:
+	rm -rf $(DATA) .pytest_cache
