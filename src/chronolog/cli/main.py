@@ -23,7 +23,8 @@ COMMAND_MODULES = (
     "topics",      # chronolog topics ..., describe-segments
     "timecmds",    # offsets, consume, reset-offsets
     "dumplog",     # dump-log
-    "pipeline",    # pipeline, demo
+    "demo",        # demo (storage-only walk through loghub)
+    "pipeline",    # pipeline
     "security",    # users, acls
 )
 
