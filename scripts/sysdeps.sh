@@ -13,7 +13,8 @@ java_ok() {
 java_ok || need+=(openjdk-17-jre-headless)
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
 command -v rsyslogd >/dev/null 2>&1 || need+=(rsyslog)
-ls /usr/lib/*/rsyslog/omkafka.so /usr/lib/rsyslog/omkafka.so >/dev/null 2>&1 || need+=(rsyslog-kafka)
+compgen -G "/usr/lib/*/rsyslog/omkafka.so" >/dev/null || compgen -G "/usr/lib/rsyslog/omkafka.so" >/dev/null \
+    || need+=(rsyslog-kafka)
 
 if [ ${#need[@]} -eq 0 ]; then
     exit 0
