@@ -1,0 +1,260 @@
+"""Topic and broker configs with Kafka's names, defaults, types and validation.
+
+Defaults are Kafka 4.0's (`LogConfig`, `ServerLogConfigs`); broker synonyms follow
+`ServerTopicConfigSynonyms`. One deliberate difference: `segment.bytes` accepts values down to 14 bytes
+(Kafka < 4.0) instead of 4.0's 1 MiB floor (KIP-1030), because small segments are how tests and small
+deployments exercise rolling; see docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from chronolog.errors import InvalidConfigError
+
+LONG_MAX = 9223372036854775807
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    """One config: its Kafka name, type, default, bounds, broker synonyms (first one wins) and doc."""
+
+    name: str
+    type: str  # "int" | "long" | "string" | "boolean" | "list"
+    default: Any
+    doc: str
+    synonyms: tuple[str, ...] = ()
+    minimum: int | None = None
+    choices: tuple[str, ...] | None = None
+    synonym_scale: Mapping[str, int] = dataclasses.field(default_factory=dict)  # e.g. hours -> ms
+
+
+def _d(name: str, type_: str, default: Any, doc: str, synonyms: tuple[str, ...] = (), minimum: int | None = None,
+       choices: tuple[str, ...] | None = None, scale: Mapping[str, int] | None = None) -> ConfigDef:
+    return ConfigDef(name, type_, default, doc, synonyms, minimum, choices, dict(scale or {}))
+
+
+_HOUR = 3_600_000
+_MINUTE = 60_000
+
+TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
+    _d("segment.bytes", "int", 1073741824, "Roll a new segment when the active one would exceed this size.",
+       ("log.segment.bytes",), 14),
+    _d("segment.ms", "long", 604800000, "Roll when the first batch's max timestamp is this old (KIP-32/33).",
+       ("log.roll.ms", "log.roll.hours"), 1, scale={"log.roll.hours": _HOUR}),
+    _d("segment.jitter.ms", "long", 0, "Random jitter subtracted from segment.ms per segment.",
+       ("log.roll.jitter.ms", "log.roll.jitter.hours"), 0, scale={"log.roll.jitter.hours": _HOUR}),
+    _d("segment.index.bytes", "int", 10485760, "Preallocated size of each .index and .timeindex file.",
+       ("log.index.size.max.bytes",), 4),
+    _d("index.interval.bytes", "int", 4096, "Bytes appended between two offset/time index entries.",
+       ("log.index.interval.bytes",), 0),
+    _d("retention.ms", "long", 604800000, "Delete a segment when its largest timestamp is older (-1: never).",
+       ("log.retention.ms", "log.retention.minutes", "log.retention.hours"), -1,
+       scale={"log.retention.minutes": _MINUTE, "log.retention.hours": _HOUR}),
+    _d("retention.bytes", "long", -1, "Delete oldest segments while the partition exceeds this (-1: never).",
+       ("log.retention.bytes",)),
+    _d("cleanup.policy", "list", "delete", "delete (compact is accepted but not implemented).",
+       ("log.cleanup.policy",), choices=("delete", "compact")),
+    _d("message.timestamp.type", "string", "CreateTime", "CreateTime keeps the producer's timestamp; "
+       "LogAppendTime stamps batches with the broker clock.", ("log.message.timestamp.type",),
+       choices=("CreateTime", "LogAppendTime")),
+    _d("message.timestamp.before.max.ms", "long", LONG_MAX, "Reject CreateTime timestamps older than now by more.",
+       ("log.message.timestamp.before.max.ms",), 0),
+    _d("message.timestamp.after.max.ms", "long", 3600000, "Reject CreateTime timestamps newer than now by more "
+       "(Kafka 4.0 default: 1 hour; protects retention from future timestamps).",
+       ("log.message.timestamp.after.max.ms",), 0),
+    _d("message.timestamp.difference.max.ms", "long", LONG_MAX, "Deprecated alias: sets both bounds above when "
+       "they are left at their defaults.", ("log.message.timestamp.difference.max.ms",), 0),
+    _d("file.delete.delay.ms", "long", 60000, "Delay before a .deleted segment file is removed.",
+       ("log.segment.delete.delay.ms",), 0),
+    _d("max.message.bytes", "int", 1048588, "Largest record batch (after compression) accepted.",
+       ("message.max.bytes",), 0),
+    _d("compression.type", "string", "producer", "Codec on disk; producer keeps what the producer sent.",
+       ("compression.type",), choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    _d("flush.messages", "long", LONG_MAX, "fsync after this many messages.", ("log.flush.interval.messages",), 1),
+    _d("flush.ms", "long", LONG_MAX, "fsync when unflushed data is this old.", ("log.flush.interval.ms",), 0),
+    _d("preallocate", "boolean", False, "Preallocate segment files (accepted, not used).", ("log.preallocate",)),
+    _d("min.insync.replicas", "int", 1, "Accepted for compatibility; a single node is always in sync.",
+       ("min.insync.replicas",), 1),
+)}
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
+    _d("node.id", "int", 1, "This broker's id in Metadata.", ("broker.id",), 0),
+    _d("log.dirs", "string", "", "Data directory (one is supported).", ("log.dir",)),
+    _d("log.retention.check.interval.ms", "long", 300000, "How often retention runs.", (), 1),
+    _d("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often flush.ms is checked.", (), 0),
+    _d("log.flush.offset.checkpoint.interval.ms", "long", 60000, "How often recovery points are checkpointed.",
+       (), 0),
+    _d("auto.create.topics.enable", "boolean", True, "Create unknown topics on Metadata/Produce.", ()),
+    _d("num.partitions", "int", 1, "Partitions of auto-created topics.", (), 1),
+    _d("default.replication.factor", "int", 1, "Accepted; a single node has replication factor 1.", (), 1),
+    _d("socket.request.max.bytes", "int", 104857600, "Largest request frame accepted.", (), 1),
+    _d("group.initial.rebalance.delay.ms", "int", 3000, "Delay of the first rebalance of a new group.", (), 0),
+    _d("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for.", (), 0),
+    _d("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for.", (), 0),
+    _d("offsets.retention.minutes", "int", 10080, "Committed offsets of empty groups are kept this long.", (), 1),
+    _d("delete.topic.enable", "boolean", True, "Allow DeleteTopics.", ()),
+    _d("listeners.allow.non.loopback.without.auth", "boolean", False,
+       "chronolog: allow a listener without authentication on a non-loopback address.", ()),
+)}
+
+
+def _coerce(defn: ConfigDef, raw: Any, scale: int = 1) -> Any:
+    if raw is None:
+        raise InvalidConfigError(f"{defn.name}: a value is required")
+    try:
+        if defn.type in ("int", "long"):
+            value = int(str(raw).strip()) * scale
+            if defn.minimum is not None and value < defn.minimum:
+                raise InvalidConfigError(f"Invalid value {raw} for configuration {defn.name}: "
+                                         f"Value must be at least {defn.minimum}")
+            if defn.type == "int" and value > 2**31 - 1:
+                raise InvalidConfigError(f"Invalid value {raw} for configuration {defn.name}: not an int32")
+            return value
+        if defn.type == "boolean":
+            text = str(raw).strip().lower()
+            if text not in ("true", "false"):
+                raise InvalidConfigError(f"Invalid value {raw} for configuration {defn.name}: expected true or false")
+            return text == "true"
+        text = str(raw).strip()
+        if defn.choices is not None:
+            items = [t.strip() for t in text.split(",")] if defn.type == "list" else [text]
+            for item in items:
+                if item not in defn.choices:
+                    raise InvalidConfigError(f"Invalid value {raw} for configuration {defn.name}: "
+                                             f"String must be one of: {', '.join(defn.choices)}")
+            return ",".join(items) if defn.type == "list" else text
+        return text
+    except ValueError:
+        raise InvalidConfigError(f"Invalid value {raw} for configuration {defn.name}: "
+                                 f"expected a {defn.type}") from None
+
+
+def _attr(name: str) -> str:
+    return name.replace(".", "_")
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """The effective config of one topic. Build with `from_kafka`; attributes are the Kafka names in
+    snake_case (`segment.bytes` -> `segment_bytes`)."""
+
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    segment_jitter_ms: int = 0
+    segment_index_bytes: int = 10485760
+    index_interval_bytes: int = 4096
+    retention_ms: int = 604800000
+    retention_bytes: int = -1
+    cleanup_policy: str = "delete"
+    message_timestamp_type: str = "CreateTime"
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3600000
+    message_timestamp_difference_max_ms: int = LONG_MAX
+    file_delete_delay_ms: int = 60000
+    max_message_bytes: int = 1048588
+    compression_type: str = "producer"
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    preallocate: bool = False
+    min_insync_replicas: int = 1
+
+    @classmethod
+    def from_kafka(cls, overrides: Mapping[str, str] | None = None,
+                   defaults: Mapping[str, str] | None = None) -> TopicConfig:
+        """Topic-level overrides on top of broker-level defaults (already in topic names).
+
+        The deprecated `message.timestamp.difference.max.ms` fills the before/after bounds only where they
+        were not set explicitly, as `LogConfig.getMessageTimestampBeforeMaxMs` did in Kafka 3.6-3.9.
+        """
+        merged: dict[str, str] = {}
+        for source in (defaults or {}, overrides or {}):
+            for key, value in source.items():
+                if key not in TOPIC_CONFIGS:
+                    raise InvalidConfigError(f"Unknown topic config name: {key}")
+                merged[key] = value
+        values = {_attr(name): _coerce(TOPIC_CONFIGS[name], raw) for name, raw in merged.items()}
+        diff = values.get("message_timestamp_difference_max_ms")
+        if diff is not None:
+            values.setdefault("message_timestamp_before_max_ms", diff)
+            values.setdefault("message_timestamp_after_max_ms", diff)
+        return cls(**values)
+
+    def to_kafka(self) -> dict[str, str]:
+        out = {}
+        for name in TOPIC_CONFIGS:
+            value = getattr(self, _attr(name))
+            out[name] = str(value).lower() if isinstance(value, bool) else str(value)
+        return out
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+
+def validate_topic_overrides(overrides: Mapping[str, str]) -> dict[str, str]:
+    """Check names and values; returns the overrides normalised to strings (raises InvalidConfigError)."""
+    TopicConfig.from_kafka(overrides)
+    return {k: str(v) for k, v in overrides.items()}
+
+
+class BrokerConfig:
+    """Broker-level settings by Kafka's names, plus the broker synonyms of every topic config."""
+
+    def __init__(self, settings: Mapping[str, str] | None = None) -> None:
+        self._raw: dict[str, str] = {}
+        self._topic_defaults: dict[str, str] = {}
+        self._values: dict[str, Any] = {name: d.default for name, d in BROKER_CONFIGS.items()}
+        synonym_of: dict[str, tuple[ConfigDef, str]] = {}
+        for defn in TOPIC_CONFIGS.values():
+            for syn in defn.synonyms:
+                synonym_of[syn] = (defn, syn)
+        broker_synonym_of = {syn: d for d in BROKER_CONFIGS.values() for syn in d.synonyms}
+        # Apply finer-grained synonyms last so `log.retention.ms` beats `log.retention.hours` (Kafka's order).
+        items = sorted((settings or {}).items(), key=lambda kv: -self._rank(kv[0], synonym_of))
+        for key, raw in items:
+            self._raw[key] = str(raw)
+            if key in BROKER_CONFIGS or key in broker_synonym_of:
+                defn = BROKER_CONFIGS.get(key) or broker_synonym_of[key]
+                self._values[defn.name] = _coerce(defn, raw)
+            elif key in synonym_of:
+                defn, syn = synonym_of[key]
+                value = _coerce(dataclasses.replace(defn, minimum=None), raw, defn.synonym_scale.get(syn, 1))
+                if defn.minimum is not None and value < defn.minimum:
+                    raise InvalidConfigError(f"Invalid value {raw} for configuration {key}")
+                self._topic_defaults[defn.name] = str(value).lower() if isinstance(value, bool) else str(value)
+            elif key in TOPIC_CONFIGS:
+                self._topic_defaults[key] = str(_coerce(TOPIC_CONFIGS[key], raw))
+            else:
+                raise InvalidConfigError(f"Unknown broker config name: {key}")
+        TopicConfig.from_kafka(self._topic_defaults)
+
+    @staticmethod
+    def _rank(key: str, synonym_of: Mapping[str, tuple[ConfigDef, str]]) -> int:
+        if key not in synonym_of:
+            return 0
+        defn, syn = synonym_of[key]
+        return defn.synonyms.index(syn)
+
+    def get(self, name: str) -> Any:
+        if name in self._values:
+            return self._values[name]
+        raise InvalidConfigError(f"Unknown broker config name: {name}")
+
+    def __getitem__(self, name: str) -> Any:
+        return self.get(name)
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Broker-level defaults for topic configs, in topic-config names."""
+        return dict(self._topic_defaults)
+
+    def default_topic_config(self) -> TopicConfig:
+        return TopicConfig.from_kafka(None, self._topic_defaults)
+
+    def raw(self) -> dict[str, str]:
+        return dict(self._raw)
+
+
