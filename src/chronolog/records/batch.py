@@ -1,0 +1,310 @@
+"""RecordBatch v2 (magic 2): a zero-copy view for reading, a builder, and in-place header patches.
+
+Layout (`DefaultRecordBatch`): baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 |
+magic int8 | crc uint32 | attributes int16 | lastOffsetDelta int32 | baseTimestamp int64 |
+maxTimestamp int64 | producerId int64 | producerEpoch int16 | baseSequence int32 | recordsCount int32 |
+records. The CRC-32C covers attributes to the end, so base offset and leader epoch can be patched without
+touching it, while max timestamp and attributes need it recomputed — never a recompression.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from enum import IntEnum
+
+import crc32c as _crc32c
+
+from chronolog.errors import CorruptMessageError, InvalidRecordError
+from chronolog.records.compression import DEFAULT_MAX_DECOMPRESSED, CompressionType, compress, decompress
+from chronolog.records.varint import read_varint, write_varint
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+MAX_TIMESTAMP_OFFSET = 35
+PARTITION_LEADER_EPOCH_OFFSET = 12
+NO_TIMESTAMP = -1
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+
+
+class TimestampType(IntEnum):
+    NO_TIMESTAMP = -1
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SimpleRecord:
+    """A record to build; its offset is its position in the batch."""
+
+    timestamp: int
+    key: bytes | None = None
+    value: bytes | None = None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+def crc32c(data) -> int:
+    return _crc32c.crc32c(data)
+
+
+class RecordBatch:
+    """A view of one v2 batch at `position` in `buffer`; header fields are read without copying."""
+
+    __slots__ = ("_buf", "_pos", "_h")
+
+    magic = 2
+
+    def __init__(self, buffer, position: int = 0) -> None:
+        buf = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+        if len(buf) - position < HEADER_SIZE:
+            raise CorruptMessageError("record batch shorter than its header")
+        self._buf = buf
+        self._pos = position
+        self._h = HEADER.unpack_from(buf, position)
+        if self._h[3] != 2:
+            raise CorruptMessageError(f"not a v2 batch (magic {self._h[3]})")
+        if self._h[1] < HEADER_SIZE - LOG_OVERHEAD or len(buf) - position < LOG_OVERHEAD + self._h[1]:
+            raise CorruptMessageError(f"batch length {self._h[1]} does not fit the buffer")
+
+    # header fields
+    base_offset = property(lambda self: self._h[0])
+    batch_length = property(lambda self: self._h[1])
+    partition_leader_epoch = property(lambda self: self._h[2])
+    crc = property(lambda self: self._h[4])
+    attributes = property(lambda self: self._h[5])
+    last_offset_delta = property(lambda self: self._h[6])
+    first_timestamp = property(lambda self: self._h[7])
+    base_timestamp = first_timestamp
+    max_timestamp = property(lambda self: self._h[8])
+    producer_id = property(lambda self: self._h[9])
+    producer_epoch = property(lambda self: self._h[10])
+    base_sequence = property(lambda self: self._h[11])
+    records_count = property(lambda self: self._h[12])
+
+    @property
+    def size_in_bytes(self) -> int:
+        return LOG_OVERHEAD + self._h[1]
+
+    @property
+    def last_offset(self) -> int:
+        return self._h[0] + self._h[6]
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def compression(self) -> CompressionType:
+        try:
+            return CompressionType(self._h[5] & COMPRESSION_MASK)
+        except ValueError:
+            raise CorruptMessageError(f"unknown compression codec {self._h[5] & COMPRESSION_MASK}") from None
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return TimestampType.LOG_APPEND_TIME if self._h[5] & TIMESTAMP_TYPE_MASK else TimestampType.CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self._h[5] & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self._h[5] & CONTROL_MASK)
+
+    @property
+    def raw(self) -> memoryview:
+        return self._buf[self._pos:self._pos + self.size_in_bytes]
+
+    @property
+    def position(self) -> int:
+        return self._pos
+
+    def compute_crc(self) -> int:
+        return crc32c(self._buf[self._pos + ATTRIBUTES_OFFSET:self._pos + self.size_in_bytes])
+
+    def verify_crc(self) -> bool:
+        return self.compute_crc() == self.crc
+
+    def validate(self) -> None:
+        """Kafka's `DefaultRecordBatch.ensureValid`: sane sizes and a matching CRC."""
+        if self.size_in_bytes < HEADER_SIZE:
+            raise CorruptMessageError(f"batch size {self.size_in_bytes} is smaller than the header")
+        if not self.verify_crc():
+            raise CorruptMessageError(f"batch at offset {self.base_offset}: CRC mismatch "
+                                      f"(stored {self.crc}, computed {self.compute_crc()})")
+        if self.records_count < 0 or self.last_offset_delta < 0:
+            raise InvalidRecordError(f"batch at offset {self.base_offset}: negative record count or delta")
+
+    def records(self, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> Iterator[Record]:
+        """Decode the records, decompressing if needed. Under LogAppendTime every record's timestamp is
+        the batch's max timestamp (`DefaultRecordBatch` / KIP-32)."""
+        body = self._buf[self._pos + HEADER_SIZE:self._pos + self.size_in_bytes]
+        codec = self.compression
+        if codec != CompressionType.NONE:
+            body = memoryview(decompress(codec, body, max_decompressed))
+        count = self.records_count
+        # Each record needs at least 7 bytes; a count that cannot fit is a lie, not an allocation.
+        if count > len(body):
+            raise InvalidRecordError(f"batch claims {count} records in {len(body)} bytes")
+        log_append = bool(self._h[5] & TIMESTAMP_TYPE_MASK)
+        base_offset, base_ts, max_ts = self._h[0], self._h[7], self._h[8]
+        pos = 0
+        n = len(body)
+        for _ in range(count):
+            length, pos = read_varint(body, pos)
+            end = pos + length
+            if length < 0 or end > n:
+                raise InvalidRecordError("record length runs past the batch")
+            pos += 1  # record attributes (unused)
+            ts_delta, pos = read_varint(body, pos)
+            off_delta, pos = read_varint(body, pos)
+            klen, pos = read_varint(body, pos)
+            if klen >= 0:
+                key = bytes(body[pos:pos + klen])
+                pos += klen
+            else:
+                key = None
+            vlen, pos = read_varint(body, pos)
+            if vlen >= 0:
+                value = bytes(body[pos:pos + vlen])
+                pos += vlen
+            else:
+                value = None
+            hcount, pos = read_varint(body, pos)
+            if hcount < 0 or hcount > end - pos:
+                raise InvalidRecordError("invalid header count")
+            headers = []
+            for _h in range(hcount):
+                hklen, pos = read_varint(body, pos)
+                if hklen < 0 or pos + hklen > end:
+                    raise InvalidRecordError("invalid header key length")
+                hkey = bytes(body[pos:pos + hklen]).decode("utf-8", "replace")
+                pos += hklen
+                hvlen, pos = read_varint(body, pos)
+                if hvlen >= 0:
+                    hval = bytes(body[pos:pos + hvlen])
+                    pos += hvlen
+                else:
+                    hval = None
+                headers.append((hkey, hval))
+            if pos != end:
+                raise InvalidRecordError("record length does not match its fields")
+            yield Record(base_offset + off_delta, max_ts if log_append else base_ts + ts_delta, key, value,
+                         tuple(headers))
+        if pos != n:
+            raise InvalidRecordError("bytes left after the last record of the batch")
+
+    def __iter__(self) -> Iterator[Record]:
+        return self.records()
+
+    def __repr__(self) -> str:
+        return (f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+                f"count={self.records_count}, max_timestamp={self.max_timestamp}, "
+                f"compression={self.compression.name}, size={self.size_in_bytes})")
+
+
+def _encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key, value, headers) -> None:
+    body = bytearray()
+    body.append(0)
+    write_varint(timestamp_delta, body)
+    write_varint(offset_delta, body)
+    for field in (key, value):
+        if field is None:
+            write_varint(-1, body)
+        else:
+            write_varint(len(field), body)
+            body += field
+    write_varint(len(headers), body)
+    for hkey, hval in headers:
+        kb = hkey.encode("utf-8")
+        write_varint(len(kb), body)
+        body += kb
+        if hval is None:
+            write_varint(-1, body)
+        else:
+            write_varint(len(hval), body)
+            body += hval
+    write_varint(len(body), out)
+    out += body
+
+
+def build_batch(records: Iterable[SimpleRecord | Record], *, base_offset: int = 0,
+                compression: int = CompressionType.NONE, timestamp_type: int = TimestampType.CREATE_TIME,
+                producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                partition_leader_epoch: int = -1, is_transactional: bool = False,
+                is_control: bool = False, max_timestamp: int | None = None) -> bytes:
+    """Encode one v2 batch. `Record`s keep their offsets (delta = offset - base_offset); `SimpleRecord`s
+    get their position. Under LogAppendTime pass the broker time as `max_timestamp`."""
+    items = list(records)
+    if not items:
+        raise InvalidRecordError("a record batch needs at least one record")
+    first_ts = items[0].timestamp
+    body = bytearray()
+    deltas = []
+    for i, rec in enumerate(items):
+        delta = rec.offset - base_offset if isinstance(rec, Record) else i
+        deltas.append(delta)
+        _encode_record(body, delta, rec.timestamp - first_ts, rec.key, rec.value, rec.headers)
+    payload = compress(compression, bytes(body)) if compression != CompressionType.NONE else bytes(body)
+    attributes = int(compression) & COMPRESSION_MASK
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_MASK
+    if is_control:
+        attributes |= CONTROL_MASK
+    max_ts = max_timestamp if max_timestamp is not None else max(r.timestamp for r in items)
+    batch_length = HEADER_SIZE - LOG_OVERHEAD + len(payload)
+    buf = bytearray(HEADER_SIZE + len(payload))
+    HEADER.pack_into(buf, 0, base_offset, batch_length, partition_leader_epoch, 2, 0, attributes,
+                     max(deltas), first_ts, max_ts, producer_id, producer_epoch, base_sequence, len(items))
+    buf[HEADER_SIZE:] = payload
+    struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+    return bytes(buf)
+
+
+def _rewrite_crc(buf, position: int) -> None:
+    (batch_length,) = struct.unpack_from(">i", buf, position + 8)
+    end = position + LOG_OVERHEAD + batch_length
+    struct.pack_into(">I", buf, position + CRC_OFFSET,
+                     crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET:end]))
+
+
+def set_base_offset(buf, position: int, offset: int) -> None:
+    """Outside the CRC: no recomputation (`DefaultRecordBatch.setLastOffset` style)."""
+    struct.pack_into(">q", buf, position, offset)
+
+
+def set_partition_leader_epoch(buf, position: int, epoch: int) -> None:
+    struct.pack_into(">i", buf, position + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+def set_max_timestamp(buf, position: int, timestamp_type: int, timestamp: int) -> None:
+    """Set max timestamp and the timestamp-type bit and recompute the CRC (`setMaxTimestamp`); records,
+    compressed or not, are untouched: consumers derive LogAppendTime timestamps from the header."""
+    (attributes,) = struct.unpack_from(">h", buf, position + ATTRIBUTES_OFFSET)
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    else:
+        attributes &= ~TIMESTAMP_TYPE_MASK
+    struct.pack_into(">h", buf, position + ATTRIBUTES_OFFSET, attributes)
+    struct.pack_into(">q", buf, position + MAX_TIMESTAMP_OFFSET, timestamp)
+    _rewrite_crc(buf, position)

@@ -1,0 +1,97 @@
+"""Record compression codecs, through `cramjam`.
+
+Snappy: Kafka's Java client writes xerial-framed snappy (`SnappyOutputStream`), librdkafka writes raw
+snappy; the Java reader (`SnappyInputStream`) accepts both, and so do we. LZ4 is the LZ4 frame format.
+Decompression is capped (`max_size`) so a small batch cannot expand into unbounded memory.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from enum import IntEnum
+
+import cramjam
+
+from chronolog.errors import CorruptMessageError, UnsupportedCompressionTypeError
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
+
+
+class CompressionType(IntEnum):
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+    @classmethod
+    def from_name(cls, name: str) -> CompressionType:
+        aliases = {"uncompressed": "NONE", "none": "NONE"}
+        try:
+            return cls[aliases.get(name.lower(), name.upper())]
+        except KeyError:
+            raise UnsupportedCompressionTypeError(f"unknown compression type {name!r}") from None
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    codec = CompressionType(codec)
+    if codec == CompressionType.NONE:
+        return bytes(data)
+    if codec == CompressionType.GZIP:
+        return bytes(cramjam.gzip.compress(bytes(data)))
+    if codec == CompressionType.SNAPPY:
+        block = bytes(cramjam.snappy.compress_raw(bytes(data)))
+        return XERIAL_MAGIC + struct.pack(">ii", 1, 1) + struct.pack(">i", len(block)) + block
+    if codec == CompressionType.LZ4:
+        return bytes(cramjam.lz4.compress(bytes(data)))
+    if codec == CompressionType.ZSTD:
+        return bytes(cramjam.zstd.compress(bytes(data)))
+    raise UnsupportedCompressionTypeError(f"compression type {codec}")
+
+
+def _check(out: bytes, max_size: int) -> bytes:
+    if len(out) > max_size:
+        raise CorruptMessageError(f"decompressed size exceeds the limit of {max_size} bytes")
+    return out
+
+
+def decompress(codec: int, data, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> bytes:
+    try:
+        codec = CompressionType(codec)
+    except ValueError:
+        raise UnsupportedCompressionTypeError(f"compression type {codec}") from None
+    data = bytes(data)
+    try:
+        if codec == CompressionType.NONE:
+            return data
+        if codec == CompressionType.GZIP:
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out = d.decompress(data, max_size + 1)
+            return _check(out, max_size)
+        if codec == CompressionType.SNAPPY:
+            if data.startswith(XERIAL_MAGIC):
+                pos, parts, total = 16, [], 0
+                while pos + 4 <= len(data):
+                    (n,) = struct.unpack_from(">i", data, pos)
+                    pos += 4
+                    if n < 0 or pos + n > len(data):
+                        raise CorruptMessageError("truncated xerial snappy block")
+                    part = bytes(cramjam.snappy.decompress_raw(data[pos:pos + n]))
+                    total += len(part)
+                    if total > max_size:
+                        raise CorruptMessageError(f"decompressed size exceeds the limit of {max_size} bytes")
+                    parts.append(part)
+                    pos += n
+                return b"".join(parts)
+            return _check(bytes(cramjam.snappy.decompress_raw(data)), max_size)
+        if codec == CompressionType.LZ4:
+            return _check(bytes(cramjam.lz4.decompress(data)), max_size)
+        if codec == CompressionType.ZSTD:
+            return _check(bytes(cramjam.zstd.decompress(data)), max_size)
+    except CorruptMessageError:
+        raise
+    except Exception as exc:  # cramjam raises its own DecompressionError / ValueError
+        raise CorruptMessageError(f"cannot decompress {codec.name}: {exc}") from None
+    raise UnsupportedCompressionTypeError(f"compression type {codec}")

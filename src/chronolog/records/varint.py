@@ -1,0 +1,41 @@
+"""Zigzag varints as Kafka's `ByteUtils` writes them (protobuf encoding)."""
+
+from __future__ import annotations
+
+from chronolog.errors import InvalidRecordError
+
+
+def read_varint(buf, pos: int) -> tuple[int, int]:
+    """Decode a zigzag varint (up to 64 bits) at `pos`; returns (value, new position)."""
+    shift = 0
+    raw = 0
+    end = len(buf)
+    while True:
+        if pos >= end:
+            raise InvalidRecordError("varint runs past the end of the buffer")
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise InvalidRecordError("varint is longer than 10 bytes")
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def write_varint(value: int, out: bytearray) -> None:
+    raw = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+
+
+def size_of_varint(value: int) -> int:
+    raw = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    size = 1
+    while raw >= 0x80:
+        raw >>= 7
+        size += 1
+    return size

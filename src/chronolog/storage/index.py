@@ -1,0 +1,316 @@
+"""Offset and time index files, byte-compatible with Kafka's `.index` and `.timeindex`.
+
+Follows `AbstractIndex`, `OffsetIndex` and `TimeIndex`: a memory-mapped file preallocated to
+`segment.index.bytes` (rounded down to a whole entry), entries appended in key order, a binary search for
+the largest entry whose key is <= the target, and trimming to the used size when the segment is rolled or
+closed. An index file opened from disk counts every slot as an entry, which is why closed segments must be
+trimmed: the zero-filled tail of a preallocated file would otherwise be read as entries.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import NamedTuple
+
+from chronolog.errors import CorruptMessageError, KafkaError
+
+_OFFSET_ENTRY = struct.Struct(">ii")    # relative offset, physical position
+_TIME_ENTRY = struct.Struct(">qi")      # timestamp, relative offset
+
+
+class IndexCorruptError(KafkaError):
+    """An index file fails its sanity check; the segment's indexes must be rebuilt from the log."""
+
+
+class OffsetPosition(NamedTuple):
+    offset: int
+    position: int
+
+
+class TimestampOffset(NamedTuple):
+    timestamp: int
+    offset: int
+
+
+class AbstractIndex:
+    """Shared arithmetic of both index kinds (Kafka's `AbstractIndex`)."""
+
+    entry_size: int = 0
+    _entry: struct.Struct
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int = 10485760, writable: bool = True) -> None:
+        self.path = Path(path)
+        self.base_offset = base_offset
+        self.writable = writable
+        self._mmap: mmap.mmap | None = None
+        self._file = None
+        exists = self.path.exists() and self.path.stat().st_size > 0
+        if exists:
+            length = self.path.stat().st_size
+        elif writable:
+            length = max(0, max_index_size - max_index_size % self.entry_size)
+            with open(self.path, "wb") as f:
+                f.truncate(length)
+        else:
+            length = 0
+        # Every slot of a file that existed counts as an entry (AbstractIndex's constructor).
+        self._entries = length // self.entry_size if exists else 0
+        self._length = length
+        self.max_index_size = max_index_size
+        self._open_map(length)
+
+    # -- mapping -------------------------------------------------------------------------------------
+    def _open_map(self, length: int) -> None:
+        self._close_map()
+        if length == 0:
+            return
+        mode = "r+b" if self.writable else "rb"
+        self._file = open(self.path, mode)
+        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
+        self._mmap = mmap.mmap(self._file.fileno(), length, access=access)
+
+    def _close_map(self) -> None:
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        return self._length // self.entry_size
+
+    def is_full(self) -> bool:
+        return self._entries >= self.max_entries
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._entries * self.entry_size
+
+    def resize(self, new_size: int) -> None:
+        """Grow or shrink the file to `new_size` rounded down to a whole entry (never below the used size)."""
+        if not self.writable:
+            return
+        rounded = max(new_size - new_size % self.entry_size, self._entries * self.entry_size)
+        if rounded == self._length:
+            return
+        self._close_map()
+        with open(self.path, "r+b") as f:
+            f.truncate(rounded)
+        self._length = rounded
+        self._open_map(rounded)
+
+    def trim_to_valid_size(self) -> None:
+        self.resize(self._entries * self.entry_size)
+
+    def flush(self) -> None:
+        if self._mmap is not None and self.writable:
+            self._mmap.flush()
+
+    def close(self, trim: bool = True) -> None:
+        if trim and self.writable:
+            self.trim_to_valid_size()
+        self.flush()
+        self._close_map()
+
+    def delete(self) -> None:
+        self._close_map()
+        self.path.unlink(missing_ok=True)
+
+    def rename(self, new_path: Path) -> None:
+        os.replace(self.path, new_path)
+        self.path = Path(new_path)
+
+    def truncate_entries(self, entries: int) -> None:
+        self._entries = max(0, min(entries, self._entries))
+
+    def reset(self) -> None:
+        """Drop every entry and give the file its preallocated size again (used before a rebuild)."""
+        self._entries = 0
+        if self.writable:
+            self._close_map()
+            with open(self.path, "r+b") as f:
+                f.truncate(0)
+            self._length = 0
+            self.resize(self.max_index_size)
+
+    # -- search --------------------------------------------------------------------------------------
+    def _key(self, slot: int) -> int:
+        raise NotImplementedError
+
+    def _largest_lower_bound_slot(self, target: int) -> int:
+        """Slot of the largest entry whose key is <= target, or -1 (AbstractIndex.indexSlotRangeFor)."""
+        n = self._entries
+        if n == 0 or self._key(0) > target:
+            return -1
+        lo, hi = 0, n - 1
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if self._key(mid) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _smallest_upper_bound_slot(self, target: int) -> int:
+        n = self._entries
+        if n == 0 or self._key(n - 1) < target:
+            return -1
+        lo, hi = 0, n - 1
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if self._key(mid) >= target:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+
+class OffsetIndex(AbstractIndex):
+    """`.index`: int32 offset relative to the segment base, int32 byte position in the `.log`."""
+
+    entry_size = 8
+
+    def _key(self, slot: int) -> int:
+        return _OFFSET_ENTRY.unpack_from(self._mmap, slot * 8)[0]  # type: ignore[arg-type]
+
+    def entry(self, slot: int) -> OffsetPosition:
+        rel, pos = _OFFSET_ENTRY.unpack_from(self._mmap, slot * 8)  # type: ignore[arg-type]
+        return OffsetPosition(self.base_offset + rel, pos)
+
+    def last_entry(self) -> OffsetPosition:
+        if self._entries == 0:
+            return OffsetPosition(self.base_offset, 0)
+        return self.entry(self._entries - 1)
+
+    @property
+    def last_offset(self) -> int:
+        return self.last_entry().offset
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """Largest entry with offset <= target, else (base offset, 0) (OffsetIndex.lookup)."""
+        slot = self._largest_lower_bound_slot(target_offset - self.base_offset)
+        if slot < 0:
+            return OffsetPosition(self.base_offset, 0)
+        return self.entry(slot)
+
+    def append(self, offset: int, position: int) -> None:
+        if self.is_full():
+            raise KafkaError(f"Attempt to append to a full index {self.path}")
+        if self._entries > 0 and offset <= self.last_offset:
+            raise KafkaError(f"Attempt to append an offset ({offset}) no larger than the last offset "
+                             f"appended ({self.last_offset}) to {self.path}")
+        rel = offset - self.base_offset
+        if not 0 <= rel <= 0x7FFFFFFF:
+            raise KafkaError(f"offset {offset} not within int32 of base {self.base_offset}")
+        _OFFSET_ENTRY.pack_into(self._mmap, self._entries * 8, rel, position)  # type: ignore[arg-type]
+        self._entries += 1
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries with offset >= `offset` (OffsetIndex.truncateTo)."""
+        slot = self._largest_lower_bound_slot(offset - self.base_offset)
+        if slot < 0:
+            self._entries = 0
+        elif self.entry(slot).offset == offset:
+            self._entries = slot
+        else:
+            self._entries = slot + 1
+
+    def sanity_check(self) -> None:
+        if self._length % self.entry_size != 0:
+            raise IndexCorruptError(f"Index file {self.path} has size {self._length} not a multiple of 8")
+        if self._entries > 0 and self.last_offset < self.base_offset:
+            raise IndexCorruptError(f"Corrupt index {self.path}: last offset {self.last_offset} < base offset "
+                                    f"{self.base_offset}")
+        prev = -1
+        for slot in range(self._entries):
+            rel = self._key(slot)
+            if rel <= prev and slot > 0:
+                raise IndexCorruptError(f"Corrupt index {self.path}: offsets not increasing at entry {slot}")
+            prev = rel
+
+
+class TimeIndex(AbstractIndex):
+    """`.timeindex`: int64 timestamp, int32 offset relative to the segment base (KIP-33).
+
+    An entry is appended only when the segment's running max timestamp grows; the last slot is reserved
+    for the final entry written on roll or close, hence `is_full` counts `max_entries - 1` (TimeIndex.java).
+    """
+
+    entry_size = 12
+
+    def _key(self, slot: int) -> int:
+        return _TIME_ENTRY.unpack_from(self._mmap, slot * 12)[0]  # type: ignore[arg-type]
+
+    def is_full(self) -> bool:
+        return self._entries >= self.max_entries - 1
+
+    def entry(self, slot: int) -> TimestampOffset:
+        ts, rel = _TIME_ENTRY.unpack_from(self._mmap, slot * 12)  # type: ignore[arg-type]
+        return TimestampOffset(ts, self.base_offset + rel)
+
+    def last_entry(self) -> TimestampOffset:
+        if self._entries == 0:
+            return TimestampOffset(-1, self.base_offset)
+        return self.entry(self._entries - 1)
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """Largest entry with timestamp <= target, else (-1, base offset) (TimeIndex.lookup)."""
+        slot = self._largest_lower_bound_slot(target_timestamp)
+        if slot < 0:
+            return TimestampOffset(-1, self.base_offset)
+        return self.entry(slot)
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> bool:
+        """Append (timestamp, offset) if timestamp is larger than the last entry's (TimeIndex.maybeAppend)."""
+        if not skip_full_check and self.is_full():
+            raise KafkaError(f"Attempt to append to a full time index {self.path}")
+        last = self.last_entry()
+        if self._entries > 0 and offset < last.offset:
+            raise KafkaError(f"Attempt to append an offset ({offset}) smaller than the last offset "
+                             f"({last.offset}) to the time index {self.path}")
+        if self._entries > 0 and timestamp < last.timestamp:
+            raise KafkaError(f"Attempt to append a timestamp ({timestamp}) smaller than the last one "
+                             f"({last.timestamp}) to the time index {self.path}")
+        if self._entries == 0 or timestamp > last.timestamp:
+            if self._entries >= self.max_entries:
+                raise KafkaError(f"time index {self.path} has no room for its final entry")
+            _TIME_ENTRY.pack_into(self._mmap, self._entries * 12, timestamp,  # type: ignore[arg-type]
+                                  offset - self.base_offset)
+            self._entries += 1
+            return True
+        return False
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries pointing at offsets >= `offset` (TimeIndex.truncateTo)."""
+        keep = 0
+        for slot in range(self._entries):
+            if self.entry(slot).offset >= offset:
+                break
+            keep = slot + 1
+        self._entries = keep
+
+    def sanity_check(self) -> None:
+        if self._length % self.entry_size != 0:
+            raise IndexCorruptError(f"Time index file {self.path} has size {self._length} not a multiple of 12")
+        if self._entries == 0:
+            return
+        last = self.last_entry()
+        if last.timestamp < self.entry(0).timestamp:
+            raise IndexCorruptError(f"Corrupt time index {self.path}: last timestamp {last.timestamp} is "
+                                    f"smaller than the first {self.entry(0).timestamp}")
+        if last.offset < self.base_offset:
+            raise IndexCorruptError(f"Corrupt time index {self.path}: last offset {last.offset} < base "
+                                    f"offset {self.base_offset}")
+
+
+__all__ = ["OffsetIndex", "TimeIndex", "OffsetPosition", "TimestampOffset", "IndexCorruptError",
+           "CorruptMessageError"]
