@@ -1,0 +1,579 @@
+"""One partition: a directory `<topic>-<partition>` of segments (Kafka's `UnifiedLog` + `LocalLog`).
+
+Appends are validated as `LogValidator` does (CRC, sizes, KIP-32 timestamp bounds), get offsets
+assigned by patching batch headers in place, and go to the active segment, which rolls on size, time
+(first batch's max timestamp + `segment.ms` - jitter), full indexes or offset overflow. Retention deletes
+whole segments oldest-first and stops at the first one that must stay.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from chronolog.config import TopicConfig
+from chronolog.errors import (
+    CorruptMessageError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    KafkaError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    UnsupportedVersionError,
+)
+from chronolog.records import (
+    CompressionType,
+    LegacyBatch,
+    Record,
+    RecordBatch,
+    TimestampType,
+    build_batch,
+    iter_batches,
+    set_base_offset,
+    set_max_timestamp,
+    set_partition_leader_epoch,
+    upconvert_to_v2,
+)
+from chronolog.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, FoundTimestamp, LogSegment
+
+log = logging.getLogger(__name__)
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LEADER_EPOCH = 0
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    records_count: int
+
+
+@dataclass(frozen=True)
+class ReadSlice:
+    """Bytes of whole batches in one segment file, for `os.sendfile` or a copy."""
+
+    file_path: Path
+    position: int
+    size: int
+    first_offset: int
+    _segment: LogSegment
+
+    def fileno(self) -> int:
+        return self._segment._fd
+
+    def read_bytes(self) -> bytes:
+        return self._segment.pread(self.position, self.size)
+
+
+TimestampAndOffset = FoundTimestamp
+
+
+def parse_log_dir_name(name: str) -> tuple[str, int]:
+    topic, _, part = name.rpartition("-")
+    if not topic or not part.isdigit():
+        raise ValueError(f"not a partition directory name: {name}")
+    return topic, int(part)
+
+
+class PartitionLog:
+    """A partition's segments. Every public method takes the log's lock."""
+
+    def __init__(self, directory: Path, config: TopicConfig, *, writable: bool = True,
+                 time_index_style: str = "batch_last") -> None:
+        self.dir = Path(directory)
+        self.topic, self.partition = parse_log_dir_name(self.dir.name)
+        self.config = config
+        self.writable = writable
+        self.time_index_style = time_index_style
+        self.lock = threading.RLock()
+        self.segments: list[LogSegment] = []
+        self.log_start_offset = 0
+        self.recovery_point = 0
+        self._next_offset = 0
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms()
+        self._segment_created_ms: dict[int, int] = {}
+        self._jitter = 0
+        self._closed = False
+
+    # -- opening ------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, directory: Path, config: TopicConfig | None = None, *, recover: bool = True,
+             recovery_point: int = 0, log_start_offset: int = 0, now: int | None = None) -> PartitionLog:
+        """Open or create a partition directory. With `recover`, segments from the recovery point on are
+        validated: a torn tail is truncated, later segments dropped, indexes rebuilt (`LogLoader`)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        plog = cls(directory, config or TopicConfig())
+        plog._load(recover=recover, recovery_point=recovery_point)
+        plog.log_start_offset = max(log_start_offset, plog.segments[0].base_offset)
+        plog.recovery_point = plog._next_offset if recover else max(recovery_point, plog.log_start_offset)
+        return plog
+
+    @classmethod
+    def open_readonly(cls, directory: Path, config: TopicConfig | None = None,
+                      time_index_style: str = "batch_last") -> PartitionLog:
+        """Read a directory that must not change (a copy of a Kafka log dir, a read-only mount): nothing
+        is written; indexes that are missing are rebuilt in memory."""
+        plog = cls(Path(directory), config or TopicConfig(), writable=False, time_index_style=time_index_style)
+        bases = plog._segment_bases()
+        if not bases:
+            raise OffsetOutOfRangeError(f"no segments in {directory}")
+        for base in bases:
+            plog.segments.append(LogSegment(plog.dir, base, index_interval_bytes=plog.config.index_interval_bytes,
+                                            max_index_size=plog.config.segment_index_bytes, writable=False,
+                                            time_index_style=time_index_style))
+        plog._next_offset = plog.segments[-1].next_offset_guess
+        plog.log_start_offset = plog.segments[0].base_offset
+        return plog
+
+    def _segment_bases(self) -> list[int]:
+        bases = []
+        for entry in self.dir.iterdir():
+            if entry.name.endswith(LOG_SUFFIX) and entry.name[:-4].isdigit():
+                bases.append(int(entry.name[:-4]))
+        return sorted(bases)
+
+    def _new_segment(self, base: int) -> LogSegment:
+        seg = LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
+                         max_index_size=self.config.segment_index_bytes, time_index_style=self.time_index_style)
+        self._segment_created_ms[base] = now_ms()
+        return seg
+
+    def _load(self, recover: bool, recovery_point: int) -> None:
+        for entry in list(self.dir.iterdir()):
+            # Leftovers of deletions and of interrupted index swaps go first (`LogLoader.removeTempFiles`).
+            if entry.name.endswith((DELETED_SUFFIX, ".cleaned", ".swap")):
+                entry.unlink(missing_ok=True)
+        bases = self._segment_bases()
+        for base in bases:
+            for suffix in (".index", ".timeindex"):
+                idx = self.dir / f"{base:020d}{suffix}"
+                if not idx.exists() and (self.dir / f"{base:020d}.log").exists():
+                    log.info("%s: missing %s, rebuilding", self.dir, idx.name)
+        for i, base in enumerate(bases):
+            seg = self._new_segment(base)
+            self.segments.append(seg)
+            needs_recovery = recover and (base >= recovery_point or
+                                          (i + 1 < len(bases) and bases[i + 1] > recovery_point))
+            if needs_recovery or seg._rebuild_needed:
+                truncated = seg.recover()
+                if truncated and i + 1 < len(bases):
+                    # A corrupt segment ends the log: later segments are unreachable (LogLoader).
+                    for later in bases[i + 1:]:
+                        for suffix in (".log", ".index", ".timeindex"):
+                            (self.dir / f"{later:020d}{suffix}").unlink(missing_ok=True)
+                    log.warning("%s: dropped segments after corrupt segment %d", self.dir, base)
+                    break
+        if not self.segments:
+            self.segments.append(self._new_segment(0))
+        for seg in self.segments[:-1]:
+            seg.on_become_inactive()
+        self.active.make_active()
+        self._next_offset = self.active.next_offset_guess
+        if self.active.size == 0 and len(self.segments) > 1:
+            self._next_offset = max(self._next_offset, self.active.base_offset)
+        self._jitter = self._new_jitter()
+
+    def _new_jitter(self) -> int:
+        return random.randint(0, self.config.segment_jitter_ms) if self.config.segment_jitter_ms > 0 else 0
+
+    # -- properties ---------------------------------------------------------------------------------
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._next_offset  # a single replica: everything appended is committed
+
+    @property
+    def local_log_start_offset(self) -> int:
+        return self.log_start_offset
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def update_config(self, config: TopicConfig) -> None:
+        with self.lock:
+            self.config = config
+            for seg in self.segments:
+                seg.index_interval_bytes = config.index_interval_bytes
+
+    # -- append -------------------------------------------------------------------------------------
+    def append(self, records: bytes | bytearray | memoryview, *, now: int | None = None,
+               assign_offsets: bool = True, origin_client: bool = True) -> AppendInfo:
+        """Validate, assign offsets and append (`UnifiedLog.appendAsLeader` + `LogValidator`)."""
+        if not self.writable:
+            raise KafkaError("log is read-only")
+        now = now_ms() if now is None else now
+        buf = bytearray(records)
+        batches = list(iter_batches(buf))
+        consumed = sum(b.size_in_bytes for b in batches)
+        if not batches or consumed != len(buf):
+            raise CorruptMessageError(f"produce payload of {len(buf)} bytes holds {consumed} bytes of "
+                                      "complete batches")
+        with self.lock:
+            if self._closed:
+                raise KafkaError("log is closed")
+            out = bytearray()
+            offset = self._next_offset
+            first = offset
+            max_ts, offset_of_max = -1, -1
+            count = 0
+            cfg = self.config
+            log_append = cfg.log_append_time
+            if any(b.magic == 2 for b in batches) and len(batches) > 1 and origin_client:
+                raise InvalidRecordError("a produce request may carry only one v2 record batch per partition")
+            for batch in batches:
+                if isinstance(batch, LegacyBatch):
+                    batch.validate()
+                    data = bytearray(upconvert_to_v2(batch, offset))
+                    batch = RecordBatch(data)
+                else:
+                    batch.validate()
+                    data = bytearray(batch.raw)
+                if batch.size_in_bytes > cfg.max_message_bytes:
+                    raise MessageTooLargeError(f"batch of {batch.size_in_bytes} bytes exceeds max.message.bytes "
+                                               f"{cfg.max_message_bytes}")
+                if batch.is_control and origin_client:
+                    raise InvalidRecordError("clients may not write control batches")
+                recs = list(batch.records())
+                if len(recs) != batch.records_count or not recs:
+                    raise InvalidRecordError("record count does not match the batch header")
+                for i, rec in enumerate(recs):
+                    if rec.offset - batch.base_offset != i:
+                        raise InvalidRecordError(f"record {i} has offset delta {rec.offset - batch.base_offset}")
+                batch_max = -1
+                if not log_append:
+                    before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
+                    for rec in recs:
+                        ts = rec.timestamp
+                        if ts != -1 and (now - ts > before or ts - now > after):
+                            raise InvalidTimestampError(
+                                f"timestamp {ts} of record at offset delta {rec.offset - batch.base_offset} is "
+                                f"out of range for {self.topic}-{self.partition} (now {now}, "
+                                f"message.timestamp.before.max.ms {before}, after.max.ms {after})")
+                        if ts > batch_max:
+                            batch_max = ts
+                codec = _target_codec(cfg.compression_type, batch.compression)
+                if codec != batch.compression:
+                    # A codec change is the one case that recompresses (LogValidator).
+                    data = bytearray(build_batch(
+                        [Record(r.offset, r.timestamp, r.key, r.value, r.headers) for r in recs],
+                        base_offset=batch.base_offset, compression=codec, timestamp_type=batch.timestamp_type,
+                        producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+                        base_sequence=batch.base_sequence, is_transactional=batch.is_transactional))
+                set_base_offset(data, 0, offset)
+                set_partition_leader_epoch(data, 0, LEADER_EPOCH)
+                if log_append:
+                    set_max_timestamp(data, 0, TimestampType.LOG_APPEND_TIME, now)
+                    batch_max = now
+                elif RecordBatch(data).max_timestamp != batch_max or RecordBatch(data).timestamp_type != 0:
+                    set_max_timestamp(data, 0, TimestampType.CREATE_TIME, batch_max)
+                last = offset + len(recs) - 1
+                if batch_max > max_ts:
+                    max_ts, offset_of_max = batch_max, last  # batch last offset (KAFKA-16310)
+                out += data
+                offset = last + 1
+                count += len(recs)
+            if len(out) > cfg.segment_bytes:
+                raise MessageTooLargeError(f"{len(out)} bytes exceed segment.bytes {cfg.segment_bytes}")
+            self._maybe_roll(len(out), max_ts, offset - 1, now)
+            self.active.append(offset - 1, max_ts, offset_of_max, out)
+            self._next_offset = offset
+            self._unflushed_messages += count
+            if self._unflushed_messages >= cfg.flush_messages:
+                self.flush()
+            return AppendInfo(first, offset - 1, max_ts, offset_of_max, now if log_append else -1,
+                              self.log_start_offset, count)
+
+    def append_raw_for_test(self, data: bytes) -> None:
+        """Write bytes without validation (to build fixtures such as torn tails)."""
+        with self.lock:
+            os.pwrite(self.active._fd, data, self.active.size)
+            self.active.size += len(data)
+
+    def _maybe_roll(self, size: int, max_ts: int, last_offset: int, now: int) -> None:
+        cfg = self.config
+        seg = self.active
+        if seg.should_roll(segment_bytes=cfg.segment_bytes, segment_ms=cfg.segment_ms, jitter_ms=self._jitter,
+                           max_timestamp=max_ts, last_offset=last_offset, messages_size=size, now_ms=now,
+                           created_ms=self._segment_created_ms.get(seg.base_offset, now)):
+            self.roll()
+
+    def roll(self) -> LogSegment:
+        """Close the active segment for appends and start a new one at the log end offset."""
+        with self.lock:
+            if self.active.size == 0 and self.active.base_offset == self._next_offset:
+                return self.active
+            self.active.on_become_inactive()
+            self.active.flush()
+            seg = self._new_segment(self._next_offset)
+            self.segments.append(seg)
+            self._jitter = self._new_jitter()
+            return seg
+
+    # -- reads --------------------------------------------------------------------------------------
+    def _segment_for(self, offset: int) -> int:
+        lo, hi = 0, len(self.segments) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if self.segments[mid].base_offset <= offset:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_message: bool = True) -> ReadSlice | None:
+        """Whole batches from the first one holding `start_offset`, up to `max_bytes` (at least one batch
+        with `min_one_message`, as KIP-74). None at the log end."""
+        with self.lock:
+            if start_offset < self.log_start_offset or start_offset > self._next_offset:
+                raise OffsetOutOfRangeError(f"offset {start_offset} is outside [{self.log_start_offset}, "
+                                            f"{self._next_offset}] for {self.topic}-{self.partition}")
+            limit = self._next_offset if max_offset is None else min(max_offset, self._next_offset)
+            if start_offset >= limit:
+                return None
+            for i in range(self._segment_for(start_offset), len(self.segments)):
+                seg = self.segments[i]
+                found = seg.translate_offset(start_offset)
+                if found is None:
+                    continue
+                pos, first_batch = found
+                size = 0
+                for _p, batch in seg.batches_from(pos):
+                    if batch.base_offset >= limit and size > 0:
+                        break
+                    if size + batch.size_in_bytes > max_bytes and (size > 0 or not min_one_message):
+                        break
+                    size += batch.size_in_bytes
+                if size == 0:
+                    return None
+                return ReadSlice(seg.log_path, pos, size, first_batch.base_offset, seg)
+            return None
+
+    def read_records(self, start_offset: int, end_offset: int | None = None) -> Iterator[Record]:
+        """Records with start_offset <= offset < end_offset (tools and tests; decodes everything)."""
+        with self.lock:
+            end = self._next_offset if end_offset is None else min(end_offset, self._next_offset)
+            start = max(start_offset, self.log_start_offset)
+            segments = list(self.segments)
+        for i in range(len(segments)):
+            seg = segments[i]
+            nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
+            if nxt is not None and nxt <= start:
+                continue
+            if seg.base_offset >= end:
+                break
+            found = seg.translate_offset(start)
+            if found is None:
+                continue
+            for _pos, batch in seg.batches_from(found[0]):
+                if batch.base_offset >= end:
+                    return
+                for rec in batch.records():
+                    if start <= rec.offset < end:
+                        yield rec
+
+    # -- time ---------------------------------------------------------------------------------------
+    def offset_for_timestamp(self, timestamp: int) -> FoundTimestamp | None:
+        """`UnifiedLog.fetchOffsetByTimestamp`: the first record with timestamp >= target, found in the
+        first segment whose largest timestamp is >= target; the specials -1 latest, -2 earliest,
+        -3 max timestamp, -4 earliest local. None when nothing qualifies (ListOffsets answers -1/-1)."""
+        with self.lock:
+            if timestamp == EARLIEST_TIMESTAMP:
+                return FoundTimestamp(-1, self.log_start_offset, LEADER_EPOCH)
+            if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+                return FoundTimestamp(-1, self.local_log_start_offset, LEADER_EPOCH)
+            if timestamp == LATEST_TIMESTAMP:
+                return FoundTimestamp(-1, self._next_offset, LEADER_EPOCH)
+            if timestamp == MAX_TIMESTAMP:
+                return self._max_timestamp_entry()
+            if timestamp < 0:
+                raise UnsupportedVersionError(f"unsupported special timestamp {timestamp}")
+            for seg in self.segments:
+                if seg.max_timestamp_so_far >= 0 and seg.largest_timestamp >= timestamp:
+                    return seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            return None
+
+    def _max_timestamp_entry(self) -> FoundTimestamp | None:
+        best = None
+        for seg in self.segments:
+            if seg.max_timestamp_so_far >= 0 and (best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far):
+                best = seg
+        if best is None:
+            return FoundTimestamp(-1, -1, LEADER_EPOCH)
+        target = best.max_timestamp_so_far
+        found = best.find_offset_by_timestamp(target, self.log_start_offset)
+        return found if found is not None else FoundTimestamp(target, best.offset_of_max_timestamp_so_far,
+                                                              LEADER_EPOCH)
+
+    # -- retention, deletion, truncation -----------------------------------------------------------
+    def delete_old_segments(self, now: int | None = None) -> int:
+        """Time, size and log-start-offset retention (`UnifiedLog.deleteOldSegments`)."""
+        now = now_ms() if now is None else now
+        cfg = self.config
+        if "delete" not in cfg.cleanup_policy:
+            return 0
+        deleted = 0
+        if cfg.retention_ms >= 0:
+            deleted += self._delete_segments(lambda s, n: now - s.largest_timestamp > cfg.retention_ms, now,
+                                             "retention.ms")
+        if cfg.retention_bytes >= 0:
+            diff = self.size - cfg.retention_bytes
+            if diff > 0:
+                state = {"diff": diff}
+
+                def breached(seg: LogSegment, _nxt: LogSegment | None) -> bool:
+                    if state["diff"] - seg.size >= 0:
+                        state["diff"] -= seg.size
+                        return True
+                    return False
+                deleted += self._delete_segments(breached, now, "retention.bytes")
+        deleted += self._delete_segments(lambda s, n: n is not None and n.base_offset <= self.log_start_offset,
+                                         now, "log start offset")
+        return deleted
+
+    def _delete_segments(self, predicate, now: int, reason: str) -> int:
+        with self.lock:
+            deletable = []
+            for i, seg in enumerate(self.segments):
+                nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
+                upper = nxt.base_offset if nxt is not None else self._next_offset
+                last_and_empty = nxt is None and seg.size == 0
+                if self.high_watermark >= upper and not last_and_empty and predicate(seg, nxt):
+                    deletable.append(seg)
+                else:
+                    if (reason == "retention.ms" and seg.max_timestamp_so_far > now
+                            and now - seg.largest_timestamp <= self.config.retention_ms):
+                        log.warning("%s-%d: retention is blocked by segment %s whose largest timestamp %d is "
+                                    "in the future (now %d)", self.topic, self.partition, seg.log_path.name,
+                                    seg.max_timestamp_so_far, now)
+                    break
+            if not deletable:
+                return 0
+            if len(deletable) == len(self.segments):
+                self.roll()
+            for seg in deletable:
+                self.segments.remove(seg)
+                self._schedule_delete(seg)
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            log.info("%s-%d: deleted %d segment(s) by %s; log start offset %d", self.topic, self.partition,
+                     len(deletable), reason, self.log_start_offset)
+            return len(deletable)
+
+    def _schedule_delete(self, seg: LogSegment) -> None:
+        """Rename to `.deleted` now and remove after `file.delete.delay.ms` (`LocalLog.deleteSegmentFiles`)."""
+        seg.close_for_delete()
+        renamed = []
+        for path in seg.files():
+            if path.exists():
+                target = path.with_name(path.name + DELETED_SUFFIX)
+                os.replace(path, target)
+                renamed.append(target)
+
+        def remove() -> None:
+            for path in renamed:
+                path.unlink(missing_ok=True)
+        delay = self.config.file_delete_delay_ms / 1000.0
+        if delay <= 0:
+            remove()
+        else:
+            timer = threading.Timer(delay, remove)
+            timer.daemon = True
+            timer.start()
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: raise the log start offset (`UnifiedLog.deleteRecordsOnLeader`)."""
+        with self.lock:
+            if offset == -1:
+                offset = self.high_watermark
+            if offset > self.high_watermark or offset < 0:
+                raise OffsetOutOfRangeError(f"cannot delete before {offset}: high watermark {self.high_watermark}")
+            if offset > self.log_start_offset:
+                self.log_start_offset = offset
+                self._delete_segments(lambda s, n: n is not None and n.base_offset <= offset, now_ms(),
+                                      "delete records")
+            return self.log_start_offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything at and after `offset` (`UnifiedLog.truncateTo`)."""
+        with self.lock:
+            if offset >= self._next_offset:
+                return
+            while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+                seg = self.segments.pop()
+                self._schedule_delete(seg)
+            self.active.truncate_to(offset)
+            self.active.make_active()
+            self._next_offset = max(offset, self.active.base_offset)
+            self.log_start_offset = min(self.log_start_offset, self._next_offset)
+            self.recovery_point = min(self.recovery_point, self._next_offset)
+
+    # -- flush and close ----------------------------------------------------------------------------
+    def flush(self) -> None:
+        with self.lock:
+            for seg in self.segments:
+                if seg.base_offset >= self._segment_base_of(self.recovery_point) or seg is self.active:
+                    seg.flush()
+            self.recovery_point = self._next_offset
+            self._unflushed_messages = 0
+            self._last_flush_ms = now_ms()
+
+    def _segment_base_of(self, offset: int) -> int:
+        return self.segments[self._segment_for(offset)].base_offset
+
+    def maybe_flush(self, now: int | None = None) -> None:
+        now = now_ms() if now is None else now
+        if self._unflushed_messages and now - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+
+    def close(self) -> None:
+        with self.lock:
+            if self._closed:
+                return
+            if self.writable:
+                self.flush()
+            for seg in self.segments:
+                seg.close()
+            self._closed = True
+
+    def delete(self) -> None:
+        """Remove the partition's files (DeleteTopics)."""
+        import shutil
+        with self.lock:
+            for seg in self.segments:
+                seg.close_for_delete()
+            self._closed = True
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _target_codec(topic_codec: str, producer_codec: CompressionType) -> CompressionType:
+    if topic_codec == "producer":
+        return producer_codec
+    return CompressionType.from_name(topic_codec)

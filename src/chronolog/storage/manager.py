@@ -1,0 +1,271 @@
+"""The data dir: topics, their partition logs, persisted topic configs, and the background work
+(retention every `log.retention.check.interval.ms`, `flush.ms` flushing, recovery-point checkpoints) that
+Kafka's `LogManager` schedules."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import re
+import threading
+import uuid
+from pathlib import Path
+
+from chronolog.config import BrokerConfig, TopicConfig, validate_topic_overrides
+from chronolog.errors import (
+    InvalidPartitionsError,
+    InvalidTopicExceptionError,
+    KafkaError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from chronolog.storage.checkpoints import (
+    CLEAN_SHUTDOWN,
+    LOG_START_OFFSET,
+    RECOVERY_POINT,
+    REPLICATION_OFFSET,
+    read_checkpoint,
+    write_checkpoint,
+)
+from chronolog.storage.log import PartitionLog, now_ms, parse_log_dir_name
+
+log = logging.getLogger(__name__)
+
+TOPICS_FILE = "chronolog-topics.json"
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's `Topic.validate`."""
+    if not name or name in (".", ".."):
+        raise InvalidTopicExceptionError(f"Topic name {name!r} is illegal")
+    if len(name) > 249:
+        raise InvalidTopicExceptionError(f"Topic name {name!r} is longer than 249 characters")
+    if not _LEGAL_TOPIC.match(name):
+        raise InvalidTopicExceptionError(f"Topic name {name!r} is illegal, it contains a character other than "
+                                         "ASCII alphanumerics, '.', '_' and '-'")
+
+
+class LogManager:
+    def __init__(self, data_dir: Path | str, broker_config: BrokerConfig | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.broker_config = broker_config or BrokerConfig()
+        self._lock = threading.RLock()
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._topics: dict[str, dict] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.started = False
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def startup(self, background: bool = True) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        marker = self.data_dir / CLEAN_SHUTDOWN
+        clean = marker.exists()
+        recovery = read_checkpoint(self.data_dir / RECOVERY_POINT)
+        starts = read_checkpoint(self.data_dir / LOG_START_OFFSET)
+        self._topics = self._read_topics()
+        for entry in sorted(self.data_dir.iterdir()):
+            if not entry.is_dir():
+                continue
+            try:
+                topic, partition = parse_log_dir_name(entry.name)
+            except ValueError:
+                continue
+            if topic not in self._topics:
+                # A partition dir without metadata (e.g. copied from Kafka): adopt it with defaults.
+                self._topics[topic] = {"partitions": 0, "configs": {}, "topic_id": _new_topic_id()}
+            self._topics[topic]["partitions"] = max(self._topics[topic]["partitions"], partition + 1)
+            key = (topic, partition)
+            self._logs[key] = PartitionLog.open(
+                entry, self.topic_config(topic), recover=not clean,
+                recovery_point=recovery.get(key, 0), log_start_offset=starts.get(key, 0))
+        for topic, meta in self._topics.items():
+            for p in range(meta["partitions"]):
+                if (topic, p) not in self._logs:
+                    self._logs[(topic, p)] = self._create_log(topic, p)
+        marker.unlink(missing_ok=True)
+        self._write_topics()
+        self.started = True
+        if background:
+            self._thread = threading.Thread(target=self._background, name="chronolog-log-manager", daemon=True)
+            self._thread.start()
+
+    def shutdown(self) -> None:
+        """Clean stop: flush, trim indexes, write checkpoints and the clean-shutdown marker."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        with self._lock:
+            for plog in self._logs.values():
+                plog.close()
+            self.checkpoint()
+            (self.data_dir / CLEAN_SHUTDOWN).touch()
+            self.started = False
+
+    def __enter__(self) -> LogManager:
+        if not self.started:
+            self.startup()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    # -- topics -------------------------------------------------------------------------------------
+    def _read_topics(self) -> dict[str, dict]:
+        path = self.data_dir / TOPICS_FILE
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (ValueError, OSError) as exc:
+            log.error("cannot read %s (%s); topics are rebuilt from partition directories", path, exc)
+            return {}
+
+    def _write_topics(self) -> None:
+        path = self.data_dir / TOPICS_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self._topics, indent=1, sort_keys=True), encoding="utf-8")
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def _create_log(self, topic: str, partition: int) -> PartitionLog:
+        directory = self.data_dir / f"{topic}-{partition}"
+        plog = PartitionLog.open(directory, self.topic_config(topic))
+        meta = directory / "partition.metadata"
+        if not meta.exists():
+            # Kafka's PartitionMetadataFile: two lines, no trailing newline.
+            meta.write_text(f"version: 0\ntopic_id: {self._topics[topic]['topic_id']}", encoding="utf-8")
+        return plog
+
+    def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
+        validate_topic_name(name)
+        if partitions < 1:
+            raise InvalidPartitionsError(f"Number of partitions must be at least 1, got {partitions}")
+        overrides = validate_topic_overrides(configs or {})
+        TopicConfig.from_kafka(overrides, self.broker_config.topic_defaults())
+        with self._lock:
+            if name in self._topics:
+                raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+            self._topics[name] = {"partitions": partitions, "configs": overrides, "topic_id": _new_topic_id()}
+            for p in range(partitions):
+                self._logs[(name, p)] = self._create_log(name, p)
+            self._write_topics()
+
+    def delete_topic(self, name: str) -> None:
+        with self._lock:
+            if name not in self._topics:
+                raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist")
+            for p in range(self._topics[name]["partitions"]):
+                plog = self._logs.pop((name, p), None)
+                if plog is not None:
+                    plog.delete()
+            del self._topics[name]
+            self._write_topics()
+
+    def create_partitions(self, name: str, total: int) -> None:
+        with self._lock:
+            if name not in self._topics:
+                raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist")
+            current = self._topics[name]["partitions"]
+            if total <= current:
+                raise InvalidPartitionsError(f"Topic currently has {current} partitions, {total} would not be an "
+                                             "increase.")
+            for p in range(current, total):
+                self._logs[(name, p)] = self._create_log(name, p)
+            self._topics[name]["partitions"] = total
+            self._write_topics()
+
+    def topics(self) -> dict[str, int]:
+        with self._lock:
+            return {name: meta["partitions"] for name, meta in self._topics.items()}
+
+    def topic_id(self, name: str) -> str:
+        return self._topics[name]["topic_id"]
+
+    def has_topic(self, name: str) -> bool:
+        return name in self._topics
+
+    def topic_overrides(self, name: str) -> dict[str, str]:
+        with self._lock:
+            if name not in self._topics:
+                raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist")
+            return dict(self._topics[name]["configs"])
+
+    def topic_config(self, name: str) -> TopicConfig:
+        overrides = self._topics.get(name, {}).get("configs", {})
+        return TopicConfig.from_kafka(overrides, self.broker_config.topic_defaults())
+
+    def alter_topic_config(self, name: str, set_: dict[str, str] | None = None,
+                           delete: list[str] | None = None, *, replace: bool = False) -> None:
+        """IncrementalAlterConfigs (set/delete) or AlterConfigs (`replace`): validated, persisted, applied to
+        the live logs at once."""
+        with self._lock:
+            overrides = {} if replace else self.topic_overrides(name)
+            overrides.update({k: str(v) for k, v in (set_ or {}).items()})
+            for key in delete or []:
+                overrides.pop(key, None)
+            validate_topic_overrides(overrides)
+            config = TopicConfig.from_kafka(overrides, self.broker_config.topic_defaults())
+            self._topics[name]["configs"] = overrides
+            self._write_topics()
+            for p in range(self._topics[name]["partitions"]):
+                self._logs[(name, p)].update_config(config)
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog:
+        plog = self._logs.get((topic, partition))
+        if plog is None:
+            raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition: "
+                                               f"{topic}-{partition}")
+        return plog
+
+    def logs(self) -> dict[tuple[str, int], PartitionLog]:
+        with self._lock:
+            return dict(self._logs)
+
+    # -- background work ----------------------------------------------------------------------------
+    def run_retention_once(self, now: int | None = None) -> int:
+        deleted = 0
+        for plog in self.logs().values():
+            try:
+                deleted += plog.delete_old_segments(now)
+            except KafkaError as exc:
+                log.error("retention failed for %s-%d: %s", plog.topic, plog.partition, exc)
+        return deleted
+
+    def flush_all(self) -> None:
+        for plog in self.logs().values():
+            plog.flush()
+        self.checkpoint()
+
+    def checkpoint(self) -> None:
+        logs = self.logs()
+        write_checkpoint(self.data_dir / RECOVERY_POINT, {k: v.recovery_point for k, v in logs.items()})
+        write_checkpoint(self.data_dir / LOG_START_OFFSET, {k: v.log_start_offset for k, v in logs.items()})
+        write_checkpoint(self.data_dir / REPLICATION_OFFSET, {k: v.high_watermark for k, v in logs.items()})
+
+    def _background(self) -> None:
+        cfg = self.broker_config
+        retention_every = cfg["log.retention.check.interval.ms"]
+        checkpoint_every = cfg["log.flush.offset.checkpoint.interval.ms"]
+        last_retention = last_checkpoint = now_ms()
+        while not self._stop.wait(min(1.0, retention_every / 1000.0)):
+            now = now_ms()
+            try:
+                if now - last_retention >= retention_every:
+                    self.run_retention_once(now)
+                    last_retention = now
+                for plog in self.logs().values():
+                    plog.maybe_flush(now)
+                if now - last_checkpoint >= checkpoint_every:
+                    self.checkpoint()
+                    last_checkpoint = now
+            except Exception:  # the background thread must survive one bad partition
+                log.exception("log manager background task failed")
+
+
+def _new_topic_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

@@ -1,0 +1,338 @@
+"""One log segment: `<base>.log` plus its `.index` and `.timeindex` (Kafka's `LogSegment`).
+
+Invariants (as `LogSegment`'s javadoc states them): entries are appended to the offset index at most
+every `index.interval.bytes` (strictly more bytes since the last entry), never for a segment's first
+append; the time index gets the running max timestamp and its offset at the same moments, only when that
+maximum grew, and once more when the segment is rolled or closed; `largest_timestamp` falls back to the
+file's mtime when no batch carries a timestamp.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from chronolog.errors import CorruptMessageError, InvalidRecordError, KafkaError
+from chronolog.records import AnyBatch, LegacyBatch, iter_batches
+from chronolog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex, TimestampOffset
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX = ".log", ".index", ".timeindex"
+DELETED_SUFFIX = ".deleted"
+_CHUNK = 1 << 20
+
+
+def segment_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True)
+class FoundTimestamp:
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+class LogSegment:
+    """A `.log` file with its two indexes. Not thread-safe: the owning `PartitionLog` holds the lock."""
+
+    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int = 4096,
+                 max_index_size: int = 10485760, writable: bool = True, time_index_style: str = "batch_last",
+                 check_indexes: bool = True) -> None:
+        self.dir = Path(directory)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.writable = writable
+        self.time_index_style = time_index_style
+        self.log_path = self.dir / segment_name(base_offset, LOG_SUFFIX)
+        if writable:
+            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        else:
+            self._fd = os.open(self.log_path, os.O_RDONLY)
+        self.size = os.fstat(self._fd).st_size
+        self._open_indexes(writable)
+        self.bytes_since_last_index_entry = 0
+        self.rolling_based_timestamp: int | None = None
+        self._max_ts = TimestampOffset(-1, -1)
+        if check_indexes:
+            try:
+                self.sanity_check()
+            except IndexCorruptError as exc:
+                log.warning("%s; rebuilding the indexes of segment %s", exc, self.log_path)
+                self.rebuild_indexes()
+        self._load_largest_timestamp()
+
+    def _open_indexes(self, writable: bool) -> None:
+        index_path = self.dir / segment_name(self.base_offset, INDEX_SUFFIX)
+        time_path = self.dir / segment_name(self.base_offset, TIME_INDEX_SUFFIX)
+        if not writable and (not index_path.exists() or not time_path.exists()):
+            # A read-only directory without indexes: keep them in memory only.
+            import tempfile
+            self._tmpdir = tempfile.TemporaryDirectory(prefix="chronolog-idx-")
+            index_path = Path(self._tmpdir.name) / index_path.name
+            time_path = Path(self._tmpdir.name) / time_path.name
+            writable = True
+            self._rebuild_needed = True
+        else:
+            self._rebuild_needed = False
+        self.offset_index = OffsetIndex(index_path, self.base_offset, self.max_index_size, writable)
+        self.time_index = TimeIndex(time_path, self.base_offset, self.max_index_size, writable)
+        if self._rebuild_needed:
+            self.rebuild_indexes()
+
+    # -- reading the file ----------------------------------------------------------------------------
+    def pread(self, position: int, size: int) -> bytes:
+        return os.pread(self._fd, size, position)
+
+    def batches_from(self, position: int = 0, end: int | None = None) -> Iterator[tuple[int, AnyBatch]]:
+        """(position, batch) for each complete batch from `position`; reads the file in chunks."""
+        end = self.size if end is None else min(end, self.size)
+        pos = position
+        while pos < end:
+            chunk = self.pread(pos, min(_CHUNK, end - pos))
+            consumed = 0
+            for batch in iter_batches(chunk):
+                yield pos + consumed, batch
+                consumed += batch.size_in_bytes
+            if consumed == 0:
+                if end - pos < 12:
+                    return
+                need = 12 + int.from_bytes(self.pread(pos + 8, 4), "big", signed=True)
+                if need <= len(chunk) or pos + need > end:
+                    return  # truncated tail
+                chunk = self.pread(pos, need)
+                (batch,) = list(iter_batches(chunk))
+                yield pos, batch
+                consumed = need
+            pos += consumed
+
+    # -- state --------------------------------------------------------------------------------------
+    def _load_largest_timestamp(self) -> None:
+        """Running max from the time index's last entry, then a scan of what follows it
+        (`LogSegment.loadLargestTimestamp`)."""
+        last = self.time_index.last_entry()
+        self._max_ts = TimestampOffset(last.timestamp, last.offset) if self.time_index.entries else \
+            TimestampOffset(-1, -1)
+        start = self.offset_index.lookup(last.offset).position if self.time_index.entries else 0
+        for _pos, batch in self.batches_from(start):
+            if batch.max_timestamp > self._max_ts.timestamp:
+                self._max_ts = TimestampOffset(batch.max_timestamp, self._index_offset_for(batch))
+        first = next(self.batches_from(0), None)
+        self.rolling_based_timestamp = first[1].max_timestamp if first else None
+
+    def _index_offset_for(self, batch: AnyBatch) -> int:
+        """Time-index offset for a batch: its last offset (Kafka 3.8+, KAFKA-16310), or in "max_record"
+        style the first record holding the batch's max timestamp (what Kafka <= 3.7 leaders wrote)."""
+        if self.time_index_style == "max_record" and not isinstance(batch, LegacyBatch):
+            for rec in batch.records():
+                if rec.timestamp == batch.max_timestamp:
+                    return rec.offset
+        return batch.last_offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self._max_ts.timestamp
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        return self._max_ts.offset
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Largest record timestamp, or the `.log` mtime when there is none (`LogSegment.largestTimestamp`)."""
+        if self._max_ts.timestamp >= 0:
+            return self._max_ts.timestamp
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    def first_batch_timestamp(self) -> int | None:
+        return self.rolling_based_timestamp
+
+    def first_timestamp(self) -> int | None:
+        """Smallest timestamp of the first batch's records (for tools); None when empty."""
+        first = next(self.batches_from(0), None)
+        if first is None:
+            return None
+        return min((r.timestamp for r in first[1].records()), default=None)
+
+    @property
+    def next_offset_guess(self) -> int:
+        last = None
+        start = self.offset_index.last_entry().position
+        for _pos, batch in self.batches_from(start):
+            last = batch
+        return last.last_offset + 1 if last is not None else self.base_offset
+
+    # -- writing ------------------------------------------------------------------------------------
+    def append(self, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int,
+               data: bytes | bytearray | memoryview) -> None:
+        """Append already-validated batches (`LogSegment.append`)."""
+        if not data:
+            return
+        physical_position = self.size
+        if physical_position == 0:
+            self.rolling_based_timestamp = largest_timestamp
+        if not 0 <= largest_offset - self.base_offset <= 0x7FFFFFFF:
+            raise KafkaError(f"offset {largest_offset} cannot be stored relative to base {self.base_offset}")
+        written = os.pwrite(self._fd, data, physical_position)
+        if written != len(data):
+            raise KafkaError(f"short write to {self.log_path}")
+        self.size += written
+        if largest_timestamp > self._max_ts.timestamp:
+            self._max_ts = TimestampOffset(largest_timestamp, offset_of_max_timestamp)
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, physical_position)
+            self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += len(data)
+
+    def should_roll(self, *, segment_bytes: int, segment_ms: int, jitter_ms: int, max_timestamp: int,
+                    last_offset: int, messages_size: int, now_ms: int, created_ms: int) -> bool:
+        """`LogSegment.shouldRoll`: size, time since the first batch's max timestamp, full indexes, or an
+        offset that no longer fits in 32 bits relative to the base."""
+        if self.rolling_based_timestamp is not None:
+            waited = max_timestamp - self.rolling_based_timestamp
+        else:
+            waited = now_ms - created_ms
+        reached_ms = waited > segment_ms - jitter_ms
+        return (self.size > segment_bytes - messages_size
+                or (self.size > 0 and reached_ms)
+                or self.offset_index.is_full() or self.time_index.is_full()
+                or not 0 <= last_offset - self.base_offset <= 0x7FFFFFFF)
+
+    def on_become_inactive(self) -> None:
+        """Final time-index entry and trimmed indexes when the segment stops being active."""
+        if self._max_ts.timestamp >= 0 and self.writable:
+            self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def make_active(self) -> None:
+        """Re-expand the indexes of a loaded active segment so it can take appends."""
+        if self.writable:
+            self.offset_index.resize(self.max_index_size)
+            self.time_index.resize(self.max_index_size)
+
+    def flush(self) -> None:
+        if self.writable:
+            os.fsync(self._fd)
+            self.offset_index.flush()
+            self.time_index.flush()
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        if self.writable:
+            self.on_become_inactive()
+        self.offset_index.close(trim=self.writable)
+        self.time_index.close(trim=self.writable)
+        os.close(self._fd)
+        self._fd = -1
+
+    def close_for_delete(self) -> None:
+        if self._fd >= 0:
+            self.offset_index.close(trim=False)
+            self.time_index.close(trim=False)
+            os.close(self._fd)
+            self._fd = -1
+
+    def files(self) -> list[Path]:
+        return [self.log_path, self.offset_index.path, self.time_index.path]
+
+    # -- recovery -----------------------------------------------------------------------------------
+    def sanity_check(self) -> None:
+        self.offset_index.sanity_check()
+        self.time_index.sanity_check()
+        if self.offset_index.entries and self.offset_index.last_entry().position > self.size:
+            raise IndexCorruptError(f"index {self.offset_index.path} points past the end of the log")
+
+    def rebuild_indexes(self) -> int:
+        """Rebuild both indexes from the log without truncating anything; returns the valid bytes."""
+        return self._scan(truncate=False)
+
+    def recover(self) -> int:
+        """Validate every batch, rebuild the indexes and truncate a torn or corrupt tail
+        (`LogSegment.recover`). Returns the number of bytes truncated."""
+        valid = self._scan(truncate=True)
+        truncated = self.size - valid
+        if truncated > 0:
+            log.warning("segment %s: truncating %d invalid bytes at position %d", self.log_path, truncated, valid)
+            os.ftruncate(self._fd, valid)
+            self.size = valid
+        return truncated
+
+    def _scan(self, truncate: bool) -> int:
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._max_ts = TimestampOffset(-1, -1)
+        valid = 0
+        last_entry = 0
+        try:
+            for pos, batch in self.batches_from(0):
+                if truncate:
+                    batch.validate()
+                if not 0 <= batch.last_offset - self.base_offset <= 0x7FFFFFFF:
+                    raise CorruptMessageError(f"offset {batch.last_offset} outside segment {self.base_offset}")
+                if batch.max_timestamp > self._max_ts.timestamp:
+                    self._max_ts = TimestampOffset(batch.max_timestamp, self._index_offset_for(batch))
+                if pos - last_entry > self.index_interval_bytes:
+                    self.offset_index.append(batch.last_offset, pos)
+                    self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
+                    last_entry = pos
+                valid = pos + batch.size_in_bytes
+        except (CorruptMessageError, InvalidRecordError, KafkaError) as exc:
+            if not truncate:
+                raise
+            log.warning("segment %s: invalid batch at position %d: %s", self.log_path, valid, exc)
+        self.bytes_since_last_index_entry = valid - last_entry
+        if self._max_ts.timestamp >= 0 and not self.writable:
+            self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
+        return valid
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset is >= `offset` (`LogSegment.truncateTo`); returns bytes cut."""
+        cut = None
+        for pos, batch in self.batches_from(self.offset_index.lookup(offset).position):
+            if batch.last_offset >= offset:
+                cut = pos
+                break
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        if cut is None:
+            return 0
+        removed = self.size - cut
+        os.ftruncate(self._fd, cut)
+        self.size = cut
+        self.bytes_since_last_index_entry = 0
+        if cut == 0:
+            self.rolling_based_timestamp = None
+        self._load_largest_timestamp()
+        return removed
+
+    # -- lookups ------------------------------------------------------------------------------------
+    def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, AnyBatch] | None:
+        """Position and batch of the first batch whose last offset is >= `offset`."""
+        start = max(start_position, self.offset_index.lookup(offset).position)
+        for pos, batch in self.batches_from(start):
+            if batch.last_offset >= offset:
+                return pos, batch
+        return None
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> FoundTimestamp | None:
+        """First record with timestamp >= target and offset >= starting_offset
+        (`LogSegment.findOffsetByTimestamp`: time index floor, offset index position, then a log scan)."""
+        floor = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(floor.offset, starting_offset)).position
+        for _pos, batch in self.batches_from(position):
+            if batch.max_timestamp >= timestamp:
+                for rec in batch.records():
+                    if rec.timestamp >= timestamp and rec.offset >= starting_offset:
+                        return FoundTimestamp(rec.timestamp, rec.offset, batch.partition_leader_epoch)
+        return None
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
