@@ -99,7 +99,12 @@ class PartitionLog:
     def __init__(self, directory: Path, config: TopicConfig, *, writable: bool = True,
                  time_index_style: str = "batch_last") -> None:
         self.dir = Path(directory)
-        self.topic, self.partition = parse_log_dir_name(self.dir.name)
+        try:
+            self.topic, self.partition = parse_log_dir_name(self.dir.name)
+        except ValueError:
+            if writable:
+                raise
+            self.topic, self.partition = self.dir.name, 0  # a loose copy of a partition dir
         self.config = config
         self.writable = writable
         self.time_index_style = time_index_style

@@ -79,7 +79,8 @@ class LogSegment:
             writable = True
             self._rebuild_needed = True
         else:
-            self._rebuild_needed = False
+            missing = not index_path.exists() or not time_path.exists()
+            self._rebuild_needed = missing and self.size > 0
         self.offset_index = OffsetIndex(index_path, self.base_offset, self.max_index_size, writable)
         self.time_index = TimeIndex(time_path, self.base_offset, self.max_index_size, writable)
         if self._rebuild_needed:
