@@ -17,6 +17,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+
+@app.callback()
+def _root() -> None:
+    """A Kafka-compatible commit log with time at its centre."""
+
+
 # Modules under chronolog.cli that define `register(app: typer.Typer) -> None`.
 COMMAND_MODULES = (
     "serve",       # chronolog serve
