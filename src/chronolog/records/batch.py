@@ -212,6 +212,38 @@ class RecordBatch:
         if pos != n:
             raise InvalidRecordError("bytes left after the last record of the batch")
 
+    def scan_timestamps(self, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> tuple[int, int, int]:
+        """(min timestamp, max timestamp, records) reading only each record's length, timestamp delta and
+        offset delta — what append validation needs, without building records. Raises on offset deltas
+        that are not 0..n-1 or lengths that lie."""
+        body = self._buf[self._pos + HEADER_SIZE:self._pos + self.size_in_bytes]
+        if self.compression != CompressionType.NONE:
+            body = memoryview(decompress(self.compression, body, max_decompressed))
+        count = self.records_count
+        if count > len(body) or count <= 0:
+            raise InvalidRecordError(f"batch claims {count} records in {len(body)} bytes")
+        base_ts = self._h[7]
+        lo = hi = None
+        pos, n = 0, len(body)
+        for i in range(count):
+            length, pos = read_varint(body, pos)
+            end = pos + length
+            if length < 3 or end > n:
+                raise InvalidRecordError("record length runs past the batch")
+            ts_delta, p2 = read_varint(body, pos + 1)
+            off_delta, _ = read_varint(body, p2)
+            if off_delta != i:
+                raise InvalidRecordError(f"record {i} has offset delta {off_delta}")
+            ts = base_ts + ts_delta
+            if lo is None or ts < lo:
+                lo = ts
+            if hi is None or ts > hi:
+                hi = ts
+            pos = end
+        if pos != n:
+            raise InvalidRecordError("bytes left after the last record of the batch")
+        return lo, hi, count  # type: ignore[return-value]
+
     def __iter__(self) -> Iterator[Record]:
         return self.records()
 

@@ -8,6 +8,7 @@ whole segments oldest-first and stops at the first one that must stay.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import random
@@ -266,29 +267,23 @@ class PartitionLog:
                                                f"{cfg.max_message_bytes}")
                 if batch.is_control and origin_client:
                     raise InvalidRecordError("clients may not write control batches")
-                recs = list(batch.records())
-                if len(recs) != batch.records_count or not recs:
-                    raise InvalidRecordError("record count does not match the batch header")
-                for i, rec in enumerate(recs):
-                    if rec.offset - batch.base_offset != i:
-                        raise InvalidRecordError(f"record {i} has offset delta {rec.offset - batch.base_offset}")
-                batch_max = -1
+                lo, batch_max, n_records = batch.scan_timestamps()
                 if not log_append:
                     before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
-                    for rec in recs:
-                        ts = rec.timestamp
+                    # Bounds are inclusive and -1 (no timestamp) bypasses them (LogValidator.validateTimestamp);
+                    # checking the batch's min and max is checking every record.
+                    for ts in (lo, batch_max):
                         if ts != -1 and (now - ts > before or ts - now > after):
                             raise InvalidTimestampError(
-                                f"timestamp {ts} of record at offset delta {rec.offset - batch.base_offset} is "
-                                f"out of range for {self.topic}-{self.partition} (now {now}, "
-                                f"message.timestamp.before.max.ms {before}, after.max.ms {after})")
-                        if ts > batch_max:
-                            batch_max = ts
+                                f"timestamp {ts} in batch for {self.topic}-{self.partition} is out of range "
+                                f"(now {now}, message.timestamp.before.max.ms {before}, after.max.ms {after})")
+                    if lo == -1 and batch_max != -1:
+                        self._check_each_timestamp(batch, now, before, after)
                 codec = _target_codec(cfg.compression_type, batch.compression)
                 if codec != batch.compression:
                     # A codec change is the one case that recompresses (LogValidator).
                     data = bytearray(build_batch(
-                        [Record(r.offset, r.timestamp, r.key, r.value, r.headers) for r in recs],
+                        [Record(r.offset, r.timestamp, r.key, r.value, r.headers) for r in batch.records()],
                         base_offset=batch.base_offset, compression=codec, timestamp_type=batch.timestamp_type,
                         producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
                         base_sequence=batch.base_sequence, is_transactional=batch.is_transactional))
@@ -297,14 +292,16 @@ class PartitionLog:
                 if log_append:
                     set_max_timestamp(data, 0, TimestampType.LOG_APPEND_TIME, now)
                     batch_max = now
-                elif RecordBatch(data).max_timestamp != batch_max or RecordBatch(data).timestamp_type != 0:
-                    set_max_timestamp(data, 0, TimestampType.CREATE_TIME, batch_max)
-                last = offset + len(recs) - 1
+                else:
+                    header = RecordBatch(data)
+                    if header.max_timestamp != batch_max or header.timestamp_type != TimestampType.CREATE_TIME:
+                        set_max_timestamp(data, 0, TimestampType.CREATE_TIME, batch_max)
+                last = offset + n_records - 1
                 if batch_max > max_ts:
                     max_ts, offset_of_max = batch_max, last  # batch last offset (KAFKA-16310)
                 out += data
                 offset = last + 1
-                count += len(recs)
+                count += n_records
             if len(out) > cfg.segment_bytes:
                 raise MessageTooLargeError(f"{len(out)} bytes exceed segment.bytes {cfg.segment_bytes}")
             self._maybe_roll(len(out), max_ts, offset - 1, now)
@@ -315,6 +312,14 @@ class PartitionLog:
                 self.flush()
             return AppendInfo(first, offset - 1, max_ts, offset_of_max, now if log_append else -1,
                               self.log_start_offset, count)
+
+    def _check_each_timestamp(self, batch: RecordBatch, now: int, before: int, after: int) -> None:
+        """Records mixing -1 with real timestamps: the min/max shortcut cannot see the smallest real one."""
+        for rec in batch.records():
+            ts = rec.timestamp
+            if ts != -1 and (now - ts > before or ts - now > after):
+                raise InvalidTimestampError(f"timestamp {ts} of record {rec.offset - batch.base_offset} is out of "
+                                            f"range for {self.topic}-{self.partition}")
 
     def append_raw_for_test(self, data: bytes) -> None:
         """Write bytes without validation (to build fixtures such as torn tails)."""
@@ -421,10 +426,28 @@ class PartitionLog:
                 return self._max_timestamp_entry()
             if timestamp < 0:
                 raise UnsupportedVersionError(f"unsupported special timestamp {timestamp}")
-            for seg in self.segments:
-                if seg.max_timestamp_so_far >= 0 and seg.largest_timestamp >= timestamp:
-                    return seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
-            return None
+            seg = self._first_segment_reaching(timestamp)
+            return None if seg is None else seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+
+    def _first_segment_reaching(self, timestamp: int) -> LogSegment | None:
+        """First segment whose largest timestamp is >= target (Kafka's linear `find`), found by bisecting
+        the running maximum of the inactive segments' largest timestamps, cached until they change."""
+        inactive = self.segments[:-1]
+        key = (id(inactive[0]) if inactive else 0, len(inactive))
+        if getattr(self, "_prefix_key", None) != key:
+            prefix, running = [], -1
+            for seg in inactive:
+                if seg.max_timestamp_so_far >= 0:
+                    running = max(running, seg.largest_timestamp)
+                prefix.append(running)
+            self._prefix, self._prefix_key = prefix, key
+        i = bisect.bisect_left(self._prefix, timestamp)
+        if i < len(inactive):
+            return inactive[i]
+        active = self.segments[-1]
+        if active.max_timestamp_so_far >= 0 and active.largest_timestamp >= timestamp:
+            return active
+        return None
 
     def _max_timestamp_entry(self) -> FoundTimestamp | None:
         best = None

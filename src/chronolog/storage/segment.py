@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX = ".log", ".index", ".timeindex"
 DELETED_SUFFIX = ".deleted"
 _CHUNK = 1 << 20
+_FIRST_CHUNK = 16 << 10  # lookups usually need one batch: start small, grow
 
 
 def segment_name(base_offset: int, suffix: str) -> str:
@@ -94,8 +95,10 @@ class LogSegment:
         """(position, batch) for each complete batch from `position`; reads the file in chunks."""
         end = self.size if end is None else min(end, self.size)
         pos = position
+        want = _FIRST_CHUNK
         while pos < end:
-            chunk = self.pread(pos, min(_CHUNK, end - pos))
+            chunk = self.pread(pos, min(want, end - pos))
+            want = min(want * 4, _CHUNK)
             consumed = 0
             for batch in iter_batches(chunk):
                 yield pos + consumed, batch
