@@ -1,0 +1,284 @@
+"""ApiVersions, Metadata, Produce, Fetch, ListOffsets, OffsetForLeaderEpoch and InitProducerId.
+
+Versions follow the table verified against librdkafka, kafka-python and aiokafka (docs/protocol.md):
+Produce is advertised from v0 but v0-2 are refused (Kafka 4.0, KAFKA-18659) because librdkafka < 2.11
+turns compression off when Produce's minimum is above 0; Fetch stops at 12 and Metadata at 12 because
+later versions address topics by id.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import time
+import uuid
+from typing import Any
+
+from chronolog.errors import (
+    ErrorCode,
+    InvalidRequiredAcksError,
+    InvalidTopicExceptionError,
+    KafkaError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
+from chronolog.protocol.registry import HANDLERS, RequestContext, register
+from chronolog.records import RecordBatch
+from chronolog.storage.log import LEADER_EPOCH
+
+INTERNAL_TOPICS: frozenset[str] = frozenset()
+
+
+def ms(value: Any) -> int:
+    return int(value.total_seconds() * 1000) if isinstance(value, datetime.timedelta) else int(value)
+
+
+def topic_uuid(ctx: RequestContext, name: str) -> uuid.UUID:
+    raw = ctx.log_manager.topic_id(name)
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+
+
+def error_of(exc: Exception) -> int:
+    return exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+# -- ApiVersions -------------------------------------------------------------------------------------
+@register(18, 0, 3)
+def api_versions(req: Any, ctx: RequestContext) -> dict:
+    keys = [{"api_key": k, "min_version": h.min_version, "max_version": h.max_version}
+            for k, h in sorted(HANDLERS.items())]
+    return {"error_code": 0, "api_keys": keys, "throttle_time": 0}
+
+
+# -- Metadata ----------------------------------------------------------------------------------------
+def _topic_metadata(ctx: RequestContext, name: str, error: int = 0) -> dict:
+    partitions = []
+    if not error:
+        count = ctx.log_manager.topics()[name]
+        partitions = [{"error_code": 0, "partition_index": p, "leader_id": ctx.state.node_id,
+                       "leader_epoch": LEADER_EPOCH, "replica_nodes": [ctx.state.node_id],
+                       "isr_nodes": [ctx.state.node_id], "offline_replicas": []} for p in range(count)]
+    return {"error_code": error, "name": name, "topic_id": topic_uuid(ctx, name) if not error else uuid.UUID(int=0),
+            "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
+            "topic_authorized_operations": -2147483648}
+
+
+@register(3, 0, 12)
+def metadata(req: Any, ctx: RequestContext) -> dict:
+    manager = ctx.log_manager
+    requested = req.topics
+    if requested is None or (ctx.api_version == 0 and not requested):
+        names = [n for n in sorted(manager.topics()) if ctx.allowed("describe", "topic", n)]
+        topics = [_topic_metadata(ctx, n) for n in names]
+    else:
+        topics = []
+        auto = bool(getattr(req, "allow_auto_topic_creation", True)) and \
+            bool(ctx.broker_config["auto.create.topics.enable"])
+        for t in requested:
+            name = t.name
+            if not ctx.allowed("describe", "topic", name):
+                topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": []})
+                continue
+            if not manager.has_topic(name):
+                if auto and ctx.allowed("create", "topic", name):
+                    try:
+                        manager.create_topic(name, int(ctx.broker_config["num.partitions"]))
+                    except InvalidTopicExceptionError:
+                        topics.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name,
+                                       "partitions": []})
+                        continue
+                    except KafkaError:
+                        pass
+                    # Kafka answers LEADER_NOT_AVAILABLE right after auto-creation; we are ready at once.
+                else:
+                    topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                                   "partitions": []})
+                    continue
+            topics.append(_topic_metadata(ctx, name))
+    node = ctx.state.node_id
+    return {"throttle_time": 0,
+            "brokers": [{"node_id": node, "host": ctx.state.host, "port": ctx.state.port, "rack": None}],
+            "cluster_id": ctx.state.cluster_id, "controller_id": node, "topics": topics,
+            "cluster_authorized_operations": -2147483648}
+
+
+# -- Produce -----------------------------------------------------------------------------------------
+def _check_sequence(ctx: RequestContext, topic: str, partition: int, batch: RecordBatch) -> int | None:
+    """Idempotent producers (KIP-98): a retried batch is answered with its first offset and not written
+    again; a gap in sequence numbers is OUT_OF_ORDER_SEQUENCE_NUMBER. Returns the duplicate's offset."""
+    if batch.producer_id < 0:
+        return None
+    key = (topic, partition, batch.producer_id)
+    entry = ctx.state.producer_state.get(key)
+    if entry is None:
+        return None
+    epoch, last_seq, recent = entry
+    if batch.producer_epoch < epoch:
+        raise KafkaError("producer epoch is fenced", code=ErrorCode.INVALID_PRODUCER_EPOCH)
+    if batch.producer_epoch > epoch:
+        return None
+    for first_seq, base_offset in recent:
+        if first_seq == batch.base_sequence:
+            return base_offset
+    if batch.base_sequence != (last_seq + 1) % 2**31:
+        raise KafkaError(f"expected sequence {last_seq + 1}, got {batch.base_sequence}",
+                         code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    return None
+
+
+def _remember_sequence(ctx: RequestContext, topic: str, partition: int, batch: RecordBatch, base: int) -> None:
+    if batch.producer_id < 0:
+        return
+    key = (topic, partition, batch.producer_id)
+    _epoch, _last, recent = ctx.state.producer_state.get(key, (batch.producer_epoch, -1, []))
+    recent = (recent + [(batch.base_sequence, base)])[-5:]
+    ctx.state.producer_state[key] = (batch.producer_epoch, batch.base_sequence + batch.last_offset_delta, recent)
+
+
+@register(0, 0, 11, parse_min=3)
+def produce(req: Any, ctx: RequestContext) -> dict | None:
+    acks = int(req.acks)
+    responses = []
+    appended = False
+    for topic_data in req.topic_data:
+        name = topic_data.name
+        parts = []
+        for pd in topic_data.partition_data:
+            result = {"index": pd.index, "error_code": 0, "base_offset": -1, "log_append_time": -1,
+                      "log_start_offset": -1, "record_errors": [], "error_message": None}
+            try:
+                if acks not in (0, 1, -1):
+                    raise InvalidRequiredAcksError(f"acks={acks}")
+                if not ctx.allowed("write", "topic", name):
+                    raise KafkaError("not authorized to write", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                plog = ctx.log_manager.get_log(name, pd.index)
+                data = pd.records or b""
+                first = RecordBatch(data) if len(data) >= 61 and data[16] == 2 else None
+                duplicate = _check_sequence(ctx, name, pd.index, first) if first is not None else None
+                if duplicate is not None:
+                    result.update(base_offset=duplicate, log_start_offset=plog.log_start_offset)
+                else:
+                    info = plog.append(data)
+                    appended = True
+                    if first is not None:
+                        _remember_sequence(ctx, name, pd.index, first, info.first_offset)
+                    result.update(base_offset=info.first_offset, log_append_time=info.log_append_time,
+                                  log_start_offset=info.log_start_offset)
+            except Exception as exc:  # every partition gets its own error code
+                result.update(error_code=error_of(exc), error_message=str(exc)[:500])
+            parts.append(result)
+        responses.append({"name": name, "partition_responses": parts})
+    if appended and ctx.state.data_waiters is not None:
+        ctx.state.data_waiters.notify()
+    if acks == 0:
+        return None  # no response at all for acks=0
+    return {"responses": responses, "throttle_time": 0}
+
+
+# -- Fetch -------------------------------------------------------------------------------------------
+def _fetch_once(req: Any, ctx: RequestContext) -> tuple[list[dict], int]:
+    remaining = int(req.max_bytes) if getattr(req, "max_bytes", None) is not None else 2**31 - 1
+    total = 0
+    responses = []
+    for t in req.topics:
+        name = t.topic
+        parts = []
+        for p in t.partitions:
+            out = {"partition_index": p.partition, "error_code": 0, "high_watermark": -1,
+                   "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+                   "preferred_read_replica": -1, "records": b""}
+            try:
+                if not ctx.allowed("read", "topic", name):
+                    raise KafkaError("not authorized to read", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                plog = ctx.log_manager.get_log(name, p.partition)
+                hw = plog.high_watermark
+                out.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=plog.log_start_offset)
+                limit = min(int(p.partition_max_bytes), remaining)
+                if limit > 0 or total == 0:
+                    piece = plog.read(int(p.fetch_offset), max(limit, 0), min_one_message=total == 0)
+                    if piece is not None:
+                        data = piece.read_bytes()
+                        out["records"] = data
+                        total += len(data)
+                        remaining -= len(data)
+            except OffsetOutOfRangeError as exc:
+                out["error_code"] = exc.code
+            except UnknownTopicOrPartitionError as exc:
+                out["error_code"] = exc.code
+            except Exception as exc:
+                out["error_code"] = error_of(exc)
+            parts.append(out)
+        responses.append({"topic": name, "partitions": parts})
+    return responses, total
+
+
+@register(1, 4, 12)
+async def fetch(req: Any, ctx: RequestContext) -> dict:
+    """Long poll (`max.wait.ms`, `min.bytes`), whole batches straight from the segment file, at least one
+    batch for the first partition with data even past `max.bytes` (KIP-74)."""
+    wait_ms = ms(req.max_wait)
+    deadline = time.monotonic() + wait_ms / 1000.0
+    min_bytes = int(req.min_bytes)
+    while True:
+        responses, total = _fetch_once(req, ctx)
+        left = deadline - time.monotonic()
+        errors = any(p["error_code"] for t in responses for p in t["partitions"])
+        if total >= min_bytes or left <= 0 or errors or ctx.state.data_waiters is None:
+            break
+        await ctx.state.data_waiters.wait(left)
+    return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+
+# -- ListOffsets -------------------------------------------------------------------------------------
+@register(2, 1, 8)
+def list_offsets(req: Any, ctx: RequestContext) -> dict:
+    """Every requested partition is answered (seed 001's empty answers crashed clients): a timestamp with
+    no record at or after it gives offset -1 / timestamp -1, as Kafka does."""
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            out = {"partition_index": p.partition_index, "error_code": 0, "timestamp": -1, "offset": -1,
+                   "leader_epoch": -1, "old_style_offsets": []}
+            try:
+                if not ctx.allowed("describe", "topic", t.name):
+                    raise KafkaError("not authorized", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                found = ctx.log_manager.get_log(t.name, p.partition_index).offset_for_timestamp(int(p.timestamp))
+                if found is not None:
+                    out.update(timestamp=found.timestamp, offset=found.offset, leader_epoch=found.leader_epoch)
+            except Exception as exc:
+                out["error_code"] = error_of(exc)
+            parts.append(out)
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}
+
+
+# -- OffsetForLeaderEpoch ----------------------------------------------------------------------------
+@register(23, 2, 4)
+def offset_for_leader_epoch(req: Any, ctx: RequestContext) -> dict:
+    """One constant leader epoch (0) forever: any epoch <= 0 ends at the log end offset."""
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            out = {"error_code": 0, "partition": p.partition, "leader_epoch": LEADER_EPOCH, "end_offset": -1}
+            try:
+                plog = ctx.log_manager.get_log(t.topic, p.partition)
+                if int(p.leader_epoch) > LEADER_EPOCH:
+                    out.update(leader_epoch=-1, end_offset=-1)
+                else:
+                    out["end_offset"] = plog.log_end_offset
+            except Exception as exc:
+                out["error_code"] = error_of(exc)
+            parts.append(out)
+        topics.append({"topic": t.topic, "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}
+
+
+# -- InitProducerId ----------------------------------------------------------------------------------
+@register(22, 0, 4)
+def init_producer_id(req: Any, ctx: RequestContext) -> dict:
+    if getattr(req, "transactional_id", None):
+        return {"throttle_time": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "producer_id": -1, "producer_epoch": -1}
+    return {"throttle_time": 0, "error_code": 0, "producer_id": next(ctx.state.producer_ids), "producer_epoch": 0}

@@ -1,0 +1,91 @@
+"""The dispatch table and the context handlers receive. Handlers are functions of (request, context) that
+return a dict of response values (the codec builds the version's response from it); they never touch
+sockets. Handlers that wait (Fetch long-poll, JoinGroup) are `async def`."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from chronolog.config import BrokerConfig
+from chronolog.storage import LogManager
+
+
+class AllowAll:
+    """The authorizer used when no ACLs are configured."""
+
+    def authorize(self, principal: str, operation: str, resource_type: str, resource_name: str) -> bool:
+        return True
+
+
+@dataclass
+class BrokerState:
+    """What every handler may read: storage, configs, our address, and shared mutable bits."""
+
+    log_manager: LogManager
+    broker_config: BrokerConfig
+    host: str
+    port: int
+    cluster_id: str = "chronolog-cluster"
+    coordinator: Any = None
+    authorizer: Any = field(default_factory=AllowAll)
+    data_waiters: Any = None  # set by the server: wakes Fetch long-polls when data arrives
+    producer_ids: itertools.count = field(default_factory=lambda: itertools.count(1000))
+    producer_state: dict = field(default_factory=dict)  # (topic, partition, pid) -> (epoch, last seq, offsets)
+
+    @property
+    def node_id(self) -> int:
+        return int(self.broker_config["node.id"])
+
+
+@dataclass
+class RequestContext:
+    state: BrokerState
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+    principal: str = "User:ANONYMOUS"
+
+    @property
+    def log_manager(self) -> LogManager:
+        return self.state.log_manager
+
+    @property
+    def broker_config(self) -> BrokerConfig:
+        return self.state.broker_config
+
+    @property
+    def coordinator(self) -> Any:
+        return self.state.coordinator
+
+    @property
+    def authorizer(self) -> Any:
+        return self.state.authorizer
+
+    def allowed(self, operation: str, resource_type: str, name: str) -> bool:
+        return self.state.authorizer.authorize(self.principal, operation, resource_type, name)
+
+
+Handler = Callable[[Any, RequestContext], dict | Awaitable[dict]]
+
+
+@dataclass(frozen=True)
+class ApiHandler:
+    min_version: int
+    max_version: int
+    fn: Handler
+    parse_min_version: int | None = None  # advertised from min_version, rejected below this (KAFKA-18659)
+
+
+HANDLERS: dict[int, ApiHandler] = {}
+
+
+def register(api_key: int, min_version: int, max_version: int, *, parse_min: int | None = None):
+    def wrap(fn: Handler) -> Handler:
+        HANDLERS[api_key] = ApiHandler(min_version, max_version, fn, parse_min)
+        return fn
+    return wrap
