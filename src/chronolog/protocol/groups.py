@@ -1,0 +1,164 @@
+"""Consumer-group APIs (classic protocol): thin translations between kio requests and the coordinator
+on `ctx.coordinator`. FindCoordinator keeps min version 0: librdkafka < 2.11 has no group coordinator
+otherwise (docs/protocol.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chronolog.errors import ErrorCode
+from chronolog.protocol.core import ms
+from chronolog.protocol.registry import RequestContext, register
+
+
+def _group_denied(ctx: RequestContext, op: str, group_id: str) -> bool:
+    return not ctx.allowed(op, "group", group_id)
+
+
+@register(10, 0, 4)
+def find_coordinator(req: Any, ctx: RequestContext) -> dict:
+    node = {"node_id": ctx.state.node_id, "host": ctx.state.host, "port": ctx.state.port}
+    if ctx.api_version >= 4:
+        return {"throttle_time": 0, "coordinators": [
+            {"key": k, "error_code": 0, "error_message": None, **node} for k in req.coordinator_keys]}
+    return {"throttle_time": 0, "error_code": 0, "error_message": None, **node}
+
+
+@register(11, 0, 7)
+async def join_group(req: Any, ctx: RequestContext) -> dict:
+    if _group_denied(ctx, "read", req.group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "generation_id": -1, "member_id": ""}
+    session = ms(req.session_timeout)
+    rebalance = ms(getattr(req, "rebalance_timeout", req.session_timeout))
+    result = await ctx.coordinator.join(
+        req.group_id, req.member_id, getattr(req, "group_instance_id", None), ctx.client_id or "",
+        ctx.client_host, session, rebalance, req.protocol_type,
+        [(p.name, bytes(p.metadata)) for p in req.protocols], require_known_member=ctx.api_version >= 4)
+    base = {"throttle_time": 0, "generation_id": -1, "protocol_type": None, "protocol_name": None,
+            "leader": "", "member_id": "", "members": []}
+    base.update(result)
+    if ctx.api_version < 7 and base["protocol_name"] is None:
+        base["protocol_name"] = ""
+    return base
+
+
+@register(14, 0, 5)
+async def sync_group(req: Any, ctx: RequestContext) -> dict:
+    if _group_denied(ctx, "read", req.group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "assignment": b""}
+    result = await ctx.coordinator.sync(req.group_id, int(req.generation_id), req.member_id,
+                                        {a.member_id: bytes(a.assignment) for a in req.assignments})
+    out = {"throttle_time": 0, "assignment": b"", "protocol_type": None, "protocol_name": None}
+    out.update(result)
+    return out
+
+
+@register(12, 0, 4)
+def heartbeat(req: Any, ctx: RequestContext) -> dict:
+    return {"throttle_time": 0,
+            "error_code": ctx.coordinator.heartbeat(req.group_id, int(req.generation_id), req.member_id)}
+
+
+@register(13, 0, 4)
+def leave_group(req: Any, ctx: RequestContext) -> dict:
+    if ctx.api_version >= 3:
+        ids = [m.member_id for m in req.members]
+        errors = ctx.coordinator.leave(req.group_id, ids)
+        return {"throttle_time": 0, "error_code": 0,
+                "members": [{"member_id": i, "group_instance_id": None, "error_code": e} for i, e in zip(ids, errors, strict=True)]}
+    (error,) = ctx.coordinator.leave(req.group_id, [req.member_id])
+    return {"throttle_time": 0, "error_code": error}
+
+
+@register(8, 2, 8)
+def offset_commit(req: Any, ctx: RequestContext) -> dict:
+    generation = int(getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1)))
+    offsets, topics = [], []
+    denied = _group_denied(ctx, "read", req.group_id)
+    for t in req.topics:
+        for p in t.partitions:
+            offsets.append((t.name, p.partition_index, int(p.committed_offset),
+                            int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata))
+    if denied:
+        error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    else:
+        unknown = [o for o in offsets if not ctx.log_manager.has_topic(o[0])]
+        error = ctx.coordinator.commit(req.group_id, generation, req.member_id or "",
+                                       [o for o in offsets if o not in unknown])
+    for t in req.topics:
+        topics.append({"name": t.name, "partitions": [
+            {"partition_index": p.partition_index,
+             "error_code": error or (0 if ctx.log_manager.has_topic(t.name) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
+            for p in t.partitions]})
+    return {"throttle_time": 0, "topics": topics}
+
+
+def _offsets_for(ctx: RequestContext, group_id: str, topics: Any) -> list[dict]:
+    wanted = None if topics is None else [(t.name, int(p)) for t in topics for p in t.partition_indexes]
+    found = ctx.coordinator.fetch_offsets(group_id, wanted)
+    by_topic: dict[str, list[dict]] = {}
+    for (t, p), (offset, epoch, meta) in found.items():
+        by_topic.setdefault(t, []).append({"partition_index": p, "committed_offset": offset,
+                                           "committed_leader_epoch": epoch, "metadata": meta or "",
+                                           "error_code": 0})
+    return [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
+
+
+@register(9, 1, 8)
+def offset_fetch(req: Any, ctx: RequestContext) -> dict:
+    if ctx.api_version >= 8:
+        groups = []
+        for g in req.groups:
+            if _group_denied(ctx, "describe", g.group_id):
+                groups.append({"group_id": g.group_id, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
+            else:
+                groups.append({"group_id": g.group_id, "topics": _offsets_for(ctx, g.group_id, g.topics),
+                               "error_code": 0})
+        return {"throttle_time": 0, "groups": groups}
+    if _group_denied(ctx, "describe", req.group_id):
+        return {"throttle_time": 0, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+    return {"throttle_time": 0, "topics": _offsets_for(ctx, req.group_id, req.topics), "error_code": 0}
+
+
+@register(15, 0, 5)
+def describe_groups(req: Any, ctx: RequestContext) -> dict:
+    groups = []
+    for g in req.groups:
+        if _group_denied(ctx, "describe", g):
+            groups.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": g, "group_state": "",
+                           "protocol_type": "", "protocol_data": "", "members": []})
+        else:
+            groups.append(ctx.coordinator.describe(g))
+    return {"throttle_time": 0, "groups": groups}
+
+
+@register(16, 0, 4)
+def list_groups(req: Any, ctx: RequestContext) -> dict:
+    states = set(getattr(req, "states_filter", None) or [])
+    groups = [g for g in ctx.coordinator.list_groups()
+              if (not states or g["group_state"] in states) and not _group_denied(ctx, "describe", g["group_id"])]
+    return {"throttle_time": 0, "error_code": 0, "groups": groups}
+
+
+@register(42, 0, 2)
+def delete_groups(req: Any, ctx: RequestContext) -> dict:
+    results = []
+    for g in req.groups_names:
+        error = ErrorCode.GROUP_AUTHORIZATION_FAILED if _group_denied(ctx, "delete", g) else \
+            ctx.coordinator.delete_group(g)
+        results.append({"group_id": g, "error_code": error})
+    return {"throttle_time": 0, "results": results}
+
+
+@register(47, 0, 0)
+def offset_delete(req: Any, ctx: RequestContext) -> dict:
+    if _group_denied(ctx, "delete", req.group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time": 0, "topics": []}
+    if req.group_id not in ctx.coordinator.groups:
+        return {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "throttle_time": 0, "topics": []}
+    wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    result = ctx.coordinator.delete_offsets(req.group_id, wanted)
+    topics = [{"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                                "error_code": result[(t.name, p.partition_index)]}
+                                               for p in t.partitions]} for t in req.topics]
+    return {"error_code": 0, "throttle_time": 0, "topics": topics}
