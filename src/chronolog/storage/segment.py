@@ -65,13 +65,19 @@ class LogSegment:
                 self.sanity_check()
             except IndexCorruptError as exc:
                 log.warning("%s; rebuilding the indexes of segment %s", exc, self.log_path)
-                self.rebuild_indexes()
+                if not writable:
+                    # Never write into a read-only directory: rebuild into private temporary files.
+                    self.offset_index.close(trim=False)
+                    self.time_index.close(trim=False)
+                    self._open_indexes(writable=False, force_private=True)
+                else:
+                    self.rebuild_indexes()
         self._load_largest_timestamp()
 
-    def _open_indexes(self, writable: bool) -> None:
+    def _open_indexes(self, writable: bool, force_private: bool = False) -> None:
         index_path = self.dir / segment_name(self.base_offset, INDEX_SUFFIX)
         time_path = self.dir / segment_name(self.base_offset, TIME_INDEX_SUFFIX)
-        if not writable and (not index_path.exists() or not time_path.exists()):
+        if not writable and (force_private or not index_path.exists() or not time_path.exists()):
             # A read-only directory without indexes: keep them in memory only.
             import tempfile
             self._tmpdir = tempfile.TemporaryDirectory(prefix="chronolog-idx-")

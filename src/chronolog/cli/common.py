@@ -1,0 +1,55 @@
+"""Shared pieces of the CLI: where answers come from, tables or JSON, progress only on a terminal."""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+BOOTSTRAP_HELP = "Kafka-protocol broker, HOST:PORT (chronolog or Apache Kafka)."
+DATA_DIR_HELP = "Read a data dir (ours or a copy of Kafka's log dir) instead of a broker."
+TIME_HELP = ("ISO-8601 (2024-06-14T15:00:00Z; a time without a zone is UTC), epoch ms, or relative "
+             "('2h ago', '-90m', 'now').")
+
+BootstrapOpt = typer.Option("127.0.0.1:9092", "--bootstrap-server", help=BOOTSTRAP_HELP)
+DataDirOpt = typer.Option(None, "--data-dir", help=DATA_DIR_HELP)
+
+
+def console() -> Console:
+    out = Console()
+    return out if out.is_terminal else Console(width=160)
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=1, default=str) + "\n")
+
+
+def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
+    t = Table(title=title)
+    for col in columns:
+        t.add_column(col)
+    for row in rows:
+        t.add_row(*("-" if v is None else str(v) for v in row))
+    console().print(t)
+
+
+@contextmanager
+def progress(description: str, total: int | None, quiet: bool):
+    """A rich progress bar on a terminal; nothing when piped or with --json."""
+    if quiet or not sys.stderr.isatty():
+        yield lambda n=1: None
+        return
+    from rich.progress import Progress
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n=1: bar.advance(task, n)
+
+
+def data_dir_or_none(path: Path | None) -> Path | None:
+    return Path(path) if path is not None else None

@@ -1,0 +1,204 @@
+"""Where time lookups and replays get their answers: any Kafka-protocol broker (through librdkafka) or a
+data dir on disk (through the storage layer, read-only). Both give the same answers for the same log.
+
+Seed 001's failures are ruled out here: every requested partition gets an answer; a partition with
+nothing at or after T answers with its end offset and `found=False` instead of an empty answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from chronolog.errors import ChronologError, UnknownTopicOrPartitionError
+from chronolog.records import Record
+from chronolog.storage import PartitionLog
+from chronolog.storage.log import parse_log_dir_name
+
+
+@dataclass(frozen=True)
+class OffsetAtTime:
+    partition: int
+    offset: int          # first offset with timestamp >= T, or the end offset when there is none
+    timestamp: int       # that record's timestamp, -1 when none
+    found: bool
+    start_offset: int
+    end_offset: int
+
+
+class DataDirSource:
+    """A data dir (ours, or a copy of a Kafka log dir), opened read-only."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise ChronologError(f"data dir {self.path} does not exist")
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+
+    def topics(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for entry in self.path.iterdir():
+            if entry.is_dir():
+                try:
+                    topic, p = parse_log_dir_name(entry.name)
+                except ValueError:
+                    continue
+                if any(entry.glob("*.log")):
+                    out[topic] = max(out.get(topic, 0), p + 1)
+        return out
+
+    def partitions(self, topic: str) -> list[int]:
+        parts = sorted(p for t, n in self.topics().items() if t == topic for p in range(n)
+                       if (self.path / f"{t}-{p}").is_dir())
+        if not parts:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} not found in {self.path}")
+        return parts
+
+    def log(self, topic: str, partition: int) -> PartitionLog:
+        key = (topic, partition)
+        if key not in self._logs:
+            directory = self.path / f"{topic}-{partition}"
+            if not directory.is_dir():
+                raise UnknownTopicOrPartitionError(f"{topic}-{partition} not found in {self.path}")
+            self._logs[key] = PartitionLog.open_readonly(directory)
+        return self._logs[key]
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        plog = self.log(topic, partition)
+        return plog.log_start_offset, plog.log_end_offset
+
+    def offsets_for_time(self, topic: str, ts: int, partitions: list[int] | None = None) -> dict[int, OffsetAtTime]:
+        out = {}
+        for p in partitions or self.partitions(topic):
+            plog = self.log(topic, p)
+            found = plog.offset_for_timestamp(ts)
+            out[p] = OffsetAtTime(p, found.offset if found else plog.log_end_offset,
+                                  found.timestamp if found else -1, found is not None, plog.log_start_offset,
+                                  plog.log_end_offset)
+        return out
+
+    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[Record]:
+        yield from self.log(topic, partition).read_records(start, end)
+
+    def close(self) -> None:
+        self._logs.clear()
+
+
+class BrokerSource:
+    """Any Kafka-protocol broker, through librdkafka (confluent-kafka)."""
+
+    def __init__(self, bootstrap: str, timeout: float = 15.0) -> None:
+        from confluent_kafka import Consumer
+        from confluent_kafka.admin import AdminClient
+
+        self.bootstrap = bootstrap
+        self.timeout = timeout
+        conf = {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": int(timeout * 1000)}
+        self.admin = AdminClient(conf)
+        self.consumer = Consumer({**conf, "group.id": "chronolog-tools", "enable.auto.commit": False,
+                                  "enable.partition.eof": True, "allow.auto.create.topics": False})
+
+    def topics(self) -> dict[str, int]:
+        md = self._metadata()
+        return {name: len(t.partitions) for name, t in md.topics.items() if not name.startswith("__")}
+
+    def _metadata(self, topic: str | None = None):
+        from confluent_kafka import KafkaException
+        try:
+            return self.admin.list_topics(topic, timeout=self.timeout)
+        except KafkaException as exc:
+            raise ChronologError(f"cannot reach {self.bootstrap}: {exc.args[0].str()}") from None
+
+    def partitions(self, topic: str) -> list[int]:
+        md = self._metadata(topic)
+        t = md.topics.get(topic)
+        if t is None or t.error is not None or not t.partitions:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} not found on {self.bootstrap}")
+        return sorted(t.partitions)
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        from confluent_kafka import TopicPartition
+        return self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self.timeout)
+
+    def offsets_for_time(self, topic: str, ts: int, partitions: list[int] | None = None) -> dict[int, OffsetAtTime]:
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        parts = partitions or self.partitions(topic)
+        futures = self.admin.list_offsets({TopicPartition(topic, p): OffsetSpec.for_timestamp(ts) for p in parts},
+                                          request_timeout=self.timeout)
+        out = {}
+        for tp, fut in futures.items():
+            info = fut.result()
+            low, high = self.watermarks(topic, tp.partition)
+            found = info.offset >= 0
+            out[tp.partition] = OffsetAtTime(tp.partition, info.offset if found else high,
+                                             info.timestamp if found else -1, found, low, high)
+        return dict(sorted(out.items()))
+
+    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[Record]:
+        """Records with start <= offset < end, by assign + poll."""
+        from confluent_kafka import KafkaError, TopicPartition
+
+        if start >= end:
+            return
+        self.consumer.assign([TopicPartition(topic, partition, start)])
+        try:
+            while True:
+                msg = self.consumer.poll(self.timeout)
+                if msg is None:
+                    raise ChronologError(f"timed out reading {topic}-{partition} at offsets [{start}, {end})")
+                if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        return
+                    raise ChronologError(f"reading {topic}-{partition}: {msg.error().str()}")
+                if msg.offset() >= end:
+                    return
+                headers = tuple((k, v) for k, v in (msg.headers() or []))
+                yield Record(msg.offset(), msg.timestamp()[1], msg.key(), msg.value(), headers)
+                if msg.offset() >= end - 1:
+                    return
+        finally:
+            self.consumer.unassign()
+
+    # -- groups -------------------------------------------------------------------------------------
+    def group_state(self, group: str) -> tuple[str, int]:
+        """(state, number of active members)."""
+        result = self.admin.describe_consumer_groups([group], request_timeout=self.timeout)[group].result()
+        return str(result.state).split(".")[-1].upper(), len(result.members)
+
+    def committed(self, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+        req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])
+        result = self.admin.list_consumer_group_offsets([req], request_timeout=self.timeout)[group].result()
+        return {tp.partition: tp.offset for tp in result.topic_partitions}
+
+    def commit(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+        req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, o) for p, o in offsets.items()])
+        result = self.admin.alter_consumer_group_offsets([req], request_timeout=self.timeout)[group].result()
+        errors = [tp for tp in result.topic_partitions if tp.error is not None]
+        if errors:
+            raise ChronologError(f"committing offsets for group {group} failed: {errors[0].error.str()}")
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def open_source(bootstrap: str | None, data_dir: Path | None):
+    if data_dir is not None:
+        return DataDirSource(data_dir)
+    return BrokerSource(bootstrap or "127.0.0.1:9092")
+
+
+_TOPIC_PARTS = re.compile(r"^([^:]+)(?::([\d,]+))?$")
+
+
+def parse_topic_partitions(spec: str) -> tuple[str, list[int] | None]:
+    """`topic` or `topic:0,2` as kafka-consumer-groups.sh takes them."""
+    m = _TOPIC_PARTS.match(spec.strip())
+    if not m:
+        raise ChronologError(f"cannot read {spec!r} as TOPIC or TOPIC:P,P")
+    return m.group(1), [int(p) for p in m.group(2).split(",")] if m.group(2) else None
