@@ -54,7 +54,8 @@ def describe(topic: str, bootstrap_server: str = BootstrapOpt, data_dir: Path | 
         if data_dir is None:
             from confluent_kafka.admin import ConfigResource
             resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-            described = _result(_admin(bootstrap_server).describe_configs([resource])[resource], "describe configs")
+            admin = _admin(bootstrap_server)
+            described = _result(admin.describe_configs([resource])[resource], "describe configs")
             configs = {k: v.value for k, v in described.items()}
     finally:
         source.close()
@@ -72,7 +73,8 @@ def create(topic: str, partitions: int = typer.Option(1), config: list[str] = ty
            bootstrap_server: str = BootstrapOpt) -> None:
     """Create a topic (configs by Kafka's names, e.g. -c retention.ms=86400000)."""
     from confluent_kafka.admin import NewTopic
-    futures = _admin(bootstrap_server).create_topics([NewTopic(topic, partitions, 1, config=parse_configs(config))])
+    admin = _admin(bootstrap_server)  # keep the client alive until its futures resolve
+    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=parse_configs(config))])
     _result(futures[topic], f"create {topic}")
     typer.echo(f"created {topic} with {partitions} partition(s)")
 
@@ -88,7 +90,8 @@ def alter(topic: str, config: list[str] = typer.Option([], "--config", "-c", hel
     if not entries:
         raise ChronologError("nothing to change: give --config key=value or --delete-config key")
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
-    _result(_admin(bootstrap_server).incremental_alter_configs([resource])[resource], f"alter {topic}")
+    admin = _admin(bootstrap_server)
+    _result(admin.incremental_alter_configs([resource])[resource], f"alter {topic}")
     typer.echo(f"altered {topic}")
 
 

@@ -106,7 +106,7 @@ class Broker:
             while True:
                 head = await reader.readexactly(4)
                 (size,) = struct.unpack(">i", head)
-                if size < 8 or size > max_request:
+                if size < 8 or size > max_request:  # Kafka's InvalidReceiveException
                     log.warning("closing %s: request size %d outside [8, %d]", peer, size, max_request)
                     return
                 frame = await reader.readexactly(size)
@@ -114,7 +114,9 @@ class Broker:
                 if response:
                     writer.write(response)
                     await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+        except ConnectionError as exc:
+            log.warning("closing connection from %s: %s", peer, exc)
+        except (asyncio.IncompleteReadError, asyncio.CancelledError):
             pass
         except Exception:
             log.exception("connection from %s failed", peer)
@@ -140,6 +142,7 @@ class Broker:
         try:
             request = codec.parse_request(frame)
         except (CorruptMessageError, UnsupportedVersionError) as exc:
+            log.warning("closing connection from %s: %s", client_host, exc)
             raise ConnectionError(str(exc)) from None
         ctx = RequestContext(self.state, api_key, version, correlation_id, request.client_id, client_host)
         try:
@@ -147,7 +150,7 @@ class Broker:
             if inspect.isawaitable(result):
                 result = await result
         except KafkaError as exc:
-            log.info("API %d v%d failed: %s", api_key, version, exc)
+            log.warning("API %d v%d failed: %s", api_key, version, exc)
             raise ConnectionError(str(exc)) from None
         if result is None:
             return None

@@ -1,0 +1,160 @@
+"""Every time-travel command against the real broker (and the same answers offline from its data dir)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from typer.testing import CliRunner
+
+from chronolog.cli.main import app
+from tests.brokerproc import BrokerProcess
+
+BASE = 1_700_000_000_000
+# partition 0: out of order and duplicate timestamps; partition 1: only old data; partition 2: empty
+P0 = [BASE + s for s in (10, 30, 20, 30, 50, 40, 70, 15, 60, 90)]
+P1 = [BASE + s for s in (1, 2, 3)]
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    proc = BrokerProcess(tmp_path_factory.mktemp("tt") / "data").start()
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    admin.create_topics([NewTopic("tt", 3, 1)])["tt"].result(15)
+    p = Producer({"bootstrap.servers": proc.bootstrap})
+    for part, stamps in ((0, P0), (1, P1)):
+        for i, ts in enumerate(stamps):
+            p.produce("tt", value=b"p%d-%d" % (part, i), partition=part, timestamp=ts)
+    assert p.flush(30) == 0
+    yield proc
+    proc.stop()
+
+
+def run(*args: str) -> str:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    return result.output
+
+
+def first_at_or_after(stamps, t):
+    return next((i for i, ts in enumerate(stamps) if ts >= t), None)
+
+
+@pytest.mark.parametrize("t", [BASE + 25, BASE + 31, BASE + 91, BASE - 5])
+def test_offsets_every_partition_answered(loaded, t):
+    out = json.loads(run("offsets", "tt", "--time", str(t), "--bootstrap-server", loaded.bootstrap, "--json"))
+    parts = {p["partition"]: p for p in out["partitions"]}
+    assert sorted(parts) == [0, 1, 2]
+    for part, stamps in ((0, P0), (1, P1), (2, [])):
+        want = first_at_or_after(stamps, t)
+        got = parts[part]
+        if want is None:
+            assert not got["found"] and got["offset"] == got["end_offset"] == len(stamps)
+        else:
+            assert got["found"] and (got["offset"], got["timestamp"]) == (want, stamps[want])
+
+
+def test_consume_window_is_exact_including_late_records(loaded):
+    t1, t2 = BASE + 20, BASE + 60
+    out = run("consume", "tt", "--from", str(t1), "--to", str(t2), "--bootstrap-server", loaded.bootstrap,
+              "--format", "json")
+    got = [(r["partition"], r["offset"], r["timestamp"]) for r in map(json.loads, out.splitlines())]
+    want = [(0, i, ts) for i, ts in enumerate(P0) if t1 <= ts < t2]
+    assert got == want
+    assert (0, 7, BASE + 15) not in got and (0, 5, BASE + 40) in got  # 40 comes after 50: still printed
+
+
+def test_offline_answers_equal_the_brokers(loaded, tmp_path):
+    loaded.stop()
+    try:
+        copy = tmp_path / "copy"
+        shutil.copytree(loaded.data_dir, copy)
+        for t in (BASE + 25, BASE + 95):
+            online = None
+            offline = json.loads(run("offsets", "tt", "--time", str(t), "--data-dir", str(copy), "--json"))
+            assert [p["offset"] for p in offline["partitions"]] == [
+                first_at_or_after(P0, t) if first_at_or_after(P0, t) is not None else len(P0),
+                first_at_or_after(P1, t) if first_at_or_after(P1, t) is not None else len(P1), 0]
+            del online
+        out = run("consume", "tt", "--from", str(BASE + 20), "--to", str(BASE + 60), "--data-dir", str(copy),
+                  "--format", "json")
+        assert [json.loads(x)["offset"] for x in out.splitlines()] == [i for i, ts in enumerate(P0)
+                                                                      if BASE + 20 <= ts < BASE + 60]
+        segs = json.loads(run("describe-segments", "tt", "--data-dir", str(copy), "--json",
+                              "--plot", str(tmp_path / "s.png")))
+        assert {s["partition"] for s in segs} == {0, 1, 2} and (tmp_path / "s.png").stat().st_size > 1000
+    finally:
+        loaded.start()
+
+
+def test_reset_offsets_refuses_active_group_then_resumes_exactly(loaded):
+    from kafka import KafkaConsumer
+
+    member = Consumer({"bootstrap.servers": loaded.bootstrap, "group.id": "rewind", "session.timeout.ms": 6000,
+                       "auto.offset.reset": "earliest"})
+    member.subscribe(["tt"])
+    deadline = time.monotonic() + 20
+    while not member.assignment() and time.monotonic() < deadline:
+        member.poll(0.2)
+    result = CliRunner().invoke(app, ["reset-offsets", "--group", "rewind", "--topic", "tt", "--to-datetime",
+                                      str(BASE + 35), "--execute", "--bootstrap-server", loaded.bootstrap])
+    assert result.exit_code != 0 and "active member" in str(result.exception) + result.output
+    member.close()
+
+    out = json.loads(run("reset-offsets", "--group", "rewind", "--topic", "tt", "--to-datetime", str(BASE + 35),
+                         "--execute", "--json", "--bootstrap-server", loaded.bootstrap))
+    shown = {r["partition"]: r["new"] for r in out["partitions"]}
+    assert shown == {0: first_at_or_after(P0, BASE + 35), 1: len(P1), 2: 0}
+    assert {r["partition"]: r["note"] != "" for r in out["partitions"]} == {0: False, 1: True, 2: True}
+
+    consumer = KafkaConsumer("tt", bootstrap_servers=loaded.bootstrap, group_id="rewind",
+                             enable_auto_commit=False, consumer_timeout_ms=6000)
+    firsts = {}
+    for m in consumer:
+        firsts.setdefault(m.partition, m.offset)
+    consumer.close()
+    assert firsts == {0: shown[0]}  # partitions 1 and 2 have nothing after their new offsets
+
+
+def test_reset_offsets_other_modes_dry_run(loaded):
+    out = json.loads(run("reset-offsets", "--group", "g2", "--topic", "tt:0", "--to-offset", "999", "--json",
+                         "--bootstrap-server", loaded.bootstrap))
+    assert out["partitions"] == [{"topic": "tt", "partition": 0, "current": None, "new": len(P0), "note": "clamped"}]
+    assert not out["executed"]
+    out = json.loads(run("reset-offsets", "--group", "g2", "--topic", "tt:0,1", "--to-earliest", "--json",
+                         "--bootstrap-server", loaded.bootstrap))
+    assert [r["new"] for r in out["partitions"]] == [0, 0]
+
+
+def test_topics_commands(loaded):
+    run("topics", "create", "made", "--partitions", "2", "-c", "retention.ms=3600000",
+        "--bootstrap-server", loaded.bootstrap)
+    listed = json.loads(run("topics", "list", "--json", "--bootstrap-server", loaded.bootstrap))
+    assert listed["made"] == 2
+    run("topics", "alter", "made", "-c", "segment.ms=60000", "--bootstrap-server", loaded.bootstrap)
+    described = json.loads(run("topics", "describe", "made", "--json", "--bootstrap-server", loaded.bootstrap))
+    assert described["configs"]["segment.ms"] == "60000" and described["configs"]["retention.ms"] == "3600000"
+
+
+def test_dump_log_verifies_kafka_files_and_reports_a_corrupted_copy(kafka_segments_dir, tmp_path):
+    files = sorted(str(p) for p in kafka_segments_dir.glob("*index"))
+    assert "OK" in run("dump-log", "--verify-index", *files)
+    for suffix in (".log", ".index", ".timeindex"):
+        shutil.copy(kafka_segments_dir / f"00000000000000022964{suffix}", tmp_path)
+    with open(tmp_path / "00000000000000022964.timeindex", "r+b") as f:
+        f.seek(12 * 10)
+        f.write((1).to_bytes(8, "big"))  # entry 10 gets a wrong timestamp
+    with open(tmp_path / "00000000000000022964.index", "r+b") as f:
+        f.seek(8 * 3 + 4)
+        f.write((12345).to_bytes(4, "big"))  # entry 3 points at the wrong position
+    result = CliRunner().invoke(app, ["dump-log", "--verify-index", "--json",
+                                      str(tmp_path / "00000000000000022964.index"),
+                                      str(tmp_path / "00000000000000022964.timeindex")])
+    assert result.exit_code == 1
+    reports = json.loads(result.output)
+    assert [m["entry"] for m in reports[0]["mismatches"]] == [3]
+    assert 10 in [m["entry"] for m in reports[1]["mismatches"]]
