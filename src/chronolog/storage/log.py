@@ -389,6 +389,15 @@ class PartitionLog:
 
     def read_records(self, start_offset: int, end_offset: int | None = None) -> Iterator[Record]:
         """Records with start_offset <= offset < end_offset (tools and tests; decodes everything)."""
+        start = max(start_offset, self.log_start_offset)
+        end = self._next_offset if end_offset is None else min(end_offset, self._next_offset)
+        for batch in self.read_batches(start, end):
+            for rec in batch.records():
+                if start <= rec.offset < end:
+                    yield rec
+
+    def read_batches(self, start_offset: int, end_offset: int | None = None) -> Iterator:
+        """Batches overlapping [start_offset, end_offset), in offset order, straight from the files."""
         with self.lock:
             end = self._next_offset if end_offset is None else min(end_offset, self._next_offset)
             start = max(start_offset, self.log_start_offset)
@@ -406,9 +415,7 @@ class PartitionLog:
             for _pos, batch in seg.batches_from(found[0]):
                 if batch.base_offset >= end:
                     return
-                for rec in batch.records():
-                    if start <= rec.offset < end:
-                        yield rec
+                yield batch
 
     # -- time ---------------------------------------------------------------------------------------
     def offset_for_timestamp(self, timestamp: int) -> FoundTimestamp | None:

@@ -36,8 +36,13 @@ class DataDirSource:
         if not self.path.is_dir():
             raise ChronologError(f"data dir {self.path} does not exist")
         self._logs: dict[tuple[str, int], PartitionLog] = {}
+        # A single partition directory (e.g. one copied out of a Kafka log dir, whatever its name) is a
+        # topic named after the directory with one partition.
+        self.single = any(self.path.glob("*.log"))
 
     def topics(self) -> dict[str, int]:
+        if self.single:
+            return {self.path.name: 1}
         out: dict[str, int] = {}
         for entry in self.path.iterdir():
             if entry.is_dir():
@@ -50,6 +55,10 @@ class DataDirSource:
         return out
 
     def partitions(self, topic: str) -> list[int]:
+        if self.single:
+            if topic != self.path.name:
+                raise UnknownTopicOrPartitionError(f"{self.path} holds only {self.path.name!r}")
+            return [0]
         parts = sorted(p for t, n in self.topics().items() if t == topic for p in range(n)
                        if (self.path / f"{t}-{p}").is_dir())
         if not parts:
@@ -59,7 +68,7 @@ class DataDirSource:
     def log(self, topic: str, partition: int) -> PartitionLog:
         key = (topic, partition)
         if key not in self._logs:
-            directory = self.path / f"{topic}-{partition}"
+            directory = self.path if self.single else self.path / f"{topic}-{partition}"
             if not directory.is_dir():
                 raise UnknownTopicOrPartitionError(f"{topic}-{partition} not found in {self.path}")
             self._logs[key] = PartitionLog.open_readonly(directory)

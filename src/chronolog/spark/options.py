@@ -1,0 +1,93 @@
+"""Spark's Kafka source option names and precedence, parsed once on the driver (no Spark imports)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from chronolog.errors import ChronologError
+from chronolog.timetravel.timefmt import parse_time
+
+
+def _ts(value: str | None) -> int | None:
+    return None if value is None or value == "" else parse_time(value)
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    path: str | None
+    bootstrap: str | None
+    subscribe: tuple[str, ...] | None
+    subscribe_pattern: str | None
+    assign: dict[str, list[int]] | None
+    starting_timestamp: int | None
+    ending_timestamp: int | None
+    starting_by_timestamp: dict[str, dict[str, int]] | None
+    ending_by_timestamp: dict[str, dict[str, int]] | None
+    starting_offsets: str | dict | None
+    ending_offsets: str | dict | None
+    strategy: str
+    min_partitions: int | None
+    max_records_per_partition: int | None
+    max_offsets_per_trigger: int | None
+    fail_on_data_loss: bool
+    include_headers: bool
+    max_lateness_ms: int | None
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, str]) -> SourceOptions:
+        opts = {k.lower(): v for k, v in raw.items()}
+        path = opts.get("path")
+        bootstrap = opts.get("kafka.bootstrap.servers")
+        if (path is None) == (bootstrap is None):
+            raise ChronologError("give exactly one of the options 'path' (a data dir) and 'kafka.bootstrap.servers'")
+        chosen = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
+        if len(chosen) != 1:
+            raise ChronologError("give exactly one of 'subscribe', 'subscribePattern' and 'assign'")
+
+        def js(key: str):
+            if key not in opts:
+                return None
+            try:
+                return json.loads(opts[key])
+            except ValueError:
+                raise ChronologError(f"option {key}: not valid JSON") from None
+
+        def offsets(key: str):
+            value = opts.get(key)
+            if value is None or value in ("earliest", "latest"):
+                return value
+            return js(key)
+
+        strategy = opts.get("startingoffsetsbytimestampstrategy", "error").lower()
+        if strategy not in ("error", "latest"):
+            raise ChronologError("startingOffsetsByTimestampStrategy is 'error' or 'latest'")
+        return cls(
+            path=path, bootstrap=bootstrap,
+            subscribe=tuple(t.strip() for t in opts["subscribe"].split(",") if t.strip()) if "subscribe" in opts else None,
+            subscribe_pattern=opts.get("subscribepattern"),
+            assign=js("assign"),
+            starting_timestamp=_ts(opts.get("startingtimestamp")),
+            ending_timestamp=_ts(opts.get("endingtimestamp")),
+            starting_by_timestamp=js("startingoffsetsbytimestamp"),
+            ending_by_timestamp=js("endingoffsetsbytimestamp"),
+            starting_offsets=offsets("startingoffsets"), ending_offsets=offsets("endingoffsets"),
+            strategy=strategy,
+            min_partitions=int(opts["minpartitions"]) if "minpartitions" in opts else None,
+            max_records_per_partition=int(opts["maxrecordsperpartition"]) if "maxrecordsperpartition" in opts else None,
+            max_offsets_per_trigger=int(opts["maxoffsetspertrigger"]) if "maxoffsetspertrigger" in opts else None,
+            fail_on_data_loss=opts.get("failondataloss", "true").lower() == "true",
+            include_headers=opts.get("includeheaders", "false").lower() == "true",
+            max_lateness_ms=int(opts["maxlatenessms"]) if "maxlatenessms" in opts else None,
+        )
+
+    def topics(self, available: list[str]) -> list[tuple[str, list[int] | None]]:
+        """(topic, partitions or None for all), per subscribe / subscribePattern / assign."""
+        if self.assign is not None:
+            return [(t, list(ps)) for t, ps in self.assign.items()]
+        if self.subscribe is not None:
+            return [(t, None) for t in self.subscribe]
+        pattern = re.compile(self.subscribe_pattern or "")
+        return [(t, None) for t in sorted(available) if pattern.fullmatch(t)]

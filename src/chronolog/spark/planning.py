@@ -1,0 +1,101 @@
+"""Driver-side planning: options and pushed bounds -> one or more offset ranges per Kafka partition."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from chronolog.errors import ChronologError
+from chronolog.spark.options import SourceOptions
+from chronolog.spark.source import Bounds, OffsetRange
+from chronolog.timetravel.sources import BrokerSource, DataDirSource
+
+
+def _spec(table, topic: str, partition: int):
+    if not isinstance(table, dict):
+        return None
+    value = table.get(topic, {})
+    return value.get(str(partition), value.get(partition)) if isinstance(value, dict) else None
+
+
+def plan(options: SourceOptions, bounds: Bounds) -> list[OffsetRange]:
+    source = DataDirSource(options.path) if options.path else BrokerSource(options.bootstrap)
+    mode = "path" if options.path else "kafka"
+    try:
+        available = list(source.topics())
+        ranges: list[OffsetRange] = []
+        for topic, wanted in options.topics(available):
+            if topic not in available:
+                if options.subscribe_pattern is None:
+                    raise ChronologError(f"topic {topic!r} not found")
+                continue
+            for p in wanted if wanted is not None else source.partitions(topic):
+                if bounds.partitions is not None and p not in bounds.partitions:
+                    continue
+                r = _plan_partition(source, mode, options, bounds, topic, p)
+                if r is not None:
+                    ranges.append(r)
+    finally:
+        source.close()
+    return _split(ranges, options)
+
+
+def _plan_partition(source, mode: str, options: SourceOptions, bounds: Bounds, topic: str,
+                    p: int) -> OffsetRange | None:
+    low, high = source.watermarks(topic, p)
+    start, end = low, high
+    # Per-partition timestamps (startingOffsetsByTimestamp) tighten the time bounds of this range only.
+    per_start = _spec(options.starting_by_timestamp, topic, p)
+    per_end = _spec(options.ending_by_timestamp, topic, p)
+    b = bounds
+    if per_start is not None and options.starting_timestamp is None:
+        b = dataclasses.replace(b, ts_min_us=max(b.ts_min_us or -(2**62), int(per_start) * 1000))
+    if per_end is not None and options.ending_timestamp is None:
+        b = dataclasses.replace(b, ts_max_us=min(b.ts_max_us if b.ts_max_us is not None else 2**62,
+                                                 int(per_end) * 1000 - 1))
+    if b.ts_min_us is None:
+        so = options.starting_offsets
+        explicit = _spec(so, topic, p)
+        if so == "latest" or explicit == -1:
+            start = high
+        elif explicit is not None and explicit >= 0:
+            start = max(low, int(explicit))
+    eo = options.ending_offsets
+    explicit_end = _spec(eo, topic, p)
+    if explicit_end is not None and explicit_end >= 0:
+        end = min(high, int(explicit_end))
+    if b.offset_min is not None:
+        start = max(start, b.offset_min)
+    if b.offset_max is not None:
+        end = min(end, b.offset_max + 1)
+    if b.ts_min_us is not None:
+        # Records carry milliseconds: ts*1000 >= min_us  <=>  ts >= ceil(min_us / 1000).
+        found = source.offsets_for_time(topic, math.ceil(b.ts_min_us / 1000), [p])[p]
+        if not found.found:
+            return None  # nothing at or after the start time: this partition contributes nothing
+        start = max(start, found.offset)
+    if b.ts_max_us is not None and options.max_lateness_ms is not None:
+        # A user-asserted lateness bound: no record below the window end appears after the first record
+        # at or after window end + lateness.
+        limit_ms = b.ts_max_us // 1000 + 1 + options.max_lateness_ms
+        found = source.offsets_for_time(topic, limit_ms, [p])[p]
+        if found.found:
+            end = min(end, found.offset)
+    if start >= end:
+        return None
+    target = options.path or options.bootstrap or ""
+    return OffsetRange(topic, p, start, end, target, mode, b, options.include_headers)
+
+
+def _split(ranges: list[OffsetRange], options: SourceOptions) -> list[OffsetRange]:
+    """Split large ranges for `minPartitions` / `maxRecordsPerPartition` (Spark's Kafka source does the same
+    with its offset ranges)."""
+    out = ranges
+    if options.max_records_per_partition:
+        step = options.max_records_per_partition
+        out = [dataclasses.replace(r, start=s, end=min(s + step, r.end)) for r in out for s in range(r.start, r.end, step)]
+    if options.min_partitions and len(out) < options.min_partitions and out:
+        total = sum(r.end - r.start for r in out)
+        per = max(1, math.ceil(total / options.min_partitions))
+        out = [dataclasses.replace(r, start=s, end=min(s + per, r.end)) for r in out for s in range(r.start, r.end, per)]
+    return out

@@ -1,0 +1,192 @@
+"""The `chronolog` Python data source: Spark's Kafka source schema and options over a time range.
+
+Planning (driver): per Kafka partition, a start offset from the time index (the first offset with
+timestamp >= the lower bound, from `startingTimestamp`, the per-partition variants, or a pushed
+`timestamp >=`/`>`/`=` filter) and an end offset (the log end, or the first offset at or after
+`endingTimestamp + maxLatenessMs` when a lateness bound is given). A partition with nothing at or after
+the start time contributes nothing.
+
+Reading (executors): records in [start, end) are read from segment files (`path` mode) or fetched from any
+Kafka-protocol broker (`kafka.bootstrap.servers` mode) and every time/partition/offset filter is applied
+exactly in the reader, so late CreateTime records are neither lost nor duplicated: the result is exactly
+that of the query without pushdown. Rows leave as Arrow record batches.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualTo,
+    GreaterThan,
+    GreaterThanOrEqual,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+from pyspark.sql.types import StructType
+
+from chronolog.errors import ChronologError
+from chronolog.spark.options import SourceOptions
+
+BASE_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+               "timestampType int")
+HEADERS_SCHEMA = ", headers array<struct<key: string, value: binary>>"
+ARROW_BATCH_ROWS = 8192
+
+
+def _arrow_schema(include_headers: bool) -> pa.Schema:
+    fields = [pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("topic", pa.string()),
+              pa.field("partition", pa.int32()), pa.field("offset", pa.int64()),
+              pa.field("timestamp", pa.timestamp("us", tz="UTC")), pa.field("timestampType", pa.int32())]
+    if include_headers:
+        fields.append(pa.field("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))))
+    return pa.schema(fields)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What the reader keeps: timestamps in microseconds (Spark's unit), offsets, partitions."""
+
+    ts_min_us: int | None = None      # inclusive
+    ts_max_us: int | None = None      # inclusive
+    offset_min: int | None = None
+    offset_max: int | None = None
+    partitions: frozenset[int] | None = None
+
+    def keep(self, partition: int, offset: int, ts_ms: int) -> bool:
+        us = ts_ms * 1000
+        return ((self.ts_min_us is None or us >= self.ts_min_us) and (self.ts_max_us is None or us <= self.ts_max_us)
+                and (self.offset_min is None or offset >= self.offset_min)
+                and (self.offset_max is None or offset <= self.offset_max)
+                and (self.partitions is None or partition in self.partitions))
+
+
+@dataclass(frozen=True)
+class OffsetRange(InputPartition):
+    topic: str
+    partition: int
+    start: int
+    end: int
+    source: str          # data dir or bootstrap servers
+    mode: str            # "path" | "kafka"
+    bounds: Bounds = field(default_factory=Bounds)
+    include_headers: bool = False
+
+
+def _micros(value) -> int | None:
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.UTC)
+        return int(value.timestamp() * 1_000_000)
+    if isinstance(value, int | float):
+        return int(value)
+    return None
+
+
+class ChronologDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "chronolog"
+
+    def schema(self) -> str:
+        include = self.options.get("includeHeaders", "false").lower() == "true"
+        return BASE_SCHEMA + (HEADERS_SCHEMA if include else "")
+
+    def reader(self, schema: StructType) -> ChronologReader:
+        return ChronologReader(SourceOptions.parse(self.options))
+
+    def streamReader(self, schema: StructType):
+        from chronolog.spark.stream import ChronologStreamReader
+        return ChronologStreamReader(SourceOptions.parse(self.options))
+
+
+class ChronologReader(DataSourceReader):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self.bounds = Bounds()
+        if options.starting_timestamp is not None:
+            self.bounds = _tighten(self.bounds, ts_min_us=options.starting_timestamp * 1000)
+        if options.ending_timestamp is not None:
+            self.bounds = _tighten(self.bounds, ts_max_us=options.ending_timestamp * 1000 - 1)
+
+    def pushFilters(self, filters):
+        """Timestamp, partition and offset comparisons narrow the plan and are applied exactly in the
+        reader, so Spark need not re-check them; everything else is returned to Spark."""
+        for f in filters:
+            column = f.attribute[0] if len(f.attribute) == 1 else None
+            handled = False
+            if column in ("timestamp", "offset", "partition") and isinstance(
+                    f, EqualTo | GreaterThan | GreaterThanOrEqual | LessThan | LessThanOrEqual):
+                value = _micros(f.value) if column == "timestamp" else f.value
+                if isinstance(value, int) and not isinstance(value, bool):
+                    self.bounds = _apply_filter(self.bounds, column, f, value)
+                    handled = True
+            if not handled:
+                yield f
+
+    def partitions(self):
+        from chronolog.spark.planning import plan
+        return plan(self.options, self.bounds)
+
+    def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, OffsetRange):
+            return  # an empty plan: Spark still runs one task with a bare InputPartition
+        from chronolog.spark.reading import read_range
+        yield from read_range(partition, _arrow_schema(partition.include_headers))
+
+
+def _tighten(bounds: Bounds, **changes) -> Bounds:
+    """AND a new bound into the existing ones: lower bounds rise, upper bounds fall, partition sets meet."""
+    values = dict(bounds.__dict__)
+    for key, value in changes.items():
+        current = values.get(key)
+        if current is None:
+            values[key] = value
+        elif key == "partitions":
+            values[key] = current & value
+        elif "_min" in key:
+            values[key] = max(current, value)
+        else:
+            values[key] = min(current, value)
+    return Bounds(**values)
+
+
+def _apply_filter(bounds: Bounds, column: str, f, value: int) -> Bounds:
+    if column == "partition":
+        if isinstance(f, EqualTo):
+            return _tighten(bounds, partitions=frozenset([value]))
+        lo = value + 1 if isinstance(f, GreaterThan) else value if isinstance(f, GreaterThanOrEqual) else None
+        hi = value - 1 if isinstance(f, LessThan) else value if isinstance(f, LessThanOrEqual) else None
+        allowed = frozenset(range(lo if lo is not None else 0, (hi if hi is not None else 1 << 16) + 1))
+        return _tighten(bounds, partitions=allowed)
+    lo_key, hi_key = ("ts_min_us", "ts_max_us") if column == "timestamp" else ("offset_min", "offset_max")
+    if isinstance(f, EqualTo):
+        return _tighten(bounds, **{lo_key: value, hi_key: value})
+    if isinstance(f, GreaterThan):
+        return _tighten(bounds, **{lo_key: value + 1})
+    if isinstance(f, GreaterThanOrEqual):
+        return _tighten(bounds, **{lo_key: value})
+    if isinstance(f, LessThan):
+        return _tighten(bounds, **{hi_key: value - 1})
+    return _tighten(bounds, **{hi_key: value})
+
+
+def register(spark) -> None:
+    """Register the `chronolog` source on a session (and turn on Python filter pushdown, which Spark
+    requires for a source that implements it)."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    spark.dataSource.register(ChronologDataSource)
+
+
+def data_dir_exists(path: str) -> bool:
+    return Path(path).exists()
+
+
+__all__ = ["ChronologDataSource", "OffsetRange", "Bounds", "register", "ChronologError"]
