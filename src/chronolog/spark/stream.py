@@ -1,0 +1,93 @@
+"""Streaming reads: offsets are `{"topic:partition": next offset}` JSON dicts, so Spark's checkpoint
+holds exactly what was read and a restarted query resumes without loss or duplicates. `startingTimestamp`
+picks the first offsets; `maxOffsetsPerTrigger` caps each micro-batch; Trigger.AvailableNow reads up to
+the end offsets seen when the query started."""
+
+from __future__ import annotations
+
+import math
+
+from pyspark.sql.datasource import DataSourceStreamReader
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+
+from chronolog.spark.options import SourceOptions
+from chronolog.spark.source import Bounds, OffsetRange, _arrow_schema
+from chronolog.timetravel.sources import BrokerSource, DataDirSource
+
+
+class ChronologStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._target: dict[str, int] | None = None
+
+    def _source(self):
+        return DataDirSource(self.options.path) if self.options.path else BrokerSource(self.options.bootstrap)
+
+    def _ends(self) -> dict[str, int]:
+        source = self._source()
+        try:
+            out = {}
+            for topic, wanted in self.options.topics(list(source.topics())):
+                for p in wanted if wanted is not None else source.partitions(topic):
+                    out[f"{topic}:{p}"] = source.watermarks(topic, p)[1]
+            return out
+        finally:
+            source.close()
+
+    def initialOffset(self) -> dict:
+        source = self._source()
+        try:
+            out = {}
+            for topic, wanted in self.options.topics(list(source.topics())):
+                for p in wanted if wanted is not None else source.partitions(topic):
+                    low, high = source.watermarks(topic, p)
+                    if self.options.starting_timestamp is not None:
+                        out[f"{topic}:{p}"] = source.offsets_for_time(topic, self.options.starting_timestamp,
+                                                                      [p])[p].offset
+                    else:
+                        out[f"{topic}:{p}"] = high if self.options.starting_offsets == "latest" else low
+            return out
+        finally:
+            source.close()
+
+    def getDefaultReadLimit(self):
+        if self.options.max_offsets_per_trigger:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._ends()
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        ends = self._target if self._target is not None else self._ends()
+        out = {k: max(start.get(k, 0), v) for k, v in ends.items()}
+        for k in start:
+            out.setdefault(k, start[k])
+        if isinstance(limit, ReadMaxRows):
+            # Share the cap across partitions in proportion to their backlog (Spark's Kafka source does so).
+            backlog = {k: out[k] - start.get(k, 0) for k in out}
+            total = sum(backlog.values())
+            if total > limit.max_rows:
+                out = {k: start.get(k, 0) + math.floor(backlog[k] * limit.max_rows / total) for k in out}
+        return out
+
+    def partitions(self, start: dict, end: dict):
+        ranges = []
+        target = self.options.path or self.options.bootstrap or ""
+        mode = "path" if self.options.path else "kafka"
+        for key, stop in end.items():
+            topic, _, p = key.rpartition(":")
+            begin = start.get(key, 0)
+            if stop > begin:
+                ranges.append(OffsetRange(topic, int(p), begin, stop, target, mode, Bounds(),
+                                          self.options.include_headers))
+        return ranges
+
+    def read(self, partition):
+        if not isinstance(partition, OffsetRange):
+            return
+        from chronolog.spark.reading import read_range
+        yield from read_range(partition, _arrow_schema(partition.include_headers))
+
+    def commit(self, end: dict) -> None:
+        pass
