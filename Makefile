@@ -21,7 +21,7 @@ test: install
 	$(PY) -m pytest -q
 
 run: install
-	$(VENV)/bin/chronolog demo --data-dir $(DATA)
+	$(VENV)/bin/chronolog pipeline run --data-dir $(DATA)/data --out $(DATA)/out
 
 bench: install
 	$(PY) -m bench
