@@ -16,6 +16,8 @@ import cramjam
 from chronolog.errors import CorruptMessageError, UnsupportedCompressionTypeError
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)  # version 1, minimum compatible version 1
+XERIAL_BLOCK_SIZE = 32 * 1024  # SnappyOutputStream's default block size (uncompressed bytes per block)
 DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
 
 
@@ -42,8 +44,7 @@ def compress(codec: int, data: bytes) -> bytes:
     if codec == CompressionType.GZIP:
         return bytes(cramjam.gzip.compress(bytes(data)))
     if codec == CompressionType.SNAPPY:
-        block = bytes(cramjam.snappy.compress_raw(bytes(data)))
-        return XERIAL_MAGIC + struct.pack(">ii", 1, 1) + struct.pack(">i", len(block)) + block
+        return _xerial_frame(memoryview(data))
     if codec == CompressionType.LZ4:
         return bytes(cramjam.lz4.compress(bytes(data)))
     if codec == CompressionType.ZSTD:
@@ -51,10 +52,28 @@ def compress(codec: int, data: bytes) -> bytes:
     raise UnsupportedCompressionTypeError(f"compression type {codec}")
 
 
+def _xerial_frame(data: memoryview) -> bytes:
+    """What Kafka's Java producer writes (`SnappyOutputStream`): a 16-byte header, then one
+    length-prefixed raw snappy block per 32 KiB of input."""
+    out = bytearray(XERIAL_HEADER)
+    for start in range(0, len(data), XERIAL_BLOCK_SIZE):
+        block = cramjam.snappy.compress_raw(bytes(data[start:start + XERIAL_BLOCK_SIZE]))
+        out += struct.pack(">i", len(block))
+        out += bytes(block)
+    return bytes(out)
+
+
 def _check(out: bytes, max_size: int) -> bytes:
     if len(out) > max_size:
         raise CorruptMessageError(f"decompressed size exceeds the limit of {max_size} bytes")
     return out
+
+
+def _snappy_raw(block: bytes, max_size: int) -> bytes:
+    """Raw snappy states its decompressed length up front: check it before allocating anything."""
+    if cramjam.snappy.decompress_raw_len(block) > max_size:
+        raise CorruptMessageError(f"decompressed size exceeds the limit of {max_size} bytes")
+    return bytes(cramjam.snappy.decompress_raw(block))
 
 
 def decompress(codec: int, data, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> bytes:
@@ -78,14 +97,16 @@ def decompress(codec: int, data, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> by
                     pos += 4
                     if n < 0 or pos + n > len(data):
                         raise CorruptMessageError("truncated xerial snappy block")
-                    part = bytes(cramjam.snappy.decompress_raw(data[pos:pos + n]))
+                    part = _snappy_raw(data[pos:pos + n], max_size - total)
                     total += len(part)
                     if total > max_size:
                         raise CorruptMessageError(f"decompressed size exceeds the limit of {max_size} bytes")
                     parts.append(part)
                     pos += n
+                if pos != len(data):
+                    raise CorruptMessageError("trailing bytes after the last xerial snappy block")
                 return b"".join(parts)
-            return _check(bytes(cramjam.snappy.decompress_raw(data)), max_size)
+            return _snappy_raw(data, max_size)
         if codec == CompressionType.LZ4:
             return _check(bytes(cramjam.lz4.decompress(data)), max_size)
         if codec == CompressionType.ZSTD:

@@ -151,6 +151,8 @@ class LegacyBatch:
         return self._inner
 
     def records(self, max_decompressed: int | None = None) -> Iterator[Record]:
+        if max_decompressed is not None and max_decompressed != self._max_decompressed:
+            self._max_decompressed, self._inner = max_decompressed, None
         if self.compression == CompressionType.NONE:
             yield Record(self.offset, self.timestamp, self.key, self.value)
         else:
