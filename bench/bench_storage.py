@@ -66,7 +66,7 @@ def build_big_partition(directory: Path) -> list[tuple[int, int]]:
     rng = random.Random(7)
     info = []
     offset = 0
-    for s in range(SEGMENTS):
+    for _s in range(SEGMENTS):
         base = offset
         log = bytearray()
         idx = bytearray()

@@ -244,6 +244,49 @@ class RecordBatch:
             raise InvalidRecordError("bytes left after the last record of the batch")
         return lo, hi, count  # type: ignore[return-value]
 
+    def first_at_or_after(self, target: int, min_offset: int = 0,
+                          max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= target and offset >= min_offset,
+        reading only lengths, timestamp deltas and offset deltas (the lookup-by-time inner loop)."""
+        if self._h[8] < target:
+            return None
+        base_off = self._h[0]
+        if self._h[5] & TIMESTAMP_TYPE_MASK:  # LogAppendTime: every record has the max timestamp
+            return (max(base_off, min_offset), self._h[8]) if self.last_offset >= min_offset else None
+        body = self._buf[self._pos + HEADER_SIZE:self._pos + self.size_in_bytes]
+        body = decompress(self.compression, body, max_decompressed) if self._h[5] & COMPRESSION_MASK \
+            else bytes(body)
+        base_ts = self._h[7]
+        pos, n = 0, len(body)
+        try:
+            for _ in range(self._h[12]):
+                b = body[pos]
+                if b < 0x80:
+                    length = (b >> 1) ^ -(b & 1)
+                    pos += 1
+                else:
+                    length, pos = read_varint(body, pos)
+                end = pos + length
+                p = pos + 1
+                b = body[p]
+                if b < 0x80:
+                    ts = base_ts + ((b >> 1) ^ -(b & 1))
+                    p += 1
+                else:
+                    delta, p = read_varint(body, p)
+                    ts = base_ts + delta
+                if ts >= target:
+                    b = body[p]
+                    offset = base_off + (((b >> 1) ^ -(b & 1)) if b < 0x80 else read_varint(body, p)[0])
+                    if offset >= min_offset:
+                        return offset, ts
+                if length <= 0 or end > n:
+                    raise InvalidRecordError("record length runs past the batch")
+                pos = end
+        except IndexError:
+            raise InvalidRecordError("record runs past the end of the batch") from None
+        return None
+
     def __iter__(self) -> Iterator[Record]:
         return self.records()
 

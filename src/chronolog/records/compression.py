@@ -76,6 +76,24 @@ def _snappy_raw(block: bytes, max_size: int) -> bytes:
     return bytes(cramjam.snappy.decompress_raw(block))
 
 
+def _bounded(codec_module, data: bytes, max_size: int) -> bytes:
+    """Decompress into a buffer that grows 4x per attempt up to `max_size` + 1 bytes, so a bomb fails at
+    the limit instead of allocating whatever its frame asks for."""
+    size = min(max_size + 1, max(1 << 16, 4 * len(data)))
+    while True:
+        out = bytearray(size)
+        try:
+            n = codec_module.decompress_into(data, out)
+        except cramjam.DecompressionError as exc:
+            if "whole buffer" not in str(exc):
+                raise
+            if size > max_size:
+                raise CorruptMessageError(f"decompressed size exceeds the limit of {max_size} bytes") from None
+            size = min(max_size + 1, size * 4)
+            continue
+        return _check(bytes(memoryview(out)[:n]), max_size)
+
+
 def decompress(codec: int, data, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> bytes:
     try:
         codec = CompressionType(codec)
@@ -108,9 +126,9 @@ def decompress(codec: int, data, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> by
                 return b"".join(parts)
             return _snappy_raw(data, max_size)
         if codec == CompressionType.LZ4:
-            return _check(bytes(cramjam.lz4.decompress(data)), max_size)
+            return _bounded(cramjam.lz4, data, max_size)
         if codec == CompressionType.ZSTD:
-            return _check(bytes(cramjam.zstd.decompress(data)), max_size)
+            return _bounded(cramjam.zstd, data, max_size)
     except CorruptMessageError:
         raise
     except Exception as exc:  # cramjam raises its own DecompressionError / ValueError

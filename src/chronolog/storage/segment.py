@@ -338,10 +338,15 @@ class LogSegment:
         floor = self.time_index.lookup(timestamp)
         position = self.offset_index.lookup(max(floor.offset, starting_offset)).position
         for _pos, batch in self.batches_from(position):
-            if batch.max_timestamp >= timestamp:
-                for rec in batch.records():
-                    if rec.timestamp >= timestamp and rec.offset >= starting_offset:
-                        return FoundTimestamp(rec.timestamp, rec.offset, batch.partition_leader_epoch)
+            if batch.max_timestamp >= timestamp and batch.last_offset >= starting_offset:
+                if isinstance(batch, LegacyBatch):
+                    for rec in batch.records():
+                        if rec.timestamp >= timestamp and rec.offset >= starting_offset:
+                            return FoundTimestamp(rec.timestamp, rec.offset, batch.partition_leader_epoch)
+                    continue
+                found = batch.first_at_or_after(timestamp, starting_offset)
+                if found is not None:
+                    return FoundTimestamp(found[1], found[0], batch.partition_leader_epoch)
         return None
 
     def __repr__(self) -> str:
