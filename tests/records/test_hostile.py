@@ -23,6 +23,7 @@ from chronolog.records import (
     crc32c,
     decompress,
     iter_batches,
+    upconvert_to_v2,
 )
 
 CODECS = list(CompressionType)
@@ -142,3 +143,15 @@ def test_an_unknown_magic_is_corrupt_not_truncated():
     raw[16] = 3
     with pytest.raises(CorruptMessageError):
         list(iter_batches(raw))
+
+
+def test_upconversion_assigns_consecutive_offsets_whatever_the_legacy_producer_sent():
+    inner = b"".join(_legacy(1, 0, b"m%d" % i, ts=30 - i) for i in range(3))  # all inner offsets 0
+    (wrapper,) = iter_batches(_legacy(1, 0, compress(CompressionType.GZIP, inner), ts=30, attributes=1))
+    v2 = RecordBatch(upconvert_to_v2(wrapper, 100, compression=CompressionType.ZSTD))
+    v2.validate()
+    assert v2.compression == CompressionType.ZSTD and v2.timestamp_type == TimestampType.CREATE_TIME
+    assert (v2.base_offset, v2.last_offset, v2.max_timestamp) == (100, 102, 30)
+    assert [(r.offset, r.timestamp, r.value) for r in v2.records()] == [(100, 30, b"m0"), (101, 29, b"m1"),
+                                                                        (102, 28, b"m2")]
+    assert v2.scan_timestamps() == (28, 30, 3)

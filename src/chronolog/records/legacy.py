@@ -165,15 +165,15 @@ class LegacyBatch:
         return f"LegacyBatch(magic={self.magic}, offset={self.offset}, size={self.size_in_bytes})"
 
 
-def upconvert_to_v2(legacy: LegacyBatch, base_offset: int) -> bytes:
-    """The same records as one v2 batch starting at `base_offset` (Kafka converts v0/v1 on append).
-
-    Offsets keep their spacing relative to the first message; v0 messages carry no timestamp (-1)."""
+def upconvert_to_v2(legacy: LegacyBatch, base_offset: int, compression: int | None = None) -> bytes:
+    """The same records as one v2 batch with consecutive offsets from `base_offset`, as Kafka's
+    `LogValidator` assigns them when it converts a v0/v1 append (the inner offsets a legacy producer sent
+    are not trusted). The codec stays the source's unless `compression` is given. Under LogAppendTime the
+    wrapper's timestamp becomes the batch max timestamp; v0 messages carry none (-1)."""
     recs = list(legacy.records())
-    first = recs[0].offset
-    return build_batch([Record(base_offset + r.offset - first, r.timestamp, r.key, r.value) for r in recs],
-                       base_offset=base_offset, compression=legacy.compression,
-                       timestamp_type=(TimestampType.LOG_APPEND_TIME
-                                       if legacy.timestamp_type == TimestampType.LOG_APPEND_TIME
-                                       else TimestampType.CREATE_TIME),
-                       max_timestamp=legacy.max_timestamp if legacy.magic == 1 else None)
+    log_append = legacy.timestamp_type == TimestampType.LOG_APPEND_TIME
+    return build_batch([Record(base_offset + i, r.timestamp, r.key, r.value) for i, r in enumerate(recs)],
+                       base_offset=base_offset,
+                       compression=legacy.compression if compression is None else compression,
+                       timestamp_type=TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME,
+                       max_timestamp=legacy.max_timestamp if log_append else None)
