@@ -158,8 +158,9 @@ class RecordBatch:
         the batch's max timestamp (`DefaultRecordBatch` / KIP-32)."""
         body = self._buf[self._pos + HEADER_SIZE:self._pos + self.size_in_bytes]
         codec = self.compression
-        if codec != CompressionType.NONE:
-            body = memoryview(decompress(codec, body, max_decompressed))
+        # One copy into `bytes` up front: slicing and indexing bytes is cheaper than going through the
+        # memoryview once per field, and every key and value becomes its own bytes object anyway.
+        body = decompress(codec, body, max_decompressed) if codec != CompressionType.NONE else bytes(body)
         count = self.records_count
         # Each record needs at least 7 bytes; a count that cannot fit is a lie, not an allocation.
         if count > len(body):
@@ -178,13 +179,13 @@ class RecordBatch:
             off_delta, pos = read_varint(body, pos)
             klen, pos = read_varint(body, pos)
             if klen >= 0:
-                key = bytes(body[pos:pos + klen])
+                key = body[pos:pos + klen]
                 pos += klen
             else:
                 key = None
             vlen, pos = read_varint(body, pos)
             if vlen >= 0:
-                value = bytes(body[pos:pos + vlen])
+                value = body[pos:pos + vlen]
                 pos += vlen
             else:
                 value = None
@@ -196,11 +197,11 @@ class RecordBatch:
                 hklen, pos = read_varint(body, pos)
                 if hklen < 0 or pos + hklen > end:
                     raise InvalidRecordError("invalid header key length")
-                hkey = bytes(body[pos:pos + hklen]).decode("utf-8", "replace")
+                hkey = body[pos:pos + hklen].decode("utf-8", "replace")
                 pos += hklen
                 hvlen, pos = read_varint(body, pos)
                 if hvlen >= 0:
-                    hval = bytes(body[pos:pos + hvlen])
+                    hval = body[pos:pos + hvlen]
                     pos += hvlen
                 else:
                     hval = None

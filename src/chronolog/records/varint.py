@@ -7,6 +7,9 @@ from chronolog.errors import InvalidRecordError
 
 def read_varint(buf, pos: int) -> tuple[int, int]:
     """Decode a zigzag varint (up to 64 bits) at `pos`; returns (value, new position)."""
+    if pos < len(buf) and buf[pos] < 0x80:  # the common one-byte case
+        b = buf[pos]
+        return (b >> 1) ^ -(b & 1), pos + 1
     shift = 0
     raw = 0
     end = len(buf)
