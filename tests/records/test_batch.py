@@ -135,3 +135,39 @@ def test_legacy_v1_compressed_wrapper_with_relative_inner_offsets_up_converts():
     assert v2.verify_crc() and v2.compression == CompressionType.GZIP
     assert [(r.offset, r.timestamp, r.value) for r in v2.records()] == [
         (7, 100, b"m0"), (8, 101, b"m1"), (9, 102, b"m2")]
+
+
+def test_golden_bytes_written_out_by_hand():
+    """Two records, base offset 5: (ts 1000, key "k", value "v") and (ts 990, null key, empty value, one
+    header "h" with a null value) — a negative timestamp delta, a null key and a null header value."""
+    golden = bytes.fromhex(
+        "0000000000000005"   # baseOffset 5
+        "00000044"           # batchLength 68 = 49 header bytes after it + 19 record bytes
+        "ffffffff"           # partitionLeaderEpoch -1
+        "02"                 # magic 2
+        "9d6190a5"           # CRC-32C of everything below (checked against aiokafka's crc32c below)
+        "0000"               # attributes: no codec, CreateTime, not transactional, not control
+        "00000001"           # lastOffsetDelta 1
+        "00000000000003e8"   # baseTimestamp 1000 (the first record's)
+        "00000000000003e8"   # maxTimestamp 1000
+        "ffffffffffffffff"   # producerId -1
+        "ffff"               # producerEpoch -1
+        "ffffffff"           # baseSequence -1
+        "00000002"           # recordsCount 2
+        # record 0: length 8 (zigzag 0x10), attrs 0, tsDelta 0, offsetDelta 0, key len 1 (0x02) "k",
+        # value len 1 "v", 0 headers
+        "10" "00" "00" "00" "02" "6b" "02" "76" "00"
+        # record 1: length 9 (0x12), attrs 0, tsDelta -10 (zigzag 0x13), offsetDelta 1 (0x02), key null
+        # (-1 = 0x01), value len 0, 1 header (0x02): key len 1 "h", value null (0x01)
+        "12" "00" "13" "02" "01" "00" "02" "02" "68" "01")
+    built = build_batch([SimpleRecord(1000, b"k", b"v"), SimpleRecord(990, None, b"", (("h", None),))],
+                        base_offset=5)
+    assert built == golden
+    from aiokafka.record.default_records import calc_crc32c
+
+    assert calc_crc32c(golden[21:]) == 0x9D6190A5 == crc32c(golden[21:])
+    assert crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value (RFC 3720, B.4)
+    batch = RecordBatch(golden)
+    batch.validate()
+    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in batch.records()] == [
+        (5, 1000, b"k", b"v", ()), (6, 990, None, b"", (("h", None),))]

@@ -81,3 +81,20 @@ def test_kafka_python_builds_what_we_read_and_reads_what_we_build(codec):
     assert theirs.validate_crc()
     got = [(r.offset, r.timestamp, r.key, r.value) for r in theirs]
     assert got == [(40 + i, 5000 + i, None if i == 2 else b"k", b"v" * i) for i in range(6)]
+
+
+def test_aiokafka_reads_the_real_segments_exactly_as_we_do(kafka_segments_dir):
+    from aiokafka.record.default_records import DefaultRecordBatch
+
+    path = sorted(kafka_segments_dir.glob("*.log"))[-1]
+    raw = path.read_bytes()
+    checked = 0
+    for batch in iter_batches(raw):
+        theirs = DefaultRecordBatch(bytes(batch.raw))
+        assert theirs.validate_crc()
+        assert (theirs.base_offset, theirs.max_timestamp, theirs.compression_type, theirs.timestamp_type) == (
+            batch.base_offset, batch.max_timestamp, batch.compression, batch.timestamp_type)
+        assert [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers)) for r in theirs] == [
+            (r.offset, r.timestamp, r.key, r.value, r.headers) for r in batch.records()]
+        checked += batch.records_count
+    assert checked > 7000
