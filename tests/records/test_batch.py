@@ -171,3 +171,25 @@ def test_golden_bytes_written_out_by_hand():
     batch.validate()
     assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in batch.records()] == [
         (5, 1000, b"k", b"v", ()), (6, 990, None, b"", (("h", None),))]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 5), st.integers(-(2**40), 2**40)), min_size=1, max_size=15),
+       st.sampled_from(list(CompressionType)), st.booleans(), st.integers(0, 2**40))
+def test_records_keep_their_offset_gaps_and_log_append_time_overrides_timestamps(gaps, codec, log_append,
+                                                                                  broker_time):
+    """`Record`s (as after compaction) keep their offsets; under LogAppendTime every record reads back
+    with the batch max timestamp, whatever its own."""
+    from chronolog.records import Record
+
+    offsets = [1000 + sum(g for g, _ in gaps[:i + 1]) for i in range(len(gaps))]
+    recs = [Record(o, ts, None, b"%d" % o) for o, (_, ts) in zip(offsets, gaps, strict=True)]
+    raw = build_batch(recs, base_offset=1000, compression=codec,
+                      timestamp_type=TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME,
+                      max_timestamp=broker_time if log_append else None)
+    batch = RecordBatch(raw)
+    batch.validate()
+    assert batch.last_offset == offsets[-1] and batch.records_count == len(recs)
+    want_ts = [broker_time] * len(recs) if log_append else [r.timestamp for r in recs]
+    assert [(r.offset, r.timestamp, r.value) for r in batch.records()] == [
+        (r.offset, t, r.value) for r, t in zip(recs, want_ts, strict=True)]
