@@ -193,3 +193,16 @@ def test_records_keep_their_offset_gaps_and_log_append_time_overrides_timestamps
     want_ts = [broker_time] * len(recs) if log_append else [r.timestamp for r in recs]
     assert [(r.offset, r.timestamp, r.value) for r in batch.records()] == [
         (r.offset, t, r.value) for r, t in zip(recs, want_ts, strict=True)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 300), min_size=1, max_size=40), st.integers(-10, 320), st.integers(0, 45),
+       st.sampled_from([CompressionType.NONE, CompressionType.ZSTD]), st.booleans())
+def test_first_at_or_after_matches_a_scan_of_the_records(timestamps, target, min_delta, codec, log_append):
+    raw = build_batch([SimpleRecord(1_000 + t, None, b"x" * t) for t in timestamps], base_offset=50,
+                      compression=codec, max_timestamp=1_200 if log_append else None,
+                      timestamp_type=TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME)
+    batch = RecordBatch(raw)
+    want = next(((r.offset, r.timestamp) for r in batch.records()
+                 if r.timestamp >= 1_000 + target and r.offset >= 50 + min_delta), None)
+    assert batch.first_at_or_after(1_000 + target, 50 + min_delta) == want
