@@ -103,6 +103,27 @@ def metadata(req: Any, ctx: RequestContext) -> dict:
 
 
 # -- Produce -----------------------------------------------------------------------------------------
+def rebuild_producer_state(state, max_segments: int = 2) -> int:
+    """Idempotent-producer state from the tail of every partition (the last batches of the newest
+    segments), as Kafka's `ProducerStateManager` does when it has no snapshot, so a batch retried across a
+    broker restart is recognised instead of written twice. Returns the number of producers found."""
+    found = 0
+    for (topic, partition), plog in state.log_manager.logs().items():
+        for seg in plog.segments[-max_segments:]:
+            for _pos, batch in seg.batches_from(0):
+                if getattr(batch, "producer_id", -1) < 0 or batch.magic != 2:
+                    continue
+                key = (topic, partition, batch.producer_id)
+                epoch, _last, recent = state.producer_state.get(key, (batch.producer_epoch, -1, []))
+                if batch.producer_epoch > epoch:
+                    recent = []
+                recent = (recent + [(batch.base_sequence, batch.base_offset)])[-5:]
+                state.producer_state[key] = (batch.producer_epoch, batch.base_sequence + batch.last_offset_delta,
+                                             recent)
+                found += 1
+    return found
+
+
 def _check_sequence(ctx: RequestContext, topic: str, partition: int, batch: RecordBatch) -> int | None:
     """Idempotent producers (KIP-98): a retried batch is answered with its first offset and not written
     again; a gap in sequence numbers is OUT_OF_ORDER_SEQUENCE_NUMBER. Returns the duplicate's offset."""

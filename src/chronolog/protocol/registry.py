@@ -5,6 +5,7 @@ sockets. Handlers that wait (Fetch long-poll, JoinGroup) are `async def`."""
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +33,8 @@ class BrokerState:
     coordinator: Any = None
     authorizer: Any = field(default_factory=AllowAll)
     data_waiters: Any = None  # set by the server: wakes Fetch long-polls when data arrives
-    producer_ids: itertools.count = field(default_factory=lambda: itertools.count(1000))
+    # Producer ids must not repeat across restarts: start from the clock (ms), as unique as Kafka's blocks.
+    producer_ids: itertools.count = field(default_factory=lambda: itertools.count(int(time.time() * 1000)))
     producer_state: dict = field(default_factory=dict)  # (topic, partition, pid) -> (epoch, last seq, offsets)
 
     @property

@@ -64,6 +64,8 @@ class Broker:
         manager = LogManager(self.data_dir, self.config)
         await asyncio.to_thread(manager.startup)
         self.state = BrokerState(manager, self.config, self.host, self.port, data_waiters=DataSignal())
+        from chronolog.protocol.core import rebuild_producer_state
+        await asyncio.to_thread(rebuild_producer_state, self.state)
         self._server = await asyncio.start_server(self._serve_connection, self.host, self.port,
                                                   ssl=self.ssl_context, limit=1 << 20)
         self.port = self._server.sockets[0].getsockname()[1]
