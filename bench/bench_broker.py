@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.brokerproc import BrokerProcess
 
+from bench.common import print_table
 from chronolog.config import TopicConfig
 from chronolog.records import SimpleRecord, build_batch
 from chronolog.storage import PartitionLog
@@ -136,9 +137,7 @@ def main() -> None:
                          f"p99 {timings[int(len(timings) * 0.99)] * 1e3:.2f} ms", "client-side overhead included"))
         finally:
             proc.stop()
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
+    print_table(rows)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import print_table
 from chronolog.config import BrokerConfig
 from chronolog.records import SimpleRecord, build_batch, iter_batches
 from chronolog.storage import LogManager
@@ -121,9 +122,7 @@ def main() -> None:
         finally:
             proc.stop()
         spark.stop()
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
+    print_table(rows)
 
 
 if __name__ == "__main__":

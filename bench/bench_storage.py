@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import print_table
 from chronolog.config import TopicConfig
 from chronolog.records import SimpleRecord, build_batch, crc32c, iter_batches
 from chronolog.storage import LogSegment, PartitionLog
@@ -24,12 +25,6 @@ from chronolog.storage import LogSegment, PartitionLog
 SEGMENTS = 100
 PER_SEGMENT = 10_001  # 10,000 indexed batches after the never-indexed first one
 T0 = 1_700_000_000_000
-
-
-def _table(rows: list[tuple[str, str, str, str]]) -> None:
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
 
 
 def bench_append(tmp: Path) -> list[tuple[str, str, str, str]]:
@@ -173,7 +168,7 @@ def main() -> None:
         rows += bench_append(Path(tmp))
         rows += bench_lookup(Path(tmp))
         rows += bench_rebuild(Path(tmp))
-        _table(rows)
+        print_table(rows)
 
 
 if __name__ == "__main__":
