@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,6 +41,8 @@ class SourceOptions:
     def parse(cls, raw: Mapping[str, str]) -> SourceOptions:
         opts = {k.lower(): v for k, v in raw.items()}
         path = opts.get("path")
+        if path is not None and "://" not in path:
+            path = os.path.abspath(path)  # executors may run in another working directory
         bootstrap = opts.get("kafka.bootstrap.servers")
         if (path is None) == (bootstrap is None):
             raise ChronologError("give exactly one of the options 'path' (a data dir) and 'kafka.bootstrap.servers'")
