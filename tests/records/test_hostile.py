@@ -155,3 +155,25 @@ def test_upconversion_assigns_consecutive_offsets_whatever_the_legacy_producer_s
     assert [(r.offset, r.timestamp, r.value) for r in v2.records()] == [(100, 30, b"m0"), (101, 29, b"m1"),
                                                                         (102, 28, b"m2")]
     assert v2.scan_timestamps() == (28, 30, 3)
+
+
+def test_legacy_v0_lz4_with_kafkas_broken_header_checksum_is_read_and_v1_is_checked():
+    """Kafka before 0.10 computed the LZ4 frame descriptor checksum over the magic number too
+    (`KafkaLZ4BlockOutputStream` with useBrokenFlagDescriptorChecksum); `KafkaLZ4BlockInputStream`
+    ignores it for magic 0 only. Build such a frame by hand: HC = second byte of XXH32(magic..BD)."""
+    from chronolog.records.compression import _xxh32_short
+
+    inner = b"".join(_legacy(0, i, b"lz%d" % i) for i in range(3))
+    frame = bytearray(compress(CompressionType.LZ4, inner))
+    assert frame[4] & 0x09 == 0  # no content size / dictionary id: the checksum byte sits at 6
+    broken = (_xxh32_short(bytes(frame[0:6])) >> 8) & 0xFF
+    assert broken != frame[6]
+    frame[6] = broken
+    (wrapper,) = iter_batches(_legacy(0, 2, bytes(frame), attributes=CompressionType.LZ4))
+    assert [(r.offset, r.value) for r in wrapper.records()] == [(0, b"lz0"), (1, b"lz1"), (2, b"lz2")]
+    inner_v1 = b"".join(_legacy(1, i, b"lz%d" % i, ts=1) for i in range(3))
+    frame = bytearray(compress(CompressionType.LZ4, inner_v1))
+    frame[6] = (_xxh32_short(bytes(frame[0:6])) >> 8) & 0xFF
+    (wrapper,) = iter_batches(_legacy(1, 2, bytes(frame), ts=1, attributes=CompressionType.LZ4))
+    with pytest.raises(CorruptMessageError):
+        list(wrapper.records())

@@ -94,6 +94,45 @@ def _bounded(codec_module, data: bytes, max_size: int) -> bytes:
         return _check(bytes(memoryview(out)[:n]), max_size)
 
 
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def _xxh32_short(data: bytes) -> int:
+    """XXH32 with seed 0 for inputs under 16 bytes (an LZ4 frame descriptor is at most 10)."""
+    h = (_P5 + len(data)) & _M32
+    pos = 0
+    while pos + 4 <= len(data):
+        (word,) = struct.unpack_from("<I", data, pos)
+        h = (_rotl((h + word * _P3) & _M32, 17) * _P4) & _M32
+        pos += 4
+    for byte in data[pos:]:
+        h = (_rotl((h + byte * _P5) & _M32, 11) * _P1) & _M32
+    h ^= h >> 15
+    h = (h * _P2) & _M32
+    h ^= h >> 13
+    h = (h * _P3) & _M32
+    return h ^ (h >> 16)
+
+
+def repair_lz4_v0_header_checksum(data: bytes) -> bytes:
+    """Magic-0 messages carry Kafka's old, broken LZ4 frame descriptor checksum (computed over the magic
+    number too), which Kafka's `KafkaLZ4BlockInputStream` ignores for v0 (`ignoreFlagDescriptorChecksum`).
+    A standard frame decoder checks it, so rewrite it to the correct value before decoding."""
+    if len(data) < 7 or data[:4] != b"\x04\x22\x4d\x18":
+        return data
+    flg = data[4]
+    end = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)  # content size, dictionary id
+    if len(data) <= end:
+        return data
+    hc = (_xxh32_short(data[4:end]) >> 8) & 0xFF
+    return data[:end] + bytes([hc]) + data[end + 1:]
+
+
 def decompress(codec: int, data, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> bytes:
     try:
         codec = CompressionType(codec)

@@ -16,7 +16,12 @@ from collections.abc import Iterator
 
 from chronolog.errors import CorruptMessageError, InvalidRecordError
 from chronolog.records.batch import Record, TimestampType, build_batch
-from chronolog.records.compression import DEFAULT_MAX_DECOMPRESSED, CompressionType, decompress
+from chronolog.records.compression import (
+    DEFAULT_MAX_DECOMPRESSED,
+    CompressionType,
+    decompress,
+    repair_lz4_v0_header_checksum,
+)
 
 _HEAD = struct.Struct(">qiIbb")
 V0_MIN = 14  # crc + magic + attributes + key length + value length
@@ -125,7 +130,10 @@ class LegacyBatch:
             return self._inner
         if self.value is None:
             raise InvalidRecordError("compressed legacy message without a value")
-        data = memoryview(decompress(self.compression, self.value, self._max_decompressed))
+        value = self.value
+        if self.compression == CompressionType.LZ4 and self.magic == 0:
+            value = repair_lz4_v0_header_checksum(bytes(value))
+        data = memoryview(decompress(self.compression, value, self._max_decompressed))
         inner: list[LegacyBatch] = []
         pos = 0
         while pos + 12 <= len(data):
