@@ -1,7 +1,7 @@
 """Record compression codecs, through `cramjam`.
 
-Snappy: Kafka's Java client writes xerial-framed snappy (`SnappyOutputStream`), librdkafka writes raw
-snappy; the Java reader (`SnappyInputStream`) accepts both, and so do we. LZ4 is the LZ4 frame format.
+Snappy: Kafka's Java client writes xerial-framed snappy (`SnappyCompression.wrapForOutput` creates a
+`SnappyOutputStream`), librdkafka writes raw snappy; the Java reader (`SnappyInputStream`) accepts both, and so do we. LZ4 is the LZ4 frame format.
 Decompression is capped (`max_size`) so a small batch cannot expand into unbounded memory.
 """
 
