@@ -1,7 +1,8 @@
 """Record compression codecs, through `cramjam`.
 
 Snappy: Kafka's Java client writes xerial-framed snappy (`SnappyCompression.wrapForOutput` creates a
-`SnappyOutputStream`), librdkafka writes raw snappy; the Java reader (`SnappyInputStream`) accepts both, and so do we. LZ4 is the LZ4 frame format.
+`SnappyOutputStream`), librdkafka writes raw snappy; the Java reader (`SnappyInputStream`) accepts both,
+and so do we. LZ4 is the LZ4 frame format (`Lz4Compression`).
 Decompression is capped (`max_size`) so a small batch cannot expand into unbounded memory.
 """
 
@@ -121,7 +122,8 @@ def _xxh32_short(data: bytes) -> int:
 
 def repair_lz4_v0_header_checksum(data: bytes) -> bytes:
     """Magic-0 messages carry Kafka's old, broken LZ4 frame descriptor checksum (computed over the magic
-    number too), which Kafka's `KafkaLZ4BlockInputStream` ignores for v0 (`ignoreFlagDescriptorChecksum`).
+    number too, `Lz4BlockOutputStream.writeHeader`); Kafka's `Lz4BlockInputStream` (formerly
+    `KafkaLZ4BlockInputStream`) ignores it for magic 0 only (`ignoreFlagDescriptorChecksum`).
     A standard frame decoder checks it, so rewrite it to the correct value before decoding."""
     if len(data) < 7 or data[:4] != b"\x04\x22\x4d\x18":
         return data
