@@ -81,10 +81,51 @@ def _plan_partition(source, mode: str, options: SourceOptions, bounds: Bounds, t
         found = source.offsets_for_time(topic, limit_ms, [p])[p]
         if found.found:
             end = min(end, found.offset)
+    if b.ts_max_us is not None and mode == "path":
+        end = min(end, _proven_end(source.log(topic, p), start, b.ts_max_us // 1000 + 1))
     if start >= end:
         return None
     target = options.path or options.bootstrap or ""
     return OffsetRange(topic, p, start, end, target, mode, b, options.include_headers)
+
+
+def _batch_min(batch) -> int | None:
+    if batch.magic != 2:
+        values = [r.timestamp for r in batch.records()]
+        return min(values) if values else None
+    return batch.scan_timestamps()[0]
+
+
+def _proven_end(plog, start: int, window_end_ms: int) -> int:
+    """The smallest offset after `start` from which every record has timestamp >= window_end_ms.
+
+    Segment minimum timestamps are combined from the newest segment backwards until the suffix minimum
+    drops below the window end; inside that boundary segment the same is done batch by batch. Exact for any
+    lateness (no assumption about order); the log end when nothing can be proven."""
+    end = plog.log_end_offset
+    suffix = None
+    boundary = None
+    for seg in reversed(plog.segments):
+        low = seg.min_timestamp()
+        with_seg = suffix if low is None else (low if suffix is None else min(suffix, low))
+        if seg.base_offset <= start or (with_seg is not None and with_seg < window_end_ms):
+            boundary = seg
+            break
+        suffix = with_seg
+        end = seg.base_offset
+    if boundary is None:
+        return end
+    batches = [b for _pos, b in boundary.batches_from(0)]
+    for batch in reversed(batches):
+        if batch.base_offset <= start:
+            break
+        low = _batch_min(batch)
+        if low is not None:
+            suffix = low if suffix is None else min(suffix, low)
+        if suffix is not None and suffix < window_end_ms:
+            break
+        end = batch.base_offset
+    return end
 
 
 def _split(ranges: list[OffsetRange], options: SourceOptions) -> list[OffsetRange]:

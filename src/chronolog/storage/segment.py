@@ -162,6 +162,25 @@ class LogSegment:
     def first_batch_timestamp(self) -> int | None:
         return self.rolling_based_timestamp
 
+    def min_timestamp(self) -> int | None:
+        """Smallest record timestamp in the segment (None when empty), reading only timestamp deltas;
+        cached and extended as the segment grows. It lets a reader prove that no record below a time
+        lies after some offset, which the max-based time index cannot."""
+        cached_size, cached_min = getattr(self, "_min_cache", (0, None))
+        if cached_size == self.size:
+            return cached_min
+        low = cached_min
+        for _pos, batch in self.batches_from(cached_size):
+            if isinstance(batch, LegacyBatch):
+                values = [r.timestamp for r in batch.records()]
+                batch_min = min(values) if values else None
+            else:
+                batch_min = batch.scan_timestamps()[0]
+            if batch_min is not None and (low is None or batch_min < low):
+                low = batch_min
+        self._min_cache = (self.size, low)
+        return low
+
     def first_timestamp(self) -> int | None:
         """Smallest timestamp of the first batch's records (for tools); None when empty."""
         first = next(self.batches_from(0), None)
