@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.brokerproc import BrokerProcess
 
-from bench.common import print_table
+from bench.common import print_table, sequential_read
 from chronolog.config import TopicConfig
 from chronolog.records import SimpleRecord, build_batch
 from chronolog.storage import PartitionLog
@@ -106,13 +106,7 @@ def main() -> None:
                              f"{local_s / broker_s:.2f} (target >= 0.5)"))
             # consume with kcat vs reading the segment files
             logs = sorted((tmp / "data" / "b1024-0").glob("*.log"))
-            total = sum(p.stat().st_size for p in logs)
-            start = time.perf_counter()
-            for p in logs:
-                with open(p, "rb") as f:
-                    while f.read(1 << 20):
-                        pass
-            disk_s = time.perf_counter() - start
+            total, disk_s = sequential_read(logs)
             start = time.perf_counter()
             out = subprocess.run(["kcat", "-b", proc.bootstrap, "-C", "-t", "b1024", "-p", "0", "-o", "beginning",
                                   "-e", "-q", "-f", "%o\n"], capture_output=True, timeout=300)

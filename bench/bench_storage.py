@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import print_table
+from bench.common import print_table, sequential_read
 from chronolog.config import TopicConfig
 from chronolog.records import SimpleRecord, build_batch, crc32c, iter_batches
 from chronolog.storage import LogSegment, PartitionLog
@@ -140,13 +140,7 @@ def bench_lookup(tmp: Path) -> list[tuple[str, str, str, str]]:
 def bench_rebuild(tmp: Path) -> list[tuple[str, str, str, str]]:
     directory = tmp / "big-0"
     logs = sorted(directory.glob("*.log"))[:10]
-    total = sum(p.stat().st_size for p in logs)
-    start = time.perf_counter()
-    for p in logs:
-        with open(p, "rb") as f:
-            while f.read(1 << 20):
-                pass
-    read_s = time.perf_counter() - start
+    total, read_s = sequential_read(logs)
     copy = tmp / "rebuild-0"
     copy.mkdir()
     for p in logs:
