@@ -28,22 +28,7 @@ from chronolog.records import (
 )
 from chronolog.storage import LogManager, PartitionLog
 from chronolog.storage.checkpoints import read_checkpoint, write_checkpoint
-
-WIDE = {"message.timestamp.after.max.ms": str(2**62), "message.timestamp.before.max.ms": str(2**62)}
-NOW = 1_700_000_000_000
-
-
-def open_log(tmp_path, **overrides) -> PartitionLog:
-    cfg = dict(WIDE)
-    cfg.update({k.replace("_", "."): str(v) for k, v in overrides.items()})
-    return PartitionLog.open(tmp_path / "t-0", TopicConfig.from_kafka(cfg))
-
-
-def batch(*timestamps, value=b"v" * 40, codec=CompressionType.NONE):
-    return build_batch([SimpleRecord(t, None, value) for t in timestamps], compression=codec)
-
-
-B = len(batch(NOW))  # one single-record batch: 61-byte header + 47-byte record
+from tests.storage.helpers import NOW, B, batch, open_log
 
 
 def test_offsets_are_assigned_and_leader_epoch_set(tmp_path):

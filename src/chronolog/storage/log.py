@@ -49,6 +49,8 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 LEADER_EPOCH = 0
 
 
@@ -119,6 +121,7 @@ class PartitionLog:
         self._segment_created_ms: dict[int, int] = {}
         self._jitter = 0
         self._closed = False
+        self._segments_version = 0  # bumped whenever the segment list or an inactive segment changes
 
     # -- opening ------------------------------------------------------------------------------------
     @classmethod
@@ -131,7 +134,10 @@ class PartitionLog:
         plog = cls(directory, config or TopicConfig())
         plog._load(recover=recover, recovery_point=recovery_point)
         plog.log_start_offset = max(log_start_offset, plog.segments[0].base_offset)
-        plog.recovery_point = plog._next_offset if recover else max(recovery_point, plog.log_start_offset)
+        # LogLoader: after a clean stop everything is durable (recovery point = LEO); after recovery the
+        # checkpoint stays, so data that was only in the page cache is validated again after another crash.
+        plog.recovery_point = min(max(recovery_point, plog.log_start_offset), plog._next_offset) if recover \
+            else plog._next_offset
         return plog
 
     @classmethod
@@ -200,7 +206,9 @@ class PartitionLog:
         self._jitter = self._new_jitter()
 
     def _new_jitter(self) -> int:
-        return random.randint(0, self.config.segment_jitter_ms) if self.config.segment_jitter_ms > 0 else 0
+        """`LogConfig.randomSegmentJitter`: uniform in [0, min(segment.jitter.ms, segment.ms))."""
+        bound = min(self.config.segment_jitter_ms, self.config.segment_ms)
+        return random.randrange(bound) if bound > 0 else 0
 
     # -- properties ---------------------------------------------------------------------------------
     @property
@@ -344,6 +352,7 @@ class PartitionLog:
             self.active.flush()
             seg = self._new_segment(self._next_offset)
             self.segments.append(seg)
+            self._segments_version += 1
             self._jitter = self._new_jitter()
             return seg
 
@@ -431,6 +440,9 @@ class PartitionLog:
                 return FoundTimestamp(-1, self._next_offset, LEADER_EPOCH)
             if timestamp == MAX_TIMESTAMP:
                 return self._max_timestamp_entry()
+            if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+                # No tiered storage: Kafka answers (-1, -1, epoch -1) (UnifiedLog.fetchOffsetByTimestamp).
+                return FoundTimestamp(-1, -1, -1)
             if timestamp < 0:
                 raise UnsupportedVersionError(f"unsupported special timestamp {timestamp}")
             seg = self._first_segment_reaching(timestamp)
@@ -440,7 +452,7 @@ class PartitionLog:
         """First segment whose largest timestamp is >= target (Kafka's linear `find`), found by bisecting
         the running maximum of the inactive segments' largest timestamps, cached until they change."""
         inactive = self.segments[:-1]
-        key = (id(inactive[0]) if inactive else 0, len(inactive))
+        key = self._segments_version
         if getattr(self, "_prefix_key", None) != key:
             prefix, running = [], -1
             for seg in inactive:
@@ -517,6 +529,7 @@ class PartitionLog:
             for seg in deletable:
                 self.segments.remove(seg)
                 self._schedule_delete(seg)
+            self._segments_version += 1
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
             log.info("%s-%d: deleted %d segment(s) by %s; log start offset %d", self.topic, self.partition,
                      len(deletable), reason, self.log_start_offset)
@@ -566,6 +579,9 @@ class PartitionLog:
                 self._schedule_delete(seg)
             self.active.truncate_to(offset)
             self.active.make_active()
+            self._segments_version += 1
+            if self.active.size == 0:
+                self._segment_created_ms[self.active.base_offset] = now_ms()  # LogSegment.truncateTo
             self._next_offset = max(offset, self.active.base_offset)
             self.log_start_offset = min(self.log_start_offset, self._next_offset)
             self.recovery_point = min(self.recovery_point, self._next_offset)

@@ -317,8 +317,9 @@ class LogSegment:
             if not truncate:
                 raise
             log.warning("segment %s: invalid batch at position %d: %s", self.log_path, valid, exc)
-        self.bytes_since_last_index_entry = valid - last_entry
-        if self._max_ts.timestamp >= 0 and not self.writable:
+        # Like LogSegment.recover: the final time-index entry a normal close would have written; and
+        # bytesSinceLastIndexEntry is left alone (0 on a freshly opened segment).
+        if self._max_ts.timestamp >= 0:
             self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
         return valid
 
