@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from chronolog.errors import UnsupportedVersionError
 from chronolog.storage import OffsetIndex, PartitionLog, TimeIndex
 from chronolog.storage.index import IndexCorruptError
 from tests.storage.helpers import NOW, batch, open_log
@@ -115,10 +116,12 @@ def test_lookups_stay_right_after_truncation_and_rerolling(tmp_path):
     assert plog.offset_for_timestamp(NOW + 50).offset == 3
 
 
-def test_tiered_specials_answer_none_without_remote_storage(tmp_path):
+def test_tiered_specials_are_unsupported_at_our_list_offsets_version(tmp_path):
     plog = open_log(tmp_path)
     plog.append(batch(NOW), now=NOW)
-    assert (plog.offset_for_timestamp(-5).offset, plog.offset_for_timestamp(-6).offset) == (-1, -1)
+    for special in (-5, -6):
+        with pytest.raises(UnsupportedVersionError):
+            plog.offset_for_timestamp(special)
 
 
 def test_appends_and_retention_from_two_threads(tmp_path):

@@ -31,20 +31,35 @@ def expected_time_index(plog: PartitionLog, truth: list[tuple[int, int, int]]) -
             assert any(last == off for _, _, last in in_segment)
 
 
+def _append_all(plog: PartitionLog, batches, truth: list[tuple[int, int, int]]) -> None:
+    for timestamps, codec in batches:
+        raw = build_batch([SimpleRecord(NOW + t, None, b"x" * 30) for t in timestamps], compression=codec)
+        info = plog.append(raw, now=NOW + 2000)
+        truth += [(info.first_offset + i, NOW + t, info.last_offset) for i, t in enumerate(timestamps)]
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches_strategy, st.integers(300, 1500), st.integers(0, 400), st.integers(0, 3000),
-       st.lists(st.integers(-5, 2100), min_size=1, max_size=25))
-def test_offset_for_timestamp_equals_the_oracle(batches, segment_bytes, interval, segment_ms, targets):
+       st.lists(st.integers(-5, 2100), min_size=1, max_size=25),
+       st.one_of(st.none(), st.tuples(st.floats(0, 1), batches_strategy)))
+def test_offset_for_timestamp_equals_the_oracle(batches, segment_bytes, interval, segment_ms, targets, truncate):
     with tempfile.TemporaryDirectory() as tmp:
         cfg = TopicConfig.from_kafka({"segment.bytes": str(segment_bytes), "index.interval.bytes": str(interval),
-                                      "segment.ms": str(max(1, segment_ms)),
+                                      "segment.ms": str(max(1, segment_ms)), "file.delete.delay.ms": "0",
                                       "message.timestamp.before.max.ms": str(2**62)})
         plog = PartitionLog.open(Path(tmp) / "t-0", cfg)
         truth: list[tuple[int, int, int]] = []  # offset, timestamp, last offset of its batch
-        for timestamps, codec in batches:
-            raw = build_batch([SimpleRecord(NOW + t, None, b"x" * 30) for t in timestamps], compression=codec)
-            info = plog.append(raw, now=NOW + 2000)
-            truth += [(info.first_offset + i, NOW + t, info.last_offset) for i, t in enumerate(timestamps)]
+        _append_all(plog, batches, truth)
+        if truncate is not None:
+            # Truncation cuts whole batches (the batch holding the cut offset goes) and the log end offset
+            # becomes the cut, as in Kafka's LocalLog.truncateTo.
+            fraction, more = truncate
+            cut = int(fraction * len(truth))
+            plog.offset_for_timestamp(NOW)  # warm any cached per-segment state before changing the log
+            plog.truncate_to(cut)
+            truth = [row for row in truth if row[2] < cut]
+            assert plog.log_end_offset == cut
+            _append_all(plog, more, truth)
         for reopen in (False, True):
             if reopen:
                 plog.close()

@@ -49,8 +49,6 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
-LATEST_TIERED_TIMESTAMP = -5
-EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 LEADER_EPOCH = 0
 
 
@@ -440,10 +438,9 @@ class PartitionLog:
                 return FoundTimestamp(-1, self._next_offset, LEADER_EPOCH)
             if timestamp == MAX_TIMESTAMP:
                 return self._max_timestamp_entry()
-            if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
-                # No tiered storage: Kafka answers (-1, -1, epoch -1) (UnifiedLog.fetchOffsetByTimestamp).
-                return FoundTimestamp(-1, -1, -1)
             if timestamp < 0:
+                # Includes -5 LATEST_TIERED and -6 EARLIEST_PENDING_UPLOAD: they need ListOffsets v9/v11, above
+                # what chronolog speaks, so Kafka's version gate (ReplicaManager) answers UNSUPPORTED_VERSION.
                 raise UnsupportedVersionError(f"unsupported special timestamp {timestamp}")
             seg = self._first_segment_reaching(timestamp)
             return None if seg is None else seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
@@ -570,11 +567,13 @@ class PartitionLog:
             return self.log_start_offset
 
     def truncate_to(self, offset: int) -> None:
-        """Remove everything at and after `offset` (`UnifiedLog.truncateTo`)."""
+        """Remove everything at and after `offset` (`LocalLog.truncateTo`): segments based above it go, the
+        one left active drops every batch whose last offset is >= `offset` (so a cut inside a batch removes
+        the whole batch), and the log end offset becomes `offset`, as in Kafka."""
         with self.lock:
             if offset >= self._next_offset:
                 return
-            while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            while len(self.segments) > 1 and self.segments[-1].base_offset > offset:
                 seg = self.segments.pop()
                 self._schedule_delete(seg)
             self.active.truncate_to(offset)

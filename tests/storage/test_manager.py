@@ -1,0 +1,127 @@
+"""LogManager: topics and their configs persist in the data dir, clean vs unclean restarts, checkpoints,
+background retention (Kafka's `LogManager`)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from chronolog.config import BrokerConfig
+from chronolog.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidTopicExceptionError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from chronolog.storage import LogManager, LogSegment
+from chronolog.storage.checkpoints import read_checkpoint
+from tests.storage.helpers import NOW, WIDE, batch
+
+
+def test_topics_configs_and_partitions_survive_a_restart(tmp_path):
+    with LogManager(tmp_path) as manager:
+        manager.create_topic("logs", 2, {"retention.ms": "1000", **WIDE})
+        manager.create_partitions("logs", 3)
+        manager.alter_topic_config("logs", {"segment.bytes": "4096"}, ["retention.ms"])
+        assert manager.get_log("logs", 2).config.segment_bytes == 4096  # applied to the live log at once
+        manager.get_log("logs", 1).append(batch(NOW, NOW + 1), now=NOW)
+    with LogManager(tmp_path) as manager:
+        assert manager.topics() == {"logs": 3}
+        assert manager.topic_overrides("logs") == {"segment.bytes": "4096", **WIDE}
+        cfg = manager.topic_config("logs")
+        assert (cfg.segment_bytes, cfg.retention_ms) == (4096, 604800000)
+        assert manager.get_log("logs", 1).log_end_offset == 2
+        manager.delete_topic("logs")
+        assert manager.topics() == {} and not (tmp_path / "logs-0").exists()
+    with LogManager(tmp_path) as manager:
+        assert manager.topics() == {}
+
+
+def test_bad_requests_raise_kafka_errors(tmp_path):
+    with LogManager(tmp_path) as manager:
+        manager.create_topic("t")
+        with pytest.raises(TopicAlreadyExistsError):
+            manager.create_topic("t")
+        with pytest.raises(InvalidTopicExceptionError):
+            manager.create_topic("bad/name")
+        with pytest.raises(InvalidConfigError):
+            manager.create_topic("u", 1, {"retention.ms": "soon"})
+        with pytest.raises(InvalidConfigError):
+            manager.alter_topic_config("t", {"no.such.config": "1"})
+        with pytest.raises(InvalidPartitionsError):
+            manager.create_partitions("t", 1)
+        with pytest.raises(UnknownTopicOrPartitionError):
+            manager.get_log("t", 1)
+        assert "u" not in manager.topics()
+
+
+def test_broker_synonyms_are_topic_defaults(tmp_path):
+    broker = BrokerConfig({"log.retention.hours": "2", "log.segment.bytes": "5000"})
+    with LogManager(tmp_path, broker) as manager:
+        manager.create_topic("t", 1, {"segment.bytes": "6000"})
+        cfg = manager.get_log("t", 0).config
+        assert (cfg.retention_ms, cfg.segment_bytes) == (7_200_000, 6000)
+
+
+def _count_recoveries(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    original = LogSegment.recover
+
+    def counting(self):
+        calls.append(self.base_offset)
+        return original(self)
+    monkeypatch.setattr(LogSegment, "recover", counting)
+    return calls
+
+
+def test_clean_shutdown_skips_recovery_and_checkpoints_offsets(tmp_path, monkeypatch):
+    with LogManager(tmp_path) as manager:
+        manager.create_topic("t", 1, WIDE)
+        for i in range(3):
+            manager.get_log("t", 0).append(batch(NOW + i), now=NOW)
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+    assert read_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {("t", 0): 3}
+    assert read_checkpoint(tmp_path / "log-start-offset-checkpoint") == {("t", 0): 0}
+    assert read_checkpoint(tmp_path / "replication-offset-checkpoint") == {("t", 0): 3}
+    calls = _count_recoveries(monkeypatch)
+    manager = LogManager(tmp_path)
+    manager.startup(background=False)
+    assert calls == [] and not (tmp_path / ".kafka_cleanshutdown").exists()  # marker consumed at startup
+    assert manager.get_log("t", 0).log_end_offset == 3
+    manager.shutdown()
+
+
+def test_unclean_stop_recovers_from_the_recovery_point(tmp_path, monkeypatch):
+    manager = LogManager(tmp_path)
+    manager.startup(background=False)
+    manager.create_topic("t", 1, {**WIDE, "segment.bytes": "220"})
+    plog = manager.get_log("t", 0)
+    for i in range(6):
+        plog.append(batch(NOW + i), now=NOW)
+    manager.checkpoint()  # recovery point 0: nothing flushed yet
+    plog.append_raw_for_test(batch(NOW + 9)[:-3])  # torn tail, and no clean shutdown
+    calls = _count_recoveries(monkeypatch)
+    reopened = LogManager(tmp_path)
+    reopened.startup(background=False)
+    assert calls == [0, 2, 4]
+    assert reopened.get_log("t", 0).log_end_offset == 6
+    assert reopened.get_log("t", 0).offset_for_timestamp(NOW + 5).offset == 5
+    reopened.shutdown()
+
+
+def test_background_thread_runs_retention(tmp_path):
+    broker = BrokerConfig({"log.retention.check.interval.ms": "20"})
+    with LogManager(tmp_path, broker) as manager:
+        manager.create_topic("t", 1, {**WIDE, "segment.bytes": "220", "retention.ms": "60000",
+                                      "file.delete.delay.ms": "0"})
+        plog = manager.get_log("t", 0)
+        old = int(time.time() * 1000) - 3_600_000
+        for i in range(4):
+            plog.append(batch(old + i))
+        plog.append(batch(int(time.time() * 1000)))
+        deadline = time.monotonic() + 20
+        while plog.log_start_offset == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert plog.log_start_offset == 4 and [s.base_offset for s in plog.segments] == [4]
