@@ -58,6 +58,7 @@ class AbstractIndex:
             length = 0
         # Every slot of a file that existed counts as an entry (AbstractIndex's constructor).
         self._entries = length // self.entry_size if exists else 0
+        self._last = None  # cached last entry; None = read it from the map
         self._length = length
         self.max_index_size = max_index_size
         self._open_map(length)
@@ -131,10 +132,12 @@ class AbstractIndex:
 
     def truncate_entries(self, entries: int) -> None:
         self._entries = max(0, min(entries, self._entries))
+        self._last = None
 
     def reset(self) -> None:
         """Drop every entry and give the file its preallocated size again (used before a rebuild)."""
         self._entries = 0
+        self._last = None
         if self.writable:
             self._close_map()
             with open(self.path, "r+b") as f:
@@ -189,7 +192,9 @@ class OffsetIndex(AbstractIndex):
     def last_entry(self) -> OffsetPosition:
         if self._entries == 0:
             return OffsetPosition(self.base_offset, 0)
-        return self.entry(self._entries - 1)
+        if self._last is None:
+            self._last = self.entry(self._entries - 1)
+        return self._last
 
     @property
     def last_offset(self) -> int:
@@ -205,7 +210,7 @@ class OffsetIndex(AbstractIndex):
     def append(self, offset: int, position: int) -> None:
         if self.is_full():
             raise KafkaError(f"Attempt to append to a full index {self.path}")
-        if self._entries > 0 and offset <= self.last_offset:
+        if self._entries > 0 and offset <= self.last_entry().offset:
             raise KafkaError(f"Attempt to append an offset ({offset}) no larger than the last offset "
                              f"appended ({self.last_offset}) to {self.path}")
         rel = offset - self.base_offset
@@ -213,10 +218,12 @@ class OffsetIndex(AbstractIndex):
             raise KafkaError(f"offset {offset} not within int32 of base {self.base_offset}")
         _OFFSET_ENTRY.pack_into(self._mmap, self._entries * 8, rel, position)  # type: ignore[arg-type]
         self._entries += 1
+        self._last = OffsetPosition(offset, position)
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries with offset >= `offset` (OffsetIndex.truncateTo)."""
         slot = self._largest_lower_bound_slot(offset - self.base_offset)
+        self._last = None
         if slot < 0:
             self._entries = 0
         elif self.entry(slot).offset == offset:
@@ -260,7 +267,9 @@ class TimeIndex(AbstractIndex):
     def last_entry(self) -> TimestampOffset:
         if self._entries == 0:
             return TimestampOffset(-1, self.base_offset)
-        return self.entry(self._entries - 1)
+        if self._last is None:
+            self._last = self.entry(self._entries - 1)
+        return self._last
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """Largest entry with timestamp <= target, else (-1, base offset) (TimeIndex.lookup)."""
@@ -286,6 +295,7 @@ class TimeIndex(AbstractIndex):
             _TIME_ENTRY.pack_into(self._mmap, self._entries * 12, timestamp,  # type: ignore[arg-type]
                                   offset - self.base_offset)
             self._entries += 1
+            self._last = TimestampOffset(timestamp, offset)
             return True
         return False
 
@@ -297,6 +307,7 @@ class TimeIndex(AbstractIndex):
                 break
             keep = slot + 1
         self._entries = keep
+        self._last = None
 
     def sanity_check(self) -> None:
         if self._length % self.entry_size != 0:

@@ -164,7 +164,8 @@ class PartitionLog:
 
     def _new_segment(self, base: int) -> LogSegment:
         seg = LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
-                         max_index_size=self.config.segment_index_bytes, time_index_style=self.time_index_style)
+                         max_index_size=self.config.segment_index_bytes, time_index_style=self.time_index_style,
+                         rebuild_missing=False)
         self._segment_created_ms[base] = now_ms()
         return seg
 
@@ -184,7 +185,7 @@ class PartitionLog:
             self.segments.append(seg)
             needs_recovery = recover and (base >= recovery_point or
                                           (i + 1 < len(bases) and bases[i + 1] > recovery_point))
-            if needs_recovery or seg._rebuild_needed:
+            if needs_recovery or seg.needs_rebuild:
                 truncated = seg.recover()
                 if truncated and i + 1 < len(bases):
                     # A corrupt segment ends the log: later segments are unreachable (LogLoader).

@@ -43,7 +43,9 @@ class LogSegment:
 
     def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int = 4096,
                  max_index_size: int = 10485760, writable: bool = True, time_index_style: str = "batch_last",
-                 check_indexes: bool = True) -> None:
+                 check_indexes: bool = True, rebuild_missing: bool = True) -> None:
+        """With `rebuild_missing=False` missing indexes are left empty and `needs_rebuild` is set, for a
+        caller that is about to `recover()` anyway (one scan of the log instead of two)."""
         self.dir = Path(directory)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -56,11 +58,12 @@ class LogSegment:
         else:
             self._fd = os.open(self.log_path, os.O_RDONLY)
         self.size = os.fstat(self._fd).st_size
+        self._rebuild_missing = rebuild_missing
         self._open_indexes(writable)
         self.bytes_since_last_index_entry = 0
         self.rolling_based_timestamp: int | None = None
         self._max_ts = TimestampOffset(-1, -1)
-        if check_indexes:
+        if check_indexes and not self._rebuild_needed:
             try:
                 self.sanity_check()
             except IndexCorruptError as exc:
@@ -72,7 +75,7 @@ class LogSegment:
                     self._open_indexes(writable=False, force_private=True)
                 else:
                     self.rebuild_indexes()
-        self._load_largest_timestamp()
+        self._load_largest_timestamp(scan=not self._rebuild_needed)
 
     def _open_indexes(self, writable: bool, force_private: bool = False) -> None:
         index_path = self.dir / segment_name(self.base_offset, INDEX_SUFFIX)
@@ -90,8 +93,9 @@ class LogSegment:
             self._rebuild_needed = missing and self.size > 0
         self.offset_index = OffsetIndex(index_path, self.base_offset, self.max_index_size, writable)
         self.time_index = TimeIndex(time_path, self.base_offset, self.max_index_size, writable)
-        if self._rebuild_needed:
+        if self._rebuild_needed and (self._rebuild_missing or not writable):
             self.rebuild_indexes()
+            self._rebuild_needed = False
 
     # -- reading the file ----------------------------------------------------------------------------
     def pread(self, position: int, size: int) -> bytes:
@@ -122,9 +126,18 @@ class LogSegment:
             pos += consumed
 
     # -- state --------------------------------------------------------------------------------------
-    def _load_largest_timestamp(self) -> None:
+    @property
+    def needs_rebuild(self) -> bool:
+        return self._rebuild_needed
+
+    def _load_largest_timestamp(self, scan: bool = True) -> None:
         """Running max from the time index's last entry, then a scan of what follows it
-        (`LogSegment.loadLargestTimestamp`)."""
+        (`LogSegment.loadLargestTimestamp`). Without `scan` only the first batch is read (a recovery
+        that follows computes the max)."""
+        first = next(self.batches_from(0), None)
+        self.rolling_based_timestamp = first[1].max_timestamp if first else None
+        if not scan:
+            return
         last = self.time_index.last_entry()
         self._max_ts = TimestampOffset(last.timestamp, last.offset) if self.time_index.entries else \
             TimestampOffset(-1, -1)
@@ -132,8 +145,6 @@ class LogSegment:
         for _pos, batch in self.batches_from(start):
             if batch.max_timestamp > self._max_ts.timestamp:
                 self._max_ts = TimestampOffset(batch.max_timestamp, self._index_offset_for(batch))
-        first = next(self.batches_from(0), None)
-        self.rolling_based_timestamp = first[1].max_timestamp if first else None
 
     def _index_offset_for(self, batch: AnyBatch) -> int:
         """Time-index offset for a batch: its last offset (Kafka 3.8+, KAFKA-16310), or in "max_record"
@@ -295,6 +306,7 @@ class LogSegment:
         return truncated
 
     def _scan(self, truncate: bool) -> int:
+        self._rebuild_needed = False
         self.offset_index.reset()
         self.time_index.reset()
         self._max_ts = TimestampOffset(-1, -1)
