@@ -9,6 +9,7 @@ whole segments oldest-first and stops at the first one that must stay.
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import os
 import random
@@ -259,6 +260,7 @@ class PartitionLog:
             count = 0
             cfg = self.config
             log_append = cfg.log_append_time
+            topic_codec = _topic_codec(cfg.compression_type)
             if any(b.magic == 2 for b in batches) and len(batches) > 1 and origin_client:
                 raise InvalidRecordError("a produce request may carry only one v2 record batch per partition")
             for batch in batches:
@@ -268,7 +270,8 @@ class PartitionLog:
                     batch = RecordBatch(data)
                 else:
                     batch.validate()
-                    data = bytearray(batch.raw)
+                    # A request's only batch is patched in the request's own copy; others get theirs.
+                    data = buf if len(batches) == 1 else bytearray(batch.raw)
                 if batch.size_in_bytes > cfg.max_message_bytes:
                     raise MessageTooLargeError(f"batch of {batch.size_in_bytes} bytes exceeds max.message.bytes "
                                                f"{cfg.max_message_bytes}")
@@ -286,7 +289,7 @@ class PartitionLog:
                                 f"(now {now}, message.timestamp.before.max.ms {before}, after.max.ms {after})")
                     if lo == -1 and batch_max != -1:
                         self._check_each_timestamp(batch, now, before, after)
-                codec = _target_codec(cfg.compression_type, batch.compression)
+                codec = batch.compression if topic_codec is None else topic_codec
                 if codec != batch.compression:
                     # A codec change is the one case that recompresses (LogValidator).
                     data = bytearray(build_batch(
@@ -300,7 +303,8 @@ class PartitionLog:
                     set_max_timestamp(data, 0, TimestampType.LOG_APPEND_TIME, now)
                     batch_max = now
                 else:
-                    header = RecordBatch(data)
+                    # `batch` still describes `data`'s header unless it was rebuilt above.
+                    header = batch if data is buf else RecordBatch(data)
                     if header.max_timestamp != batch_max or header.timestamp_type != TimestampType.CREATE_TIME:
                         set_max_timestamp(data, 0, TimestampType.CREATE_TIME, batch_max)
                 last = offset + n_records - 1
@@ -624,7 +628,7 @@ class PartitionLog:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def _target_codec(topic_codec: str, producer_codec: CompressionType) -> CompressionType:
-    if topic_codec == "producer":
-        return producer_codec
-    return CompressionType.from_name(topic_codec)
+@functools.lru_cache(maxsize=16)
+def _topic_codec(name: str) -> CompressionType | None:
+    """The codec a topic's `compression.type` imposes; None for `producer` (keep the producer's)."""
+    return None if name == "producer" else CompressionType.from_name(name)
