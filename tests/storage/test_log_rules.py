@@ -250,7 +250,8 @@ def test_recovery_truncates_a_torn_tail_and_rebuilds_indexes(tmp_path):
     assert reopened.append(batch(NOW + 7), now=NOW).first_offset == 5
 
 
-def test_recovery_drops_a_corrupt_middle_batch_and_what_follows(tmp_path):
+def test_recovery_steps_over_a_corrupt_middle_batch_and_keeps_what_follows(tmp_path):
+    """A deliberate difference from Kafka's LogLoader (which truncates here): see storage.corruption."""
     plog = open_log(tmp_path)
     for i in range(5):
         plog.append(batch(NOW + i), now=NOW)
@@ -259,7 +260,9 @@ def test_recovery_drops_a_corrupt_middle_batch_and_what_follows(tmp_path):
         f.seek(2 * B + 70)
         f.write(b"\xff")
     reopened = PartitionLog.open(tmp_path / "t-0", plog.config)
-    assert reopened.log_end_offset == 2
+    assert reopened.log_end_offset == 5
+    assert [(r.first_offset, r.last_offset) for r in reopened.corrupt_ranges()] == [(2, 2)]
+    assert [r.offset for r in reopened.read_records(0)] == [0, 1, 3, 4]
 
 
 def test_checkpoint_and_partition_metadata_formats(tmp_path):

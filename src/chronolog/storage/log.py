@@ -152,6 +152,9 @@ class PartitionLog:
             plog.segments.append(LogSegment(plog.dir, base, index_interval_bytes=plog.config.index_interval_bytes,
                                             max_index_size=plog.config.segment_index_bytes, writable=False,
                                             time_index_style=time_index_style))
+        for seg, nxt in zip(plog.segments, plog.segments[1:], strict=False):
+            seg.is_last = False
+            seg._offset_limit_after = nxt.base_offset
         plog._next_offset = plog.segments[-1].next_offset_guess
         plog.log_start_offset = plog.segments[0].base_offset
         return plog
@@ -183,18 +186,16 @@ class PartitionLog:
                     log.info("%s: missing %s, rebuilding", self.dir, idx.name)
         for i, base in enumerate(bases):
             seg = self._new_segment(base)
+            if i + 1 < len(bases):
+                seg.is_last = False
+                seg._offset_limit_after = bases[i + 1]
             self.segments.append(seg)
             needs_recovery = recover and (base >= recovery_point or
                                           (i + 1 < len(bases) and bases[i + 1] > recovery_point))
             if needs_recovery or seg.needs_rebuild:
-                truncated = seg.recover()
-                if truncated and i + 1 < len(bases):
-                    # A corrupt segment ends the log: later segments are unreachable (LogLoader).
-                    for later in bases[i + 1:]:
-                        for suffix in (".log", ".index", ".timeindex"):
-                            (self.dir / f"{later:020d}{suffix}").unlink(missing_ok=True)
-                    log.warning("%s: dropped segments after corrupt segment %d", self.dir, base)
-                    break
+                # Unlike LogLoader, corruption does not end the log: only the last segment's torn tail is
+                # truncated; invalid bytes elsewhere become corrupt ranges that reads step over.
+                seg.recover()
         if not self.segments:
             self.segments.append(self._new_segment(0))
         for seg in self.segments[:-1]:
@@ -354,6 +355,8 @@ class PartitionLog:
             self.active.on_become_inactive()
             self.active.flush()
             seg = self._new_segment(self._next_offset)
+            self.active.is_last = False
+            self.active._offset_limit_after = seg.base_offset
             self.segments.append(seg)
             self._segments_version += 1
             self._jitter = self._new_jitter()
@@ -389,6 +392,8 @@ class PartitionLog:
                 pos, first_batch = found
                 size = 0
                 for _p, batch in seg.batches_from(pos):
+                    if _p != pos + size:
+                        break  # a corrupt range lies between: one slice must be contiguous bytes
                     if batch.base_offset >= limit and size > 0:
                         break
                     if size + batch.size_in_bytes > max_bytes and (size > 0 or not min_one_message):
@@ -428,6 +433,11 @@ class PartitionLog:
                 if batch.base_offset >= end:
                     return
                 yield batch
+
+    def corrupt_ranges(self) -> list:
+        """Corrupt byte ranges found so far (by recovery or by reads), oldest segment first."""
+        with self.lock:
+            return [r for seg in self.segments for r in seg.corrupt_ranges]
 
     # -- time ---------------------------------------------------------------------------------------
     def offset_for_timestamp(self, timestamp: int) -> FoundTimestamp | None:
@@ -581,6 +591,7 @@ class PartitionLog:
             while len(self.segments) > 1 and self.segments[-1].base_offset > offset:
                 seg = self.segments.pop()
                 self._schedule_delete(seg)
+            self.active.is_last = True
             self.active.truncate_to(offset)
             self.active.make_active()
             self._segments_version += 1

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from chronolog.errors import CorruptMessageError, InvalidRecordError, KafkaError
 from chronolog.records import AnyBatch, LegacyBatch, iter_batches
+from chronolog.storage.corruption import CorruptRange, find_next_valid_batch
 from chronolog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex, TimestampOffset
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ class LogSegment:
         caller that is about to `recover()` anyway (one scan of the log instead of two)."""
         self.dir = Path(directory)
         self.base_offset = base_offset
+        self.corrupt_ranges: list[CorruptRange] = []  # found by recovery or by a reader; skipped by reads
+        self._reported: set[CorruptRange] = set()
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.writable = writable
@@ -101,29 +104,87 @@ class LogSegment:
     def pread(self, position: int, size: int) -> bytes:
         return os.pread(self._fd, size, position)
 
-    def batches_from(self, position: int = 0, end: int | None = None) -> Iterator[tuple[int, AnyBatch]]:
-        """(position, batch) for each complete batch from `position`; reads the file in chunks."""
+    def batches_from(self, position: int = 0, end: int | None = None, *,
+                     resync: bool = True) -> Iterator[tuple[int, AnyBatch]]:
+        """(position, batch) for each complete batch from `position`; reads the file in chunks.
+
+        Known corrupt ranges are skipped. Bytes that cannot be a batch although the file goes on (a bad
+        size or magic mid-file) become a new corrupt range when `resync` is set: the reader continues at
+        the next valid batch instead of ending the segment there (see `storage.corruption`)."""
         end = self.size if end is None else min(end, self.size)
         pos = position
         want = _FIRST_CHUNK
+        prev_next: int | None = None
         while pos < end:
-            chunk = self.pread(pos, min(want, end - pos))
+            skip = self._corrupt_range_at(pos)
+            if skip is not None:
+                pos = skip.end
+                continue
+            stop = self._next_corrupt_start(pos, end)
+            chunk = self.pread(pos, min(want, stop - pos))
             want = min(want * 4, _CHUNK)
             consumed = 0
-            for batch in iter_batches(chunk):
-                yield pos + consumed, batch
-                consumed += batch.size_in_bytes
+            bad = False
+            try:
+                for batch in iter_batches(chunk):
+                    yield pos + consumed, batch
+                    consumed += batch.size_in_bytes
+                    prev_next = batch.last_offset + 1
+            except CorruptMessageError:
+                bad = True
             if consumed == 0:
-                if end - pos < 12:
+                if not bad and self.size - pos >= 12:
+                    need = 12 + int.from_bytes(self.pread(pos + 8, 4), "big", signed=True)
+                    if len(chunk) < need <= stop - pos:
+                        try:
+                            (batch,) = list(iter_batches(self.pread(pos, need)))
+                        except (CorruptMessageError, ValueError):
+                            bad = True
+                        else:
+                            yield pos, batch
+                            prev_next = batch.last_offset + 1
+                            pos += need
+                            continue
+                    elif need <= self.size - pos:
+                        return  # a whole batch that the caller's `end` cuts off
+                # What is left cannot be read: a torn tail of the last segment (recovery's business, and a
+                # reader of a file still being written may see one), else corruption to step over.
+                if not resync or (not bad and self.is_last):
                     return
-                need = 12 + int.from_bytes(self.pread(pos + 8, 4), "big", signed=True)
-                if need <= len(chunk) or pos + need > end:
-                    return  # truncated tail
-                chunk = self.pread(pos, need)
-                (batch,) = list(iter_batches(chunk))
-                yield pos, batch
-                consumed = need
+                found = self._resync_from(pos, prev_next)
+                if found is None:
+                    return
+                pos = found.end
+                continue
             pos += consumed
+
+    is_last = True  # the owning log clears it for segments that are not the last
+
+    def _corrupt_range_at(self, pos: int) -> CorruptRange | None:
+        for r in self.corrupt_ranges:
+            if r.start <= pos < r.end:
+                return r
+        return None
+
+    def _next_corrupt_start(self, pos: int, end: int) -> int:
+        starts = [r.start for r in self.corrupt_ranges if pos < r.start < end]
+        return min(starts) if starts else end
+
+    def _resync_from(self, pos: int, prev_next: int | None) -> CorruptRange | None:
+        """Record bytes from `pos` as corrupt up to the next valid batch (or the end of the file)."""
+        if prev_next is None:
+            prev_next = self.base_offset
+            for _p, batch in self.batches_from(0, pos, resync=False):
+                prev_next = batch.last_offset + 1
+        nxt = find_next_valid_batch(self.pread, pos + 1, self.size, prev_next, self.base_offset + 0x7FFFFFFF)
+        if nxt is None:
+            end, last = self.size, self._offset_limit_after - 1
+        else:
+            end, last = nxt[0], nxt[1].base_offset - 1
+        return self._record_corrupt(pos, end, prev_next, last)
+
+    _offset_limit_after = 0  # base offset of the next segment, set by the owning log (for reports)
+    _scan_next_offset = 0
 
     # -- state --------------------------------------------------------------------------------------
     @property
@@ -295,9 +356,14 @@ class LogSegment:
         return self._scan(truncate=False)
 
     def recover(self) -> int:
-        """Validate every batch, rebuild the indexes and truncate a torn or corrupt tail
-        (`LogSegment.recover`). Returns the number of bytes truncated."""
+        """Validate every batch, rebuild the indexes and truncate a torn tail (`LogSegment.recover`).
+        Corruption followed by valid batches is kept and recorded in `corrupt_ranges` instead of ending
+        the log there (see `storage.corruption`); a segment that is not the last is never truncated.
+        Returns the number of bytes truncated."""
         valid = self._scan(truncate=True)
+        if valid < self.size and not self.is_last:
+            self._record_corrupt(valid, self.size, self._scan_next_offset, self._offset_limit_after - 1)
+            return 0
         truncated = self.size - valid
         if truncated > 0:
             log.warning("segment %s: truncating %d invalid bytes at position %d", self.log_path, truncated, valid)
@@ -305,30 +371,55 @@ class LogSegment:
             self.size = valid
         return truncated
 
+    def _record_corrupt(self, start: int, end: int, first_offset: int, last_offset: int) -> CorruptRange:
+        found = CorruptRange(self.base_offset, start, end, first_offset, last_offset)
+        self.corrupt_ranges = sorted([*self.corrupt_ranges, found], key=lambda r: r.start)
+        if found not in self._reported:
+            self._reported.add(found)
+            log.error("%s; serving the rest of %s", found.describe(), self.dir.name)
+        return found
+
     def _scan(self, truncate: bool) -> int:
+        """One pass over the log: rebuild both indexes and return the end of the last valid batch. With
+        `truncate` (recovery) every batch is validated and invalid bytes followed by a valid batch are
+        recorded as a corrupt range and stepped over."""
         self._rebuild_needed = False
         self.offset_index.reset()
         self.time_index.reset()
+        self.corrupt_ranges = []
         self._max_ts = TimestampOffset(-1, -1)
         valid = 0
         last_entry = 0
-        try:
-            for pos, batch in self.batches_from(0):
-                if truncate:
-                    batch.validate()
-                if not 0 <= batch.last_offset - self.base_offset <= 0x7FFFFFFF:
-                    raise CorruptMessageError(f"offset {batch.last_offset} outside segment {self.base_offset}")
-                if batch.max_timestamp > self._max_ts.timestamp:
-                    self._max_ts = TimestampOffset(batch.max_timestamp, self._index_offset_for(batch))
-                if pos - last_entry > self.index_interval_bytes:
-                    self.offset_index.append(batch.last_offset, pos)
-                    self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
-                    last_entry = pos
-                valid = pos + batch.size_in_bytes
-        except (CorruptMessageError, InvalidRecordError, KafkaError) as exc:
-            if not truncate:
-                raise
-            log.warning("segment %s: invalid batch at position %d: %s", self.log_path, valid, exc)
+        expected = self.base_offset
+        start = 0
+        while True:
+            try:
+                for pos, batch in self.batches_from(start, resync=False):
+                    if truncate:
+                        batch.validate()
+                    if not 0 <= batch.last_offset - self.base_offset <= 0x7FFFFFFF:
+                        raise CorruptMessageError(f"offset {batch.last_offset} outside segment {self.base_offset}")
+                    if batch.max_timestamp > self._max_ts.timestamp:
+                        self._max_ts = TimestampOffset(batch.max_timestamp, self._index_offset_for(batch))
+                    if pos - last_entry > self.index_interval_bytes:
+                        self.offset_index.append(batch.last_offset, pos)
+                        self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
+                        last_entry = pos
+                    valid = pos + batch.size_in_bytes
+                    expected = max(expected, batch.last_offset + 1)
+            except (CorruptMessageError, InvalidRecordError, KafkaError) as exc:
+                if not truncate:
+                    raise
+                log.warning("segment %s: invalid batch at position %d: %s", self.log_path, valid, exc)
+            if not truncate or valid >= self.size:
+                break
+            nxt = find_next_valid_batch(self.pread, valid + 1, self.size, expected,
+                                        self.base_offset + 0x7FFFFFFF)
+            if nxt is None:
+                break  # nothing valid follows: a torn tail
+            self._record_corrupt(valid, nxt[0], expected, nxt[1].base_offset - 1)
+            start = valid = nxt[0]
+        self._scan_next_offset = expected
         # Like LogSegment.recover: the final time-index entry a normal close would have written; and
         # bytesSinceLastIndexEntry is left alone (0 on a freshly opened segment).
         if self._max_ts.timestamp >= 0:
@@ -346,6 +437,7 @@ class LogSegment:
         self.time_index.truncate_to(offset)
         if cut is None:
             return 0
+        self.corrupt_ranges = [r for r in self.corrupt_ranges if r.start < cut]
         removed = self.size - cut
         os.ftruncate(self._fd, cut)
         self.size = cut
