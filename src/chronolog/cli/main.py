@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "topics",      # chronolog topics ..., describe-segments
     "timecmds",    # offsets, consume, reset-offsets
     "dumplog",     # dump-log
+    "check",       # check (verify a data dir, report corrupt ranges)
     "demo",        # demo (storage-only walk through loghub)
     "pipeline",    # pipeline
     "security",    # users, acls

@@ -83,3 +83,35 @@ def _candidate(pread, chunk: bytes, i: int, position: int, size: int, min_offset
     if batch.last_offset > max_offset:
         return None
     return batch
+
+
+def verify_segment(segment) -> tuple[list[CorruptRange], int]:
+    """Check every batch of a segment (sizes, magic, CRC, offsets) without changing anything: the corrupt
+    ranges found, and the size of a torn tail (bytes recovery would truncate; only in the last segment)."""
+    base = segment.base_offset
+    ranges = list(segment.corrupt_ranges)
+    expected, valid, start = base, 0, 0
+    while True:
+        try:
+            for pos, batch in segment.batches_from(start, resync=False):
+                batch.validate()
+                if not 0 <= batch.last_offset - base <= _MAX_BATCH:
+                    raise ChronologError(f"offset {batch.last_offset} outside segment {base}")
+                valid = pos + batch.size_in_bytes
+                expected = max(expected, batch.last_offset + 1)
+        except ChronologError:
+            pass
+        if valid >= segment.size:
+            return sorted(set(ranges), key=lambda r: r.start), 0
+        known = next((r for r in ranges if r.start == valid), None)
+        if known is not None:
+            start = valid = known.end
+            continue
+        nxt = find_next_valid_batch(segment.pread, valid + 1, segment.size, expected, base + _MAX_BATCH)
+        if nxt is None:
+            if segment.is_last:
+                return sorted(set(ranges), key=lambda r: r.start), segment.size - valid
+            ranges.append(CorruptRange(base, valid, segment.size, expected, segment._offset_limit_after - 1))
+            return sorted(set(ranges), key=lambda r: r.start), 0
+        ranges.append(CorruptRange(base, valid, nxt[0], expected, nxt[1].base_offset - 1))
+        start = valid = nxt[0]
