@@ -1,10 +1,11 @@
 """Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, DescribeConfigs,
-AlterConfigs, IncrementalAlterConfigs. Config changes are validated, persisted and applied to live logs
+AlterConfigs, IncrementalAlterConfigs, DescribeLogDirs. Config changes are validated, persisted and applied to live logs
 at once (the time configs above all: `message.timestamp.type`, the timestamp bounds, `segment.ms`,
 `retention.ms`, `segment.bytes`, `index.interval.bytes`)."""
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 from chronolog.config import BROKER_CONFIGS, TOPIC_CONFIGS
@@ -205,3 +206,34 @@ def alter_configs(req: Any, ctx: RequestContext) -> dict:
 @register(44, 0, 1)
 def incremental_alter_configs(req: Any, ctx: RequestContext) -> dict:
     return _alter(ctx, req, incremental=True)
+
+
+# -- DescribeLogDirs ---------------------------------------------------------------------------------
+@register(35, 0, 4)
+def describe_log_dirs(req: Any, ctx: RequestContext) -> dict:
+    """`KafkaApis.handleDescribeLogDirsRequest` + `ReplicaManager.describeLogDirs`: one log dir (the data
+    dir), each hosted partition's size with offsetLag 0 (high watermark = log end offset on a single
+    replica) and isFutureKey false; null topics means every partition; partitions we do not host are left
+    out, and topics left without partitions too. Without DESCRIBE on the cluster the answer is no log dirs
+    and CLUSTER_AUTHORIZATION_FAILED (the top-level error exists from v3; older versions see no dirs)."""
+    if not ctx.allowed("describe", "cluster", "kafka-cluster"):
+        return {"throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
+    logs = ctx.log_manager.logs()
+    if req.topics is None:
+        wanted = set(logs)
+    else:
+        wanted = {(t.topic, int(p)) for t in req.topics for p in t.partitions}
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, partition), plog in sorted(logs.items()):
+        if (topic, partition) in wanted:
+            by_topic.setdefault(topic, []).append({"partition_index": partition, "partition_size": plog.size,
+                                                   "offset_lag": 0, "is_future_key": False})
+    data_dir = ctx.log_manager.data_dir.absolute()
+    result = {"error_code": 0, "log_dir": str(data_dir),
+              "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()]}
+    try:
+        usage = shutil.disk_usage(data_dir)
+        result.update(total_bytes=usage.total, usable_bytes=usage.free)
+    except OSError:  # Kafka answers KAFKA_STORAGE_ERROR for a dir it cannot read
+        result = {"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "log_dir": str(data_dir), "topics": []}
+    return {"throttle_time": 0, "error_code": 0, "results": [result]}

@@ -48,17 +48,22 @@ def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
     return struct.unpack_from(">hhi", frame, 0)
 
 
+# Versions kio has no schema for whose wire format equals a later version's: DescribeLogDirs v0 == v1
+# (DescribeLogDirsRequest.json / DescribeLogDirsResponse.json: "Version 1 is the same as version 0").
+SAME_AS = {(35, 0): 1}
+
+
 @functools.cache
 def request_schema(api_key: int, version: int) -> type:
     try:
-        return load_request_schema(api_key, version)
+        return load_request_schema(api_key, SAME_AS.get((api_key, version), version))
     except Exception:
         raise UnsupportedVersionError(f"API {api_key} v{version} is not supported") from None
 
 
 @functools.cache
 def response_schema(api_key: int, version: int) -> type:
-    return load_response_schema(api_key, version)
+    return load_response_schema(api_key, SAME_AS.get((api_key, version), version))
 
 
 @functools.cache
