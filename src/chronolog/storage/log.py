@@ -70,7 +70,7 @@ class AppendInfo:
 
 @dataclass(frozen=True)
 class ReadSlice:
-    """Bytes of whole batches in one segment file, for `os.sendfile` or a copy."""
+    """Bytes of whole batches in one segment file, for `os.sendfile` or one `pread`."""
 
     file_path: Path
     position: int
@@ -82,6 +82,7 @@ class ReadSlice:
         return self._segment._fd
 
     def read_bytes(self) -> bytes:
+        """The bytes, read with one `pread` (short only if the segment was deleted meanwhile)."""
         return self._segment.pread(self.position, self.size)
 
 
@@ -376,7 +377,9 @@ class PartitionLog:
     def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_message: bool = True) -> ReadSlice | None:
         """Whole batches from the first one holding `start_offset`, up to `max_bytes` (at least one batch
-        with `min_one_message`, as KIP-74). None at the log end."""
+        with `min_one_message`, as KIP-74). None at the log end. Found from batch headers and the offset
+        index (`LogSegment.fetch_range`), so serving a fetch never parses records nor reads the bytes
+        twice; segments with corrupt ranges take the batch-parsing path, which steps over them."""
         with self.lock:
             if start_offset < self.log_start_offset or start_offset > self._next_offset:
                 raise OffsetOutOfRangeError(f"offset {start_offset} is outside [{self.log_start_offset}, "
@@ -386,23 +389,39 @@ class PartitionLog:
                 return None
             for i in range(self._segment_for(start_offset), len(self.segments)):
                 seg = self.segments[i]
-                found = seg.translate_offset(start_offset)
+                whole = limit >= (self.segments[i + 1].base_offset if i + 1 < len(self.segments)
+                                  else self._next_offset)
+                found = seg.fetch_range(start_offset, max_bytes, None if whole else limit, min_one_message)
+                if found is False:
+                    return self._read_parsing(seg, start_offset, max_bytes, limit, min_one_message)
                 if found is None:
-                    continue
-                pos, first_batch = found
-                size = 0
-                for _p, batch in seg.batches_from(pos):
-                    if _p != pos + size:
-                        break  # a corrupt range lies between: one slice must be contiguous bytes
-                    if batch.base_offset >= limit and size > 0:
-                        break
-                    if size + batch.size_in_bytes > max_bytes and (size > 0 or not min_one_message):
-                        break
-                    size += batch.size_in_bytes
-                if size == 0:
-                    return None
-                return ReadSlice(seg.log_path, pos, size, first_batch.base_offset, seg)
+                    continue  # no batch at or after `start_offset` here: the next segment has it
+                pos, size, first = found
+                return ReadSlice(seg.log_path, pos, size, first, seg) if size else None
             return None
+
+    def _read_parsing(self, seg: LogSegment, start_offset: int, max_bytes: int, limit: int,
+                      min_one_message: bool) -> ReadSlice | None:
+        """`read` through parsed batches, for segments whose corrupt ranges must be stepped over."""
+        for i in range(self.segments.index(seg), len(self.segments)):
+            seg = self.segments[i]
+            found = seg.translate_offset(start_offset)
+            if found is None:
+                continue
+            pos, first_batch = found
+            size = 0
+            for _p, batch in seg.batches_from(pos):
+                if _p != pos + size:
+                    break  # a corrupt range lies between: one slice must be contiguous bytes
+                if batch.base_offset >= limit and size > 0:
+                    break
+                if size + batch.size_in_bytes > max_bytes and (size > 0 or not min_one_message):
+                    break
+                size += batch.size_in_bytes
+            if size == 0:
+                return None
+            return ReadSlice(seg.log_path, pos, size, first_batch.base_offset, seg)
+        return None
 
     def read_records(self, start_offset: int, end_offset: int | None = None) -> Iterator[Record]:
         """Records with start_offset <= offset < end_offset (tools and tests; decodes everything)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -456,6 +457,55 @@ class LogSegment:
                 return pos, batch
         return None
 
+    def fetch_range(self, offset: int, max_bytes: int, limit: int | None, min_one_message: bool
+                    ) -> tuple[int, int, int] | None | bool:
+        """(position, size, first base offset) of the whole batches a fetch of `offset` returns (at most
+        `max_bytes`, at least one batch with `min_one_message`, only batches based below `limit`), found
+        from batch headers alone as Kafka's `LogSegment.read` does with `FileChannelRecordBatch`: the
+        offset index gives the start, batches are stepped over 27 header bytes at a time and skipped in
+        bulk with the offset index where `max_bytes` allows, so a 1 MiB batch is never read to learn its
+        size. Size 0: the first batch does not fit. None: no batch here holds `offset` or a later one.
+        False: the segment has corrupt ranges or a header looks wrong; the caller takes the
+        batch-parsing path, which knows how to handle them."""
+        if self.corrupt_ranges:
+            return False
+        headers = _HeaderReader(self)
+        pos = self.offset_index.lookup(offset).position
+        while True:  # the first batch whose last offset is >= `offset` (FileRecords.searchForOffsetWithSize)
+            head = headers.at(pos)
+            if not head:
+                return head
+            size, base, last = head
+            if last >= offset:
+                break
+            pos += size
+        if size > max_bytes and not min_one_message:
+            return pos, 0, base
+        start, first_base, end = pos, base, pos + size
+        budget_end = start + max(max_bytes, size)
+        if limit is None:  # every batch may be returned: jump to the last indexed batch start in budget
+            index = self.offset_index
+            lo, hi = 0, index.entries - 1
+            while lo <= hi:
+                mid = (lo + hi) >> 1
+                position = index.entry(mid).position
+                if position <= budget_end:
+                    end = max(end, position)
+                    lo = mid + 1
+                else:
+                    hi = mid - 1
+        while True:
+            head = headers.at(end)
+            if head is None:
+                break
+            if head is False:
+                return False
+            size, base, _last = head
+            if (limit is not None and base >= limit) or end + size > budget_end:
+                break
+            end += size
+        return start, end - start, first_base
+
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> FoundTimestamp | None:
         """First record with timestamp >= target and offset >= starting_offset
         (`LogSegment.findOffsetByTimestamp`: time index floor, offset index position, then a log scan)."""
@@ -475,3 +525,41 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
+
+
+class _HeaderReader:
+    """(size, base offset, last offset) of the v2 batch at a position, from chunked reads of the headers
+    only. None at the end of the data (or a torn tail of the last segment); False for anything a
+    batch-parsing reader must look at (legacy messages, bad sizes or magic, truncation mid-file)."""
+
+    __slots__ = ("_seg", "_end", "_buf", "_buf_pos")
+
+    _NEED = 27  # baseOffset, batchLength, leaderEpoch, magic, crc, attributes, lastOffsetDelta
+    _CHUNK = 64 << 10
+
+    def __init__(self, seg: LogSegment) -> None:
+        self._seg = seg
+        self._end = seg.size
+        self._buf = b""
+        self._buf_pos = 0
+
+    def at(self, pos: int) -> tuple[int, int, int] | None | bool:
+        if pos >= self._end:
+            return None
+        rel = pos - self._buf_pos
+        if rel < 0 or rel + self._NEED > len(self._buf):
+            self._buf = self._seg.pread(pos, min(self._CHUNK, self._end - pos))
+            self._buf_pos, rel = pos, 0
+            if len(self._buf) < self._NEED:
+                return None if self._seg.is_last else False
+        base, length, _epoch, magic, _crc, _attributes, delta = _HEAD27.unpack_from(self._buf, rel)
+        if magic != 2 or length < _V2_MIN_LENGTH or delta < 0:
+            return False
+        size = 12 + length
+        if pos + size > self._end:
+            return None if self._seg.is_last else False
+        return size, base, base + delta
+
+
+_HEAD27 = struct.Struct(">qiibIhi")
+_V2_MIN_LENGTH = 49  # a v2 header without records, minus baseOffset and batchLength
