@@ -23,7 +23,7 @@ class ConfigDef:
     """One config: its Kafka name, type, default, bounds, broker synonyms (first one wins) and doc."""
 
     name: str
-    type: str  # "int" | "long" | "string" | "boolean" | "list"
+    type: str  # "int" | "long" | "string" | "boolean" | "list" | "password"
     default: Any
     doc: str
     synonyms: tuple[str, ...] = ()
@@ -99,7 +99,65 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("delete.topic.enable", "boolean", True, "Allow DeleteTopics.", ()),
     _d("listeners.allow.non.loopback.without.auth", "boolean", False,
        "chronolog: allow a listener without authentication on a non-loopback address.", ()),
+    # -- listeners, TLS, SASL, ACLs, connection bounds (docs/security.md) --
+    _d("listeners", "string", "", "NAME://host:port,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL or mapped "
+       "names); empty: one PLAINTEXT listener from --host/--port.", ()),
+    _d("advertised.listeners", "string", "", "Addresses given to clients in Metadata/FindCoordinator, by "
+       "listener name; empty: the listener's own address.", ()),
+    _d("listener.security.protocol.map", "string",
+       "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+       "Listener name to security protocol.", ()),
+    _d("sasl.enabled.mechanisms", "list", "SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms offered on SASL "
+       "listeners.", (), choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
+    _d("sasl.server.max.receive.size", "int", 524288, "Largest frame accepted before authentication.", (), 1),
+    _d("ssl.keystore.type", "string", "PEM", "Only PEM is supported.", (), choices=("PEM",)),
+    _d("ssl.keystore.location", "string", "", "PEM file with the certificate chain and the private key.", ()),
+    _d("ssl.keystore.certificate.chain", "password", "", "PEM certificate chain inline (with ssl.keystore.key).",
+       ()),
+    _d("ssl.keystore.key", "password", "", "PEM private key inline (with ssl.keystore.certificate.chain).", ()),
+    _d("ssl.key.password", "password", "", "Password of an encrypted private key.", ()),
+    _d("ssl.truststore.type", "string", "PEM", "Only PEM is supported.", (), choices=("PEM",)),
+    _d("ssl.truststore.location", "string", "", "PEM file of the CAs that sign client certificates.", ()),
+    _d("ssl.truststore.certificates", "password", "", "PEM CA certificates inline.", ()),
+    _d("ssl.client.auth", "string", "none", "Client certificates: none, requested or required.", (),
+       choices=("none", "requested", "required")),
+    _d("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", "TLS versions accepted.", (),
+       choices=("TLSv1.2", "TLSv1.3")),
+    _d("ssl.principal.mapping.rules", "string", "DEFAULT", "Client certificate to principal: DEFAULT is "
+       "User:<subject CN>; RULE:pattern/replacement/[LU] rules apply to the RFC 2253 DN.", ()),
+    _d("authorizer.class.name", "string", "", "Any non-empty value enables ACLs (chronolog-acls.json).", ()),
+    _d("super.users", "string", "", "Principals allowed everything: User:a;User:b.", ()),
+    _d("allow.everyone.if.no.acl.found", "boolean", False, "Allow access to resources no ACL applies to.", ()),
+    _d("max.connections", "int", 2147483647, "Connections beyond this are closed at accept.", (), 0),
+    _d("max.connections.per.ip", "int", 2147483647, "Connections per client IP beyond this are closed at "
+       "accept.", (), 0),
+    _d("max.connections.per.ip.overrides", "string", "", "Per-IP limits: ip:count,ip:count.", ()),
+    _d("queued.max.requests", "int", 500, "Requests handled at once across all connections.", (), 1),
 )}
+
+
+class Password:
+    """A secret config value (Kafka's `ConfigDef.Type.PASSWORD`): `str()` hides it, as Kafka's `Password`
+    does, so it never reaches a log line or a DescribeConfigs answer; `.value` is the secret."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __str__(self) -> str:
+        return "[hidden]"
+
+    __repr__ = __str__
+
+    def __bool__(self) -> bool:
+        return bool(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Password) and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
 
 
 def _coerce(defn: ConfigDef, raw: Any, scale: int = 1) -> Any:
@@ -119,6 +177,8 @@ def _coerce(defn: ConfigDef, raw: Any, scale: int = 1) -> Any:
             if text not in ("true", "false"):
                 raise InvalidConfigError(f"Invalid value {raw} for configuration {defn.name}: expected true or false")
             return text == "true"
+        if defn.type == "password":
+            return raw if isinstance(raw, Password) else Password(str(raw))
         text = str(raw).strip()
         if defn.choices is not None:
             items = [t.strip() for t in text.split(",")] if defn.type == "list" else [text]

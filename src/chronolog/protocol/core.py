@@ -97,7 +97,7 @@ def metadata(req: Any, ctx: RequestContext) -> dict:
             topics.append(_topic_metadata(ctx, name))
     node = ctx.state.node_id
     return {"throttle_time": 0,
-            "brokers": [{"node_id": node, "host": ctx.state.host, "port": ctx.state.port, "rack": None}],
+            "brokers": [{"node_id": node, "host": ctx.advertised_host, "port": ctx.advertised_port, "rack": None}],
             "cluster_id": ctx.state.cluster_id, "controller_id": node, "topics": topics,
             "cluster_authorized_operations": -2147483648}
 

@@ -17,7 +17,7 @@ def _group_denied(ctx: RequestContext, op: str, group_id: str) -> bool:
 
 @register(10, 0, 4)
 def find_coordinator(req: Any, ctx: RequestContext) -> dict:
-    node = {"node_id": ctx.state.node_id, "host": ctx.state.host, "port": ctx.state.port}
+    node = {"node_id": ctx.state.node_id, "host": ctx.advertised_host, "port": ctx.advertised_port}
     if ctx.api_version >= 4:
         return {"throttle_time": 0, "coordinators": [
             {"key": k, "error_code": 0, "error_message": None, **node} for k in req.coordinator_keys]}

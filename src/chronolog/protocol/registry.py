@@ -15,10 +15,21 @@ from chronolog.storage import LogManager
 
 
 class AllowAll:
-    """The authorizer used when no ACLs are configured."""
+    """The authorizer used when no ACLs are configured (`authorizer.class.name` empty)."""
 
     def authorize(self, principal: str, operation: str, resource_type: str, resource_name: str) -> bool:
         return True
+
+
+@dataclass
+class ConnectionState:
+    """What one client connection carries across its requests: the listener it came in on (for the
+    address Metadata advertises), who it authenticated as, and its SASL exchange while that runs."""
+
+    listener: Any = None  # the server's listener: name, security_protocol, advertised_host/_port
+    principal: str = "User:ANONYMOUS"
+    sasl: Any = None  # a chronolog.security.sasl.SaslSession on SASL_* listeners
+    close_after_response: bool = False  # a failed authentication: answer, then close (Kafka does)
 
 
 @dataclass
@@ -51,6 +62,7 @@ class RequestContext:
     client_id: str | None
     client_host: str
     principal: str = "User:ANONYMOUS"
+    connection: ConnectionState | None = None
 
     @property
     def log_manager(self) -> LogManager:
@@ -68,8 +80,31 @@ class RequestContext:
     def authorizer(self) -> Any:
         return self.state.authorizer
 
+    @property
+    def advertised_host(self) -> str:
+        """The host clients should use: the one of the listener this request came in on."""
+        listener = self.connection.listener if self.connection is not None else None
+        return listener.advertised_host if listener is not None else self.state.host
+
+    @property
+    def advertised_port(self) -> int:
+        listener = self.connection.listener if self.connection is not None else None
+        return listener.advertised_port if listener is not None else self.state.port
+
     def allowed(self, operation: str, resource_type: str, name: str) -> bool:
-        return self.state.authorizer.authorize(self.principal, operation, resource_type, name)
+        """Operations and resource types by Kafka's names in any case (`describe_configs`, `Topic`)."""
+        if self._authorize(operation, resource_type, name):
+            return True
+        # KafkaApis (CreateTopics, Metadata auto-creation): CREATE on the cluster covers every topic.
+        if operation.lower() == "create" and resource_type.lower() == "topic":
+            return self._authorize("create", "cluster", "kafka-cluster")
+        return False
+
+    def _authorize(self, operation: str, resource_type: str, name: str) -> bool:
+        auth = self.state.authorizer
+        if getattr(auth, "matches_hosts", False):  # ACLs may name client hosts; plain 4-argument hooks too
+            return auth.authorize(self.principal, operation, resource_type, name, host=self.client_host)
+        return auth.authorize(self.principal, operation, resource_type, name)
 
 
 Handler = Callable[[Any, RequestContext], dict | Awaitable[dict]]

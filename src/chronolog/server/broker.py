@@ -6,18 +6,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import ipaddress
 import logging
 import signal
+import socket
 import ssl
 import struct
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from chronolog.config import BrokerConfig
 from chronolog.errors import ChronologError, CorruptMessageError, KafkaError, UnsupportedVersionError
 from chronolog.protocol import codec
-from chronolog.protocol.registry import HANDLERS, BrokerState, RequestContext
+from chronolog.protocol.registry import HANDLERS, BrokerState, ConnectionState, RequestContext
+from chronolog.security import tls
+from chronolog.security.acl import AclAuthorizer, AclStore, parse_super_users
+from chronolog.security.credentials import CredentialStore
+from chronolog.security.listeners import ListenerSpec, parse_listeners
+from chronolog.security.sasl import SaslSession
+from chronolog.security.scram import AuthenticationError
 from chronolog.storage import LogManager
 
 log = logging.getLogger(__name__)
@@ -25,7 +35,7 @@ log = logging.getLogger(__name__)
 
 def _load_handlers() -> None:
     import chronolog.protocol.core  # noqa: F401  (registers)
-    for optional in ("chronolog.protocol.admin", "chronolog.protocol.groups"):
+    for optional in ("chronolog.protocol.admin", "chronolog.protocol.groups", "chronolog.protocol.sasl"):
         with contextlib.suppress(ModuleNotFoundError):
             __import__(optional)
 
@@ -46,7 +56,70 @@ class DataSignal:
             await asyncio.wait_for(event.wait(), timeout)
 
 
+TLS_HANDSHAKE_TIMEOUT_S = 30.0
+
+
+@dataclass
+class Listener:
+    """One bound listener: its spec, TLS context, and the address Metadata gives its clients."""
+
+    spec: ListenerSpec
+    ssl_context: ssl.SSLContext | None
+    client_auth: str = "none"
+    host: str = ""
+    port: int = 0
+    advertised_host: str = ""
+    advertised_port: int = 0
+    server: asyncio.base_events.Server | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def security_protocol(self) -> str:
+        return self.spec.security_protocol
+
+    @property
+    def authenticates(self) -> bool:
+        """SASL, or TLS that insists on a client certificate: clients here prove who they are."""
+        return self.spec.uses_sasl or (self.spec.uses_tls and self.client_auth == "required")
+
+
+def _parse_ip_overrides(value: str) -> dict[str, int]:
+    """`max.connections.per.ip.overrides`: `ip:count,ip:count` (host names are resolved once)."""
+    out: dict[str, int] = {}
+    for item in (value or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep or not host or not count.strip().isdigit():
+            raise ChronologError(f"max.connections.per.ip.overrides: invalid entry {item!r}; expected host:count")
+        try:
+            ip = str(ipaddress.ip_address(host.strip("[] ")))
+        except ValueError:
+            try:
+                ip = socket.gethostbyname(host.strip())
+            except OSError as exc:
+                raise ChronologError(f"max.connections.per.ip.overrides: cannot resolve {host!r}: {exc}") from None
+        out[ip] = int(count)
+    return out
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
 class Broker:
+    """Listeners (`listeners`, or one PLAINTEXT listener from host/port), connections, and the per-request
+    path: SASL gate, global in-flight bound, dispatch. Requests on one connection are handled strictly one
+    at a time: the next frame is read only after the previous response was written (Kafka mutes a channel
+    until its response is sent), so a connection has at most one request in flight."""
+
     def __init__(self, data_dir: Path | str, host: str = "127.0.0.1", port: int = 9092,
                  configs: dict[str, str] | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
         self.data_dir = Path(data_dir)
@@ -54,43 +127,128 @@ class Broker:
         self.port = port
         self.config = BrokerConfig(configs or {})
         self.ssl_context = ssl_context
-        self._server: asyncio.base_events.Server | None = None
+        if self.config["listeners"]:
+            self.specs = parse_listeners(self.config["listeners"], self.config["listener.security.protocol.map"])
+        else:
+            proto = "SSL" if ssl_context is not None else "PLAINTEXT"
+            self.specs = [ListenerSpec(proto, proto, host, port)]
+        if not self.specs:
+            raise ChronologError("listeners: no listener configured")
+        self.listeners: list[Listener] = []
         self.state: BrokerState | None = None
         self._connections: set[asyncio.Task] = set()
+        self._per_ip: Counter[str] = Counter()
+        self._total = 0
+        self._max_total = int(self.config["max.connections"])
+        self._max_per_ip = int(self.config["max.connections.per.ip"])
+        self._ip_overrides = _parse_ip_overrides(self.config["max.connections.per.ip.overrides"])
+        self._inflight = asyncio.Semaphore(int(self.config["queued.max.requests"]))
+        self._mapping_rules = tls.parse_mapping_rules(self.config["ssl.principal.mapping.rules"])
+        self.credentials = CredentialStore(self.data_dir)
+        self._mechanisms = [m.strip() for m in str(self.config["sasl.enabled.mechanisms"]).split(",") if m.strip()]
         _load_handlers()
 
+    # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
         self._check_listener()
+        listeners = [self._prepare(spec) for spec in self.specs]
+        authorizer = self._authorizer()
         manager = LogManager(self.data_dir, self.config)
         await asyncio.to_thread(manager.startup)
         self.state = BrokerState(manager, self.config, self.host, self.port, data_waiters=DataSignal())
+        if authorizer is not None:
+            self.state.authorizer = authorizer
         from chronolog.protocol.core import rebuild_producer_state
         await asyncio.to_thread(rebuild_producer_state, self.state)
-        self._server = await asyncio.start_server(self._serve_connection, self.host, self.port,
-                                                  ssl=self.ssl_context, limit=1 << 20)
-        self.port = self._server.sockets[0].getsockname()[1]
-        self.state.port = self.port
+        advertised = self._advertised()
+        try:
+            for listener in listeners:
+                listener.server = await asyncio.start_server(
+                    functools.partial(self._serve_connection, listener), listener.spec.host or None,
+                    listener.spec.port, limit=1 << 20)
+                listener.host = listener.spec.host or "0.0.0.0"
+                listener.port = listener.server.sockets[0].getsockname()[1]
+                adv = advertised.get(listener.name)
+                wildcard = listener.spec.host in ("", "0.0.0.0", "::")
+                listener.advertised_host = (adv.host if adv and adv.host else
+                                            socket.getfqdn() if wildcard else listener.spec.host)
+                listener.advertised_port = adv.port if adv and adv.port else listener.port
+                self.listeners.append(listener)
+        except OSError as exc:
+            for listener in self.listeners:
+                listener.server.close()
+            await asyncio.to_thread(manager.shutdown)
+            raise ChronologError(f"cannot listen on {listener.spec.host}:{listener.spec.port}: {exc}") from None
+        first = self.listeners[0]
+        self.host, self.port = first.host, first.port
+        self.state.host, self.state.port = first.advertised_host, first.advertised_port
         coordinator_cls = _optional_coordinator()
         if coordinator_cls is not None:
             self.state.coordinator = coordinator_cls(self.data_dir / "__consumer_offsets-state", self.config)
             await self.state.coordinator.start()
-        log.info("chronolog broker listening on %s:%d, data dir %s", self.host, self.port, self.data_dir)
+        for listener in self.listeners:
+            log.info("chronolog broker listening on %s://%s:%d (%s), data dir %s", listener.name, listener.host,
+                     listener.port, listener.security_protocol, self.data_dir)
+
+    def _prepare(self, spec: ListenerSpec) -> Listener:
+        context = None
+        client_auth = "none"
+        if spec.uses_tls:
+            context = self.ssl_context or tls.server_context(self.config)
+            client_auth = {ssl.CERT_NONE: "none", ssl.CERT_OPTIONAL: "requested",
+                           ssl.CERT_REQUIRED: "required"}[context.verify_mode]
+        if spec.uses_sasl:
+            if not self._mechanisms:
+                raise ChronologError(f"listener {spec.name} uses SASL but sasl.enabled.mechanisms is empty")
+            if "PLAIN" in self._mechanisms and not spec.uses_tls and not _is_loopback(spec.host):
+                log.warning("listener %s offers SASL/PLAIN without TLS: passwords cross the network in clear",
+                            spec.name)
+        return Listener(spec, context, client_auth)
+
+    def _advertised(self) -> dict[str, ListenerSpec]:
+        value = self.config["advertised.listeners"]
+        if not value:
+            return {}
+        specs = parse_listeners(value, self.config["listener.security.protocol.map"], what="advertised.listeners")
+        names = {spec.name for spec in self.specs}
+        for spec in specs:
+            if spec.name not in names:
+                raise ChronologError(f"advertised.listeners: {spec.name} is not one of the listeners")
+        return {spec.name: spec for spec in specs}
+
+    def _authorizer(self) -> AclAuthorizer | None:
+        """`authorizer.class.name` set to anything enables ACLs (Kafka names a class; we have one)."""
+        if not self.config["authorizer.class.name"]:
+            return None
+        store = AclStore(self.data_dir)
+        store.bindings()  # an unreadable ACL file stops the start instead of being read as "no ACLs"
+        return AclAuthorizer(store, parse_super_users(self.config["super.users"]),
+                             bool(self.config["allow.everyone.if.no.acl.found"]))
 
     def _check_listener(self) -> None:
-        """A listener without authentication stays on loopback unless explicitly allowed."""
-        try:
-            loopback = ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            loopback = self.host == "localhost"
-        if not loopback and not self.config["listeners.allow.non.loopback.without.auth"]:
-            raise ChronologError(f"refusing to listen on {self.host} without authentication; set "
-                                 "listeners.allow.non.loopback.without.auth=true to allow it")
+        """A listener without authentication (PLAINTEXT, or SSL without required client certificates) stays
+        on loopback unless explicitly allowed."""
+        for spec in self.specs:
+            if spec.uses_sasl:
+                continue
+            if spec.uses_tls and self.ssl_context is None and self.config["ssl.client.auth"] == "required":
+                continue
+            if spec.uses_tls and self.ssl_context is not None and self.ssl_context.verify_mode == ssl.CERT_REQUIRED:
+                continue
+            if not _is_loopback(spec.host) and not self.config["listeners.allow.non.loopback.without.auth"]:
+                where = spec.host or "all interfaces"
+                raise ChronologError(f"refusing to listen on {where} ({spec.name}) without authentication; "
+                                     "use a SASL listener or ssl.client.auth=required, or set "
+                                     "listeners.allow.non.loopback.without.auth=true to allow it")
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(Exception):
-                await self._server.wait_closed()
+        for listener in self.listeners:
+            if listener.server is not None:
+                listener.server.close()
+        for listener in self.listeners:
+            if listener.server is not None:
+                with contextlib.suppress(Exception):
+                    await listener.server.wait_closed()
         for task in list(self._connections):
             task.cancel()
         if self.state is not None:
@@ -98,40 +256,128 @@ class Broker:
                 await self.state.coordinator.stop()
             await asyncio.to_thread(self.state.log_manager.shutdown)
 
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    # -- connections -------------------------------------------------------------------------------
+    def _admit(self, ip: str) -> str | None:
+        """Kafka's `ConnectionQuotas`: why a new connection from `ip` is refused (None: admitted)."""
+        limit = self._ip_overrides.get(ip, self._max_per_ip)
+        if self._per_ip[ip] >= limit:
+            return f"address already has the configured maximum of {limit} connections"
+        if self._total >= self._max_total:
+            return f"the broker already has the configured maximum of {self._max_total} connections"
+        return None
+
+    async def _serve_connection(self, listener: Listener, reader: asyncio.StreamReader,
+                                writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        ip = str(peer[0])
+        refused = self._admit(ip)
+        if refused is not None:
+            # Kafka closes the excess connection at once (TooManyConnectionsException); for max.connections it
+            # stops accepting instead, which asyncio's server cannot do: we close that one too.
+            log.warning("Rejected connection from %s on %s, %s", ip, listener.name, refused)
+            writer.transport.abort()
+            return
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
-        peer = writer.get_extra_info("peername") or ("?", 0)
+        self._per_ip[ip] += 1
+        self._total += 1
+        try:
+            conn = await self._open(listener, writer, ip)
+            if conn is not None:
+                await self._requests(conn, reader, writer, peer)
+        finally:
+            self._per_ip[ip] -= 1
+            if self._per_ip[ip] <= 0:
+                del self._per_ip[ip]
+            self._total -= 1
+            if task is not None:
+                self._connections.discard(task)
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _open(self, listener: Listener, writer: asyncio.StreamWriter, ip: str) -> ConnectionState | None:
+        """TLS handshake (after the connection limits: a refused client costs no handshake) and the
+        connection's initial principal."""
+        principal = "User:ANONYMOUS"
+        if listener.ssl_context is not None:
+            try:
+                await writer.start_tls(listener.ssl_context, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+            except (ssl.SSLError, OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+                log.info("Failed authentication with %s (SSL handshake failed: %s)", ip, exc)
+                return None
+            if not listener.spec.uses_sasl:
+                try:
+                    principal = tls.principal_from_cert(writer.get_extra_info("peercert"), self._mapping_rules)
+                except ChronologError as exc:
+                    log.info("Failed authentication with %s (%s)", ip, exc)
+                    return None
+        sasl = None
+        if listener.spec.uses_sasl:
+            sasl = SaslSession(self._mechanisms, self.credentials.lookup, self.credentials.verify_plain)
+        return ConnectionState(listener=listener, principal=principal, sasl=sasl)
+
+    async def _requests(self, conn: ConnectionState, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                        peer: tuple) -> None:
         max_request = int(self.config["socket.request.max.bytes"])
+        max_unauthenticated = int(self.config["sasl.server.max.receive.size"])
         try:
             while True:
                 head = await reader.readexactly(4)
                 (size,) = struct.unpack(">i", head)
-                if size < 8 or size > max_request:  # Kafka's InvalidReceiveException
-                    log.warning("closing %s: request size %d outside [8, %d]", peer, size, max_request)
+                authenticating = conn.sasl is not None and not conn.sasl.complete
+                limit = max_unauthenticated if authenticating else max_request
+                if authenticating and conn.sasl.raw_tokens:
+                    # After SaslHandshake v0 the client sends bare SASL tokens (KIP-152), any size >= 0.
+                    if not 0 <= size <= limit:
+                        log.warning("closing %s: SASL token size %d outside [0, %d]", peer, size, limit)
+                        return
+                    token = await reader.readexactly(size)
+                    answer = self._raw_token(conn, token, peer[0])
+                    if answer is None:
+                        return
+                    writer.write(struct.pack(">i", len(answer)) + answer)
+                    await writer.drain()
+                    continue
+                if size < 8 or size > limit:  # Kafka's InvalidReceiveException
+                    log.warning("closing %s: request size %d outside [8, %d]", peer, size, limit)
                     return
                 frame = await reader.readexactly(size)
-                response = await self._handle(frame, peer[0])
+                async with self._inflight:  # queued.max.requests across all connections
+                    response = await self._handle(frame, peer[0], conn)
                 if response:
                     writer.write(response)
                     await writer.drain()
+                if conn.close_after_response:
+                    return
         except ConnectionError as exc:
             log.warning("closing connection from %s: %s", peer, exc)
         except (asyncio.IncompleteReadError, asyncio.CancelledError):
             pass
         except Exception:
             log.exception("connection from %s failed", peer)
-        finally:
-            if task is not None:
-                self._connections.discard(task)
-            with contextlib.suppress(Exception):
-                writer.close()
 
-    async def _handle(self, frame: bytes, client_host: str) -> bytes | None:
+    def _raw_token(self, conn: ConnectionState, token: bytes, client_host: str) -> bytes | None:
+        """One bare SASL token after a v0 handshake; a failure closes without an answer (Kafka cannot
+        frame an error there either)."""
+        try:
+            answer = conn.sasl.authenticate(token)
+        except AuthenticationError as exc:
+            detail = f" ({exc.args[1]})" if len(exc.args) > 1 else ""
+            log.info("Failed authentication with %s (%s)%s", client_host, exc.args[0], detail)
+            return None
+        if conn.sasl.complete:
+            conn.principal = conn.sasl.principal
+        return answer
+
+    async def _handle(self, frame: bytes, client_host: str, conn: ConnectionState | None = None) -> bytes | None:
         """One request to one response frame (None: no response, e.g. acks=0). Framing errors raise
         ConnectionError so the caller closes the connection."""
         api_key, version, correlation_id = codec.peek_header(frame)
+        if conn is not None and conn.sasl is not None and not conn.sasl.complete:
+            refused = conn.sasl.rejects(api_key)
+            if refused is not None:  # SaslServerAuthenticator: IllegalSaslStateException closes the channel
+                raise ConnectionError(refused)
         handler = HANDLERS.get(api_key)
         if handler is None:
             raise ConnectionError(f"unknown API key {api_key}")  # Kafka closes the connection too
@@ -146,7 +392,8 @@ class Broker:
         except (CorruptMessageError, UnsupportedVersionError) as exc:
             log.warning("closing connection from %s: %s", client_host, exc)
             raise ConnectionError(str(exc)) from None
-        ctx = RequestContext(self.state, api_key, version, correlation_id, request.client_id, client_host)
+        ctx = RequestContext(self.state, api_key, version, correlation_id, request.client_id, client_host,
+                             principal=conn.principal if conn is not None else "User:ANONYMOUS", connection=conn)
         try:
             result = handler.fn(request.body, ctx)
             if inspect.isawaitable(result):
@@ -170,7 +417,9 @@ def _optional_coordinator():
 
 async def run_until_signalled(broker: Broker) -> None:
     await broker.start()
-    print(f"chronolog serving on {broker.host}:{broker.port} (data dir {broker.data_dir})", flush=True)
+    for listener in broker.listeners:  # one line per listener; tests read the bound ports from these
+        print(f"chronolog serving on {listener.name}://{listener.host}:{listener.port} "
+              f"(data dir {broker.data_dir})", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -1,0 +1,55 @@
+"""SaslHandshake (API 17, v0-1) and SaslAuthenticate (API 36, v0-2), KIP-43 and KIP-152. The exchange
+itself is `chronolog.security.sasl.SaslSession` on the connection; these handlers translate requests.
+
+On a connection that is not authenticating (a non-SASL listener, or after authentication completed)
+both answer ILLEGAL_SASL_STATE, as `KafkaApis.handleSaslHandshakeRequest` / `handleSaslAuthenticateRequest`
+do. A rejected mechanism or failed authentication is answered and the connection then closed
+(`SaslServerAuthenticator` sends the response, then raises)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from chronolog.errors import ErrorCode
+from chronolog.protocol.registry import RequestContext, register
+from chronolog.security.sasl import AUTHENTICATE, HANDSHAKE
+from chronolog.security.scram import AuthenticationError
+
+log = logging.getLogger(__name__)
+
+
+def _session(ctx: RequestContext) -> Any:
+    return ctx.connection.sasl if ctx.connection is not None else None
+
+
+@register(17, 0, 1)
+def sasl_handshake(req: Any, ctx: RequestContext) -> dict:
+    session = _session(ctx)
+    if session is None or session.state != HANDSHAKE:
+        return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
+    code = session.handshake(req.mechanism, ctx.api_version)
+    if code:
+        log.info("Failed authentication with %s (Unsupported SASL mechanism %s)", ctx.client_host, req.mechanism)
+        ctx.connection.close_after_response = True
+    return {"error_code": code, "mechanisms": list(session.enabled)}
+
+
+@register(36, 0, 2)
+def sasl_authenticate(req: Any, ctx: RequestContext) -> dict:
+    session = _session(ctx)
+    if session is None or session.state != AUTHENTICATE or session.raw_tokens:
+        return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "auth_bytes": b"", "session_lifetime": 0,
+                "error_message": "SaslAuthenticate request received after successful authentication"
+                if session is not None and session.complete else "Unexpected SaslAuthenticate request"}
+    try:
+        token = session.authenticate(bytes(req.auth_bytes))
+    except AuthenticationError as exc:
+        detail = f" ({exc.args[1]})" if len(exc.args) > 1 else ""
+        log.info("Failed authentication with %s (%s)%s", ctx.client_host, exc.args[0], detail)
+        ctx.connection.close_after_response = True
+        return {"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": str(exc.args[0]),
+                "auth_bytes": b"", "session_lifetime": 0}
+    if session.complete:
+        ctx.connection.principal = session.principal
+    return {"error_code": 0, "error_message": None, "auth_bytes": token, "session_lifetime": 0}

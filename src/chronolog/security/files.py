@@ -1,0 +1,90 @@
+"""Small JSON state files in the data dir (credentials, ACLs): written atomically with mode 0600, read
+again only when they changed on disk, so a running broker picks up what the CLI wrote."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from chronolog.errors import ChronologError
+
+log = logging.getLogger(__name__)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Temp file in the same dir (mode 0600 from creation), fsync, rename over, fsync the dir: readers see
+    the old file or the new one, never half of one, and nobody else can read it in between."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(data, out, indent=1, sort_keys=True)
+            out.write("\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Serialises read-modify-write of one state file between CLI invocations."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+class WatchedJson:
+    """The parsed content of a JSON file, re-read when its (mtime, size, inode) changes. A file that does
+    not exist reads as `empty`; a file that cannot be parsed keeps the last good content (and logs) when it
+    had one, and raises otherwise, so a broker never silently runs with an empty ACL list."""
+
+    def __init__(self, path: Path, empty: Any) -> None:
+        self.path = Path(path)
+        self._empty = empty
+        self._key: tuple | None = None
+        self._data: Any = empty
+        self.generation = 0
+
+    def get(self) -> Any:
+        try:
+            st = os.stat(self.path)
+            key: tuple | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except FileNotFoundError:
+            key = None
+        if key != self._key:
+            if key is None:
+                self._data = self._empty
+            else:
+                try:
+                    self._data = json.loads(self.path.read_text(encoding="utf-8"))
+                except (OSError, ValueError) as exc:
+                    if self._key is None and self.generation == 0:
+                        raise ChronologError(f"cannot read {self.path}: {exc}") from None
+                    log.error("cannot read %s, keeping the previous content: %s",
+                                                      self.path, exc)
+                    return self._data
+            self._key = key
+            self.generation += 1
+        return self._data
