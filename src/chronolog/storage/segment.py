@@ -462,9 +462,8 @@ class LogSegment:
         """(position, size, first base offset) of the whole batches a fetch of `offset` returns (at most
         `max_bytes`, at least one batch with `min_one_message`, only batches based below `limit`), found
         from batch headers alone as Kafka's `LogSegment.read` does with `FileChannelRecordBatch`: the
-        offset index gives the start, batches are stepped over 27 header bytes at a time and skipped in
-        bulk with the offset index where `max_bytes` allows, so a 1 MiB batch is never read to learn its
-        size. Size 0: the first batch does not fit. None: no batch here holds `offset` or a later one.
+        offset index gives the start, batches are stepped over 27 header bytes at a time, so a 1 MiB batch
+        is never read to learn its size. Size 0: the first batch does not fit. None: no batch here holds `offset` or a later one.
         False: the segment has corrupt ranges or a header looks wrong; the caller takes the
         batch-parsing path, which knows how to handle them."""
         if self.corrupt_ranges:
@@ -483,17 +482,9 @@ class LogSegment:
             return pos, 0, base
         start, first_base, end = pos, base, pos + size
         budget_end = start + max(max_bytes, size)
-        if limit is None:  # every batch may be returned: jump to the last indexed batch start in budget
-            index = self.offset_index
-            lo, hi = 0, index.entries - 1
-            while lo <= hi:
-                mid = (lo + hi) >> 1
-                position = index.entry(mid).position
-                if position <= budget_end:
-                    end = max(end, position)
-                    lo = mid + 1
-                else:
-                    hi = mid - 1
+        # Every header up to the end of the slice is looked at (no jump along the offset index): bytes a
+        # reader has not checked are never served, so a corrupt range found after a clean start is
+        # stepped over instead of reaching a client (see storage.corruption).
         while True:
             head = headers.at(end)
             if head is None:
