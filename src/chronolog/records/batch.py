@@ -9,7 +9,9 @@ touching it, while max timestamp and attributes need it recomputed — never a r
 
 from __future__ import annotations
 
+import bisect
 import struct
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum
@@ -213,75 +215,172 @@ class RecordBatch:
         if pos != n:
             raise InvalidRecordError("bytes left after the last record of the batch")
 
+    def _body(self, max_decompressed: int) -> bytes | memoryview:
+        """The records section, decompressed if needed; uncompressed it stays a view (no copy: indexing
+        it costs the same as indexing bytes)."""
+        body = self._buf[self._pos + HEADER_SIZE:self._pos + self._h[1] + LOG_OVERHEAD]
+        if self._h[5] & COMPRESSION_MASK:
+            return decompress(self.compression, body, max_decompressed)
+        return body
+
     def scan_timestamps(self, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> tuple[int, int, int]:
         """(min timestamp, max timestamp, records) reading only each record's length, timestamp delta and
-        offset delta — what append validation needs, without building records. Raises on offset deltas
-        that are not 0..n-1 or lengths that lie."""
-        body = self._buf[self._pos + HEADER_SIZE:self._pos + self.size_in_bytes]
-        if self.compression != CompressionType.NONE:
-            body = memoryview(decompress(self.compression, body, max_decompressed))
-        count = self.records_count
-        if count > len(body) or count <= 0:
-            raise InvalidRecordError(f"batch claims {count} records in {len(body)} bytes")
-        base_ts = self._h[7]
+        offset delta — what append validation needs (`LogValidator` looks at every record), without
+        building records. Raises on offset deltas that are not 0..n-1 or lengths that lie.
+
+        The loop is the append path's per-record cost, so varints of one and two bytes (every length
+        under 8 KiB, every delta under 8192) are decoded inline; longer ones take `_raw_varint`."""
+        body = self._body(max_decompressed)
+        count = self._h[12]
+        n = len(body)
+        if count > n or count <= 0:
+            raise InvalidRecordError(f"batch claims {count} records in {n} bytes")
+        pos = 0
         lo = hi = None
-        pos, n = 0, len(body)
-        for i in range(count):
-            length, pos = read_varint(body, pos)
-            end = pos + length
-            if length < 3 or end > n:
-                raise InvalidRecordError("record length runs past the batch")
-            ts_delta, p2 = read_varint(body, pos + 1)
-            off_delta, _ = read_varint(body, p2)
-            if off_delta != i:
-                raise InvalidRecordError(f"record {i} has offset delta {off_delta}")
-            ts = base_ts + ts_delta
-            if lo is None or ts < lo:
-                lo = ts
-            if hi is None or ts > hi:
-                hi = ts
-            pos = end
+        try:
+            # `want` is offset delta i zigzag-encoded (2 * i): compared without decoding.
+            for want in range(0, 2 * count, 2):
+                b = body[pos]
+                if b < 0x80:
+                    pos += 1
+                else:
+                    c = body[pos + 1]
+                    if c < 0x80:
+                        b = (b & 0x7F) | (c << 7)
+                        pos += 2
+                    else:
+                        b, pos = _raw_varint(body, pos)
+                end = pos + ((b >> 1) ^ -(b & 1))
+                t = body[pos + 1]  # after the attributes byte
+                if t < 0x80:
+                    p = pos + 2
+                else:
+                    c = body[pos + 2]
+                    if c < 0x80:
+                        t = (t & 0x7F) | (c << 7)
+                        p = pos + 3
+                    else:
+                        t, p = _raw_varint(body, pos + 1)
+                o = body[p]
+                if o >= 0x80:
+                    c = body[p + 1]
+                    o = (o & 0x7F) | (c << 7) if c < 0x80 else _raw_varint(body, p)[0]
+                if o != want or end > n or end < pos + 3:
+                    if o != want:
+                        raise InvalidRecordError(f"record {want // 2} has offset delta {(o >> 1) ^ -(o & 1)}")
+                    raise InvalidRecordError("record length runs past the batch")
+                t = (t >> 1) ^ -(t & 1)
+                if lo is None:
+                    lo = hi = t
+                elif t < lo:
+                    lo = t
+                elif t > hi:
+                    hi = t
+                pos = end
+        except IndexError:
+            raise InvalidRecordError("record runs past the end of the batch") from None
         if pos != n:
             raise InvalidRecordError("bytes left after the last record of the batch")
-        return lo, hi, count  # type: ignore[return-value]
+        base_ts = self._h[7]
+        return base_ts + lo, base_ts + hi, count  # type: ignore[operator]
+
+    def timestamp_table(self, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> TimestampTable:
+        """Every record's offset and timestamp plus their running maximum, for answering many lookups by
+        time in this batch with a bisection (`TimestampTable.first_at_or_after`)."""
+        if self._h[5] & TIMESTAMP_TYPE_MASK:
+            raise ValueError("LogAppendTime batches need no table: every record has the max timestamp")
+        body = self._body(max_decompressed)
+        base_ts, base_off = self._h[7], self._h[0]
+        offsets, stamps, running = array("q"), array("q"), array("q")
+        top = None
+        pos, n = 0, len(body)
+        try:
+            for _ in range(self._h[12]):
+                b = body[pos]
+                if b < 0x80:
+                    pos += 1
+                else:
+                    c = body[pos + 1]
+                    if c < 0x80:
+                        b = (b & 0x7F) | (c << 7)
+                        pos += 2
+                    else:
+                        b, pos = _raw_varint(body, pos)
+                end = pos + ((b >> 1) ^ -(b & 1))
+                t = body[pos + 1]
+                if t < 0x80:
+                    p = pos + 2
+                else:
+                    c = body[pos + 2]
+                    if c < 0x80:
+                        t = (t & 0x7F) | (c << 7)
+                        p = pos + 3
+                    else:
+                        t, p = _raw_varint(body, pos + 1)
+                o = body[p]
+                if o >= 0x80:
+                    c = body[p + 1]
+                    o = (o & 0x7F) | (c << 7) if c < 0x80 else _raw_varint(body, p)[0]
+                if end > n or end < pos + 3:
+                    raise InvalidRecordError("record length runs past the batch")
+                t = base_ts + ((t >> 1) ^ -(t & 1))
+                offsets.append(base_off + ((o >> 1) ^ -(o & 1)))
+                stamps.append(t)
+                if top is None or t > top:
+                    top = t
+                running.append(top)
+                pos = end
+        except IndexError:
+            raise InvalidRecordError("record runs past the end of the batch") from None
+        return TimestampTable(offsets, stamps, running)
 
     def first_at_or_after(self, target: int, min_offset: int = 0,
                           max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= target and offset >= min_offset,
-        reading only lengths, timestamp deltas and offset deltas (the lookup-by-time inner loop)."""
+        reading only lengths, timestamp deltas and offset deltas (the lookup-by-time inner loop), and
+        stopping at the first record that qualifies (the first one, often: a target at or before the
+        batch's first timestamp needs no loop at all)."""
         if self._h[8] < target:
             return None
         base_off = self._h[0]
         if self._h[5] & TIMESTAMP_TYPE_MASK:  # LogAppendTime: every record has the max timestamp
             return (max(base_off, min_offset), self._h[8]) if self.last_offset >= min_offset else None
-        body = self._buf[self._pos + HEADER_SIZE:self._pos + self.size_in_bytes]
-        body = decompress(self.compression, body, max_decompressed) if self._h[5] & COMPRESSION_MASK \
-            else bytes(body)
+        body = self._body(max_decompressed)
         base_ts = self._h[7]
         pos, n = 0, len(body)
         try:
             for _ in range(self._h[12]):
                 b = body[pos]
                 if b < 0x80:
-                    length = (b >> 1) ^ -(b & 1)
                     pos += 1
                 else:
-                    length, pos = read_varint(body, pos)
-                end = pos + length
-                p = pos + 1
-                b = body[p]
-                if b < 0x80:
-                    ts = base_ts + ((b >> 1) ^ -(b & 1))
-                    p += 1
+                    c = body[pos + 1]
+                    if c < 0x80:
+                        b = (b & 0x7F) | (c << 7)
+                        pos += 2
+                    else:
+                        b, pos = _raw_varint(body, pos)
+                end = pos + ((b >> 1) ^ -(b & 1))
+                t = body[pos + 1]
+                if t < 0x80:
+                    p = pos + 2
                 else:
-                    delta, p = read_varint(body, p)
-                    ts = base_ts + delta
-                if ts >= target:
-                    b = body[p]
-                    offset = base_off + (((b >> 1) ^ -(b & 1)) if b < 0x80 else read_varint(body, p)[0])
+                    c = body[pos + 2]
+                    if c < 0x80:
+                        t = (t & 0x7F) | (c << 7)
+                        p = pos + 3
+                    else:
+                        t, p = _raw_varint(body, pos + 1)
+                t = base_ts + ((t >> 1) ^ -(t & 1))
+                if t >= target:
+                    o = body[p]
+                    if o >= 0x80:
+                        c = body[p + 1]
+                        o = (o & 0x7F) | (c << 7) if c < 0x80 else _raw_varint(body, p)[0]
+                    offset = base_off + ((o >> 1) ^ -(o & 1))
                     if offset >= min_offset:
-                        return offset, ts
-                if length <= 0 or end > n:
+                        return offset, t
+                if end > n or end < pos + 3:
                     raise InvalidRecordError("record length runs past the batch")
                 pos = end
         except IndexError:
@@ -295,6 +394,51 @@ class RecordBatch:
         return (f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
                 f"count={self.records_count}, max_timestamp={self.max_timestamp}, "
                 f"compression={self.compression.name}, size={self.size_in_bytes})")
+
+
+def _raw_varint(buf, pos: int) -> tuple[int, int]:
+    """An unsigned varint (zigzag not undone) of any length, for the inline decoders' slow path."""
+    shift = raw = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return raw, pos
+        shift += 7
+        if shift > 63:
+            raise InvalidRecordError("varint is longer than 10 bytes")
+
+
+class TimestampTable:
+    """One batch's records as parallel arrays: offsets, timestamps, and the running maximum of the
+    timestamps. The first record with timestamp >= T is where the running maximum first reaches T, so
+    a bisection answers what a scan would, out-of-order and duplicate timestamps included."""
+
+    __slots__ = ("offsets", "timestamps", "running_max")
+
+    def __init__(self, offsets: array, timestamps: array, running_max: array) -> None:
+        self.offsets = offsets
+        self.timestamps = timestamps
+        self.running_max = running_max
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def first_at_or_after(self, target: int, min_offset: int = 0) -> tuple[int, int] | None:
+        """Same answer as `RecordBatch.first_at_or_after`, in O(log n) unless `min_offset` falls inside
+        the batch (a log start offset moved by DeleteRecords), where the records from it are scanned."""
+        i = bisect.bisect_left(self.running_max, target)
+        if i == len(self.offsets):
+            return None
+        if self.offsets[i] >= min_offset:
+            return self.offsets[i], self.timestamps[i]
+        j = bisect.bisect_left(self.offsets, min_offset)
+        stamps = self.timestamps
+        for k in range(max(i, j), len(stamps)):
+            if stamps[k] >= target:
+                return self.offsets[k], stamps[k]
+        return None
 
 
 def _encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key, value, headers) -> None:

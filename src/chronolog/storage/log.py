@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import logging
 import os
 import random
@@ -42,7 +43,7 @@ from chronolog.records import (
     set_partition_leader_epoch,
     upconvert_to_v2,
 )
-from chronolog.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, FoundTimestamp, LogSegment
+from chronolog.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, TIME_TABLES, FoundTimestamp, LogSegment
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LEADER_EPOCH = 0
+_LOG_TOKENS = itertools.count()
 
 
 def now_ms() -> int:
@@ -477,7 +479,18 @@ class PartitionLog:
                 # what chronolog speaks, so Kafka's version gate (ReplicaManager) answers UNSUPPORTED_VERSION.
                 raise UnsupportedVersionError(f"unsupported special timestamp {timestamp}")
             seg = self._first_segment_reaching(timestamp)
-            return None if seg is None else seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if seg is None:
+                return None
+            return seg.find_offset_by_timestamp(timestamp, self.log_start_offset, tables=TIME_TABLES,
+                                                key=self._time_tables_key())
+
+    def _time_tables_key(self) -> tuple[int, int]:
+        """This log's bytes as the shared per-batch timestamp tables know them: a token of this object
+        and the segment version, which every truncation, deletion and roll bumps."""
+        token = getattr(self, "_time_tables_token", None)
+        if token is None:
+            token = self._time_tables_token = next(_LOG_TOKENS)
+        return token, self._segments_version
 
     def _first_segment_reaching(self, timestamp: int) -> LogSegment | None:
         """First segment whose largest timestamp is >= target (Kafka's linear `find`), found by bisecting
@@ -507,7 +520,8 @@ class PartitionLog:
         if best is None:
             return FoundTimestamp(-1, -1, LEADER_EPOCH)
         target = best.max_timestamp_so_far
-        found = best.find_offset_by_timestamp(target, self.log_start_offset)
+        found = best.find_offset_by_timestamp(target, self.log_start_offset, tables=TIME_TABLES,
+                                              key=self._time_tables_key())
         return found if found is not None else FoundTimestamp(target, best.offset_of_max_timestamp_so_far,
                                                               LEADER_EPOCH)
 

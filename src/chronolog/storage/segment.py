@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from chronolog.errors import CorruptMessageError, InvalidRecordError, KafkaError
-from chronolog.records import AnyBatch, LegacyBatch, iter_batches
+from chronolog.records import HEADER_SIZE, AnyBatch, LegacyBatch, RecordBatch, iter_batches
+from chronolog.records.batch import HEADER as BATCH_HEADER
+from chronolog.records.batch import TIMESTAMP_TYPE_MASK, TimestampTable
 from chronolog.storage.corruption import CorruptRange, find_next_valid_batch
 from chronolog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex, TimestampOffset
 
@@ -497,11 +500,18 @@ class LogSegment:
             end += size
         return start, end - start, first_base
 
-    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> FoundTimestamp | None:
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0, *,
+                                 tables: TimeTableCache | None = None, key: tuple = ()) -> FoundTimestamp | None:
         """First record with timestamp >= target and offset >= starting_offset
-        (`LogSegment.findOffsetByTimestamp`: time index floor, offset index position, then a log scan)."""
+        (`LogSegment.findOffsetByTimestamp`: time index floor, offset index position, then a log scan).
+        With `tables`, batches are walked by their headers and only the one that can hold the answer is
+        read, through the cache of per-batch timestamp tables; `key` names this log version there."""
         floor = self.time_index.lookup(timestamp)
         position = self.offset_index.lookup(max(floor.offset, starting_offset)).position
+        if tables is not None and not self.corrupt_ranges:
+            found = self._find_by_headers(timestamp, starting_offset, position, tables, key)
+            if found is not False:
+                return found
         for _pos, batch in self.batches_from(position):
             if batch.max_timestamp >= timestamp and batch.last_offset >= starting_offset:
                 if isinstance(batch, LegacyBatch):
@@ -514,43 +524,122 @@ class LogSegment:
                     return FoundTimestamp(found[1], found[0], batch.partition_leader_epoch)
         return None
 
+    def _find_by_headers(self, timestamp: int, starting_offset: int, position: int, tables: TimeTableCache,
+                         key: tuple) -> FoundTimestamp | None | bool:
+        """`find_offset_by_timestamp` over v2 headers; False sends the caller to the batch-parsing loop."""
+        headers = _HeaderReader(self)
+        pos = position
+        while True:
+            h = headers.header(pos)
+            if not h:
+                return h
+            size = 12 + h[1]
+            if h[8] >= timestamp and h[0] + h[6] >= starting_offset:
+                found = tables.first_at_or_after((*key, self.base_offset, pos), h,
+                                                 lambda p=pos, n=size: RecordBatch(self.pread(p, n)),
+                                                 timestamp, starting_offset)
+                if found is not None:
+                    return FoundTimestamp(found[1], found[0], h[2])
+            pos += size
+
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
 
 
 class _HeaderReader:
-    """(size, base offset, last offset) of the v2 batch at a position, from chunked reads of the headers
-    only. None at the end of the data (or a torn tail of the last segment); False for anything a
-    batch-parsing reader must look at (legacy messages, bad sizes or magic, truncation mid-file)."""
+    """The 61-byte header of the v2 batch at a position, from chunked reads of the headers only. None at
+    the end of the data (or a torn tail of the last segment); False for anything a batch-parsing reader
+    must look at (legacy messages, bad sizes or magic, truncation mid-file)."""
 
-    __slots__ = ("_seg", "_end", "_buf", "_buf_pos")
-
-    _NEED = 27  # baseOffset, batchLength, leaderEpoch, magic, crc, attributes, lastOffsetDelta
-    _CHUNK = 64 << 10
+    __slots__ = ("_seg", "_end", "_buf", "_buf_pos", "_chunk")
 
     def __init__(self, seg: LogSegment) -> None:
         self._seg = seg
         self._end = seg.size
         self._buf = b""
         self._buf_pos = 0
+        self._chunk = 4096  # one header of a big batch costs a small read; many small batches, bigger ones
 
-    def at(self, pos: int) -> tuple[int, int, int] | None | bool:
+    def header(self, pos: int) -> tuple | None | bool:
+        """`RecordBatch` header fields (baseOffset, batchLength, leaderEpoch, magic, crc, attributes,
+        lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, count)."""
         if pos >= self._end:
             return None
         rel = pos - self._buf_pos
-        if rel < 0 or rel + self._NEED > len(self._buf):
-            self._buf = self._seg.pread(pos, min(self._CHUNK, self._end - pos))
+        if rel < 0 or rel + HEADER_SIZE > len(self._buf):
+            self._buf = self._seg.pread(pos, min(self._chunk, self._end - pos))
+            self._chunk = min(self._chunk * 4, 64 << 10)
             self._buf_pos, rel = pos, 0
-            if len(self._buf) < self._NEED:
+            if len(self._buf) < HEADER_SIZE:
                 return None if self._seg.is_last else False
-        base, length, _epoch, magic, _crc, _attributes, delta = _HEAD27.unpack_from(self._buf, rel)
-        if magic != 2 or length < _V2_MIN_LENGTH or delta < 0:
+        h = BATCH_HEADER.unpack_from(self._buf, rel)
+        if h[3] != 2 or h[1] < HEADER_SIZE - 12 or h[6] < 0:
             return False
-        size = 12 + length
-        if pos + size > self._end:
+        if pos + 12 + h[1] > self._end:
             return None if self._seg.is_last else False
-        return size, base, base + delta
+        return h
+
+    def at(self, pos: int) -> tuple[int, int, int] | None | bool:
+        """(size, base offset, last offset), or None / False as `header`."""
+        h = self.header(pos)
+        if not h:
+            return h
+        return 12 + h[1], h[0], h[0] + h[6]
 
 
-_HEAD27 = struct.Struct(">qiibIhi")
-_V2_MIN_LENGTH = 49  # a v2 header without records, minus baseOffset and batchLength
+class TimeTableCache:
+    """Lookups by time inside big batches (a librdkafka batch holds thousands of records): the first
+    lookup in a batch scans it, stopping at the answer; a second builds the batch's `TimestampTable`
+    and keeps it here, so later lookups bisect instead of scanning. Bounded by records held (about 24
+    bytes each), least recently used first out. Keys name a batch position in one version of one
+    log; entries also check base offset, CRC and length, so a table never answers for other bytes."""
+
+    MIN_RECORDS = 64  # smaller batches scan faster than they bisect
+
+    def __init__(self, max_records: int = 1_000_000, max_seen: int = 4096) -> None:
+        self.max_records = max_records
+        self.max_seen = max_seen
+        self._tables: OrderedDict[tuple, tuple[tuple[int, int, int], TimestampTable]] = OrderedDict()
+        self._seen: OrderedDict[tuple, None] = OrderedDict()
+        self._records = 0
+        self._lock = threading.Lock()
+
+    def first_at_or_after(self, key: tuple, header: tuple, load, target: int,
+                          min_offset: int) -> tuple[int, int] | None:
+        """`RecordBatch.first_at_or_after` for the batch with this header; `load()` reads the batch."""
+        if header[12] < self.MIN_RECORDS or header[5] & TIMESTAMP_TYPE_MASK:
+            return load().first_at_or_after(target, min_offset)
+        ident = (header[0], header[4], header[1])
+        with self._lock:
+            entry = self._tables.get(key)
+            if entry is not None and entry[0] == ident:
+                self._tables.move_to_end(key)
+                return entry[1].first_at_or_after(target, min_offset)
+            seen = key in self._seen
+            if not seen:
+                self._seen[key] = None
+                if len(self._seen) > self.max_seen:
+                    self._seen.popitem(last=False)
+        batch = load()
+        if not seen:
+            return batch.first_at_or_after(target, min_offset)
+        table = batch.timestamp_table()
+        with self._lock:
+            old = self._tables.pop(key, None)
+            if old is not None:
+                self._records -= len(old[1])
+            self._tables[key] = (ident, table)
+            self._records += len(table)
+            while self._records > self.max_records and len(self._tables) > 1:
+                _key, (_ident, dropped) = self._tables.popitem(last=False)
+                self._records -= len(dropped)
+        return table.first_at_or_after(target, min_offset)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._tables.clear()
+            self._seen.clear()
+            self._records = 0
+
+
+TIME_TABLES = TimeTableCache()
