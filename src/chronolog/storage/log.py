@@ -14,6 +14,7 @@ import itertools
 import logging
 import os
 import random
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -31,18 +32,23 @@ from chronolog.errors import (
     UnsupportedVersionError,
 )
 from chronolog.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
     CompressionType,
     LegacyBatch,
     Record,
     RecordBatch,
     TimestampType,
     build_batch,
+    crc32c,
     iter_batches,
     set_base_offset,
     set_max_timestamp,
     set_partition_leader_epoch,
     upconvert_to_v2,
 )
+from chronolog.records.batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, TIMESTAMP_TYPE_MASK
+from chronolog.records.batch import HEADER as BATCH_HEADER
 from chronolog.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, TIME_TABLES, FoundTimestamp, LogSegment
 
 log = logging.getLogger(__name__)
@@ -249,6 +255,11 @@ class PartitionLog:
             raise KafkaError("log is read-only")
         now = now_ms() if now is None else now
         buf = bytearray(records)
+        if (len(buf) >= HEADER_SIZE and buf[16] == 2
+                and int.from_bytes(buf[8:12], "big", signed=True) + LOG_OVERHEAD == len(buf)):
+            info = self._append_one_v2(buf, now, origin_client)
+            if info is not None:
+                return info
         batches = list(iter_batches(buf))
         consumed = sum(b.size_in_bytes for b in batches)
         if not batches or consumed != len(buf):
@@ -274,6 +285,7 @@ class PartitionLog:
                     batch = RecordBatch(data)
                 else:
                     batch.validate()
+                    _check_offset_range(batch.last_offset_delta, batch.records_count)
                     # A request's only batch is patched in the request's own copy; others get theirs.
                     data = buf if len(batches) == 1 else bytearray(batch.raw)
                 if batch.size_in_bytes > cfg.max_message_bytes:
@@ -327,6 +339,63 @@ class PartitionLog:
                 self.flush()
             return AppendInfo(first, offset - 1, max_ts, offset_of_max, now if log_append else -1,
                               self.log_start_offset, count)
+
+    def _append_one_v2(self, buf: bytearray, now: int, origin_client: bool) -> AppendInfo | None:
+        """`append` for what producers send: one v2 batch whose codec the topic keeps. The same checks in
+        the same order as the general loop, with the header unpacked once and the request's buffer
+        patched and written as it is. None when the topic recompresses (the general loop does that)."""
+        h = BATCH_HEADER.unpack_from(buf, 0)
+        attributes = h[5]
+        with self.lock:
+            if self._closed:
+                raise KafkaError("log is closed")
+            cfg = self.config
+            topic_codec = _topic_codec(cfg.compression_type)
+            if topic_codec is not None and topic_codec != attributes & COMPRESSION_MASK:
+                return None
+            # DefaultRecordBatch.ensureValid, then LogValidator.validateBatch
+            if crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]) != h[4]:
+                raise CorruptMessageError(f"batch at offset {h[0]}: CRC mismatch (stored {h[4]}, computed "
+                                          f"{crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:])})")
+            if h[12] < 0 or h[6] < 0:
+                raise InvalidRecordError(f"batch at offset {h[0]}: negative record count or delta")
+            _check_offset_range(h[6], h[12])
+            if len(buf) > cfg.max_message_bytes:
+                raise MessageTooLargeError(f"batch of {len(buf)} bytes exceeds max.message.bytes "
+                                           f"{cfg.max_message_bytes}")
+            if attributes & CONTROL_MASK and origin_client:
+                raise InvalidRecordError("clients may not write control batches")
+            batch = RecordBatch(buf)
+            lo, batch_max, n_records = batch.scan_timestamps()
+            log_append = cfg.log_append_time
+            if not log_append:
+                before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
+                for ts in (lo, batch_max):
+                    if ts != -1 and (now - ts > before or ts - now > after):
+                        raise InvalidTimestampError(
+                            f"timestamp {ts} in batch for {self.topic}-{self.partition} is out of range "
+                            f"(now {now}, message.timestamp.before.max.ms {before}, after.max.ms {after})")
+                if lo == -1 and batch_max != -1:
+                    self._check_each_timestamp(batch, now, before, after)
+            offset = self._next_offset
+            _BASE_AND_EPOCH.pack_into(buf, 0, offset, h[1], LEADER_EPOCH)
+            if log_append:
+                set_max_timestamp(buf, 0, TimestampType.LOG_APPEND_TIME, now)
+                batch_max = now
+            elif h[8] != batch_max or attributes & TIMESTAMP_TYPE_MASK:
+                set_max_timestamp(buf, 0, TimestampType.CREATE_TIME, batch_max)
+            last = offset + n_records - 1
+            max_ts, offset_of_max = (batch_max, last) if batch_max > -1 else (-1, -1)
+            if len(buf) > cfg.segment_bytes:
+                raise MessageTooLargeError(f"{len(buf)} bytes exceed segment.bytes {cfg.segment_bytes}")
+            self._maybe_roll(len(buf), max_ts, last, now)
+            self.active.append(last, max_ts, offset_of_max, buf)
+            self._next_offset = last + 1
+            self._unflushed_messages += n_records
+            if self._unflushed_messages >= cfg.flush_messages:
+                self.flush()
+            return AppendInfo(offset, last, max_ts, offset_of_max, now if log_append else -1,
+                              self.log_start_offset, n_records)
 
     def _check_each_timestamp(self, batch: RecordBatch, now: int, before: int, after: int) -> None:
         """Records mixing -1 with real timestamps: the min/max shortcut cannot see the smallest real one."""
@@ -676,3 +745,13 @@ class PartitionLog:
 def _topic_codec(name: str) -> CompressionType | None:
     """The codec a topic's `compression.type` imposes; None for `producer` (keep the producer's)."""
     return None if name == "producer" else CompressionType.from_name(name)
+
+
+_BASE_AND_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength (rewritten as is), partitionLeaderEpoch
+
+
+def _check_offset_range(last_offset_delta: int, count: int) -> None:
+    """`LogValidator.validateBatch`: a v2 batch's offset range must match its record count."""
+    if last_offset_delta + 1 != count:
+        raise InvalidRecordError(f"Inconsistent batch offset range [0, {last_offset_delta}] and count of "
+                                 f"records {count}")
