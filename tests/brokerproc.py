@@ -2,11 +2,16 @@
 
 Use the `broker` fixture (import it into a test module or conftest: `from tests.brokerproc import broker`)
 or `BrokerProcess` directly to restart or kill it.
+
+With a `listeners` config (`SASL_SSL://127.0.0.1:0,...`) the ports are read from the broker's
+"chronolog serving on NAME://host:port" lines: `proc.listeners` maps each listener name to its
+(host, port), `proc.bootstrap_for(NAME)` gives its bootstrap address, and a restart keeps the same ports.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -36,10 +41,15 @@ class BrokerProcess:
         self.port = port or free_port()
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
+        self.listeners: dict[str, tuple[str, int]] = {}
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def bootstrap_for(self, listener: str) -> str:
+        host, port = self.listeners[listener.upper()]
+        return f"{host}:{port}"
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         args = [sys.executable, "-m", "chronolog.cli.main", "serve", "--data-dir", str(self.data_dir),
@@ -47,17 +57,41 @@ class BrokerProcess:
         for k, v in self.configs.items():
             args += ["--config", f"{k}={v}"]
         self._log = open(self.log_path, "ab")
+        log_start = self._log.tell()
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
+            if "listeners" in self.configs:
+                if self._read_listeners(log_start):
+                    return self
+                time.sleep(0.05)
+                continue
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    self._read_listeners(log_start)
                     return self
             except OSError:
                 time.sleep(0.05)
         raise RuntimeError("broker did not start listening")
+
+    def _read_listeners(self, log_start: int) -> bool:
+        """True once every configured listener has printed its "serving on" line; pins port 0 listeners
+        to the ports they got, so that a restart serves the same addresses."""
+        with open(self.log_path, "rb") as f:
+            f.seek(log_start)
+            text = f.read().decode(errors="replace")
+        found = {m[1]: (m[2], int(m[3])) for m in re.finditer(r"chronolog serving on (\w+)://(\S+):(\d+) ", text)}
+        wanted = [item.split("://")[0].strip().upper() for item in self.configs.get("listeners", "").split(",")
+                  if item.strip()]
+        if not found or any(name not in found for name in wanted):
+            return False
+        self.listeners = found
+        if wanted:
+            self.configs["listeners"] = ",".join(f"{n}://{found[n][0]}:{found[n][1]}" for n in wanted)
+            self.port = found[wanted[0]][1]
+        return True
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int | None:
         if self.proc is None or self.proc.poll() is not None:
