@@ -449,3 +449,92 @@ def test_cli_users_and_acls(tmp_path):
     assert {b.name for b in AclStore(tmp_path / "data").list()} == {"g", "*"}
     bad = _cli("acls", "add", "--data-dir", data, "--allow-principal", "alice", "--operation", "read", "--topic", "t")
     assert bad.returncode != 0 and "Type:name" in bad.stderr and "Traceback" not in bad.stderr
+
+
+# -- ACL admin APIs ---------------------------------------------------------------------------------------
+def test_acl_admin_apis(secure_broker, pki):
+    """CreateAcls / DescribeAcls / DeleteAcls through confluent-kafka's AdminClient: a super user manages
+    ACLs (they land in the same file `chronolog acls` edits); alice, without ALTER on the cluster, cannot."""
+    from confluent_kafka.admin import (
+        AclBinding as CKBinding,
+    )
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    admin = AdminClient(_sasl_conf(secure_broker, pki, "admin", "SCRAM-SHA-256"))
+    binding = CKBinding(ResourceType.TOPIC, "api-", ResourcePatternType.PREFIXED, "User:zed", "*",
+                        AclOperation.READ, AclPermissionType.ALLOW)
+    for future in admin.create_acls([binding]).values():
+        assert future.result(10) is None
+    assert any(b.name == "api-" and b.principal == "User:zed" for b in AclStore(secure_broker.data_dir).list())
+    match = AclBindingFilter(ResourceType.TOPIC, "api-topic", ResourcePatternType.MATCH, None, None,
+                             AclOperation.ANY, AclPermissionType.ANY)
+    described = admin.describe_acls(match).result(10)
+    assert [(b.name, b.principal, b.operation) for b in described] == [("api-", "User:zed", AclOperation.READ)]
+    alice = AdminClient(_sasl_conf(secure_broker, pki, "alice", "SCRAM-SHA-256"))
+    with pytest.raises(confluent_kafka.KafkaException) as denied:
+        list(alice.create_acls([binding]).values())[0].result(10)
+    assert denied.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    # librdkafka drops DescribeAcls' top-level error (it answers an empty list); kafka-python raises it.
+    from kafka.admin import (
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        KafkaAdminClient,
+        ResourcePatternFilter,
+    )
+    from kafka.admin import ACLResourcePatternType as KPPattern
+    from kafka.admin import ResourceType as KPType
+    from kafka.errors import ClusterAuthorizationFailedError
+
+    kp_alice = KafkaAdminClient(bootstrap_servers=secure_broker.bootstrap_for("SASL_SSL"), security_protocol="SASL_SSL",
+                                sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="alice",
+                                sasl_plain_password=PASSWORDS["alice"], ssl_cafile=pki["ca"])
+    try:
+        with pytest.raises(ClusterAuthorizationFailedError):
+            kp_alice.describe_acls(ACLFilter(principal=None, host="*", operation=ACLOperation.ANY,
+                                             permission_type=ACLPermissionType.ANY,
+                                             resource_pattern=ResourcePatternFilter(KPType.TOPIC, "api-topic",
+                                                                                    KPPattern.MATCH)))
+    finally:
+        kp_alice.close()
+    deleted = list(admin.delete_acls([match]).values())[0].result(10)
+    assert [(b.name, b.principal) for b in deleted] == [("api-", "User:zed")]
+    assert not any(b.principal == "User:zed" for b in AclStore(secure_broker.data_dir).list())
+
+
+def test_scram_credential_admin_apis(secure_broker, pki):
+    """AlterUserScramCredentials / DescribeUserScramCredentials (KIP-554): the client salts and hashes, the
+    broker stores the derived keys; the new user logs in at once; alice (no ALTER on the cluster) cannot."""
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient(_sasl_conf(secure_broker, pki, "admin", "SCRAM-SHA-256"))
+    upsert = UserScramCredentialUpsertion("frank", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                          b"frank-pw", b"some-salt-bytes!")
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        assert future.result(10) is None
+    described = admin.describe_user_scram_credentials(["frank"])["frank"].result(10)
+    infos = described.scram_credential_infos
+    assert [(i.mechanism, i.iterations) for i in infos] == [(ScramMechanism.SCRAM_SHA_512, 8192)]
+    assert "frank-pw" not in (secure_broker.data_dir / "chronolog-credentials.json").read_text()
+    frank = {**_sasl_conf(secure_broker, pki, "admin", "SCRAM-SHA-512"), "sasl.username": "frank",
+             "sasl.password": "frank-pw"}
+    AdminClient(frank).list_topics(timeout=10)  # authenticates (frank may describe nothing)
+    alice = AdminClient(_sasl_conf(secure_broker, pki, "alice", "SCRAM-SHA-256"))
+    with pytest.raises(confluent_kafka.KafkaException) as denied:
+        list(alice.alter_user_scram_credentials([upsert]).values())[0].result(10)
+    assert denied.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    delete = UserScramCredentialDeletion("frank", ScramMechanism.SCRAM_SHA_512)
+    for future in admin.alter_user_scram_credentials([delete]).values():
+        assert future.result(10) is None
+    assert "frank" not in CredentialStore(secure_broker.data_dir).users()

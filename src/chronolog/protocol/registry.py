@@ -44,6 +44,7 @@ class BrokerState:
     coordinator: Any = None
     authorizer: Any = field(default_factory=AllowAll)
     data_waiters: Any = None  # set by the server: wakes Fetch long-polls when data arrives
+    credentials: Any = None  # the SCRAM CredentialStore (Describe/AlterUserScramCredentials)
     # Producer ids must not repeat across restarts: start from the clock (ms), as unique as Kafka's blocks.
     producer_ids: itertools.count = field(default_factory=lambda: itertools.count(int(time.time() * 1000)))
     producer_state: dict = field(default_factory=dict)  # (topic, partition, pid) -> (epoch, last seq, offsets)

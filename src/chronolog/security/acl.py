@@ -129,7 +129,9 @@ class AclBinding:
 
 @dataclass(frozen=True)
 class AclFilter:
-    """None matches anything (AclBindingFilter with ANY)."""
+    """None matches anything (AclBindingFilter with ANY). Pattern type "MATCH" with a name selects the
+    ACLs that apply to that resource: the literal name, the literal `*` and matching prefixes
+    (`ResourcePatternFilter.matches` with PatternType.MATCH)."""
 
     resource_type: str | None = None
     pattern_type: str | None = None
@@ -140,7 +142,12 @@ class AclFilter:
     permission: str | None = None
 
     def matches(self, b: AclBinding) -> bool:
-        return all(want is None or want == getattr(b, key) for key, want in asdict(self).items())
+        wanted = asdict(self)
+        if self.pattern_type == "MATCH":
+            del wanted["pattern_type"], wanted["name"]
+            if self.name is not None and not b.applies_to(b.resource_type, self.name):
+                return False
+        return all(want is None or want == getattr(b, key) for key, want in wanted.items())
 
 
 class AclStore:

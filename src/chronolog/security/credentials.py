@@ -75,6 +75,14 @@ class CredentialStore:
             users[user] = {**users.get(user, {}), mechanism: credential.to_json()}
             write_json_atomic(self.path, {"version": 1, "users": users})
 
+    def put(self, user: str, mechanism: str, credential: scram.ScramCredential) -> None:
+        """Store a credential made elsewhere (AlterUserScramCredentials)."""
+        validate_user_name(user)
+        with locked(self.path):
+            users = dict(self._users())
+            users[user] = {**users.get(user, {}), mechanism: credential.to_json()}
+            write_json_atomic(self.path, {"version": 1, "users": users})
+
     def delete(self, user: str, mechanism: str | None = None) -> bool:
         """Remove one mechanism or the whole user; False when there was nothing to remove."""
         with locked(self.path):

@@ -79,6 +79,15 @@ def make_credential(mechanism: str, password: str, *, salt: bytes | None = None,
                            _hmac(hash_name, salted, b"Server Key"))
 
 
+def credential_from_salted(mechanism: str, salt: bytes, iterations: int, salted: bytes) -> ScramCredential:
+    """What AlterUserScramCredentials sends (KIP-554): the client salts and hashes, the broker derives
+    the keys, so the password never reaches the broker."""
+    hash_name = _hash_name(mechanism)
+    client_key = _hmac(hash_name, salted, b"Client Key")
+    return ScramCredential(salt, iterations, hashlib.new(hash_name, client_key).digest(),
+                           _hmac(hash_name, salted, b"Server Key"))
+
+
 def verify_password(mechanism: str, credential: ScramCredential, password: str) -> bool:
     """Checks a clear password (SASL/PLAIN) against the stored SCRAM keys, in constant time."""
     hash_name = _hash_name(mechanism)

@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 
 def _load_handlers() -> None:
     import chronolog.protocol.core  # noqa: F401  (registers)
-    for optional in ("chronolog.protocol.admin", "chronolog.protocol.groups", "chronolog.protocol.sasl"):
+    for optional in ("chronolog.protocol.admin", "chronolog.protocol.groups", "chronolog.protocol.sasl",
+                     "chronolog.protocol.acls", "chronolog.protocol.scram_admin"):
         with contextlib.suppress(ModuleNotFoundError):
             __import__(optional)
 
@@ -158,6 +159,7 @@ class Broker:
         self.state = BrokerState(manager, self.config, self.host, self.port, data_waiters=DataSignal())
         if authorizer is not None:
             self.state.authorizer = authorizer
+        self.state.credentials = self.credentials  # Describe/AlterUserScramCredentials
         from chronolog.protocol.core import rebuild_producer_state
         await asyncio.to_thread(rebuild_producer_state, self.state)
         advertised = self._advertised()

@@ -1,0 +1,130 @@
+"""CreateAcls (API 30), DescribeAcls (API 29) and DeleteAcls (API 31), v1-3 (Kafka 4.0 dropped v0), after
+`AclApis`: Create/Delete need ALTER on the cluster and Describe needs DESCRIBE on the cluster
+(CLUSTER_AUTHORIZATION_FAILED otherwise); without an authorizer every call answers SECURITY_DISABLED.
+Bindings are stored in the same `chronolog-acls.json` that `chronolog acls` edits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chronolog.errors import ChronologError, ErrorCode
+from chronolog.protocol.registry import RequestContext, register
+from chronolog.security import acl
+
+ANY, MATCH = 1, 2
+_OPS = {v: k for k, v in acl.OPERATIONS.items()}
+_PERMS = {v: k for k, v in acl.PERMISSIONS.items()}
+_TYPES = {v: k for k, v in acl.RESOURCE_TYPES.items()}
+_PATTERNS = {v: k for k, v in acl.PATTERN_TYPES.items()}
+NO_AUTHORIZER = "No Authorizer is configured on the broker"
+
+
+def _store(ctx: RequestContext) -> acl.AclStore | None:
+    return getattr(ctx.authorizer, "store", None)
+
+
+def _code(table: dict[str, int], name: str) -> int:
+    return table[name]
+
+
+def _filter(f: Any) -> acl.AclFilter:
+    """An AclBindingFilter from the wire; unknown codes raise (answered INVALID_REQUEST)."""
+    def pick(code: int, names: dict[int, str], what: str, allow_match: bool = False) -> str | None:
+        code = int(code)
+        if code == ANY:
+            return None
+        if allow_match and code == MATCH:
+            return "MATCH"
+        if code not in names:
+            raise ChronologError(f"unknown {what} {code}")
+        return names[code]
+    return acl.AclFilter(resource_type=pick(f.resource_type_filter, _TYPES, "resource type"),
+                         pattern_type=pick(f.pattern_type_filter, _PATTERNS, "pattern type", allow_match=True),
+                         name=f.resource_name_filter, principal=f.principal_filter, host=f.host_filter,
+                         operation=pick(f.operation, _OPS, "operation"),
+                         permission=pick(f.permission_type, _PERMS, "permission type"))
+
+
+def _wire(b: acl.AclBinding) -> dict:
+    return {"resource_type": _code(acl.RESOURCE_TYPES, b.resource_type), "resource_name": b.name,
+            "pattern_type": _code(acl.PATTERN_TYPES, b.pattern_type), "principal": b.principal, "host": b.host,
+            "operation": _code(acl.OPERATIONS, b.operation), "permission_type": _code(acl.PERMISSIONS, b.permission)}
+
+
+@register(29, 1, 3)
+def describe_acls(req: Any, ctx: RequestContext) -> dict:
+    store = _store(ctx)
+    if store is None:
+        return {"throttle_time": 0, "error_code": ErrorCode.SECURITY_DISABLED, "error_message": NO_AUTHORIZER,
+                "resources": []}
+    if not ctx.allowed("describe", "cluster", acl.CLUSTER_NAME):
+        return {"throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Cluster authorization failed.", "resources": []}
+    try:
+        found = store.list(_filter(req))
+    except ChronologError as exc:
+        return {"throttle_time": 0, "error_code": ErrorCode.INVALID_REQUEST, "error_message": str(exc),
+                "resources": []}
+    grouped: dict[tuple, list[dict]] = {}
+    for b in found:
+        key = (_code(acl.RESOURCE_TYPES, b.resource_type), b.name, _code(acl.PATTERN_TYPES, b.pattern_type))
+        grouped.setdefault(key, []).append({"principal": b.principal, "host": b.host,
+                                            "operation": _code(acl.OPERATIONS, b.operation),
+                                            "permission_type": _code(acl.PERMISSIONS, b.permission)})
+    resources = [{"resource_type": t, "resource_name": n, "pattern_type": p, "acls": acls}
+                 for (t, n, p), acls in grouped.items()]
+    return {"throttle_time": 0, "error_code": 0, "error_message": None, "resources": resources}
+
+
+@register(30, 1, 3)
+def create_acls(req: Any, ctx: RequestContext) -> dict:
+    store = _store(ctx)
+    results: list[dict] = []
+    valid: list[acl.AclBinding] = []
+    for c in req.creations:
+        if store is None:
+            results.append({"error_code": ErrorCode.SECURITY_DISABLED, "error_message": NO_AUTHORIZER})
+            continue
+        if not ctx.allowed("alter", "cluster", acl.CLUSTER_NAME):
+            results.append({"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                            "error_message": "Cluster authorization failed."})
+            continue
+        try:
+            ptype = _PATTERNS.get(int(c.resource_pattern_type))
+            rtype = _TYPES.get(int(c.resource_type))
+            op, perm = _OPS.get(int(c.operation)), _PERMS.get(int(c.permission_type))
+            if None in (ptype, rtype, op, perm):
+                raise ChronologError("Invalid ACL creation: resource type, pattern type, operation and "
+                                     "permission must be specific values")
+            valid.append(acl.AclBinding.create(principal_=c.principal, operation_=op, permission_=perm,
+                                               resource_type_=rtype, name=c.resource_name, pattern_type_=ptype,
+                                               host=c.host))
+            results.append({"error_code": 0, "error_message": None})
+        except ChronologError as exc:
+            results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(exc)})
+    if valid:
+        store.add(valid)
+    return {"throttle_time": 0, "results": results}
+
+
+@register(31, 1, 3)
+def delete_acls(req: Any, ctx: RequestContext) -> dict:
+    store = _store(ctx)
+    results = []
+    for f in req.filters:
+        if store is None:
+            results.append({"error_code": ErrorCode.SECURITY_DISABLED, "error_message": NO_AUTHORIZER,
+                            "matching_acls": []})
+            continue
+        if not ctx.allowed("alter", "cluster", acl.CLUSTER_NAME):
+            results.append({"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                            "error_message": "Cluster authorization failed.", "matching_acls": []})
+            continue
+        try:
+            removed = store.remove(_filter(f))
+        except ChronologError as exc:
+            results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(exc), "matching_acls": []})
+            continue
+        results.append({"error_code": 0, "error_message": None,
+                        "matching_acls": [{"error_code": 0, "error_message": None, **_wire(b)} for b in removed]})
+    return {"throttle_time": 0, "filter_results": results}
