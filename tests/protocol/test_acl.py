@@ -124,3 +124,20 @@ def test_listeners_without_authentication_stay_on_loopback(tmp_path):
                               "listeners.allow.non.loopback.without.auth": "true"})._check_listener()
     with pytest.raises(ChronologError, match="without authentication"):
         Broker(tmp_path, host="0.0.0.0")._check_listener()
+
+
+def test_connection_quotas(tmp_path):
+    """ConnectionQuotas: per-IP limit, per-IP overrides, broker-wide limit (the broker test checks the
+    per-IP one over real sockets)."""
+    from chronolog.server.broker import Broker
+    broker = Broker(tmp_path, configs={"max.connections.per.ip": "2", "max.connections": "4",
+                                       "max.connections.per.ip.overrides": "127.0.0.2:1,10.0.0.1:3"})
+    broker._per_ip.update({"127.0.0.1": 2, "127.0.0.2": 1, "10.0.0.1": 1})
+    broker._total = 4
+    assert "maximum of 2" in broker._admit("127.0.0.1")
+    assert "maximum of 1" in broker._admit("127.0.0.2")
+    assert "broker already has" in broker._admit("10.0.0.1")  # its own limit is 3, the broker's is reached
+    broker._total = 3
+    assert broker._admit("10.0.0.1") is None and broker._admit("10.9.9.9") is None
+    with pytest.raises(ChronologError, match="overrides"):
+        Broker(tmp_path, configs={"max.connections.per.ip.overrides": "127.0.0.1"})

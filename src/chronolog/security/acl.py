@@ -49,12 +49,25 @@ IMPLIED_BY = {"Describe": {"Describe", "Read", "Write", "Delete", "Alter"},
               "DescribeConfigs": {"DescribeConfigs", "AlterConfigs"}}
 
 
-def _canonical(value: str, names: Iterable[str], what: str) -> str:
-    key = str(value).replace("_", "").replace("-", "").lower()
-    for name in names:
-        if name.lower() == key:
-            return name
-    raise ChronologError(f"unknown {what} {value!r}; expected one of {', '.join(names)}")
+_LOOKUP: dict[int, dict[str, str]] = {}
+
+
+def _canonical(value: str, names: dict[str, int], what: str) -> str:
+    """`describe_configs`, `DESCRIBE-CONFIGS` and `DescribeConfigs` are one name (an authorize() per
+    partition goes through here, hence the cached lookup table)."""
+    table = _LOOKUP.get(id(names))
+    if table is None:
+        table = _LOOKUP[id(names)] = {}
+    found = table.get(value)
+    if found is None:
+        key = str(value).replace("_", "").replace("-", "").lower()
+        for name in names:
+            if name.lower() == key:
+                found = table[value] = name
+                break
+        else:
+            raise ChronologError(f"unknown {what} {value!r}; expected one of {', '.join(names)}")
+    return found
 
 
 def operation(value: str) -> str:
@@ -222,6 +235,12 @@ class AclAuthorizer:
         self._indexed = -1
         self._literal: dict[tuple[str, str], list[AclBinding]] = {}
         self._other: dict[str, list[AclBinding]] = {}
+        # Checking the file on every call costs a stat per partition; the broker turns this off and
+        # calls refresh() once per request instead, so a change still applies to the next request.
+        self.auto_refresh = True
+
+    def refresh(self) -> None:
+        self._index()
 
     def _index(self) -> None:
         bindings = self.store.bindings()
@@ -237,7 +256,8 @@ class AclAuthorizer:
         self._literal, self._other, self._indexed = literal, other, self.store._generation
 
     def matching_acls(self, rtype: str, name: str) -> list[AclBinding]:
-        self._index()
+        if self.auto_refresh or self._indexed < 0:
+            self._index()
         found = list(self._literal.get((rtype, name), ()))
         found += [b for b in self._other.get(rtype, ()) if b.applies_to(rtype, name)]
         return found

@@ -154,6 +154,7 @@ class Broker:
         self._check_listener()
         listeners = [self._prepare(spec) for spec in self.specs]
         authorizer = self._authorizer()
+        advertised = self._advertised()
         manager = LogManager(self.data_dir, self.config)
         await asyncio.to_thread(manager.startup)
         self.state = BrokerState(manager, self.config, self.host, self.port, data_waiters=DataSignal())
@@ -162,7 +163,6 @@ class Broker:
         self.state.credentials = self.credentials  # Describe/AlterUserScramCredentials
         from chronolog.protocol.core import rebuild_producer_state
         await asyncio.to_thread(rebuild_producer_state, self.state)
-        advertised = self._advertised()
         try:
             for listener in listeners:
                 listener.server = await asyncio.start_server(
@@ -224,8 +224,10 @@ class Broker:
             return None
         store = AclStore(self.data_dir)
         store.bindings()  # an unreadable ACL file stops the start instead of being read as "no ACLs"
-        return AclAuthorizer(store, parse_super_users(self.config["super.users"]),
-                             bool(self.config["allow.everyone.if.no.acl.found"]))
+        authorizer = AclAuthorizer(store, parse_super_users(self.config["super.users"]),
+                                   bool(self.config["allow.everyone.if.no.acl.found"]))
+        authorizer.auto_refresh = False  # _handle refreshes once per request
+        return authorizer
 
     def _check_listener(self) -> None:
         """A listener without authentication (PLAINTEXT, or SSL without required client certificates) stays
@@ -394,6 +396,9 @@ class Broker:
         except (CorruptMessageError, UnsupportedVersionError) as exc:
             log.warning("closing connection from %s: %s", client_host, exc)
             raise ConnectionError(str(exc)) from None
+        refresh = getattr(self.state.authorizer, "refresh", None)
+        if refresh is not None:
+            refresh()  # the ACL file changed? (one stat per request)
         ctx = RequestContext(self.state, api_key, version, correlation_id, request.client_id, client_host,
                              principal=conn.principal if conn is not None else "User:ANONYMOUS", connection=conn)
         try:
