@@ -401,6 +401,34 @@ def test_per_ip_connection_limit(tmp_path):
     assert "Rejected connection from 127.0.0.1" in proc.log_path.read_text()
 
 
+def test_queued_max_requests_bounds_requests_in_flight(tmp_path):
+    """queued.max.requests=1: while one connection's Fetch is parked in its long poll, another
+    connection's request waits for it (its answer comes second), and is then served."""
+    import select
+
+    from kio.index import load_request_schema
+
+    from chronolog.protocol import codec
+    proc = BrokerProcess(tmp_path / "data", {"queued.max.requests": "1"}).start()
+    try:
+        with _connect_plain(proc) as a, _connect_plain(proc) as b:
+            a.sendall(_request(3, 1, 1, codec.build(load_request_schema(3, 1), {"topics": [{"name": "idle"}]})))
+            assert any(t.name == "idle" for t in _response(3, 1, _recv_frame(a)).topics)
+            fetch = codec.build(load_request_schema(1, 4), {
+                "replica_id": -1, "max_wait": 2000, "min_bytes": 1, "max_bytes": 1 << 20,
+                "topics": [{"topic": "idle", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                              "partition_max_bytes": 1 << 20}]}]})
+            a.sendall(_request(1, 4, 2, fetch))
+            time.sleep(0.5)  # let the Fetch reach its long poll (holding the only slot)
+            b.sendall(_request(18, 0, 3, load_request_schema(18, 0)()))
+            ready, _, _ = select.select([a, b], [], [], 10)
+            assert ready == [a]  # the parked Fetch answers first; b waited for the slot
+            _recv_frame(a)
+            assert _recv_frame(b)  # and b is served right after
+    finally:
+        proc.stop()
+
+
 def _connect_plain(proc: BrokerProcess) -> socket.socket:
     return socket.create_connection(("127.0.0.1", proc.port), timeout=5)
 
