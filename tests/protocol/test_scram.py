@@ -48,7 +48,7 @@ def test_stored_credential_holds_no_password() -> None:
 
 
 def client_exchange(mechanism: str, server: scram.ScramServer, user: str, password: str,
-                    nonce: str = "clientnonce123") -> bytes:
+                    nonce: str = "clientnonce123", repeat_client_nonce: bool = False) -> bytes:
     """A SCRAM client written from RFC 5802 section 3; returns the server-final message."""
     hash_name = scram.MECHANISMS[mechanism]
     bare = f"n={scram.encode_saslname(user)},r={nonce}"
@@ -58,7 +58,7 @@ def client_exchange(mechanism: str, server: scram.ScramServer, user: str, passwo
     salted = hashlib.pbkdf2_hmac(hash_name, password.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
     client_key = hmac.new(salted, b"Client Key", hash_name).digest()
     stored_key = hashlib.new(hash_name, client_key).digest()
-    without_proof = f"c=biws,r={fields['r']}"
+    without_proof = f"c=biws,r={nonce if repeat_client_nonce else ''}{fields['r']}"
     auth = f"{bare},{server_first},{without_proof}".encode()
     signature = hmac.new(stored_key, auth, hash_name).digest()
     proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
@@ -75,6 +75,15 @@ def test_round_trip_with_escaped_name(mechanism: str) -> None:
     server = scram.ScramServer(mechanism, lookup_for({"a,b=c": cred}))
     client_exchange(mechanism, server, "a,b=c", "s3cret,=x")
     assert server.complete and server.username == "a,b=c"
+
+
+def test_older_librdkafka_repeating_the_client_nonce_is_accepted() -> None:
+    """librdkafka 1.x sends r=<client nonce><combined nonce>; Kafka's ScramSaslServer accepts a final
+    nonce that ends with the server-first nonce (found with Debian's kcat)."""
+    cred = scram.make_credential("SCRAM-SHA-256", "pw")
+    server = scram.ScramServer("SCRAM-SHA-256", lookup_for({"u": cred}))
+    client_exchange("SCRAM-SHA-256", server, "u", "pw", repeat_client_nonce=True)
+    assert server.complete
 
 
 def test_wrong_password_fails_at_the_proof() -> None:

@@ -187,7 +187,10 @@ class ScramServer:
             raise self._fail("invalid client-final-message")
         assert self._messages is not None and self._credential is not None
         bare, server_first, gs2 = self._messages
-        if m["nonce"] != self._nonce:
+        # ScramSaslServer checks endsWith, not equality: librdkafka before 2.x sends the client nonce twice
+        # (client nonce + the combined nonce). The proof covers the message as sent, and it must still end
+        # with our fresh nonce, so nothing is lost; Debian's kcat and rsyslog's omkafka need this.
+        if not m["nonce"].endswith(self._nonce):
             raise self._fail("nonce mismatch")
         try:
             cbind = base64.b64decode(m["cbind"], validate=True)
