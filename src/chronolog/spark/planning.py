@@ -89,42 +89,44 @@ def _plan_partition(source, mode: str, options: SourceOptions, bounds: Bounds, t
     return OffsetRange(topic, p, start, end, target, mode, b, options.include_headers)
 
 
-def _batch_min(batch) -> int | None:
-    if batch.magic != 2:
-        values = [r.timestamp for r in batch.records()]
-        return min(values) if values else None
-    return batch.scan_timestamps()[0]
-
-
 def _proven_end(plog, start: int, window_end_ms: int) -> int:
     """The smallest offset after `start` from which every record has timestamp >= window_end_ms.
 
-    Segment minimum timestamps are combined from the newest segment backwards until the suffix minimum
-    drops below the window end; inside that boundary segment the same is done batch by batch. Exact for any
-    lateness (no assumption about order); the log end when nothing can be proven."""
+    Segment minimum timestamps (from each segment's `.chronolog-minima` sidecar when it still matches the
+    file, else from a scan of the timestamp deltas) are combined from the newest segment backwards until
+    the suffix minimum drops below the window end; inside that boundary segment the same is done chunk by
+    chunk from the end, and only the chunk where it drops is read batch by batch. Exact for any lateness
+    (no assumption about order); the log end when nothing can be proven."""
     end = plog.log_end_offset
-    suffix = None
+    suffix: int | None = None
     boundary = None
     for seg in reversed(plog.segments):
-        low = seg.min_timestamp()
+        entries = seg.time_minima()
+        low = min((e.min_timestamp for e in entries), default=None)
         with_seg = suffix if low is None else (low if suffix is None else min(suffix, low))
         if seg.base_offset <= start or (with_seg is not None and with_seg < window_end_ms):
-            boundary = seg
+            boundary = (seg, entries)
             break
         suffix = with_seg
         end = seg.base_offset
     if boundary is None:
         return end
-    batches = [b for _pos, b in boundary.batches_from(0)]
-    for batch in reversed(batches):
-        if batch.base_offset <= start:
-            break
-        low = _batch_min(batch)
-        if low is not None:
-            suffix = low if suffix is None else min(suffix, low)
-        if suffix is not None and suffix < window_end_ms:
-            break
-        end = batch.base_offset
+    seg, entries = boundary
+    for entry in reversed(entries):
+        with_entry = entry.min_timestamp if suffix is None else min(suffix, entry.min_timestamp)
+        if entry.first_offset > start and with_entry >= window_end_ms:
+            suffix, end = with_entry, entry.first_offset
+            continue
+        if entry.batches != 1:
+            # The drop (or `start`) lies inside this chunk: the same walk over its batches.
+            for base, low in seg.batch_minima(entry.position, entry.end):
+                if base <= start:
+                    break
+                suffix = low if suffix is None else min(suffix, low)
+                if suffix < window_end_ms:
+                    break
+                end = base
+        break
     return end
 
 

@@ -49,6 +49,7 @@ from chronolog.records import (
 )
 from chronolog.records.batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, TIMESTAMP_TYPE_MASK
 from chronolog.records.batch import HEADER as BATCH_HEADER
+from chronolog.storage.minima import MINIMA_SUFFIX
 from chronolog.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, TIME_TABLES, FoundTimestamp, LogSegment
 
 log = logging.getLogger(__name__)
@@ -185,9 +186,13 @@ class PartitionLog:
     def _load(self, recover: bool, recovery_point: int) -> None:
         for entry in list(self.dir.iterdir()):
             # Leftovers of deletions and of interrupted index swaps go first (`LogLoader.removeTempFiles`).
-            if entry.name.endswith((DELETED_SUFFIX, ".cleaned", ".swap")):
+            if entry.name.endswith((DELETED_SUFFIX, ".cleaned", ".swap", MINIMA_SUFFIX + ".tmp")):
                 entry.unlink(missing_ok=True)
         bases = self._segment_bases()
+        for entry in self.dir.glob("*" + MINIMA_SUFFIX):
+            # A sidecar whose segment is gone (deleted by a broker that does not know it) goes too.
+            if not entry.name[:-len(MINIMA_SUFFIX)].isdigit() or int(entry.name[:-len(MINIMA_SUFFIX)]) not in bases:
+                entry.unlink(missing_ok=True)
         for base in bases:
             for suffix in (".index", ".timeindex"):
                 idx = self.dir / f"{base:020d}{suffix}"
@@ -205,10 +210,17 @@ class PartitionLog:
                 # Unlike LogLoader, corruption does not end the log: only the last segment's torn tail is
                 # truncated; invalid bytes elsewhere become corrupt ranges that reads step over.
                 seg.recover()
+                # Recovery read the whole segment: its minima are rebuilt too (an inactive segment's
+                # sidecar is written by on_become_inactive below).
+                seg.start_minima(rebuild=True)
         if not self.segments:
             self.segments.append(self._new_segment(0))
         for seg in self.segments[:-1]:
             seg.on_become_inactive()
+        # The active segment tracks minima from here on: rebuilt by recovery above, else from its sidecar
+        # (written at the last clean close); without one it stays untracked and readers scan it.
+        if self.active._minima is None:
+            self.active.start_minima()
         self.active.make_active()
         self._next_offset = self.active.next_offset_guess
         if self.active.size == 0 and len(self.segments) > 1:
@@ -272,6 +284,7 @@ class PartitionLog:
             offset = self._next_offset
             first = offset
             max_ts, offset_of_max = -1, -1
+            min_ts: int | None = None  # smallest record timestamp appended, for the segment's minima sidecar
             count = 0
             cfg = self.config
             log_append = cfg.log_append_time
@@ -324,6 +337,8 @@ class PartitionLog:
                     if header.max_timestamp != batch_max or header.timestamp_type != TimestampType.CREATE_TIME:
                         set_max_timestamp(data, 0, TimestampType.CREATE_TIME, batch_max)
                 last = offset + n_records - 1
+                low = batch_max if log_append else lo
+                min_ts = low if min_ts is None or low < min_ts else min_ts
                 if batch_max > max_ts:
                     max_ts, offset_of_max = batch_max, last  # batch last offset (KAFKA-16310)
                 out += data
@@ -332,7 +347,7 @@ class PartitionLog:
             if len(out) > cfg.segment_bytes:
                 raise MessageTooLargeError(f"{len(out)} bytes exceed segment.bytes {cfg.segment_bytes}")
             self._maybe_roll(len(out), max_ts, offset - 1, now)
-            self.active.append(offset - 1, max_ts, offset_of_max, out)
+            self.active.append(offset - 1, max_ts, offset_of_max, out, min_ts)
             self._next_offset = offset
             self._unflushed_messages += count
             if self._unflushed_messages >= cfg.flush_messages:
@@ -389,7 +404,7 @@ class PartitionLog:
             if len(buf) > cfg.segment_bytes:
                 raise MessageTooLargeError(f"{len(buf)} bytes exceed segment.bytes {cfg.segment_bytes}")
             self._maybe_roll(len(buf), max_ts, last, now)
-            self.active.append(last, max_ts, offset_of_max, buf)
+            self.active.append(last, max_ts, offset_of_max, buf, batch_max if log_append else lo)
             self._next_offset = last + 1
             self._unflushed_messages += n_records
             if self._unflushed_messages >= cfg.flush_messages:
@@ -424,9 +439,10 @@ class PartitionLog:
         with self.lock:
             if self.active.size == 0 and self.active.base_offset == self._next_offset:
                 return self.active
-            self.active.on_become_inactive()
+            self.active.on_become_inactive()  # also writes its minima sidecar
             self.active.flush()
             seg = self._new_segment(self._next_offset)
+            seg.start_minima()
             self.active.is_last = False
             self.active._offset_limit_after = seg.base_offset
             self.segments.append(seg)
@@ -694,7 +710,9 @@ class PartitionLog:
                 seg = self.segments.pop()
                 self._schedule_delete(seg)
             self.active.is_last = True
+            self.active.drop_minima_file()
             self.active.truncate_to(offset)
+            self.active.truncate_minima()
             self.active.make_active()
             self._segments_version += 1
             if self.active.size == 0:

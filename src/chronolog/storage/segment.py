@@ -16,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from chronolog.errors import CorruptMessageError, InvalidRecordError, KafkaError
 from chronolog.records import HEADER_SIZE, AnyBatch, LegacyBatch, RecordBatch, iter_batches
@@ -23,6 +24,7 @@ from chronolog.records.batch import HEADER as BATCH_HEADER
 from chronolog.records.batch import TIMESTAMP_TYPE_MASK, TimestampTable
 from chronolog.storage.corruption import CorruptRange, find_next_valid_batch
 from chronolog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex, TimestampOffset
+from chronolog.storage.minima import SegmentMinima, minima_path, read_minima, write_minima
 
 log = logging.getLogger(__name__)
 
@@ -239,23 +241,123 @@ class LogSegment:
         return self.rolling_based_timestamp
 
     def min_timestamp(self) -> int | None:
-        """Smallest record timestamp in the segment (None when empty), reading only timestamp deltas;
-        cached and extended as the segment grows. It lets a reader prove that no record below a time
-        lies after some offset, which the max-based time index cannot."""
-        cached_size, cached_min = getattr(self, "_min_cache", (0, None))
-        if cached_size == self.size:
-            return cached_min
-        low = cached_min
-        for _pos, batch in self.batches_from(cached_size):
+        """Smallest record timestamp in the segment (None when empty). It lets a reader prove that no
+        record below a time lies after some offset, which the max-based time index cannot; see
+        `time_minima`."""
+        entries = self.time_minima()
+        return min((e.min_timestamp for e in entries), default=None)
+
+    # -- minimum timestamps (the `.chronolog-minima` sidecar, see storage.minima) --------------------
+    _minima: SegmentMinima | None = None   # writable segments: chunk minima tracked as batches are appended
+    _minima_on_disk = False                # the sidecar file says what `_minima` says
+    _minima_view: tuple[int, list[MinEntry]] | None = None
+
+    @property
+    def minima_path(self) -> Path:
+        return minima_path(self.dir, self.base_offset)
+
+    def start_minima(self, *, rebuild: bool = False) -> None:
+        """Begin tracking minima of a writable segment: an empty one starts empty; an existing one takes
+        its sidecar when it still matches the file (scanning any tail it does not cover), or with `rebuild`
+        (after recovery) scans the whole segment. Otherwise the segment stays untracked and gets no
+        sidecar: readers scan it, which is exact."""
+        if self.size == 0:
+            self._minima, self._minima_on_disk = SegmentMinima(self.base_offset), False
+            self.minima_path.unlink(missing_ok=True)
+            return
+        found = None if rebuild else read_minima(self.minima_path, self.base_offset, self.pread, self.size)
+        if found is None and not rebuild:
+            self._minima = None
+            return
+        on_disk = found is not None and found.covered_end == self.size
+        self._minima = self._extend_by_scan(found or SegmentMinima(self.base_offset))
+        self._minima_on_disk = on_disk and self._minima is not None
+
+    def _extend_by_scan(self, minima: SegmentMinima) -> SegmentMinima | None:
+        """`minima` extended over the batches after its covered end, read from the file; None when they
+        cannot be described (legacy batches, corruption)."""
+        if self.corrupt_ranges:
+            return None
+        for pos, batch in self.batches_from(minima.covered_end, resync=False):
             if isinstance(batch, LegacyBatch):
-                values = [r.timestamp for r in batch.records()]
-                batch_min = min(values) if values else None
-            else:
-                batch_min = batch.scan_timestamps()[0]
-            if batch_min is not None and (low is None or batch_min < low):
-                low = batch_min
-        self._min_cache = (self.size, low)
-        return low
+                return None
+            low = _batch_min(batch)
+            last = (pos, batch.base_offset, batch.size_in_bytes, batch.crc)
+            if not minima.extend(pos, batch.base_offset, batch.crc, last, low if low is not None else _NO_TS):
+                return None
+        return minima if minima.covered_end == self.size else None
+
+    def write_minima(self) -> None:
+        """Persist the tracked minima (at roll, recovery and clean close); a no-op when untracked, when the
+        file already says the same, or for read-only segments."""
+        if not self.writable or self._minima is None or self._minima_on_disk:
+            return
+        if self._minima.covered_end != self.size:
+            self._minima = None  # bytes reached the file some other way: stop claiming anything
+            self.minima_path.unlink(missing_ok=True)
+            return
+        try:
+            write_minima(self.minima_path, self._minima)
+            self._minima_on_disk = True
+        except OSError as exc:  # a missing sidecar costs readers a scan, never an answer
+            log.warning("segment %s: cannot write %s: %s", self.log_path, self.minima_path.name, exc)
+
+    def drop_minima_file(self) -> None:
+        """Remove the sidecar before the file shrinks (truncation), so no crash leaves a claim about bytes
+        that are gone."""
+        if self.writable:
+            self.minima_path.unlink(missing_ok=True)
+            self._minima_on_disk = False
+        self._minima_view = None
+
+    def truncate_minima(self) -> None:
+        """After truncation to `self.size`: keep the minima of what is left (a cut chunk keeps its
+        minimum, still a lower bound)."""
+        if self._minima is not None and not self._minima.truncate(self.size, self.pread):
+            self._minima = None
+        self._minima_on_disk = False
+        self._minima_view = None
+
+    def time_minima(self) -> list[MinEntry]:
+        """The segment's bytes as consecutive runs with the smallest record timestamp of each: chunks from
+        the tracked minima or the validated sidecar, then one entry per batch for the tail they do not
+        cover. Read-only segments also remember a scanned tail in this process (validated like a sidecar),
+        so a planner that queries the same files again does not scan them again."""
+        view = self._minima_view
+        if view is not None and view[0] == self.size:
+            return view[1]
+        known = self._minima
+        if known is None or known.covered_end > self.size:
+            known = _best_minima(self, read_minima(self.minima_path, self.base_offset, self.pread, self.size))
+        entries: list[MinEntry] = []
+        if known is not None:
+            ends = [c.position for c in known.chunks[1:]] + [known.covered_end]
+            entries = [MinEntry(c.position, end, c.base_offset, c.min_timestamp, 0)
+                       for c, end in zip(known.chunks, ends, strict=True)]
+        start = known.covered_end if known is not None else 0
+        grown = known.copy() if known is not None else SegmentMinima(self.base_offset)
+        for pos, batch in self.batches_from(start):
+            low = _batch_min(batch)
+            if low is None:
+                continue
+            entries.append(MinEntry(pos, pos + batch.size_in_bytes, batch.base_offset, low, 1))
+            if grown is not None and (isinstance(batch, LegacyBatch) or not grown.extend(
+                    pos, batch.base_offset, batch.crc, (pos, batch.base_offset, batch.size_in_bytes, batch.crc),
+                    low)):
+                grown = None
+        if not self.writable and grown is not None and not self.corrupt_ranges and grown.covered_end > start:
+            _remember_minima(self, grown)
+        self._minima_view = (self.size, entries)
+        return entries
+
+    def batch_minima(self, position: int, end: int) -> Iterator[tuple[int, int]]:
+        """(base offset, smallest timestamp) of each batch in bytes [position, end), last batch first;
+        a batch's records are scanned only when the caller gets that far."""
+        batches = [batch for _pos, batch in self.batches_from(position, end)]
+        for batch in reversed(batches):
+            low = _batch_min(batch)
+            if low is not None:
+                yield batch.base_offset, low
 
     def first_timestamp(self) -> int | None:
         """Smallest timestamp of the first batch's records (for tools); None when empty."""
@@ -274,8 +376,10 @@ class LogSegment:
 
     # -- writing ------------------------------------------------------------------------------------
     def append(self, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int,
-               data: bytes | bytearray | memoryview) -> None:
-        """Append already-validated batches (`LogSegment.append`)."""
+               data: bytes | bytearray | memoryview, min_timestamp: int | None = None) -> None:
+        """Append already-validated batches (`LogSegment.append`). `min_timestamp`, the smallest record
+        timestamp in `data` (validation has it), keeps the segment's minima for its sidecar; without it
+        the segment stops tracking them."""
         if not data:
             return
         physical_position = self.size
@@ -287,6 +391,11 @@ class LogSegment:
         if written != len(data):
             raise KafkaError(f"short write to {self.log_path}")
         self.size += written
+        if self._minima is not None:
+            if min_timestamp is None or not self._minima.add(physical_position, data, min_timestamp):
+                self._minima = None
+            self._minima_on_disk = False
+            self._minima_view = None
         if largest_timestamp > self._max_ts.timestamp:
             self._max_ts = TimestampOffset(largest_timestamp, offset_of_max_timestamp)
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
@@ -310,11 +419,14 @@ class LogSegment:
                 or not 0 <= last_offset - self.base_offset <= 0x7FFFFFFF)
 
     def on_become_inactive(self) -> None:
-        """Final time-index entry and trimmed indexes when the segment stops being active."""
+        """Final time-index entry and trimmed indexes when the segment stops being active, and its minimum
+        timestamps in the sidecar (also on a clean close of the active segment: the sidecar claims only
+        the bytes it covers, see storage.minima)."""
         if self._max_ts.timestamp >= 0 and self.writable:
             self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        self.write_minima()
 
     def make_active(self) -> None:
         """Re-expand the indexes of a loaded active segment so it can take appends."""
@@ -346,7 +458,8 @@ class LogSegment:
             self._fd = -1
 
     def files(self) -> list[Path]:
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        """The segment's files, sidecar included, so deletion renames and removes them together."""
+        return [self.log_path, self.offset_index.path, self.time_index.path, self.minima_path]
 
     # -- recovery -----------------------------------------------------------------------------------
     def sanity_check(self) -> None:
@@ -544,6 +657,65 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
+
+
+_NO_TS = -(2**63)  # a batch whose timestamps cannot be read: lower than anything, so nothing is proven past it
+
+
+class MinEntry(NamedTuple):
+    """Bytes [position, end) of a segment, from the batch based at `first_offset`, whose records are all
+    at or after `min_timestamp`; `batches` is 1 for a single batch, 0 for a chunk of one or more."""
+
+    position: int
+    end: int
+    first_offset: int
+    min_timestamp: int
+    batches: int
+
+
+def _batch_min(batch: AnyBatch) -> int | None:
+    """Smallest timestamp a reader sees in the batch; None when it has no records."""
+    if isinstance(batch, LegacyBatch):
+        return min((r.timestamp for r in batch.records()), default=None)
+    if batch.records_count <= 0:
+        return None
+    if batch.timestamp_type == 1:
+        return batch.max_timestamp  # LogAppendTime: every record reads as the batch's max timestamp
+    try:
+        return batch.scan_timestamps()[0]
+    except (InvalidRecordError, CorruptMessageError, KafkaError):
+        return _NO_TS
+
+
+_READER_MINIMA: OrderedDict[tuple, SegmentMinima] = OrderedDict()
+_READER_MINIMA_LOCK = threading.Lock()
+_READER_MINIMA_MAX = 4096
+
+
+def _reader_key(seg: LogSegment) -> tuple:
+    st = os.fstat(seg._fd)
+    return (str(seg.log_path), st.st_dev, st.st_ino, seg.base_offset)
+
+
+def _remember_minima(seg: LogSegment, minima: SegmentMinima) -> None:
+    with _READER_MINIMA_LOCK:
+        key = _reader_key(seg)
+        _READER_MINIMA[key] = minima
+        _READER_MINIMA.move_to_end(key)
+        while len(_READER_MINIMA) > _READER_MINIMA_MAX:
+            _READER_MINIMA.popitem(last=False)
+
+
+def _best_minima(seg: LogSegment, from_file: SegmentMinima | None) -> SegmentMinima | None:
+    """The sidecar or what this process scanned before, whichever covers more and still matches."""
+    if seg.writable:
+        return from_file
+    with _READER_MINIMA_LOCK:
+        cached = _READER_MINIMA.get(_reader_key(seg))
+    if cached is not None and (from_file is None or cached.covered_end > from_file.covered_end) \
+            and cached.matches(seg.pread, seg.size):
+        return cached
+    return from_file
 
 
 class _HeaderReader:

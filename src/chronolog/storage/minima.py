@@ -1,0 +1,207 @@
+"""Minimum record timestamps of a segment, per chunk of batches, kept in a sidecar file.
+
+Kafka's indexes know each segment's *largest* timestamp only. A reader that must prove "no record below T
+lies after offset O" (the Spark source's exact end offset) needs minima, which otherwise cost a scan of
+every record's timestamp delta. The broker already knows each batch's minimum when it validates an append,
+so the segment keeps the minima of runs of batches ("chunks", about `CHUNK_BYTES` each) as it grows and
+writes them to `<base>.chronolog-minima` when the segment stops being active and on a clean close.
+
+The file is a claim about a *prefix* of the `.log` file, bytes [0, covered_end): appends after it do not
+make it wrong, they are scanned by the reader. It is trusted only after validation against the `.log`
+file: its own CRC, the segment's base offset, the file being at least `covered_end` long, the header
+(base offset, CRC) of every chunk's first batch and of the last covered batch (plus that batch's length,
+which must end exactly at `covered_end`). Anything else — a missing, torn, stale or foreign file — makes the
+reader scan, which is always exact. A minimum is only ever used as a lower bound, so records that vanish
+later (a corrupt range that readers step over) cannot make it wrong; records that appear or change under
+a claim are what the header checks catch, and the log's own truncation and deletion remove the file first.
+
+Apache Kafka ignores the file: `LogLoader` only looks at `.log`, `.index`, `.timeindex`, `.txnindex`,
+`.snapshot` and the `.deleted` / `.cleaned` / `.swap` suffixes (`LogLoader.loadSegmentFiles`,
+`removeTempFilesAndCollectSwapFiles`). A Kafka broker that deletes or rewrites the segment leaves the file
+behind; the header checks reject it, and chronolog removes orphans when it opens the directory.
+
+Layout (big-endian, like Kafka's files): magic `CLMN`, version u16, unused u16, base offset i64,
+covered_end i64, last batch position i64, last batch base offset i64, last batch length i32 (the
+batchLength field + 12), last batch CRC u32, chunk count u32, then per chunk: position i64, first batch
+base offset i64, first batch CRC u32, minimum timestamp i64; finally a CRC-32C of everything before it.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chronolog.records import crc32c
+
+MINIMA_SUFFIX = ".chronolog-minima"
+TMP_SUFFIX = ".tmp"
+CHUNK_BYTES = 256 << 10  # a reader refining inside a chunk scans at most this much (plus one append)
+
+_MAGIC = b"CLMN"
+_VERSION = 1
+_HEAD = struct.Struct(">4sHHqqqqiII")
+_CHUNK = struct.Struct(">qqIq")
+_CRC = struct.Struct(">I")
+_BATCH_START = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    position: int
+    base_offset: int      # of the chunk's first batch
+    crc: int              # of the chunk's first batch (header check)
+    min_timestamp: int
+
+
+@dataclass
+class SegmentMinima:
+    """Chunk minima of bytes [0, covered_end) of one segment. Built by `add` as whole batches are appended
+    (or by a scan), serialised with `to_bytes`, checked against the `.log` file with `matches`."""
+
+    base_offset: int
+    chunks: list[Chunk] = field(default_factory=list)
+    covered_end: int = 0
+    last: tuple[int, int, int, int] | None = None  # position, base offset, size in bytes, CRC of the last batch
+
+    def add(self, position: int, data: bytes | bytearray | memoryview, min_timestamp: int) -> bool:
+        """Account for whole v2 batches `data` appended at `position`, whose records' smallest timestamp is
+        `min_timestamp`. False when they cannot be tracked (not contiguous, not v2): the caller drops the
+        tracker and readers scan this segment."""
+        first = last = None
+        pos, n = 0, len(data)
+        while pos < n:
+            if n - pos < _BATCH_START.size:
+                return False
+            base, length, _epoch, magic, crc = _BATCH_START.unpack_from(data, pos)
+            size = 12 + length
+            if magic != 2 or size < 61 or pos + size > n:
+                return False
+            if first is None:
+                first = (base, crc)
+            last = (position + pos, base, size, crc)
+            pos += size
+        if first is None:
+            return position == self.covered_end
+        return self.extend(position, first[0], first[1], last, min_timestamp)
+
+    def extend(self, position: int, first_base: int, first_crc: int, last: tuple[int, int, int, int],
+               min_timestamp: int) -> bool:
+        """Account for the batches from `position` (first batch's base offset and CRC) to the end of
+        `last` (position, base offset, size, CRC), whose smallest timestamp is `min_timestamp`."""
+        if position != self.covered_end:
+            return False
+        tail = self.chunks[-1] if self.chunks else None
+        if tail is None or position - tail.position >= CHUNK_BYTES:
+            self.chunks.append(Chunk(position, first_base, first_crc, min_timestamp))
+        elif min_timestamp < tail.min_timestamp:
+            self.chunks[-1] = Chunk(tail.position, tail.base_offset, tail.crc, min_timestamp)
+        self.covered_end = last[0] + last[2]
+        self.last = last
+        return True
+
+    def copy(self) -> SegmentMinima:
+        return SegmentMinima(self.base_offset, list(self.chunks), self.covered_end, self.last)
+
+    @property
+    def min_timestamp(self) -> int | None:
+        return min((c.min_timestamp for c in self.chunks), default=None)
+
+    def truncate(self, size: int, pread) -> bool:
+        """Forget everything at or after byte `size` (the segment was truncated there, at a batch
+        boundary). A chunk cut in two keeps its minimum, still a lower bound for what is left. False when
+        the new last batch cannot be found (the caller drops the tracker)."""
+        self.chunks = [c for c in self.chunks if c.position < size]
+        self.covered_end = min(self.covered_end, size)
+        if not self.chunks:
+            self.covered_end, self.last = 0, None
+            return size == 0
+        pos, last = self.chunks[-1].position, None
+        while pos < self.covered_end:
+            head = pread(pos, _BATCH_START.size)
+            if len(head) < _BATCH_START.size:
+                return False
+            base, length, _epoch, magic, crc = _BATCH_START.unpack(head)
+            if magic != 2 or length < 49:
+                return False
+            last = (pos, base, 12 + length, crc)
+            pos += 12 + length
+        if pos != self.covered_end or last is None:
+            return False
+        self.last = last
+        return True
+
+    # -- the file -----------------------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        last = self.last or (0, 0, 0, 0)
+        out = bytearray(_HEAD.pack(_MAGIC, _VERSION, 0, self.base_offset, self.covered_end, last[0], last[1],
+                                   last[2], last[3], len(self.chunks)))
+        for c in self.chunks:
+            out += _CHUNK.pack(c.position, c.base_offset, c.crc, c.min_timestamp)
+        out += _CRC.pack(crc32c(out))
+        return bytes(out)
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, base_offset: int) -> SegmentMinima | None:
+        """None for anything that is not a whole, self-consistent file for this base offset."""
+        if len(raw) < _HEAD.size + _CRC.size or _CRC.unpack_from(raw, len(raw) - 4)[0] != crc32c(raw[:-4]):
+            return None
+        magic, version, _unused, base, covered_end, lpos, lbase, lsize, lcrc, count = _HEAD.unpack_from(raw, 0)
+        if magic != _MAGIC or version != _VERSION or base != base_offset:
+            return None
+        if len(raw) != _HEAD.size + count * _CHUNK.size + _CRC.size:
+            return None
+        chunks = [Chunk(*fields) for fields in _CHUNK.iter_unpack(raw[_HEAD.size:len(raw) - 4])]
+        if (count == 0) != (covered_end == 0):
+            return None
+        last = (lpos, lbase, lsize, lcrc) if count else None
+        if last is not None and lpos + lsize != covered_end:
+            return None
+        positions = [c.position for c in chunks]
+        if positions != sorted(set(positions)) or (chunks and (positions[0] != 0 or positions[-1] > lpos)):
+            return None
+        return cls(base_offset, chunks, covered_end, last)
+
+    def matches(self, pread, log_size: int) -> bool:
+        """Whether the `.log` file (read through `pread`, `log_size` bytes) still holds the batches this
+        claim was made about: the first batch of every chunk and the last covered batch, same base
+        offsets and CRCs at the same positions."""
+        if log_size < self.covered_end:
+            return False
+        checks = [(c.position, c.base_offset, c.crc, None) for c in self.chunks]
+        if self.last is not None:
+            checks.append((self.last[0], self.last[1], self.last[3], self.last[2]))
+        for pos, base, crc, size in checks:
+            head = pread(pos, _BATCH_START.size)
+            if len(head) < _BATCH_START.size:
+                return False
+            h = _BATCH_START.unpack(head)
+            if h[0] != base or h[4] != crc or h[3] != 2 or (size is not None and 12 + h[1] != size):
+                return False
+        return True
+
+
+def minima_path(directory: Path, base_offset: int) -> Path:
+    return Path(directory) / f"{base_offset:020d}{MINIMA_SUFFIX}"
+
+
+def write_minima(path: Path, minima: SegmentMinima) -> None:
+    """Write to a temporary name and rename over (atomic on POSIX). Not fsynced: a file lost or torn by
+    a crash fails its CRC or is missing, and readers scan instead."""
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    with open(tmp, "wb") as f:
+        f.write(minima.to_bytes())
+    os.replace(tmp, path)
+
+
+def read_minima(path: Path, base_offset: int, pread, log_size: int) -> SegmentMinima | None:
+    """The sidecar of a segment if it exists and still describes the `.log` file; None otherwise."""
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return None
+    found = SegmentMinima.from_bytes(raw, base_offset)
+    if found is None or not found.matches(pread, log_size):
+        return None
+    return found
