@@ -89,3 +89,19 @@ def test_proof_stays_exact_when_late_records_arrive_after_the_sidecar(tmp_path):
     plog.close()
     reader = PartitionLog.open_readonly(path)
     assert _proven_end(reader, 0, BASE + 10) == end_offset
+
+
+def test_small_ranges_share_tasks_big_ones_keep_their_own():
+    from chronolog.spark.options import SourceOptions
+    from chronolog.spark.planning import PACK_RECORDS, _pack
+    from chronolog.spark.source import OffsetRange, RangeGroup
+
+    def r(p, n):
+        return OffsetRange("t", p, 0, n, "/d", "path")
+    small = [r(p, 100) for p in range(5)]
+    opts = SourceOptions.parse({"path": "/d", "subscribe": "t"})
+    assert _pack(small, opts) == [RangeGroup(tuple(small))]
+    mixed = [r(0, 100), r(1, PACK_RECORDS), r(2, PACK_RECORDS - 50), r(3, 60), r(4, 10)]
+    assert _pack(mixed, opts) == [mixed[0], mixed[1], mixed[2], RangeGroup((mixed[3], mixed[4]))]
+    for asked in ({"minPartitions": "3"}, {"maxRecordsPerPartition": "1000"}):
+        assert _pack(small, SourceOptions.parse({"path": "/d", "subscribe": "t", **asked})) == small

@@ -117,3 +117,36 @@ def test_broker_mode_equals_path_mode(spark, tmp_path):
 def test_bad_options_are_clear_errors(spark, data_dir):
     with pytest.raises(Exception, match="exactly one of"):
         spark.read.format("chronolog").option("path", str(data_dir)).load().count()
+
+
+def test_headers_keys_and_packed_ranges(spark, tmp_path):
+    """Keys, null values, headers and the timestamp type survive the Arrow columns, in a plan whose
+    small ranges share one task (`planning._pack`) and in one with a task per range."""
+    path = tmp_path / "data"
+    manager = LogManager(path, BrokerConfig())
+    manager.startup(background=False)
+    manager.create_topic("h", 2, {"message.timestamp.after.max.ms": str(2**62)})
+    want = []
+    for p in range(2):
+        recs = [SimpleRecord(BASE + i, b"k%d" % i if i % 3 else None, None if i % 5 == 0 else b"v%d" % i,
+                             (("a", b"1"), ("b", None)) if i % 2 else ()) for i in range(50)]
+        manager.get_log("h", p).append(build_batch(recs))
+        want += [(p, i, r.key, r.value, [(k, v) for k, v in r.headers]) for i, r in enumerate(recs)
+                 if BASE + 10 <= r.timestamp < BASE + 40]
+    manager.shutdown()
+
+    def got(**extra):
+        reader = spark.read.format("chronolog").option("path", str(path)).option("subscribe", "h")
+        for k, v in extra.items():
+            reader = reader.option(k, v)
+        df = reader.option("includeHeaders", "true").load().where(
+            f"timestamp >= '{iso(BASE + 10)}' AND timestamp < '{iso(BASE + 40)}'")
+        out = sorted((r.partition, r.offset, r.key, r.value, [(h.key, h.value) for h in r.headers])
+                     for r in df.collect())
+        assert {r.timestampType for r in df.select("timestampType").collect()} == {0}
+        return out, df.rdd.getNumPartitions()
+
+    packed, n_packed = got()
+    assert packed == sorted(want) and n_packed == 1
+    split, n_split = got(minPartitions="2")
+    assert split == sorted(want) and n_split == 2

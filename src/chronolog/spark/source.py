@@ -80,6 +80,13 @@ class OffsetRange(InputPartition):
     include_headers: bool = False
 
 
+@dataclass(frozen=True)
+class RangeGroup(InputPartition):
+    """Small offset ranges read one after another by one task (see `planning._pack`)."""
+
+    ranges: tuple[OffsetRange, ...]
+
+
 def _micros(value) -> int | None:
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None:
@@ -135,11 +142,14 @@ class ChronologReader(DataSourceReader):
         from chronolog.spark.planning import plan
         return plan(self.options, self.bounds)
 
-    def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, OffsetRange):
-            return  # an empty plan: Spark still runs one task with a bare InputPartition
+    def read(self, partition: OffsetRange | RangeGroup) -> Iterator[pa.RecordBatch]:
         from chronolog.spark.reading import read_range
-        yield from read_range(partition, _arrow_schema(partition.include_headers))
+        if isinstance(partition, RangeGroup):
+            for part in partition.ranges:
+                yield from read_range(part, _arrow_schema(part.include_headers))
+        elif isinstance(partition, OffsetRange):
+            yield from read_range(partition, _arrow_schema(partition.include_headers))
+        # else: an empty plan; Spark still runs one task with a bare InputPartition
 
 
 def _tighten(bounds: Bounds, **changes) -> Bounds:
@@ -189,4 +199,4 @@ def data_dir_exists(path: str) -> bool:
     return Path(path).exists()
 
 
-__all__ = ["ChronologDataSource", "OffsetRange", "Bounds", "register", "ChronologError"]
+__all__ = ["ChronologDataSource", "OffsetRange", "RangeGroup", "Bounds", "register", "ChronologError"]
