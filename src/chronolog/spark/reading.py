@@ -16,13 +16,16 @@ def _records(part: OffsetRange, start: int, end: int
         return
     if part.mode == "path":
         from chronolog.timetravel.sources import DataDirSource
-        plog = DataDirSource(part.source).log(part.topic, part.partition)
-        for batch in plog.read_batches(start, end):
-            kind = int(batch.timestamp_type == 1)
-            whole = start <= batch.base_offset and batch.last_offset < end
-            for rec in batch.records():
-                if whole or start <= rec.offset < end:
-                    yield rec.offset, rec.timestamp, rec.key, rec.value, kind, rec.headers
+        source = DataDirSource(part.source)
+        try:
+            for batch in source.log(part.topic, part.partition).read_batches(start, end):
+                kind = int(batch.timestamp_type == 1)
+                whole = start <= batch.base_offset and batch.last_offset < end
+                for rec in batch.records():
+                    if whole or start <= rec.offset < end:
+                        yield rec.offset, rec.timestamp, rec.key, rec.value, kind, rec.headers
+        finally:
+            source.close()
     else:
         from confluent_kafka import Consumer, KafkaError, TopicPartition
 

@@ -92,7 +92,11 @@ class DataDirSource:
         yield from self.log(topic, partition).read_records(start, end)
 
     def close(self) -> None:
-        self._logs.clear()
+        """Release the segment files: read-only logs hold file descriptors and index maps, and a Spark
+        worker that runs many tasks would otherwise collect them until the garbage collector runs."""
+        logs, self._logs = list(self._logs.values()), {}
+        for plog in logs:
+            plog.close()
 
 
 class BrokerSource:
