@@ -69,8 +69,20 @@ class SegmentMinima:
         """Account for whole v2 batches `data` appended at `position`, whose records' smallest timestamp is
         `min_timestamp`. False when they cannot be tracked (not contiguous, not v2): the caller drops the
         tracker and readers scan this segment."""
+        n = len(data)
+        if n >= 61 and position == self.covered_end:
+            base, length, _epoch, magic, crc = _BATCH_START.unpack_from(data, 0)
+            if n == 12 + length and magic == 2:  # what producers send: one batch (the append fast path)
+                tail = self.chunks[-1] if self.chunks else None
+                if tail is None or position - tail.position >= CHUNK_BYTES:
+                    self.chunks.append(Chunk(position, base, crc, min_timestamp))
+                elif min_timestamp < tail.min_timestamp:
+                    self.chunks[-1] = Chunk(tail.position, tail.base_offset, tail.crc, min_timestamp)
+                self.covered_end = position + n
+                self.last = (position, base, n, crc)
+                return True
         first = last = None
-        pos, n = 0, len(data)
+        pos = 0
         while pos < n:
             if n - pos < _BATCH_START.size:
                 return False

@@ -391,11 +391,10 @@ class LogSegment:
         if written != len(data):
             raise KafkaError(f"short write to {self.log_path}")
         self.size += written
-        if self._minima is not None:
+        if self._minima is not None:  # (`time_minima`'s view is keyed by size: it needs no reset here)
             if min_timestamp is None or not self._minima.add(physical_position, data, min_timestamp):
                 self._minima = None
             self._minima_on_disk = False
-            self._minima_view = None
         if largest_timestamp > self._max_ts.timestamp:
             self._max_ts = TimestampOffset(largest_timestamp, offset_of_max_timestamp)
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
