@@ -113,14 +113,20 @@ def test_a_rewritten_log_under_an_old_sidecar_is_detected(tmp_path):
     assert seg.min_timestamp() == true_min(log_path) < NOW
 
 
+def reopen_clean(plog: PartitionLog) -> PartitionLog:
+    """Open again as after a clean shutdown (recovery point = log end: nothing is recovered)."""
+    return PartitionLog.open(plog.dir, plog.config, recovery_point=plog.log_end_offset)
+
+
 def test_truncation_and_retention_remove_sidecars(tmp_path):
     plog = open_log(tmp_path, segment_bytes=60_000, file_delete_delay_ms=0)
     fill(plog, 200)
     bases = [s.base_offset for s in plog.segments]
     assert len(bases) >= 4
     plog.close()
-    plog = open_log(tmp_path, segment_bytes=60_000, file_delete_delay_ms=0)
     assert minima_path(plog.dir, bases[-1]).exists()  # the clean close wrote the active prefix
+    plog = reopen_clean(plog)
+    assert plog.active._minima is not None  # tracking resumed from it, without a scan
     # Truncation into the second-to-last segment: later segments go (with their sidecars) and the one
     # left active loses its file before it shrinks.
     target = bases[-2] + 5
@@ -131,10 +137,11 @@ def test_truncation_and_retention_remove_sidecars(tmp_path):
     # Appends after truncation with older timestamps; the prefix written at close must say so.
     plog.append(batch(NOW - 10_000_000, NOW))
     plog.close()
-    plog = open_log(tmp_path, segment_bytes=60_000, file_delete_delay_ms=0)
     claim = SegmentMinima.from_bytes(minima_path(plog.dir, bases[-2]).read_bytes(), bases[-2])
     assert claim is not None and claim.min_timestamp == true_min(plog.active.log_path) == NOW - 10_000_000
+    assert claim.covered_end == plog.active.size
     # Retention and DeleteRecords: the sidecar is renamed and deleted with its segment.
+    plog = reopen_clean(plog)
     plog.delete_records_before(bases[2])
     assert sidecars(plog.dir) == [f"{b:020d}{MINIMA_SUFFIX}" for b in bases[2:-1]]
     plog.close()

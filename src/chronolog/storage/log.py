@@ -219,8 +219,7 @@ class PartitionLog:
             seg.on_become_inactive()
         # The active segment tracks minima from here on: rebuilt by recovery above, else from its sidecar
         # (written at the last clean close); without one it stays untracked and readers scan it.
-        if self.active._minima is None:
-            self.active.start_minima()
+        self.active.resume_minima()
         self.active.make_active()
         self._next_offset = self.active.next_offset_guess
         if self.active.size == 0 and len(self.segments) > 1:
@@ -710,6 +709,7 @@ class PartitionLog:
                 seg = self.segments.pop()
                 self._schedule_delete(seg)
             self.active.is_last = True
+            self.active.resume_minima()  # an inactive segment becoming active takes its sidecar as a tracker
             self.active.drop_minima_file()
             self.active.truncate_to(offset)
             self.active.truncate_minima()

@@ -265,6 +265,8 @@ class LogSegment:
             self._minima, self._minima_on_disk = SegmentMinima(self.base_offset), False
             self.minima_path.unlink(missing_ok=True)
             return
+        if rebuild:
+            self.minima_path.unlink(missing_ok=True)  # written again from the scan (roll, clean close)
         found = None if rebuild else read_minima(self.minima_path, self.base_offset, self.pread, self.size)
         if found is None and not rebuild:
             self._minima = None
@@ -272,6 +274,12 @@ class LogSegment:
         on_disk = found is not None and found.covered_end == self.size
         self._minima = self._extend_by_scan(found or SegmentMinima(self.base_offset))
         self._minima_on_disk = on_disk and self._minima is not None
+
+    def resume_minima(self) -> None:
+        """`start_minima` for a segment that is becoming the active one (at open, or after truncation
+        made an inactive segment the last), unless it already tracks them."""
+        if self._minima is None:
+            self.start_minima()
 
     def _extend_by_scan(self, minima: SegmentMinima) -> SegmentMinima | None:
         """`minima` extended over the batches after its covered end, read from the file; None when they
