@@ -291,7 +291,7 @@ class LogSegment:
                 return None
             low = _batch_min(batch)
             last = (pos, batch.base_offset, batch.size_in_bytes, batch.crc)
-            if not minima.extend(pos, batch.base_offset, batch.crc, last, low if low is not None else _NO_TS):
+            if not minima.extend(pos, batch.base_offset, batch.crc, last, _NO_RECORDS if low is None else low):
                 return None
         return minima if minima.covered_end == self.size else None
 
@@ -343,17 +343,16 @@ class LogSegment:
             entries = [MinEntry(c.position, end, c.base_offset, c.min_timestamp, 0)
                        for c, end in zip(known.chunks, ends, strict=True)]
         start = known.covered_end if known is not None else 0
-        grown = known.copy() if known is not None else SegmentMinima(self.base_offset)
+        grown = None if self.writable else known.copy() if known is not None else SegmentMinima(self.base_offset)
         for pos, batch in self.batches_from(start):
             low = _batch_min(batch)
-            if low is None:
-                continue
-            entries.append(MinEntry(pos, pos + batch.size_in_bytes, batch.base_offset, low, 1))
+            if low is not None:
+                entries.append(MinEntry(pos, pos + batch.size_in_bytes, batch.base_offset, low, 1))
             if grown is not None and (isinstance(batch, LegacyBatch) or not grown.extend(
                     pos, batch.base_offset, batch.crc, (pos, batch.base_offset, batch.size_in_bytes, batch.crc),
-                    low)):
+                    _NO_RECORDS if low is None else low)):
                 grown = None
-        if not self.writable and grown is not None and not self.corrupt_ranges and grown.covered_end > start:
+        if grown is not None and not self.corrupt_ranges and grown.covered_end > start:
             _remember_minima(self, grown)
         self._minima_view = (self.size, entries)
         return entries
@@ -667,6 +666,7 @@ class LogSegment:
 
 
 _NO_TS = -(2**63)  # a batch whose timestamps cannot be read: lower than anything, so nothing is proven past it
+_NO_RECORDS = 2**63 - 1  # a batch without records (compaction can leave one): no record is below anything
 
 
 class MinEntry(NamedTuple):
@@ -696,7 +696,8 @@ def _batch_min(batch: AnyBatch) -> int | None:
 
 _READER_MINIMA: OrderedDict[tuple, SegmentMinima] = OrderedDict()
 _READER_MINIMA_LOCK = threading.Lock()
-_READER_MINIMA_MAX = 4096
+_READER_MINIMA_MAX_CHUNKS = 1 << 18  # ~64 GiB of segments remembered, some tens of MB; oldest use out first
+_reader_chunks = 0
 
 
 def _reader_key(seg: LogSegment) -> tuple:
@@ -705,12 +706,17 @@ def _reader_key(seg: LogSegment) -> tuple:
 
 
 def _remember_minima(seg: LogSegment, minima: SegmentMinima) -> None:
+    global _reader_chunks
     with _READER_MINIMA_LOCK:
         key = _reader_key(seg)
+        old = _READER_MINIMA.pop(key, None)
+        if old is not None:
+            _reader_chunks -= len(old.chunks)
         _READER_MINIMA[key] = minima
-        _READER_MINIMA.move_to_end(key)
-        while len(_READER_MINIMA) > _READER_MINIMA_MAX:
-            _READER_MINIMA.popitem(last=False)
+        _reader_chunks += len(minima.chunks)
+        while _reader_chunks > _READER_MINIMA_MAX_CHUNKS and len(_READER_MINIMA) > 1:
+            _key, dropped = _READER_MINIMA.popitem(last=False)
+            _reader_chunks -= len(dropped.chunks)
 
 
 def _best_minima(seg: LogSegment, from_file: SegmentMinima | None) -> SegmentMinima | None:
@@ -718,7 +724,10 @@ def _best_minima(seg: LogSegment, from_file: SegmentMinima | None) -> SegmentMin
     if seg.writable:
         return from_file
     with _READER_MINIMA_LOCK:
-        cached = _READER_MINIMA.get(_reader_key(seg))
+        key = _reader_key(seg)
+        cached = _READER_MINIMA.get(key)
+        if cached is not None:
+            _READER_MINIMA.move_to_end(key)
     if cached is not None and (from_file is None or cached.covered_end > from_file.covered_end) \
             and cached.matches(seg.pread, seg.size):
         return cached
