@@ -25,6 +25,13 @@ from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveTupleField,
+    classify_field,
+    is_optional,
+)
 from kio.serial.errors import SerialError
 
 from chronolog.errors import CorruptMessageError, InvalidRequestError, UnsupportedVersionError
@@ -83,6 +90,7 @@ def parse_request(frame: bytes | memoryview) -> RequestFrame:
     data = bytes(frame)
     try:
         header, used = _reader(header_cls)(data, 0)
+        _length_checker(cls)(data, used, len(data))
         body, used2 = _reader(cls)(data, used)
     except SerialError as exc:
         raise CorruptMessageError(f"cannot decode {cls.__name__}: {exc}") from None
@@ -91,6 +99,147 @@ def parse_request(frame: bytes | memoryview) -> RequestFrame:
     # Trailing bytes are tolerated: kio leaves a few unread after a null array in some flexible
     # requests (librdkafka's Metadata v12 with topics=null), and the fields before them are right.
     return RequestFrame(api_key, version, correlation_id, header.client_id, body)
+
+
+# -- array lengths are checked before kio sees them ------------------------------------------------------
+# kio's native reader reserves room for an array's stated length before reading its elements, and a failed
+# reservation aborts the process: one frame saying "2**32 - 2 topics" would kill the broker. Kafka's
+# generated readers (MessageDataGenerator) refuse an array longer than the bytes left in the frame
+# ("Tried to allocate a collection of size N, but there are only M bytes remaining"); this walk over the
+# request's layout applies that rule to every array, tagged fields included, without building anything.
+# It also refuses a null where the schema has a non-nullable array, which kio would hand to the handlers as
+# None ("non-nullable field X was serialized as null", as Kafka's readers say).
+_FIXED_SIZES = {"int8": 1, "bool": 1, "int16": 2, "uint16": 2, "error_code": 2, "int32": 4,
+                "timedelta_i32": 4, "int64": 8, "float64": 8, "timedelta_i64": 8, "datetime_i64": 8, "uuid": 16}
+_Step = typing.Callable[[bytes, int, int], int]
+
+
+def _past_end() -> CorruptMessageError:
+    return CorruptMessageError("request runs past the end of its frame")
+
+
+def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Kafka's `ByteUtils.readUnsignedVarint`: at most 5 bytes."""
+    value = shift = 0
+    for i in range(pos, min(pos + 5, len(buf))):
+        b = buf[i]
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, i + 1
+        shift += 7
+    if pos + 5 > len(buf):
+        raise _past_end()
+    raise CorruptMessageError("varint is longer than 5 bytes")
+
+
+def _length(flexible: bool, wide: bool) -> typing.Callable[[bytes, int], tuple[int, int]]:
+    """Reads a length: compact (unsigned varint of length + 1) in flexible versions, else int16/int32."""
+    if flexible:
+        def compact(buf: bytes, pos: int) -> tuple[int, int]:
+            n, pos = _uvarint(buf, pos)
+            return n - 1, pos
+        return compact
+    fmt = struct.Struct(">i" if wide else ">h")
+
+    def classic(buf: bytes, pos: int) -> tuple[int, int]:
+        if pos + fmt.size > len(buf):
+            raise _past_end()
+        return fmt.unpack_from(buf, pos)[0], pos + fmt.size
+    return classic
+
+
+def _skip_sized(read_length: typing.Callable) -> _Step:
+    def step(buf: bytes, pos: int, end: int) -> int:
+        n, pos = read_length(buf, pos)
+        return pos + n if n > 0 else pos
+    return step
+
+
+def _skip_fixed(size: int) -> _Step:
+    return lambda buf, pos, end: pos + size
+
+
+def _field_step(field: dataclasses.Field, flexible: bool) -> _Step:
+    kind = classify_field(field)
+    if isinstance(kind, EntityField):
+        return _length_checker(kind.type_)
+    if isinstance(kind, EntityTupleField | PrimitiveTupleField):
+        if isinstance(kind, EntityTupleField):
+            element = _length_checker(kind.type_)
+        else:
+            element = _primitive_step(field.metadata["kafka_type"], flexible)
+        read_count = _length(flexible, wide=True)
+        nullable = is_optional(field)
+        name = field.name
+
+        def array(buf: bytes, pos: int, end: int) -> int:
+            n, pos = read_count(buf, pos)
+            if n < 0 and not nullable:
+                raise CorruptMessageError(f"non-nullable field {name} was serialized as null")
+            if n > end - pos:
+                raise CorruptMessageError(f"Tried to allocate a collection of size {n}, but there are only "
+                                          f"{end - pos} bytes remaining.")
+            for _ in range(n):
+                pos = element(buf, pos, end)
+                if pos > end:
+                    raise _past_end()
+            return pos
+        return array
+    return _primitive_step(field.metadata["kafka_type"], flexible)
+
+
+def _primitive_step(kafka_type: str, flexible: bool) -> _Step:
+    if kafka_type in _FIXED_SIZES:
+        return _skip_fixed(_FIXED_SIZES[kafka_type])
+    if kafka_type == "string":
+        return _skip_sized(_length(flexible, wide=False))
+    if kafka_type in ("bytes", "records"):
+        return _skip_sized(_length(flexible, wide=True))
+    raise TypeError(f"no length rule for Kafka type {kafka_type!r}")
+
+
+@functools.cache
+def _length_checker(cls: type) -> _Step:
+    """A walk over one entity's bytes that raises CorruptMessageError on an array longer than what is left;
+    returns where the entity ends. Fixed-size neighbours are skipped in one step."""
+    flexible = bool(cls.__flexible__)
+    steps: list[_Step] = []
+    tagged: dict[int, _Step] = {}
+    fixed = 0
+    for field in dataclasses.fields(cls):
+        tag = field.metadata.get("tag")
+        if tag is not None:
+            tagged[int(tag)] = _field_step(field, flexible)
+            continue
+        size = _FIXED_SIZES.get(field.metadata.get("kafka_type", ""))
+        if size is not None and not isinstance(classify_field(field), PrimitiveTupleField):
+            fixed += size
+            continue
+        if fixed:
+            steps.append(_skip_fixed(fixed))
+            fixed = 0
+        steps.append(_field_step(field, flexible))
+    if fixed:
+        steps.append(_skip_fixed(fixed))
+
+    def walk(buf: bytes, pos: int, end: int) -> int:
+        for step in steps:
+            pos = step(buf, pos, end)
+            if pos > end:
+                raise _past_end()
+        if flexible:  # tagged fields: count, then (tag, size, bytes); known tags are walked inside their size
+            count, pos = _uvarint(buf, pos)
+            for _ in range(count):
+                tag, pos = _uvarint(buf, pos)
+                size, pos = _uvarint(buf, pos)
+                if pos + size > end:
+                    raise _past_end()
+                step = tagged.get(tag)
+                if step is not None:
+                    step(buf, pos, pos + size)
+                pos += size
+        return pos
+    return walk
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:

@@ -20,6 +20,7 @@ XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)  # version 1, minimum compatible version 1
 XERIAL_BLOCK_SIZE = 32 * 1024  # SnappyOutputStream's default block size (uncompressed bytes per block)
 DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
+GUNZIP_STEP = 16 * 1024 * 1024
 
 
 class CompressionType(IntEnum):
@@ -82,6 +83,7 @@ def _bounded(codec_module, data: bytes, max_size: int) -> bytes:
     the limit instead of allocating whatever its frame asks for."""
     size = min(max_size + 1, max(1 << 16, 4 * len(data)))
     while True:
+        out = None  # the smaller attempt's buffer goes before the next is allocated: peak is one buffer
         out = bytearray(size)
         try:
             n = codec_module.decompress_into(data, out)
@@ -93,6 +95,25 @@ def _bounded(codec_module, data: bytes, max_size: int) -> bytes:
             size = min(max_size + 1, size * 4)
             continue
         return _check(bytes(memoryview(out)[:n]), max_size)
+
+
+def _gunzip(data: bytes, max_size: int) -> bytes:
+    """Gzip in steps of at most 16 MiB of output, counted as they come: a bomb stops at the limit
+    instead of growing one buffer to it and then copying that (twice the limit at the peak)."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    parts, total, rest = [], 0, data
+    while not d.eof:
+        part = d.decompress(rest, GUNZIP_STEP)
+        total += len(part)
+        if total > max_size:
+            raise CorruptMessageError(f"decompressed size exceeds the limit of {max_size} bytes")
+        parts.append(part)
+        rest = d.unconsumed_tail
+        if not part and not rest:  # input used up before the stream's end (GZIPInputStream: EOFException)
+            break
+    if not d.eof:
+        raise CorruptMessageError("truncated gzip stream")
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 _P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
@@ -145,9 +166,7 @@ def decompress(codec: int, data, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> by
         if codec == CompressionType.NONE:
             return data
         if codec == CompressionType.GZIP:
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            out = d.decompress(data, max_size + 1)
-            return _check(out, max_size)
+            return _gunzip(data, max_size)
         if codec == CompressionType.SNAPPY:
             if data.startswith(XERIAL_MAGIC):
                 pos, parts, total = 16, [], 0
