@@ -97,6 +97,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for.", (), 0),
     _d("offsets.retention.minutes", "int", 10080, "Committed offsets of empty groups are kept this long.", (), 1),
     _d("delete.topic.enable", "boolean", True, "Allow DeleteTopics.", ()),
+    _d("max.broker.partitions", "int", 10000,
+       "chronolog (KIP-578's name): partitions the broker holds in all; CreateTopics, CreatePartitions and "
+       "auto-creation beyond it get POLICY_VIOLATION instead of exhausting file descriptors and memory.", (), 1),
     _d("listeners.allow.non.loopback.without.auth", "boolean", False,
        "chronolog: allow a listener without authentication on a non-loopback address.", ()),
     # -- listeners, TLS, SASL, ACLs, connection bounds (docs/security.md) --

@@ -14,7 +14,7 @@ from chronolog.timetravel.sources import DataDirSource
 from tests.brokerproc import BrokerProcess
 
 T0 = 1_700_000_000_000
-KILLS = 8
+KILLS = 20
 
 
 def test_acknowledged_records_survive_broker_sigkills(tmp_path):
@@ -33,7 +33,7 @@ def test_acknowledged_records_survive_broker_sigkills(tmp_path):
 
     def produce() -> None:
         p = Producer({"bootstrap.servers": proc.bootstrap, "enable.idempotence": True, "acks": "all",
-                      "linger.ms": 2, "message.timeout.ms": 120_000, "reconnect.backoff.ms": 20,
+                      "linger.ms": 2, "batch.size": 16384, "message.timeout.ms": 120_000, "reconnect.backoff.ms": 20,
                       "reconnect.backoff.max.ms": 200})
         i = 0
         while not stop.is_set():
@@ -50,7 +50,7 @@ def test_acknowledged_records_survive_broker_sigkills(tmp_path):
     rng = random.Random(20261122)
     try:
         for _ in range(KILLS):
-            time.sleep(rng.uniform(0.3, 1.0))
+            time.sleep(rng.uniform(0.2, 0.8))
             proc.kill()
             proc.start()
         time.sleep(1.0)

@@ -19,8 +19,8 @@ import zlib
 
 import cramjam
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
@@ -274,6 +274,26 @@ def test_a_produce_whose_batch_lies_gets_an_error_code_and_stores_nothing(broker
     assert part.error_message
     record_property("seconds", round(seconds, 3))
     assert seconds < ANSWER_WITHIN_S
+    assert _vm_kb(proc.proc.pid, "VmHWM") < RSS_BOUND_KB
+
+
+def test_absurd_partition_counts_get_policy_violation_and_create_nothing(broker):
+    """max.broker.partitions (KIP-578's name): without it one CreateTopics of 100,000 partitions (librdkafka's own limit) would make
+    that many directories and index maps."""
+    proc, _ = broker
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    for validate_only in (True, False):
+        fut = admin.create_topics([NewTopic("huge", 100_000, 1)], validate_only=validate_only)["huge"]
+        with pytest.raises(KafkaException) as err:
+            fut.result(15)
+        assert err.value.args[0].code() == KafkaError.POLICY_VIOLATION
+        fut = admin.create_partitions([NewPartitions("hostile", 100_000)], validate_only=validate_only)["hostile"]
+        with pytest.raises(KafkaException) as err:
+            fut.result(15)
+        assert err.value.args[0].code() == KafkaError.POLICY_VIOLATION
+    assert "huge" not in admin.list_topics(timeout=10).topics
+    assert len(admin.list_topics(timeout=10).topics["hostile"].partitions) == 1
+    assert not (proc.data_dir / "huge-0").exists()
     assert _vm_kb(proc.proc.pid, "VmHWM") < RSS_BOUND_KB
 
 

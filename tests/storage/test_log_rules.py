@@ -16,6 +16,7 @@ from chronolog.errors import (
     InvalidTimestampError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
+    RecordListTooLargeError,
     UnsupportedVersionError,
 )
 from chronolog.records import (
@@ -88,6 +89,10 @@ def test_bad_input_is_rejected_and_nothing_is_stored(tmp_path):
         plog.append(batch(NOW, value=b"x" * 600), now=NOW)
     with pytest.raises(InvalidRecordError):
         plog.append(good + good, now=NOW)  # one v2 batch per partition per produce
+    small_segments = open_log(tmp_path / "small", segment_bytes=400)
+    with pytest.raises(RecordListTooLargeError):  # UnifiedLog.append: RecordBatchTooLargeException
+        small_segments.append(batch(NOW, value=b"x" * 450), now=NOW)
+    assert small_segments.log_end_offset == 0
     control = build_batch([SimpleRecord(NOW, b"\0\0\0\0", None)], is_control=True)
     with pytest.raises(InvalidRecordError):
         plog.append(control, now=NOW)

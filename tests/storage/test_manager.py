@@ -12,6 +12,7 @@ from chronolog.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidTopicExceptionError,
+    PolicyViolationError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -125,3 +126,16 @@ def test_background_thread_runs_retention(tmp_path):
         while plog.log_start_offset == 0 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert plog.log_start_offset == 4 and [s.base_offset for s in plog.segments] == [4]
+
+
+def test_partition_counts_beyond_max_broker_partitions_are_refused_before_anything_is_made(tmp_path):
+    with LogManager(tmp_path, BrokerConfig({"max.broker.partitions": "5"})) as manager:
+        manager.create_topic("a", 3)
+        for bad in (3, 2**31 - 1):
+            with pytest.raises(PolicyViolationError):
+                manager.create_topic("b", bad)
+        with pytest.raises(PolicyViolationError):
+            manager.create_partitions("a", 6)
+        manager.create_partitions("a", 5)
+        assert manager.topics() == {"a": 5}
+        assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == [f"a-{i}" for i in range(5)]

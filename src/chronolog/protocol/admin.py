@@ -48,6 +48,7 @@ def create_topics(req: Any, ctx: RequestContext) -> dict:
                 TopicConfig.from_kafka(configs)
                 if ctx.log_manager.has_topic(t.name):
                     raise KafkaError(f"Topic '{t.name}' already exists.", code=ErrorCode.TOPIC_ALREADY_EXISTS)
+                ctx.log_manager.check_partition_budget(partitions)
             else:
                 ctx.log_manager.create_topic(t.name, partitions, configs)
                 out["topic_id"] = topic_uuid(ctx, t.name)
@@ -89,6 +90,15 @@ def create_partitions(req: Any, ctx: RequestContext) -> dict:
                 raise denied
             if not req.validate_only:
                 ctx.log_manager.create_partitions(t.name, int(t.count))
+            else:
+                current = ctx.log_manager.topics().get(t.name)
+                if current is None:
+                    raise KafkaError(f"Topic '{t.name}' does not exist",
+                                     code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                if int(t.count) <= current:
+                    raise KafkaError(f"Topic currently has {current} partitions, {t.count} would not be an "
+                                     "increase.", code=ErrorCode.INVALID_PARTITIONS)
+                ctx.log_manager.check_partition_budget(int(t.count) - current)
         except Exception as exc:
             out.update(error_code=error_of(exc), error_message=str(exc))
         results.append(out)

@@ -29,6 +29,7 @@ from chronolog.errors import (
     KafkaError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
+    RecordListTooLargeError,
     UnsupportedVersionError,
 )
 from chronolog.records import (
@@ -344,7 +345,7 @@ class PartitionLog:
                 offset = last + 1
                 count += n_records
             if len(out) > cfg.segment_bytes:
-                raise MessageTooLargeError(f"{len(out)} bytes exceed segment.bytes {cfg.segment_bytes}")
+                raise RecordListTooLargeError(f"{len(out)} bytes exceed segment.bytes {cfg.segment_bytes}")
             self._maybe_roll(len(out), max_ts, offset - 1, now)
             self.active.append(offset - 1, max_ts, offset_of_max, out, min_ts)
             self._next_offset = offset
@@ -401,7 +402,7 @@ class PartitionLog:
             last = offset + n_records - 1
             max_ts, offset_of_max = (batch_max, last) if batch_max > -1 else (-1, -1)
             if len(buf) > cfg.segment_bytes:
-                raise MessageTooLargeError(f"{len(buf)} bytes exceed segment.bytes {cfg.segment_bytes}")
+                raise RecordListTooLargeError(f"{len(buf)} bytes exceed segment.bytes {cfg.segment_bytes}")
             self._maybe_roll(len(buf), max_ts, last, now)
             self.active.append(last, max_ts, offset_of_max, buf, batch_max if log_append else lo)
             self._next_offset = last + 1

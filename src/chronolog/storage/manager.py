@@ -18,6 +18,7 @@ from chronolog.errors import (
     InvalidPartitionsError,
     InvalidTopicExceptionError,
     KafkaError,
+    PolicyViolationError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -150,6 +151,7 @@ class LogManager:
         with self._lock:
             if name in self._topics:
                 raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+            self.check_partition_budget(partitions)
             self._topics[name] = {"partitions": partitions, "configs": overrides, "topic_id": _new_topic_id()}
             for p in range(partitions):
                 self._logs[(name, p)] = self._create_log(name, p)
@@ -174,10 +176,24 @@ class LogManager:
             if total <= current:
                 raise InvalidPartitionsError(f"Topic currently has {current} partitions, {total} would not be an "
                                              "increase.")
+            self.check_partition_budget(total - current)
             for p in range(current, total):
                 self._logs[(name, p)] = self._create_log(name, p)
             self._topics[name]["partitions"] = total
             self._write_topics()
+
+    def check_partition_budget(self, more: int) -> None:
+        """Refuse partitions beyond `max.broker.partitions` (KIP-578's name; Kafka itself has no cap): each one
+        holds a directory, two preallocated index maps and file descriptors, so one request asking for a
+        million would otherwise exhaust the process."""
+        if more < 1:
+            raise InvalidPartitionsError(f"Number of partitions must be at least 1, got {more}")
+        limit = self.broker_config["max.broker.partitions"]
+        with self._lock:
+            held = sum(meta["partitions"] for meta in self._topics.values())
+        if held + more > limit:
+            raise PolicyViolationError(f"{more} more partitions would make {held + more}, beyond "
+                                       f"max.broker.partitions={limit}")
 
     def topics(self) -> dict[str, int]:
         with self._lock:
