@@ -103,6 +103,35 @@ def test_create_on_cluster_covers_topics(store, tmp_path):
     assert not ctx.allowed("write", "topic", "anything")
 
 
+def test_authorize_by_resource_type_and_init_producer_id(store):
+    """Authorizer.authorizeByResourceType and KafkaApis.handleInitProducerIdRequest: an idempotent producer
+    needs IdempotentWrite on the cluster or Write on some topic."""
+    from chronolog.protocol.core import init_producer_id
+
+    store.add([acl("User:alice", "Write", "Topic", "app-", pattern="PREFIXED"),
+               acl("User:bob", "Read", "Topic", "logs"), acl("User:carol", "IdempotentWrite", "Cluster", "kafka-cluster"),
+               acl("User:mallory", "Write", "Topic", "logs"),
+               acl("User:mallory", "Write", "Topic", "*", perm="Deny")])
+    auth = AclAuthorizer(store, parse_super_users("User:admin"))
+    assert auth.authorize_by_resource_type("User:alice", "write", "topic")
+    assert not auth.authorize_by_resource_type("User:bob", "write", "topic")
+    assert auth.authorize_by_resource_type("User:bob", "describe", "topic")  # Read implies Describe
+    assert not auth.authorize_by_resource_type("User:mallory", "write", "topic")  # denied on every topic
+    assert auth.authorize_by_resource_type("User:admin", "write", "topic")
+    assert not auth.authorize_by_resource_type("User:alice", "read", "group")
+    state = BrokerState(None, None, "127.0.0.1", 0)
+    state.authorizer = auth
+
+    class Req:
+        transactional_id = None
+
+    def answer(principal: str) -> int:
+        return init_producer_id(Req(), RequestContext(state, 22, 4, 1, "c", "127.0.0.1", principal=principal))["error_code"]
+
+    assert [answer(p) for p in ("User:alice", "User:carol", "User:admin")] == [0, 0, 0]
+    assert [answer(p) for p in ("User:bob", "User:mallory", "User:nobody")] == [31, 31, 31]  # CLUSTER_AUTHORIZATION_FAILED
+
+
 def test_listeners_parsing():
     specs = parse_listeners("PLAINTEXT://127.0.0.1:9092,SASL_SSL://:9093,INTERNAL://[::1]:0",
                             "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,INTERNAL:SSL")

@@ -93,8 +93,10 @@ def _produce(conf: dict, topic: str, values: list[bytes]) -> list:
 
 
 def _consume_assigned(conf: dict, topic: str, until: bytes, timeout: float = 10.0) -> tuple[list[bytes], list]:
-    """Reads partition 0 from the start until `until` was seen, an error came, or the timeout."""
-    consumer = Consumer({**conf, "group.id": "unused", "enable.auto.commit": False})
+    """Reads partition 0 from the start until `until` was seen, an error came, or the timeout. The group is
+    one alice may read: librdkafka looks up its coordinator even for assign(), and FindCoordinator needs
+    Describe on the group."""
+    consumer = Consumer({**conf, "group.id": "g", "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, 0, 0)])
     values, errors = [], []
     deadline = time.monotonic() + timeout
@@ -256,6 +258,37 @@ def test_acls_topic_and_group(secure_broker, pki):
         assert err is not None and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, err
     finally:
         other.close()
+
+
+def test_acls_on_offsets_coordinator_broker_configs_and_producer_ids(secure_broker, pki):
+    """The checks KafkaApis makes beyond produce/fetch/join: OffsetCommit needs Read and OffsetFetch Describe
+    on each topic (FindCoordinator's Describe on the group: test_acls_topic_and_group's other group); broker DescribeConfigs DescribeConfigs on the
+    cluster; an idempotent producer's InitProducerId Write on some topic or IdempotentWrite on the cluster."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import ConfigResource
+
+    alice = _sasl_conf(secure_broker, pki, "alice", "SCRAM-SHA-256")
+    consumer = Consumer({**alice, "group.id": "g", "enable.auto.commit": False})
+    try:
+        with pytest.raises(KafkaException) as err:
+            consumer.commit(offsets=[TopicPartition("secret", 0, 1)], asynchronous=False)
+        assert err.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert consumer.commit(offsets=[TopicPartition("allowed", 0, 1)], asynchronous=False)[0].error is None
+        fetched = consumer.committed([TopicPartition("secret", 0), TopicPartition("allowed", 0)], timeout=10)
+        assert fetched[0].error is not None and fetched[0].error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert fetched[1].error is None and fetched[1].offset == 1
+    finally:
+        consumer.close()
+    alice_admin = AdminClient(alice)  # held: a destroyed client fails its futures with _DESTROY
+    future = alice_admin.describe_configs([ConfigResource("BROKER", "1")])
+    with pytest.raises(KafkaException) as err:
+        next(iter(future.values())).result(10)
+    assert err.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    admin = AdminClient(_sasl_conf(secure_broker, pki, "admin", "SCRAM-SHA-256"))
+    configs = next(iter(admin.describe_configs([ConfigResource("BROKER", "1")]).values())).result(10)
+    assert configs["ssl.key.password"].is_sensitive and configs["ssl.key.password"].value is None
+    # alice may write a topic, so her idempotent producer gets a producer id (the refusal: tests/protocol/test_acl.py).
+    assert _produce({**alice, "enable.idempotence": True}, "allowed", [b"idempotent"]) == [None]
 
 
 def test_super_user_and_live_acl_change(secure_broker, pki):

@@ -147,9 +147,11 @@ def _describe_broker(ctx: RequestContext, keys: list[str] | None, docs: bool) ->
         if keys and key not in keys:
             continue
         value = ctx.broker_config[key]
-        out.append({"name": key, "value": str(value).lower() if isinstance(value, bool) else str(value),
+        sensitive = defn.type == "password"  # DescribeConfigs answers a password config's value as null
+        text = None if sensitive else str(value).lower() if isinstance(value, bool) else str(value)
+        out.append({"name": key, "value": text,
                     "read_only": True, "config_source": SOURCE_STATIC_BROKER, "is_default": False,
-                    "is_sensitive": False, "synonyms": [], "config_type": _KAFKA_TYPES.get(defn.type, 0),
+                    "is_sensitive": sensitive, "synonyms": [], "config_type": _KAFKA_TYPES.get(defn.type, 0),
                     "documentation": defn.doc if docs else None})
     return out
 
@@ -168,6 +170,8 @@ def describe_configs(req: Any, ctx: RequestContext) -> dict:
                     raise KafkaError("not authorized", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 out["configs"] = _describe_topic(ctx, r.resource_name, keys, docs)
             elif r.resource_type == BROKER_RESOURCE:
+                if not ctx.allowed("describe_configs", "cluster", "kafka-cluster"):
+                    raise KafkaError("not authorized", code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
                 out["configs"] = _describe_broker(ctx, keys, docs)
             else:
                 raise KafkaError(f"unsupported resource type {r.resource_type}", code=ErrorCode.INVALID_REQUEST)
@@ -185,6 +189,8 @@ def _alter(ctx: RequestContext, req: Any, incremental: bool) -> dict:
         out = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
                "resource_name": r.resource_name}
         try:
+            if r.resource_type == BROKER_RESOURCE and not ctx.allowed("alter_configs", "cluster", "kafka-cluster"):
+                raise KafkaError("not authorized", code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
             if r.resource_type != TOPIC_RESOURCE:
                 raise KafkaError("only topic configs can be changed at run time", code=ErrorCode.INVALID_REQUEST)
             if not ctx.allowed("alter_configs", "topic", r.resource_name):

@@ -302,4 +302,8 @@ def init_producer_id(req: Any, ctx: RequestContext) -> dict:
     if getattr(req, "transactional_id", None):
         return {"throttle_time": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "producer_id": -1, "producer_epoch": -1}
+    # KafkaApis.handleInitProducerIdRequest: IdempotentWrite on the cluster, or Write on some topic.
+    if not ctx.allowed("idempotent_write", "cluster", "kafka-cluster") and not ctx.allowed_on_any("write", "topic"):
+        return {"throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "producer_id": -1, "producer_epoch": -1}
     return {"throttle_time": 0, "error_code": 0, "producer_id": next(ctx.state.producer_ids), "producer_epoch": 0}

@@ -15,12 +15,30 @@ def _group_denied(ctx: RequestContext, op: str, group_id: str) -> bool:
     return not ctx.allowed(op, "group", group_id)
 
 
+def _coordinator_denied(ctx: RequestContext, key_type: int, key: str) -> int:
+    """KafkaApis.handleFindCoordinatorRequest: Describe on the group (key type 0) or on the transactional
+    id (key type 1); the error code, or 0."""
+    if key_type == 1:
+        return 0 if ctx.allowed("describe", "transactional_id", key) else \
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return ErrorCode.GROUP_AUTHORIZATION_FAILED if _group_denied(ctx, "describe", key) else 0
+
+
 @register(10, 0, 4)
 def find_coordinator(req: Any, ctx: RequestContext) -> dict:
     node = {"node_id": ctx.state.node_id, "host": ctx.advertised_host, "port": ctx.advertised_port}
+    nowhere = {"node_id": -1, "host": "", "port": -1}
+    key_type = int(getattr(req, "key_type", 0))
     if ctx.api_version >= 4:
-        return {"throttle_time": 0, "coordinators": [
-            {"key": k, "error_code": 0, "error_message": None, **node} for k in req.coordinator_keys]}
+        coordinators = []
+        for k in req.coordinator_keys:
+            error = _coordinator_denied(ctx, key_type, k)
+            coordinators.append({"key": k, "error_code": error, "error_message": "not authorized" if error else None,
+                                 **(nowhere if error else node)})
+        return {"throttle_time": 0, "coordinators": coordinators}
+    error = _coordinator_denied(ctx, key_type, req.key)
+    if error:
+        return {"throttle_time": 0, "error_code": error, "error_message": "not authorized", **nowhere}
     return {"throttle_time": 0, "error_code": 0, "error_message": None, **node}
 
 
@@ -55,12 +73,16 @@ async def sync_group(req: Any, ctx: RequestContext) -> dict:
 
 @register(12, 0, 4)
 def heartbeat(req: Any, ctx: RequestContext) -> dict:
+    if _group_denied(ctx, "read", req.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     return {"throttle_time": 0,
             "error_code": ctx.coordinator.heartbeat(req.group_id, int(req.generation_id), req.member_id)}
 
 
 @register(13, 0, 4)
 def leave_group(req: Any, ctx: RequestContext) -> dict:
+    if _group_denied(ctx, "read", req.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
     if ctx.api_version >= 3:
         ids = [m.member_id for m in req.members]
         errors = ctx.coordinator.leave(req.group_id, ids)
@@ -79,28 +101,44 @@ def offset_commit(req: Any, ctx: RequestContext) -> dict:
         for p in t.partitions:
             offsets.append((t.name, p.partition_index, int(p.committed_offset),
                             int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata))
+    # KafkaApis.handleOffsetCommitRequest: Read on the group, then Read on each topic.
+    unreadable = {t.name for t in req.topics if not ctx.allowed("read", "topic", t.name)}
     if denied:
         error = ErrorCode.GROUP_AUTHORIZATION_FAILED
     else:
-        unknown = [o for o in offsets if not ctx.log_manager.has_topic(o[0])]
-        error = ctx.coordinator.commit(req.group_id, generation, req.member_id or "",
-                                       [o for o in offsets if o not in unknown])
+        kept = [o for o in offsets if o[0] not in unreadable and ctx.log_manager.has_topic(o[0])]
+        error = ctx.coordinator.commit(req.group_id, generation, req.member_id or "", kept)
+
+    def topic_error(name: str) -> int:
+        if name in unreadable:
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return error or (0 if ctx.log_manager.has_topic(name) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
     for t in req.topics:
         topics.append({"name": t.name, "partitions": [
-            {"partition_index": p.partition_index,
-             "error_code": error or (0 if ctx.log_manager.has_topic(t.name) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
-            for p in t.partitions]})
+            {"partition_index": p.partition_index, "error_code": topic_error(t.name)} for p in t.partitions]})
     return {"throttle_time": 0, "topics": topics}
 
 
 def _offsets_for(ctx: RequestContext, group_id: str, topics: Any) -> list[dict]:
-    wanted = None if topics is None else [(t.name, int(p)) for t in topics for p in t.partition_indexes]
+    """KafkaApis.handleOffsetFetchRequest: a requested topic without Describe answers
+    TOPIC_AUTHORIZATION_FAILED per partition; asking for all topics leaves such topics out."""
+    hidden = {t.name for t in topics or [] if not ctx.allowed("describe", "topic", t.name)}
+    wanted = None if topics is None else [(t.name, int(p)) for t in topics if t.name not in hidden
+                                          for p in t.partition_indexes]
     found = ctx.coordinator.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list[dict]] = {}
     for (t, p), (offset, epoch, meta) in found.items():
+        if topics is None and not ctx.allowed("describe", "topic", t):
+            continue
         by_topic.setdefault(t, []).append({"partition_index": p, "committed_offset": offset,
                                            "committed_leader_epoch": epoch, "metadata": meta or "",
                                            "error_code": 0})
+    for t in topics or []:
+        if t.name in hidden:
+            by_topic[t.name] = [{"partition_index": int(p), "committed_offset": -1, "committed_leader_epoch": -1,
+                                 "metadata": "", "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+                                for p in t.partition_indexes]
     return [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
 
 
@@ -156,9 +194,11 @@ def offset_delete(req: Any, ctx: RequestContext) -> dict:
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time": 0, "topics": []}
     if req.group_id not in ctx.coordinator.groups:
         return {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "throttle_time": 0, "topics": []}
-    wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    unreadable = {t.name for t in req.topics if not ctx.allowed("read", "topic", t.name)}  # KafkaApis
+    wanted = [(t.name, p.partition_index) for t in req.topics if t.name not in unreadable for p in t.partitions]
     result = ctx.coordinator.delete_offsets(req.group_id, wanted)
-    topics = [{"name": t.name, "partitions": [{"partition_index": p.partition_index,
-                                                "error_code": result[(t.name, p.partition_index)]}
-                                               for p in t.partitions]} for t in req.topics]
+    topics = [{"name": t.name, "partitions": [
+        {"partition_index": p.partition_index,
+         "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED if t.name in unreadable
+         else result[(t.name, p.partition_index)]} for p in t.partitions]} for t in req.topics]
     return {"error_code": 0, "throttle_time": 0, "topics": topics}

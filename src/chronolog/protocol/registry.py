@@ -101,6 +101,16 @@ class RequestContext:
             return self._authorize("create", "cluster", "kafka-cluster")
         return False
 
+    def allowed_on_any(self, operation: str, resource_type: str) -> bool:
+        """Authorizer.authorizeByResourceType: may this principal do `operation` on some resource of the
+        type? Authorizers without that method (the allow-all default, plain hooks) answer yes."""
+        by_type = getattr(self.state.authorizer, "authorize_by_resource_type", None)
+        if by_type is None:
+            return True
+        if getattr(self.state.authorizer, "matches_hosts", False):
+            return by_type(self.principal, operation, resource_type, host=self.client_host)
+        return by_type(self.principal, operation, resource_type)
+
     def _authorize(self, operation: str, resource_type: str, name: str) -> bool:
         auth = self.state.authorizer
         if getattr(auth, "matches_hosts", False):  # ACLs may name client hosts; plain 4-argument hooks too

@@ -283,3 +283,31 @@ class AclAuthorizer:
         if not allowed:
             log.debug("denied %s %s on %s:%s (no matching ALLOW)", principal_, op, rtype, resource_name)
         return allowed
+
+    def authorize_by_resource_type(self, principal_: str, operation_: str, resource_type_: str,
+                                   host: str = WILDCARD) -> bool:
+        """Authorizer.authorizeByResourceType, simplified: may the principal do `operation` on at least one
+        resource of the type? Yes for a super user, for an ALLOW binding (any pattern) that no DENY on all
+        such resources (`*` or an empty prefix) cancels, and when no ACL names the type and
+        allow.everyone.if.no.acl.found is set. InitProducerId asks this of Write on topics."""
+        op = operation(operation_)
+        rtype = resource_type(resource_type_)
+        if principal_ in self.super_users:
+            return True
+        if self.auto_refresh or self._indexed < 0:
+            self._index()
+        bindings = [b for (t, _), bs in self._literal.items() if t == rtype for b in bs]
+        bindings += list(self._other.get(rtype, ()))
+        if not bindings:
+            return self.allow_if_no_acl
+
+        def matches(b: AclBinding, ops: set[str]) -> bool:
+            return (b.principal in (principal_, "User:*") and b.host in (host, WILDCARD)
+                    and (b.operation in ops or b.operation == "All"))
+
+        deny_all = any(b.permission == "Deny" and matches(b, {op}) and
+                       ((b.pattern_type == "LITERAL" and b.name == WILDCARD) or
+                        (b.pattern_type == "PREFIXED" and b.name == "")) for b in bindings)
+        if deny_all:
+            return False
+        return any(b.permission == "Allow" and matches(b, IMPLIED_BY.get(op, {op})) for b in bindings)

@@ -325,6 +325,9 @@ class Broker:
                         peer: tuple) -> None:
         max_request = int(self.config["socket.request.max.bytes"])
         max_unauthenticated = int(self.config["sasl.server.max.receive.size"])
+        # SocketServer's connections.failed.authentication.delay.ms (KIP-306): the close after a failed
+        # authentication waits, so guessing is slower and clients read the error before the connection ends.
+        failed_auth_delay = int(self.config["connections.failed.authentication.delay.ms"]) / 1000.0
         try:
             while True:
                 head = await reader.readexactly(4)
@@ -339,6 +342,7 @@ class Broker:
                     token = await reader.readexactly(size)
                     answer = self._raw_token(conn, token, peer[0])
                     if answer is None:
+                        await asyncio.sleep(failed_auth_delay)
                         return
                     writer.write(struct.pack(">i", len(answer)) + answer)
                     await writer.drain()
@@ -352,7 +356,8 @@ class Broker:
                 if response:
                     writer.write(response)
                     await writer.drain()
-                if conn.close_after_response:
+                if conn.close_after_response:  # a failed authentication
+                    await asyncio.sleep(failed_auth_delay)
                     return
         except ConnectionError as exc:
             log.warning("closing connection from %s: %s", peer, exc)
