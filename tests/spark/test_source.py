@@ -96,8 +96,10 @@ def test_real_kafka_segments(spark, kafka_segments_dir):
     assert first.offset >= 22964
 
 
-def test_broker_mode_equals_path_mode(spark, tmp_path):
-    proc = BrokerProcess(tmp_path / "data").start()
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    """The same records as `data_dir`, produced through a real broker by librdkafka."""
+    proc = BrokerProcess(tmp_path_factory.mktemp("spark-broker") / "data").start()
     try:
         admin = AdminClient({"bootstrap.servers": proc.bootstrap})
         admin.create_topics([NewTopic("ev", 3, 1)])["ev"].result(15)
@@ -106,12 +108,43 @@ def test_broker_mode_equals_path_mode(spark, tmp_path):
             for ts, v in recs:
                 producer.produce("ev", value=v, partition=p, timestamp=ts)
         assert producer.flush(30) == 0
-        for t1, t2 in WINDOWS[:4]:
-            df = (spark.read.format("chronolog").option("kafka.bootstrap.servers", proc.bootstrap)
-                  .option("subscribe", "ev").load().where(f"timestamp >= '{iso(t1)}' AND timestamp < '{iso(t2)}'"))
-            assert rows(df) == truth(t1, t2)
+        yield proc
     finally:
         proc.stop()
+
+
+def test_broker_mode_equals_path_mode(spark, broker):
+    for t1, t2 in WINDOWS[:4]:
+        df = (spark.read.format("chronolog").option("kafka.bootstrap.servers", broker.bootstrap)
+              .option("subscribe", "ev").load().where(f"timestamp >= '{iso(t1)}' AND timestamp < '{iso(t2)}'"))
+        assert rows(df) == truth(t1, t2)
+
+
+def _random_windows(seed: int, count: int) -> list[tuple[int, int]]:
+    """Windows anywhere from before the first record to past the last, some empty, some wide."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        start = BASE + rng.randint(-20_000, SPAN + 20_000)
+        out.append((start, start + rng.choice([1, 50, 999, 7_000, 60_000, 300_000])))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["path", "kafka.bootstrap.servers"])
+def test_random_windows_equal_brute_force_pushed_and_not_pushed_in_both_modes(spark, data_dir, broker, mode):
+    """`timestamp >= a AND timestamp < b` is pushed down; `unix_millis(timestamp)` is an expression Spark
+    cannot push, so the same window is then filtered by Spark after a full read."""
+    where = str(data_dir) if mode == "path" else broker.bootstrap
+
+    def load():
+        return spark.read.format("chronolog").option(mode, where).option("subscribe", "ev").load()
+
+    for t1, t2 in _random_windows(20261123 if mode == "path" else 7, 8):
+        want = truth(t1, t2)
+        assert rows(load().where(f"timestamp >= '{iso(t1)}' AND timestamp < '{iso(t2)}'")) == want, (t1, t2)
+        assert rows(load().where(f"unix_millis(timestamp) >= {t1} AND unix_millis(timestamp) < {t2}")) == want
+        between = load().where(f"timestamp BETWEEN '{iso(t1)}' AND '{iso(t2 - 1)}'")
+        assert rows(between) == want
 
 
 def test_bad_options_are_clear_errors(spark, data_dir):
