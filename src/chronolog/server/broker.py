@@ -359,7 +359,9 @@ class Broker:
                 if conn.close_after_response:  # a failed authentication
                     await asyncio.sleep(failed_auth_delay)
                     return
-        except ConnectionError as exc:
+        except (ConnectionResetError, BrokenPipeError) as exc:  # the client went away: nothing to report
+            log.debug("connection from %s ended: %s", peer, exc)
+        except ConnectionError as exc:  # a framing error of ours: close that connection
             log.warning("closing connection from %s: %s", peer, exc)
         except (asyncio.IncompleteReadError, asyncio.CancelledError):
             pass
