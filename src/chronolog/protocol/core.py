@@ -9,6 +9,7 @@ later versions address topics by id.
 from __future__ import annotations
 
 import base64
+import collections
 import datetime
 import time
 import uuid
@@ -254,7 +255,9 @@ async def fetch(req: Any, ctx: RequestContext) -> dict:
 @register(2, 1, 8)
 def list_offsets(req: Any, ctx: RequestContext) -> dict:
     """Every requested partition is answered (seed 001's empty answers crashed clients): a timestamp with
-    no record at or after it gives offset -1 / timestamp -1, as Kafka does."""
+    no record at or after it gives offset -1 / timestamp -1, as Kafka does. A partition asked for twice
+    answers INVALID_REQUEST each time (KafkaApis: ListOffsetsRequest.duplicatePartitions)."""
+    seen = collections.Counter((t.name, int(p.partition_index)) for t in req.topics for p in t.partitions)
     topics = []
     for t in req.topics:
         parts = []
@@ -262,6 +265,8 @@ def list_offsets(req: Any, ctx: RequestContext) -> dict:
             out = {"partition_index": p.partition_index, "error_code": 0, "timestamp": -1, "offset": -1,
                    "leader_epoch": -1, "old_style_offsets": []}
             try:
+                if seen[(t.name, int(p.partition_index))] > 1:
+                    raise KafkaError("partition requested more than once", code=ErrorCode.INVALID_REQUEST)
                 if not ctx.allowed("describe", "topic", t.name):
                     raise KafkaError("not authorized", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 found = ctx.log_manager.get_log(t.name, p.partition_index).offset_for_timestamp(int(p.timestamp))
