@@ -328,6 +328,8 @@ class Broker:
         # SocketServer's connections.failed.authentication.delay.ms (KIP-306): the close after a failed
         # authentication waits, so guessing is slower and clients read the error before the connection ends.
         failed_auth_delay = int(self.config["connections.failed.authentication.delay.ms"]) / 1000.0
+        # sendfile moves file bytes straight to a plain TCP socket; TLS must encrypt them in user space.
+        zero_copy = conn.listener is None or conn.listener.ssl_context is None
         try:
             while True:
                 head = await reader.readexactly(4)
@@ -352,8 +354,10 @@ class Broker:
                     return
                 frame = await reader.readexactly(size)
                 async with self._inflight:  # queued.max.requests across all connections
-                    response = await self._handle(frame, peer[0], conn)
-                if response:
+                    response = await self._respond(frame, peer[0], conn)
+                if isinstance(response, codec.ResponseParts):
+                    await self._send_parts(writer, response, zero_copy)
+                elif response:
                     writer.write(response)
                     await writer.drain()
                 if conn.close_after_response:  # a failed authentication
@@ -381,9 +385,45 @@ class Broker:
             conn.principal = conn.sasl.principal
         return answer
 
+    async def _send_parts(self, writer: asyncio.StreamWriter, response: codec.ResponseParts, zero_copy: bool) -> None:
+        """A response holding file regions (Fetch records): the framing bytes are written and each region
+        is sent with sendfile, as Kafka's `FileRecords.writeTo` does (`FileChannel.transferTo`); on TLS, or
+        where the loop cannot sendfile, the regions are read with one `pread` each and written. A region
+        that comes up short (its file truncated meanwhile) closes the connection: the frame's size is
+        already promised."""
+        try:
+            if not zero_copy:
+                writer.write(response.to_bytes())
+                await writer.drain()
+                return
+            loop = asyncio.get_running_loop()
+            for part in response.parts:
+                if not isinstance(part, codec.FileRegion):
+                    writer.write(part)
+                    continue
+                sent = await loop.sendfile(writer.transport, part, part.position, part.size)
+                if sent != part.size:
+                    raise ConnectionError(f"file region shrank from {part.size} to {sent} bytes while being sent")
+            await writer.drain()
+        finally:
+            response.close()
+
     async def _handle(self, frame: bytes, client_host: str, conn: ConnectionState | None = None) -> bytes | None:
-        """One request to one response frame (None: no response, e.g. acks=0). Framing errors raise
-        ConnectionError so the caller closes the connection."""
+        """One request to one response frame as bytes (None: no response, e.g. acks=0); file regions
+        are read in. Framing errors raise ConnectionError so the caller closes the connection."""
+        response = await self._respond(frame, client_host, conn)
+        if isinstance(response, codec.ResponseParts):
+            try:
+                return response.to_bytes()
+            finally:
+                response.close()
+        return response
+
+    async def _respond(self, frame: bytes, client_host: str, conn: ConnectionState | None = None
+                       ) -> bytes | codec.ResponseParts | None:
+        """One request to one response frame (None: no response, e.g. acks=0), with Fetch records as file
+        regions the caller sends and releases. Framing errors raise ConnectionError so the caller closes
+        the connection."""
         api_key, version, correlation_id = codec.peek_header(frame)
         if conn is not None and conn.sasl is not None and not conn.sasl.complete:
             refused = conn.sasl.rejects(api_key)
@@ -417,8 +457,7 @@ class Broker:
             raise ConnectionError(str(exc)) from None
         if result is None:
             return None
-        body = codec.build_response(api_key, version, result)
-        return codec.encode_response(api_key, version, correlation_id, body)
+        return codec.encode_values(api_key, version, correlation_id, result)
 
 
 def _optional_coordinator():
