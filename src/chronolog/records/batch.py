@@ -10,6 +10,7 @@ touching it, while max timestamp and attributes need it recomputed — never a r
 from __future__ import annotations
 
 import bisect
+import os
 import struct
 from array import array
 from collections.abc import Iterable, Iterator
@@ -232,6 +233,11 @@ class RecordBatch:
         under 8 KiB, every delta under 8192) are decoded inline; longer ones take `_raw_varint`."""
         body = self._body(max_decompressed)
         count = self._h[12]
+        if _native_scan is not None:
+            found = _native_scan(body, count)
+            if found is not None:  # None: rejected or unusual; the Python walk below gives the verdict
+                base_ts = self._h[7]
+                return base_ts + found[0], base_ts + found[1], count
         n = len(body)
         if count > n or count <= 0:
             raise InvalidRecordError(f"batch claims {count} records in {n} bytes")
@@ -421,6 +427,23 @@ class RecordBatch:
         return (f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
                 f"count={self.records_count}, max_timestamp={self.max_timestamp}, "
                 f"compression={self.compression.name}, size={self.size_in_bytes})")
+
+
+def _load_native_scan():
+    """The C walk (`_walk.c`), built by `pip install` where a compiler is available; equivalent to the
+    Python walk on everything it accepts (it answers None for the rest). CHRONOLOG_PURE_PYTHON=1 turns it
+    off, for tests and benchmarks of the Python path."""
+    if os.environ.get("CHRONOLOG_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from chronolog.records._walk import scan_timestamps as native
+    except ImportError:
+        return None
+    return native
+
+
+_native_scan = _load_native_scan()
+NATIVE_WALK = _native_scan is not None
 
 
 def _fields_end(body, p: int, end: int) -> int:

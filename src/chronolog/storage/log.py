@@ -266,12 +266,13 @@ class PartitionLog:
         if not self.writable:
             raise KafkaError("log is read-only")
         now = now_ms() if now is None else now
-        buf = bytearray(records)
-        if (len(buf) >= HEADER_SIZE and buf[16] == 2
-                and int.from_bytes(buf[8:12], "big", signed=True) + LOG_OVERHEAD == len(buf)):
-            info = self._append_one_v2(buf, now, origin_client)
+        view = memoryview(records).cast("B")
+        if (len(view) >= HEADER_SIZE and view[16] == 2
+                and int.from_bytes(view[8:12], "big", signed=True) + LOG_OVERHEAD == len(view)):
+            info = self._append_one_v2(view, now, origin_client)
             if info is not None:
                 return info
+        buf = bytearray(records)
         batches = list(iter_batches(buf))
         consumed = sum(b.size_in_bytes for b in batches)
         if not batches or consumed != len(buf):
@@ -355,10 +356,12 @@ class PartitionLog:
             return AppendInfo(first, offset - 1, max_ts, offset_of_max, now if log_append else -1,
                               self.log_start_offset, count)
 
-    def _append_one_v2(self, buf: bytearray, now: int, origin_client: bool) -> AppendInfo | None:
+    def _append_one_v2(self, buf: memoryview, now: int, origin_client: bool) -> AppendInfo | None:
         """`append` for what producers send: one v2 batch whose codec the topic keeps. The same checks in
-        the same order as the general loop, with the header unpacked once and the request's buffer
-        patched and written as it is. None when the topic recompresses (the general loop does that)."""
+        the same order as the general loop, with the header unpacked once; the caller's bytes are written
+        as they are behind a patched copy of the 61-byte header (a copy of the whole batch only when the
+        max timestamp must change, which the CRC covers). None when the topic recompresses (the general
+        loop does that)."""
         h = BATCH_HEADER.unpack_from(buf, 0)
         attributes = h[5]
         with self.lock:
@@ -393,18 +396,25 @@ class PartitionLog:
                 if lo == -1 and batch_max != -1:
                     self._check_each_timestamp(batch, now, before, after)
             offset = self._next_offset
-            _BASE_AND_EPOCH.pack_into(buf, 0, offset, h[1], LEADER_EPOCH)
-            if log_append:
-                set_max_timestamp(buf, 0, TimestampType.LOG_APPEND_TIME, now)
-                batch_max = now
-            elif h[8] != batch_max or attributes & TIMESTAMP_TYPE_MASK:
-                set_max_timestamp(buf, 0, TimestampType.CREATE_TIME, batch_max)
+            if log_append or h[8] != batch_max or attributes & TIMESTAMP_TYPE_MASK:
+                data = bytearray(buf)  # the CRC covers the max timestamp: patch and re-checksum a copy
+                head = None
+                if log_append:
+                    set_max_timestamp(data, 0, TimestampType.LOG_APPEND_TIME, now)
+                    batch_max = now
+                else:
+                    set_max_timestamp(data, 0, TimestampType.CREATE_TIME, batch_max)
+                _BASE_AND_EPOCH.pack_into(data, 0, offset, h[1], LEADER_EPOCH)
+            else:
+                data = buf
+                head = bytearray(buf[:HEADER_SIZE])  # base offset and leader epoch are outside the CRC
+                _BASE_AND_EPOCH.pack_into(head, 0, offset, h[1], LEADER_EPOCH)
             last = offset + n_records - 1
             max_ts, offset_of_max = (batch_max, last) if batch_max > -1 else (-1, -1)
             if len(buf) > cfg.segment_bytes:
                 raise RecordListTooLargeError(f"{len(buf)} bytes exceed segment.bytes {cfg.segment_bytes}")
             self._maybe_roll(len(buf), max_ts, last, now)
-            self.active.append(last, max_ts, offset_of_max, buf, batch_max if log_append else lo)
+            self.active.append(last, max_ts, offset_of_max, data, batch_max if log_append else lo, head=head)
             self._next_offset = last + 1
             self._unflushed_messages += n_records
             if self._unflushed_messages >= cfg.flush_messages:

@@ -65,22 +65,30 @@ class SegmentMinima:
     covered_end: int = 0
     last: tuple[int, int, int, int] | None = None  # position, base offset, size in bytes, CRC of the last batch
 
+    def add_one(self, position: int, header, size: int, min_timestamp: int) -> bool:
+        """The append fast path: one v2 batch of `size` bytes whose first bytes (as written) are `header`.
+        False when that is not what it is (the caller then tries `add`)."""
+        if size < 61 or position != self.covered_end:
+            return False
+        base, length, _epoch, magic, crc = _BATCH_START.unpack_from(header, 0)
+        if size != 12 + length or magic != 2:
+            return False
+        tail = self.chunks[-1] if self.chunks else None
+        if tail is None or position - tail.position >= CHUNK_BYTES:
+            self.chunks.append(Chunk(position, base, crc, min_timestamp))
+        elif min_timestamp < tail.min_timestamp:
+            self.chunks[-1] = Chunk(tail.position, tail.base_offset, tail.crc, min_timestamp)
+        self.covered_end = position + size
+        self.last = (position, base, size, crc)
+        return True
+
     def add(self, position: int, data: bytes | bytearray | memoryview, min_timestamp: int) -> bool:
         """Account for whole v2 batches `data` appended at `position`, whose records' smallest timestamp is
         `min_timestamp`. False when they cannot be tracked (not contiguous, not v2): the caller drops the
         tracker and readers scan this segment."""
         n = len(data)
-        if n >= 61 and position == self.covered_end:
-            base, length, _epoch, magic, crc = _BATCH_START.unpack_from(data, 0)
-            if n == 12 + length and magic == 2:  # what producers send: one batch (the append fast path)
-                tail = self.chunks[-1] if self.chunks else None
-                if tail is None or position - tail.position >= CHUNK_BYTES:
-                    self.chunks.append(Chunk(position, base, crc, min_timestamp))
-                elif min_timestamp < tail.min_timestamp:
-                    self.chunks[-1] = Chunk(tail.position, tail.base_offset, tail.crc, min_timestamp)
-                self.covered_end = position + n
-                self.last = (position, base, n, crc)
-                return True
+        if n >= 61 and position == self.covered_end and self.add_one(position, data, n, min_timestamp):
+            return True
         first = last = None
         pos = 0
         while pos < n:

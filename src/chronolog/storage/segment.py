@@ -383,10 +383,12 @@ class LogSegment:
 
     # -- writing ------------------------------------------------------------------------------------
     def append(self, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int,
-               data: bytes | bytearray | memoryview, min_timestamp: int | None = None) -> None:
+               data: bytes | bytearray | memoryview, min_timestamp: int | None = None,
+               head: bytes | bytearray | None = None) -> None:
         """Append already-validated batches (`LogSegment.append`). `min_timestamp`, the smallest record
         timestamp in `data` (validation has it), keeps the segment's minima for its sidecar; without it
-        the segment stops tracking them."""
+        the segment stops tracking them. `head`, when given, is written in place of the first len(head)
+        bytes of one batch in `data`: its patched header, so a producer's batch is never copied."""
         if not data:
             return
         physical_position = self.size
@@ -394,12 +396,21 @@ class LogSegment:
             self.rolling_based_timestamp = largest_timestamp
         if not 0 <= largest_offset - self.base_offset <= 0x7FFFFFFF:
             raise KafkaError(f"offset {largest_offset} cannot be stored relative to base {self.base_offset}")
-        written = os.pwrite(self._fd, data, physical_position)
-        if written != len(data):
+        size = len(data)
+        if head is None:
+            written = os.pwrite(self._fd, data, physical_position)
+        else:
+            written = os.pwritev(self._fd, (head, memoryview(data)[len(head):]), physical_position)
+        if written != size:
             raise KafkaError(f"short write to {self.log_path}")
         self.size += written
         if self._minima is not None:  # (`time_minima`'s view is keyed by size: it needs no reset here)
-            if min_timestamp is None or not self._minima.add(physical_position, data, min_timestamp):
+            if head is not None:
+                tracked = min_timestamp is not None and self._minima.add_one(physical_position, head, size,
+                                                                             min_timestamp)
+            else:
+                tracked = min_timestamp is not None and self._minima.add(physical_position, data, min_timestamp)
+            if not tracked:
                 self._minima = None
             self._minima_on_disk = False
         if largest_timestamp > self._max_ts.timestamp:
@@ -408,7 +419,7 @@ class LogSegment:
             self.offset_index.append(largest_offset, physical_position)
             self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
             self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += len(data)
+        self.bytes_since_last_index_entry += size
 
     def should_roll(self, *, segment_bytes: int, segment_ms: int, jitter_ms: int, max_timestamp: int,
                     last_offset: int, messages_size: int, now_ms: int, created_ms: int) -> bool:
