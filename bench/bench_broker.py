@@ -124,6 +124,57 @@ def raw_fetch(port: int, topic: str, end_offset: int, partition_max_bytes: int =
     return time.perf_counter() - start
 
 
+def produce_frames(topic: str, batches: list[bytes], version: int = 9) -> list[bytes]:
+    """One size-prefixed Produce request (acks=1) per batch, built before any timing."""
+    import datetime
+    import io
+    import struct
+
+    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+    from kio.schema.request_header.v2.header import RequestHeader
+    from kio.serial import entity_writer
+    from kio.static.primitive import i16, i32
+
+    frames = []
+    for n, batch in enumerate(batches):
+        buf = io.BytesIO()
+        entity_writer(RequestHeader)(buf, RequestHeader(request_api_key=i16(0), request_api_version=i16(version),
+                                                        correlation_id=i32(n), client_id="bench"))
+        entity_writer(ProduceRequest)(buf, ProduceRequest(
+            transactional_id=None, acks=i16(1), timeout=datetime.timedelta(milliseconds=30000),
+            topic_data=(TopicProduceData(name=topic, partition_data=(
+                PartitionProduceData(index=i32(0), records=batch),)),)))
+        frame = buf.getvalue()
+        frames.append(struct.pack(">i", len(frame)) + frame)
+    return frames
+
+
+def raw_produce(port: int, frames: list[bytes], in_flight: int = 5) -> float:
+    """Produce requests over one TCP connection with up to `in_flight` unanswered (librdkafka's
+    max.in.flight is 5 for idempotent producers), each response read and its error code checked: the
+    broker's own cost per request, no client work per record."""
+    import socket
+    import struct
+
+    start = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sent = answered = 0
+        while answered < len(frames):
+            while sent < len(frames) and sent - answered < in_flight:
+                sock.sendall(frames[sent])
+                sent += 1
+            (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
+            body = sock.recv(size, socket.MSG_WAITALL)
+            # header v1 (correlation id, tags), topics[1]: name, partitions[1]: index, then the error code
+            pos = 4 + 1 + 1
+            name_len = body[pos] - 1
+            pos += 1 + name_len + 1 + 4
+            assert struct.unpack_from(">h", body, pos)[0] == 0, f"produce failed: {body!r}"
+            answered += 1
+    return time.perf_counter() - start
+
+
 def kcat_consume(bootstrap: str, topic: str, expected: int, *extra: str) -> float:
     start = time.perf_counter()
     out = subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q",

@@ -39,6 +39,7 @@ from chronolog.errors import CorruptMessageError, InvalidRequestError, Unsupport
 
 API_VERSIONS_KEY = 18
 FETCH_KEY = 1
+PRODUCE_KEY = 0
 
 
 @dataclass(frozen=True)
@@ -496,9 +497,75 @@ def encode_fetch_response(version: int, correlation_id: int, values: dict[str, A
     return ResponseParts(parts)
 
 
+_PRODUCE_PARTITION = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time
+
+
+def encode_produce_response(version: int, correlation_id: int, values: dict[str, Any]) -> bytes:
+    """A size-prefixed Produce response (v3-v11) from the handler's values, framed by hand: building it
+    through kio's dataclasses cost more than the append it answers (about 0.2 ms of a 0.4 ms request for a
+    16 KiB batch). The tagged fields of v10+ (current_leader, node_endpoints) are only set by Kafka on
+    NOT_LEADER_OR_FOLLOWER, which a single node never answers: they are written as defaults are, not at all."""
+    if not 3 <= version <= 11:
+        raise UnsupportedVersionError(f"Produce v{version} responses are not framed here")
+    flexible = version >= 9
+    out = bytearray(8)
+    _I32.pack_into(out, 4, correlation_id)
+    if flexible:
+        out.append(0)
+
+    def length(n: int, wide: bool) -> None:
+        if flexible:
+            _put_uvarint(out, n + 1)
+        elif wide:
+            out.extend(_I32.pack(n))
+        else:
+            out.extend(_I16.pack(n))
+
+    def string(value: str | None) -> None:
+        if value is None:
+            length(-1, False)
+        else:
+            data = value.encode()
+            length(len(data), False)
+            out.extend(data)
+
+    topics = values.get("responses") or ()
+    length(len(topics), True)
+    for topic in topics:
+        string(str(topic["name"]))
+        partitions = topic.get("partition_responses") or ()
+        length(len(partitions), True)
+        for p in partitions:
+            append_time = p.get("log_append_time", -1)
+            out += _PRODUCE_PARTITION.pack(int(p["index"]), int(p.get("error_code", 0)), int(p.get("base_offset", -1)),
+                                           -1 if append_time is None or append_time < 0 else int(append_time))
+            if version >= 5:
+                out += _I64.pack(int(p.get("log_start_offset", -1)))
+            if version >= 8:
+                errors = p.get("record_errors") or ()
+                length(len(errors), True)
+                for e in errors:
+                    out += _I32.pack(int(e["batch_index"]))
+                    string(e.get("batch_index_error_message"))
+                    if flexible:
+                        out.append(0)
+                string(p.get("error_message"))
+            if flexible:
+                out.append(0)
+        if flexible:
+            out.append(0)
+    out += _I32.pack(_millis(values.get("throttle_time", 0)))
+    if flexible:
+        out.append(0)
+    _I32.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
 def encode_values(api_key: int, version: int, correlation_id: int, values: dict[str, Any]) -> bytes | ResponseParts:
-    """A handler's values to a size-prefixed response frame: Fetch framed around its records (above), the
+    """A handler's values to a size-prefixed response frame: Produce and Fetch framed by hand (above), the
     rest built and written through kio."""
     if api_key == FETCH_KEY:
         return encode_fetch_response(version, correlation_id, values)
+    if api_key == PRODUCE_KEY:
+        return encode_produce_response(version, correlation_id, values)
     return encode_response(api_key, version, correlation_id, build_response(api_key, version, values))
