@@ -19,6 +19,8 @@ from chronolog.errors import CorruptMessageError, KafkaError
 
 _OFFSET_ENTRY = struct.Struct(">ii")    # relative offset, physical position
 _TIME_ENTRY = struct.Struct(">qi")      # timestamp, relative offset
+_OFFSET_KEY = struct.Struct(">i")       # an offset entry's key: its relative offset
+_TIME_KEY = struct.Struct(">q")         # a time entry's key: its timestamp
 
 
 class IndexCorruptError(KafkaError):
@@ -150,14 +152,18 @@ class AbstractIndex:
         raise NotImplementedError
 
     def _largest_lower_bound_slot(self, target: int) -> int:
-        """Slot of the largest entry whose key is <= target, or -1 (AbstractIndex.indexSlotRangeFor)."""
+        """Slot of the largest entry whose key is <= target, or -1 (AbstractIndex.indexSlotRangeFor).
+        The key is unpacked inline (`_key_struct`): this loop is most of a lookup by time."""
         n = self._entries
-        if n == 0 or self._key(0) > target:
+        if n == 0:
+            return -1
+        unpack, mm, size = self._key_struct.unpack_from, self._mmap, self.entry_size
+        if unpack(mm, 0)[0] > target:
             return -1
         lo, hi = 0, n - 1
         while lo < hi:
             mid = (lo + hi + 1) >> 1
-            if self._key(mid) <= target:
+            if unpack(mm, mid * size)[0] <= target:
                 lo = mid
             else:
                 hi = mid - 1
@@ -181,6 +187,7 @@ class OffsetIndex(AbstractIndex):
     """`.index`: int32 offset relative to the segment base, int32 byte position in the `.log`."""
 
     entry_size = 8
+    _key_struct = _OFFSET_KEY
 
     def _key(self, slot: int) -> int:
         return _OFFSET_ENTRY.unpack_from(self._mmap, slot * 8)[0]  # type: ignore[arg-type]
@@ -253,6 +260,7 @@ class TimeIndex(AbstractIndex):
     """
 
     entry_size = 12
+    _key_struct = _TIME_KEY
 
     def _key(self, slot: int) -> int:
         return _TIME_ENTRY.unpack_from(self._mmap, slot * 12)[0]  # type: ignore[arg-type]
