@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -659,15 +660,29 @@ class LogSegment:
         """`find_offset_by_timestamp` over v2 headers; False sends the caller to the batch-parsing loop."""
         headers = _HeaderReader(self)
         pos = position
+        end = headers._end
         while True:
+            # Most headers are in the reader's buffer already: read the five fields the walk needs and
+            # check them as `_HeaderReader.header` does; anything else takes `header` itself.
+            rel = pos - headers._buf_pos
+            if pos < end and rel >= 0 and rel + HEADER_SIZE <= len(headers._buf):
+                base, length, magic, delta, max_ts = _WALK_FIELDS.unpack_from(headers._buf, rel)
+                if magic == 2 and length >= HEADER_SIZE - 12 and delta >= 0 and pos + 12 + length <= end:
+                    if max_ts < timestamp or base + delta < starting_offset:
+                        pos += 12 + length
+                        continue
             h = headers.header(pos)
             if not h:
                 return h
             size = 12 + h[1]
             if h[8] >= timestamp and h[0] + h[6] >= starting_offset:
-                found = tables.first_at_or_after((*key, self.base_offset, pos), h,
-                                                 lambda p=pos, n=size: RecordBatch(self.pread(p, n)),
-                                                 timestamp, starting_offset)
+                rel = pos - headers._buf_pos
+                if rel >= 0 and rel + size <= len(headers._buf):  # read with the headers already
+                    load = lambda b=headers._buf, r=rel: RecordBatch(b, r)  # noqa: E731
+                else:
+                    load = lambda p=pos, n=size: RecordBatch(self.pread(p, n))  # noqa: E731
+                found = tables.first_at_or_after((*key, self.base_offset, pos), h, load, timestamp,
+                                                 starting_offset)
                 if found is not None:
                     return FoundTimestamp(found[1], found[0], h[2])
             pos += size
@@ -743,6 +758,10 @@ def _best_minima(seg: LogSegment, from_file: SegmentMinima | None) -> SegmentMin
             and cached.matches(seg.pread, seg.size):
         return cached
     return from_file
+
+
+# baseOffset, batchLength, magic, lastOffsetDelta, maxTimestamp of a v2 batch header.
+_WALK_FIELDS = struct.Struct(">qi4xb6xi8xq")
 
 
 class _HeaderReader:
