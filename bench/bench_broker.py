@@ -1,9 +1,12 @@
 """Broker benchmarks, each against a baseline measured in the same run:
-- produce through the broker with librdkafka vs the storage engine's in-process append of similar batches;
-- consume vs reading the same segment bytes from disk (page cache), three ways: kcat with its defaults (its
-  run ends with one Fetch at the log end that waits `fetch.wait.max.ms`, 500 ms, as Kafka's DelayedFetch
-  does), kcat with `fetch.wait.max.ms=10` (the same minus most of that wait), and a minimal raw Fetch v12
-  loop over one socket (the broker's own ceiling, no client work per record);
+- produce vs the storage engine's in-process append of the same records, three ways: confluent-kafka from
+  Python (one `produce()` call per record: the client's loop is most of the time, the final flush shows how
+  far behind the broker was), kcat -P from a file (librdkafka in C) and a raw Produce v9 loop sending the
+  baseline's own batches (the broker's overhead per request, no client work per record);
+- consume 100,005 x 1 KiB vs reading the same segment file (page cache): kcat -c N (exits when it has the
+  records), kcat -e (exits after one Fetch at the log end, which waits `fetch.wait.max.ms`, 500 ms, as
+  Kafka's DelayedFetch does), a raw Fetch v12 loop (the broker's ceiling), and the socket's own ceiling:
+  sendfile of 1 MiB per request to the same receive loop with no broker at all;
 - ListOffsets by timestamp round trip p50/p99 (target p50 <= 1 ms on loopback).
 """
 
@@ -27,7 +30,9 @@ from chronolog.storage import PartitionLog
 T0 = 1_700_000_000_000
 
 
-def produce(bootstrap: str, topic: str, size: int, count: int) -> float:
+def produce(bootstrap: str, topic: str, size: int, count: int) -> tuple[float, float]:
+    """confluent-kafka (librdkafka) from Python, one `produce()` call per record: (seconds in all, seconds
+    of the final flush). A short flush means the broker kept up with the client's loop."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1_000_000, "acks": 1,
                   "queue.buffering.max.messages": 1_000_000})
     payload = b"x" * size
@@ -39,16 +44,35 @@ def produce(bootstrap: str, topic: str, size: int, count: int) -> float:
                 break
             except BufferError:
                 p.poll(0.01)
+    flushing = time.perf_counter()
     assert p.flush(120) == 0
-    return time.perf_counter() - start
+    end = time.perf_counter()
+    return end - start, end - flushing
 
 
-def in_process(tmp: Path, size: int, count: int) -> float:
+def kcat_produce(bootstrap: str, topic: str, lines: Path, count: int) -> float:
+    """kcat -P (librdkafka from C, no Python per record) sending each line of a file as a record, with the
+    same producer settings as above; includes kcat's start and metadata round trip (about 20 ms)."""
+    start = time.perf_counter()
+    out = subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic, "-p", "0", "-l", str(lines),
+                          "-X", "linger.ms=5", "-X", "batch.size=1000000", "-X", "acks=1",
+                          "-X", "queue.buffering.max.messages=1000000"], capture_output=True, timeout=300)
+    elapsed = time.perf_counter() - start
+    assert out.returncode == 0, out.stderr[-500:]
+    return elapsed
+
+
+def batches_of(size: int, count: int) -> list[bytes]:
+    """The baseline's batches: about 16 KiB each, records of `size` bytes."""
+    per_batch = max(1, 16384 // (size + 10))
+    return [build_batch([SimpleRecord(T0 + i + j, None, b"x" * size) for j in range(min(per_batch, count - i))])
+            for i in range(0, count, per_batch)]
+
+
+def in_process(tmp: Path, size: int, batches: list[bytes]) -> float:
+    """The storage engine's own append of `batches` (validation, offsets, indexes), in this process."""
     plog = PartitionLog.open(tmp / f"inproc{size}-0", TopicConfig.from_kafka(
         {"message.timestamp.after.max.ms": str(2**62), "segment.bytes": str(256 << 20)}))
-    per_batch = max(1, 16384 // (size + 10))
-    batches = [build_batch([SimpleRecord(T0 + i + j, None, b"x" * size) for j in range(per_batch)])
-               for i in range(0, count, per_batch)]
     start = time.perf_counter()
     for b in batches:
         plog.append(b, now=T0)
@@ -70,7 +94,9 @@ def _uvarint(buf, pos: int) -> tuple[int, int]:
 
 def raw_fetch(port: int, topic: str, end_offset: int, partition_max_bytes: int = 1 << 20) -> float:
     """Fetch v12 from offset 0 to `end_offset` over one TCP connection, one request at a time with
-    librdkafka's default 1 MiB per partition, reading only what is needed to find the next offset."""
+    librdkafka's default 1 MiB per partition. The request is encoded once and only its fetch offset patched;
+    each response is received into one reused buffer and only the batch headers needed to find the next
+    offset are read: as little client work as Python allows, so the figure is mostly the broker's."""
     import datetime
     import io
     import socket
@@ -81,46 +107,52 @@ def raw_fetch(port: int, topic: str, end_offset: int, partition_max_bytes: int =
     from kio.serial import entity_writer
     from kio.static.primitive import i8, i16, i32, i64
 
-    offset = n = 0
+    marker = 0x0123456789ABCDEF
+    buf = io.BytesIO()
+    entity_writer(RequestHeader)(buf, RequestHeader(request_api_key=i16(1), request_api_version=i16(12),
+                                                    correlation_id=i32(1), client_id="bench"))
+    part = FetchPartition(partition=i32(0), current_leader_epoch=i32(-1), fetch_offset=i64(marker),
+                          last_fetched_epoch=i32(-1), log_start_offset=i64(-1),
+                          partition_max_bytes=i32(partition_max_bytes))
+    entity_writer(FetchRequest)(buf, FetchRequest(
+        replica_id=i32(-1), max_wait=datetime.timedelta(milliseconds=500), min_bytes=i32(1),
+        max_bytes=i32(52428800), isolation_level=i8(0), session_id=i32(0), session_epoch=i32(-1),
+        topics=(FetchTopic(topic=topic, partitions=(part,)),), forgotten_topics_data=(), rack_id=""))
+    request = bytearray(struct.pack(">i", len(buf.getvalue())) + buf.getvalue())
+    at = request.index(struct.pack(">q", marker))
+    data = bytearray(partition_max_bytes + (1 << 16))
+    view = memoryview(data)
+    offset = 0
     start = time.perf_counter()
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         while offset < end_offset:
-            buf = io.BytesIO()
-            entity_writer(RequestHeader)(buf, RequestHeader(request_api_key=i16(1), request_api_version=i16(12),
-                                                            correlation_id=i32(n), client_id="bench"))
-            part = FetchPartition(partition=i32(0), current_leader_epoch=i32(-1), fetch_offset=i64(offset),
-                                  last_fetched_epoch=i32(-1), log_start_offset=i64(-1),
-                                  partition_max_bytes=i32(partition_max_bytes))
-            entity_writer(FetchRequest)(buf, FetchRequest(
-                replica_id=i32(-1), max_wait=datetime.timedelta(milliseconds=500), min_bytes=i32(1),
-                max_bytes=i32(52428800), isolation_level=i8(0), session_id=i32(0), session_epoch=i32(-1),
-                topics=(FetchTopic(topic=topic, partitions=(part,)),), forgotten_topics_data=(), rack_id=""))
-            frame = buf.getvalue()
-            sock.sendall(struct.pack(">i", len(frame)) + frame)
-            (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
-            data = bytearray(size)
-            view = memoryview(data)
+            struct.pack_into(">q", request, at, offset)
+            sock.sendall(request)
             got = 0
-            while got < size:
+            while got < 4:
                 got += sock.recv_into(view[got:])
-            # response header v1, throttle, error, session, one topic, one partition, then its records
-            pos = 4 + 1 + 4 + 2 + 4
+            size = 4 + struct.unpack_from(">i", data)[0]
+            if size > len(data):
+                data.extend(bytes(size - len(data)))
+                view = memoryview(data)
+            while got < size:
+                got += sock.recv_into(view[got:size])
+            # size, response header v1, throttle, error, session, one topic, one partition, then its records
+            pos = 4 + 4 + 1 + 4 + 2 + 4
             _, pos = _uvarint(view, pos)
             length, pos = _uvarint(view, pos)
             _, pos = _uvarint(view, pos + length - 1)
             pos += 4 + 2 + 8 + 8 + 8
             _, pos = _uvarint(view, pos)
             length, pos = _uvarint(view, pos + 4)
-            records, last = view[pos:pos + length - 1], None
-            p = 0
-            while p + 27 <= len(records):
-                base, batch_length = struct.unpack_from(">qi", records, p)
-                last = base + struct.unpack_from(">i", records, p + 23)[0]
+            p, end, last = pos, pos + length - 1, None
+            while p + 27 <= end:
+                base, batch_length = struct.unpack_from(">qi", data, p)
+                last = base + struct.unpack_from(">i", data, p + 23)[0]
                 p += 12 + batch_length
             assert last is not None, "empty fetch before the end offset"
             offset = last + 1
-            n += 1
     return time.perf_counter() - start
 
 
@@ -176,12 +208,61 @@ def raw_produce(port: int, frames: list[bytes], in_flight: int = 5) -> float:
 
 
 def kcat_consume(bootstrap: str, topic: str, expected: int, *extra: str) -> float:
+    """kcat -C from the beginning of partition 0, printing only offsets; `extra` says when it stops."""
     start = time.perf_counter()
-    out = subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q",
+    out = subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-q",
                           "-f", "%o\n", *extra], capture_output=True, timeout=300)
     elapsed = time.perf_counter() - start
     assert out.stdout.count(b"\n") == expected, out.stderr[-500:]
     return elapsed
+
+
+def socket_ceiling(path: Path, chunk: int = 1 << 20) -> tuple[int, float]:
+    """(bytes, seconds) for one loopback TCP connection to move a file request by request: a thread answers
+    each small request with a size prefix and `os.sendfile` of the next `chunk` bytes (what Kafka's
+    zero-copy path does, with no broker work at all) to the receive loop raw_fetch uses. No broker can
+    serve this client faster."""
+    import os
+    import socket
+    import struct
+    import threading
+
+    size = path.stat().st_size
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn, open(path, "rb") as f:
+            position = 0
+            while position < size and conn.recv(8, socket.MSG_WAITALL):
+                n = min(chunk, size - position)
+                conn.sendall(struct.pack(">i", n))
+                sent = 0
+                while sent < n:
+                    sent += os.sendfile(conn.fileno(), f.fileno(), position + sent, n - sent)
+                position += n
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    data = bytearray(chunk + 4)
+    view = memoryview(data)
+    start = time.perf_counter()
+    with socket.create_connection(server.getsockname()) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        received = 0
+        while received < size:
+            sock.sendall(struct.pack(">q", received))
+            got = 0
+            while got < 4:
+                got += sock.recv_into(view[got:])
+            want = 4 + struct.unpack_from(">i", data)[0]
+            while got < want:
+                got += sock.recv_into(view[got:want])
+            received += want - 4
+    elapsed = time.perf_counter() - start
+    thread.join()
+    server.close()
+    return size, elapsed
 
 
 def raw_list_offsets(port: int, topic: str, count: int) -> list[float]:
@@ -217,6 +298,10 @@ def raw_list_offsets(port: int, topic: str, count: int) -> list[float]:
     return timings
 
 
+def best(runs: int, fn) -> float:
+    return min(fn() for _ in range(runs))
+
+
 def main() -> None:
     rows = [("measure", "chronolog", "baseline", "ratio / note")]
     with tempfile.TemporaryDirectory(prefix="chronolog-bench-") as tmpdir:
@@ -224,30 +309,53 @@ def main() -> None:
         proc = BrokerProcess(tmp / "data").start()
         try:
             admin = AdminClient({"bootstrap.servers": proc.bootstrap})
-            for size in (100, 1024):
-                admin.create_topics([NewTopic(f"b{size}", 1, 1, config={
-                    "message.timestamp.after.max.ms": str(2**62)})])[f"b{size}"].result(15)
+            topics = [f"{kind}{size}" for kind in ("b", "k", "r") for size in (100, 1024)] + ["c1024"]
+            for future in admin.create_topics([NewTopic(t, 1, 1, config={
+                    "message.timestamp.after.max.ms": str(2**62)}) for t in topics]).values():
+                future.result(15)
+            # -- produce: three clients, each against the in-process append of the same records ------------
             for size, count in ((100, 100_000), (1024, 30_000)):
-                broker_s = produce(proc.bootstrap, f"b{size}", size, count)
-                local_s = in_process(tmp, size, count)
                 mb = size * count / 1e6
-                rows.append((f"produce {size} B records (librdkafka)", f"{mb / broker_s:.1f} MB/s, "
-                             f"{count / broker_s:,.0f} rec/s", f"{mb / local_s:.1f} MB/s in-process append",
-                             f"{local_s / broker_s:.2f} (target >= 0.5)"))
-            # consume vs reading the segment files; best of 3 for each, the disk read too
-            logs = sorted((tmp / "data" / "b1024-0").glob("*.log"))
+                batches = batches_of(size, count)
+                local_s = in_process(tmp, size, batches)
+                base = f"{mb / local_s:.1f} MB/s in-process append"
+                broker_s, flush_s = produce(proc.bootstrap, f"b{size}", size, count)
+                rows.append((f"produce {count:,} x {size} B, confluent-kafka from Python",
+                             f"{mb / broker_s:.1f} MB/s, {count / broker_s:,.0f} rec/s", base,
+                             f"{local_s / broker_s:.2f} (target >= 0.5; final flush {flush_s * 1e3:.0f} ms)"))
+                lines = tmp / f"lines{size}"
+                lines.write_bytes((b"x" * size + b"\n") * count)
+                kcat_s = best(2, lambda size=size, lines=lines, count=count:
+                              kcat_produce(proc.bootstrap, f"k{size}", lines, count))
+                rows.append(("  kcat -P from a file (librdkafka in C)",
+                             f"{mb / kcat_s:.1f} MB/s, {count / kcat_s:,.0f} rec/s", "same", f"{local_s / kcat_s:.2f}"))
+                frames = produce_frames(f"r{size}", batches)
+                raw_s = raw_produce(proc.port, frames)
+                rows.append((f"  raw Produce v9 loop, the baseline's {len(batches)} batches, 5 in flight",
+                             f"{mb / raw_s:.1f} MB/s, {len(frames) / raw_s:,.0f} req/s", "same",
+                             f"{local_s / raw_s:.2f} (broker overhead per request)"))
+            # -- consume: 100,000 x 1 KiB, against reading the segment file --------------------------------
+            count = 100_005
+            raw_produce(proc.port, produce_frames("c1024", [batches_of(1024, 15)[0]]) * (count // 15))
+            logs = sorted((tmp / "data" / "c1024-0").glob("*.log"))
             total = sequential_read(logs)[0]
-            disk_s = min(sequential_read(logs)[1] for _ in range(3))
-            disk = f"{total / disk_s / 1e6:,.0f} MB/s disk read"
+            disk_s = best(3, lambda: sequential_read(logs)[1])
+            disk = f"{total / disk_s / 1e6:,.0f} MB/s reading the segment file"
             for label, run in (
-                    ("consume 30,000 x 1 KiB, kcat defaults", lambda: kcat_consume(proc.bootstrap, "b1024", 30_000)),
-                    ("  kcat -X fetch.wait.max.ms=10", lambda: kcat_consume(proc.bootstrap, "b1024", 30_000,
-                                                                            "-X", "fetch.wait.max.ms=10")),
-                    ("  raw Fetch v12 loop (broker ceiling)", lambda: raw_fetch(proc.port, "b1024", 30_000))):
-                took = min(run() for _ in range(3))
+                    (f"consume {count:,} x 1 KiB, kcat -c {count} (exits on the last record)",
+                     lambda: kcat_consume(proc.bootstrap, "c1024", count, "-c", str(count))),
+                    ("  kcat -e (exits after an empty Fetch at the end: + fetch.wait.max.ms, 500 ms)",
+                     lambda: kcat_consume(proc.bootstrap, "c1024", count, "-e")),
+                    ("  raw Fetch v12 loop, 1 MiB per request (broker ceiling)",
+                     lambda: raw_fetch(proc.port, "c1024", count))):
+                took = best(3, run)
                 target = " (target >= 0.5)" if label.startswith("consume") else ""
                 rows.append((label, f"{total / took / 1e6:,.1f} MB/s", disk, f"{disk_s / took:.3f}{target}"))
-            # ListOffsets by timestamp round trips
+            moved, ceiling_s = min((socket_ceiling(logs[0]) for _ in range(3)), key=lambda r: r[1])
+            rows.append(("  socket ceiling: sendfile 1 MiB per request, same receive loop, no broker",
+                         f"{moved / ceiling_s / 1e6:,.1f} MB/s", disk,
+                         f"{disk_s * moved / total / ceiling_s:.3f}"))
+            # -- ListOffsets by timestamp round trips -------------------------------------------------------
             c = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "bench", "socket.nagle.disable": True})
             c.offsets_for_times([TopicPartition("b100", 0, T0)], timeout=10)
             timings = []
