@@ -8,7 +8,7 @@ import math
 from chronolog.errors import ChronologError
 from chronolog.spark.options import SourceOptions
 from chronolog.spark.source import Bounds, OffsetRange, RangeGroup
-from chronolog.timetravel.sources import BrokerSource, DataDirSource
+from chronolog.timetravel.sources import BrokerSource, open_data_dir
 
 
 def _spec(table, topic: str, partition: int):
@@ -19,7 +19,7 @@ def _spec(table, topic: str, partition: int):
 
 
 def plan(options: SourceOptions, bounds: Bounds) -> list[OffsetRange]:
-    source = DataDirSource(options.path) if options.path else BrokerSource(options.bootstrap)
+    source = open_data_dir(options.path) if options.path else BrokerSource(options.bootstrap)
     mode = "path" if options.path else "kafka"
     try:
         available = list(source.topics())

@@ -15,8 +15,8 @@ def _records(part: OffsetRange, start: int, end: int
     if start >= end:
         return
     if part.mode == "path":
-        from chronolog.timetravel.sources import DataDirSource
-        source = DataDirSource(part.source)
+        from chronolog.timetravel.sources import open_data_dir
+        source = open_data_dir(part.source)
         try:
             for batch in source.log(part.topic, part.partition).read_batches(start, end):
                 kind = int(batch.timestamp_type == 1)

@@ -12,7 +12,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 
 from chronolog.spark.options import SourceOptions
 from chronolog.spark.source import Bounds, OffsetRange, _arrow_schema
-from chronolog.timetravel.sources import BrokerSource, DataDirSource
+from chronolog.timetravel.sources import BrokerSource, open_data_dir
 
 
 class ChronologStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -21,7 +21,7 @@ class ChronologStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._target: dict[str, int] | None = None
 
     def _source(self):
-        return DataDirSource(self.options.path) if self.options.path else BrokerSource(self.options.bootstrap)
+        return open_data_dir(self.options.path) if self.options.path else BrokerSource(self.options.bootstrap)
 
     def _ends(self) -> dict[str, int]:
         source = self._source()

@@ -65,6 +65,25 @@ class AbstractIndex:
         self.max_index_size = max_index_size
         self._open_map(length)
 
+    @classmethod
+    def from_bytes(cls, data: bytes, path: Path | str, base_offset: int):
+        """A read-only index over the bytes of an index file read from elsewhere (an object store): every
+        slot counts as an entry, as when a file is opened, so the same sanity checks apply. `path` only
+        names it in messages."""
+        self = cls.__new__(cls)
+        self.path = path
+        self.base_offset = base_offset
+        self.writable = False
+        self._file = None
+        self._mmap = None
+        self._length = self.max_index_size = len(data)
+        self._entries = len(data) // self.entry_size
+        self._last = None
+        if data:
+            self._mmap = mmap.mmap(-1, len(data))  # anonymous: the lookups and close() work unchanged
+            self._mmap.write(data)
+        return self
+
     # -- mapping -------------------------------------------------------------------------------------
     def _open_map(self, length: int) -> None:
         self._close_map()

@@ -51,6 +51,7 @@ from chronolog.records import (
 from chronolog.records.batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, TIMESTAMP_TYPE_MASK
 from chronolog.records.batch import HEADER as BATCH_HEADER
 from chronolog.storage.minima import MINIMA_SUFFIX
+from chronolog.storage.readonly import FilesSegment, ReadOnlyFiles, segment_bases
 from chronolog.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, TIME_TABLES, FoundTimestamp, LogSegment
 
 log = logging.getLogger(__name__)
@@ -152,17 +153,19 @@ class PartitionLog:
 
     @classmethod
     def open_readonly(cls, directory: Path, config: TopicConfig | None = None,
-                      time_index_style: str = "batch_last") -> PartitionLog:
+                      time_index_style: str = "batch_last", *, files: ReadOnlyFiles | None = None) -> PartitionLog:
         """Read a directory that must not change (a copy of a Kafka log dir, a read-only mount): nothing
-        is written; indexes that are missing are rebuilt in memory."""
+        is written; indexes that are missing are rebuilt in memory. With `files` the directory is read
+        through that object (`storage.readonly`), e.g. from an object store; `directory` then only names it."""
         plog = cls(Path(directory), config or TopicConfig(), writable=False, time_index_style=time_index_style)
-        bases = plog._segment_bases()
+        bases = plog._segment_bases() if files is None else segment_bases(files)
         if not bases:
             raise OffsetOutOfRangeError(f"no segments in {directory}")
         for base in bases:
-            plog.segments.append(LogSegment(plog.dir, base, index_interval_bytes=plog.config.index_interval_bytes,
-                                            max_index_size=plog.config.segment_index_bytes, writable=False,
-                                            time_index_style=time_index_style))
+            kwargs = {"index_interval_bytes": plog.config.index_interval_bytes,
+                      "max_index_size": plog.config.segment_index_bytes, "time_index_style": time_index_style}
+            plog.segments.append(LogSegment(plog.dir, base, writable=False, **kwargs) if files is None
+                                 else FilesSegment(files, plog.dir, base, **kwargs))
         for seg, nxt in zip(plog.segments, plog.segments[1:], strict=False):
             seg.is_last = False
             seg._offset_limit_after = nxt.base_offset

@@ -63,11 +63,7 @@ class LogSegment:
         self.writable = writable
         self.time_index_style = time_index_style
         self.log_path = self.dir / segment_name(base_offset, LOG_SUFFIX)
-        if writable:
-            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        else:
-            self._fd = os.open(self.log_path, os.O_RDONLY)
-        self.size = os.fstat(self._fd).st_size
+        self._open_log(writable)
         self._rebuild_missing = rebuild_missing
         self._open_indexes(writable)
         self.bytes_since_last_index_entry = 0
@@ -86,6 +82,14 @@ class LogSegment:
                 else:
                     self.rebuild_indexes()
         self._load_largest_timestamp(scan=not self._rebuild_needed)
+
+    def _open_log(self, writable: bool) -> None:
+        """Open the `.log` and set `size` (`storage.readonly.FilesSegment` reads it elsewhere)."""
+        if writable:
+            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        else:
+            self._fd = os.open(self.log_path, os.O_RDONLY)
+        self.size = os.fstat(self._fd).st_size
 
     def _open_indexes(self, writable: bool, force_private: bool = False) -> None:
         index_path = self.dir / segment_name(self.base_offset, INDEX_SUFFIX)
@@ -236,6 +240,9 @@ class LogSegment:
         """Largest record timestamp, or the `.log` mtime when there is none (`LogSegment.largestTimestamp`)."""
         if self._max_ts.timestamp >= 0:
             return self._max_ts.timestamp
+        return self._log_mtime_ms()
+
+    def _log_mtime_ms(self) -> int:
         return int(os.stat(self.log_path).st_mtime * 1000)
 
     def first_batch_timestamp(self) -> int | None:
@@ -337,7 +344,7 @@ class LogSegment:
             return view[1]
         known = self._minima
         if known is None or known.covered_end > self.size:
-            known = _best_minima(self, read_minima(self.minima_path, self.base_offset, self.pread, self.size))
+            known = _best_minima(self, self._read_sidecar())
         entries: list[MinEntry] = []
         if known is not None:
             ends = [c.position for c in known.chunks[1:]] + [known.covered_end]
@@ -357,6 +364,14 @@ class LogSegment:
             _remember_minima(self, grown)
         self._minima_view = (self.size, entries)
         return entries
+
+    def _read_sidecar(self) -> SegmentMinima | None:
+        return read_minima(self.minima_path, self.base_offset, self.pread, self.size)
+
+    def _reader_key(self) -> tuple:
+        """Names this segment's file in the process-wide cache of scanned minima."""
+        st = os.fstat(self._fd)
+        return (str(self.log_path), st.st_dev, st.st_ino, self.base_offset)
 
     def batch_minima(self, position: int, end: int) -> Iterator[tuple[int, int]]:
         """(base offset, smallest timestamp) of each batch in bytes [position, end), last batch first;
@@ -727,8 +742,7 @@ _reader_chunks = 0
 
 
 def _reader_key(seg: LogSegment) -> tuple:
-    st = os.fstat(seg._fd)
-    return (str(seg.log_path), st.st_dev, st.st_ino, seg.base_offset)
+    return seg._reader_key()
 
 
 def _remember_minima(seg: LogSegment, minima: SegmentMinima) -> None:

@@ -200,6 +200,15 @@ class BrokerSource:
         self.consumer.close()
 
 
+def open_data_dir(path: Path | str) -> DataDirSource:
+    """A data dir given as a local path or as a URI (`file://`, `s3://`, `gs://`, `hdfs://` ... see
+    `timetravel.remote`); local paths keep the plain file path."""
+    if isinstance(path, str) and "://" in path:
+        from chronolog.timetravel.remote import RemoteDataDirSource
+        return RemoteDataDirSource(path)
+    return DataDirSource(path)
+
+
 def open_source(bootstrap: str | None, data_dir: Path | None):
     if data_dir is not None:
         return DataDirSource(data_dir)
