@@ -113,15 +113,21 @@ def test_unclean_stop_recovers_from_the_recovery_point(tmp_path, monkeypatch):
 
 
 def test_background_thread_runs_retention(tmp_path):
+    # The segments are written before the background thread exists: a retention pass between the appends
+    # would delete the active segment early and leave offset 3 beside the new record (also right).
+    writer = LogManager(tmp_path)
+    writer.startup(background=False)
+    writer.create_topic("t", 1, {**WIDE, "segment.bytes": "220", "retention.ms": "60000",
+                                 "file.delete.delay.ms": "0"})
+    old = int(time.time() * 1000) - 3_600_000
+    for i in range(4):
+        writer.get_log("t", 0).append(batch(old + i))
+    writer.get_log("t", 0).append(batch(int(time.time() * 1000)))
+    assert [s.base_offset for s in writer.get_log("t", 0).segments] == [0, 2, 4]
+    writer.shutdown()
     broker = BrokerConfig({"log.retention.check.interval.ms": "20"})
     with LogManager(tmp_path, broker) as manager:
-        manager.create_topic("t", 1, {**WIDE, "segment.bytes": "220", "retention.ms": "60000",
-                                      "file.delete.delay.ms": "0"})
         plog = manager.get_log("t", 0)
-        old = int(time.time() * 1000) - 3_600_000
-        for i in range(4):
-            plog.append(batch(old + i))
-        plog.append(batch(int(time.time() * 1000)))
         deadline = time.monotonic() + 20
         while plog.log_start_offset == 0 and time.monotonic() < deadline:
             time.sleep(0.02)
