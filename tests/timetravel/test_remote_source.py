@@ -206,6 +206,39 @@ def test_an_hour_of_a_day_reads_a_small_part_of_the_log_files(data_dir):
         local.close()
 
 
+def test_a_reader_opens_only_the_segments_of_its_range(data_dir):
+    fs, handler = counting_fs(data_dir.parent)
+    source = RemoteDataDirSource(data_dir.name, filesystem=fs)
+    local = DataDirSource(data_dir)
+    try:
+        bases = [seg.base_offset for seg in local.log("ev", 0).segments]
+        assert len(bases) > 5
+        start, end = bases[2] + 10, bases[3] + 10  # the end of one segment and the start of the next
+        assert list(source.read("ev", 0, start, end)) == list(local.read("ev", 0, start, end))
+        opened = {name[:20] for name in handler.opened}
+        # The two segments of the range, and the last one for the log end offset.
+        assert opened == {f"{b:020d}" for b in (bases[2], bases[3], bases[-1])}, sorted(handler.opened)
+    finally:
+        source.close()
+        local.close()
+
+
+def test_a_small_range_reads_about_its_own_bytes(data_dir):
+    fs, handler = counting_fs(data_dir.parent)
+    source = RemoteDataDirSource(data_dir.name, filesystem=fs)
+    local = DataDirSource(data_dir)
+    try:
+        seg = local.log("ev", 0).segments[2]
+        start, end = seg.base_offset + 100, seg.base_offset + 200  # ~18 KB early in a ~500 KB segment
+        assert list(source.read("ev", 0, start, end)) == list(local.read("ev", 0, start, end))
+        # The offset index bounds the read: the file's first chunks grow (16 KiB, 64 KiB, 1 MiB), and
+        # without the bound the reader would fetch the rest of the segment.
+        assert handler.bytes_read[seg.log_path.name] < 64 << 10, handler.bytes_read[seg.log_path.name]
+    finally:
+        source.close()
+        local.close()
+
+
 def test_missing_indexes_are_rebuilt_without_writing_into_the_source(data_dir, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(data_dir, copy)

@@ -233,6 +233,16 @@ class OffsetIndex(AbstractIndex):
             return OffsetPosition(self.base_offset, 0)
         return self.entry(slot)
 
+    def position_after(self, offset: int) -> int | None:
+        """A position from which every batch of the segment has a base offset > `offset`: that of the entry
+        after the first one whose offset is >= `offset` (entries name the last offset of an append and the
+        position where it starts, and later appends hold only larger offsets); None when the index cannot
+        tell. Lets a reader of an offset range stop reading the file there."""
+        slot = self._smallest_upper_bound_slot(offset - self.base_offset)
+        if slot < 0 or slot + 1 >= self._entries:
+            return None
+        return self.entry(slot + 1).position
+
     def append(self, offset: int, position: int) -> None:
         if self.is_full():
             raise KafkaError(f"Attempt to append to a full index {self.path}")

@@ -548,7 +548,10 @@ class PartitionLog:
             found = seg.translate_offset(start)
             if found is None:
                 continue
-            for _pos, batch in seg.batches_from(found[0]):
+            # Where the range ends inside this segment, the offset index bounds the bytes to read (a reader
+            # from an object store fetches the range, not the rest of the segment).
+            stop = seg.offset_index.position_after(end - 1) if nxt is None or end < nxt else None
+            for _pos, batch in seg.batches_from(found[0], stop):
                 if batch.base_offset >= end:
                     return
                 yield batch

@@ -47,12 +47,28 @@ def segment_bases(files: ReadOnlyFiles) -> list[int]:
 
 
 class FilesSegment(LogSegment):
-    """A read-only `LogSegment` whose bytes come from `files`."""
+    """A read-only `LogSegment` whose bytes come from `files`, opened lazily: nothing is fetched until
+    something the `LogSegment` constructor sets is first needed, so a reader of an offset range touches
+    only the segments that hold it (and the last one, for the log end offset), not every segment of the
+    partition. A time lookup still opens the segments it walks (their largest timestamps), as Kafka does."""
 
     def __init__(self, files: ReadOnlyFiles, directory: Path, base_offset: int, **kwargs) -> None:
         self._files = files
-        self._log = None
-        super().__init__(directory, base_offset, writable=False, **kwargs)
+        self.base_offset = base_offset
+        self._pending = (directory, kwargs)
+
+    def __getattr__(self, name: str):
+        # Called only for attributes not set yet: the ones `LogSegment.__init__` sets.
+        pending = self.__dict__.get("_pending")
+        if pending is None:
+            raise AttributeError(name)
+        self._pending = None  # while the constructor runs, a missing attribute is a plain AttributeError
+        try:
+            LogSegment.__init__(self, pending[0], self.base_offset, writable=False, **pending[1])
+        except BaseException:
+            self._pending = pending
+            raise
+        return getattr(self, name)
 
     def _open_log(self, writable: bool) -> None:
         self._fd = -1
@@ -113,11 +129,12 @@ class FilesSegment(LogSegment):
         return ("files", *self._files.identity(segment_name(self.base_offset, LOG_SUFFIX)), self.base_offset)
 
     def close(self) -> None:
-        if self._log is None:
+        log = self.__dict__.get("_log")  # never opened: nothing to close (and nothing to fetch now)
+        if log is None:
             return
         self.offset_index.close(trim=False)
         self.time_index.close(trim=False)
-        self._log.close()
+        log.close()
         self._log = None
 
     close_for_delete = close
