@@ -232,3 +232,31 @@ def test_a_region_outlives_the_deletion_of_its_segment(tmp_path):
         assert region.read_bytes() == expected
     finally:
         region.close()
+
+
+def test_a_client_gone_during_a_large_fetch_is_not_an_error(broker, caplog):
+    """Clients that close (or reset) the connection right after asking for a large fetch: the broker stops
+    that send quietly, releases the region and keeps answering others."""
+    b, loop, plog, _ctx = broker
+    where = next(li for li in b.listeners if li.name == "PLAINTEXT")
+    frame = _fetch_frame(12, 0, 1 << 20)
+
+    def hang_up(reset: bool) -> None:
+        with socket.create_connection((where.host, where.port), timeout=10) as sock:
+            if reset:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.sendall(frame)
+            sock.recv(1000)  # the start of the answer: the send is under way
+
+    async def run() -> list[bytes]:
+        for reset in (False, True, False, True):
+            await asyncio.to_thread(hang_up, reset)
+        await asyncio.sleep(0.2)
+        return await asyncio.to_thread(_round_trip, (where.host, where.port), None, [frame])
+
+    open_fds = len(os.listdir("/proc/self/fd"))
+    with caplog.at_level("DEBUG", logger="chronolog.server.broker"):
+        (answer,) = loop.run_until_complete(run())
+    assert bytes(_decode(12, answer).responses[0].partitions[0].records)[:8] == struct.pack(">q", 0)
+    assert not [r for r in caplog.records if r.levelno >= 30], [r.getMessage() for r in caplog.records]
+    assert len(os.listdir("/proc/self/fd")) <= open_fds, "a region's descriptor was not released"

@@ -406,7 +406,13 @@ class Broker:
                 if not isinstance(part, codec.FileRegion):
                     writer.write(part)
                     continue
-                sent = await loop.sendfile(writer.transport, part, part.position, part.size)
+                if writer.transport.is_closing():  # loop.sendfile would raise RuntimeError
+                    raise ConnectionResetError("the client closed the connection")
+                try:
+                    sent = await loop.sendfile(writer.transport, part, part.position, part.size, fallback=False)
+                except asyncio.SendfileNotAvailableError:  # a loop or platform without it: one pread
+                    writer.write(part.read_bytes())
+                    continue
                 if sent != part.size:
                     raise ConnectionError(f"file region shrank from {part.size} to {sent} bytes while being sent")
             await writer.drain()
