@@ -4,17 +4,22 @@
  * timestamp delta, offset delta, key, value and headers must be consistent, and the timestamps are checked
  * against message.timestamp.before/after.max.ms. In pure Python this walk is ~90% of an append of 1 MB
  * batches of small records. This module does the same walk over the same bytes (the buffer protocol, no
- * copy) and answers only the success case: (min timestamp delta, max timestamp delta). For anything the
- * Python walk would reject, and for the few inputs it accepts that do not fit 64-bit arithmetic, it returns
- * None and the caller runs the Python walk, which raises the precise error. So the two can never disagree
- * on what is accepted (tests/records/test_native_walk.py checks this on random and corrupted batches).
+ * copy) and answers (min timestamp delta, max timestamp delta) exactly when the Python walk accepts the
+ * body, None exactly when it rejects it (the caller then runs the Python walk, which raises the precise
+ * error), and False for the one valid input C cannot represent: a timestamp delta written as a 10-byte
+ * varint with bits beyond 64, which Python accepts as a big integer (the caller runs the Python walk too).
+ * tests/records/test_native_walk.py checks these three answers against the Python walk on random valid
+ * and corrupted batches.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 
-/* An unsigned varint of at most 10 bytes whose value fits 64 bits; 0 when it does not, runs past `n`,
- * or is longer (the caller then falls back to Python). */
+/* An unsigned varint of at most 10 bytes (`_raw_varint`): 1 with its value, WIDE when its 10th byte
+ * carries bits beyond 64 (Python reads a bigger integer: `out` then holds the low 64 bits, so its lowest
+ * bit, the zigzag sign, is right, and the value is at least 2**64), 0 when it runs past `n` or goes on
+ * after 10 bytes (Python raises). */
+#define WIDE 2
 static int read_varint(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *pos, uint64_t *out)
 {
     uint64_t raw = 0;
@@ -24,13 +29,11 @@ static int read_varint(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *pos, uint64
         if (p >= n)
             return 0;
         uint8_t b = buf[p++];
-        if (shift == 63 && (b & 0x7E))
-            return 0; /* bits beyond 64: Python accepts them, we leave it to Python */
         raw |= (uint64_t)(b & 0x7F) << shift;
         if (!(b & 0x80)) {
             *pos = p;
             *out = raw;
-            return 1;
+            return shift == 63 && (b & 0x7E) ? WIDE : 1;
         }
         shift += 7;
         if (shift > 63)
@@ -44,15 +47,17 @@ static inline int64_t zigzag(uint64_t raw)
 }
 
 /* Skips a length-prefixed field: odd raw values are negative lengths (null), even ones are followed by
- * raw/2 bytes. 0 when the length itself cannot be read or is absurd. */
+ * raw/2 bytes. 0 when the length itself cannot be read or runs past the body (a wide even length is at
+ * least 2**63 bytes: Python's position then runs past the body too). */
 static int skip_field(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *pos, int negative_is_error)
 {
     uint64_t raw;
-    if (!read_varint(buf, n, pos, &raw))
+    int got = read_varint(buf, n, pos, &raw);
+    if (!got)
         return 0;
     if (raw & 1)
         return negative_is_error ? 0 : 1;
-    if ((raw >> 1) > (uint64_t)n)
+    if (got == WIDE || (raw >> 1) > (uint64_t)n)
         return 0;
     *pos += (Py_ssize_t)(raw >> 1);
     return 1;
@@ -68,13 +73,14 @@ static PyObject *scan_timestamps(PyObject *self, PyObject *args)
     const Py_ssize_t n = view.len;
     PyObject *result = Py_None;
     int64_t lo = 0, hi = 0;
+    int wide_timestamp = 0, have = 0;
     Py_ssize_t pos = 0;
     if (count <= 0 || count > n)
         goto done;
     for (long long i = 0; i < count; i++) {
         uint64_t raw;
-        if (!read_varint(buf, n, &pos, &raw))
-            goto done;
+        if (read_varint(buf, n, &pos, &raw) != 1)
+            goto done; /* wide: a length of magnitude >= 2**63 is past the body or negative */
         int64_t length = zigzag(raw);
         if (length < 3 || length > n)
             goto done; /* Python: end < pos + 3 or end > n */
@@ -83,7 +89,8 @@ static PyObject *scan_timestamps(PyObject *self, PyObject *args)
             goto done;
         Py_ssize_t p = pos + 1; /* after the attributes byte */
         uint64_t ts_raw, off_raw;
-        if (!read_varint(buf, n, &p, &ts_raw) || !read_varint(buf, n, &p, &off_raw))
+        int ts_got = read_varint(buf, n, &p, &ts_raw);
+        if (!ts_got || read_varint(buf, n, &p, &off_raw) != 1)
             goto done;
         if (off_raw != (uint64_t)(2 * i))
             goto done;
@@ -91,7 +98,7 @@ static PyObject *scan_timestamps(PyObject *self, PyObject *args)
         if (!skip_field(buf, n, &p, 0) || !skip_field(buf, n, &p, 0))
             goto done;
         uint64_t hraw;
-        if (!read_varint(buf, n, &p, &hraw))
+        if (read_varint(buf, n, &p, &hraw) != 1)
             goto done;
         int64_t headers = zigzag(hraw);
         if (headers < 0 || headers > (int64_t)(end - p))
@@ -104,8 +111,14 @@ static PyObject *scan_timestamps(PyObject *self, PyObject *args)
         }
         if (p != end)
             goto done;
+        if (ts_got == WIDE) {
+            wide_timestamp = 1; /* valid to Python, beyond int64: the batch's answer is Python's */
+            pos = end;
+            continue;
+        }
         int64_t t = zigzag(ts_raw);
-        if (i == 0) {
+        if (!have) {
+            have = 1;
             lo = hi = t;
         } else if (t < lo) {
             lo = t;
@@ -116,6 +129,10 @@ static PyObject *scan_timestamps(PyObject *self, PyObject *args)
     }
     if (pos != n)
         goto done;
+    if (wide_timestamp) {
+        PyBuffer_Release(&view);
+        Py_RETURN_FALSE;
+    }
     result = Py_BuildValue("(LL)", (long long)lo, (long long)hi);
     PyBuffer_Release(&view);
     return result;
@@ -127,7 +144,7 @@ done:
 static PyMethodDef methods[] = {
     {"scan_timestamps", scan_timestamps, METH_VARARGS,
      "scan_timestamps(body, count) -> (min delta, max delta) for a batch body the Python walk accepts, "
-     "else None."},
+     "None for one it rejects, False for a valid one with a timestamp delta beyond 64 bits."},
     {NULL, NULL, 0, NULL},
 };
 

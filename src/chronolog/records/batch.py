@@ -235,7 +235,7 @@ class RecordBatch:
         count = self._h[12]
         if _native_scan is not None:
             found = _native_scan(body, count)
-            if found is not None:  # None: rejected or unusual; the Python walk below gives the verdict
+            if found:  # None (rejected) or False (a delta beyond 64 bits): the Python walk below answers
                 base_ts = self._h[7]
                 return base_ts + found[0], base_ts + found[1], count
         n = len(body)
@@ -430,9 +430,10 @@ class RecordBatch:
 
 
 def _load_native_scan():
-    """The C walk (`_walk.c`), built by `pip install` where a compiler is available; equivalent to the
-    Python walk on everything it accepts (it answers None for the rest). CHRONOLOG_PURE_PYTHON=1 turns it
-    off, for tests and benchmarks of the Python path."""
+    """The C walk (`_walk.c`), built by `pip install` where a compiler is available: the Python walk's
+    (min, max) for every body Python accepts, None for every body it rejects (Python then raises the
+    precise error), False for the one valid case C cannot hold (a timestamp delta beyond 64 bits).
+    CHRONOLOG_PURE_PYTHON=1 turns it off, for tests and benchmarks of the Python path."""
     if os.environ.get("CHRONOLOG_PURE_PYTHON", "") not in ("", "0"):
         return None
     try:
