@@ -84,3 +84,35 @@ def test_a_missing_uri_is_one_clear_line(spark, tmp_path):
     from chronolog.errors import ChronologError
     with pytest.raises(ChronologError, match="does not exist"):
         plan(SourceOptions.parse({"path": (tmp_path / "nothing").as_uri(), "subscribe": "ev"}), Bounds())
+
+
+def test_s3_uri_read_by_executors_that_resolve_it_themselves(spark, kafka_segments_dir):
+    """Spark's Python workers get only the URI (credentials in it here; normally pyarrow's environment)
+    and open the store themselves: moto's S3-compatible server on 127.0.0.1 stands in for S3."""
+    server_mod = pytest.importorskip("moto.server")
+    boto3 = pytest.importorskip("boto3")
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                              aws_access_key_id="testing", aws_secret_access_key="testing")
+        client.create_bucket(Bucket="backups")
+        topic = kafka_segments_dir.name
+        for f in kafka_segments_dir.iterdir():
+            client.upload_file(str(f), "backups", f"kafka/{topic}/{f.name}")
+        uri = f"s3://testing:testing@backups/kafka/{topic}?region=us-east-1&endpoint_override=127.0.0.1:{port}&scheme=http"
+
+        def load(path: str):
+            return spark.read.format("chronolog").option("path", path).option("subscribe", topic).load()
+
+        t = 1753819246011
+        where = f"timestamp >= '{iso(t)}' AND timestamp < '{iso(t + 20_000)}'"
+        local = rows(load(str(kafka_segments_dir)).where(where))
+        assert rows(load(uri).where(where)) == local and local
+        assert load(uri).count() == 30565
+    finally:
+        server.stop()
