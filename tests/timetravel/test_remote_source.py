@@ -277,6 +277,12 @@ def test_a_wrong_uri_is_one_clear_line(uri, message):
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
+def test_credentials_in_a_uri_are_not_shown_in_errors():
+    with pytest.raises(ChronologError) as info:
+        open_data_dir("nosuchscheme://key:secret@bucket/prefix")
+    assert "secret" not in str(info.value) and "nosuchscheme://***@bucket/prefix" in str(info.value)
+
+
 def test_a_file_is_not_a_data_dir(data_dir):
     log_file = next(data_dir.glob("ev-0/*.log"))
     with pytest.raises(ChronologError, match="is not a directory"):

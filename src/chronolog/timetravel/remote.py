@@ -9,6 +9,7 @@ AZURE_* ...). Each process resolves a URI once and keeps the filesystem object.
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import PurePosixPath
 
@@ -25,9 +26,14 @@ def is_uri(path: object) -> bool:
     return isinstance(path, str) and "://" in path
 
 
+def redact(uri: str) -> str:
+    """The URI for messages: credentials given in it (`s3://key:secret@bucket/...`) are not shown."""
+    return re.sub(r"([A-Za-z][\w+.-]*://)[^/@\s]*@", r"\1***@", uri)
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
-    return " ".join(text.split())
+    return redact(" ".join(text.split()))
 
 
 def resolve(uri: str):
@@ -41,7 +47,7 @@ def resolve(uri: str):
     try:
         found = FileSystem.from_uri(uri)
     except (pa.ArrowException, OSError, ValueError, TypeError) as exc:
-        raise ChronologError(f"cannot open {uri}: {_one_line(exc)}") from None
+        raise ChronologError(f"cannot open {redact(uri)}: {_one_line(exc)}") from None
     with _FILESYSTEMS_LOCK:
         return _FILESYSTEMS.setdefault(uri, found)
 
@@ -92,7 +98,7 @@ class RemoteDataDirSource(DataDirSource):
         """`filesystem` (a pyarrow FileSystem) replaces resolving the URI; `uri` is then a path in it."""
         import pyarrow as pa
         from pyarrow.fs import FileSelector, FileType
-        self.uri = uri
+        self.uri = redact(uri)  # for messages
         fs, base = (filesystem, uri) if filesystem is not None else resolve(uri)
         self._fs = fs
         self._base = base.rstrip("/") or base
@@ -102,14 +108,14 @@ class RemoteDataDirSource(DataDirSource):
         try:
             info = fs.get_file_info(self._base)
             if info.type == FileType.NotFound:
-                raise ChronologError(f"data dir {uri} does not exist")
+                raise ChronologError(f"data dir {self.uri} does not exist")
             if info.type != FileType.Directory:
-                raise ChronologError(f"data dir {uri} is not a directory")
+                raise ChronologError(f"data dir {self.uri} is not a directory")
             top = fs.get_file_info(FileSelector(self._base, recursive=False))
         except self._errors as exc:
-            raise ChronologError(f"cannot read {uri}: {_one_line(exc)}") from None
+            raise ChronologError(f"cannot read {self.uri}: {_one_line(exc)}") from None
         self.name = PurePosixPath(self._base).name
-        self.path = uri  # for messages
+        self.path = self.uri
         self._top = top
         self.single = any(i.type == FileType.File and i.base_name.endswith(".log") for i in top)
 
