@@ -138,6 +138,8 @@ def _past_end() -> CorruptMessageError:
 
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
     """Kafka's `ByteUtils.readUnsignedVarint`: at most 5 bytes."""
+    if pos < len(buf) and buf[pos] < 0x80:  # one byte: almost every length and tag count
+        return buf[pos], pos + 1
     value = shift = 0
     for i in range(pos, min(pos + 5, len(buf))):
         b = buf[i]
