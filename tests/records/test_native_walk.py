@@ -238,3 +238,40 @@ def test_the_append_path_uses_it_and_the_switch_turns_it_off(monkeypatch):
     monkeypatch.setenv("CHRONOLOG_PURE_PYTHON", "")
     assert batch_module._load_native_scan() is native.scan_timestamps
     assert crc32c(buf[21:]) == struct.unpack_from(">I", buf, 17)[0]
+
+
+@pytest.mark.parametrize("walk", ["c", "python"])
+def test_appended_bytes_are_the_producers_batch_with_its_offset(tmp_path, monkeypatch, walk):
+    """The append path's writes on both sides of its copy threshold (a small batch is copied and patched,
+    a large one written behind a patched header) and with a max timestamp to fix: the log holds the
+    producer's bytes with the base offset set, and the max timestamp and CRC rewritten only when wrong."""
+    from chronolog.config import TopicConfig
+    from chronolog.records.batch import CRC_OFFSET, MAX_TIMESTAMP_OFFSET, PARTITION_LEADER_EPOCH_OFFSET
+    from chronolog.storage import PartitionLog
+    from chronolog.storage.log import LEADER_EPOCH
+
+    if walk == "python":
+        monkeypatch.setattr(batch_module, "_native_scan", None)
+    cfg = TopicConfig.from_kafka({"message.timestamp.before.max.ms": str(2**62),
+                                  "message.timestamp.after.max.ms": str(2**62)})
+    plog = PartitionLog.open(tmp_path / "t-0", cfg)
+    sent, offset = [], 0
+    for size, n, lie in ((10, 3, False), (10, 3, True), (1500, 1, False), (2100, 1, False), (700, 8, False),
+                         (700, 8, True), (70_000, 2, False)):
+        raw = bytearray(build_batch([SimpleRecord(BASE_TS + 7 - i, b"k", bytes([i]) * size) for i in range(n)]))
+        if lie:  # a wrong max timestamp: the log must rewrite it and the CRC
+            struct.pack_into(">q", raw, MAX_TIMESTAMP_OFFSET, BASE_TS + 999)
+            struct.pack_into(">I", raw, CRC_OFFSET, crc32c(raw[21:]))
+        info = plog.append(bytes(raw), now=BASE_TS)
+        assert (info.first_offset, info.max_timestamp) == (offset, BASE_TS + 7)
+        want = bytearray(raw)
+        struct.pack_into(">q", want, 0, offset)
+        struct.pack_into(">i", want, PARTITION_LEADER_EPOCH_OFFSET, LEADER_EPOCH)
+        if lie:
+            struct.pack_into(">q", want, MAX_TIMESTAMP_OFFSET, BASE_TS + 7)
+            struct.pack_into(">I", want, CRC_OFFSET, crc32c(want[21:]))
+        sent.append(bytes(want))
+        offset += n
+    plog.flush()
+    assert plog.active.log_path.read_bytes() == b"".join(sent)
+    plog.close()
