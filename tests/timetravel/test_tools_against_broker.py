@@ -80,10 +80,13 @@ def test_offline_answers_equal_the_brokers(loaded, tmp_path):
                 first_at_or_after(P0, t) if first_at_or_after(P0, t) is not None else len(P0),
                 first_at_or_after(P1, t) if first_at_or_after(P1, t) is not None else len(P1), 0]
             del online
-        out = run("consume", "tt", "--from", str(BASE + 20), "--to", str(BASE + 60), "--data-dir", str(copy),
-                  "--format", "json")
-        assert [json.loads(x)["offset"] for x in out.splitlines()] == [i for i, ts in enumerate(P0)
-                                                                      if BASE + 20 <= ts < BASE + 60]
+        window = [i for i, ts in enumerate(P0) if BASE + 20 <= ts < BASE + 60]
+        for where in (str(copy), copy.as_uri()):  # a local path, and a URI read through pyarrow's filesystem
+            out = run("consume", "tt", "--from", str(BASE + 20), "--to", str(BASE + 60), "--data-dir", where,
+                      "--format", "json")
+            assert [json.loads(x)["offset"] for x in out.splitlines()] == window
+        by_uri = json.loads(run("offsets", "tt", "--time", str(BASE + 25), "--data-dir", copy.as_uri(), "--json"))
+        assert [p["offset"] for p in by_uri["partitions"]] == [first_at_or_after(P0, BASE + 25), 3, 0]
         segs = json.loads(run("describe-segments", "tt", "--data-dir", str(copy), "--json",
                               "--plot", str(tmp_path / "s.png")))
         assert {s["partition"] for s in segs} == {0, 1, 2} and (tmp_path / "s.png").stat().st_size > 1000

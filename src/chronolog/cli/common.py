@@ -13,7 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 BOOTSTRAP_HELP = "Kafka-protocol broker, HOST:PORT (chronolog or Apache Kafka)."
-DATA_DIR_HELP = "Read a data dir (ours or a copy of Kafka's log dir) instead of a broker."
+DATA_DIR_HELP = ("Read a data dir (ours or a copy of Kafka's log dir) instead of a broker: a local path or a URI "
+                 "pyarrow can open (file://, s3://bucket/prefix, gs://, hdfs://).")
 TIME_HELP = ("ISO-8601 (2024-06-14T15:00:00Z; a time without a zone is UTC), epoch ms, or relative "
              "('2h ago', '-90m', 'now').")
 

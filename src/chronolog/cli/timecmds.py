@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import sys
-from pathlib import Path
 
 import typer
 
@@ -31,7 +30,7 @@ def register(app: typer.Typer) -> None:
         time: str = typer.Option(..., "--time", help=TIME_HELP),
         partitions: str | None = typer.Option(None, help="Comma-separated partitions (default: all)."),
         bootstrap_server: str = BootstrapOpt,
-        data_dir: Path | None = DataDirOpt,
+        data_dir: str | None = DataDirOpt,
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
         """Per partition: the first offset with timestamp >= TIME and that record's timestamp. A partition
@@ -62,7 +61,7 @@ def register(app: typer.Typer) -> None:
         fmt: str = typer.Option("text", "--format", help="text | json | raw"),
         partitions: str | None = typer.Option(None, help="Comma-separated partitions (default: all)."),
         bootstrap_server: str = BootstrapOpt,
-        data_dir: Path | None = DataDirOpt,
+        data_dir: str | None = DataDirOpt,
         as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
     ) -> None:
         """Every record with FROM <= timestamp < TO, from every partition, exactly once, in offset order

@@ -29,7 +29,7 @@ def _result(future, what: str):
 
 
 @topics_app.command("list")
-def list_(bootstrap_server: str = BootstrapOpt, data_dir: Path | None = DataDirOpt,
+def list_(bootstrap_server: str = BootstrapOpt, data_dir: str | None = DataDirOpt,
           as_json: bool = typer.Option(False, "--json")) -> None:
     """Topics and their partition counts."""
     source = open_source(bootstrap_server, data_dir)
@@ -44,7 +44,7 @@ def list_(bootstrap_server: str = BootstrapOpt, data_dir: Path | None = DataDirO
 
 
 @topics_app.command()
-def describe(topic: str, bootstrap_server: str = BootstrapOpt, data_dir: Path | None = DataDirOpt,
+def describe(topic: str, bootstrap_server: str = BootstrapOpt, data_dir: str | None = DataDirOpt,
              as_json: bool = typer.Option(False, "--json")) -> None:
     """Per partition: start and end offsets; and the topic's configs (broker only)."""
     source = open_source(bootstrap_server, data_dir)

@@ -209,9 +209,9 @@ def open_data_dir(path: Path | str) -> DataDirSource:
     return DataDirSource(path)
 
 
-def open_source(bootstrap: str | None, data_dir: Path | None):
+def open_source(bootstrap: str | None, data_dir: Path | str | None):
     if data_dir is not None:
-        return DataDirSource(data_dir)
+        return open_data_dir(data_dir)
     return BrokerSource(bootstrap or "127.0.0.1:9092")
 
 
