@@ -125,7 +125,7 @@ def test_lying_bytes_get_the_same_verdict(recs, data):
     elif kind == "varint":  # a run of continuation bytes: longer than 10 bytes, or cut by the end
         i = data.draw(st.integers(0, len(body) - 1))
         body[i:i + 1] = b"\xff" * data.draw(st.integers(2, 14))
-    else:  # a length written with needless continuation bytes (still a valid varint to Python)
+    else:  # a length written with needless continuation bytes (valid up to 5 bytes, as Kafka reads it)
         body[0:1] = bytes([body[0] | 0x80]) + b"\x80" * data.draw(st.integers(0, 8)) + b"\x00"
     agree(bytes(body), count)
 
@@ -147,11 +147,12 @@ def zigzag(v: int) -> int:
     return v << 1 if v >= 0 else (-v << 1) - 1
 
 
-# How one integer field is written: shortest, padded with continuation bytes (still valid up to 10 bytes),
-# or 10 bytes carrying bits beyond 64 (Python reads a bigger integer: a null length or a huge timestamp).
+# How one integer field is written: shortest, padded with continuation bytes (valid up to 5 bytes for an
+# int varint, 10 for the timestamp's long), 5 bytes carrying bits beyond 32 (Kafka drops them from an int),
+# or 10 bytes carrying bits beyond 64 (a long Python reads as a bigger integer; too long for an int).
 styles = st.integers(0, 31).flatmap(
-    lambda r: st.just(("min", 0)) if r < 27 else st.tuples(st.just("pad"), st.integers(1, 10)) if r < 30
-    else st.tuples(st.just("wide"), st.integers(1, 63)))
+    lambda r: st.just(("min", 0)) if r < 26 else st.tuples(st.just("pad"), st.integers(1, 10)) if r < 29
+    else st.tuples(st.just("wide32"), st.integers(1, 7)) if r < 30 else st.tuples(st.just("wide"), st.integers(1, 63)))
 
 
 def field(v: int, style) -> bytes:
@@ -159,6 +160,8 @@ def field(v: int, style) -> bytes:
     raw = zigzag(v)
     if kind == "wide":
         return raw_varint((raw & (2**64 - 1)) | (k << 64))
+    if kind == "wide32":
+        return raw_varint((raw & (2**32 - 1)) | (k << 32)) if raw < 2**32 else raw_varint(raw)
     return raw_varint(raw, k if kind == "pad" else 0)
 
 
@@ -193,19 +196,24 @@ def test_every_varint_encoding_gets_the_same_verdict(encoded):
     agree(*encoded)
 
 
-def test_wide_varints():
-    """10-byte varints with bits beyond 64 where Python accepts them: a null length (C answers) and a
-    timestamp delta (C answers False); where a length would be 2**63 bytes or more both reject."""
-    def body(ts=field(5, ("min", 0)), key=field(-1, ("min", 0)), value=field(2, ("min", 0)) + b"vv"):
-        rec = b"\0" + ts + field(0, ("min", 0)) + key + value + b"\0"
+def test_long_and_wide_varints():
+    """Kafka reads lengths, offset deltas, sizes and counts as int varints (`ByteUtils.readVarint`): more
+    than 5 bytes is an error, bits beyond 32 in the 5th are dropped. The timestamp delta is a long: 10
+    bytes, and bits beyond 64 give Python a bigger integer (C answers False)."""
+    def body(ts=field(5, ("min", 0)), off=field(0, ("min", 0)), key=field(-1, ("min", 0)),
+             value=field(2, ("min", 0)) + b"vv"):
+        rec = b"\0" + ts + off + key + value + b"\0"
         return field(len(rec), ("min", 0)) + rec
     assert agree(body(), 1) == (5, 5) == native.scan_timestamps(body(), 1)
-    null_key = body(key=field(-1, ("wide", 1)))
-    assert agree(null_key, 1) == (5, 5) == native.scan_timestamps(null_key, 1)
+    for fine in (body(ts=field(5, ("pad", 9))), body(off=field(0, ("pad", 4))), body(off=field(0, ("wide32", 7))),
+                 body(key=field(-1, ("pad", 4))), body(value=field(2, ("wide32", 3)) + b"vv")):
+        assert agree(fine, 1) == (5, 5) == native.scan_timestamps(fine, 1)
     huge_ts = body(ts=field(5, ("wide", 3)))
     assert agree(huge_ts, 1) == (5 + (3 << 63), 5 + (3 << 63))
     assert native.scan_timestamps(huge_ts, 1) is False
-    for lie in (body(value=field(2, ("wide", 1)) + b"vv"), body(key=field(0, ("wide", 2)))):
+    for lie in (body(ts=field(5, ("pad", 10))), body(off=field(0, ("pad", 5))), body(key=field(-1, ("wide", 1))),
+                body(value=field(2, ("pad", 5)) + b"vv"), body(value=field(2, ("wide", 1)) + b"vv"),
+                field(len(body()) - 1, ("pad", 5)) + body()[1:]):
         assert agree(lie, 1) is InvalidRecordError and native.scan_timestamps(lie, 1) is None
 
 

@@ -15,10 +15,31 @@
 #include <Python.h>
 #include <stdint.h>
 
-/* An unsigned varint of at most 10 bytes (`_raw_varint`): 1 with its value, WIDE when its 10th byte
- * carries bits beyond 64 (Python reads a bigger integer: `out` then holds the low 64 bits, so its lowest
- * bit, the zigzag sign, is right, and the value is at least 2**64), 0 when it runs past `n` or goes on
- * after 10 bytes (Python raises). */
+/* An int varint as Kafka reads it (`ByteUtils.readVarint`, Python's `_raw_varint32`): at most 5 bytes,
+ * bits beyond 32 dropped; 0 when it runs past `n` or goes on after 5 bytes. Record lengths, offset deltas,
+ * key, value and header sizes and header counts. */
+static int read_varint32(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *pos, uint64_t *out)
+{
+    uint64_t raw = 0;
+    Py_ssize_t p = *pos;
+    for (int shift = 0; shift <= 28; shift += 7) {
+        if (p >= n)
+            return 0;
+        uint8_t b = buf[p++];
+        raw |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            *pos = p;
+            *out = raw & 0xFFFFFFFFu;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A long varint (the timestamp delta; Python's `_raw_varint`), at most 10 bytes: 1 with its value, WIDE
+ * when its 10th byte carries bits beyond 64 (Python reads a bigger integer: `out` then holds the low 64
+ * bits, so its lowest bit, the zigzag sign, is right, and the value is at least 2**64), 0 when it runs
+ * past `n` or goes on after 10 bytes (Python raises). */
 #define WIDE 2
 static int read_varint(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *pos, uint64_t *out)
 {
@@ -47,17 +68,15 @@ static inline int64_t zigzag(uint64_t raw)
 }
 
 /* Skips a length-prefixed field: odd raw values are negative lengths (null), even ones are followed by
- * raw/2 bytes. 0 when the length itself cannot be read or runs past the body (a wide even length is at
- * least 2**63 bytes: Python's position then runs past the body too). */
+ * raw/2 bytes. 0 when the length itself cannot be read or runs past the body. */
 static int skip_field(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *pos, int negative_is_error)
 {
     uint64_t raw;
-    int got = read_varint(buf, n, pos, &raw);
-    if (!got)
+    if (!read_varint32(buf, n, pos, &raw))
         return 0;
     if (raw & 1)
         return negative_is_error ? 0 : 1;
-    if (got == WIDE || (raw >> 1) > (uint64_t)n)
+    if ((raw >> 1) > (uint64_t)n)
         return 0;
     *pos += (Py_ssize_t)(raw >> 1);
     return 1;
@@ -79,8 +98,8 @@ static PyObject *scan_timestamps(PyObject *self, PyObject *args)
         goto done;
     for (long long i = 0; i < count; i++) {
         uint64_t raw;
-        if (read_varint(buf, n, &pos, &raw) != 1)
-            goto done; /* wide: a length of magnitude >= 2**63 is past the body or negative */
+        if (!read_varint32(buf, n, &pos, &raw))
+            goto done;
         int64_t length = zigzag(raw);
         if (length < 3 || length > n)
             goto done; /* Python: end < pos + 3 or end > n */
@@ -90,7 +109,7 @@ static PyObject *scan_timestamps(PyObject *self, PyObject *args)
         Py_ssize_t p = pos + 1; /* after the attributes byte */
         uint64_t ts_raw, off_raw;
         int ts_got = read_varint(buf, n, &p, &ts_raw);
-        if (!ts_got || read_varint(buf, n, &p, &off_raw) != 1)
+        if (!ts_got || !read_varint32(buf, n, &p, &off_raw))
             goto done;
         if (off_raw != (uint64_t)(2 * i))
             goto done;
@@ -98,7 +117,7 @@ static PyObject *scan_timestamps(PyObject *self, PyObject *args)
         if (!skip_field(buf, n, &p, 0) || !skip_field(buf, n, &p, 0))
             goto done;
         uint64_t hraw;
-        if (read_varint(buf, n, &p, &hraw) != 1)
+        if (!read_varint32(buf, n, &p, &hraw))
             goto done;
         int64_t headers = zigzag(hraw);
         if (headers < 0 || headers > (int64_t)(end - p))

@@ -230,7 +230,8 @@ class RecordBatch:
         building records. Raises on offset deltas that are not 0..n-1 or lengths that lie.
 
         The loop is the append path's per-record cost, so varints of one and two bytes (every length
-        under 8 KiB, every delta under 8192) are decoded inline; longer ones take `_raw_varint`."""
+        under 8 KiB, every delta under 8192) are decoded inline; longer ones take `_raw_varint32` (at most
+        5 bytes, as Kafka reads an `int`) or, for the timestamp delta, `_raw_varint` (a `long`: 10)."""
         body = self._body(max_decompressed)
         count = self._h[12]
         if _native_scan is not None:
@@ -255,7 +256,7 @@ class RecordBatch:
                         b = (b & 0x7F) | (c << 7)
                         pos += 2
                     else:
-                        b, pos = _raw_varint(body, pos)
+                        b, pos = _raw_varint32(body, pos)
                 end = pos + ((b >> 1) ^ -(b & 1))
                 t = body[pos + 1]  # after the attributes byte
                 if t < 0x80:
@@ -276,7 +277,7 @@ class RecordBatch:
                         o = (o & 0x7F) | (c << 7)
                         p += 2
                     else:
-                        o, p = _raw_varint(body, p)
+                        o, p = _raw_varint32(body, p)
                 q = p
                 if o != want or end > n or end < pos + 3:
                     if o != want:
@@ -470,14 +471,14 @@ def _fields_end(body, p: int, end: int) -> int:
         if b < 0x80:
             p += 1
         else:
-            b, p = _raw_varint(body, p)
+            b, p = _raw_varint32(body, p)
         if not b & 1:
             p += b >> 1
     b = body[p]
     if b < 0x80:
         p += 1
     else:
-        b, p = _raw_varint(body, p)
+        b, p = _raw_varint32(body, p)
     count = (b >> 1) ^ -(b & 1)
     if count < 0 or count > end - p:
         raise InvalidRecordError(f"Found invalid number of record headers {count}")
@@ -486,7 +487,7 @@ def _fields_end(body, p: int, end: int) -> int:
         if b < 0x80:
             p += 1
         else:
-            b, p = _raw_varint(body, p)
+            b, p = _raw_varint32(body, p)
         if b & 1:
             raise InvalidRecordError(f"Invalid negative header key size {(b >> 1) ^ -1}")
         p += b >> 1
@@ -494,12 +495,29 @@ def _fields_end(body, p: int, end: int) -> int:
         if b < 0x80:
             p += 1
         else:
-            b, p = _raw_varint(body, p)
+            b, p = _raw_varint32(body, p)
         if not b & 1:
             p += b >> 1
         if p > end:
             break
     return p
+
+
+def _raw_varint32(buf, pos: int) -> tuple[int, int]:
+    """An unsigned varint (zigzag not undone) read as Kafka reads an `int` varint (`ByteUtils.readVarint`):
+    at most 5 bytes, bits beyond 32 dropped. Record lengths, offset deltas, key, value and header sizes
+    and header counts are such varints: Kafka refuses a longer one, so append validation does too (a
+    consumer would fail on it)."""
+    raw = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return raw & 0xFFFFFFFF, pos
+        shift += 7
+        if shift > 28:
+            raise InvalidRecordError("varint is longer than 5 bytes")
 
 
 def _raw_varint(buf, pos: int) -> tuple[int, int]:
