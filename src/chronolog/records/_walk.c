@@ -18,10 +18,22 @@
 /* An int varint as Kafka reads it (`ByteUtils.readVarint`, Python's `_raw_varint32`): at most 5 bytes,
  * bits beyond 32 dropped; 0 when it runs past `n` or goes on after 5 bytes. Record lengths, offset deltas,
  * key, value and header sizes and header counts. */
-static int read_varint32(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *pos, uint64_t *out)
+static inline int read_varint32(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *pos, uint64_t *out)
 {
     uint64_t raw = 0;
     Py_ssize_t p = *pos;
+    if (p + 1 < n) { /* one or two bytes: every length under 8 KiB, every delta under 8192 */
+        if (buf[p] < 0x80) {
+            *out = buf[p];
+            *pos = p + 1;
+            return 1;
+        }
+        if (buf[p + 1] < 0x80) {
+            *out = (uint64_t)(buf[p] & 0x7F) | ((uint64_t)buf[p + 1] << 7);
+            *pos = p + 2;
+            return 1;
+        }
+    }
     for (int shift = 0; shift <= 28; shift += 7) {
         if (p >= n)
             return 0;
@@ -41,11 +53,23 @@ static int read_varint32(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *pos, uint
  * bits, so its lowest bit, the zigzag sign, is right, and the value is at least 2**64), 0 when it runs
  * past `n` or goes on after 10 bytes (Python raises). */
 #define WIDE 2
-static int read_varint(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *pos, uint64_t *out)
+static inline int read_varint(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *pos, uint64_t *out)
 {
     uint64_t raw = 0;
     int shift = 0;
     Py_ssize_t p = *pos;
+    if (p + 1 < n) {
+        if (buf[p] < 0x80) {
+            *out = buf[p];
+            *pos = p + 1;
+            return 1;
+        }
+        if (buf[p + 1] < 0x80) {
+            *out = (uint64_t)(buf[p] & 0x7F) | ((uint64_t)buf[p + 1] << 7);
+            *pos = p + 2;
+            return 1;
+        }
+    }
     for (;;) {
         if (p >= n)
             return 0;
@@ -69,7 +93,7 @@ static inline int64_t zigzag(uint64_t raw)
 
 /* Skips a length-prefixed field: odd raw values are negative lengths (null), even ones are followed by
  * raw/2 bytes. 0 when the length itself cannot be read or runs past the body. */
-static int skip_field(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *pos, int negative_is_error)
+static inline int skip_field(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *pos, int negative_is_error)
 {
     uint64_t raw;
     if (!read_varint32(buf, n, pos, &raw))
