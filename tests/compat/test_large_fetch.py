@@ -17,7 +17,9 @@ from tests.compat.test_clients import create_topic
 
 pytestmark = pytest.mark.compat
 COUNT = 3000
-SEGMENT_BYTES = 400_000  # several segments: fetches end at segment boundaries and start in the next one
+# Two segments: 1 MiB fetches (file regions, sent with sendfile) in the first, a shorter one (read at once)
+# at its end, then the next segment.
+SEGMENT_BYTES = 2_000_000
 
 
 def _values(topic: str) -> list[bytes]:

@@ -124,8 +124,8 @@ trustme = pytest.importorskip("trustme")
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    """An in-process broker with a plain and a TLS listener, and topic t (1 partition) holding about 1 MB of
-    batches, 40 KiB each (every one above the zero-copy threshold)."""
+    """An in-process broker with a plain and a TLS listener, and topic t (1 partition) holding about 2 MB in
+    batches of 40 KiB."""
     base = tmp_path_factory.mktemp("fetch-broker")
     ca = trustme.CA()
     ca.cert_pem.write_to_path(str(base / "ca.pem"))
@@ -138,7 +138,7 @@ def broker(tmp_path_factory):
     loop.run_until_complete(b.start())
     b.state.log_manager.create_topic("t", 1, {"message.timestamp.after.max.ms": str(2**62)})
     plog = b.state.log_manager.get_log("t", 0)
-    for i in range(25):
+    for i in range(50):
         plog.append(build_batch([SimpleRecord(NOW + i, None, os.urandom(1000)) for _ in range(40)]))
     client_ctx = ssl.create_default_context(cafile=str(base / "ca.pem"))
     yield b, loop, plog, client_ctx
@@ -191,23 +191,26 @@ def _round_trip(address: tuple[str, int], context: ssl.SSLContext | None, frames
 @pytest.mark.parametrize("listener", ["PLAINTEXT", "SSL"])
 def test_large_fetches_over_plain_and_tls_listeners_match_the_log(broker, listener):
     """Fetches of every version, from a batch boundary and from inside a batch, with partition limits that
-    cut the log into several responses: each decodes with kio to exactly the segment's bytes."""
+    cut the log into several responses, some above the zero-copy threshold (file regions) and some below
+    (read at once): each decodes with kio to exactly the segment's bytes."""
     b, loop, plog, client_ctx = broker
     where = next(li for li in b.listeners if li.name == listener)
     context = client_ctx if listener == "SSL" else None
     seg = plog.segments[0]
     whole = seg.pread(0, seg.size)
+    sizes = set()
     for version in VERSIONS:
-        for offset, max_bytes in ((0, 1 << 20), (7, 100_000), (500, 1 << 20)):
+        for offset, max_bytes in ((0, 1 << 20), (7, 100_000), (500, 1 << 20), (1500, 1 << 20)):
             frames = [_fetch_frame(version, offset, max_bytes)]
             (answer,) = loop.run_until_complete(asyncio.to_thread(
                 _round_trip, (where.host, where.port), context, frames))
             body = _decode(version, answer)
             (p,) = body.responses[0].partitions
-            assert int(p.error_code) == 0 and p.high_watermark == 1000
+            assert int(p.error_code) == 0 and p.high_watermark == 2000
             piece = plog.read(offset, max_bytes)
-            assert piece.size >= ZERO_COPY_MIN_BYTES
+            sizes.add(piece.size >= ZERO_COPY_MIN_BYTES)
             assert bytes(p.records) == whole[piece.position:piece.position + piece.size]
+    assert sizes == {True, False}
 
 
 def test_a_region_outlives_the_deletion_of_its_segment(tmp_path):
@@ -218,8 +221,10 @@ def test_a_region_outlives_the_deletion_of_its_segment(tmp_path):
     from chronolog.storage import PartitionLog
 
     plog = PartitionLog.open(tmp_path / "t-0", TopicConfig.from_kafka({"message.timestamp.after.max.ms": str(2**62)}))
-    plog.append(build_batch([SimpleRecord(NOW, None, os.urandom(1000)) for _ in range(60)]))
+    for _ in range(2):
+        plog.append(build_batch([SimpleRecord(NOW, None, os.urandom(1000)) for _ in range(450)]))
     piece = plog.read(0, 1 << 20)
+    assert piece.size >= ZERO_COPY_MIN_BYTES
     expected = piece.read_bytes()
     out = {"records": b""}
     _attach_records([(out, plog, piece)])
