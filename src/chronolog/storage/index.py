@@ -41,7 +41,7 @@ class AbstractIndex:
     """Shared arithmetic of both index kinds (Kafka's `AbstractIndex`)."""
 
     entry_size: int = 0
-    _entry: struct.Struct
+    _key_struct: struct.Struct
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int = 10485760, writable: bool = True) -> None:
         self.path = Path(path)
@@ -168,7 +168,8 @@ class AbstractIndex:
 
     # -- search --------------------------------------------------------------------------------------
     def _key(self, slot: int) -> int:
-        raise NotImplementedError
+        """The searched field of a slot: the relative offset (`.index`) or the timestamp (`.timeindex`)."""
+        return self._key_struct.unpack_from(self._mmap, slot * self.entry_size)[0]  # type: ignore[arg-type]
 
     def _largest_lower_bound_slot(self, target: int) -> int:
         """Slot of the largest entry whose key is <= target, or -1 (AbstractIndex.indexSlotRangeFor).
@@ -207,9 +208,6 @@ class OffsetIndex(AbstractIndex):
 
     entry_size = 8
     _key_struct = _OFFSET_KEY
-
-    def _key(self, slot: int) -> int:
-        return _OFFSET_ENTRY.unpack_from(self._mmap, slot * 8)[0]  # type: ignore[arg-type]
 
     def entry(self, slot: int) -> OffsetPosition:
         rel, pos = _OFFSET_ENTRY.unpack_from(self._mmap, slot * 8)  # type: ignore[arg-type]
@@ -290,9 +288,6 @@ class TimeIndex(AbstractIndex):
 
     entry_size = 12
     _key_struct = _TIME_KEY
-
-    def _key(self, slot: int) -> int:
-        return _TIME_ENTRY.unpack_from(self._mmap, slot * 12)[0]  # type: ignore[arg-type]
 
     def is_full(self) -> bool:
         return self._entries >= self.max_entries - 1

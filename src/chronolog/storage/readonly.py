@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Protocol
 
-from chronolog.storage.index import OffsetIndex, TimeIndex, TimestampOffset
+from chronolog.storage.index import OffsetIndex, TimeIndex
 from chronolog.storage.minima import MINIMA_SUFFIX, SegmentMinima
 from chronolog.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_name
 
@@ -102,13 +102,7 @@ class FilesSegment(LogSegment):
         only matters for rolling (never here) and tools (`first_batch_timestamp` reads it when asked), and
         a reader should fetch a byte range per segment only where the answer needs one."""
         self._first_read = False
-        last = self.time_index.last_entry()
-        self._max_ts = TimestampOffset(last.timestamp, last.offset) if self.time_index.entries else \
-            TimestampOffset(-1, -1)
-        start = self.offset_index.lookup(last.offset).position if self.time_index.entries else 0
-        for _pos, batch in self.batches_from(start):
-            if batch.max_timestamp > self._max_ts.timestamp:
-                self._max_ts = TimestampOffset(batch.max_timestamp, self._index_offset_for(batch))
+        self._scan_largest_timestamp()
 
     def first_batch_timestamp(self) -> int | None:
         if not self._first_read:

@@ -208,8 +208,11 @@ class LogSegment:
         that follows computes the max)."""
         first = next(self.batches_from(0), None)
         self.rolling_based_timestamp = first[1].max_timestamp if first else None
-        if not scan:
-            return
+        if scan:
+            self._scan_largest_timestamp()
+
+    def _scan_largest_timestamp(self) -> None:
+        """The running max: the time index's last entry, then the batches after its position."""
         last = self.time_index.last_entry()
         self._max_ts = TimestampOffset(last.timestamp, last.offset) if self.time_index.entries else \
             TimestampOffset(-1, -1)
@@ -675,28 +678,15 @@ class LogSegment:
         """`find_offset_by_timestamp` over v2 headers; False sends the caller to the batch-parsing loop."""
         headers = _HeaderReader(self)
         pos = position
-        end = headers._end
         while True:
-            # Most headers are in the reader's buffer already: read the five fields the walk needs and
-            # check them as `_HeaderReader.header` does; anything else takes `header` itself.
-            rel = pos - headers._buf_pos
-            if pos < end and rel >= 0 and rel + HEADER_SIZE <= len(headers._buf):
-                base, length, magic, delta, max_ts = _WALK_FIELDS.unpack_from(headers._buf, rel)
-                if magic == 2 and length >= HEADER_SIZE - 12 and delta >= 0 and pos + 12 + length <= end:
-                    if max_ts < timestamp or base + delta < starting_offset:
-                        pos += 12 + length
-                        continue
+            pos = headers.skip_below(pos, timestamp, starting_offset)
             h = headers.header(pos)
             if not h:
                 return h
             size = 12 + h[1]
             if h[8] >= timestamp and h[0] + h[6] >= starting_offset:
-                rel = pos - headers._buf_pos
-                if rel >= 0 and rel + size <= len(headers._buf):  # read with the headers already
-                    load = lambda b=headers._buf, r=rel: RecordBatch(b, r)  # noqa: E731
-                else:
-                    load = lambda p=pos, n=size: RecordBatch(self.pread(p, n))  # noqa: E731
-                found = tables.first_at_or_after((*key, self.base_offset, pos), h, load, timestamp,
+                found = tables.first_at_or_after((*key, self.base_offset, pos), h,
+                                                 lambda p=pos, n=size: headers.batch(p, n), timestamp,
                                                  starting_offset)
                 if found is not None:
                     return FoundTimestamp(found[1], found[0], h[2])
@@ -810,6 +800,29 @@ class _HeaderReader:
         if pos + 12 + h[1] > self._end:
             return None if self._seg.is_last else False
         return h
+
+    def skip_below(self, pos: int, timestamp: int, min_offset: int) -> int:
+        """The first position from `pos` whose batch may hold a record at or after both bounds, walking
+        only the headers already read (five fields each, the checks of `header`); where the buffer ends
+        or a header looks wrong it stops, and `header` there gives the verdict."""
+        buf, end = self._buf, self._end
+        rel = pos - self._buf_pos
+        limit = len(buf) - HEADER_SIZE
+        while pos < end and 0 <= rel <= limit:
+            base, length, magic, delta, max_ts = _WALK_FIELDS.unpack_from(buf, rel)
+            if (magic != 2 or length < HEADER_SIZE - 12 or delta < 0 or pos + 12 + length > end
+                    or (max_ts >= timestamp and base + delta >= min_offset)):
+                break
+            pos += 12 + length
+            rel += 12 + length
+        return pos
+
+    def batch(self, pos: int, size: int) -> RecordBatch:
+        """The batch at `pos`, from the headers' buffer when it holds all of it, else read."""
+        rel = pos - self._buf_pos
+        if 0 <= rel and rel + size <= len(self._buf):
+            return RecordBatch(self._buf, rel)
+        return RecordBatch(self._seg.pread(pos, size))
 
     def at(self, pos: int) -> tuple[int, int, int] | None | bool:
         """(size, base offset, last offset), or None / False as `header`."""
