@@ -436,6 +436,43 @@ def _millis(value: Any) -> int:
     return int(value.total_seconds() * 1000) if isinstance(value, datetime.timedelta) else int(value or 0)
 
 
+class _Frame:
+    """What the hand-framed responses share: a size placeholder and the correlation id (plus the empty
+    tagged fields of a v1 response header when flexible), and lengths and strings in the classic (int16 /
+    int32) or compact (unsigned varint + 1) encoding. `out` is the bytes so far."""
+
+    __slots__ = ("out", "flexible")
+
+    def __init__(self, correlation_id: int, flexible: bool) -> None:
+        self.out = bytearray(8)
+        _I32.pack_into(self.out, 4, correlation_id)
+        self.flexible = flexible
+        if flexible:
+            self.out.append(0)  # response header v1: no tagged fields
+
+    def length(self, n: int, wide: bool) -> None:
+        """An array or bytes length (wide; -1: null), or a string's (not wide)."""
+        if self.flexible:
+            _put_uvarint(self.out, n + 1)
+        elif wide:
+            self.out += _I32.pack(n)
+        else:
+            self.out += _I16.pack(n)
+
+    def string(self, value: str | None) -> None:
+        if value is None:
+            self.length(-1, False)
+        else:
+            data = value.encode()
+            self.length(len(data), False)
+            self.out += data
+
+    def tags(self) -> None:
+        """An empty tagged-fields section (flexible versions only)."""
+        if self.flexible:
+            self.out.append(0)
+
+
 def encode_fetch_response(version: int, correlation_id: int, values: dict[str, Any]) -> bytes | ResponseParts:
     """A size-prefixed Fetch response (v4-v12) from the handler's values. A records value may be bytes,
     None (null) or a FileRegion; with regions the answer is a ResponseParts, else bytes. The partition
@@ -443,65 +480,47 @@ def encode_fetch_response(version: int, correlation_id: int, values: dict[str, A
     broker and are written as Kafka writes defaults: not at all."""
     if not 4 <= version <= 12:
         raise UnsupportedVersionError(f"Fetch v{version} responses are not framed here")
-    flexible = version >= 12
+    f = _Frame(correlation_id, version >= 12)
     parts: list[bytes | FileRegion] = []
-    out = bytearray(8)
-    _I32.pack_into(out, 4, correlation_id)
-    if flexible:
-        out.append(0)  # response header v1: no tagged fields
-
-    def length(n: int, wide: bool) -> None:  # an array or bytes length (-1: null), or a string's (wide=False)
-        if flexible:
-            _put_uvarint(out, n + 1)
-        elif wide:
-            out.extend(_I32.pack(n))
-        else:
-            out.extend(_I16.pack(n))
-
-    out += _I32.pack(_millis(values.get("throttle_time", 0)))
+    f.out += _I32.pack(_millis(values.get("throttle_time", 0)))
     if version >= 7:
-        out += _I16.pack(int(values.get("error_code", 0))) + _I32.pack(int(values.get("session_id", 0)))
+        f.out += _I16.pack(int(values.get("error_code", 0))) + _I32.pack(int(values.get("session_id", 0)))
     topics = values.get("responses") or ()
-    length(len(topics), True)
+    f.length(len(topics), True)
     for topic in topics:
-        name = str(topic["topic"]).encode()
-        length(len(name), False)
-        out += name
+        f.string(str(topic["topic"]))
         partitions = topic.get("partitions") or ()
-        length(len(partitions), True)
+        f.length(len(partitions), True)
         for p in partitions:
-            out += _PARTITION_HEAD.pack(int(p["partition_index"]), int(p.get("error_code", 0)),
-                                        int(p.get("high_watermark", -1)), int(p.get("last_stable_offset", -1)))
+            f.out += _PARTITION_HEAD.pack(int(p["partition_index"]), int(p.get("error_code", 0)),
+                                          int(p.get("high_watermark", -1)), int(p.get("last_stable_offset", -1)))
             if version >= 5:
-                out += _I64.pack(int(p.get("log_start_offset", -1)))
+                f.out += _I64.pack(int(p.get("log_start_offset", -1)))
             aborted = p.get("aborted_transactions")
             if aborted is None:
-                length(-1, True)
+                f.length(-1, True)
             else:
-                length(len(aborted), True)
+                f.length(len(aborted), True)
                 for a in aborted:
-                    out += _ABORTED.pack(int(a["producer_id"]), int(a["first_offset"]))
-                    if flexible:
-                        out.append(0)
+                    f.out += _ABORTED.pack(int(a["producer_id"]), int(a["first_offset"]))
+                    f.tags()
             if version >= 11:
-                out += _I32.pack(int(p.get("preferred_read_replica", -1)))
+                f.out += _I32.pack(int(p.get("preferred_read_replica", -1)))
             records = p.get("records")
             if records is None:
-                length(-1, True)
+                f.length(-1, True)
             elif isinstance(records, FileRegion):
-                length(records.size, True)
-                parts.append(bytes(out))
+                f.length(records.size, True)
+                parts.append(bytes(f.out))
                 parts.append(records)
-                out = bytearray()
+                f.out = bytearray()
             else:
-                length(len(records), True)
-                out += records
-            if flexible:
-                out.append(0)  # partition tagged fields
-        if flexible:
-            out.append(0)  # topic tagged fields
-    if flexible:
-        out.append(0)
+                f.length(len(records), True)
+                f.out += records
+            f.tags()  # partition
+        f.tags()  # topic
+    f.tags()
+    out = f.out
     if not parts:
         _I32.pack_into(out, 0, len(out) - 4)
         return bytes(out)
@@ -524,58 +543,34 @@ def encode_produce_response(version: int, correlation_id: int, values: dict[str,
     NOT_LEADER_OR_FOLLOWER, which a single node never answers: they are written as defaults are, not at all."""
     if not 3 <= version <= 11:
         raise UnsupportedVersionError(f"Produce v{version} responses are not framed here")
-    flexible = version >= 9
-    out = bytearray(8)
-    _I32.pack_into(out, 4, correlation_id)
-    if flexible:
-        out.append(0)
-
-    def length(n: int, wide: bool) -> None:
-        if flexible:
-            _put_uvarint(out, n + 1)
-        elif wide:
-            out.extend(_I32.pack(n))
-        else:
-            out.extend(_I16.pack(n))
-
-    def string(value: str | None) -> None:
-        if value is None:
-            length(-1, False)
-        else:
-            data = value.encode()
-            length(len(data), False)
-            out.extend(data)
-
+    f = _Frame(correlation_id, version >= 9)
     topics = values.get("responses") or ()
-    length(len(topics), True)
+    f.length(len(topics), True)
     for topic in topics:
-        string(str(topic["name"]))
+        f.string(str(topic["name"]))
         partitions = topic.get("partition_responses") or ()
-        length(len(partitions), True)
+        f.length(len(partitions), True)
         for p in partitions:
             append_time = p.get("log_append_time", -1)
-            out += _PRODUCE_PARTITION.pack(int(p["index"]), int(p.get("error_code", 0)), int(p.get("base_offset", -1)),
-                                           -1 if append_time is None or append_time < 0 else int(append_time))
+            f.out += _PRODUCE_PARTITION.pack(int(p["index"]), int(p.get("error_code", 0)),
+                                             int(p.get("base_offset", -1)),
+                                             -1 if append_time is None or append_time < 0 else int(append_time))
             if version >= 5:
-                out += _I64.pack(int(p.get("log_start_offset", -1)))
+                f.out += _I64.pack(int(p.get("log_start_offset", -1)))
             if version >= 8:
                 errors = p.get("record_errors") or ()
-                length(len(errors), True)
+                f.length(len(errors), True)
                 for e in errors:
-                    out += _I32.pack(int(e["batch_index"]))
-                    string(e.get("batch_index_error_message"))
-                    if flexible:
-                        out.append(0)
-                string(p.get("error_message"))
-            if flexible:
-                out.append(0)
-        if flexible:
-            out.append(0)
-    out += _I32.pack(_millis(values.get("throttle_time", 0)))
-    if flexible:
-        out.append(0)
-    _I32.pack_into(out, 0, len(out) - 4)
-    return bytes(out)
+                    f.out += _I32.pack(int(e["batch_index"]))
+                    f.string(e.get("batch_index_error_message"))
+                    f.tags()
+                f.string(p.get("error_message"))
+            f.tags()  # partition
+        f.tags()  # topic
+    f.out += _I32.pack(_millis(values.get("throttle_time", 0)))
+    f.tags()
+    _I32.pack_into(f.out, 0, len(f.out) - 4)
+    return bytes(f.out)
 
 
 def encode_values(api_key: int, version: int, correlation_id: int, values: dict[str, Any]) -> bytes | ResponseParts:
