@@ -127,10 +127,11 @@ def _offsets_for(ctx: RequestContext, group_id: str, topics: Any) -> list[dict]:
     wanted = None if topics is None else [(t.name, int(p)) for t in topics if t.name not in hidden
                                           for p in t.partition_indexes]
     found = ctx.coordinator.fetch_offsets(group_id, wanted)
+    if topics is None:  # all of the group's topics: leave out those it may not describe (once per topic)
+        visible = {t for t in {t for t, _p in found} if ctx.allowed("describe", "topic", t)}
+        found = {tp: v for tp, v in found.items() if tp[0] in visible}
     by_topic: dict[str, list[dict]] = {}
     for (t, p), (offset, epoch, meta) in found.items():
-        if topics is None and not ctx.allowed("describe", "topic", t):
-            continue
         by_topic.setdefault(t, []).append({"partition_index": p, "committed_offset": offset,
                                            "committed_leader_epoch": epoch, "metadata": meta or "",
                                            "error_code": 0})

@@ -222,6 +222,12 @@ def parse_super_users(value: str) -> frozenset[str]:
     return frozenset(principal(p.strip()) for p in (value or "").split(";") if p.strip())
 
 
+def _applies(b: AclBinding, principal_: str, host: str, ops: set[str]) -> bool:
+    """Does binding `b` name this principal (or User:*), this host (or *) and one of `ops` (or All)?"""
+    return (b.principal in (principal_, "User:*") and b.host in (host, WILDCARD)
+            and (b.operation in ops or b.operation == "All"))
+
+
 class AclAuthorizer:
     """The decision procedure above over an AclStore, re-indexed whenever the file changed."""
 
@@ -273,8 +279,7 @@ class AclAuthorizer:
             return self.allow_if_no_acl
 
         def matches(b: AclBinding, ops: set[str]) -> bool:
-            return (b.principal in (principal_, "User:*") and b.host in (host, WILDCARD)
-                    and (b.operation in ops or b.operation == "All"))
+            return _applies(b, principal_, host, ops)
 
         if any(b.permission == "Deny" and matches(b, {op}) for b in acls):
             log.debug("denied %s %s on %s:%s (DENY ACL)", principal_, op, rtype, resource_name)
@@ -302,8 +307,7 @@ class AclAuthorizer:
             return self.allow_if_no_acl
 
         def matches(b: AclBinding, ops: set[str]) -> bool:
-            return (b.principal in (principal_, "User:*") and b.host in (host, WILDCARD)
-                    and (b.operation in ops or b.operation == "All"))
+            return _applies(b, principal_, host, ops)
 
         deny_all = any(b.permission == "Deny" and matches(b, {op}) and
                        ((b.pattern_type == "LITERAL" and b.name == WILDCARD) or
