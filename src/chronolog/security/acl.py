@@ -278,13 +278,10 @@ class AclAuthorizer:
         if not acls:
             return self.allow_if_no_acl
 
-        def matches(b: AclBinding, ops: set[str]) -> bool:
-            return _applies(b, principal_, host, ops)
-
-        if any(b.permission == "Deny" and matches(b, {op}) for b in acls):
+        if any(b.permission == "Deny" and _applies(b, principal_, host, {op}) for b in acls):
             log.debug("denied %s %s on %s:%s (DENY ACL)", principal_, op, rtype, resource_name)
             return False
-        allowed = any(b.permission == "Allow" and matches(b, IMPLIED_BY.get(op, {op})) for b in acls)
+        allowed = any(b.permission == "Allow" and _applies(b, principal_, host, IMPLIED_BY.get(op, {op})) for b in acls)
         if not allowed:
             log.debug("denied %s %s on %s:%s (no matching ALLOW)", principal_, op, rtype, resource_name)
         return allowed
@@ -306,12 +303,9 @@ class AclAuthorizer:
         if not bindings:
             return self.allow_if_no_acl
 
-        def matches(b: AclBinding, ops: set[str]) -> bool:
-            return _applies(b, principal_, host, ops)
-
-        deny_all = any(b.permission == "Deny" and matches(b, {op}) and
+        deny_all = any(b.permission == "Deny" and _applies(b, principal_, host, {op}) and
                        ((b.pattern_type == "LITERAL" and b.name == WILDCARD) or
                         (b.pattern_type == "PREFIXED" and b.name == "")) for b in bindings)
         if deny_all:
             return False
-        return any(b.permission == "Allow" and matches(b, IMPLIED_BY.get(op, {op})) for b in bindings)
+        return any(b.permission == "Allow" and _applies(b, principal_, host, IMPLIED_BY.get(op, {op})) for b in bindings)
