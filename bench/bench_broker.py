@@ -25,6 +25,7 @@ from tests.brokerproc import BrokerProcess
 
 from bench.common import print_table, sequential_read
 from chronolog.config import TopicConfig
+from chronolog.protocol.codec import _uvarint
 from chronolog.records import SimpleRecord, build_batch
 from chronolog.storage import PartitionLog
 
@@ -80,17 +81,6 @@ def in_process(tmp: Path, name: str, batches: list[bytes]) -> float:
     elapsed = time.perf_counter() - start
     plog.close()
     return elapsed
-
-
-def _uvarint(buf, pos: int) -> tuple[int, int]:
-    shift = raw = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return raw, pos
-        shift += 7
 
 
 def raw_fetch(port: int, topic: str, end_offset: int, partition_max_bytes: int = 1 << 20) -> float:

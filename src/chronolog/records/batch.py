@@ -230,7 +230,7 @@ class RecordBatch:
         building records. Raises on offset deltas that are not 0..n-1 or lengths that lie.
 
         The loop is the append path's per-record cost, so varints of one and two bytes (every length
-        under 8 KiB, every delta under 8192) are decoded inline; longer ones take `_raw_varint32` (at most
+        under 8 KiB, every delta under 8192) are decoded inline; longer ones take `_raw_varint(..., int32=True)` (at most
         5 bytes, as Kafka reads an `int`) or, for the timestamp delta, `_raw_varint` (a `long`: 10)."""
         body = self._body(max_decompressed)
         count = self._h[12]
@@ -256,7 +256,7 @@ class RecordBatch:
                         b = (b & 0x7F) | (c << 7)
                         pos += 2
                     else:
-                        b, pos = _raw_varint32(body, pos)
+                        b, pos = _raw_varint(body, pos, True)
                 end = pos + ((b >> 1) ^ -(b & 1))
                 t = body[pos + 1]  # after the attributes byte
                 if t < 0x80:
@@ -277,7 +277,7 @@ class RecordBatch:
                         o = (o & 0x7F) | (c << 7)
                         p += 2
                     else:
-                        o, p = _raw_varint32(body, p)
+                        o, p = _raw_varint(body, p, True)
                 q = p
                 if o != want or end > n or end < pos + 3:
                     if o != want:
@@ -471,14 +471,14 @@ def _fields_end(body, p: int, end: int) -> int:
         if b < 0x80:
             p += 1
         else:
-            b, p = _raw_varint32(body, p)
+            b, p = _raw_varint(body, p, True)
         if not b & 1:
             p += b >> 1
     b = body[p]
     if b < 0x80:
         p += 1
     else:
-        b, p = _raw_varint32(body, p)
+        b, p = _raw_varint(body, p, True)
     count = (b >> 1) ^ -(b & 1)
     if count < 0 or count > end - p:
         raise InvalidRecordError(f"Found invalid number of record headers {count}")
@@ -487,7 +487,7 @@ def _fields_end(body, p: int, end: int) -> int:
         if b < 0x80:
             p += 1
         else:
-            b, p = _raw_varint32(body, p)
+            b, p = _raw_varint(body, p, True)
         if b & 1:
             raise InvalidRecordError(f"Invalid negative header key size {(b >> 1) ^ -1}")
         p += b >> 1
@@ -495,7 +495,7 @@ def _fields_end(body, p: int, end: int) -> int:
         if b < 0x80:
             p += 1
         else:
-            b, p = _raw_varint32(body, p)
+            b, p = _raw_varint(body, p, True)
         if not b & 1:
             p += b >> 1
         if p > end:
@@ -503,35 +503,23 @@ def _fields_end(body, p: int, end: int) -> int:
     return p
 
 
-def _raw_varint32(buf, pos: int) -> tuple[int, int]:
-    """An unsigned varint (zigzag not undone) read as Kafka reads an `int` varint (`ByteUtils.readVarint`):
-    at most 5 bytes, bits beyond 32 dropped. Record lengths, offset deltas, key, value and header sizes
-    and header counts are such varints: Kafka refuses a longer one, so append validation does too (a
-    consumer would fail on it)."""
+def _raw_varint(buf, pos: int, int32: bool = False) -> tuple[int, int]:
+    """An unsigned varint (zigzag not undone), for the inline decoders' slow path: a long of up to 10
+    bytes, or with `int32` read as Kafka reads an `int` varint (`ByteUtils.readVarint`: at most 5 bytes,
+    bits beyond 32 dropped). Record lengths, offset deltas, key, value and header sizes and header counts
+    are int varints: Kafka refuses a longer one, so append validation does too (a consumer would fail on
+    it)."""
+    limit = 28 if int32 else 63
     raw = shift = 0
     while True:
         b = buf[pos]
         pos += 1
         raw |= (b & 0x7F) << shift
         if not b & 0x80:
-            return raw & 0xFFFFFFFF, pos
+            return (raw & 0xFFFFFFFF if int32 else raw), pos
         shift += 7
-        if shift > 28:
-            raise InvalidRecordError("varint is longer than 5 bytes")
-
-
-def _raw_varint(buf, pos: int) -> tuple[int, int]:
-    """An unsigned varint (zigzag not undone) of any length, for the inline decoders' slow path."""
-    shift = raw = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return raw, pos
-        shift += 7
-        if shift > 63:
-            raise InvalidRecordError("varint is longer than 10 bytes")
+        if shift > limit:
+            raise InvalidRecordError(f"varint is longer than {5 if int32 else 10} bytes")
 
 
 class TimestampTable:
