@@ -88,17 +88,7 @@ def create_partitions(req: Any, ctx: RequestContext) -> dict:
             denied = _denied(ctx, "alter", t.name)
             if denied:
                 raise denied
-            if not req.validate_only:
-                ctx.log_manager.create_partitions(t.name, int(t.count))
-            else:
-                current = ctx.log_manager.topics().get(t.name)
-                if current is None:
-                    raise KafkaError(f"Topic '{t.name}' does not exist",
-                                     code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                if int(t.count) <= current:
-                    raise KafkaError(f"Topic currently has {current} partitions, {t.count} would not be an "
-                                     "increase.", code=ErrorCode.INVALID_PARTITIONS)
-                ctx.log_manager.check_partition_budget(int(t.count) - current)
+            ctx.log_manager.create_partitions(t.name, int(t.count), validate_only=bool(req.validate_only))
         except Exception as exc:
             out.update(error_code=error_of(exc), error_message=str(exc))
         results.append(out)

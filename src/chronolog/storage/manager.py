@@ -168,7 +168,8 @@ class LogManager:
             del self._topics[name]
             self._write_topics()
 
-    def create_partitions(self, name: str, total: int) -> None:
+    def create_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
+        """Grow a topic to `total` partitions; `validate_only` runs every check and creates nothing."""
         with self._lock:
             if name not in self._topics:
                 raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist")
@@ -177,6 +178,8 @@ class LogManager:
                 raise InvalidPartitionsError(f"Topic currently has {current} partitions, {total} would not be an "
                                              "increase.")
             self.check_partition_budget(total - current)
+            if validate_only:
+                return
             for p in range(current, total):
                 self._logs[(name, p)] = self._create_log(name, p)
             self._topics[name]["partitions"] = total
