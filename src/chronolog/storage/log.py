@@ -382,9 +382,10 @@ class PartitionLog:
             if topic_codec is not None and topic_codec != attributes & COMPRESSION_MASK:
                 return None
             # DefaultRecordBatch.ensureValid, then LogValidator.validateBatch
-            if crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]) != h[4]:
+            computed = crc32c(buf[ATTRIBUTES_OFFSET:])
+            if computed != h[4]:
                 raise CorruptMessageError(f"batch at offset {h[0]}: CRC mismatch (stored {h[4]}, computed "
-                                          f"{crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:])})")
+                                          f"{computed})")
             if h[12] < 0 or h[6] < 0:
                 raise InvalidRecordError(f"batch at offset {h[0]}: negative record count or delta")
             _check_offset_range(h[6], h[12])
@@ -405,13 +406,14 @@ class PartitionLog:
                 if lo == -1 and batch_max != -1:
                     self._check_each_timestamp(RecordBatch(buf), now, before, after)
             offset = self._next_offset
-            if log_append or h[8] != batch_max or attributes & TIMESTAMP_TYPE_MASK or len(buf) < _COPY_BELOW:
+            wrong_max = h[8] != batch_max or attributes & TIMESTAMP_TYPE_MASK
+            if log_append or wrong_max or len(buf) < _COPY_BELOW:
                 data = bytearray(buf)  # a copy: the CRC covers the max timestamp (patch, re-checksum), or small
                 head = None
                 if log_append:
                     set_max_timestamp(data, 0, TimestampType.LOG_APPEND_TIME, now)
                     batch_max = now
-                elif h[8] != batch_max or attributes & TIMESTAMP_TYPE_MASK:
+                elif wrong_max:
                     set_max_timestamp(data, 0, TimestampType.CREATE_TIME, batch_max)
                 _BASE_AND_EPOCH.pack_into(data, 0, offset, h[1], LEADER_EPOCH)
             else:
