@@ -1,9 +1,14 @@
-"""Only the optional C extension lives here; everything else is in pyproject.toml.
+"""Only the optional C extensions live here; everything else is in pyproject.toml.
 
-`chronolog.records._walk` speeds up the per-record walk of append validation. It is optional: where no
-compiler or Python headers exist the build skips it and the pure-Python walk is used (same results)."""
+`chronolog.records._walk` speeds up the per-record walk of append validation, `chronolog.storage._headers`
+the batch-header walk that finds a fetch's byte range. Both are optional: where no compiler or Python
+headers exist the build skips them and the pure-Python walks are used (same results)."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("chronolog.records._walk", ["src/chronolog/records/_walk.c"], optional=True,
-                             extra_compile_args=["-O2"])])
+setup(ext_modules=[
+    Extension("chronolog.records._walk", ["src/chronolog/records/_walk.c"], optional=True,
+              extra_compile_args=["-O2"]),
+    Extension("chronolog.storage._headers", ["src/chronolog/storage/_headers.c"], optional=True,
+              extra_compile_args=["-O2"]),
+])

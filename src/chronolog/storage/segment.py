@@ -636,7 +636,12 @@ class LogSegment:
         budget_end = start + max(max_bytes, size)
         # Every header up to the end of the slice is looked at (no jump along the offset index): bytes a
         # reader has not checked are never served, so a corrupt range found after a clean start is
-        # stepped over instead of reaching a client (see storage.corruption).
+        # stepped over instead of reaching a client (see storage.corruption). The C walk reads only the
+        # headers (one pread each); the Python one below reads the range in chunks.
+        if _native_batch_end is not None and self._fd >= 0:
+            end = _native_batch_end(self._fd, end, headers.end, budget_end, -1 if limit is None else limit,
+                                    self.is_last)
+            return False if end < 0 else (start, end - start, first_base)
         while True:
             head = headers.at(end)
             if head is None:
@@ -768,6 +773,21 @@ def _best_minima(seg: LogSegment, from_file: SegmentMinima | None) -> SegmentMin
 _WALK_FIELDS = struct.Struct(">qi4xb6xi8xq")
 
 
+def _load_native_batch_end():
+    """`_headers.batch_end` (C, built where a compiler is available; CHRONOLOG_PURE_PYTHON=1 turns it
+    off): fetch_range's header walk with exactly the Python walk's answers."""
+    if os.environ.get("CHRONOLOG_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from chronolog.storage._headers import batch_end
+    except ImportError:
+        return None
+    return batch_end
+
+
+_native_batch_end = _load_native_batch_end()
+
+
 class _HeaderReader:
     """The 61-byte header of the v2 batch at a position, from chunked reads of the headers only. None at
     the end of the data (or a torn tail of the last segment); False for anything a batch-parsing reader
@@ -781,6 +801,11 @@ class _HeaderReader:
         self._buf = b""
         self._buf_pos = 0
         self._chunk = 4096  # one header of a big batch costs a small read; many small batches, bigger ones
+
+    @property
+    def end(self) -> int:
+        """The segment's size when this reader began: nothing past it is read."""
+        return self._end
 
     def header(self, pos: int) -> tuple | None | bool:
         """`RecordBatch` header fields (baseOffset, batchLength, leaderEpoch, magic, crc, attributes,
