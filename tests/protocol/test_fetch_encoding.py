@@ -200,7 +200,7 @@ def test_large_fetches_over_plain_and_tls_listeners_match_the_log(broker, listen
     whole = seg.pread(0, seg.size)
     sizes = set()
     for version in VERSIONS:
-        for offset, max_bytes in ((0, 1 << 20), (7, 100_000), (500, 1 << 20), (1500, 1 << 20)):
+        for offset, max_bytes in ((0, 1 << 20), (7, 30_000), (500, 1 << 20), (1500, 1 << 20)):
             frames = [_fetch_frame(version, offset, max_bytes)]
             (answer,) = loop.run_until_complete(asyncio.to_thread(
                 _round_trip, (where.host, where.port), context, frames))
@@ -265,3 +265,28 @@ def test_a_client_gone_during_a_large_fetch_is_not_an_error(broker, caplog):
     assert bytes(_decode(12, answer).responses[0].partitions[0].records)[:8] == struct.pack(">q", 0)
     assert not [r for r in caplog.records if r.levelno >= 30], [r.getMessage() for r in caplog.records]
     assert len(os.listdir("/proc/self/fd")) <= open_fds, "a region's descriptor was not released"
+
+
+def test_a_region_the_socket_does_not_take_at_once_is_sent_whole(broker, monkeypatch):
+    """When the first sendfile sends only part of a region (a full socket; here it is made to send about
+    half), the rest follows through the loop's sendfile from where the first stopped, and the client gets
+    exactly the segment's bytes."""
+    import chronolog.server.broker as broker_module
+
+    b, loop, plog, _ctx = broker
+    where = next(li for li in b.listeners if li.name == "PLAINTEXT")
+    partial = []
+
+    def half_now(transport, region):
+        sock = transport.get_extra_info("socket")
+        sent = os.sendfile(sock.fileno(), region.fd, region.position, region.size // 2)
+        partial.append(0 < sent < region.size)
+        return sent
+
+    monkeypatch.setattr(broker_module, "_sendfile_now", half_now)
+    seg = plog.segments[0]
+    (answer,) = loop.run_until_complete(asyncio.to_thread(
+        _round_trip, (where.host, where.port), None, [_fetch_frame(12, 0, 8 << 20)]))
+    (p,) = _decode(12, answer).responses[0].partitions
+    assert seg.size > 1 << 20 and bytes(p.records) == seg.pread(0, seg.size)
+    assert partial == [True]
