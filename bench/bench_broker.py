@@ -1,18 +1,23 @@
 """Broker benchmarks, each against a baseline measured in the same run:
-- produce vs the storage engine's in-process append of the same records (best of 3), three ways:
+- produce vs the storage engine's in-process append of the same records (best of 3), four ways:
   confluent-kafka from Python (one `produce()` call per record: the client's loop is most of the time, the
-  final flush shows how far behind the broker was), kcat -P from a file (librdkafka in C) and a raw Produce v9 loop sending the
-  baseline's own batches, 16 KiB and 1 MB (best of 3; the broker's overhead per request, no client work
-  per record);
-- consume 100,005 x 1 KiB vs reading the same segment file (page cache): kcat -c N (exits when it has the
-  records), kcat -e (exits after one Fetch at the log end, which waits `fetch.wait.max.ms`, 500 ms, as
-  Kafka's DelayedFetch does), a raw Fetch v12 loop (the broker's ceiling), and the socket's own ceiling:
-  sendfile of 1 MiB per request to the same receive loop with no broker at all;
+  final flush shows how far behind the broker was), kcat -P from a file (librdkafka in C; with the CPU
+  seconds kcat and the broker used), the same kcat -P against librdkafka's own in-process mock broker (the
+  client's ceiling: a broker that costs almost nothing), and a raw Produce v9 loop sending the baseline's
+  own batches, 16 KiB and 1 MB (best of 3; the broker's overhead per request, no client work per record);
+- consume 300,000 x 1 KiB (about 300 MB) vs reading the same segment file: kcat -c N (exits when it has the records)
+  against a page-cache read, kcat -e (exits after one Fetch at the log end, which waits
+  `fetch.wait.max.ms`, 500 ms, as Kafka's DelayedFetch does), a raw Fetch v12 loop (the broker's ceiling),
+  the socket's own ceiling (sendfile of 1 MiB per request to the same receive loop, no broker at all), and
+  kcat -c N from the disk against a read from the disk (the files dropped from the page cache before each
+  run of either side);
 - ListOffsets by timestamp round trip p50/p99 (target p50 <= 1 ms on loopback).
 """
 
 from __future__ import annotations
 
+import os
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -52,16 +57,42 @@ def produce(bootstrap: str, topic: str, size: int, count: int) -> tuple[float, f
     return end - start, end - flushing
 
 
-def kcat_produce(bootstrap: str, topic: str, lines: Path, count: int) -> float:
-    """kcat -P (librdkafka from C, no Python per record) sending each line of a file as a record, with the
-    same producer settings as above; includes kcat's start and metadata round trip (about 20 ms)."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed_child(args: list[str], broker_pid: int | None) -> tuple[float, float, float, subprocess.CompletedProcess]:
+    """(seconds, the child's CPU seconds, the broker's CPU seconds meanwhile, result) of one command: who
+    was busy shows which side bounds the rate."""
+    before_child = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before_broker = cpu_seconds(broker_pid) if broker_pid else 0.0
     start = time.perf_counter()
-    out = subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic, "-p", "0", "-l", str(lines),
-                          "-X", "linger.ms=5", "-X", "batch.size=1000000", "-X", "acks=1",
-                          "-X", "queue.buffering.max.messages=1000000"], capture_output=True, timeout=300)
+    out = subprocess.run(args, capture_output=True, timeout=300)
     elapsed = time.perf_counter() - start
+    after_child = resource.getrusage(resource.RUSAGE_CHILDREN)
+    child = (after_child.ru_utime - before_child.ru_utime) + (after_child.ru_stime - before_child.ru_stime)
+    return elapsed, child, (cpu_seconds(broker_pid) - before_broker) if broker_pid else 0.0, out
+
+
+KCAT_PRODUCER = ["-X", "linger.ms=5", "-X", "batch.size=1000000", "-X", "acks=1",
+                 "-X", "queue.buffering.max.messages=1000000"]
+
+
+def kcat_produce(bootstrap: str, topic: str, lines: Path, count: int, broker_pid: int | None = None,
+                 mock: bool = False) -> tuple[float, float, float]:
+    """kcat -P (librdkafka from C, no Python per record) sending each line of a file as a record, with the
+    same producer settings as above; includes kcat's start and metadata round trip (about 20 ms). With
+    `mock`, to librdkafka's own mock cluster (`test.mock.num.brokers`, a broker written in C inside the
+    kcat process that keeps the records in memory): how fast this client goes against a broker that costs
+    almost nothing. (seconds, kcat CPU seconds, broker CPU seconds)."""
+    where = ["-X", "test.mock.num.brokers=1"] if mock else []
+    elapsed, child, broker, out = timed_child(
+        ["kcat", "-P", "-b", bootstrap, *where, "-t", topic, "-p", "0", "-l", str(lines), *KCAT_PRODUCER],
+        None if mock else broker_pid)
     assert out.returncode == 0, out.stderr[-500:]
-    return elapsed
+    return elapsed, child, broker
 
 
 def batches_of(size: int, count: int, batch_bytes: int = 16384) -> list[bytes]:
@@ -72,9 +103,13 @@ def batches_of(size: int, count: int, batch_bytes: int = 16384) -> list[bytes]:
 
 
 def in_process(tmp: Path, name: str, batches: list[bytes]) -> float:
-    """The storage engine's own append of `batches` (validation, offsets, indexes), in this process."""
+    """The storage engine's own append of `batches` (validation, offsets, indexes), in this process, after
+    an untimed append of the first two (a new segment's first index entries pay ext4's first block
+    allocation, about 4 ms per index file; the broker's logs have paid it by the time they are measured)."""
     plog = PartitionLog.open(tmp / f"{name}-0", TopicConfig.from_kafka(
         {"message.timestamp.after.max.ms": str(2**62), "segment.bytes": str(256 << 20)}))
+    for b in batches[:2]:
+        plog.append(b, now=T0)
     start = time.perf_counter()
     for b in batches:
         plog.append(b, now=T0)
@@ -198,14 +233,27 @@ def raw_produce(port: int, frames: list[bytes], in_flight: int = 5) -> float:
     return time.perf_counter() - start
 
 
-def kcat_consume(bootstrap: str, topic: str, expected: int, *extra: str) -> float:
-    """kcat -C from the beginning of partition 0, printing only offsets; `extra` says when it stops."""
-    start = time.perf_counter()
-    out = subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-q",
-                          "-f", "%o\n", *extra], capture_output=True, timeout=300)
-    elapsed = time.perf_counter() - start
+def kcat_consume(bootstrap: str, topic: str, expected: int, *extra: str,
+                 broker_pid: int | None = None) -> tuple[float, float, float]:
+    """kcat -C from the beginning of partition 0, printing only offsets; `extra` says when it stops.
+    (seconds, kcat CPU seconds, broker CPU seconds)."""
+    elapsed, child, broker, out = timed_child(
+        ["kcat", "-b", bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-q", "-f", "%o\n", *extra],
+        broker_pid)
     assert out.stdout.count(b"\n") == expected, out.stderr[-500:]
-    return elapsed
+    return elapsed, child, broker
+
+
+def drop_from_page_cache(paths) -> None:
+    """Make the next read of these files come from the disk: write back their dirty pages, then ask the
+    kernel to drop their cached pages (POSIX_FADV_DONTNEED; other files' pages are untouched)."""
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
 
 
 def socket_ceiling(path: Path, chunk: int = 1 << 20) -> tuple[int, float]:
@@ -305,7 +353,7 @@ def main() -> None:
                     "message.timestamp.after.max.ms": str(2**62)}) for t in topics]).values():
                 future.result(15)
             # -- produce: three clients, each against the in-process append of the same records ------------
-            for size, count in ((100, 100_000), (1024, 30_000)):
+            for size, count in ((100, 1_000_000), (1024, 100_000)):
                 mb = size * count / 1e6
                 batches = batches_of(size, count)
                 local_s = min(in_process(tmp, f"inproc{size}-{i}", batches) for i in range(3))
@@ -316,10 +364,19 @@ def main() -> None:
                              f"{local_s / broker_s:.2f} (target >= 0.5; final flush {flush_s * 1e3:.0f} ms)"))
                 lines = tmp / f"lines{size}"
                 lines.write_bytes((b"x" * size + b"\n") * count)
-                kcat_s = best(2, lambda size=size, lines=lines, count=count:
-                              kcat_produce(proc.bootstrap, f"k{size}", lines, count))
+                kcat_s, kcat_cpu, broker_cpu = min(
+                    (kcat_produce(proc.bootstrap, f"k{size}", lines, count, proc.proc.pid) for _ in range(2)),
+                    key=lambda r: r[0])
                 rows.append(("  kcat -P from a file (librdkafka in C)",
-                             f"{mb / kcat_s:.1f} MB/s, {count / kcat_s:,.0f} rec/s", "same", f"{local_s / kcat_s:.2f}"))
+                             f"{mb / kcat_s:.1f} MB/s, {count / kcat_s:,.0f} rec/s", "same",
+                             f"{local_s / kcat_s:.2f} (CPU s: kcat {kcat_cpu:.2f}, broker {broker_cpu:.2f}, "
+                             f"in {kcat_s:.2f} s)"))
+                mock_s, mock_cpu, _ = min((kcat_produce("127.0.0.1:1", f"k{size}", lines, count, mock=True)
+                                           for _ in range(2)), key=lambda r: r[0])
+                rows.append(("  client ceiling: same kcat -P to librdkafka's in-process mock broker (C)",
+                             f"{mb / mock_s:.1f} MB/s, {count / mock_s:,.0f} rec/s", "same",
+                             f"{local_s / mock_s:.2f} (kcat CPU {mock_cpu:.2f} s; chronolog reaches "
+                             f"{mock_s / kcat_s:.2f} of it)"))
                 frames = produce_frames(f"r{size}", batches)
                 raw_s = best(3, lambda frames=frames: raw_produce(proc.port, frames))
                 rows.append((f"  raw Produce v9 loop, the baseline's {len(batches)} batches, 5 in flight",
@@ -332,27 +389,49 @@ def main() -> None:
                 rows.append((f"  raw Produce v9 loop, {len(big)} batches of 1 MB, 5 in flight",
                              f"{mb / big_s:.1f} MB/s, {len(big) / big_s:,.0f} req/s",
                              f"{mb / big_local_s:.1f} MB/s in-process append of them", f"{big_local_s / big_s:.2f}"))
-            # -- consume: 100,000 x 1 KiB, against reading the segment file --------------------------------
-            count = 100_005
+            # -- consume: 300,000 x 1 KiB, against reading the segment file --------------------------------
+            count = 300_000
             raw_produce(proc.port, produce_frames("c1024", [batches_of(1024, 15)[0]]) * (count // 15))
             logs = sorted((tmp / "data" / "c1024-0").glob("*.log"))
             total = sequential_read(logs)[0]
             disk_s = best(3, lambda: sequential_read(logs)[1])
-            disk = f"{total / disk_s / 1e6:,.0f} MB/s reading the segment file"
+            disk = f"{total / disk_s / 1e6:,.0f} MB/s reading the segment file (page cache)"
+            pid = proc.proc.pid
             for label, run in (
                     (f"consume {count:,} x 1 KiB, kcat -c {count} (exits on the last record)",
-                     lambda: kcat_consume(proc.bootstrap, "c1024", count, "-c", str(count))),
+                     lambda: kcat_consume(proc.bootstrap, "c1024", count, "-c", str(count), broker_pid=pid)),
                     ("  kcat -e (exits after an empty Fetch at the end: + fetch.wait.max.ms, 500 ms)",
-                     lambda: kcat_consume(proc.bootstrap, "c1024", count, "-e")),
-                    ("  raw Fetch v12 loop, 1 MiB per request (broker ceiling)",
-                     lambda: raw_fetch(proc.port, "c1024", count))):
-                took = best(3, run)
+                     lambda: kcat_consume(proc.bootstrap, "c1024", count, "-e", broker_pid=pid))):
+                took, kcat_cpu, broker_cpu = min((run() for _ in range(3)), key=lambda r: r[0])
                 target = " (target >= 0.5)" if label.startswith("consume") else ""
-                rows.append((label, f"{total / took / 1e6:,.1f} MB/s", disk, f"{disk_s / took:.3f}{target}"))
+                rows.append((label, f"{total / took / 1e6:,.1f} MB/s", disk,
+                             f"{disk_s / took:.3f}{target} (CPU s: kcat {kcat_cpu:.2f}, broker {broker_cpu:.2f}, "
+                             f"in {took:.2f} s)"))
+            took = best(3, lambda: raw_fetch(proc.port, "c1024", count))
+            rows.append(("  raw Fetch v12 loop, 1 MiB per request (broker ceiling)", f"{total / took / 1e6:,.1f} MB/s",
+                         disk, f"{disk_s / took:.3f}"))
             moved, ceiling_s = min((socket_ceiling(logs[0]) for _ in range(3)), key=lambda r: r[1])
             rows.append(("  socket ceiling: sendfile 1 MiB per request, same receive loop, no broker",
                          f"{moved / ceiling_s / 1e6:,.1f} MB/s", disk,
                          f"{disk_s * moved / total / ceiling_s:.3f}"))
+            # From the disk: every run starts with the segment files out of the page cache, for the
+            # baseline's read and for the broker's sendfile alike.
+
+            def cold_read() -> float:
+                drop_from_page_cache(logs)
+                return sequential_read(logs)[1]
+
+            def cold_kcat():
+                drop_from_page_cache(logs)
+                return kcat_consume(proc.bootstrap, "c1024", count, "-c", str(count), broker_pid=pid)
+
+            cold_disk_s = best(3, cold_read)
+            took, kcat_cpu, broker_cpu = min((cold_kcat() for _ in range(3)), key=lambda r: r[0])
+            rows.append((f"consume from the disk: kcat -c {count}, segment files dropped from the page cache",
+                         f"{total / took / 1e6:,.1f} MB/s",
+                         f"{total / cold_disk_s / 1e6:,.0f} MB/s reading the segment file from the disk",
+                         f"{cold_disk_s / took:.3f} (target >= 0.5) (CPU s: kcat {kcat_cpu:.2f}, broker "
+                         f"{broker_cpu:.2f}, in {took:.2f} s)"))
             # -- ListOffsets by timestamp round trips -------------------------------------------------------
             c = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "bench", "socket.nagle.disable": True})
             c.offsets_for_times([TopicPartition("b100", 0, T0)], timeout=10)
