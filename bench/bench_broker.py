@@ -12,12 +12,15 @@
   kcat -c N from the disk against a read from the disk (the files dropped from the page cache before each
   run of either side);
 - ListOffsets by timestamp round trip p50/p99 (target p50 <= 1 ms on loopback).
+Baselines and broker runs are interleaved (best of 3 each; kcat -P and the mock broker best of 2), so a
+drift in the machine's speed during the run hits both sides of a ratio alike.
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -337,10 +340,6 @@ def raw_list_offsets(port: int, topic: str, count: int) -> list[float]:
     return timings
 
 
-def best(runs: int, fn) -> float:
-    return min(fn() for _ in range(runs))
-
-
 def main() -> None:
     rows = [("measure", "chronolog", "baseline", "ratio / note")]
     with tempfile.TemporaryDirectory(prefix="chronolog-bench-") as tmpdir:
@@ -352,40 +351,47 @@ def main() -> None:
             for future in admin.create_topics([NewTopic(t, 1, 1, config={
                     "message.timestamp.after.max.ms": str(2**62)}) for t in topics]).values():
                 future.result(15)
-            # -- produce: three clients, each against the in-process append of the same records ------------
+            # -- produce: four ways, each against the in-process append of the same records ----------------
+            # The in-process appends run between the broker's runs, not all before them: this machine's
+            # speed drifts by 2-4x over tens of seconds, and interleaving keeps both sides in the same weather.
             for size, count in ((100, 1_000_000), (1024, 100_000)):
                 mb = size * count / 1e6
                 batches = batches_of(size, count)
-                local_s = min(in_process(tmp, f"inproc{size}-{i}", batches) for i in range(3))
+                big = batches_of(size, count, 1_000_000)  # batch.size above: the overhead amortised
+                frames, big_frames = produce_frames(f"r{size}", batches), produce_frames(f"r{size}", big)
+                lines = tmp / f"lines{size}"
+                lines.write_bytes((b"x" * size + b"\n") * count)
+                local, big_local, kcat_runs, mock_runs, raw, big_raw = [], [], [], [], [], []
+                for i in range(3):
+                    local.append(in_process(tmp, f"inproc{size}-{i}", batches))
+                    if i == 0:
+                        broker_s, flush_s = produce(proc.bootstrap, f"b{size}", size, count)
+                    if i < 2:
+                        kcat_runs.append(kcat_produce(proc.bootstrap, f"k{size}", lines, count, proc.proc.pid))
+                        mock_runs.append(kcat_produce("127.0.0.1:1", f"k{size}", lines, count, mock=True))
+                    raw.append(raw_produce(proc.port, frames))
+                    big_local.append(in_process(tmp, f"inproc{size}big-{i}", big))
+                    big_raw.append(raw_produce(proc.port, big_frames))
+                    for old in tmp.glob(f"inproc{size}*"):
+                        shutil.rmtree(old)
+                local_s, big_local_s, raw_s, big_s = min(local), min(big_local), min(raw), min(big_raw)
+                kcat_s, kcat_cpu, broker_cpu = min(kcat_runs, key=lambda r: r[0])
+                mock_s, mock_cpu, _ = min(mock_runs, key=lambda r: r[0])
                 base = f"{mb / local_s:.1f} MB/s in-process append"
-                broker_s, flush_s = produce(proc.bootstrap, f"b{size}", size, count)
                 rows.append((f"produce {count:,} x {size} B, confluent-kafka from Python",
                              f"{mb / broker_s:.1f} MB/s, {count / broker_s:,.0f} rec/s", base,
                              f"{local_s / broker_s:.2f} (target >= 0.5; final flush {flush_s * 1e3:.0f} ms)"))
-                lines = tmp / f"lines{size}"
-                lines.write_bytes((b"x" * size + b"\n") * count)
-                kcat_s, kcat_cpu, broker_cpu = min(
-                    (kcat_produce(proc.bootstrap, f"k{size}", lines, count, proc.proc.pid) for _ in range(2)),
-                    key=lambda r: r[0])
                 rows.append(("  kcat -P from a file (librdkafka in C)",
                              f"{mb / kcat_s:.1f} MB/s, {count / kcat_s:,.0f} rec/s", "same",
                              f"{local_s / kcat_s:.2f} (CPU s: kcat {kcat_cpu:.2f}, broker {broker_cpu:.2f}, "
                              f"in {kcat_s:.2f} s)"))
-                mock_s, mock_cpu, _ = min((kcat_produce("127.0.0.1:1", f"k{size}", lines, count, mock=True)
-                                           for _ in range(2)), key=lambda r: r[0])
                 rows.append(("  client ceiling: same kcat -P to librdkafka's in-process mock broker (C)",
                              f"{mb / mock_s:.1f} MB/s, {count / mock_s:,.0f} rec/s", "same",
                              f"{local_s / mock_s:.2f} (kcat CPU {mock_cpu:.2f} s; chronolog reaches "
                              f"{mock_s / kcat_s:.2f} of it)"))
-                frames = produce_frames(f"r{size}", batches)
-                raw_s = best(3, lambda frames=frames: raw_produce(proc.port, frames))
                 rows.append((f"  raw Produce v9 loop, the baseline's {len(batches)} batches, 5 in flight",
                              f"{mb / raw_s:.1f} MB/s, {len(frames) / raw_s:,.0f} req/s", "same",
                              f"{local_s / raw_s:.2f} (broker overhead per request)"))
-                big = batches_of(size, count, 1_000_000)  # batch.size above: the overhead amortised
-                big_local_s = min(in_process(tmp, f"inproc{size}big-{i}", big) for i in range(3))
-                big_frames = produce_frames(f"r{size}", big)
-                big_s = best(3, lambda big_frames=big_frames: raw_produce(proc.port, big_frames))
                 rows.append((f"  raw Produce v9 loop, {len(big)} batches of 1 MB, 5 in flight",
                              f"{mb / big_s:.1f} MB/s, {len(big) / big_s:,.0f} req/s",
                              f"{mb / big_local_s:.1f} MB/s in-process append of them", f"{big_local_s / big_s:.2f}"))
@@ -394,39 +400,38 @@ def main() -> None:
             raw_produce(proc.port, produce_frames("c1024", [batches_of(1024, 15)[0]]) * (count // 15))
             logs = sorted((tmp / "data" / "c1024-0").glob("*.log"))
             total = sequential_read(logs)[0]
-            disk_s = best(3, lambda: sequential_read(logs)[1])
-            disk = f"{total / disk_s / 1e6:,.0f} MB/s reading the segment file (page cache)"
+            # Interleaved as the produce rows are; the cold runs start with the segment files out of the
+            # page cache, for the baseline's read and for the broker's sendfile alike.
             pid = proc.proc.pid
-            for label, run in (
-                    (f"consume {count:,} x 1 KiB, kcat -c {count} (exits on the last record)",
-                     lambda: kcat_consume(proc.bootstrap, "c1024", count, "-c", str(count), broker_pid=pid)),
-                    ("  kcat -e (exits after an empty Fetch at the end: + fetch.wait.max.ms, 500 ms)",
-                     lambda: kcat_consume(proc.bootstrap, "c1024", count, "-e", broker_pid=pid))):
-                took, kcat_cpu, broker_cpu = min((run() for _ in range(3)), key=lambda r: r[0])
-                target = " (target >= 0.5)" if label.startswith("consume") else ""
+            warm, cold, kcat_c, kcat_e, fetches, ceilings, kcat_cold = [], [], [], [], [], [], []
+            for _ in range(3):
+                warm.append(sequential_read(logs)[1])
+                kcat_c.append(kcat_consume(proc.bootstrap, "c1024", count, "-c", str(count), broker_pid=pid))
+                kcat_e.append(kcat_consume(proc.bootstrap, "c1024", count, "-e", broker_pid=pid))
+                fetches.append(raw_fetch(proc.port, "c1024", count))
+                ceilings.append(socket_ceiling(logs[0]))
+                drop_from_page_cache(logs)
+                cold.append(sequential_read(logs)[1])
+                drop_from_page_cache(logs)
+                kcat_cold.append(kcat_consume(proc.bootstrap, "c1024", count, "-c", str(count), broker_pid=pid))
+            disk_s, cold_disk_s = min(warm), min(cold)
+            disk = f"{total / disk_s / 1e6:,.0f} MB/s reading the segment file (page cache)"
+            for label, runs, target in (
+                    (f"consume {count:,} x 1 KiB, kcat -c {count} (exits on the last record)", kcat_c,
+                     " (target >= 0.5)"),
+                    ("  kcat -e (exits after an empty Fetch at the end: + fetch.wait.max.ms, 500 ms)", kcat_e, "")):
+                took, kcat_cpu, broker_cpu = min(runs, key=lambda r: r[0])
                 rows.append((label, f"{total / took / 1e6:,.1f} MB/s", disk,
                              f"{disk_s / took:.3f}{target} (CPU s: kcat {kcat_cpu:.2f}, broker {broker_cpu:.2f}, "
                              f"in {took:.2f} s)"))
-            took = best(3, lambda: raw_fetch(proc.port, "c1024", count))
+            took = min(fetches)
             rows.append(("  raw Fetch v12 loop, 1 MiB per request (broker ceiling)", f"{total / took / 1e6:,.1f} MB/s",
                          disk, f"{disk_s / took:.3f}"))
-            moved, ceiling_s = min((socket_ceiling(logs[0]) for _ in range(3)), key=lambda r: r[1])
+            moved, ceiling_s = min(ceilings, key=lambda r: r[1])
             rows.append(("  socket ceiling: sendfile 1 MiB per request, same receive loop, no broker",
                          f"{moved / ceiling_s / 1e6:,.1f} MB/s", disk,
                          f"{disk_s * moved / total / ceiling_s:.3f}"))
-            # From the disk: every run starts with the segment files out of the page cache, for the
-            # baseline's read and for the broker's sendfile alike.
-
-            def cold_read() -> float:
-                drop_from_page_cache(logs)
-                return sequential_read(logs)[1]
-
-            def cold_kcat():
-                drop_from_page_cache(logs)
-                return kcat_consume(proc.bootstrap, "c1024", count, "-c", str(count), broker_pid=pid)
-
-            cold_disk_s = best(3, cold_read)
-            took, kcat_cpu, broker_cpu = min((cold_kcat() for _ in range(3)), key=lambda r: r[0])
+            took, kcat_cpu, broker_cpu = min(kcat_cold, key=lambda r: r[0])
             rows.append((f"consume from the disk: kcat -c {count}, segment files dropped from the page cache",
                          f"{total / took / 1e6:,.1f} MB/s",
                          f"{total / cold_disk_s / 1e6:,.0f} MB/s reading the segment file from the disk",
