@@ -86,8 +86,13 @@ def _writer(cls: type):
     return entity_writer(cls)
 
 
-def parse_request(frame: bytes | memoryview) -> RequestFrame:
+def parse_request(frame: bytes | bytearray | memoryview) -> RequestFrame:
     api_key, version, correlation_id = peek_header(frame)
+    if api_key == PRODUCE_KEY and 3 <= version <= 11:  # records as slices of the frame, no copy
+        from chronolog.protocol.produce_request import read_produce_request
+
+        client_id, body = read_produce_request(frame, version)
+        return RequestFrame(api_key, version, correlation_id, client_id, body)
     cls = request_schema(api_key, version)
     header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
     data = bytes(frame)
