@@ -1,0 +1,167 @@
+"""Size-prefixed request frames read from a connection with as few copies as the frame's size calls for.
+
+asyncio's StreamReader hands every chunk the socket gives as a new `bytes`, appends it to its buffer and
+copies the frame out again: three new copies of each megabyte a librdkafka producer sends (`batch.size`),
+each in fresh memory. `FrameReader` is a buffered protocol instead: small frames are assembled in one
+scratch buffer it keeps for the connection (and copied out, a few KiB), and a frame larger than
+`SMALL_FRAME` gets a `bytearray` of its exact size that the kernel fills directly, so its bytes are copied
+once, from the socket into the frame, and the Produce reader hands storage slices of it.
+
+Like Kafka's muted channels, nothing past the frame asked for is interpreted before it is asked for: the
+size limit in force when a frame is read (which depends on whether SASL has completed) is the one checked,
+and when the scratch buffer is full the protocol stops reading the socket until the next frame is asked
+for. `StreamWriter` writes, with the flow control it expects (`FlowControlMixin`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from asyncio.streams import FlowControlMixin
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+SCRATCH_BYTES = 256 * 1024
+SMALL_FRAME = 64 * 1024  # frames up to this size are assembled in the scratch buffer
+
+
+class FrameSizeError(Exception):
+    """A frame's size prefix outside what the connection accepts now; nothing of it was read."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
+
+
+class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
+    """One connection: `read_frame` returns its frames in order; `connection_made` starts
+    `serve(self)` as the connection's task."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop,
+                 serve: Callable[[FrameReader], Coroutine[Any, Any, None]]) -> None:
+        FlowControlMixin.__init__(self, loop)
+        self._serve = serve
+        self.transport: asyncio.Transport | None = None
+        self.task: asyncio.Task | None = None
+        self._scratch = bytearray(SCRATCH_BYTES)
+        self._scratch_view = memoryview(self._scratch)
+        self._start = 0  # unread bytes are scratch[_start:_end]
+        self._end = 0
+        self._frame: bytearray | None = None  # a large frame being filled by the kernel
+        self._frame_view: memoryview | None = None
+        self._filled = 0
+        self._waiter: asyncio.Future | None = None
+        self._eof = False
+        self._error: BaseException | None = None
+        self._reading_paused = False
+
+    # -- protocol callbacks ------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.task = self._loop.create_task(self._serve(self))
+
+    def set_transport(self, transport: asyncio.Transport) -> None:
+        """After `loop.start_tls`: the TLS transport replaces the TCP one."""
+        self.transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame_view is not None:
+            return self._frame_view[self._filled:]
+        if self._end == len(self._scratch):
+            self._compact()
+        return self._scratch_view[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._frame is not None:
+            self._filled += nbytes
+            if self._filled < len(self._frame):
+                return  # the reader waits for the whole frame
+        else:
+            self._end += nbytes
+            if self._end == len(self._scratch):
+                self._compact()
+                if self._end == len(self._scratch):  # full of frames not asked for yet: Kafka mutes here
+                    self._pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._wake()
+        # As StreamReaderProtocol: keep a plain socket open for the answer to what was already sent; TLS
+        # closes (returning True has no effect there).
+        return self.transport is not None and self.transport.get_extra_info("sslcontext") is None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if exc is not None:
+            self._error = exc
+        self._eof = True
+        self._wake()
+
+    # -- reading -----------------------------------------------------------------------------------
+    async def read_frame(self, minimum: int, maximum: int) -> bytes | bytearray:
+        """The next frame without its size prefix; FrameSizeError if the prefix is outside
+        [minimum, maximum] (nothing allocated), IncompleteReadError if the peer stops mid-frame."""
+        await self._want(4)
+        size = int.from_bytes(self._scratch_view[self._start:self._start + 4], "big", signed=True)
+        if not minimum <= size <= maximum:
+            raise FrameSizeError(size)
+        self._start += 4
+        if size <= SMALL_FRAME or self._end - self._start >= size:
+            await self._want(size)
+            frame = bytes(self._scratch_view[self._start:self._start + size])
+            self._start += size
+            self._resume_reading()
+            return frame
+        frame = bytearray(size)
+        have = self._end - self._start
+        frame[:have] = self._scratch_view[self._start:self._end]
+        self._start = self._end = 0
+        self._frame, self._frame_view, self._filled = frame, memoryview(frame), have
+        try:
+            self._resume_reading()
+            while self._filled < size:
+                await self._wait(size)
+        finally:
+            self._frame_view.release()
+            self._frame = self._frame_view = None
+        return frame
+
+    async def _want(self, n: int) -> None:
+        """Until scratch holds `n` unread bytes (n <= its size)."""
+        while self._end - self._start < n:
+            if len(self._scratch) - self._start < n:
+                self._compact()
+            self._resume_reading()
+            await self._wait(n)
+
+    async def _wait(self, expected: int) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._eof:
+            raise asyncio.IncompleteReadError(b"", expected)
+        self._waiter = self._loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _compact(self) -> None:
+        n = self._end - self._start
+        if self._start:
+            self._scratch[:n] = bytes(self._scratch_view[self._start:self._end])
+            self._start, self._end = 0, n
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self.transport is not None and not self.transport.is_closing():
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._reading_paused and self._end < len(self._scratch) and self.transport is not None:
+            self._reading_paused = False
+            if not self.transport.is_closing():
+                self.transport.resume_reading()

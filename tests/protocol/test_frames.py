@@ -1,0 +1,118 @@
+"""`chronolog.server.frames.FrameReader` over real loopback sockets: frames of every size class (in the
+scratch buffer, larger than it, filled by the kernel directly) arrive whole and in order however the
+client's writes split them, a reader slower than the client (the scratch buffer fills, reading pauses)
+loses nothing, a size outside the limit is refused before anything is read, and a peer that stops mid-frame
+ends the reading."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+import struct
+import threading
+
+import pytest
+
+from chronolog.server.frames import SCRATCH_BYTES, SMALL_FRAME, FrameReader, FrameSizeError
+
+
+def _serve(script, client) -> list:
+    """Runs a server whose connection task is `script(frames)` and a client thread `client(port)`;
+    returns what the script returned."""
+    result: list = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        async def serve(frames: FrameReader) -> None:
+            try:
+                result.append(await script(frames))
+            except BaseException as exc:  # noqa: BLE001 (handed to the test)
+                result.append(exc)
+            finally:
+                frames.transport.close()
+                done.set_result(None)
+
+        server = await loop.create_server(lambda: FrameReader(loop, serve), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        thread = threading.Thread(target=client, args=(port,), daemon=True)
+        thread.start()
+        await asyncio.wait_for(done, 30)
+        server.close()
+        await asyncio.to_thread(thread.join, 10)
+
+    asyncio.run(main())
+    return result
+
+
+def _send_in_pieces(port: int, data: bytes, rng: random.Random, close: bool = True) -> None:
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        pos = 0
+        while pos < len(data):
+            n = rng.choice([1, 3, 4, 5, 100, 4096, 65536, 300_000])
+            sock.sendall(data[pos:pos + n])
+            pos += n
+        if not close:
+            sock.recv(1)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("slow", [False, True])
+def test_frames_of_every_size_arrive_whole_and_in_order(seed, slow):
+    rng = random.Random(seed)
+    sizes = [0, 8, 1000, SMALL_FRAME, SMALL_FRAME + 1, SCRATCH_BYTES - 4, SCRATCH_BYTES + 1, 1 << 20, 3_000_000]
+    sizes += [rng.choice([rng.randrange(0, 200), rng.randrange(0, 70_000), rng.randrange(0, 2_000_000)])
+              for _ in range(30)]
+    rng.shuffle(sizes)
+    frames = [rng.randbytes(n) for n in sizes]
+    wire = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+
+    async def script(reader: FrameReader) -> list:
+        got = []
+        for _ in frames:
+            if slow:
+                await asyncio.sleep(0.01)  # the client runs ahead; the scratch buffer fills and reading pauses
+            got.append(bytes(await reader.read_frame(0, 1 << 30)))
+        return got
+
+    (got,) = _serve(script, lambda port: _send_in_pieces(port, wire, random.Random(seed), close=False))
+    assert not isinstance(got, BaseException), got
+    assert [len(g) for g in got] == sizes and got == frames
+
+
+@pytest.mark.parametrize("size", [-1, 7, 1025, 2**31 - 1])
+def test_a_size_outside_the_limit_is_refused_before_reading(size):
+    async def script(reader: FrameReader):
+        with pytest.raises(FrameSizeError) as caught:
+            await reader.read_frame(8, 1024)
+        return caught.value.size
+
+    (refused,) = _serve(script, lambda port: _send_in_pieces(port, struct.pack(">i", size) + b"x" * 64,
+                                                          random.Random(1), close=False))
+    assert refused == size
+
+
+@pytest.mark.parametrize("stop_at", [2, 4, 1000, SMALL_FRAME + 100, 500_000])
+def test_a_peer_that_stops_mid_frame_ends_the_reading(stop_at):
+    frame = struct.pack(">i", 1_000_000) + bytes(1_000_000)
+
+    async def script(reader: FrameReader):
+        with pytest.raises(asyncio.IncompleteReadError):
+            await reader.read_frame(0, 1 << 30)
+        return "ended"
+
+    assert _serve(script, lambda port: _send_in_pieces(port, frame[:stop_at], random.Random(2))) == ["ended"]
+
+
+def test_large_frames_are_filled_in_place_not_copied_out_of_scratch():
+    """A frame above SMALL_FRAME comes back as the bytearray the kernel wrote into."""
+    frame = bytes(range(256)) * 4096  # 1 MiB
+
+    async def script(reader: FrameReader):
+        return await reader.read_frame(0, 1 << 30)
+
+    (got,) = _serve(script, lambda port: _send_in_pieces(port, struct.pack(">i", len(frame)) + frame,
+                                                      random.Random(3), close=False))
+    assert isinstance(got, bytearray) and got == frame
