@@ -30,6 +30,7 @@ from chronolog.security.credentials import CredentialStore
 from chronolog.security.listeners import ListenerSpec, parse_listeners
 from chronolog.security.sasl import SaslSession
 from chronolog.security.scram import AuthenticationError
+from chronolog.server.frames import FrameReader, FrameSizeError
 from chronolog.storage import LogManager
 
 log = logging.getLogger(__name__)
@@ -169,11 +170,12 @@ class Broker:
         self.state.credentials = self.credentials  # Describe/AlterUserScramCredentials
         from chronolog.protocol.core import rebuild_producer_state
         await asyncio.to_thread(rebuild_producer_state, self.state)
+        loop = asyncio.get_running_loop()
         try:
             for listener in listeners:
-                listener.server = await asyncio.start_server(
-                    functools.partial(self._serve_connection, listener), listener.spec.host or None,
-                    listener.spec.port, limit=1 << 20)
+                serve = functools.partial(self._serve_connection, listener)
+                listener.server = await loop.create_server(lambda serve=serve: FrameReader(loop, serve),
+                                                           listener.spec.host or None, listener.spec.port)
                 listener.host = listener.spec.host or "0.0.0.0"
                 listener.port = listener.server.sockets[0].getsockname()[1]
                 adv = advertised.get(listener.name)
@@ -276,16 +278,15 @@ class Broker:
             return f"the broker already has the configured maximum of {self._max_total} connections"
         return None
 
-    async def _serve_connection(self, listener: Listener, reader: asyncio.StreamReader,
-                                writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername") or ("?", 0)
+    async def _serve_connection(self, listener: Listener, frames: FrameReader) -> None:
+        peer = frames.transport.get_extra_info("peername") or ("?", 0)
         ip = str(peer[0])
         refused = self._admit(ip)
         if refused is not None:
             # Kafka closes the excess connection at once (TooManyConnectionsException); for max.connections it
             # stops accepting instead, which asyncio's server cannot do: we close that one too.
             log.warning("Rejected connection from %s on %s, %s", ip, listener.name, refused)
-            writer.transport.abort()
+            frames.transport.abort()
             return
         task = asyncio.current_task()
         if task is not None:
@@ -293,9 +294,10 @@ class Broker:
         self._per_ip[ip] += 1
         self._total += 1
         try:
-            conn = await self._open(listener, writer, ip)
+            conn = await self._open(listener, frames, ip)
             if conn is not None:
-                await self._requests(conn, reader, writer, peer)
+                writer = asyncio.StreamWriter(frames.transport, frames, None, asyncio.get_running_loop())
+                await self._requests(conn, frames, writer, peer)
         finally:
             self._per_ip[ip] -= 1
             if self._per_ip[ip] <= 0:
@@ -304,21 +306,24 @@ class Broker:
             if task is not None:
                 self._connections.discard(task)
             with contextlib.suppress(Exception):
-                writer.close()
+                frames.transport.close()
 
-    async def _open(self, listener: Listener, writer: asyncio.StreamWriter, ip: str) -> ConnectionState | None:
+    async def _open(self, listener: Listener, frames: FrameReader, ip: str) -> ConnectionState | None:
         """TLS handshake (after the connection limits: a refused client costs no handshake) and the
         connection's initial principal."""
         principal = "User:ANONYMOUS"
         if listener.ssl_context is not None:
             try:
-                await writer.start_tls(listener.ssl_context, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+                frames.set_transport(await asyncio.get_running_loop().start_tls(
+                    frames.transport, frames, listener.ssl_context, server_side=True,
+                    ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S))
             except (ssl.SSLError, OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
                 log.info("Failed authentication with %s (SSL handshake failed: %s)", ip, exc)
                 return None
             if not listener.spec.uses_sasl:
                 try:
-                    principal = tls.principal_from_cert(writer.get_extra_info("peercert"), self._mapping_rules)
+                    principal = tls.principal_from_cert(frames.transport.get_extra_info("peercert"),
+                                                        self._mapping_rules)
                 except ChronologError as exc:
                     log.info("Failed authentication with %s (%s)", ip, exc)
                     return None
@@ -327,7 +332,7 @@ class Broker:
             sasl = SaslSession(self._mechanisms, self.credentials.lookup, self.credentials.verify_plain)
         return ConnectionState(listener=listener, principal=principal, sasl=sasl)
 
-    async def _requests(self, conn: ConnectionState, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+    async def _requests(self, conn: ConnectionState, frames: FrameReader, writer: asyncio.StreamWriter,
                         peer: tuple) -> None:
         max_request = int(self.config["socket.request.max.bytes"])
         max_unauthenticated = int(self.config["sasl.server.max.receive.size"])
@@ -338,27 +343,26 @@ class Broker:
         zero_copy = conn.listener is None or conn.listener.ssl_context is None
         try:
             while True:
-                head = await reader.readexactly(4)
-                (size,) = struct.unpack(">i", head)
                 authenticating = conn.sasl is not None and not conn.sasl.complete
                 limit = max_unauthenticated if authenticating else max_request
-                if authenticating and conn.sasl.raw_tokens:
-                    # After SaslHandshake v0 the client sends bare SASL tokens (KIP-152), any size >= 0.
-                    if not 0 <= size <= limit:
-                        log.warning("closing %s: SASL token size %d outside [0, %d]", peer, size, limit)
-                        return
-                    token = await reader.readexactly(size)
-                    answer = self._raw_token(conn, token, peer[0])
+                # After SaslHandshake v0 the client sends bare SASL tokens (KIP-152), any size >= 0; a
+                # request is at least its header's 8 bytes (Kafka's InvalidReceiveException otherwise).
+                raw_token = authenticating and conn.sasl.raw_tokens
+                minimum = 0 if raw_token else 8
+                try:
+                    frame = await frames.read_frame(minimum, limit)
+                except FrameSizeError as exc:
+                    what = "SASL token" if raw_token else "request"
+                    log.warning("closing %s: %s size %d outside [%d, %d]", peer, what, exc.size, minimum, limit)
+                    return
+                if raw_token:
+                    answer = self._raw_token(conn, frame, peer[0])
                     if answer is None:
                         await asyncio.sleep(failed_auth_delay)
                         return
                     writer.write(struct.pack(">i", len(answer)) + answer)
                     await writer.drain()
                     continue
-                if size < 8 or size > limit:  # Kafka's InvalidReceiveException
-                    log.warning("closing %s: request size %d outside [8, %d]", peer, size, limit)
-                    return
-                frame = await reader.readexactly(size)
                 async with self._inflight:  # queued.max.requests across all connections
                     response = await self._respond(frame, peer[0], conn)
                 if isinstance(response, codec.ResponseParts):
