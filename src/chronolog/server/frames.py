@@ -4,8 +4,10 @@ asyncio's StreamReader hands every chunk the socket gives as a new `bytes`, appe
 copies the frame out again: three new copies of each megabyte a librdkafka producer sends (`batch.size`),
 each in fresh memory. `FrameReader` is a buffered protocol instead: small frames are assembled in one
 scratch buffer it keeps for the connection (and copied out, a few KiB), and a frame larger than
-`SMALL_FRAME` gets a `bytearray` of its exact size that the kernel fills directly, so its bytes are copied
-once, from the socket into the frame, and the Produce reader hands storage slices of it.
+`SMALL_FRAME` gets a `bytearray` that the kernel fills directly, so its bytes are copied once, from the
+socket into the frame, and the Produce reader hands storage slices of it. That buffer starts at 1 MiB (a
+librdkafka batch) and doubles as bytes arrive, so a size prefix alone never reserves the 100 MB that
+`socket.request.max.bytes` allows.
 
 Like Kafka's muted channels, nothing past the frame asked for is interpreted before it is asked for: the
 size limit in force when a frame is read (which depends on whether SASL has completed) is the one checked,
@@ -22,6 +24,7 @@ from typing import Any
 
 SCRATCH_BYTES = 256 * 1024
 SMALL_FRAME = 64 * 1024  # frames up to this size are assembled in the scratch buffer
+FIRST_CAPACITY = 1 << 20  # a larger frame's buffer starts at this size and doubles as its bytes arrive
 
 
 class FrameSizeError(Exception):
@@ -49,6 +52,7 @@ class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
         self._frame: bytearray | None = None  # a large frame being filled by the kernel
         self._frame_view: memoryview | None = None
         self._filled = 0
+        self._frame_size = 0
         self._waiter: asyncio.Future | None = None
         self._eof = False
         self._error: BaseException | None = None
@@ -74,7 +78,9 @@ class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
         if self._frame is not None:
             self._filled += nbytes
             if self._filled < len(self._frame):
-                return  # the reader waits for the whole frame
+                return  # the reader waits for the whole frame, or for its buffer to be full
+            if self._filled < self._frame_size:
+                self._pause_reading()  # the reader grows the buffer, then reading goes on
         else:
             self._end += nbytes
             if self._end == len(self._scratch):
@@ -112,14 +118,19 @@ class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
             self._start += size
             self._resume_reading()
             return frame
-        frame = bytearray(size)
+        # The buffer grows with the bytes that arrive (a size prefix alone does not reserve 100 MB).
+        frame = bytearray(min(size, FIRST_CAPACITY))
         have = self._end - self._start
         frame[:have] = self._scratch_view[self._start:self._end]
         self._start = self._end = 0
-        self._frame, self._frame_view, self._filled = frame, memoryview(frame), have
+        self._frame, self._frame_view, self._filled, self._frame_size = frame, memoryview(frame), have, size
         try:
-            self._resume_reading()
             while self._filled < size:
+                if self._filled == len(frame):
+                    self._frame_view.release()
+                    frame.extend(bytes(min(len(frame), size - len(frame))))
+                    self._frame_view = memoryview(frame)
+                self._resume_reading()
                 await self._wait(size)
         finally:
             self._frame_view.release()
