@@ -13,7 +13,7 @@ compares it with kio on every version, and on truncated and corrupted frames.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from chronolog.errors import CorruptMessageError
 
@@ -22,20 +22,17 @@ _I32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionProduceData:
+class PartitionProduceData(NamedTuple):
     index: int
     records: memoryview | None
 
 
-@dataclass(frozen=True, slots=True)
-class TopicProduceData:
+class TopicProduceData(NamedTuple):
     name: str
     partition_data: tuple[PartitionProduceData, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceRequest:
+class ProduceRequest(NamedTuple):
     transactional_id: str | None
     acks: int
     timeout_ms: int
@@ -46,104 +43,117 @@ def _past_end() -> CorruptMessageError:
     return CorruptMessageError("cannot decode ProduceRequest: a field runs past the end of the frame")
 
 
-class _Reader:
-    """A cursor over one frame; every read checks the frame's end."""
+def _null(what: str) -> CorruptMessageError:
+    return CorruptMessageError(f"cannot decode ProduceRequest: non-nullable field {what} was serialized as null")
 
-    __slots__ = ("buf", "view", "pos", "end", "flexible")
 
-    def __init__(self, buf: bytes | bytearray | memoryview, pos: int, flexible: bool) -> None:
-        self.view = buf if isinstance(buf, memoryview) else memoryview(buf)
-        self.buf = buf
-        self.pos = pos
-        self.end = len(buf)
-        self.flexible = flexible
+def _uvarint(buf, pos: int, end: int) -> tuple[int, int]:
+    """Kafka's `ByteUtils.readUnsignedVarint`: at most 5 bytes."""
+    if pos < end:
+        b = buf[pos]
+        if b < 0x80:  # one byte: almost every length and tag count
+            return b, pos + 1
+    value = shift = 0
+    for i in range(pos, min(pos + 5, end)):
+        b = buf[i]
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, i + 1
+        shift += 7
+    if pos + 5 > end:
+        raise _past_end()
+    raise CorruptMessageError("cannot decode ProduceRequest: a varint is longer than 5 bytes")
 
-    def fixed(self, st: struct.Struct) -> tuple:
-        pos = self.pos
-        if pos + st.size > self.end:
+
+def _length(buf, pos: int, end: int, flexible: bool, wide: bool) -> tuple[int, int]:
+    """A length (-1: null): compact in flexible versions, else int32 (`wide`) or int16. Other negative
+    lengths are refused, as kio refuses them (Kafka's generated readers would read them as null)."""
+    if flexible:
+        n, pos = _uvarint(buf, pos, end)
+        return n - 1, pos
+    st = _I32 if wide else _I16
+    if pos + st.size > end:
+        raise _past_end()
+    (n,) = st.unpack_from(buf, pos)
+    if n < -1:
+        raise CorruptMessageError(f"cannot decode ProduceRequest: negative length {n}")
+    return n, pos + st.size
+
+
+def _string(buf, pos: int, end: int, flexible: bool, what: str, nullable: bool) -> tuple[str | None, int]:
+    n, pos = _length(buf, pos, end, flexible, False)
+    if n < 0:
+        if nullable:
+            return None, pos
+        raise _null(what)
+    if pos + n > end:
+        raise _past_end()
+    try:
+        return str(buf[pos:pos + n], "utf-8"), pos + n
+    except UnicodeDecodeError as exc:
+        raise CorruptMessageError(f"cannot decode ProduceRequest: {what} is not UTF-8: {exc}") from None
+
+
+def _count(buf, pos: int, end: int, flexible: bool, what: str) -> tuple[int, int]:
+    n, pos = _length(buf, pos, end, flexible, True)
+    if n < 0:
+        raise _null(what)
+    if n > end - pos:  # Kafka's readers: no collection longer than the bytes left
+        raise _past_end()
+    return n, pos
+
+
+def _skip_tags(buf, pos: int, end: int) -> int:
+    count, pos = _uvarint(buf, pos, end)
+    for _ in range(count):
+        _tag, pos = _uvarint(buf, pos, end)
+        size, pos = _uvarint(buf, pos, end)
+        pos += size
+        if pos > end:
             raise _past_end()
-        self.pos = pos + st.size
-        return st.unpack_from(self.buf, pos)
-
-    def uvarint(self) -> int:
-        """Kafka's `ByteUtils.readUnsignedVarint`: at most 5 bytes."""
-        value = shift = 0
-        for i in range(self.pos, min(self.pos + 5, self.end)):
-            b = self.buf[i]
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                self.pos = i + 1
-                return value
-            shift += 7
-        if self.pos + 5 > self.end:
-            raise _past_end()
-        raise CorruptMessageError("cannot decode ProduceRequest: a varint is longer than 5 bytes")
-
-    def length(self, wide: bool) -> int:
-        """A length (-1: null): compact in flexible versions, else int32 (`wide`) or int16. Other negative
-        lengths are refused, as kio refuses them (Kafka's generated readers would read them as null)."""
-        if self.flexible:
-            return self.uvarint() - 1
-        n = self.fixed(_I32 if wide else _I16)[0]
-        if n < -1:
-            raise CorruptMessageError(f"cannot decode ProduceRequest: negative length {n}")
-        return n
-
-    def take(self, n: int) -> memoryview:
-        pos = self.pos
-        if n < 0 or pos + n > self.end:
-            raise _past_end()
-        self.pos = pos + n
-        return self.view[pos:pos + n]
-
-    def string(self, what: str, nullable: bool) -> str | None:
-        n = self.length(False)
-        if n < 0:
-            if nullable:
-                return None
-            raise CorruptMessageError(f"cannot decode ProduceRequest: non-nullable field {what} was serialized as null")
-        try:
-            return str(self.take(n), "utf-8")
-        except UnicodeDecodeError as exc:
-            raise CorruptMessageError(f"cannot decode ProduceRequest: {what} is not UTF-8: {exc}") from None
-
-    def count(self, what: str) -> int:
-        n = self.length(True)
-        if n < 0:
-            raise CorruptMessageError(f"cannot decode ProduceRequest: non-nullable field {what} was serialized as null")
-        if n > self.end - self.pos:  # Kafka's readers: no collection longer than the bytes left
-            raise _past_end()
-        return n
-
-    def skip_tags(self) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self.take(self.uvarint())
+    return pos
 
 
 def read_produce_request(frame: bytes | bytearray | memoryview, version: int) -> tuple[str | None, ProduceRequest]:
     """(client id, request) of a size-stripped Produce frame of `version` (3-11)."""
     if not 3 <= version <= 11:
         raise ValueError(f"Produce v{version} is not read here")
-    r = _Reader(frame, 8, False)  # api key, version, correlation id: codec.peek_header read them
-    client_id = r.string("client_id", True)  # a classic string in both header versions
-    r.flexible = version >= 9
-    r.skip_tags()  # header v2
-    transactional_id = r.string("transactional_id", True)
-    acks, timeout_ms = r.fixed(_ACKS_TIMEOUT)
+    view = frame if isinstance(frame, memoryview) else memoryview(frame)
+    end = len(view)
+    flexible = version >= 9
+    # api key, version, correlation id (codec.peek_header read them); client_id is a classic string in both
+    # header versions, then header v2's tagged fields
+    client_id, pos = _string(view, 8, end, False, "client_id", True)
+    if flexible:
+        pos = _skip_tags(view, pos, end)
+    transactional_id, pos = _string(view, pos, end, flexible, "transactional_id", True)
+    if pos + 6 > end:
+        raise _past_end()
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(view, pos)
     topics = []
-    for _ in range(r.count("topic_data")):
-        name = r.string("name", False)
+    n_topics, pos = _count(view, pos + 6, end, flexible, "topic_data")
+    for _ in range(n_topics):
+        name, pos = _string(view, pos, end, flexible, "name", False)
         partitions = []
-        for _ in range(r.count("partition_data")):
-            (index,) = r.fixed(_I32)
-            n = r.length(True)
-            records = None if n < 0 else r.take(n)
-            r.skip_tags()
+        n_partitions, pos = _count(view, pos, end, flexible, "partition_data")
+        for _ in range(n_partitions):
+            if pos + 4 > end:
+                raise _past_end()
+            (index,) = _I32.unpack_from(view, pos)
+            n, pos = _length(view, pos + 4, end, flexible, True)
+            if n < 0:
+                records = None
+            elif pos + n > end:
+                raise _past_end()
+            else:
+                records = view[pos:pos + n]
+                pos += n
+            if flexible:
+                pos = _skip_tags(view, pos, end)
             partitions.append(PartitionProduceData(index, records))
-        r.skip_tags()
+        if flexible:
+            pos = _skip_tags(view, pos, end)
         topics.append(TopicProduceData(name, tuple(partitions)))
-    r.skip_tags()
+    if flexible:
+        _skip_tags(view, pos, end)
     return client_id, ProduceRequest(transactional_id, acks, timeout_ms, tuple(topics))
