@@ -10,7 +10,8 @@
   `fetch.wait.max.ms`, 500 ms, as Kafka's DelayedFetch does), a raw Fetch v12 loop (the broker's ceiling),
   the socket's own ceiling (sendfile of 1 MiB per request to the same receive loop, no broker at all), and
   kcat -c N from the disk against a read from the disk (the files dropped from the page cache before each
-  run of either side);
+  run of either side); then both kcat rows again with 30,000 records of 10 KiB (the same bytes in a tenth
+  of the records: how much of kcat's rate is its cost per record);
 - ListOffsets by timestamp round trip p50/p99 (target p50 <= 1 ms on loopback).
 Baselines and broker runs are interleaved (best of 3 each; kcat -P and the mock broker best of 2), so a
 drift in the machine's speed during the run hits both sides of a ratio alike.
@@ -259,6 +260,34 @@ def drop_from_page_cache(paths) -> None:
             os.close(fd)
 
 
+def consume_round(proc: BrokerProcess, topic: str, count: int, logs: list[Path]) -> tuple:
+    """(page-cache read s, kcat -c from the page cache, disk read s, kcat -c from the disk): one interleaved
+    round; each disk side starts with the segment files dropped from the page cache."""
+    warm = sequential_read(logs)[1]
+    cached = kcat_consume(proc.bootstrap, topic, count, "-c", str(count), broker_pid=proc.proc.pid)
+    drop_from_page_cache(logs)
+    cold = sequential_read(logs)[1]
+    drop_from_page_cache(logs)
+    from_disk = kcat_consume(proc.bootstrap, topic, count, "-c", str(count), broker_pid=proc.proc.pid)
+    return warm, cached, cold, from_disk
+
+
+def consume_rows(what: str, total: int, rounds: list[tuple], target: str) -> tuple[tuple, tuple]:
+    """The page-cache row and the disk row of `consume_round`s, best of each side."""
+    warm_s, cold_s = min(r[0] for r in rounds), min(r[2] for r in rounds)
+    out = []
+    for index, base_s, label, base in (
+            (1, warm_s, f"consume {what}, kcat -c (exits on the last record)",
+             f"{total / warm_s / 1e6:,.0f} MB/s reading the segment file (page cache)"),
+            (3, cold_s, f"consume {what} from the disk: kcat -c, segment files dropped from the page cache",
+             f"{total / cold_s / 1e6:,.0f} MB/s reading the segment file from the disk")):
+        took, kcat_cpu, broker_cpu = min((r[index] for r in rounds), key=lambda r: r[0])
+        out.append((label, f"{total / took / 1e6:,.1f} MB/s", base,
+                    f"{base_s / took:.3f}{target} (CPU s: kcat {kcat_cpu:.2f}, broker {broker_cpu:.2f}, "
+                    f"in {took:.2f} s)"))
+    return out[0], out[1]
+
+
 def socket_ceiling(path: Path, chunk: int = 1 << 20) -> tuple[int, float]:
     """(bytes, seconds) for one loopback TCP connection to move a file request by request: a thread answers
     each small request with a size prefix and `os.sendfile` of the next `chunk` bytes (what Kafka's
@@ -347,7 +376,7 @@ def main() -> None:
         proc = BrokerProcess(tmp / "data").start()
         try:
             admin = AdminClient({"bootstrap.servers": proc.bootstrap})
-            topics = [f"{kind}{size}" for kind in ("b", "k", "r") for size in (100, 1024)] + ["c1024"]
+            topics = [f"{kind}{size}" for kind in ("b", "k", "r") for size in (100, 1024)] + ["c1024", "c10240"]
             for future in admin.create_topics([NewTopic(t, 1, 1, config={
                     "message.timestamp.after.max.ms": str(2**62)}) for t in topics]).values():
                 future.result(15)
@@ -395,35 +424,27 @@ def main() -> None:
                 rows.append((f"  raw Produce v9 loop, {len(big)} batches of 1 MB, 5 in flight",
                              f"{mb / big_s:.1f} MB/s, {len(big) / big_s:,.0f} req/s",
                              f"{mb / big_local_s:.1f} MB/s in-process append of them", f"{big_local_s / big_s:.2f}"))
-            # -- consume: 300,000 x 1 KiB, against reading the segment file --------------------------------
+            # -- consume: 300,000 x 1 KiB (and 30,000 x 10 KiB), against reading the segment file ----------
+            # Interleaved as the produce rows are; the disk rounds start with the segment files out of the
+            # page cache, for the baseline's read and for the broker's sendfile alike.
             count = 300_000
             raw_produce(proc.port, produce_frames("c1024", [batches_of(1024, 15)[0]]) * (count // 15))
             logs = sorted((tmp / "data" / "c1024-0").glob("*.log"))
             total = sequential_read(logs)[0]
-            # Interleaved as the produce rows are; the cold runs start with the segment files out of the
-            # page cache, for the baseline's read and for the broker's sendfile alike.
-            pid = proc.proc.pid
-            warm, cold, kcat_c, kcat_e, fetches, ceilings, kcat_cold = [], [], [], [], [], [], []
+            rounds, kcat_e, fetches, ceilings = [], [], [], []
             for _ in range(3):
-                warm.append(sequential_read(logs)[1])
-                kcat_c.append(kcat_consume(proc.bootstrap, "c1024", count, "-c", str(count), broker_pid=pid))
-                kcat_e.append(kcat_consume(proc.bootstrap, "c1024", count, "-e", broker_pid=pid))
+                rounds.append(consume_round(proc, "c1024", count, logs))
+                kcat_e.append(kcat_consume(proc.bootstrap, "c1024", count, "-e", broker_pid=proc.proc.pid))
                 fetches.append(raw_fetch(proc.port, "c1024", count))
                 ceilings.append(socket_ceiling(logs[0]))
-                drop_from_page_cache(logs)
-                cold.append(sequential_read(logs)[1])
-                drop_from_page_cache(logs)
-                kcat_cold.append(kcat_consume(proc.bootstrap, "c1024", count, "-c", str(count), broker_pid=pid))
-            disk_s, cold_disk_s = min(warm), min(cold)
+            from_cache, from_disk = consume_rows(f"{count:,} x 1 KiB", total, rounds, " (target >= 0.5)")
+            disk_s = min(r[0] for r in rounds)
             disk = f"{total / disk_s / 1e6:,.0f} MB/s reading the segment file (page cache)"
-            for label, runs, target in (
-                    (f"consume {count:,} x 1 KiB, kcat -c {count} (exits on the last record)", kcat_c,
-                     " (target >= 0.5)"),
-                    ("  kcat -e (exits after an empty Fetch at the end: + fetch.wait.max.ms, 500 ms)", kcat_e, "")):
-                took, kcat_cpu, broker_cpu = min(runs, key=lambda r: r[0])
-                rows.append((label, f"{total / took / 1e6:,.1f} MB/s", disk,
-                             f"{disk_s / took:.3f}{target} (CPU s: kcat {kcat_cpu:.2f}, broker {broker_cpu:.2f}, "
-                             f"in {took:.2f} s)"))
+            rows.append(from_cache)
+            took, kcat_cpu, broker_cpu = min(kcat_e, key=lambda r: r[0])
+            rows.append(("  kcat -e (exits after an empty Fetch at the end: + fetch.wait.max.ms, 500 ms)",
+                         f"{total / took / 1e6:,.1f} MB/s", disk,
+                         f"{disk_s / took:.3f} (CPU s: kcat {kcat_cpu:.2f}, broker {broker_cpu:.2f}, in {took:.2f} s)"))
             took = min(fetches)
             rows.append(("  raw Fetch v12 loop, 1 MiB per request (broker ceiling)", f"{total / took / 1e6:,.1f} MB/s",
                          disk, f"{disk_s / took:.3f}"))
@@ -431,12 +452,15 @@ def main() -> None:
             rows.append(("  socket ceiling: sendfile 1 MiB per request, same receive loop, no broker",
                          f"{moved / ceiling_s / 1e6:,.1f} MB/s", disk,
                          f"{disk_s * moved / total / ceiling_s:.3f}"))
-            took, kcat_cpu, broker_cpu = min(kcat_cold, key=lambda r: r[0])
-            rows.append((f"consume from the disk: kcat -c {count}, segment files dropped from the page cache",
-                         f"{total / took / 1e6:,.1f} MB/s",
-                         f"{total / cold_disk_s / 1e6:,.0f} MB/s reading the segment file from the disk",
-                         f"{cold_disk_s / took:.3f} (target >= 0.5) (CPU s: kcat {kcat_cpu:.2f}, broker "
-                         f"{broker_cpu:.2f}, in {took:.2f} s)"))
+            rows.append(from_disk)
+            # The same with 10 KiB records, one per 16 KiB batch: a tenth of the records for the same bytes,
+            # so kcat's cost per record weighs a tenth as much.
+            big_count = 30_000
+            raw_produce(proc.port, produce_frames("c10240", batches_of(10240, big_count)))
+            big_logs = sorted((tmp / "data" / "c10240-0").glob("*.log"))
+            big_total = sequential_read(big_logs)[0]
+            big_rounds = [consume_round(proc, "c10240", big_count, big_logs) for _ in range(3)]
+            rows.extend(consume_rows(f"{big_count:,} x 10 KiB", big_total, big_rounds, ""))
             # -- ListOffsets by timestamp round trips -------------------------------------------------------
             c = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "bench", "socket.nagle.disable": True})
             c.offsets_for_times([TopicPartition("b100", 0, T0)], timeout=10)
