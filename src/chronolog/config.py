@@ -136,6 +136,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
        "accept.", (), 0),
     _d("max.connections.per.ip.overrides", "string", "", "Per-IP limits: ip:count,ip:count.", ()),
     _d("queued.max.requests", "int", 500, "Requests handled at once across all connections.", (), 1),
+    _d("connections.max.idle.ms", "long", 600000, "Close a connection that has neither sent nor been sent a "
+       "byte for this long, unless a request of it is being served (negative: never).", ()),
     _d("connections.failed.authentication.delay.ms", "int", 100,
        "Delay before closing a connection whose authentication failed (KIP-306): slows password guessing, "
        "and lets the client read the error before the close.", (), 0),

@@ -141,6 +141,8 @@ class Broker:
         self.listeners: list[Listener] = []
         self.state: BrokerState | None = None
         self._connections: set[asyncio.Task] = set()
+        self._readers: set[FrameReader] = set()
+        self._idle_reaper: asyncio.Task | None = None
         self._per_ip: Counter[str] = Counter()
         self._total = 0
         self._max_total = int(self.config["max.connections"])
@@ -196,6 +198,9 @@ class Broker:
         if coordinator_cls is not None:
             self.state.coordinator = coordinator_cls(self.data_dir / "__consumer_offsets-state", self.config)
             await self.state.coordinator.start()
+        max_idle_ms = int(self.config["connections.max.idle.ms"])
+        if max_idle_ms >= 0:
+            self._idle_reaper = asyncio.create_task(self._close_idle_connections(max_idle_ms / 1000.0))
         for listener in self.listeners:
             log.info("chronolog broker listening on %s://%s:%d (%s), data dir %s", listener.name, listener.host,
                      listener.port, listener.security_protocol, self.data_dir)
@@ -253,7 +258,23 @@ class Broker:
                                      "use a SASL listener or ssl.client.auth=required, or set "
                                      "listeners.allow.non.loopback.without.auth=true to allow it")
 
+    async def _close_idle_connections(self, max_idle_s: float) -> None:
+        """`connections.max.idle.ms`, as Kafka's `Selector` expires idle channels: a connection that has not
+        sent a byte nor been sent a response for that long is closed, unless one of its requests is being
+        served (a JoinGroup waiting for a rebalance, a Fetch long poll)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(max(max_idle_s / 4, 0.05), 30.0))
+            now = loop.time()
+            for frames in list(self._readers):
+                if not frames.busy and now - frames.last_active > max_idle_s and frames.transport is not None:
+                    log.debug("closing the connection from %s: idle for %.0f ms",
+                              frames.transport.get_extra_info("peername"), (now - frames.last_active) * 1000)
+                    frames.transport.close()
+
     async def stop(self) -> None:
+        if self._idle_reaper is not None:
+            self._idle_reaper.cancel()
         for listener in self.listeners:
             if listener.server is not None:
                 listener.server.close()
@@ -293,6 +314,7 @@ class Broker:
             self._connections.add(task)
         self._per_ip[ip] += 1
         self._total += 1
+        self._readers.add(frames)
         try:
             conn = await self._open(listener, frames, ip)
             if conn is not None:
@@ -303,6 +325,7 @@ class Broker:
             if self._per_ip[ip] <= 0:
                 del self._per_ip[ip]
             self._total -= 1
+            self._readers.discard(frames)
             if task is not None:
                 self._connections.discard(task)
             with contextlib.suppress(Exception):
@@ -363,13 +386,18 @@ class Broker:
                     writer.write(struct.pack(">i", len(answer)) + answer)
                     await writer.drain()
                     continue
-                async with self._inflight:  # queued.max.requests across all connections
-                    response = await self._respond(frame, peer[0], conn)
-                if isinstance(response, codec.ResponseParts):
-                    await self._send_parts(writer, response, zero_copy)
-                elif response:
-                    writer.write(response)
-                    await writer.drain()
+                frames.busy = True
+                try:
+                    async with self._inflight:  # queued.max.requests across all connections
+                        response = await self._respond(frame, peer[0], conn)
+                    if isinstance(response, codec.ResponseParts):
+                        await self._send_parts(writer, response, zero_copy)
+                    elif response:
+                        writer.write(response)
+                        await writer.drain()
+                finally:
+                    frames.busy = False
+                    frames.last_active = asyncio.get_running_loop().time()
                 if conn.close_after_response:  # a failed authentication
                     await asyncio.sleep(failed_auth_delay)
                     return

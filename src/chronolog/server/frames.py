@@ -57,6 +57,8 @@ class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
         self._eof = False
         self._error: BaseException | None = None
         self._reading_paused = False
+        self.last_active = loop.time()  # the last byte received or response written (connections.max.idle.ms)
+        self.busy = False  # a request of this connection is being served
 
     # -- protocol callbacks ------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -75,6 +77,7 @@ class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
         return self._scratch_view[self._end:]
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = self._loop.time()
         if self._frame is not None:
             self._filled += nbytes
             if self._filled < len(self._frame):

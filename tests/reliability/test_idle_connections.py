@@ -1,0 +1,100 @@
+"""`connections.max.idle.ms` on a broker subprocess: a connection that neither sends nor is sent anything for
+that long is closed, one that keeps talking is not, a request being served (a Fetch long poll longer than
+the idle limit) is not cut, and a real client reconnects on its own after its idle connection was closed."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+from confluent_kafka import Producer
+
+from tests.brokerproc import BrokerProcess
+
+IDLE_MS = 600
+
+
+def _api_versions(correlation_id: int) -> bytes:
+    body = struct.pack(">hhi", 18, 0, correlation_id) + struct.pack(">h", 4) + b"test"
+    return struct.pack(">i", len(body)) + body
+
+
+def _answer(sock: socket.socket) -> bytes:
+    head = sock.recv(4, socket.MSG_WAITALL)
+    assert len(head) == 4, "connection closed"
+    return sock.recv(struct.unpack(">i", head)[0], socket.MSG_WAITALL)
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> bool:
+    sock.settimeout(seconds)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def test_idle_connections_are_closed_and_busy_ones_kept(tmp_path):
+    proc = BrokerProcess(tmp_path / "data", {"connections.max.idle.ms": str(IDLE_MS)}).start()
+    try:
+        idle = socket.create_connection(("127.0.0.1", proc.port))
+        talking = socket.create_connection(("127.0.0.1", proc.port))
+        idle.sendall(_api_versions(1))
+        _answer(idle)
+        start = time.monotonic()
+        n = 2
+        while time.monotonic() - start < 3 * IDLE_MS / 1000:
+            talking.sendall(_api_versions(n))  # a request every 150 ms: never idle
+            _answer(talking)
+            n += 1
+            time.sleep(0.15)
+        assert _closed_within(idle, 2.0)
+        talking.sendall(_api_versions(n))
+        assert _answer(talking)[:4] == struct.pack(">i", n)
+        idle.close()
+        talking.close()
+    finally:
+        proc.stop()
+
+
+def test_a_long_poll_longer_than_the_idle_limit_is_answered(tmp_path):
+    """A Fetch at the log end waits max_wait_ms (here 3x the idle limit) for data: the connection is busy, not
+    idle, and gets its (empty) answer."""
+    from tests.reliability.test_hostile_wire import request
+
+    proc = BrokerProcess(tmp_path / "data", {"connections.max.idle.ms": str(IDLE_MS)}).start()
+    try:
+        with socket.create_connection(("127.0.0.1", proc.port)) as sock:
+            sock.sendall(request(3, 9, {"topics": [{"name": "t"}], "allow_auto_topic_creation": True,
+                                        "include_cluster_authorized_operations": False,
+                                        "include_topic_authorized_operations": False}, correlation_id=1))
+            _answer(sock)
+            time.sleep(0.3)  # the topic's log is created
+            sock.sendall(request(1, 12, {
+                "replica_id": -1, "max_wait": 3 * IDLE_MS, "min_bytes": 1, "max_bytes": 1 << 20,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                           "current_leader_epoch": -1, "last_fetched_epoch": -1,
+                                                           "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+                "forgotten_topics_data": [], "rack_id": ""}, correlation_id=2))
+            sock.settimeout(10)
+            started = time.monotonic()
+            answer = _answer(sock)
+            assert answer[:4] == struct.pack(">i", 2)
+            assert time.monotonic() - started >= 3 * IDLE_MS / 1000 * 0.9
+    finally:
+        proc.stop()
+
+
+def test_a_client_whose_idle_connection_was_closed_goes_on(tmp_path):
+    proc = BrokerProcess(tmp_path / "data", {"connections.max.idle.ms": str(IDLE_MS)}).start()
+    try:
+        p = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 0})
+        for round_ in range(2):
+            p.produce("t", value=b"v%d" % round_)
+            assert p.flush(15) == 0
+            time.sleep(3 * IDLE_MS / 1000)  # the broker closes the idle connection; librdkafka reconnects
+    finally:
+        proc.stop()
