@@ -16,6 +16,7 @@ import struct
 from typing import NamedTuple
 
 from chronolog.errors import CorruptMessageError
+from chronolog.protocol.codec import _uvarint  # Kafka's readUnsignedVarint, at most 5 bytes
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -47,29 +48,11 @@ def _null(what: str) -> CorruptMessageError:
     return CorruptMessageError(f"cannot decode ProduceRequest: non-nullable field {what} was serialized as null")
 
 
-def _uvarint(buf, pos: int, end: int) -> tuple[int, int]:
-    """Kafka's `ByteUtils.readUnsignedVarint`: at most 5 bytes."""
-    if pos < end:
-        b = buf[pos]
-        if b < 0x80:  # one byte: almost every length and tag count
-            return b, pos + 1
-    value = shift = 0
-    for i in range(pos, min(pos + 5, end)):
-        b = buf[i]
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, i + 1
-        shift += 7
-    if pos + 5 > end:
-        raise _past_end()
-    raise CorruptMessageError("cannot decode ProduceRequest: a varint is longer than 5 bytes")
-
-
 def _length(buf, pos: int, end: int, flexible: bool, wide: bool) -> tuple[int, int]:
     """A length (-1: null): compact in flexible versions, else int32 (`wide`) or int16. Other negative
     lengths are refused, as kio refuses them (Kafka's generated readers would read them as null)."""
     if flexible:
-        n, pos = _uvarint(buf, pos, end)
+        n, pos = _uvarint(buf, pos)
         return n - 1, pos
     st = _I32 if wide else _I16
     if pos + st.size > end:
@@ -104,10 +87,10 @@ def _count(buf, pos: int, end: int, flexible: bool, what: str) -> tuple[int, int
 
 
 def _skip_tags(buf, pos: int, end: int) -> int:
-    count, pos = _uvarint(buf, pos, end)
+    count, pos = _uvarint(buf, pos)
     for _ in range(count):
-        _tag, pos = _uvarint(buf, pos, end)
-        size, pos = _uvarint(buf, pos, end)
+        _tag, pos = _uvarint(buf, pos)
+        size, pos = _uvarint(buf, pos)
         pos += size
         if pos > end:
             raise _past_end()
