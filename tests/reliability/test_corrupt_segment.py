@@ -86,6 +86,7 @@ def test_corruption_in_an_old_segment_is_reported_and_the_rest_is_served(tmp_pat
         assert code == 1 and not report["ok"]
         (problem,) = report["problems"]
         assert (problem["first_offset"], problem["last_offset"]) == (lost_first, lost_last)
+        assert _check(data.as_uri()) == (code, report)  # the same through pyarrow's filesystem
 
         proc.start()
         expected = [o for o in range(N) if not lost_first <= o <= lost_last]
@@ -110,3 +111,7 @@ def test_check_passes_on_a_healthy_dir_and_fails_clearly_on_a_missing_one(tmp_pa
     out = subprocess.run([sys.executable, "-m", "chronolog.cli.main", "check", "--data-dir", str(tmp_path / "nope")],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "is not a directory" in out.stderr and "Traceback" not in out.stderr
+    assert _check(data.as_uri()) == (code, report)
+    out = subprocess.run([sys.executable, "-m", "chronolog.cli.main", "check", "--data-dir",
+                          (tmp_path / "nope").as_uri()], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "does not exist" in out.stderr and "Traceback" not in out.stderr

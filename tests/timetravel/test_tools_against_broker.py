@@ -90,6 +90,7 @@ def test_offline_answers_equal_the_brokers(loaded, tmp_path):
         segs = json.loads(run("describe-segments", "tt", "--data-dir", str(copy), "--json",
                               "--plot", str(tmp_path / "s.png")))
         assert {s["partition"] for s in segs} == {0, 1, 2} and (tmp_path / "s.png").stat().st_size > 1000
+        assert json.loads(run("describe-segments", "tt", "--data-dir", copy.as_uri(), "--json")) == segs
     finally:
         loaded.start()
 

@@ -3,16 +3,19 @@ and report corrupt ranges with the offsets they held. Exit code 1 when anything 
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
 
 from chronolog.cli.common import emit_json, progress
-from chronolog.errors import ChronologError
+from chronolog.errors import ChronologError, KafkaError
 from chronolog.storage import PartitionLog
 from chronolog.storage.corruption import verify_segment
 from chronolog.storage.log import parse_log_dir_name
+from chronolog.timetravel.sources import open_data_dir
 
 
 def _partition_dirs(data_dir: Path, topic: str | None) -> list[Path]:
@@ -29,33 +32,52 @@ def _partition_dirs(data_dir: Path, topic: str | None) -> list[Path]:
     return found
 
 
+def _local_partitions(data_dir: Path, topic: str | None) -> list[tuple[str, Callable[[], PartitionLog]]]:
+    if not data_dir.is_dir():
+        raise ChronologError(f"{data_dir} is not a directory")
+    return [(d.name, functools.partial(PartitionLog.open_readonly, d)) for d in _partition_dirs(data_dir, topic)]
+
+
+def _remote_partitions(uri: str, topic: str | None) -> list[tuple[str, Callable[[], PartitionLog]]]:
+    """The partitions under a URI, each opened read-only through the filesystem pyarrow finds for it."""
+    source = open_data_dir(uri)
+    topics = [topic] if topic is not None else sorted(source.topics())
+    found = []
+    for name in topics:
+        try:
+            partitions = source.partitions(name)
+        except KafkaError:
+            continue
+        found += [(f"{name}-{p}", functools.partial(source.log, name, p)) for p in partitions]
+    return found
+
+
 def register(app: typer.Typer) -> None:
     @app.command("check")
     def check(
-        data_dir: Path = typer.Option(..., "--data-dir", help="A chronolog data dir or a copy of a Kafka log dir."),
+        data_dir: str = typer.Option(..., "--data-dir", help="A chronolog data dir or a copy of a Kafka log dir: "
+                                     "a local path or a URI pyarrow can open (file://, s3://bucket/prefix, ...)."),
         topic: str | None = typer.Option(None, "--topic", help="Only this topic."),
         as_json: bool = typer.Option(False, "--json"),
     ) -> None:
         """Verify sizes, magic, CRCs and offsets of every batch; report corrupt byte ranges and torn tails."""
-        if not data_dir.is_dir():
-            raise ChronologError(f"{data_dir} is not a directory")
-        dirs = _partition_dirs(data_dir, topic)
+        dirs = _remote_partitions(data_dir, topic) if "://" in data_dir else _local_partitions(Path(data_dir), topic)
         if not dirs:
             raise ChronologError(f"no partition directories under {data_dir}" + (f" for topic {topic!r}" if topic else ""))
         report = []
         bad = 0
         with progress("checking", len(dirs), as_json) as advance:
-            for d in dirs:
-                plog = PartitionLog.open_readonly(d)
+            for name, open_log in dirs:
+                plog = open_log()
                 try:
                     for seg in plog.segments:
                         ranges, torn = verify_segment(seg)
                         for r in ranges:
-                            report.append({"partition": d.name, "segment": seg.log_path.name, "start": r.start,
+                            report.append({"partition": name, "segment": seg.log_path.name, "start": r.start,
                                            "end": r.end, "first_offset": r.first_offset,
                                            "last_offset": r.last_offset, "problem": "corrupt"})
                         if torn:
-                            report.append({"partition": d.name, "segment": seg.log_path.name,
+                            report.append({"partition": name, "segment": seg.log_path.name,
                                            "start": seg.size - torn, "end": seg.size, "first_offset": None,
                                            "last_offset": None, "problem": "torn tail"})
                 finally:

@@ -9,7 +9,7 @@ import typer
 from chronolog.cli.common import BootstrapOpt, DataDirOpt, emit_json, table
 from chronolog.cli.serve import parse_configs
 from chronolog.errors import ChronologError
-from chronolog.timetravel.sources import DataDirSource, open_source
+from chronolog.timetravel.sources import open_data_dir, open_source
 from chronolog.timetravel.timefmt import format_time
 
 topics_app = typer.Typer(help="List, describe, create and alter topics.", no_args_is_help=True)
@@ -101,13 +101,14 @@ def register(app: typer.Typer) -> None:
     @app.command("describe-segments")
     def describe_segments(
         topic: str,
-        data_dir: Path = typer.Option(..., "--data-dir", help="Segments are files: a data dir is needed."),
+        data_dir: str = typer.Option(..., "--data-dir", help="Segments are files: a data dir is needed, a local "
+                                     "path or a URI pyarrow can open (file://, s3://bucket/prefix, ...)."),
         plot: Path | None = typer.Option(None, "--plot", help="Draw the segments on a time axis into this PNG."),
         as_json: bool = typer.Option(False, "--json"),
     ) -> None:
         """Per partition, each segment's base offset, size, first and largest timestamps and time-index
         coverage."""
-        source = DataDirSource(data_dir)
+        source = open_data_dir(data_dir)
         rows = []
         for p in source.partitions(topic):
             for seg in source.log(topic, p).segments:
