@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import time
 
 import pytest
@@ -162,3 +164,20 @@ def test_dump_log_verifies_kafka_files_and_reports_a_corrupted_copy(kafka_segmen
     reports = json.loads(result.output)
     assert [m["entry"] for m in reports[0]["mismatches"]] == [3]
     assert 10 in [m["entry"] for m in reports[1]["mismatches"]]
+    # The same files named by URI (read through pyarrow's filesystem, the .log fetched beside each index)
+    uris = [(tmp_path / f"00000000000000022964{s}").as_uri() for s in (".index", ".timeindex")]
+    by_uri = CliRunner().invoke(app, ["dump-log", "--verify-index", "--json", *uris])
+    assert by_uri.exit_code == 1
+    assert [r["mismatches"] for r in json.loads(by_uri.output)] == [r["mismatches"] for r in reports]
+    assert [r["file"] for r in json.loads(by_uri.output)] == uris
+
+
+def test_dump_log_reads_a_segment_by_uri_with_a_time_window(kafka_segments_dir):
+    log = sorted(kafka_segments_dir.glob("*.log"))[-1]
+    local = json.loads(run("dump-log", "--json", "--from", "2000-01-01T00:00:00Z", str(log)))
+    remote = json.loads(run("dump-log", "--json", "--from", "2000-01-01T00:00:00Z", log.as_uri()))
+    assert remote[0]["batches"] == local[0]["batches"] and remote[0]["batches"]
+    assert remote[0]["file"] == log.as_uri()
+    missing = subprocess.run([sys.executable, "-m", "chronolog.cli.main", "dump-log", log.as_uri() + ".nope"],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "cannot read" in missing.stderr and "Traceback" not in missing.stderr

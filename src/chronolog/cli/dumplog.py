@@ -3,8 +3,11 @@ and index verification."""
 
 from __future__ import annotations
 
+import shutil
 import sys
-from pathlib import Path
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
 
 import typer
 
@@ -24,7 +27,8 @@ from chronolog.timetravel.timefmt import format_time, parse_time
 def register(app: typer.Typer) -> None:
     @app.command("dump-log")
     def dump_log(
-        paths: list[Path] = typer.Argument(..., help=".log, .index or .timeindex files"),
+        paths: list[str] = typer.Argument(..., help=".log, .index or .timeindex files: local paths or URIs pyarrow "
+                                          "can open (file://, s3://bucket/prefix/..., ...)"),
         verify_index: bool = typer.Option(False, "--verify-index", help="Check every index entry against the .log."),
         index_sanity_check: bool = typer.Option(False, "--index-sanity", help="Only run the index sanity check."),
         from_: str | None = typer.Option(None, "--from", help="Only batches with records at/after this. " + TIME_HELP),
@@ -37,39 +41,74 @@ def register(app: typer.Typer) -> None:
         t2 = parse_time(to) if to else None
         problems = 0
         output = []
-        for path in paths:
-            if not path.exists():
-                raise ChronologError(f"{path} does not exist")
-            if path.suffix == ".log":
-                output.append(_dump_log(path, t1, t2, print_data, as_json))
-            elif path.suffix in (".index", ".timeindex"):
-                if index_sanity_check:
-                    found = index_sanity(path)
-                elif verify_index:
-                    found = verify_offset_index(path) if path.suffix == ".index" else verify_time_index(path)
-                else:
-                    found = []
-                    output.append(_dump_index(path, as_json))
-                problems += len(found)
-                if index_sanity_check or verify_index:
-                    report = {"file": str(path), "mismatches": [m.__dict__ for m in found], "ok": not found}
-                    output.append(report)
-                    if not as_json:
-                        sys.stdout.write(f"{path}: {'OK' if not found else f'{len(found)} mismatch(es)'}\n")
-                        for m in found:
-                            sys.stdout.write(f"  entry {m.entry}: {m.problem}\n")
-            else:
-                raise ChronologError(f"{path.name}: expected .log, .index or .timeindex")
+        with tempfile.TemporaryDirectory(prefix="chronolog-dump-") as tmp:
+            for shown, path in _local_files(paths, Path(tmp), with_log=verify_index):
+                problems += _dump_one(shown, path, t1, t2, print_data, as_json, verify_index, index_sanity_check,
+                                      output)
         if as_json:
             emit_json(output)
         if problems:
             raise typer.Exit(1)
 
 
-def _dump_log(path: Path, t1: int | None, t2: int | None, print_data: bool, as_json: bool) -> dict:
-    out = {"file": str(path), "base_offset": base_offset_of(path), "batches": []}
+def _local_files(paths: list[str], tmp: Path, with_log: bool) -> Iterator[tuple[str, Path]]:
+    """(name to show, local path) per argument. A URI's file is copied into `tmp` first (with its segment's
+    .log beside it when an index is to be verified), so the dump reads it as kafka-dump-log.sh reads a
+    file: whole, once."""
+    for i, given in enumerate(paths):
+        if "://" not in given:
+            path = Path(given)
+            if not path.exists():
+                raise ChronologError(f"{path} does not exist")
+            yield str(path), path
+            continue
+        from chronolog.timetravel.remote import redact, resolve
+
+        fs, remote = resolve(given)
+        here = tmp / str(i)
+        here.mkdir()
+        name = PurePosixPath(remote).name
+        wanted = [name]
+        if with_log and not name.endswith(".log"):
+            wanted.append(name.rsplit(".", 1)[0] + ".log")
+        for j, file in enumerate(wanted):
+            source = str(PurePosixPath(remote).with_name(file))
+            try:
+                with fs.open_input_stream(source) as src, open(here / file, "wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+            except (FileNotFoundError, OSError) as exc:
+                if j == 0:  # the sibling .log may be missing: verification then says so, as for local files
+                    raise ChronologError(f"cannot read {redact(given)}: {exc}") from None
+        yield redact(given), here / name
+
+
+def _dump_one(shown: str, path: Path, t1: int | None, t2: int | None, print_data: bool, as_json: bool,
+              verify_index: bool, index_sanity_check: bool, output: list) -> int:
+    """Dumps or verifies one file into `output`; the number of mismatches found."""
+    if path.suffix == ".log":
+        output.append(_dump_log(path, t1, t2, print_data, as_json, shown))
+        return 0
+    if path.suffix not in (".index", ".timeindex"):
+        raise ChronologError(f"{path.name}: expected .log, .index or .timeindex")
+    if not (index_sanity_check or verify_index):
+        output.append(_dump_index(path, as_json, shown))
+        return 0
+    if index_sanity_check:
+        found = index_sanity(path)
+    else:
+        found = verify_offset_index(path) if path.suffix == ".index" else verify_time_index(path)
+    output.append({"file": shown, "mismatches": [m.__dict__ for m in found], "ok": not found})
     if not as_json:
-        sys.stdout.write(f"Dumping {path}\n")
+        sys.stdout.write(f"{shown}: {'OK' if not found else f'{len(found)} mismatch(es)'}\n")
+        for m in found:
+            sys.stdout.write(f"  entry {m.entry}: {m.problem}\n")
+    return len(found)
+
+
+def _dump_log(path: Path, t1: int | None, t2: int | None, print_data: bool, as_json: bool, shown: str) -> dict:
+    out = {"file": shown, "base_offset": base_offset_of(path), "batches": []}
+    if not as_json:
+        sys.stdout.write(f"Dumping {shown}\n")
     for pos, batch in log_batches(path):
         if t1 is not None and batch.max_timestamp < t1:
             continue
@@ -97,7 +136,7 @@ def _dump_log(path: Path, t1: int | None, t2: int | None, print_data: bool, as_j
     return out
 
 
-def _dump_index(path: Path, as_json: bool) -> dict:
+def _dump_index(path: Path, as_json: bool, shown: str) -> dict:
     base = base_offset_of(path)
     entries = []
     if path.suffix == ".index":
@@ -114,4 +153,4 @@ def _dump_index(path: Path, as_json: bool) -> dict:
             entries.append({"timestamp": e.timestamp, "offset": e.offset})
             if not as_json:
                 sys.stdout.write(f"timestamp: {e.timestamp} offset: {e.offset}\n")
-    return {"file": str(path), "entries": entries}
+    return {"file": shown, "entries": entries}
