@@ -15,7 +15,6 @@ from pathlib import PurePosixPath
 
 from chronolog.errors import ChronologError, UnknownTopicOrPartitionError
 from chronolog.storage import PartitionLog
-from chronolog.storage.log import parse_log_dir_name
 from chronolog.timetravel.sources import DataDirSource
 
 _FILESYSTEMS: dict[str, tuple[object, str]] = {}
@@ -92,7 +91,8 @@ class ArrowFiles:
 
 class RemoteDataDirSource(DataDirSource):
     """`DataDirSource` over a URI: partition directories `<topic>-<partition>` under it, or one partition
-    directory. A missing or unreadable URI is one `ChronologError` line."""
+    directory. The URI is listed once (recursively); a missing or unreadable URI is one `ChronologError`
+    line."""
 
     def __init__(self, uri: str, filesystem=None) -> None:
         """`filesystem` (a pyarrow FileSystem) replaces resolving the URI; `uri` is then a path in it."""
@@ -103,7 +103,7 @@ class RemoteDataDirSource(DataDirSource):
         self._fs = fs
         self._base = base.rstrip("/") or base
         self._logs: dict[tuple[str, int], PartitionLog] = {}
-        self._topics: dict[str, int] | None = None
+        self._found: set[tuple[str, int]] | None = None
         self._errors = (pa.ArrowException, OSError)
         try:
             info = fs.get_file_info(self._base)
@@ -115,69 +115,34 @@ class RemoteDataDirSource(DataDirSource):
         except self._errors as exc:
             raise ChronologError(f"cannot read {self.uri}: {_one_line(exc)}") from None
         self.name = PurePosixPath(self._base).name
-        self.path = self.uri
+        self.path = self.where = self.uri
         self._top = top
         self.single = any(i.type == FileType.File and i.base_name.endswith(".log") for i in top)
 
-    def _list(self, directory: str, recursive: bool = False):
-        from pyarrow.fs import FileSelector
+    def _partition_dirs(self) -> set[str]:
+        from pyarrow.fs import FileSelector, FileType
+        base = str(PurePosixPath(self._base))
         try:
-            return self._fs.get_file_info(FileSelector(directory, recursive=recursive))
+            listing = self._fs.get_file_info(FileSelector(self._base, recursive=True))
         except self._errors as exc:
             raise ChronologError(f"cannot read {self.uri}: {_one_line(exc)}") from None
+        return {PurePosixPath(i.path).parent.name for i in listing
+                if i.type == FileType.File and i.base_name.endswith(".log")
+                and str(PurePosixPath(i.path).parent.parent) == base}
 
-    def topics(self) -> dict[str, int]:
-        if self.single:
-            return {self.name: 1}
-        if self._topics is None:
-            from pyarrow.fs import FileType
-            with_logs = {PurePosixPath(i.path).parent.name for i in self._list(self._base, recursive=True)
-                         if i.type == FileType.File and i.base_name.endswith(".log")
-                         and str(PurePosixPath(i.path).parent.parent) == str(PurePosixPath(self._base))}
-            out: dict[str, int] = {}
-            self._present: set[tuple[str, int]] = set()
-            for name in with_logs:
-                try:
-                    topic, p = parse_log_dir_name(name)
-                except ValueError:
-                    continue
-                out[topic] = max(out.get(topic, 0), p + 1)
-                self._present.add((topic, p))
-            self._topics = out
-        return self._topics
-
-    def partitions(self, topic: str) -> list[int]:
-        if self.single:
-            if topic != self.name:
-                raise UnknownTopicOrPartitionError(f"{self.uri} holds only {self.name!r}")
-            return [0]
-        self.topics()
-        parts = sorted(p for t, p in self._present if t == topic)
-        if not parts:
-            raise UnknownTopicOrPartitionError(f"topic {topic!r} not found in {self.uri}")
-        return parts
-
-    def log(self, topic: str, partition: int) -> PartitionLog:
-        key = (topic, partition)
-        if key not in self._logs:
-            if self.single:
-                if topic != self.name or partition != 0:
-                    raise UnknownTopicOrPartitionError(f"{topic}-{partition} not found in {self.uri}")
-                directory, infos = self._base, self._top
-            else:
-                directory = f"{self._base}/{topic}-{partition}"
-                if self._topics is not None and key not in self._present:
-                    raise UnknownTopicOrPartitionError(f"{topic}-{partition} not found in {self.uri}")
-                from pyarrow.fs import FileSelector
-                try:
-                    infos = self._fs.get_file_info(FileSelector(directory))
-                except FileNotFoundError:
-                    raise UnknownTopicOrPartitionError(f"{topic}-{partition} not found in {self.uri}") from None
-                except self._errors as exc:
-                    raise ChronologError(f"cannot read {self.uri}: {_one_line(exc)}") from None
-            files = ArrowFiles(self._fs, directory, infos)
+    def _open(self, directory: str | None) -> PartitionLog:
+        from pyarrow.fs import FileSelector
+        if directory is None:
+            path, infos = self._base, self._top
+        else:
+            path = f"{self._base}/{directory}"
             try:
-                self._logs[key] = PartitionLog.open_readonly(PurePosixPath(directory), files=files)
+                infos = self._fs.get_file_info(FileSelector(path))
+            except FileNotFoundError:
+                raise UnknownTopicOrPartitionError(f"{directory} not found in {self.uri}") from None
             except self._errors as exc:
-                raise ChronologError(f"cannot read {topic}-{partition} in {self.uri}: {_one_line(exc)}") from None
-        return self._logs[key]
+                raise ChronologError(f"cannot read {self.uri}: {_one_line(exc)}") from None
+        try:
+            return PartitionLog.open_readonly(PurePosixPath(path), files=ArrowFiles(self._fs, path, infos))
+        except self._errors as exc:
+            raise ChronologError(f"cannot read {directory or self.name} in {self.uri}: {_one_line(exc)}") from None

@@ -29,49 +29,68 @@ class OffsetAtTime:
 
 
 class DataDirSource:
-    """A data dir (ours, or a copy of a Kafka log dir), opened read-only."""
+    """A data dir (ours, or a copy of a Kafka log dir), opened read-only. A single partition directory (e.g.
+    one copied out of a Kafka log dir, whatever its name) is a topic named after the directory with one
+    partition. What differs between a local path and a URI (`timetravel.remote.RemoteDataDirSource`) is
+    only how partition directories are listed and opened: `_partition_dirs` and `_open`."""
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         if not self.path.is_dir():
             raise ChronologError(f"data dir {self.path} does not exist")
         self._logs: dict[tuple[str, int], PartitionLog] = {}
-        # A single partition directory (e.g. one copied out of a Kafka log dir, whatever its name) is a
-        # topic named after the directory with one partition.
+        self._found: set[tuple[str, int]] | None = None
+        self.name = self.path.name
+        self.where = str(self.path)  # for messages
         self.single = any(self.path.glob("*.log"))
+
+    def _partition_dirs(self) -> set[str]:
+        """Names of the subdirectories that hold segment files."""
+        return {e.name for e in self.path.iterdir() if e.is_dir() and any(e.glob("*.log"))}
+
+    def _open(self, directory: str | None) -> PartitionLog:
+        """The partition in subdirectory `directory` (None: the data dir itself), read-only."""
+        return PartitionLog.open_readonly(self.path if directory is None else self.path / directory)
+
+    def _present(self) -> set[tuple[str, int]]:
+        """(topic, partition) of every partition directory, listed once per source."""
+        if self._found is None:
+            found = set()
+            for name in self._partition_dirs():
+                try:
+                    found.add(parse_log_dir_name(name))
+                except ValueError:
+                    continue
+            self._found = found
+        return self._found
 
     def topics(self) -> dict[str, int]:
         if self.single:
-            return {self.path.name: 1}
+            return {self.name: 1}
         out: dict[str, int] = {}
-        for entry in self.path.iterdir():
-            if entry.is_dir():
-                try:
-                    topic, p = parse_log_dir_name(entry.name)
-                except ValueError:
-                    continue
-                if any(entry.glob("*.log")):
-                    out[topic] = max(out.get(topic, 0), p + 1)
+        for topic, p in self._present():
+            out[topic] = max(out.get(topic, 0), p + 1)
         return out
 
     def partitions(self, topic: str) -> list[int]:
         if self.single:
-            if topic != self.path.name:
-                raise UnknownTopicOrPartitionError(f"{self.path} holds only {self.path.name!r}")
+            if topic != self.name:
+                raise UnknownTopicOrPartitionError(f"{self.where} holds only {self.name!r}")
             return [0]
-        parts = sorted(p for t, n in self.topics().items() if t == topic for p in range(n)
-                       if (self.path / f"{t}-{p}").is_dir())
+        parts = sorted(p for t, p in self._present() if t == topic)
         if not parts:
-            raise UnknownTopicOrPartitionError(f"topic {topic!r} not found in {self.path}")
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} not found in {self.where}")
         return parts
 
     def log(self, topic: str, partition: int) -> PartitionLog:
         key = (topic, partition)
         if key not in self._logs:
-            directory = self.path if self.single else self.path / f"{topic}-{partition}"
-            if not directory.is_dir():
-                raise UnknownTopicOrPartitionError(f"{topic}-{partition} not found in {self.path}")
-            self._logs[key] = PartitionLog.open_readonly(directory)
+            if self.single:  # whatever the caller calls it (a Spark task names the topic it was asked for)
+                self._logs[key] = self._open(None)
+            else:
+                if key not in self._present():
+                    raise UnknownTopicOrPartitionError(f"{topic}-{partition} not found in {self.where}")
+                self._logs[key] = self._open(f"{topic}-{partition}")
         return self._logs[key]
 
     def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
