@@ -173,36 +173,36 @@ class RecordBatch:
         pos = 0
         n = len(body)
         for _ in range(count):
-            length, pos = read_varint(body, pos)
+            length, pos = read_varint(body, pos, True)
             end = pos + length
             if length < 0 or end > n:
                 raise InvalidRecordError("record length runs past the batch")
             pos += 1  # record attributes (unused)
             ts_delta, pos = read_varint(body, pos)
-            off_delta, pos = read_varint(body, pos)
-            klen, pos = read_varint(body, pos)
+            off_delta, pos = read_varint(body, pos, True)
+            klen, pos = read_varint(body, pos, True)
             if klen >= 0:
                 key = body[pos:pos + klen]
                 pos += klen
             else:
                 key = None
-            vlen, pos = read_varint(body, pos)
+            vlen, pos = read_varint(body, pos, True)
             if vlen >= 0:
                 value = body[pos:pos + vlen]
                 pos += vlen
             else:
                 value = None
-            hcount, pos = read_varint(body, pos)
+            hcount, pos = read_varint(body, pos, True)
             if hcount < 0 or hcount > end - pos:
                 raise InvalidRecordError("invalid header count")
             headers = []
             for _h in range(hcount):
-                hklen, pos = read_varint(body, pos)
+                hklen, pos = read_varint(body, pos, True)
                 if hklen < 0 or pos + hklen > end:
                     raise InvalidRecordError("invalid header key length")
                 hkey = body[pos:pos + hklen].decode("utf-8", "replace")
                 pos += hklen
-                hvlen, pos = read_varint(body, pos)
+                hvlen, pos = read_varint(body, pos, True)
                 if hvlen >= 0:
                     hval = body[pos:pos + hvlen]
                     pos += hvlen
@@ -339,7 +339,7 @@ class RecordBatch:
                         b = (b & 0x7F) | (c << 7)
                         pos += 2
                     else:
-                        b, pos = _raw_varint(body, pos)
+                        b, pos = _raw_varint(body, pos, True)
                 end = pos + ((b >> 1) ^ -(b & 1))
                 t = body[pos + 1]
                 if t < 0x80:
@@ -354,7 +354,7 @@ class RecordBatch:
                 o = body[p]
                 if o >= 0x80:
                     c = body[p + 1]
-                    o = (o & 0x7F) | (c << 7) if c < 0x80 else _raw_varint(body, p)[0]
+                    o = (o & 0x7F) | (c << 7) if c < 0x80 else _raw_varint(body, p, True)[0]
                 if end > n or end < pos + 3:
                     raise InvalidRecordError("record length runs past the batch")
                 t = base_ts + ((t >> 1) ^ -(t & 1))
@@ -393,7 +393,7 @@ class RecordBatch:
                         b = (b & 0x7F) | (c << 7)
                         pos += 2
                     else:
-                        b, pos = _raw_varint(body, pos)
+                        b, pos = _raw_varint(body, pos, True)
                 end = pos + ((b >> 1) ^ -(b & 1))
                 t = body[pos + 1]
                 if t < 0x80:
@@ -410,7 +410,7 @@ class RecordBatch:
                     o = body[p]
                     if o >= 0x80:
                         c = body[p + 1]
-                        o = (o & 0x7F) | (c << 7) if c < 0x80 else _raw_varint(body, p)[0]
+                        o = (o & 0x7F) | (c << 7) if c < 0x80 else _raw_varint(body, p, True)[0]
                     offset = base_off + ((o >> 1) ^ -(o & 1))
                     if offset >= min_offset:
                         return offset, t

@@ -5,11 +5,15 @@ from __future__ import annotations
 from chronolog.errors import InvalidRecordError
 
 
-def read_varint(buf, pos: int) -> tuple[int, int]:
-    """Decode a zigzag varint (up to 64 bits) at `pos`; returns (value, new position)."""
+def read_varint(buf, pos: int, int32: bool = False) -> tuple[int, int]:
+    """Decode a zigzag varint at `pos`; returns (value, new position). A long (`ByteUtils.readVarlong`: up
+    to 10 bytes) by default; with `int32` an int as Kafka reads one (`ByteUtils.readVarint`: at most 5
+    bytes, bits beyond 32 dropped), which is what record lengths, offset deltas, key, value and header
+    sizes and header counts are, so a reader refuses what Kafka's consumers refuse."""
     if pos < len(buf) and buf[pos] < 0x80:  # the common one-byte case
         b = buf[pos]
         return (b >> 1) ^ -(b & 1), pos + 1
+    limit = 28 if int32 else 63
     shift = 0
     raw = 0
     end = len(buf)
@@ -22,8 +26,10 @@ def read_varint(buf, pos: int) -> tuple[int, int]:
         if not b & 0x80:
             break
         shift += 7
-        if shift > 63:
-            raise InvalidRecordError("varint is longer than 10 bytes")
+        if shift > limit:
+            raise InvalidRecordError(f"varint is longer than {5 if int32 else 10} bytes")
+    if int32:
+        raw &= 0xFFFFFFFF
     return (raw >> 1) ^ -(raw & 1), pos
 
 
