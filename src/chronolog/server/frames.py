@@ -22,8 +22,8 @@ from asyncio.streams import FlowControlMixin
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-SCRATCH_BYTES = 256 * 1024
-SMALL_FRAME = 64 * 1024  # frames up to this size are assembled in the scratch buffer
+SCRATCH_BYTES = 64 * 1024  # per connection (zero-filled, so resident): thousands of connections cost little
+SMALL_FRAME = 32 * 1024  # frames up to this size are assembled in the scratch buffer
 FIRST_CAPACITY = 1 << 20  # a larger frame's buffer starts at this size and doubles as its bytes arrive
 
 
