@@ -14,41 +14,23 @@ from chronolog.cli.common import emit_json, progress
 from chronolog.errors import ChronologError, KafkaError
 from chronolog.storage import PartitionLog
 from chronolog.storage.corruption import verify_segment
-from chronolog.storage.log import parse_log_dir_name
 from chronolog.timetravel.sources import open_data_dir
 
 
-def _partition_dirs(data_dir: Path, topic: str | None) -> list[Path]:
-    found = []
-    for entry in sorted(data_dir.iterdir()):
-        if not entry.is_dir() or not any(entry.glob("*.log")):
-            continue
-        try:
-            name, _partition = parse_log_dir_name(entry.name)
-        except ValueError:
-            continue
-        if topic is None or name == topic:
-            found.append(entry)
-    return found
-
-
-def _local_partitions(data_dir: Path, topic: str | None) -> list[tuple[str, Callable[[], PartitionLog]]]:
-    if not data_dir.is_dir():
+def _partitions(data_dir: str, topic: str | None) -> list[tuple[str, Callable[[], PartitionLog]]]:
+    """(name, opener) of every partition under a data dir given as a local path or a URI, each opened
+    read-only (through the filesystem pyarrow finds for a URI) when its turn comes."""
+    if "://" not in data_dir and not Path(data_dir).is_dir():
         raise ChronologError(f"{data_dir} is not a directory")
-    return [(d.name, functools.partial(PartitionLog.open_readonly, d)) for d in _partition_dirs(data_dir, topic)]
-
-
-def _remote_partitions(uri: str, topic: str | None) -> list[tuple[str, Callable[[], PartitionLog]]]:
-    """The partitions under a URI, each opened read-only through the filesystem pyarrow finds for it."""
-    source = open_data_dir(uri)
-    topics = [topic] if topic is not None else sorted(source.topics())
+    source = open_data_dir(data_dir)
     found = []
-    for name in topics:
+    for name in [topic] if topic is not None else sorted(source.topics()):
         try:
             partitions = source.partitions(name)
         except KafkaError:
             continue
-        found += [(f"{name}-{p}", functools.partial(source.log, name, p)) for p in partitions]
+        found += [(source.name if source.single else f"{name}-{p}", functools.partial(source.log, name, p))
+                  for p in partitions]
     return found
 
 
@@ -61,7 +43,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json"),
     ) -> None:
         """Verify sizes, magic, CRCs and offsets of every batch; report corrupt byte ranges and torn tails."""
-        dirs = _remote_partitions(data_dir, topic) if "://" in data_dir else _local_partitions(Path(data_dir), topic)
+        dirs = _partitions(data_dir, topic)
         if not dirs:
             raise ChronologError(f"no partition directories under {data_dir}" + (f" for topic {topic!r}" if topic else ""))
         report = []
