@@ -140,8 +140,7 @@ class Broker:
             raise ChronologError("listeners: no listener configured")
         self.listeners: list[Listener] = []
         self.state: BrokerState | None = None
-        self._connections: set[asyncio.Task] = set()
-        self._readers: set[FrameReader] = set()
+        self._readers: set[FrameReader] = set()  # admitted connections; each one's task is `.task`
         self._idle_reaper: asyncio.Task | None = None
         self._per_ip: Counter[str] = Counter()
         self._total = 0
@@ -282,8 +281,9 @@ class Broker:
             if listener.server is not None:
                 with contextlib.suppress(Exception):
                     await listener.server.wait_closed()
-        for task in list(self._connections):
-            task.cancel()
+        for frames in list(self._readers):
+            if frames.task is not None:
+                frames.task.cancel()
         if self.state is not None:
             if self.state.coordinator is not None:
                 await self.state.coordinator.stop()
@@ -309,9 +309,6 @@ class Broker:
             log.warning("Rejected connection from %s on %s, %s", ip, listener.name, refused)
             frames.transport.abort()
             return
-        task = asyncio.current_task()
-        if task is not None:
-            self._connections.add(task)
         self._per_ip[ip] += 1
         self._total += 1
         self._readers.add(frames)
@@ -326,8 +323,6 @@ class Broker:
                 del self._per_ip[ip]
             self._total -= 1
             self._readers.discard(frames)
-            if task is not None:
-                self._connections.discard(task)
             with contextlib.suppress(Exception):
                 frames.transport.close()
 
