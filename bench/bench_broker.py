@@ -34,7 +34,7 @@ from tests.brokerproc import BrokerProcess
 
 from bench.common import print_table, sequential_read
 from chronolog.config import TopicConfig
-from chronolog.protocol.codec import _uvarint
+from chronolog.protocol.wire import read_uvarint
 from chronolog.records import SimpleRecord, build_batch
 from chronolog.storage import PartitionLog
 
@@ -170,12 +170,12 @@ def raw_fetch(port: int, topic: str, end_offset: int, partition_max_bytes: int =
                 got += sock.recv_into(view[got:size])
             # size, response header v1, throttle, error, session, one topic, one partition, then its records
             pos = 4 + 4 + 1 + 4 + 2 + 4
-            _, pos = _uvarint(view, pos)
-            length, pos = _uvarint(view, pos)
-            _, pos = _uvarint(view, pos + length - 1)
+            _, pos = read_uvarint(view, pos)
+            length, pos = read_uvarint(view, pos)
+            _, pos = read_uvarint(view, pos + length - 1)
             pos += 4 + 2 + 8 + 8 + 8
-            _, pos = _uvarint(view, pos)
-            length, pos = _uvarint(view, pos + 4)
+            _, pos = read_uvarint(view, pos)
+            length, pos = read_uvarint(view, pos + 4)
             p, end, last = pos, pos + length - 1, None
             while p + 27 <= end:
                 base, batch_length = struct.unpack_from(">qi", data, p)

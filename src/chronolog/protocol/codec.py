@@ -36,6 +36,9 @@ from kio.serial._introspect import (
 from kio.serial.errors import SerialError
 
 from chronolog.errors import CorruptMessageError, InvalidRequestError, UnsupportedVersionError
+from chronolog.protocol.produce_request import read_produce_request
+from chronolog.protocol.wire import past_end as _past_end
+from chronolog.protocol.wire import read_uvarint as _uvarint
 
 API_VERSIONS_KEY = 18
 FETCH_KEY = 1
@@ -89,8 +92,6 @@ def _writer(cls: type):
 def parse_request(frame: bytes | bytearray | memoryview) -> RequestFrame:
     api_key, version, correlation_id = peek_header(frame)
     if api_key == PRODUCE_KEY and 3 <= version <= 11:  # records as slices of the frame, no copy
-        from chronolog.protocol.produce_request import read_produce_request
-
         client_id, body = read_produce_request(frame, version)
         return RequestFrame(api_key, version, correlation_id, client_id, body)
     cls = request_schema(api_key, version)
@@ -135,26 +136,6 @@ def warm_up(ranges: typing.Iterable[tuple[int, int, int]]) -> None:
 _FIXED_SIZES = {"int8": 1, "bool": 1, "int16": 2, "uint16": 2, "error_code": 2, "int32": 4,
                 "timedelta_i32": 4, "int64": 8, "float64": 8, "timedelta_i64": 8, "datetime_i64": 8, "uuid": 16}
 _Step = typing.Callable[[bytes, int, int], int]
-
-
-def _past_end() -> CorruptMessageError:
-    return CorruptMessageError("request runs past the end of its frame")
-
-
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    """Kafka's `ByteUtils.readUnsignedVarint`: at most 5 bytes."""
-    if pos < len(buf) and buf[pos] < 0x80:  # one byte: almost every length and tag count
-        return buf[pos], pos + 1
-    value = shift = 0
-    for i in range(pos, min(pos + 5, len(buf))):
-        b = buf[i]
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, i + 1
-        shift += 7
-    if pos + 5 > len(buf):
-        raise _past_end()
-    raise CorruptMessageError("varint is longer than 5 bytes")
 
 
 def _length(flexible: bool, wide: bool) -> typing.Callable[[bytes, int], tuple[int, int]]:

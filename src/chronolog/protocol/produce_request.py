@@ -16,7 +16,8 @@ import struct
 from typing import NamedTuple
 
 from chronolog.errors import CorruptMessageError
-from chronolog.protocol.codec import _uvarint  # Kafka's readUnsignedVarint, at most 5 bytes
+from chronolog.protocol.wire import past_end as _past_end
+from chronolog.protocol.wire import read_uvarint as _uvarint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -38,10 +39,6 @@ class ProduceRequest(NamedTuple):
     acks: int
     timeout_ms: int
     topic_data: tuple[TopicProduceData, ...]
-
-
-def _past_end() -> CorruptMessageError:
-    return CorruptMessageError("cannot decode ProduceRequest: a field runs past the end of the frame")
 
 
 def _null(what: str) -> CorruptMessageError:
