@@ -15,8 +15,8 @@
 #include <Python.h>
 #include <stdint.h>
 
-/* An int varint as Kafka reads it (`ByteUtils.readVarint`, Python's `_raw_varint32`): at most 5 bytes,
- * bits beyond 32 dropped; 0 when it runs past `n` or goes on after 5 bytes. Record lengths, offset deltas,
+/* An int varint as Kafka reads it (`ByteUtils.readVarint`, Python's `read_raw_varint(..., int32=True)`):
+ * at most 5 bytes, bits beyond 32 dropped; 0 when it runs past `n` or goes on after 5 bytes. Record lengths, offset deltas,
  * key, value and header sizes and header counts. */
 static inline int read_varint32(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *pos, uint64_t *out)
 {
@@ -48,7 +48,7 @@ static inline int read_varint32(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *po
     return 0;
 }
 
-/* A long varint (the timestamp delta; Python's `_raw_varint`), at most 10 bytes: 1 with its value, WIDE
+/* A long varint (the timestamp delta; Python's `read_raw_varint`), at most 10 bytes: 1 with its value, WIDE
  * when its 10th byte carries bits beyond 64 (Python reads a bigger integer: `out` then holds the low 64
  * bits, so its lowest bit, the zigzag sign, is right, and the value is at least 2**64), 0 when it runs
  * past `n` or goes on after 10 bytes (Python raises). */

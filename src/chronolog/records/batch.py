@@ -21,6 +21,7 @@ import crc32c as _crc32c
 
 from chronolog.errors import CorruptMessageError, InvalidRecordError
 from chronolog.records.compression import DEFAULT_MAX_DECOMPRESSED, CompressionType, compress, decompress
+from chronolog.records.varint import read_raw_varint as _raw_varint
 from chronolog.records.varint import read_varint, write_varint
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -501,25 +502,6 @@ def _fields_end(body, p: int, end: int) -> int:
         if p > end:
             break
     return p
-
-
-def _raw_varint(buf, pos: int, int32: bool = False) -> tuple[int, int]:
-    """An unsigned varint (zigzag not undone), for the inline decoders' slow path: a long of up to 10
-    bytes, or with `int32` read as Kafka reads an `int` varint (`ByteUtils.readVarint`: at most 5 bytes,
-    bits beyond 32 dropped). Record lengths, offset deltas, key, value and header sizes and header counts
-    are int varints: Kafka refuses a longer one, so append validation does too (a consumer would fail on
-    it)."""
-    limit = 28 if int32 else 63
-    raw = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (raw & 0xFFFFFFFF if int32 else raw), pos
-        shift += 7
-        if shift > limit:
-            raise InvalidRecordError(f"varint is longer than {5 if int32 else 10} bytes")
 
 
 class TimestampTable:

@@ -5,17 +5,14 @@ from __future__ import annotations
 from chronolog.errors import InvalidRecordError
 
 
-def read_varint(buf, pos: int, int32: bool = False) -> tuple[int, int]:
-    """Decode a zigzag varint at `pos`; returns (value, new position). A long (`ByteUtils.readVarlong`: up
-    to 10 bytes) by default; with `int32` an int as Kafka reads one (`ByteUtils.readVarint`: at most 5
-    bytes, bits beyond 32 dropped), which is what record lengths, offset deltas, key, value and header
-    sizes and header counts are, so a reader refuses what Kafka's consumers refuse."""
-    if pos < len(buf) and buf[pos] < 0x80:  # the common one-byte case
-        b = buf[pos]
-        return (b >> 1) ^ -(b & 1), pos + 1
+def read_raw_varint(buf, pos: int, int32: bool = False) -> tuple[int, int]:
+    """An unsigned varint (zigzag not undone) at `pos`: a long of up to 10 bytes (`ByteUtils.readVarlong`),
+    or with `int32` an int as Kafka reads one (`ByteUtils.readVarint`: at most 5 bytes, bits beyond 32
+    dropped). Record lengths, offset deltas, key, value and header sizes and header counts are int
+    varints: Kafka's consumers refuse a longer one, so every reader and append validation do too. The one
+    slow path of every varint decoder in this package."""
     limit = 28 if int32 else 63
-    shift = 0
-    raw = 0
+    raw = shift = 0
     end = len(buf)
     while True:
         if pos >= end:
@@ -24,12 +21,19 @@ def read_varint(buf, pos: int, int32: bool = False) -> tuple[int, int]:
         pos += 1
         raw |= (b & 0x7F) << shift
         if not b & 0x80:
-            break
+            return (raw & 0xFFFFFFFF if int32 else raw), pos
         shift += 7
         if shift > limit:
             raise InvalidRecordError(f"varint is longer than {5 if int32 else 10} bytes")
-    if int32:
-        raw &= 0xFFFFFFFF
+
+
+def read_varint(buf, pos: int, int32: bool = False) -> tuple[int, int]:
+    """Decode a zigzag varint at `pos`, a long or (`int32`) an int as `read_raw_varint` reads them;
+    returns (value, new position)."""
+    if pos < len(buf) and buf[pos] < 0x80:  # the common one-byte case
+        b = buf[pos]
+        return (b >> 1) ^ -(b & 1), pos + 1
+    raw, pos = read_raw_varint(buf, pos, int32)
     return (raw >> 1) ^ -(raw & 1), pos
 
 
