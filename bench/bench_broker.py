@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import tempfile
@@ -32,11 +31,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.brokerproc import BrokerProcess
 
-from bench.common import print_table, sequential_read
+from bench.common import print_table, sequential_read, time_append
 from chronolog.config import TopicConfig
 from chronolog.protocol.wire import read_uvarint
 from chronolog.records import SimpleRecord, build_batch
-from chronolog.storage import PartitionLog
 
 T0 = 1_700_000_000_000
 
@@ -106,20 +104,14 @@ def batches_of(size: int, count: int, batch_bytes: int = 16384) -> list[bytes]:
             for i in range(0, count, per_batch)]
 
 
+IN_PROCESS = TopicConfig.from_kafka({"message.timestamp.after.max.ms": str(2**62), "segment.bytes": str(256 << 20)})
+
+
 def in_process(tmp: Path, name: str, batches: list[bytes]) -> float:
     """The storage engine's own append of `batches` (validation, offsets, indexes), in this process, after
-    an untimed append of the first two (a new segment's first index entries pay ext4's first block
-    allocation, about 4 ms per index file; the broker's logs have paid it by the time they are measured)."""
-    plog = PartitionLog.open(tmp / f"{name}-0", TopicConfig.from_kafka(
-        {"message.timestamp.after.max.ms": str(2**62), "segment.bytes": str(256 << 20)}))
-    for b in batches[:2]:
-        plog.append(b, now=T0)
-    start = time.perf_counter()
-    for b in batches:
-        plog.append(b, now=T0)
-    elapsed = time.perf_counter() - start
-    plog.close()
-    return elapsed
+    an untimed append of the first two (the broker's logs have paid their first block allocations by the
+    time they are measured)."""
+    return time_append(tmp / f"{name}-0", IN_PROCESS, batches[:2], batches, T0)
 
 
 def raw_fetch(port: int, topic: str, end_offset: int, partition_max_bytes: int = 1 << 20) -> float:
@@ -401,8 +393,6 @@ def main() -> None:
                     raw.append(raw_produce(proc.port, frames))
                     big_local.append(in_process(tmp, f"inproc{size}big-{i}", big))
                     big_raw.append(raw_produce(proc.port, big_frames))
-                    for old in tmp.glob(f"inproc{size}*"):
-                        shutil.rmtree(old)
                 local_s, big_local_s, raw_s, big_s = min(local), min(big_local), min(raw), min(big_raw)
                 kcat_s, kcat_cpu, broker_cpu = min(kcat_runs, key=lambda r: r[0])
                 mock_s, mock_cpu, _ = min(mock_runs, key=lambda r: r[0])

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import statistics
 import struct
 import tempfile
 import time
 from pathlib import Path
 
-from bench.common import print_table, sequential_read
+from bench.common import print_table, sequential_read, time_append
 from chronolog.config import TopicConfig
 from chronolog.records import SimpleRecord, build_batch, crc32c, iter_batches
 from chronolog.records import batch as batch_module
@@ -72,11 +71,11 @@ def bench_append(tmp: Path) -> list[tuple[str, str, str, str]]:
                     crc32c(b)
                 raw_s = min(raw_s, time.perf_counter() - start)
             base.unlink()
-            ours_s = min(ours_s, _time_append(tmp / f"append{size}x{n_records}r{rep}-0", cfg, warm, timed))
+            ours_s = min(ours_s, time_append(tmp / f"append{size}x{n_records}r{rep}-0", cfg, warm, timed, T0))
             if with_pure:
                 native, batch_module._native_scan = batch_module._native_scan, None
                 try:
-                    pure_s = min(pure_s, _time_append(tmp / f"pure{size}x{n_records}r{rep}-0", cfg, warm, timed))
+                    pure_s = min(pure_s, time_append(tmp / f"pure{size}x{n_records}r{rep}-0", cfg, warm, timed, T0))
                 finally:
                     batch_module._native_scan = native
         target = " (target >= 0.5)" if "target" in label else ""
@@ -86,21 +85,6 @@ def bench_append(tmp: Path) -> list[tuple[str, str, str, str]]:
             rows.append(("... with the pure-Python walk", f"{total / pure_s / 1e6:.1f} MB/s", "same",
                          f"{raw_s / pure_s:.3f}"))
     return rows
-
-
-def _time_append(directory: Path, cfg: TopicConfig, warm: list[bytes], timed: list[bytes]) -> float:
-    """Seconds to append `timed` to a new partition after an untimed `warm`; the partition is deleted
-    afterwards (as the raw file is unlinked: no writeback of old runs under the next)."""
-    plog = PartitionLog.open(directory, cfg)
-    for b in warm:
-        plog.append(b, now=T0)
-    start = time.perf_counter()
-    for b in timed:
-        plog.append(b, now=T0)
-    elapsed = time.perf_counter() - start
-    plog.close()
-    shutil.rmtree(plog.dir)
-    return elapsed
 
 
 def build_big_partition(directory: Path) -> list[tuple[int, int]]:
