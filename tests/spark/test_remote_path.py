@@ -8,12 +8,11 @@ import random
 
 import pytest
 
-from chronolog.config import BrokerConfig
 from chronolog.records import SimpleRecord, build_batch
 from chronolog.spark.options import SourceOptions
 from chronolog.spark.planning import plan
 from chronolog.spark.source import Bounds
-from chronolog.storage import LogManager
+from tests.storage.helpers import write_data_dir
 
 pytestmark = pytest.mark.spark
 BASE = 1_700_000_000_000
@@ -21,18 +20,13 @@ BASE = 1_700_000_000_000
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("remote-spark") / "data"
-    manager = LogManager(path, BrokerConfig())
-    manager.startup(background=False)
-    manager.create_topic("ev", 2, {"segment.bytes": "20000", "message.timestamp.after.max.ms": str(2**62)})
     rng = random.Random(3)
+    batches = {}
     for p in range(2):
         stamps = [BASE + i * 100 - (rng.randint(0, 5000) if rng.random() < 0.1 else 0) for i in range(800)]
-        for i in range(0, len(stamps), 25):
-            manager.get_log("ev", p).append(build_batch([SimpleRecord(t, b"k", b"v%d-%d" % (p, i + j))
-                                                         for j, t in enumerate(stamps[i:i + 25])]))
-    manager.shutdown()
-    return path
+        batches[p] = [build_batch([SimpleRecord(t, b"k", b"v%d-%d" % (p, i + j)) for j, t in enumerate(stamps[i:i + 25])])
+                      for i in range(0, len(stamps), 25)]
+    return write_data_dir(tmp_path_factory.mktemp("remote-spark") / "data", "ev", batches, {"segment.bytes": "20000"})
 
 
 def iso(ms: int) -> str:

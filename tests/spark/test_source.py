@@ -14,6 +14,7 @@ from chronolog.config import BrokerConfig
 from chronolog.records import SimpleRecord, build_batch
 from chronolog.storage import LogManager
 from tests.brokerproc import BrokerProcess
+from tests.storage.helpers import write_data_dir
 
 pytestmark = pytest.mark.spark
 BASE = 1_700_000_000_000
@@ -30,15 +31,9 @@ def make_records(seed: int) -> dict[int, list[tuple[int, bytes]]]:
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("spark") / "data"
-    manager = LogManager(path, BrokerConfig())
-    manager.startup(background=False)
-    manager.create_topic("ev", 3, {"segment.bytes": "20000", "message.timestamp.after.max.ms": str(2**62)})
-    for p, recs in make_records(1).items():
-        for i in range(0, len(recs), 37):
-            manager.get_log("ev", p).append(build_batch([SimpleRecord(ts, None, v) for ts, v in recs[i:i + 37]]))
-    manager.shutdown()
-    return path
+    batches = {p: [build_batch([SimpleRecord(ts, None, v) for ts, v in recs[i:i + 37]]) for i in range(0, len(recs), 37)]
+               for p, recs in make_records(1).items()}
+    return write_data_dir(tmp_path_factory.mktemp("spark") / "data", "ev", batches, {"segment.bytes": "20000"})
 
 
 def truth(t1: int, t2: int) -> list[tuple[int, int, int]]:

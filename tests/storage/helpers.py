@@ -23,3 +23,19 @@ def batch(*timestamps: int, value: bytes = b"v" * 40, codec: CompressionType = C
 
 
 B = len(batch(NOW))  # one single-record batch: 61-byte header + 47-byte record
+
+
+def write_data_dir(path, topic: str, batches: dict[int, list[bytes]], configs: dict[str, str] | None = None):
+    """A data dir at `path` holding `topic` with one partition per key of `batches`, each given its batches
+    through the storage engine, and shut down cleanly (indexes trimmed, checkpoints written)."""
+    from chronolog.config import BrokerConfig
+    from chronolog.storage import LogManager
+
+    manager = LogManager(path, BrokerConfig())
+    manager.startup(background=False)
+    manager.create_topic(topic, len(batches), {"message.timestamp.after.max.ms": str(2**62), **(configs or {})})
+    for partition, items in batches.items():
+        for batch_bytes in items:
+            manager.get_log(topic, partition).append(batch_bytes)
+    manager.shutdown()
+    return path

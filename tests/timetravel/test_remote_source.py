@@ -185,58 +185,52 @@ def test_real_kafka_files_through_a_file_uri(kafka_segments_dir):
         remote.close()
 
 
-def test_an_hour_of_a_day_reads_a_small_part_of_the_log_files(data_dir):
+@pytest.fixture()
+def counted(data_dir):
+    """(a source over `data_dir` through a filesystem that counts what is read, the local source, the
+    counts), both closed afterwards."""
     fs, handler = counting_fs(data_dir.parent)
     source = RemoteDataDirSource(data_dir.name, filesystem=fs)
     local = DataDirSource(data_dir)
-    try:
-        t1, t2 = BASE + 12 * HOUR, BASE + 13 * HOUR
-        total = sum(f.stat().st_size for f in data_dir.glob("ev-*/*.log"))
-        want, got = [], []
-        for p in (0, 1):
-            start = source.offsets_for_time("ev", t1, [p])[p].offset
-            end = source.offsets_for_time("ev", t2 + 600_000, [p])[p].offset  # the data's lateness bound
-            got += [(p, r.offset) for r in source.read("ev", p, start, end) if t1 <= r.timestamp < t2]
-            want += [(p, r.offset) for r in local.read("ev", p, 0, 10**9) if t1 <= r.timestamp < t2]
-        assert got == want and len(want) > 100
-        log_bytes = sum(n for name, n in handler.bytes_read.items() if name.endswith(".log"))
-        assert total > 5_000_000 and 0 < log_bytes < total / 8, (log_bytes, total)
-    finally:
-        source.close()
-        local.close()
+    yield source, local, handler
+    source.close()
+    local.close()
 
 
-def test_a_reader_opens_only_the_segments_of_its_range(data_dir):
-    fs, handler = counting_fs(data_dir.parent)
-    source = RemoteDataDirSource(data_dir.name, filesystem=fs)
-    local = DataDirSource(data_dir)
-    try:
-        bases = [seg.base_offset for seg in local.log("ev", 0).segments]
-        assert len(bases) > 5
-        start, end = bases[2] + 10, bases[3] + 10  # the end of one segment and the start of the next
-        assert list(source.read("ev", 0, start, end)) == list(local.read("ev", 0, start, end))
-        opened = {name[:20] for name in handler.opened}
-        # The two segments of the range, and the last one for the log end offset.
-        assert opened == {f"{b:020d}" for b in (bases[2], bases[3], bases[-1])}, sorted(handler.opened)
-    finally:
-        source.close()
-        local.close()
+def test_an_hour_of_a_day_reads_a_small_part_of_the_log_files(counted, data_dir):
+    source, local, handler = counted
+    t1, t2 = BASE + 12 * HOUR, BASE + 13 * HOUR
+    total = sum(f.stat().st_size for f in data_dir.glob("ev-*/*.log"))
+    want, got = [], []
+    for p in (0, 1):
+        start = source.offsets_for_time("ev", t1, [p])[p].offset
+        end = source.offsets_for_time("ev", t2 + 600_000, [p])[p].offset  # the data's lateness bound
+        got += [(p, r.offset) for r in source.read("ev", p, start, end) if t1 <= r.timestamp < t2]
+        want += [(p, r.offset) for r in local.read("ev", p, 0, 10**9) if t1 <= r.timestamp < t2]
+    assert got == want and len(want) > 100
+    log_bytes = sum(n for name, n in handler.bytes_read.items() if name.endswith(".log"))
+    assert total > 5_000_000 and 0 < log_bytes < total / 8, (log_bytes, total)
 
 
-def test_a_small_range_reads_about_its_own_bytes(data_dir):
-    fs, handler = counting_fs(data_dir.parent)
-    source = RemoteDataDirSource(data_dir.name, filesystem=fs)
-    local = DataDirSource(data_dir)
-    try:
-        seg = local.log("ev", 0).segments[2]
-        start, end = seg.base_offset + 100, seg.base_offset + 200  # ~18 KB early in a ~500 KB segment
-        assert list(source.read("ev", 0, start, end)) == list(local.read("ev", 0, start, end))
-        # The offset index bounds the read: the file's first chunks grow (16 KiB, 64 KiB, 1 MiB), and
-        # without the bound the reader would fetch the rest of the segment.
-        assert handler.bytes_read[seg.log_path.name] < 64 << 10, handler.bytes_read[seg.log_path.name]
-    finally:
-        source.close()
-        local.close()
+def test_a_reader_opens_only_the_segments_of_its_range(counted):
+    source, local, handler = counted
+    bases = [seg.base_offset for seg in local.log("ev", 0).segments]
+    assert len(bases) > 5
+    start, end = bases[2] + 10, bases[3] + 10  # the end of one segment and the start of the next
+    assert list(source.read("ev", 0, start, end)) == list(local.read("ev", 0, start, end))
+    opened = {name[:20] for name in handler.opened}
+    # The two segments of the range, and the last one for the log end offset.
+    assert opened == {f"{b:020d}" for b in (bases[2], bases[3], bases[-1])}, sorted(handler.opened)
+
+
+def test_a_small_range_reads_about_its_own_bytes(counted):
+    source, local, handler = counted
+    seg = local.log("ev", 0).segments[2]
+    start, end = seg.base_offset + 100, seg.base_offset + 200  # ~18 KB early in a ~500 KB segment
+    assert list(source.read("ev", 0, start, end)) == list(local.read("ev", 0, start, end))
+    # The offset index bounds the read: the file's first chunks grow (16 KiB, 64 KiB, 1 MiB), and
+    # without the bound the reader would fetch the rest of the segment.
+    assert handler.bytes_read[seg.log_path.name] < 64 << 10, handler.bytes_read[seg.log_path.name]
 
 
 def test_missing_indexes_are_rebuilt_without_writing_into_the_source(data_dir, tmp_path):
