@@ -18,6 +18,7 @@ import os
 import struct
 import typing
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -458,6 +459,19 @@ class _Frame:
         if self.flexible:
             self.out.append(0)
 
+    def topics(self, topics, name_key: str, partitions_key: str, partition: Callable[[dict], None]) -> None:
+        """The topics array both framed responses share: each topic's name, then its partitions array,
+        each partition's fields written by `partition` and closed, like each topic, by its tagged fields."""
+        self.length(len(topics), True)
+        for topic in topics:
+            self.string(str(topic[name_key]))
+            partitions = topic.get(partitions_key) or ()
+            self.length(len(partitions), True)
+            for p in partitions:
+                partition(p)
+                self.tags()
+            self.tags()
+
 
 def encode_fetch_response(version: int, correlation_id: int, values: dict[str, Any]) -> bytes | ResponseParts:
     """A size-prefixed Fetch response (v4-v12) from the handler's values. A records value may be bytes,
@@ -471,40 +485,35 @@ def encode_fetch_response(version: int, correlation_id: int, values: dict[str, A
     f.out += _I32.pack(_millis(values.get("throttle_time", 0)))
     if version >= 7:
         f.out += _I16.pack(int(values.get("error_code", 0))) + _I32.pack(int(values.get("session_id", 0)))
-    topics = values.get("responses") or ()
-    f.length(len(topics), True)
-    for topic in topics:
-        f.string(str(topic["topic"]))
-        partitions = topic.get("partitions") or ()
-        f.length(len(partitions), True)
-        for p in partitions:
-            f.out += _PARTITION_HEAD.pack(int(p["partition_index"]), int(p.get("error_code", 0)),
-                                          int(p.get("high_watermark", -1)), int(p.get("last_stable_offset", -1)))
-            if version >= 5:
-                f.out += _I64.pack(int(p.get("log_start_offset", -1)))
-            aborted = p.get("aborted_transactions")
-            if aborted is None:
-                f.length(-1, True)
-            else:
-                f.length(len(aborted), True)
-                for a in aborted:
-                    f.out += _ABORTED.pack(int(a["producer_id"]), int(a["first_offset"]))
-                    f.tags()
-            if version >= 11:
-                f.out += _I32.pack(int(p.get("preferred_read_replica", -1)))
-            records = p.get("records")
-            if records is None:
-                f.length(-1, True)
-            elif isinstance(records, FileRegion):
-                f.length(records.size, True)
-                parts.append(bytes(f.out))
-                parts.append(records)
-                f.out = bytearray()
-            else:
-                f.length(len(records), True)
-                f.out += records
-            f.tags()  # partition
-        f.tags()  # topic
+
+    def partition(p: dict) -> None:
+        f.out += _PARTITION_HEAD.pack(int(p["partition_index"]), int(p.get("error_code", 0)),
+                                      int(p.get("high_watermark", -1)), int(p.get("last_stable_offset", -1)))
+        if version >= 5:
+            f.out += _I64.pack(int(p.get("log_start_offset", -1)))
+        aborted = p.get("aborted_transactions")
+        if aborted is None:
+            f.length(-1, True)
+        else:
+            f.length(len(aborted), True)
+            for a in aborted:
+                f.out += _ABORTED.pack(int(a["producer_id"]), int(a["first_offset"]))
+                f.tags()
+        if version >= 11:
+            f.out += _I32.pack(int(p.get("preferred_read_replica", -1)))
+        records = p.get("records")
+        if records is None:
+            f.length(-1, True)
+        elif isinstance(records, FileRegion):  # the framing so far, then the region; framing goes on after it
+            f.length(records.size, True)
+            parts.append(bytes(f.out))
+            parts.append(records)
+            f.out = bytearray()
+        else:
+            f.length(len(records), True)
+            f.out += records
+
+    f.topics(values.get("responses") or (), "topic", "partitions", partition)
     f.tags()
     out = f.out
     if not parts:
@@ -530,29 +539,23 @@ def encode_produce_response(version: int, correlation_id: int, values: dict[str,
     if not 3 <= version <= 11:
         raise UnsupportedVersionError(f"Produce v{version} responses are not framed here")
     f = _Frame(correlation_id, version >= 9)
-    topics = values.get("responses") or ()
-    f.length(len(topics), True)
-    for topic in topics:
-        f.string(str(topic["name"]))
-        partitions = topic.get("partition_responses") or ()
-        f.length(len(partitions), True)
-        for p in partitions:
-            append_time = p.get("log_append_time", -1)
-            f.out += _PRODUCE_PARTITION.pack(int(p["index"]), int(p.get("error_code", 0)),
-                                             int(p.get("base_offset", -1)),
-                                             -1 if append_time is None or append_time < 0 else int(append_time))
-            if version >= 5:
-                f.out += _I64.pack(int(p.get("log_start_offset", -1)))
-            if version >= 8:
-                errors = p.get("record_errors") or ()
-                f.length(len(errors), True)
-                for e in errors:
-                    f.out += _I32.pack(int(e["batch_index"]))
-                    f.string(e.get("batch_index_error_message"))
-                    f.tags()
-                f.string(p.get("error_message"))
-            f.tags()  # partition
-        f.tags()  # topic
+
+    def partition(p: dict) -> None:
+        append_time = p.get("log_append_time", -1)
+        f.out += _PRODUCE_PARTITION.pack(int(p["index"]), int(p.get("error_code", 0)), int(p.get("base_offset", -1)),
+                                         -1 if append_time is None or append_time < 0 else int(append_time))
+        if version >= 5:
+            f.out += _I64.pack(int(p.get("log_start_offset", -1)))
+        if version >= 8:
+            errors = p.get("record_errors") or ()
+            f.length(len(errors), True)
+            for e in errors:
+                f.out += _I32.pack(int(e["batch_index"]))
+                f.string(e.get("batch_index_error_message"))
+                f.tags()
+            f.string(p.get("error_message"))
+
+    f.topics(values.get("responses") or (), "name", "partition_responses", partition)
     f.out += _I32.pack(_millis(values.get("throttle_time", 0)))
     f.tags()
     _I32.pack_into(f.out, 0, len(f.out) - 4)
