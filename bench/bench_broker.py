@@ -5,8 +5,9 @@
   seconds kcat and the broker used), the same kcat -P against librdkafka's own in-process mock broker (the
   client's ceiling: a broker that costs almost nothing), and a raw Produce v9 loop sending the baseline's
   own batches, 16 KiB and 1 MB (best of 3; the broker's overhead per request, no client work per record);
-- consume 300,000 x 1 KiB (about 300 MB) vs reading the same segment file: kcat -c N (exits when it has the records)
-  against a page-cache read, kcat -e (exits after one Fetch at the log end, which waits
+- consume 300,000 x 1 KiB (about 300 MB) vs reading the same segment file: kcat -c N (exits when it has the
+  records; it prints one byte per record, which is counted) against a page-cache read, the same printing
+  each record's offset (kcat's formatting is part of its cost per record), kcat -e (exits after one Fetch at the log end, which waits
   `fetch.wait.max.ms`, 500 ms, as Kafka's DelayedFetch does), a raw Fetch v12 loop (the broker's ceiling),
   the socket's own ceiling (sendfile of 1 MiB per request to the same receive loop, no broker at all), and
   kcat -c N from the disk against a read from the disk (the files dropped from the page cache before each
@@ -229,14 +230,19 @@ def raw_produce(port: int, frames: list[bytes], in_flight: int = 5) -> float:
     return time.perf_counter() - start
 
 
-def kcat_consume(bootstrap: str, topic: str, expected: int, *extra: str,
-                 broker_pid: int | None = None) -> tuple[float, float, float]:
-    """kcat -C from the beginning of partition 0, printing only offsets; `extra` says when it stops.
-    (seconds, kcat CPU seconds, broker CPU seconds)."""
+ONE_BYTE = "."  # kcat's output per record in the consume rows: enough to count the records, little else
+OFFSETS = "%o\n"  # each record's offset and a newline: about 0.2 us more of kcat's CPU per record
+
+
+def kcat_consume(bootstrap: str, topic: str, expected: int, *extra: str, broker_pid: int | None = None,
+                 output: str = ONE_BYTE) -> tuple[float, float, float]:
+    """kcat -C from the beginning of partition 0, printing `output` per record (counted afterwards);
+    `extra` says when it stops. (seconds, kcat CPU seconds, broker CPU seconds)."""
     elapsed, child, broker, out = timed_child(
-        ["kcat", "-b", bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-q", "-f", "%o\n", *extra],
+        ["kcat", "-b", bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-q", "-f", output, *extra],
         broker_pid)
-    assert out.stdout.count(b"\n") == expected, out.stderr[-500:]
+    got = out.stdout.count(b"\n") if output == OFFSETS else len(out.stdout)
+    assert got == expected, out.stderr[-500:]
     return elapsed, child, broker
 
 
@@ -421,9 +427,11 @@ def main() -> None:
             raw_produce(proc.port, produce_frames("c1024", [batches_of(1024, 15)[0]]) * (count // 15))
             logs = sorted((tmp / "data" / "c1024-0").glob("*.log"))
             total = sequential_read(logs)[0]
-            rounds, kcat_e, fetches, ceilings = [], [], [], []
+            rounds, offsets, kcat_e, fetches, ceilings = [], [], [], [], []
             for _ in range(3):
                 rounds.append(consume_round(proc, "c1024", count, logs))
+                offsets.append(kcat_consume(proc.bootstrap, "c1024", count, "-c", str(count),
+                                            broker_pid=proc.proc.pid, output=OFFSETS))
                 kcat_e.append(kcat_consume(proc.bootstrap, "c1024", count, "-e", broker_pid=proc.proc.pid))
                 fetches.append(raw_fetch(proc.port, "c1024", count))
                 ceilings.append(socket_ceiling(logs[0]))
@@ -431,6 +439,10 @@ def main() -> None:
             disk_s = min(r[0] for r in rounds)
             disk = f"{total / disk_s / 1e6:,.0f} MB/s reading the segment file (page cache)"
             rows.append(from_cache)
+            took, kcat_cpu, broker_cpu = min(offsets, key=lambda r: r[0])
+            rows.append(("  kcat -c printing each record's offset (-f '%o\\n') instead of one byte",
+                         f"{total / took / 1e6:,.1f} MB/s", disk,
+                         f"{disk_s / took:.3f} (CPU s: kcat {kcat_cpu:.2f}, broker {broker_cpu:.2f}, in {took:.2f} s)"))
             took, kcat_cpu, broker_cpu = min(kcat_e, key=lambda r: r[0])
             rows.append(("  kcat -e (exits after an empty Fetch at the end: + fetch.wait.max.ms, 500 ms)",
                          f"{total / took / 1e6:,.1f} MB/s", disk,
