@@ -88,6 +88,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often flush.ms is checked.", (), 0),
     _d("log.flush.offset.checkpoint.interval.ms", "long", 60000, "How often recovery points are checkpointed.",
        (), 0),
+    _d("producer.id.expiration.ms", "int", 86400000, "How long a producer id is remembered after the max "
+       "timestamp of its last batch (its sequence numbers, for recognising retries).", (), 1),
+    _d("producer.id.expiration.check.interval.ms", "int", 600000, "How often expired producer ids are "
+       "forgotten.", (), 1),
     _d("auto.create.topics.enable", "boolean", True, "Create unknown topics on Metadata/Produce.", ()),
     _d("num.partitions", "int", 1, "Partitions of auto-created topics.", (), 1),
     _d("default.replication.factor", "int", 1, "Accepted; a single node has replication factor 1.", (), 1),

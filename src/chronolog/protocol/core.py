@@ -106,57 +106,15 @@ def metadata(req: Any, ctx: RequestContext) -> dict:
 
 
 # -- Produce -----------------------------------------------------------------------------------------
-def rebuild_producer_state(state, max_segments: int = 2) -> int:
-    """Idempotent-producer state from the tail of every partition (the last batches of the newest
-    segments), as Kafka's `ProducerStateManager` does when it has no snapshot, so a batch retried across a
-    broker restart is recognised instead of written twice. Returns the number of producers found."""
-    found = 0
-    for (topic, partition), plog in state.log_manager.logs().items():
-        for seg in plog.segments[-max_segments:]:
-            for _pos, batch in seg.batches_from(0):
-                if getattr(batch, "producer_id", -1) < 0 or batch.magic != 2:
-                    continue
-                key = (topic, partition, batch.producer_id)
-                epoch, _last, recent = state.producer_state.get(key, (batch.producer_epoch, -1, []))
-                if batch.producer_epoch > epoch:
-                    recent = []
-                recent = (recent + [(batch.base_sequence, batch.base_offset)])[-5:]
-                state.producer_state[key] = (batch.producer_epoch, batch.base_sequence + batch.last_offset_delta,
-                                             recent)
-                found += 1
-    return found
-
-
-def _check_sequence(ctx: RequestContext, topic: str, partition: int, batch: RecordBatch) -> int | None:
+def _check_sequence(plog, batch: RecordBatch) -> int | None:
     """Idempotent producers (KIP-98): a retried batch is answered with its first offset and not written
-    again; a gap in sequence numbers is OUT_OF_ORDER_SEQUENCE_NUMBER. Returns the duplicate's offset."""
+    again; a gap in sequence numbers is OUT_OF_ORDER_SEQUENCE_NUMBER, a fenced epoch INVALID_PRODUCER_EPOCH.
+    The state is the partition's (`storage.producers`), kept across restarts by its snapshot files.
+    Returns the duplicate's offset."""
     if batch.producer_id < 0:
         return None
-    key = (topic, partition, batch.producer_id)
-    entry = ctx.state.producer_state.get(key)
-    if entry is None:
-        return None
-    epoch, last_seq, recent = entry
-    if batch.producer_epoch < epoch:
-        raise KafkaError("producer epoch is fenced", code=ErrorCode.INVALID_PRODUCER_EPOCH)
-    if batch.producer_epoch > epoch:
-        return None
-    for first_seq, base_offset in recent:
-        if first_seq == batch.base_sequence:
-            return base_offset
-    if batch.base_sequence != (last_seq + 1) % 2**31:
-        raise KafkaError(f"expected sequence {last_seq + 1}, got {batch.base_sequence}",
-                         code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
-    return None
-
-
-def _remember_sequence(ctx: RequestContext, topic: str, partition: int, batch: RecordBatch, base: int) -> None:
-    if batch.producer_id < 0:
-        return
-    key = (topic, partition, batch.producer_id)
-    _epoch, _last, recent = ctx.state.producer_state.get(key, (batch.producer_epoch, -1, []))
-    recent = (recent + [(batch.base_sequence, base)])[-5:]
-    ctx.state.producer_state[key] = (batch.producer_epoch, batch.base_sequence + batch.last_offset_delta, recent)
+    return plog.producer_duplicate(batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                                   batch.last_offset_delta)
 
 
 @register(0, 0, 11, parse_min=3)
@@ -178,14 +136,12 @@ def produce(req: Any, ctx: RequestContext) -> dict | None:
                 plog = ctx.log_manager.get_log(name, pd.index)
                 data = pd.records or b""
                 first = RecordBatch(data) if len(data) >= 61 and data[16] == 2 else None
-                duplicate = _check_sequence(ctx, name, pd.index, first) if first is not None else None
+                duplicate = _check_sequence(plog, first) if first is not None else None
                 if duplicate is not None:
                     result.update(base_offset=duplicate, log_start_offset=plog.log_start_offset)
                 else:
-                    info = plog.append(data)
+                    info = plog.append(data)  # also records the batch in the partition's producer state
                     appended = True
-                    if first is not None:
-                        _remember_sequence(ctx, name, pd.index, first, info.first_offset)
                     result.update(base_offset=info.first_offset, log_append_time=info.log_append_time,
                                   log_start_offset=info.log_start_offset)
             except Exception as exc:  # every partition gets its own error code

@@ -47,7 +47,6 @@ class BrokerState:
     credentials: Any = None  # the SCRAM CredentialStore (Describe/AlterUserScramCredentials)
     # Producer ids must not repeat across restarts: start from the clock (ms), as unique as Kafka's blocks.
     producer_ids: itertools.count = field(default_factory=lambda: itertools.count(int(time.time() * 1000)))
-    producer_state: dict = field(default_factory=dict)  # (topic, partition, pid) -> (epoch, last seq, offsets)
 
     @property
     def node_id(self) -> int:

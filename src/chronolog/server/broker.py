@@ -169,8 +169,6 @@ class Broker:
         if authorizer is not None:
             self.state.authorizer = authorizer
         self.state.credentials = self.credentials  # Describe/AlterUserScramCredentials
-        from chronolog.protocol.core import rebuild_producer_state
-        await asyncio.to_thread(rebuild_producer_state, self.state)
         loop = asyncio.get_running_loop()
         try:
             for listener in listeners:

@@ -57,6 +57,12 @@ from chronolog.records.batch import (
 )
 from chronolog.records.batch import HEADER as BATCH_HEADER
 from chronolog.storage.minima import MINIMA_SUFFIX
+from chronolog.storage.producers import (
+    SNAPSHOT_SUFFIX,
+    ProducerStates,
+    delete_snapshot,
+    increment_sequence,
+)
 from chronolog.storage.readonly import FilesSegment, ReadOnlyFiles, segment_bases
 from chronolog.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, TIME_TABLES, FoundTimestamp, LogSegment
 
@@ -67,6 +73,8 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LEADER_EPOCH = 0
+PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms (KIP-854)
+_PRODUCER_SCAN_SEGMENTS = 2  # without a snapshot: the producers of the newest segments are rebuilt
 _LOG_TOKENS = itertools.count()
 
 
@@ -139,18 +147,24 @@ class PartitionLog:
         self._jitter = 0
         self._closed = False
         self._segments_version = 0  # bumped whenever the segment list or an inactive segment changes
+        self.producers = ProducerStates()  # idempotent producers (storage.producers); loaded by `open`
+        self.producer_expiration_ms = PRODUCER_ID_EXPIRATION_MS
 
     # -- opening ------------------------------------------------------------------------------------
     @classmethod
     def open(cls, directory: Path, config: TopicConfig | None = None, *, recover: bool = True,
-             recovery_point: int = 0, log_start_offset: int = 0, now: int | None = None) -> PartitionLog:
+             recovery_point: int = 0, log_start_offset: int = 0, now: int | None = None,
+             producer_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> PartitionLog:
         """Open or create a partition directory. With `recover`, segments from the recovery point on are
-        validated: a torn tail is truncated, later segments dropped, indexes rebuilt (`LogLoader`)."""
+        validated: a torn tail is truncated, later segments dropped, indexes rebuilt (`LogLoader`). Then
+        the idempotent producers' state is loaded (`_load_producers`)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         plog = cls(directory, config or TopicConfig())
+        plog.producer_expiration_ms = producer_expiration_ms
         plog._load(recover=recover, recovery_point=recovery_point)
         plog.log_start_offset = max(log_start_offset, plog.segments[0].base_offset)
+        plog._load_producers(now_ms() if now is None else now)
         # LogLoader: after a clean stop everything is durable (recovery point = LEO); after recovery the
         # checkpoint stays, so data that was only in the page cache is validated again after another crash.
         plog.recovery_point = min(max(recovery_point, plog.log_start_offset), plog._next_offset) if recover \
@@ -196,7 +210,8 @@ class PartitionLog:
     def _load(self, recover: bool, recovery_point: int) -> None:
         for entry in list(self.dir.iterdir()):
             # Leftovers of deletions and of interrupted index swaps go first (`LogLoader.removeTempFiles`).
-            if entry.name.endswith((DELETED_SUFFIX, ".cleaned", ".swap", MINIMA_SUFFIX + ".tmp")):
+            if entry.name.endswith((DELETED_SUFFIX, ".cleaned", ".swap", MINIMA_SUFFIX + ".tmp",
+                                    SNAPSHOT_SUFFIX + ".tmp")):
                 entry.unlink(missing_ok=True)
         bases = self._segment_bases()
         for entry in self.dir.glob("*" + MINIMA_SUFFIX):
@@ -240,6 +255,49 @@ class PartitionLog:
         """`LogConfig.randomSegmentJitter`: uniform in [0, min(segment.jitter.ms, segment.ms))."""
         bound = min(self.config.segment_jitter_ms, self.config.segment_ms)
         return random.randrange(bound) if bound > 0 else 0
+
+    def _load_producers(self, now: int) -> None:
+        """The producers' state as of the log end: the newest snapshot at or below it, then the batches
+        after it (`LogLoader` / `UnifiedLog.rebuildProducerState`). With no snapshot (a data dir written
+        before chronolog kept them, or copied from elsewhere) the newest segments are read instead;
+        Kafka reads from the log start when it was not shut down cleanly. Producers idle for
+        `producer.id.expiration.ms` are left out."""
+        loaded = self.producers.load_snapshot(self.dir, self.log_start_offset, self._next_offset, now,
+                                              self.producer_expiration_ms)
+        if loaded is None:
+            loaded = self.segments[-_PRODUCER_SCAN_SEGMENTS:][0].base_offset
+        self._replay_producers(loaded)
+        self.producers.expire(now, self.producer_expiration_ms)
+
+    def _replay_producers(self, start: int) -> None:
+        """Update the producers' state with every batch from offset `start` to the log end."""
+        for i in range(self._segment_for(max(start, self.segments[0].base_offset)), len(self.segments)):
+            seg = self.segments[i]
+            pos = seg.offset_index.lookup(start).position if start > seg.base_offset else 0
+            for _pos, batch in seg.batches_from(pos):
+                if (batch.magic == 2 and batch.producer_id >= 0 and not batch.is_control
+                        and batch.last_offset >= start):
+                    self.producers.update(batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                                          batch.base_offset, batch.last_offset, batch.max_timestamp)
+
+    def producer_duplicate(self, producer_id: int, epoch: int, base_sequence: int, last_offset_delta: int
+                           ) -> int | None:
+        """For a producer's batch before it is appended: the first offset it was already written at (a
+        retry), else None; raises on a fenced epoch or a gap in the sequence (`ProducerStates.duplicate_of`)."""
+        with self.lock:
+            return self.producers.duplicate_of(producer_id, epoch, base_sequence,
+                                               increment_sequence(base_sequence, last_offset_delta))
+
+    def expire_producers(self, now: int | None = None) -> int:
+        """Forget producers idle for `producer.id.expiration.ms` (the log manager calls this every
+        `producer.id.expiration.check.interval.ms`)."""
+        with self.lock:
+            return self.producers.expire(now_ms() if now is None else now, self.producer_expiration_ms)
+
+    def _snapshot_producers(self, *, sync: bool = False) -> None:
+        """A snapshot at the log end, unless one is there already (`ProducerStateManager.takeSnapshot`)."""
+        if self.writable and not (self.dir / f"{self._next_offset:020d}{SNAPSHOT_SUFFIX}").exists():
+            self.producers.write_snapshot(self.dir, self._next_offset, sync=sync)
 
     # -- properties ---------------------------------------------------------------------------------
     @property
@@ -297,6 +355,7 @@ class PartitionLog:
             max_ts, offset_of_max = -1, -1
             min_ts: int | None = None  # smallest record timestamp appended, for the segment's minima sidecar
             count = 0
+            producer_batches = []  # (id, epoch, first sequence, first offset, last offset, max timestamp)
             cfg = self.config
             log_append = cfg.log_append_time
             topic_codec = _topic_codec(cfg.compression_type)
@@ -348,6 +407,9 @@ class PartitionLog:
                     if header.max_timestamp != batch_max or header.timestamp_type != TimestampType.CREATE_TIME:
                         set_max_timestamp(data, 0, TimestampType.CREATE_TIME, batch_max)
                 last = offset + n_records - 1
+                if batch.magic == 2 and batch.producer_id >= 0 and not batch.is_control:
+                    producer_batches.append((batch.producer_id, batch.producer_epoch, batch.base_sequence, offset,
+                                             last, batch_max))
                 low = batch_max if log_append else lo
                 min_ts = low if min_ts is None or low < min_ts else min_ts
                 if batch_max > max_ts:
@@ -360,6 +422,8 @@ class PartitionLog:
             self._maybe_roll(len(out), max_ts, offset - 1, now)
             self.active.append(offset - 1, max_ts, offset_of_max, out, min_ts)
             self._next_offset = offset
+            for producer in producer_batches:
+                self.producers.update(*producer)
             self._unflushed_messages += count
             if self._unflushed_messages >= cfg.flush_messages:
                 self.flush()
@@ -427,6 +491,8 @@ class PartitionLog:
             self._maybe_roll(len(buf), max_ts, last, now)
             self.active.append(last, max_ts, offset_of_max, data, batch_max if log_append else lo, head=head)
             self._next_offset = last + 1
+            if h[9] >= 0 and not attributes & CONTROL_MASK:
+                self.producers.update(h[9], h[10], h[11], offset, last, batch_max)
             self._unflushed_messages += n_records
             if self._unflushed_messages >= cfg.flush_messages:
                 self.flush()
@@ -462,6 +528,7 @@ class PartitionLog:
                 return self.active
             self.active.on_become_inactive()  # also writes its minima sidecar
             self.active.flush()
+            self._snapshot_producers()  # at the new segment's base offset, as Kafka's roll does
             seg = self._new_segment(self._next_offset)
             seg.start_minima()
             self.active.is_last = False
@@ -683,6 +750,7 @@ class PartitionLog:
             for seg in deletable:
                 self.segments.remove(seg)
                 self._schedule_delete(seg)
+                delete_snapshot(self.dir, seg.base_offset)  # the snapshot taken when it was rolled in
             self._segments_version += 1
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
             log.info("%s-%d: deleted %d segment(s) by %s; log start offset %d", self.topic, self.partition,
@@ -745,6 +813,7 @@ class PartitionLog:
             self._next_offset = max(offset, self.active.base_offset)
             self.log_start_offset = min(self.log_start_offset, self._next_offset)
             self.recovery_point = min(self.recovery_point, self._next_offset)
+            self._load_producers(now_ms())  # `ProducerStateManager.truncateAndReload`
 
     # -- flush and close ----------------------------------------------------------------------------
     def flush(self) -> None:
@@ -770,6 +839,7 @@ class PartitionLog:
                 return
             if self.writable:
                 self.flush()
+                self._snapshot_producers(sync=True)  # at the log end, as Kafka's close does
             for seg in self.segments:
                 seg.close()
             self._closed = True

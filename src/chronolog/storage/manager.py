@@ -82,7 +82,8 @@ class LogManager:
             key = (topic, partition)
             self._logs[key] = PartitionLog.open(
                 entry, self.topic_config(topic), recover=not clean,
-                recovery_point=recovery.get(key, 0), log_start_offset=starts.get(key, 0))
+                recovery_point=recovery.get(key, 0), log_start_offset=starts.get(key, 0),
+                producer_expiration_ms=self.broker_config["producer.id.expiration.ms"])
         for topic, meta in self._topics.items():
             for p in range(meta["partitions"]):
                 if (topic, p) not in self._logs:
@@ -135,7 +136,8 @@ class LogManager:
 
     def _create_log(self, topic: str, partition: int) -> PartitionLog:
         directory = self.data_dir / f"{topic}-{partition}"
-        plog = PartitionLog.open(directory, self.topic_config(topic))
+        plog = PartitionLog.open(directory, self.topic_config(topic),
+                                 producer_expiration_ms=self.broker_config["producer.id.expiration.ms"])
         meta = directory / "partition.metadata"
         if not meta.exists():
             # Kafka's PartitionMetadataFile: two lines, no trailing newline.
@@ -270,13 +272,18 @@ class LogManager:
         cfg = self.broker_config
         retention_every = cfg["log.retention.check.interval.ms"]
         checkpoint_every = cfg["log.flush.offset.checkpoint.interval.ms"]
-        last_retention = last_checkpoint = now_ms()
-        while not self._stop.wait(min(1.0, retention_every / 1000.0)):
+        expiration_every = cfg["producer.id.expiration.check.interval.ms"]
+        last_retention = last_checkpoint = last_expiration = now_ms()
+        while not self._stop.wait(min(1.0, retention_every / 1000.0, expiration_every / 1000.0)):
             now = now_ms()
             try:
                 if now - last_retention >= retention_every:
                     self.run_retention_once(now)
                     last_retention = now
+                if now - last_expiration >= expiration_every:
+                    for plog in self.logs().values():
+                        plog.expire_producers(now)
+                    last_expiration = now
                 for plog in self.logs().values():
                     plog.maybe_flush(now)
                 if now - last_checkpoint >= checkpoint_every:
