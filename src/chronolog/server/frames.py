@@ -12,13 +12,13 @@ librdkafka batch) and doubles as bytes arrive, so a size prefix alone never rese
 Like Kafka's muted channels, nothing past the frame asked for is interpreted before it is asked for: the
 size limit in force when a frame is read (which depends on whether SASL has completed) is the one checked,
 and when the scratch buffer is full the protocol stops reading the socket until the next frame is asked
-for. `StreamWriter` writes, with the flow control it expects (`FlowControlMixin`).
+for. `StreamWriter` writes, with the flow control it expects (`WriteFlow`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from asyncio.streams import FlowControlMixin
+import collections
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -35,13 +35,56 @@ class FrameSizeError(Exception):
         self.size = size
 
 
-class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
+class WriteFlow:
+    """What `asyncio.StreamWriter` needs of its protocol: `drain` waits while the transport has paused
+    writing, and fails once the connection is lost. asyncio's own `FlowControlMixin` does this but is an
+    `asyncio.Protocol`, and an event loop may then treat the connection as a plain Protocol (uvloop
+    does: it calls `data_received`, never `get_buffer`)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._paused = False
+        self._drain_waiters: collections.deque[asyncio.Future] = collections.deque()
+        self._connection_lost = False
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        for waiter in self._drain_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._connection_lost = True
+        for waiter in self._drain_waiters:
+            if not waiter.done():
+                if exc is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(exc)
+
+    async def _drain_helper(self) -> None:
+        if self._connection_lost:
+            raise ConnectionResetError("Connection lost")
+        if not self._paused:
+            return
+        waiter = self._loop.create_future()
+        self._drain_waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            self._drain_waiters.remove(waiter)
+
+
+class FrameReader(WriteFlow, asyncio.BufferedProtocol):
     """One connection: `read_frame` returns its frames in order; `connection_made` starts
     `serve(self)` as the connection's task."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop,
                  serve: Callable[[FrameReader], Coroutine[Any, Any, None]]) -> None:
-        FlowControlMixin.__init__(self, loop)
+        WriteFlow.__init__(self, loop)
         self._serve = serve
         self.transport: asyncio.Transport | None = None
         self.task: asyncio.Task | None = None
@@ -69,8 +112,14 @@ class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
         """After `loop.start_tls`: the TLS transport replaces the TCP one."""
         self.transport = transport
 
+    def _filling_frame(self) -> bool:
+        """Bytes go into the large frame being read. Once it is whole, later bytes are the next frame's
+        and go to scratch (empty since the large frame began), even before the reader has taken it: an
+        event loop may read again at once (uvloop does; asyncio's runs the waiting reader first)."""
+        return self._frame_view is not None and self._filled < self._frame_size
+
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame_view is not None:
+        if self._filling_frame():
             return self._frame_view[self._filled:]
         if self._end == len(self._scratch):
             self._compact()
@@ -78,7 +127,7 @@ class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active = self._loop.time()
-        if self._frame is not None:
+        if self._filling_frame():
             self._filled += nbytes
             if self._filled < len(self._frame):
                 return  # the reader waits for the whole frame, or for its buffer to be full
