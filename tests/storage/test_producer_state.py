@@ -226,3 +226,25 @@ def test_entries_keep_kafka_fields_they_do_not_use():
     states.producers[PID] = ProducerEntry(PID, 3, [BatchMetadata(9, 50, 2, NOW)], NOW, coordinator_epoch=4)
     (e,) = ProducerStates.from_bytes(states.to_bytes())
     assert (e.epoch, e.batches, e.coordinator_epoch, e.txn_first_offset) == (3, [BatchMetadata(9, 50, 2, NOW)], 4, -1)
+
+
+def test_the_log_manager_forgets_expired_producers_on_its_schedule(tmp_path):
+    from chronolog.config import BrokerConfig
+    from chronolog.storage import LogManager
+
+    manager = LogManager(tmp_path, BrokerConfig({"producer.id.expiration.ms": "2000",
+                                                 "producer.id.expiration.check.interval.ms": "100"}))
+    manager.startup()
+    try:
+        manager.create_topic("t", 1)
+        now = int(time.time() * 1000)
+        plog = manager.get_log("t", 0)
+        plog.append(idempotent(PID, 0, ts=now - 1500))
+        plog.append(idempotent(OTHER, 0, ts=now + 60_000))
+        assert set(plog.producers.producers) == {PID, OTHER}
+        deadline = time.monotonic() + 10
+        while PID in plog.producers.producers and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert set(plog.producers.producers) == {OTHER}
+    finally:
+        manager.shutdown()
