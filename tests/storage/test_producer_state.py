@@ -248,3 +248,27 @@ def test_the_log_manager_forgets_expired_producers_on_its_schedule(tmp_path):
         assert set(plog.producers.producers) == {OTHER}
     finally:
         manager.shutdown()
+
+
+def test_a_snapshot_that_cannot_be_written_does_not_stop_appends(tmp_path, monkeypatch, caplog):
+    plog = open_log(tmp_path, segment_bytes=2000)
+
+    def refuse(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ProducerStates, "write_snapshot", refuse)
+    for i in range(6):  # rolls, each trying a snapshot
+        plog.append(idempotent(PID, 3 * i), now=NOW)
+    assert len(plog.segments) > 2 and snapshot_offsets(plog.dir) == []
+    assert "not written" in caplog.text
+    plog.close()
+    monkeypatch.undo()
+    again = reopen(plog)  # no snapshot: the newest segments are read
+    assert again.producer_duplicate(PID, 0, 15, 2) == again.log_end_offset - 3
+    again.close()
+
+
+def test_an_empty_log_writes_no_snapshot(tmp_path):
+    plog = open_log(tmp_path)
+    plog.close()
+    assert snapshot_offsets(plog.dir) == []

@@ -295,9 +295,18 @@ class PartitionLog:
             return self.producers.expire(now_ms() if now is None else now, self.producer_expiration_ms)
 
     def _snapshot_producers(self, *, sync: bool = False) -> None:
-        """A snapshot at the log end, unless one is there already (`ProducerStateManager.takeSnapshot`)."""
-        if self.writable and not (self.dir / f"{self._next_offset:020d}{SNAPSHOT_SUFFIX}").exists():
+        """A snapshot at the log end, unless one is there already or the log is empty
+        (`ProducerStateManager.takeSnapshot`). A snapshot that cannot be written is logged and skipped:
+        it only makes the next start replay more of the log, and must not stop a roll or a close."""
+        if not self.writable or self._next_offset <= self.log_start_offset:
+            return
+        if (self.dir / f"{self._next_offset:020d}{SNAPSHOT_SUFFIX}").exists():
+            return
+        try:
             self.producers.write_snapshot(self.dir, self._next_offset, sync=sync)
+        except OSError as exc:
+            log.error("%s-%d: producer snapshot at offset %d not written: %s", self.topic, self.partition,
+                      self._next_offset, exc)
 
     # -- properties ---------------------------------------------------------------------------------
     @property
