@@ -162,11 +162,11 @@ def test_connection_quotas(tmp_path):
     broker = Broker(tmp_path, configs={"max.connections.per.ip": "2", "max.connections": "4",
                                        "max.connections.per.ip.overrides": "127.0.0.2:1,10.0.0.1:3"})
     broker._per_ip.update({"127.0.0.1": 2, "127.0.0.2": 1, "10.0.0.1": 1})
-    broker._total = 4
+    broker._readers.update(object() for _ in range(4))  # four open connections
     assert "maximum of 2" in broker._admit("127.0.0.1")
     assert "maximum of 1" in broker._admit("127.0.0.2")
     assert "broker already has" in broker._admit("10.0.0.1")  # its own limit is 3, the broker's is reached
-    broker._total = 3
+    broker._readers.pop()
     assert broker._admit("10.0.0.1") is None and broker._admit("10.9.9.9") is None
     with pytest.raises(ChronologError, match="overrides"):
         Broker(tmp_path, configs={"max.connections.per.ip.overrides": "127.0.0.1"})

@@ -143,7 +143,6 @@ class Broker:
         self._readers: set[FrameReader] = set()  # admitted connections; each one's task is `.task`
         self._idle_reaper: asyncio.Task | None = None
         self._per_ip: Counter[str] = Counter()
-        self._total = 0
         self._max_total = int(self.config["max.connections"])
         self._max_per_ip = int(self.config["max.connections.per.ip"])
         self._ip_overrides = _parse_ip_overrides(self.config["max.connections.per.ip.overrides"])
@@ -293,7 +292,7 @@ class Broker:
         limit = self._ip_overrides.get(ip, self._max_per_ip)
         if self._per_ip[ip] >= limit:
             return f"address already has the configured maximum of {limit} connections"
-        if self._total >= self._max_total:
+        if len(self._readers) >= self._max_total:
             return f"the broker already has the configured maximum of {self._max_total} connections"
         return None
 
@@ -308,7 +307,6 @@ class Broker:
             frames.transport.abort()
             return
         self._per_ip[ip] += 1
-        self._total += 1
         self._readers.add(frames)
         try:
             conn = await self._open(listener, frames, ip)
@@ -319,7 +317,6 @@ class Broker:
             self._per_ip[ip] -= 1
             if self._per_ip[ip] <= 0:
                 del self._per_ip[ip]
-            self._total -= 1
             self._readers.discard(frames)
             with contextlib.suppress(Exception):
                 frames.transport.close()
