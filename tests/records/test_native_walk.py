@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chronolog.errors import InvalidRecordError
+from chronolog.native import load_native
 from chronolog.records import RecordBatch, SimpleRecord, build_batch, crc32c
 from chronolog.records import batch as batch_module
 from chronolog.records.batch import HEADER_SIZE
@@ -242,9 +243,9 @@ def test_the_append_path_uses_it_and_the_switch_turns_it_off(monkeypatch):
     assert RecordBatch(buf).scan_timestamps() == (BASE_TS, BASE_TS + 4, 5)
     assert calls == [5]
     monkeypatch.setenv("CHRONOLOG_PURE_PYTHON", "1")
-    assert batch_module._load_native_scan() is None
+    assert load_native("chronolog.records._walk", "scan_timestamps") is None
     monkeypatch.setenv("CHRONOLOG_PURE_PYTHON", "")
-    assert batch_module._load_native_scan() is native.scan_timestamps
+    assert load_native("chronolog.records._walk", "scan_timestamps") is native.scan_timestamps
     assert crc32c(buf[21:]) == struct.unpack_from(">I", buf, 17)[0]
 
 

@@ -10,7 +10,6 @@ touching it, while max timestamp and attributes need it recomputed — never a r
 from __future__ import annotations
 
 import bisect
-import os
 import struct
 from array import array
 from collections.abc import Iterable, Iterator
@@ -20,6 +19,7 @@ from enum import IntEnum
 import crc32c as _crc32c
 
 from chronolog.errors import CorruptMessageError, InvalidRecordError
+from chronolog.native import load_native
 from chronolog.records.compression import DEFAULT_MAX_DECOMPRESSED, CompressionType, compress, decompress
 from chronolog.records.varint import read_raw_varint as _raw_varint
 from chronolog.records.varint import read_varint, write_varint
@@ -431,21 +431,10 @@ class RecordBatch:
                 f"compression={self.compression.name}, size={self.size_in_bytes})")
 
 
-def _load_native_scan():
-    """The C walk (`_walk.c`), built by `pip install` where a compiler is available: the Python walk's
-    (min, max) for every body Python accepts, None for every body it rejects (Python then raises the
-    precise error), False for the one valid case C cannot hold (a timestamp delta beyond 64 bits).
-    CHRONOLOG_PURE_PYTHON=1 turns it off, for tests and benchmarks of the Python path."""
-    if os.environ.get("CHRONOLOG_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        from chronolog.records._walk import scan_timestamps as native
-    except ImportError:
-        return None
-    return native
-
-
-_native_scan = _load_native_scan()
+# The C walk (`_walk.c`): the Python walk's (min, max) for every body Python accepts, None for every body it
+# rejects (Python then raises the precise error), False for the one valid case C cannot hold (a timestamp
+# delta beyond 64 bits).
+_native_scan = load_native("chronolog.records._walk", "scan_timestamps")
 NATIVE_WALK = _native_scan is not None
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from chronolog.errors import CorruptMessageError, InvalidRecordError, KafkaError
+from chronolog.native import load_native
 from chronolog.records import HEADER_SIZE, AnyBatch, LegacyBatch, RecordBatch, iter_batches
 from chronolog.records.batch import HEADER as BATCH_HEADER
 from chronolog.records.batch import TIMESTAMP_TYPE_MASK, TimestampTable
@@ -773,19 +774,8 @@ def _best_minima(seg: LogSegment, from_file: SegmentMinima | None) -> SegmentMin
 _WALK_FIELDS = struct.Struct(">qi4xb6xi8xq")
 
 
-def _load_native_batch_end():
-    """`_headers.batch_end` (C, built where a compiler is available; CHRONOLOG_PURE_PYTHON=1 turns it
-    off): fetch_range's header walk with exactly the Python walk's answers."""
-    if os.environ.get("CHRONOLOG_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        from chronolog.storage._headers import batch_end
-    except ImportError:
-        return None
-    return batch_end
-
-
-_native_batch_end = _load_native_batch_end()
+# `_headers.batch_end` (C): fetch_range's header walk with exactly the Python walk's answers.
+_native_batch_end = load_native("chronolog.storage._headers", "batch_end")
 
 
 class _HeaderReader:
