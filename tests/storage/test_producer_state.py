@@ -272,3 +272,23 @@ def test_an_empty_log_writes_no_snapshot(tmp_path):
     plog = open_log(tmp_path)
     plog.close()
     assert snapshot_offsets(plog.dir) == []
+
+
+@pytest.mark.parametrize("codec", ["producer", "gzip"])  # gzip: the topic recompresses (append's general loop)
+def test_append_answers_a_retry_with_the_first_writes_offsets_and_writes_nothing(tmp_path, codec):
+    plog = open_log(tmp_path, compression_type=codec)
+    first = plog.append(idempotent(PID, 0), now=NOW)
+    plog.append(idempotent(OTHER, 0), now=NOW)
+    end, size = plog.log_end_offset, plog.size
+    retry = plog.append(idempotent(PID, 0), now=NOW)
+    assert retry.duplicate and (retry.first_offset, retry.last_offset) == (first.first_offset, first.last_offset)
+    assert (plog.log_end_offset, plog.size) == (end, size)
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        plog.append(idempotent(PID, 9), now=NOW)
+    assert (plog.log_end_offset, plog.size) == (end, size)
+    assert not plog.append(idempotent(PID, 0, epoch=1), now=NOW).duplicate  # a new epoch: written
+    end, size = plog.log_end_offset, plog.size
+    with pytest.raises(InvalidProducerEpochError):
+        plog.append(idempotent(PID, 3, epoch=0), now=NOW)
+    assert (plog.log_end_offset, plog.size) == (end, size)
+    plog.close()

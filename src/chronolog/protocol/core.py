@@ -26,7 +26,6 @@ from chronolog.errors import (
 )
 from chronolog.protocol import codec
 from chronolog.protocol.registry import HANDLERS, RequestContext, register
-from chronolog.records import RecordBatch
 from chronolog.storage.log import LEADER_EPOCH
 
 INTERNAL_TOPICS: frozenset[str] = frozenset()
@@ -106,17 +105,6 @@ def metadata(req: Any, ctx: RequestContext) -> dict:
 
 
 # -- Produce -----------------------------------------------------------------------------------------
-def _check_sequence(plog, batch: RecordBatch) -> int | None:
-    """Idempotent producers (KIP-98): a retried batch is answered with its first offset and not written
-    again; a gap in sequence numbers is OUT_OF_ORDER_SEQUENCE_NUMBER, a fenced epoch INVALID_PRODUCER_EPOCH.
-    The state is the partition's (`storage.producers`), kept across restarts by its snapshot files.
-    Returns the duplicate's offset."""
-    if batch.producer_id < 0:
-        return None
-    return plog.producer_duplicate(batch.producer_id, batch.producer_epoch, batch.base_sequence,
-                                   batch.last_offset_delta)
-
-
 @register(0, 0, 11, parse_min=3)
 def produce(req: Any, ctx: RequestContext) -> dict | None:
     acks = int(req.acks)
@@ -134,16 +122,13 @@ def produce(req: Any, ctx: RequestContext) -> dict | None:
                 if not ctx.allowed("write", "topic", name):
                     raise KafkaError("not authorized to write", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 plog = ctx.log_manager.get_log(name, pd.index)
-                data = pd.records or b""
-                first = RecordBatch(data) if len(data) >= 61 and data[16] == 2 else None
-                duplicate = _check_sequence(plog, first) if first is not None else None
-                if duplicate is not None:
-                    result.update(base_offset=duplicate, log_start_offset=plog.log_start_offset)
-                else:
-                    info = plog.append(data)  # also records the batch in the partition's producer state
-                    appended = True
-                    result.update(base_offset=info.first_offset, log_append_time=info.log_append_time,
-                                  log_start_offset=info.log_start_offset)
+                # An idempotent producer's retry is answered with its first write's offset and not written
+                # again; a sequence gap or a fenced epoch raises (the partition's producer state, kept
+                # across restarts by `storage.producers`).
+                info = plog.append(pd.records or b"")
+                appended = appended or not info.duplicate
+                result.update(base_offset=info.first_offset, log_append_time=info.log_append_time,
+                              log_start_offset=info.log_start_offset)
             except Exception as exc:  # every partition gets its own error code
                 result.update(error_code=error_of(exc), error_message=str(exc)[:500])
             parts.append(result)

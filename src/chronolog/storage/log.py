@@ -91,6 +91,7 @@ class AppendInfo:
     log_append_time: int
     log_start_offset: int
     records_count: int
+    duplicate: bool = False  # a producer's retry: nothing was written, the offsets are its first write's
 
 
 @dataclass(frozen=True)
@@ -280,13 +281,24 @@ class PartitionLog:
                     self.producers.update(batch.producer_id, batch.producer_epoch, batch.base_sequence,
                                           batch.base_offset, batch.last_offset, batch.max_timestamp)
 
+    def _retried(self, producer_id: int, epoch: int, base_sequence: int, last_offset_delta: int
+                 ) -> AppendInfo | None:
+        """A client's batch that its producer already wrote (`UnifiedLog.analyzeAndValidateProducerState`):
+        the first write's offsets, and nothing is appended. A fenced epoch or a gap in the sequence raises
+        (`ProducerStates.duplicate_of`). Called under the lock, so the check and the append are one step."""
+        first = self.producers.duplicate_of(producer_id, epoch, base_sequence,
+                                            increment_sequence(base_sequence, last_offset_delta))
+        if first is None:
+            return None
+        return AppendInfo(first, first + last_offset_delta, -1, -1, -1, self.log_start_offset, 0, duplicate=True)
+
     def producer_duplicate(self, producer_id: int, epoch: int, base_sequence: int, last_offset_delta: int
                            ) -> int | None:
-        """For a producer's batch before it is appended: the first offset it was already written at (a
-        retry), else None; raises on a fenced epoch or a gap in the sequence (`ProducerStates.duplicate_of`)."""
+        """The first offset a producer's batch was already written at (a retry), else None; raises as
+        `append` would (for tools and tests: `append` checks this itself)."""
         with self.lock:
-            return self.producers.duplicate_of(producer_id, epoch, base_sequence,
-                                               increment_sequence(base_sequence, last_offset_delta))
+            retry = self._retried(producer_id, epoch, base_sequence, last_offset_delta)
+            return None if retry is None else retry.first_offset
 
     def expire_producers(self, now: int | None = None) -> int:
         """Forget producers idle for `producer.id.expiration.ms` (the log manager calls this every
@@ -397,6 +409,11 @@ class PartitionLog:
                                 f"(now {now}, message.timestamp.before.max.ms {before}, after.max.ms {after})")
                     if lo == -1 and batch_max != -1:
                         self._check_each_timestamp(batch, now, before, after)
+                if origin_client and batch.magic == 2 and batch.producer_id >= 0 and not batch.is_control:
+                    retry = self._retried(batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                                          batch.last_offset_delta)
+                    if retry is not None:
+                        return retry  # the only batch (a client sends one per partition)
                 codec = batch.compression if topic_codec is None else topic_codec
                 if codec != batch.compression:
                     # A codec change is the one case that recompresses (LogValidator).
@@ -478,6 +495,10 @@ class PartitionLog:
                             f"(now {now}, message.timestamp.before.max.ms {before}, after.max.ms {after})")
                 if lo == -1 and batch_max != -1:
                     self._check_each_timestamp(RecordBatch(buf), now, before, after)
+            if h[9] >= 0 and origin_client and not attributes & CONTROL_MASK:
+                retry = self._retried(h[9], h[10], h[11], h[6])
+                if retry is not None:
+                    return retry
             offset = self._next_offset
             wrong_max = h[8] != batch_max or attributes & TIMESTAMP_TYPE_MASK
             if log_append or wrong_max or len(buf) < _COPY_BELOW:
