@@ -48,6 +48,13 @@ def test_kafka_written_snapshots_read_and_rewrite_to_the_same_bytes(kafka_segmen
         states = ProducerStates()
         states.producers = {x.producer_id: x for x in entries}
         assert states.to_bytes() == data
+        # What Kafka wrote in it is the last batch below the snapshot's offset, as the .log holds it.
+        at = int(path.name.split(".")[0])
+        (last,) = [b for b in PartitionLog.open_readonly(kafka_segments_dir).read_batches(at - 1, at)]
+        meta = e.batches[-1]
+        assert (last.producer_id, last.producer_epoch, last.last_offset, last.max_timestamp) == (
+            e.producer_id, e.epoch, meta.last_offset, meta.timestamp) and meta.last_offset == at - 1
+        assert (last.base_sequence, last.base_sequence + last.last_offset_delta) == (meta.first_seq, meta.last_seq)
 
 
 def test_an_empty_snapshot_is_ten_bytes_as_in_kafka():

@@ -172,6 +172,23 @@ def test_dump_log_verifies_kafka_files_and_reports_a_corrupted_copy(kafka_segmen
     assert [r["file"] for r in json.loads(by_uri.output)] == uris
 
 
+def test_dump_log_prints_kafka_producer_snapshots_and_reports_a_corrupt_one(kafka_segments_dir, tmp_path):
+    snapshot = kafka_segments_dir / "00000000000000022964.snapshot"
+    text = run("dump-log", str(snapshot))
+    assert ("producerId: 0 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong.empty "
+            "lastTimestamp: 1753819244043 firstSequence: 22963 lastSequence: 22963 lastOffset: 22963 "
+            "offsetDelta: 0 timestamp: 1753819244043") in text  # kafka-dump-log.sh's line for this file
+    (report,) = json.loads(run("dump-log", "--json", snapshot.as_uri()))
+    assert report["ok"] and report["producers"][0]["last_offset"] == 22963
+    broken = tmp_path / snapshot.name
+    data = bytearray(snapshot.read_bytes())
+    data[20] ^= 0x10
+    broken.write_bytes(bytes(data))
+    result = subprocess.run([sys.executable, "-m", "chronolog.cli.main", "dump-log", str(broken)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "CRC mismatch" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_dump_log_reads_a_segment_by_uri_with_a_time_window(kafka_segments_dir):
     log = sorted(kafka_segments_dir.glob("*.log"))[-1]
     local = json.loads(run("dump-log", "--json", "--from", "2000-01-01T00:00:00Z", str(log)))

@@ -1,5 +1,5 @@
-"""`chronolog dump-log`: Kafka's kafka-dump-log.sh for `.log`, `.index` and `.timeindex`, with time filters
-and index verification."""
+"""`chronolog dump-log`: Kafka's kafka-dump-log.sh for `.log`, `.index`, `.timeindex` and producer
+`.snapshot` files, with time filters and index verification."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import typer
 from chronolog.cli.common import TIME_HELP, emit_json
 from chronolog.errors import ChronologError
 from chronolog.storage import OffsetIndex, TimeIndex
+from chronolog.storage.producers import CorruptSnapshotError, ProducerStates
 from chronolog.timetravel.dump import (
     base_offset_of,
     index_sanity,
@@ -27,8 +28,8 @@ from chronolog.timetravel.timefmt import format_time, parse_time
 def register(app: typer.Typer) -> None:
     @app.command("dump-log")
     def dump_log(
-        paths: list[str] = typer.Argument(..., help=".log, .index or .timeindex files: local paths or URIs pyarrow "
-                                          "can open (file://, s3://bucket/prefix/..., ...)"),
+        paths: list[str] = typer.Argument(..., help=".log, .index, .timeindex or .snapshot files: local paths or "
+                                          "URIs pyarrow can open (file://, s3://bucket/prefix/..., ...)"),
         verify_index: bool = typer.Option(False, "--verify-index", help="Check every index entry against the .log."),
         index_sanity_check: bool = typer.Option(False, "--index-sanity", help="Only run the index sanity check."),
         from_: str | None = typer.Option(None, "--from", help="Only batches with records at/after this. " + TIME_HELP),
@@ -36,7 +37,8 @@ def register(app: typer.Typer) -> None:
         print_data: bool = typer.Option(False, "--print-data", help="Print every record."),
         as_json: bool = typer.Option(False, "--json"),
     ) -> None:
-        """Print segment files; exit code 1 when verification finds mismatches."""
+        """Print segment files and producer snapshots; exit code 1 when verification finds mismatches or a
+        snapshot is corrupt."""
         t1 = parse_time(from_) if from_ else None
         t2 = parse_time(to) if to else None
         problems = 0
@@ -88,8 +90,11 @@ def _dump_one(shown: str, path: Path, t1: int | None, t2: int | None, print_data
     if path.suffix == ".log":
         output.append(_dump_log(path, t1, t2, print_data, as_json, shown))
         return 0
+    if path.suffix == ".snapshot":
+        output.append(_dump_snapshot(path, as_json, shown))
+        return 0 if output[-1]["ok"] else 1
     if path.suffix not in (".index", ".timeindex"):
-        raise ChronologError(f"{path.name}: expected .log, .index or .timeindex")
+        raise ChronologError(f"{path.name}: expected .log, .index, .timeindex or .snapshot")
     if not (index_sanity_check or verify_index):
         output.append(_dump_index(path, as_json, shown))
         return 0
@@ -154,3 +159,34 @@ def _dump_index(path: Path, as_json: bool, shown: str) -> dict:
             if not as_json:
                 sys.stdout.write(f"timestamp: {e.timestamp} offset: {e.offset}\n")
     return {"file": shown, "entries": entries}
+
+
+def _dump_snapshot(path: Path, as_json: bool, shown: str) -> dict:
+    """A producer snapshot, as kafka-dump-log.sh prints one (`DumpLogSegments.dumpProducerIdSnapshot`):
+    each producer with its last batch. A corrupt file is reported (Kafka prints the error and goes on)."""
+    if not as_json:
+        sys.stdout.write(f"Dumping {shown}\n")
+    try:
+        entries = ProducerStates.from_bytes(path.read_bytes())
+    except CorruptSnapshotError as exc:
+        sys.stderr.write(f"{shown}: {exc}\n")
+        return {"file": shown, "ok": False, "error": str(exc), "producers": []}
+    producers = []
+    for e in entries:
+        last = e.batches[-1] if e.batches else None
+        info = {"producer_id": e.producer_id, "producer_epoch": e.epoch, "coordinator_epoch": e.coordinator_epoch,
+                "current_txn_first_offset": None if e.txn_first_offset < 0 else e.txn_first_offset,
+                "last_timestamp": e.last_timestamp}
+        if last is not None:
+            info.update(first_sequence=last.first_seq, last_sequence=last.last_seq, last_offset=last.last_offset,
+                        offset_delta=last.offset_delta, timestamp=last.timestamp)
+        producers.append(info)
+        if not as_json:
+            txn = "OptionalLong.empty" if e.txn_first_offset < 0 else f"OptionalLong[{e.txn_first_offset}]"
+            line = (f"producerId: {e.producer_id} producerEpoch: {e.epoch} coordinatorEpoch: {e.coordinator_epoch} "
+                    f"currentTxnFirstOffset: {txn} lastTimestamp: {e.last_timestamp} ")
+            if last is not None:
+                line += (f"firstSequence: {last.first_seq} lastSequence: {last.last_seq} lastOffset: "
+                         f"{last.last_offset} offsetDelta: {last.offset_delta} timestamp: {last.timestamp}")
+            sys.stdout.write(line + "\n")
+    return {"file": shown, "ok": True, "producers": producers}
