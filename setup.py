@@ -1,7 +1,8 @@
 """Only the optional C extensions live here; everything else is in pyproject.toml.
 
 `chronolog.records._walk` speeds up the per-record walk of append validation, `chronolog.storage._headers`
-the batch-header walk that finds a fetch's byte range. Both are optional: where no compiler or Python
+the batch-header walk that finds a fetch's byte range and recovery's walk over valid batches. Both are
+optional: where no compiler or Python
 headers exist the build skips them and the pure-Python walks are used (same results)."""
 
 from setuptools import Extension, setup

@@ -1,4 +1,5 @@
-/* The end of a fetch's byte range, found from v2 batch headers read straight from the segment file.
+/* Two walks over v2 batches read straight from a segment file: the end of a fetch's byte range (batch_end),
+ * and recovery's walk over the valid batches (clean_run, below).
  *
  * A Fetch is answered with whole batches sent from the file by sendfile (LogSegment.fetch_range). To know
  * where the range ends, every batch header in it is checked (bytes no reader has looked at are never
@@ -22,6 +23,8 @@
 #include <Python.h>
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define HEADER_SIZE 61
@@ -93,11 +96,204 @@ static PyObject *batch_end(PyObject *self, PyObject *args)
     return PyLong_FromLongLong(result);
 }
 
+/* ---- recovery: the clean run of v2 batches ------------------------------------------------------------
+ *
+ * LogSegment.recover validates every batch (size, CRC-32C, counts, offsets within the segment) and
+ * rebuilds both indexes. In Python that costs about 4 us per batch whatever its size, so a segment of tiny
+ * batches recovered at about 25 MB/s. clean_run walks the same checks over the file, read in chunks with
+ * the GIL released, as far as the batches are v2 and valid, and returns what the Python loop would have
+ * computed up to there: the position where it stopped, the running max timestamp and its offset, the next
+ * expected offset, and the index entries to append. Anything else (a legacy batch, a bad size, magic or
+ * CRC, a torn tail, the end) is left to the Python loop, which carries on from that position exactly as
+ * before; tests/storage/test_native_recovery.py compares the two on clean and damaged segments. */
+
+static uint32_t crc_table[256];
+
+static void crc_table_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+static uint32_t crc32c_table(const uint8_t *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    while (n--)
+        c = crc_table[(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_SSE42_CRC 1
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(const uint8_t *p, size_t n)
+{
+    uint64_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = __builtin_ia32_crc32di(c, v);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--)
+        c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return c32 ^ 0xFFFFFFFFu;
+}
+#endif
+
+static int use_sse42 = 0;
+
+static inline uint32_t crc32c(const uint8_t *p, size_t n)
+{
+#ifdef HAVE_SSE42_CRC
+    if (use_sse42)
+        return crc32c_sse42(p, n);
+#endif
+    return crc32c_table(p, n);
+}
+
+typedef struct {
+    long long last_offset, position, max_ts, max_offset;
+} IndexPoint;
+
+#define CHUNK (1 << 20)
+
+/* Fill buf (cap bytes) with the file from pos, up to end: 0 or an errno. */
+static int refill(int fd, uint8_t *buf, size_t cap, long long pos, long long end, long long *buf_pos,
+                  long long *buf_len)
+{
+    size_t want = (size_t)((end - pos) < (long long)cap ? (end - pos) : (long long)cap);
+    ssize_t got;
+    do {
+        got = pread(fd, buf, want, (off_t)pos);
+    } while (got < 0 && errno == EINTR);
+    if (got < 0)
+        return errno;
+    *buf_pos = pos;
+    *buf_len = got;
+    return 0;
+}
+
+static PyObject *clean_run(PyObject *self, PyObject *args)
+{
+    int fd;
+    long long pos, end, base_offset, interval, last_entry, max_ts, max_offset, expected;
+    if (!PyArg_ParseTuple(args, "iLLLLLLLL", &fd, &pos, &end, &base_offset, &interval, &last_entry, &max_ts,
+                          &max_offset, &expected))
+        return NULL;
+    size_t cap = CHUNK, points_cap = 256, n_points = 0;
+    uint8_t *buf = malloc(cap);
+    IndexPoint *points = malloc(points_cap * sizeof(IndexPoint));
+    if (buf == NULL || points == NULL) {
+        free(buf);
+        free(points);
+        return PyErr_NoMemory();
+    }
+    int error = 0, nomem = 0;
+    Py_BEGIN_ALLOW_THREADS
+    long long buf_pos = pos, buf_len = 0; /* buf holds the file's bytes [buf_pos, buf_pos + buf_len) */
+    for (;;) {
+        if (end - pos < HEADER_SIZE)
+            break;
+        if (pos + HEADER_SIZE > buf_pos + buf_len) {
+            if ((error = refill(fd, buf, cap, pos, end, &buf_pos, &buf_len)) != 0 || buf_len < HEADER_SIZE)
+                break;
+        }
+        const uint8_t *h = buf + (pos - buf_pos);
+        int32_t length = be32(h + 8);
+        if ((int8_t)h[16] != 2 || length < MIN_BATCH_LENGTH)
+            break;
+        long long size = 12 + (long long)length;
+        if (pos + size > end)
+            break;
+        if (pos + size > buf_pos + buf_len) { /* the whole batch is needed for its CRC */
+            if ((size_t)size > cap) {
+                uint8_t *bigger = realloc(buf, (size_t)size);
+                if (bigger == NULL) {
+                    nomem = 1;
+                    break;
+                }
+                buf = bigger;
+                cap = (size_t)size;
+            }
+            if ((error = refill(fd, buf, cap, pos, end, &buf_pos, &buf_len)) != 0 || buf_len < size)
+                break;
+            h = buf;
+        }
+        uint32_t stored = (uint32_t)be32(h + 17);
+        if (crc32c(h + 21, (size_t)(size - 21)) != stored)
+            break;
+        int32_t last_delta = be32(h + 23), count = be32(h + 57);
+        if (count < 0 || last_delta < 0)
+            break;
+        long long last = be64(h) + last_delta;
+        if (last - base_offset < 0 || last - base_offset > 0x7FFFFFFFLL)
+            break;
+        long long batch_max = be64(h + 35);
+        if (batch_max > max_ts) {
+            max_ts = batch_max;
+            max_offset = last;
+        }
+        if (pos - last_entry > interval) {
+            if (n_points == points_cap) {
+                IndexPoint *more = realloc(points, 2 * points_cap * sizeof(IndexPoint));
+                if (more == NULL) {
+                    nomem = 1;
+                    break;
+                }
+                points = more;
+                points_cap *= 2;
+            }
+            points[n_points++] = (IndexPoint){last, pos, max_ts, max_offset};
+            last_entry = pos;
+        }
+        if (last + 1 > expected)
+            expected = last + 1;
+        pos += size;
+    }
+    Py_END_ALLOW_THREADS
+    free(buf);
+    PyObject *result = NULL;
+    if (nomem) {
+        PyErr_NoMemory();
+    } else if (error) {
+        errno = error;
+        PyErr_SetFromErrno(PyExc_OSError);
+    } else {
+        PyObject *list = PyList_New((Py_ssize_t)n_points);
+        if (list != NULL) {
+            for (size_t i = 0; i < n_points; i++) {
+                PyObject *t = Py_BuildValue("(LLLL)", points[i].last_offset, points[i].position, points[i].max_ts,
+                                            points[i].max_offset);
+                if (t == NULL) {
+                    Py_CLEAR(list);
+                    break;
+                }
+                PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+            }
+        }
+        if (list != NULL)
+            result = Py_BuildValue("(LLLLLN)", pos, last_entry, max_ts, max_offset, expected, list);
+    }
+    free(points);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"batch_end", batch_end, METH_VARARGS,
      "batch_end(fd, pos, file_end, budget_end, limit, is_last) -> the end of the whole v2 batches from pos "
      "that fit before budget_end and are based below limit (limit < 0: no limit), or -1 where the Python "
      "header walk would send the caller to the batch-parsing path."},
+    {"clean_run", clean_run, METH_VARARGS,
+     "clean_run(fd, pos, end, base_offset, index_interval, last_entry, max_ts, max_offset, expected) -> "
+     "(stop position, last_entry, max_ts, max_offset, expected, [(last_offset, position, max_ts, max_offset) "
+     "index points]) for the valid v2 batches from pos: recovery's loop up to the first batch it must look "
+     "at itself."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -105,5 +301,10 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_headers", NULL, -1,
 
 PyMODINIT_FUNC PyInit__headers(void)
 {
+    crc_table_init();
+#ifdef HAVE_SSE42_CRC
+    __builtin_cpu_init();
+    use_sse42 = __builtin_cpu_supports("sse4.2");
+#endif
     return PyModule_Create(&module);
 }

@@ -546,7 +546,20 @@ class LogSegment:
         last_entry = 0
         expected = self.base_offset
         start = 0
+        native = _native_clean_run if truncate and self.time_index_style != "max_record" and self._fd >= 0 else None
         while True:
+            if native is not None:
+                # The valid v2 batches from `start`, walked in C with the same checks and bookkeeping as the
+                # loop below; the loop carries on from where C stopped (anything C does not judge itself).
+                stop, last_entry, max_ts, max_off, expected, points = native(
+                    self._fd, start, self.size, self.base_offset, self.index_interval_bytes, last_entry,
+                    self._max_ts.timestamp, self._max_ts.offset, expected)
+                for last_offset, position, ts, off in points:
+                    self.offset_index.append(last_offset, position)
+                    self.time_index.maybe_append(ts, off)
+                if stop > start:
+                    self._max_ts = TimestampOffset(max_ts, max_off)
+                    start = valid = stop
             try:
                 for pos, batch in self.batches_from(start, resync=False):
                     if truncate:
@@ -776,6 +789,8 @@ _WALK_FIELDS = struct.Struct(">qi4xb6xi8xq")
 
 # `_headers.batch_end` (C): fetch_range's header walk with exactly the Python walk's answers.
 _native_batch_end = load_native("chronolog.storage._headers", "batch_end")
+# `_headers.clean_run` (C): recovery's walk over valid v2 batches (`LogSegment._scan`).
+_native_clean_run = load_native("chronolog.storage._headers", "clean_run")
 
 
 class _HeaderReader:
