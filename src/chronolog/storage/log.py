@@ -62,9 +62,17 @@ from chronolog.storage.producers import (
     ProducerStates,
     delete_snapshot,
     increment_sequence,
+    snapshot_path,
 )
 from chronolog.storage.readonly import FilesSegment, ReadOnlyFiles, segment_bases
-from chronolog.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, TIME_TABLES, FoundTimestamp, LogSegment
+from chronolog.storage.segment import (
+    DELETED_SUFFIX,
+    LOG_SUFFIX,
+    TIME_TABLES,
+    FoundTimestamp,
+    LogSegment,
+    offsets_named,
+)
 
 log = logging.getLogger(__name__)
 
@@ -195,11 +203,7 @@ class PartitionLog:
         return plog
 
     def _segment_bases(self) -> list[int]:
-        bases = []
-        for entry in self.dir.iterdir():
-            if entry.name.endswith(LOG_SUFFIX) and entry.name[:-4].isdigit():
-                bases.append(int(entry.name[:-4]))
-        return sorted(bases)
+        return offsets_named((entry.name for entry in self.dir.iterdir()), LOG_SUFFIX)
 
     def _new_segment(self, base: int) -> LogSegment:
         seg = LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
@@ -312,7 +316,7 @@ class PartitionLog:
         it only makes the next start replay more of the log, and must not stop a roll or a close."""
         if not self.writable or self._next_offset <= self.log_start_offset:
             return
-        if (self.dir / f"{self._next_offset:020d}{SNAPSHOT_SUFFIX}").exists():
+        if snapshot_path(self.dir, self._next_offset).exists():
             return
         try:
             self.producers.write_snapshot(self.dir, self._next_offset, sync=sync)

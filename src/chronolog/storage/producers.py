@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-import crc32c as _crc32c
-
 from chronolog.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from chronolog.records import crc32c
+from chronolog.storage.segment import offsets_named, segment_name
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ class ProducerStates:
             body += _ENTRY.pack(pid, e.epoch, last.last_seq if last else -1, last.last_offset if last else -1,
                                 last.offset_delta if last else 0, e.last_timestamp, e.coordinator_epoch,
                                 e.txn_first_offset)
-        struct.pack_into(">I", body, 2, _crc32c.crc32c(bytes(body[_CRC_FROM:])))
+        struct.pack_into(">I", body, 2, crc32c(body[_CRC_FROM:]))
         return bytes(body)
 
     @staticmethod
@@ -154,7 +154,7 @@ class ProducerStates:
             raise CorruptSnapshotError(f"unknown snapshot version {version}")
         if count < 0 or len(data) != _HEAD.size + count * _ENTRY.size:
             raise CorruptSnapshotError(f"{count} entries do not fit {len(data)} bytes")
-        computed = _crc32c.crc32c(data[_CRC_FROM:])
+        computed = crc32c(data[_CRC_FROM:])
         if computed != crc:
             raise CorruptSnapshotError(f"CRC mismatch (stored {crc}, computed {computed})")
         entries = []
@@ -182,10 +182,13 @@ class ProducerStates:
         the next older (`ProducerStateManager.truncateAndReload` / `loadFromSnapshot`); expired producers
         are not loaded."""
         self.producers = {}
+        usable = []
         for offset in snapshot_offsets(directory):
-            if offset > log_end or offset <= log_start:
+            if log_start < offset <= log_end:
+                usable.append(offset)
+            else:
                 delete_snapshot(directory, offset)
-        for offset in reversed(snapshot_offsets(directory)):
+        for offset in reversed(usable):
             path = snapshot_path(directory, offset)
             try:
                 entries = self.from_bytes(path.read_bytes())
@@ -201,17 +204,12 @@ class ProducerStates:
 
 
 def snapshot_path(directory: Path, offset: int) -> Path:
-    return Path(directory) / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+    return Path(directory) / segment_name(offset, SNAPSHOT_SUFFIX)
 
 
 def snapshot_offsets(directory: Path) -> list[int]:
     """Offsets of the snapshot files in a partition directory, ascending."""
-    out = []
-    for entry in Path(directory).iterdir():
-        name = entry.name
-        if name.endswith(SNAPSHOT_SUFFIX) and name[:-len(SNAPSHOT_SUFFIX)].isdigit():
-            out.append(int(name[:-len(SNAPSHOT_SUFFIX)]))
-    return sorted(out)
+    return offsets_named((entry.name for entry in Path(directory).iterdir()), SNAPSHOT_SUFFIX)
 
 
 def delete_snapshot(directory: Path, offset: int) -> None:

@@ -16,7 +16,14 @@ from typing import Protocol
 
 from chronolog.storage.index import OffsetIndex, TimeIndex
 from chronolog.storage.minima import MINIMA_SUFFIX, SegmentMinima
-from chronolog.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_name
+from chronolog.storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    offsets_named,
+    segment_name,
+)
 
 
 class RandomAccess(Protocol):
@@ -42,8 +49,7 @@ class ReadOnlyFiles(Protocol):
 
 
 def segment_bases(files: ReadOnlyFiles) -> list[int]:
-    return sorted(int(n[:-len(LOG_SUFFIX)]) for n in files.names()
-                  if n.endswith(LOG_SUFFIX) and n[:-len(LOG_SUFFIX)].isdigit())
+    return offsets_named(files.names(), LOG_SUFFIX)
 
 
 class FilesSegment(LogSegment):

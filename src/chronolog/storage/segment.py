@@ -14,7 +14,7 @@ import os
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -38,6 +38,12 @@ _FIRST_CHUNK = 16 << 10  # lookups usually need one batch: start small, grow
 
 def segment_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
+
+
+def offsets_named(names: Iterable[str], suffix: str) -> list[int]:
+    """The offsets of the files among `names` that are named `<offset><suffix>` (`segment_name`),
+    ascending (`LogFileUtils.offsetFromFileName`)."""
+    return sorted(int(n[:-len(suffix)]) for n in names if n.endswith(suffix) and n[:-len(suffix)].isdigit())
 
 
 @dataclass(frozen=True)
