@@ -42,6 +42,16 @@ static inline int32_t be32(const uint8_t *p)
     return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
 }
 
+/* pread, retried when a signal interrupts it. */
+static ssize_t pread_retry(int fd, void *buf, size_t n, long long pos)
+{
+    ssize_t got;
+    do {
+        got = pread(fd, buf, n, (off_t)pos);
+    } while (got < 0 && errno == EINTR);
+    return got;
+}
+
 static PyObject *batch_end(PyObject *self, PyObject *args)
 {
     int fd, is_last;
@@ -57,10 +67,7 @@ static PyObject *batch_end(PyObject *self, PyObject *args)
             result = pos;
             break;
         }
-        ssize_t got;
-        do {
-            got = pread(fd, head, HEADER_SIZE, (off_t)pos);
-        } while (got < 0 && errno == EINTR);
+        ssize_t got = pread_retry(fd, head, HEADER_SIZE, pos);
         if (got < 0) {
             error = errno;
             break;
@@ -168,10 +175,7 @@ static int refill(int fd, uint8_t *buf, size_t cap, long long pos, long long end
                   long long *buf_len)
 {
     size_t want = (size_t)((end - pos) < (long long)cap ? (end - pos) : (long long)cap);
-    ssize_t got;
-    do {
-        got = pread(fd, buf, want, (off_t)pos);
-    } while (got < 0 && errno == EINTR);
+    ssize_t got = pread_retry(fd, buf, want, pos);
     if (got < 0)
         return errno;
     *buf_pos = pos;
