@@ -413,7 +413,8 @@ class PartitionLog:
                                 f"(now {now}, message.timestamp.before.max.ms {before}, after.max.ms {after})")
                     if lo == -1 and batch_max != -1:
                         self._check_each_timestamp(batch, now, before, after)
-                if origin_client and batch.magic == 2 and batch.producer_id >= 0 and not batch.is_control:
+                idempotent = batch.magic == 2 and batch.producer_id >= 0 and not batch.is_control
+                if idempotent and origin_client:
                     retry = self._retried(batch.producer_id, batch.producer_epoch, batch.base_sequence,
                                           batch.last_offset_delta)
                     if retry is not None:
@@ -437,7 +438,7 @@ class PartitionLog:
                     if header.max_timestamp != batch_max or header.timestamp_type != TimestampType.CREATE_TIME:
                         set_max_timestamp(data, 0, TimestampType.CREATE_TIME, batch_max)
                 last = offset + n_records - 1
-                if batch.magic == 2 and batch.producer_id >= 0 and not batch.is_control:
+                if idempotent:
                     producer_batches.append((batch.producer_id, batch.producer_epoch, batch.base_sequence, offset,
                                              last, batch_max))
                 low = batch_max if log_append else lo
@@ -499,7 +500,8 @@ class PartitionLog:
                             f"(now {now}, message.timestamp.before.max.ms {before}, after.max.ms {after})")
                 if lo == -1 and batch_max != -1:
                     self._check_each_timestamp(RecordBatch(buf), now, before, after)
-            if h[9] >= 0 and origin_client and not attributes & CONTROL_MASK:
+            idempotent = h[9] >= 0 and not attributes & CONTROL_MASK
+            if idempotent and origin_client:
                 retry = self._retried(h[9], h[10], h[11], h[6])
                 if retry is not None:
                     return retry
@@ -525,7 +527,7 @@ class PartitionLog:
             self._maybe_roll(len(buf), max_ts, last, now)
             self.active.append(last, max_ts, offset_of_max, data, batch_max if log_append else lo, head=head)
             self._next_offset = last + 1
-            if h[9] >= 0 and not attributes & CONTROL_MASK:
+            if idempotent:
                 self.producers.update(h[9], h[10], h[11], offset, last, batch_max)
             self._unflushed_messages += n_records
             if self._unflushed_messages >= cfg.flush_messages:
