@@ -241,6 +241,23 @@ class OffsetIndex(AbstractIndex):
             return None
         return self.entry(slot + 1).position
 
+    def position_floor(self, position: int) -> int:
+        """The largest entry position <= `position` (0 when none): a batch starts there."""
+        n = self._entries
+        if n == 0:
+            return 0
+        unpack, mm = _OFFSET_ENTRY.unpack_from, self._mmap
+        if unpack(mm, 0)[1] > position:
+            return 0
+        lo, hi = 0, n - 1
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if unpack(mm, mid * 8)[1] <= position:
+                lo = mid
+            else:
+                hi = mid - 1
+        return unpack(mm, lo * 8)[1]
+
     def append(self, offset: int, position: int) -> None:
         if self.is_full():
             raise KafkaError(f"Attempt to append to a full index {self.path}")

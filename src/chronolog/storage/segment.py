@@ -429,6 +429,8 @@ class LogSegment:
             written = os.pwritev(self._fd, (head, memoryview(data)[len(head):]), physical_position)
         if written != size:
             raise KafkaError(f"short write to {self.log_path}")
+        if self._checked_to == physical_position:  # validated batches: no reader needs to walk them again
+            self._checked_to = physical_position + written
         self.size += written
         if self._minima is not None:  # (`time_minima`'s view is keyed by size: it needs no reset here)
             if head is not None:
@@ -529,6 +531,8 @@ class LogSegment:
             log.warning("segment %s: truncating %d invalid bytes at position %d", self.log_path, truncated, valid)
             os.ftruncate(self._fd, valid)
             self.size = valid
+        if not self.corrupt_ranges:  # every batch was validated
+            self._checked_from, self._checked_to = 0, valid
         return truncated
 
     def _record_corrupt(self, start: int, end: int, first_offset: int, last_offset: int) -> CorruptRange:
@@ -614,6 +618,7 @@ class LogSegment:
         removed = self.size - cut
         os.ftruncate(self._fd, cut)
         self.size = cut
+        self._checked_from, self._checked_to = min(self._checked_from, cut), min(self._checked_to, cut)
         self.bytes_since_last_index_entry = 0
         if cut == 0:
             self.rolling_based_timestamp = None
@@ -654,25 +659,60 @@ class LogSegment:
             return pos, 0, base
         start, first_base, end = pos, base, pos + size
         budget_end = start + max(max_bytes, size)
-        # Every header up to the end of the slice is looked at (no jump along the offset index): bytes a
-        # reader has not checked are never served, so a corrupt range found after a clean start is
-        # stepped over instead of reaching a client (see storage.corruption). The C walk reads only the
-        # headers (one pread each); the Python one below reads the range in chunks.
+        # Bytes no reader has checked are never served: every header up to the end of the slice is looked
+        # at, so a corrupt range found after a clean start is stepped over instead of reaching a client
+        # (see storage.corruption). Bytes checked once (appended here, recovered, or walked by an earlier
+        # fetch) are not walked again: the end is found from the offset index's last entry below it.
+        target = min(budget_end, headers.end)
+        if limit is None and self._checked_from <= start and target <= self._checked_to:
+            found = self._last_boundary(headers, max(end, self.offset_index.position_floor(target)), target)
+            if found is not None:
+                return start, found - start, first_base
+        # The C walk reads only the headers (one pread each); the Python one below reads in chunks.
         if _native_batch_end is not None and self._fd >= 0:
             end = _native_batch_end(self._fd, end, headers.end, budget_end, -1 if limit is None else limit,
                                     self.is_last)
-            return False if end < 0 else (start, end - start, first_base)
-        while True:
-            head = headers.at(end)
-            if head is None:
-                break
-            if head is False:
+            if end < 0:
                 return False
-            size, base, _last = head
-            if (limit is not None and base >= limit) or end + size > budget_end:
-                break
-            end += size
+        else:
+            while True:
+                head = headers.at(end)
+                if head is None:
+                    break
+                if head is False:
+                    return False
+                size, base, _last = head
+                if (limit is not None and base >= limit) or end + size > budget_end:
+                    break
+                end += size
+        self._mark_checked(start, end)
         return start, end - start, first_base
+
+    @staticmethod
+    def _last_boundary(headers: _HeaderReader, pos: int, target: int) -> int | None:
+        """The last batch boundary at or before `target`, walking headers from `pos` (a batch start);
+        None when a header there is not a v2 batch's (a legacy batch: the caller walks instead)."""
+        while pos < target:
+            head = headers.at(pos)
+            if head is False:
+                return None
+            if head is None or pos + head[0] > target:
+                break
+            pos += head[0]
+        return pos
+
+    # The span of the file whose batch headers are known good: [_checked_from, _checked_to), both batch
+    # boundaries. One span is enough for the readers that matter: a consumer reading on from where the
+    # last fetch ended, and appends at the end of a span that reaches the end of the file.
+    _checked_from = 0
+    _checked_to = 0
+
+    def _mark_checked(self, start: int, end: int) -> None:
+        lo, hi = self._checked_from, self._checked_to
+        if start <= hi and end >= lo:  # touching or overlapping: one span
+            self._checked_from, self._checked_to = min(lo, start), max(hi, end)
+        elif end - start > hi - lo:
+            self._checked_from, self._checked_to = start, end
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0, *,
                                  tables: TimeTableCache | None = None, key: tuple = ()) -> FoundTimestamp | None:
