@@ -27,12 +27,12 @@ def _random_log(tmp_path, rng: random.Random, n_batches: int, interval: int):
 
 def _walked(seg, offset, max_bytes, min_one):
     """The answer of the header walk alone: the span emptied first (and restored after)."""
-    span = seg._checked_from, seg._checked_to
-    seg._checked_from = seg._checked_to = 0
+    spans = seg._checked
+    seg._checked = []
     try:
         return seg.fetch_range(offset, max_bytes, None, min_one)
     finally:
-        seg._checked_from, seg._checked_to = span
+        seg._checked = spans
 
 
 @pytest.mark.parametrize("interval", [0, 512, 4096, 20000])
@@ -41,7 +41,7 @@ def test_inside_the_span_the_answer_is_the_walks(tmp_path, seed, interval):
     rng = random.Random(seed * 10 + interval)
     plog, offsets = _random_log(tmp_path, rng, 150, interval)
     seg = plog.segments[0]
-    assert (seg._checked_from, seg._checked_to) == (0, seg.size)  # appended here: all checked
+    assert seg.checked_spans() == [(0, seg.size)]  # appended here: all checked
     positions = [pos for pos, _ in seg.batches_from(0, resync=False)] + [seg.size]
     for _ in range(400):
         first = rng.randrange(0, len(offsets) - 1)
@@ -61,15 +61,25 @@ def test_a_clean_start_checks_nothing_until_a_fetch_walks_it(tmp_path):
     plog.close()
     reopened = PartitionLog.open(plog.dir, plog.config, recover=False)
     seg = reopened.segments[0]
-    assert (seg._checked_from, seg._checked_to) == (0, 0)
+    assert seg.checked_spans() == []
     start, size, _ = seg.fetch_range(offsets[10], 20000, None, True)
-    assert (seg._checked_from, seg._checked_to) == (start, start + size)  # what the walk read, no more
+    assert seg.checked_spans() == [(start, start + size)]  # what the walk read, no more
     later = seg.fetch_range(offsets[10], 20000, None, True)
     assert later == (start, size, _)
     # Reading on from where the last fetch ended grows the one span.
     base_at = {pos: b.base_offset for pos, b in seg.batches_from(0, resync=False)}
     nxt = seg.fetch_range(base_at[start + size], 1 << 20, None, True)
-    assert (seg._checked_from, seg._checked_to) == (start, nxt[0] + nxt[1])
+    assert seg.checked_spans() == [(start, nxt[0] + nxt[1])]
+    # A consumer from the start reads on fetch after fetch until the whole segment is one span; the same
+    # fetches again (their budgets end inside a batch) give the same answers from the span.
+    answers, offset = [], 0
+    while offset < offsets[-1]:
+        got = seg.fetch_range(offset, 7000, None, True)
+        answers.append(got)
+        offset = base_at.get(got[0] + got[1], offsets[-1])
+    assert seg.checked_spans() == [(0, seg.size)]
+    assert [seg.fetch_range(a[2], 7000, None, True) for a in answers] == answers
+    assert [_walked(seg, a[2], 7000, True) for a in answers] == answers
     reopened.close()
 
 
@@ -104,13 +114,16 @@ def test_appends_extend_the_span_only_when_it_reaches_the_end(tmp_path):
     seg = reopened.segments[0]
     size = seg.size
     reopened.append(batch(NOW + 30), now=NOW)
-    assert (seg._checked_from, seg._checked_to) == (0, 0)  # the older bytes are not known good
+    assert seg.checked_spans() == []  # the older bytes are not known good
     reopened.read(0, 1 << 20)  # a fetch walks the whole segment, appended batch included
-    assert (seg._checked_from, seg._checked_to) == (0, seg.size)
+    assert seg.checked_spans() == [(0, seg.size)]
     reopened.append(batch(NOW + 31), now=NOW)
-    assert seg._checked_to == seg.size > size
+    assert seg.checked_spans() == [(0, seg.size)] and seg.size > size
     reopened.truncate_to(5)
-    assert seg._checked_to == seg.size
+    assert seg.checked_spans() == [(0, seg.size)]
+    reopened.truncate_to(0)
+    reopened.append(batch(NOW + 32), now=NOW)
+    assert reopened.segments[0].checked_spans() == [(0, reopened.segments[0].size)]
     reopened.close()
 
 
@@ -120,13 +133,34 @@ def test_recovery_checks_the_segment_unless_it_found_corruption(tmp_path):
         plog.append(batch(NOW + i), now=NOW)
     plog.close()
     seg = PartitionLog.open(plog.dir, plog.config, recover=False).segments[0]
-    assert seg._checked_to == 0
+    assert seg.checked_spans() == []
     seg.recover()
-    assert (seg._checked_from, seg._checked_to) == (0, seg.size)
+    assert seg.checked_spans() == [(0, seg.size)]
     with open(seg.log_path, "r+b") as f:
         f.seek(10 * len(batch(NOW)) + 20)
         f.write(b"\0" * 8)  # a bad CRC in the middle
     seg.is_last = False
-    seg._checked_from = seg._checked_to = 0
+    seg._checked = []
     seg.recover()
-    assert seg.corrupt_ranges and (seg._checked_from, seg._checked_to) == (0, 0)
+    assert seg.corrupt_ranges and seg.checked_spans() == []
+
+
+def test_spans_merge_when_they_touch_and_stay_few(tmp_path):
+    """Two consumers reading on from different places each grow a span; when one reaches the other they
+    become one. Random readers cannot make the list grow without bound: the shortest span goes."""
+    plog = open_log(tmp_path)
+    plog.append(batch(NOW), now=NOW)
+    seg = plog.segments[0]
+    seg._checked = []
+    seg._mark_checked(100, 200)
+    seg._mark_checked(300, 400)
+    assert seg.checked_spans() == [(100, 200), (300, 400)]
+    assert (seg._checked_end(150), seg._checked_end(250), seg._checked_end(300)) == (200, -1, 400)
+    seg._mark_checked(200, 300)
+    assert seg.checked_spans() == [(100, 400)]
+    seg._mark_checked(50, 120)
+    assert seg.checked_spans() == [(50, 400)]
+    for i in range(40):
+        seg._mark_checked(1000 + i * 10, 1005 + i * 10)
+    assert len(seg.checked_spans()) == seg.MAX_CHECKED_SPANS and (50, 400) in seg.checked_spans()
+    plog.close()

@@ -18,9 +18,9 @@ pytestmark = pytest.mark.skipif(segment_module._native_batch_end is None,
 def _both(seg, offset: int, max_bytes: int, limit, min_one: bool, monkeypatch):
     """Both walks, each from a segment with no bytes checked yet (else a fetch inside the checked span
     walks neither)."""
-    seg._checked_from = seg._checked_to = 0
+    seg._checked = []
     native = seg.fetch_range(offset, max_bytes, limit, min_one)
-    seg._checked_from = seg._checked_to = 0
+    seg._checked = []
     with monkeypatch.context() as m:
         m.setattr(segment_module, "_native_batch_end", None)
         python = seg.fetch_range(offset, max_bytes, limit, min_one)

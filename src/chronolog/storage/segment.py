@@ -71,6 +71,7 @@ class LogSegment:
         self.time_index_style = time_index_style
         self.log_path = self.dir / segment_name(base_offset, LOG_SUFFIX)
         self._open_log(writable)
+        self._checked = [[0, 0]] if self.size == 0 else []  # a new file: what is appended is checked
         self._rebuild_missing = rebuild_missing
         self._open_indexes(writable)
         self.bytes_since_last_index_entry = 0
@@ -429,8 +430,8 @@ class LogSegment:
             written = os.pwritev(self._fd, (head, memoryview(data)[len(head):]), physical_position)
         if written != size:
             raise KafkaError(f"short write to {self.log_path}")
-        if self._checked_to == physical_position:  # validated batches: no reader needs to walk them again
-            self._checked_to = physical_position + written
+        if self._checked and self._checked[-1][1] == physical_position:  # validated batches: no reader
+            self._checked[-1][1] = physical_position + written  # needs to walk them again
         self.size += written
         if self._minima is not None:  # (`time_minima`'s view is keyed by size: it needs no reset here)
             if head is not None:
@@ -532,7 +533,7 @@ class LogSegment:
             os.ftruncate(self._fd, valid)
             self.size = valid
         if not self.corrupt_ranges:  # every batch was validated
-            self._checked_from, self._checked_to = 0, valid
+            self._checked = [[0, valid]]
         return truncated
 
     def _record_corrupt(self, start: int, end: int, first_offset: int, last_offset: int) -> CorruptRange:
@@ -618,7 +619,7 @@ class LogSegment:
         removed = self.size - cut
         os.ftruncate(self._fd, cut)
         self.size = cut
-        self._checked_from, self._checked_to = min(self._checked_from, cut), min(self._checked_to, cut)
+        self._checked = [[a, min(b, cut)] for a, b in self._checked if a < cut or a == cut == 0]
         self.bytes_since_last_index_entry = 0
         if cut == 0:
             self.rolling_based_timestamp = None
@@ -663,11 +664,14 @@ class LogSegment:
         # at, so a corrupt range found after a clean start is stepped over instead of reaching a client
         # (see storage.corruption). Bytes checked once (appended here, recovered, or walked by an earlier
         # fetch) are not walked again: the end is found from the offset index's last entry below it.
-        target = min(budget_end, headers.end)
-        if limit is None and self._checked_from <= start and target <= self._checked_to:
-            found = self._last_boundary(headers, max(end, self.offset_index.position_floor(target)), target)
+        checked_to = self._checked_end(start) if limit is None else -1
+        if end <= checked_to:
+            inside = min(budget_end, headers.end, checked_to)
+            found = self._last_boundary(headers, max(end, self.offset_index.position_floor(inside)), inside)
             if found is not None:
-                return start, found - start, first_base
+                if found < inside or found == budget_end:  # the next batch does not fit
+                    return start, found - start, first_base
+                end = found  # the span's end: the walk goes on from there
         # The C walk reads only the headers (one pread each); the Python one below reads in chunks.
         if _native_batch_end is not None and self._fd >= 0:
             end = _native_batch_end(self._fd, end, headers.end, budget_end, -1 if limit is None else limit,
@@ -701,18 +705,33 @@ class LogSegment:
             pos += head[0]
         return pos
 
-    # The span of the file whose batch headers are known good: [_checked_from, _checked_to), both batch
-    # boundaries. One span is enough for the readers that matter: a consumer reading on from where the
-    # last fetch ended, and appends at the end of a span that reaches the end of the file.
-    _checked_from = 0
-    _checked_to = 0
+    # Spans of the file whose batch headers are known good, each [start, end) between batch boundaries,
+    # sorted and apart: a few readers reading on from where their last fetch ended each grow one span.
+    MAX_CHECKED_SPANS = 16
+    _checked: list[list[int]] | tuple = ()
+
+    def checked_spans(self) -> list[tuple[int, int]]:
+        return [(a, b) for a, b in self._checked]
+
+    def _checked_end(self, position: int) -> int:
+        """The end of the checked span holding `position` (-1: none)."""
+        for a, b in self._checked:
+            if a <= position <= b:
+                return b
+            if a > position:
+                break
+        return -1
 
     def _mark_checked(self, start: int, end: int) -> None:
-        lo, hi = self._checked_from, self._checked_to
-        if start <= hi and end >= lo:  # touching or overlapping: one span
-            self._checked_from, self._checked_to = min(lo, start), max(hi, end)
-        elif end - start > hi - lo:
-            self._checked_from, self._checked_to = start, end
+        spans = [s for s in self._checked if s[1] < start or s[0] > end]  # those apart from [start, end)
+        for a, b in self._checked:
+            if not (b < start or a > end):
+                start, end = min(a, start), max(b, end)
+        spans.append([start, end])
+        spans.sort()
+        if len(spans) > self.MAX_CHECKED_SPANS:
+            spans.remove(min(spans, key=lambda s: s[1] - s[0]))
+        self._checked = spans
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0, *,
                                  tables: TimeTableCache | None = None, key: tuple = ()) -> FoundTimestamp | None:
