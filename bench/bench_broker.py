@@ -11,7 +11,8 @@
   `fetch.wait.max.ms`, 500 ms, as Kafka's DelayedFetch does), a raw Fetch v12 loop (the broker's ceiling),
   the socket's own ceiling (sendfile of 1 MiB per request to the same receive loop, no broker at all), and
   kcat -c N from the disk against a read from the disk (the files dropped from the page cache before each
-  run of either side); then both kcat rows again with 30,000 records of 10 KiB (the same bytes in a tenth
+  run of either side), and the client's ceiling (kcat -c against a replay of the broker's answers,
+  recorded once through a proxy: see bench/replay.py); then both kcat rows again with 30,000 records of 10 KiB (the same bytes in a tenth
   of the records: how much of kcat's rate is its cost per record);
 - ListOffsets by timestamp round trip p50/p99 (target p50 <= 1 ms on loopback).
 Baselines and broker runs are interleaved (best of 3 each; kcat -P and the mock broker best of 2), so a
@@ -30,9 +31,10 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.brokerproc import BrokerProcess
+from tests.brokerproc import BrokerProcess, free_port
 
 from bench.common import print_table, sequential_read, time_append
+from bench.replay import ResponseReplay
 from chronolog.config import TopicConfig
 from chronolog.protocol.wire import read_uvarint
 from chronolog.records import SimpleRecord, build_batch
@@ -286,6 +288,28 @@ def consume_rows(what: str, total: int, rounds: list[tuple], target: str) -> tup
     return out[0], out[1]
 
 
+def recorded_replay(tmp: Path, frames: list[bytes], count: int) -> ResponseReplay:
+    """The consume rows' client ceiling (bench.replay): a second broker given the same Produce frames and
+    advertising the replay server's port, one kcat -c run recorded through it, the broker stopped; the
+    server then answers kcat from memory."""
+    port = free_port()
+    replay = ResponseReplay(port)
+    proc = BrokerProcess(tmp / "replay-data", {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}"}).start()
+    try:
+        replay.record(proc.port)
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        for future in admin.create_topics([NewTopic("c1024", 1, 1, config={
+                "message.timestamp.after.max.ms": str(2**62)})]).values():
+            future.result(15)
+        del admin  # (its librdkafka handle is destroyed now, before the broker stops)
+        raw_produce(proc.port, frames)
+        kcat_consume(f"127.0.0.1:{port}", "c1024", count, "-c", str(count))
+    finally:
+        proc.stop()
+    replay.replay()
+    return replay
+
+
 def socket_ceiling(path: Path, chunk: int = 1 << 20) -> tuple[int, float]:
     """(bytes, seconds) for one loopback TCP connection to move a file request by request: a thread answers
     each small request with a size prefix and `os.sendfile` of the next `chunk` bytes (what Kafka's
@@ -427,9 +451,11 @@ def main() -> None:
             raw_produce(proc.port, produce_frames("c1024", [batches_of(1024, 15)[0]]) * (count // 15))
             logs = sorted((tmp / "data" / "c1024-0").glob("*.log"))
             total = sequential_read(logs)[0]
-            rounds, offsets, kcat_e, fetches, ceilings = [], [], [], [], []
+            replay = recorded_replay(tmp, produce_frames("c1024", [batches_of(1024, 15)[0]]) * (count // 15), count)
+            rounds, offsets, kcat_e, fetches, ceilings, replays = [], [], [], [], [], []
             for _ in range(3):
                 rounds.append(consume_round(proc, "c1024", count, logs))
+                replays.append(kcat_consume(f"127.0.0.1:{replay.port}", "c1024", count, "-c", str(count)))
                 offsets.append(kcat_consume(proc.bootstrap, "c1024", count, "-c", str(count),
                                             broker_pid=proc.proc.pid, output=OFFSETS))
                 kcat_e.append(kcat_consume(proc.bootstrap, "c1024", count, "-e", broker_pid=proc.proc.pid))
@@ -455,6 +481,15 @@ def main() -> None:
                          f"{moved / ceiling_s / 1e6:,.1f} MB/s", disk,
                          f"{disk_s * moved / total / ceiling_s:.3f}"))
             rows.append(from_disk)
+            took, kcat_cpu, _ = min(replays, key=lambda r: r[0])
+            cold_s = min(r[2] for r in rounds)
+            cached_s, cold_kcat_s = min(r[1][0] for r in rounds), min(r[3][0] for r in rounds)
+            rows.append(("  client ceiling: same kcat -c against a replay of the broker's recorded answers",
+                         f"{total / took / 1e6:,.1f} MB/s",
+                         f"{total / cold_s / 1e6:,.0f} MB/s reading the segment file from the disk",
+                         f"{cold_s / took:.3f} (kcat CPU {kcat_cpu:.2f} s; chronolog reaches {took / cached_s:.2f} "
+                         f"of it from the page cache, {took / cold_kcat_s:.2f} from the disk)"))
+            replay.close()
             # The same with 10 KiB records, one per 16 KiB batch: a tenth of the records for the same bytes,
             # so kcat's cost per record weighs a tenth as much.
             big_count = 30_000
