@@ -295,6 +295,8 @@ class BrokerConfig:
             elif key in synonym_of:
                 defn, syn = synonym_of[key]
                 value = _coerce(dataclasses.replace(defn, minimum=None), raw, defn.synonym_scale.get(syn, 1))
+                if defn.name == "retention.ms" and value < 0:  # KafkaConfig.logRetentionTimeMillis: any
+                    value = -1  # negative log.retention.{ms,minutes,hours} means no time limit
                 if defn.minimum is not None and value < defn.minimum:
                     raise InvalidConfigError(f"Invalid value {raw} for configuration {key}")
                 self._topic_defaults[defn.name] = str(value).lower() if isinstance(value, bool) else str(value)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from chronolog.config import BrokerConfig
+from chronolog.config import BrokerConfig, TopicConfig
 from chronolog.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
@@ -64,6 +64,18 @@ def test_broker_synonyms_are_topic_defaults(tmp_path):
         manager.create_topic("t", 1, {"segment.bytes": "6000"})
         cfg = manager.get_log("t", 0).config
         assert (cfg.retention_ms, cfg.segment_bytes) == (7_200_000, 6000)
+
+
+@pytest.mark.parametrize("setting", [{"log.retention.hours": "-1"}, {"log.retention.minutes": "-5"},
+                                     {"log.retention.ms": "-2"}, {"log.retention.hours": "1", "log.retention.ms": "-7"}])
+def test_a_negative_broker_retention_means_no_time_limit(tmp_path, setting):
+    """KafkaConfig.logRetentionTimeMillis: any negative log.retention.{ms,minutes,hours} is -1 (the topic
+    config itself accepts -1 and nothing lower)."""
+    with LogManager(tmp_path, BrokerConfig(setting)) as manager:
+        manager.create_topic("t", 1)
+        assert manager.get_log("t", 0).config.retention_ms == -1
+    with pytest.raises(InvalidConfigError):
+        TopicConfig.from_kafka({"retention.ms": "-2"})
 
 
 def _count_recoveries(monkeypatch) -> list[int]:
