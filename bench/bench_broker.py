@@ -288,26 +288,22 @@ def consume_rows(what: str, total: int, rounds: list[tuple], target: str) -> tup
     return out[0], out[1]
 
 
-def recorded_replay(tmp: Path, frames: list[bytes], count: int) -> ResponseReplay:
+def recorded_replay(tmp: Path, frames: list[bytes], count: int) -> tuple[ResponseReplay, BrokerProcess]:
     """The consume rows' client ceiling (bench.replay): a second broker given the same Produce frames and
-    advertising the replay server's port, one kcat -c run recorded through it, the broker stopped; the
-    server then answers kcat from memory."""
+    advertising the replay server's port, and one kcat -c run recorded through it; the server then answers
+    kcat from memory (the broker stays up, idle, for any request not seen while recording)."""
     port = free_port()
-    replay = ResponseReplay(port)
     proc = BrokerProcess(tmp / "replay-data", {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}"}).start()
-    try:
-        replay.record(proc.port)
-        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
-        for future in admin.create_topics([NewTopic("c1024", 1, 1, config={
-                "message.timestamp.after.max.ms": str(2**62)})]).values():
-            future.result(15)
-        del admin  # (its librdkafka handle is destroyed now, before the broker stops)
-        raw_produce(proc.port, frames)
-        kcat_consume(f"127.0.0.1:{port}", "c1024", count, "-c", str(count))
-    finally:
-        proc.stop()
-    replay.replay()
-    return replay
+    replay = ResponseReplay(port, proc.port)
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+    for future in admin.create_topics([NewTopic("c1024", 1, 1, config={
+            "message.timestamp.after.max.ms": str(2**62)})]).values():
+        future.result(15)
+    del admin  # (its librdkafka handle is destroyed now)
+    raw_produce(proc.port, frames)
+    kcat_consume(f"127.0.0.1:{port}", "c1024", count, "-c", str(count))
+    replay.recording = False
+    return replay, proc
 
 
 def socket_ceiling(path: Path, chunk: int = 1 << 20) -> tuple[int, float]:
@@ -396,6 +392,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="chronolog-bench-") as tmpdir:
         tmp = Path(tmpdir)
         proc = BrokerProcess(tmp / "data").start()
+        helpers: list[BrokerProcess] = []
         try:
             admin = AdminClient({"bootstrap.servers": proc.bootstrap})
             topics = [f"{kind}{size}" for kind in ("b", "k", "r") for size in (100, 1024)] + ["c1024", "c10240"]
@@ -451,7 +448,9 @@ def main() -> None:
             raw_produce(proc.port, produce_frames("c1024", [batches_of(1024, 15)[0]]) * (count // 15))
             logs = sorted((tmp / "data" / "c1024-0").glob("*.log"))
             total = sequential_read(logs)[0]
-            replay = recorded_replay(tmp, produce_frames("c1024", [batches_of(1024, 15)[0]]) * (count // 15), count)
+            replay, replay_proc = recorded_replay(tmp, produce_frames("c1024", [batches_of(1024, 15)[0]])
+                                                  * (count // 15), count)
+            helpers.append(replay_proc)
             rounds, offsets, kcat_e, fetches, ceilings, replays = [], [], [], [], [], []
             for _ in range(3):
                 rounds.append(consume_round(proc, "c1024", count, logs))
@@ -488,7 +487,8 @@ def main() -> None:
                          f"{total / took / 1e6:,.1f} MB/s",
                          f"{total / cold_s / 1e6:,.0f} MB/s reading the segment file from the disk",
                          f"{cold_s / took:.3f} (kcat CPU {kcat_cpu:.2f} s; chronolog reaches {took / cached_s:.2f} "
-                         f"of it from the page cache, {took / cold_kcat_s:.2f} from the disk)"))
+                         f"of it from the page cache, {took / cold_kcat_s:.2f} from the disk; "
+                         f"{replay.forwarded} requests not recorded were forwarded)"))
             replay.close()
             # The same with 10 KiB records, one per 16 KiB batch: a tenth of the records for the same bytes,
             # so kcat's cost per record weighs a tenth as much.
@@ -514,7 +514,8 @@ def main() -> None:
             rows.append(("  same via librdkafka offsets_for_times", f"p50 {statistics.median(timings) * 1e3:.2f} ms",
                          f"p99 {timings[int(len(timings) * 0.99)] * 1e3:.2f} ms", "client-side overhead included"))
         finally:
-            proc.stop()
+            for p in [proc, *helpers]:
+                p.stop()
     print_table(rows)
 
 

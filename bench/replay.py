@@ -48,23 +48,19 @@ def _send_parts(sock: socket.socket, head: bytes, body: bytes) -> None:
 
 
 class ResponseReplay:
-    """Listens on `port`; `record(upstream)` forwards each connection's requests to the broker at
-    `upstream` and keeps its answers, `replay()` answers the requests it knows from memory (an unknown one
-    closes the connection and is counted in `missing`)."""
+    """Listens on `port` in front of the broker at `upstream_port`. While `recording`, every request is
+    forwarded and its answer kept; afterwards a known request is answered from memory, and one never seen
+    (a client that happens to ask in another order) is forwarded and kept as before (counted in
+    `forwarded`), so the broker must stay up until `close`."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, upstream_port: int) -> None:
         self.port = port
+        self.upstream_port = upstream_port
+        self.recording = True
         self.answers: dict[bytes, bytes] = {}
-        self.missing = 0
-        self._upstream: int | None = None
+        self.forwarded = 0
         self._server = socket.create_server(("127.0.0.1", port))
         threading.Thread(target=self._accept, daemon=True).start()
-
-    def record(self, upstream_port: int) -> None:
-        self._upstream = upstream_port
-
-    def replay(self) -> None:
-        self._upstream = None
 
     def close(self) -> None:
         self._server.close()
@@ -76,31 +72,28 @@ class ResponseReplay:
             except OSError:
                 return
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            target = self._proxy if self._upstream is not None else self._answer
-            threading.Thread(target=target, args=(conn,), daemon=True).start()
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
-    def _proxy(self, conn: socket.socket) -> None:
-        with conn, socket.create_connection(("127.0.0.1", self._upstream)) as upstream:
-            upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            try:
-                while True:
-                    request = _read_frame(conn)
+    def _serve(self, conn: socket.socket) -> None:
+        upstream = None
+        try:
+            while True:
+                request = _read_frame(conn)
+                key = _key(request)
+                body = None if self.recording else self.answers.get(key)
+                if body is None:
+                    if upstream is None:
+                        upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+                        upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                     upstream.sendall(struct.pack(">i", len(request)) + request)
-                    response = _read_frame(upstream)
-                    self.answers[_key(request)] = bytes(response[4:])
-                    conn.sendall(struct.pack(">i", len(response)) + response)
-            except (EOFError, OSError):
-                pass
-
-    def _answer(self, conn: socket.socket) -> None:
-        with conn:
-            try:
-                while True:
-                    request = _read_frame(conn)
-                    body = self.answers.get(_key(request))
-                    if body is None:  # e.g. the Fetch a client had in flight when the recording run ended
-                        self.missing += 1
-                        return
-                    _send_parts(conn, struct.pack(">i", len(body) + 4) + request[4:8], body)
-            except (EOFError, OSError):
-                pass
+                    body = bytes(_read_frame(upstream)[4:])
+                    self.answers[key] = body
+                    if not self.recording:
+                        self.forwarded += 1
+                _send_parts(conn, struct.pack(">i", len(body) + 4) + request[4:8], body)
+        except (EOFError, OSError):
+            pass
+        finally:
+            conn.close()
+            if upstream is not None:
+                upstream.close()
