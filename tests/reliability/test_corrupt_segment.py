@@ -115,3 +115,30 @@ def test_check_passes_on_a_healthy_dir_and_fails_clearly_on_a_missing_one(tmp_pa
     out = subprocess.run([sys.executable, "-m", "chronolog.cli.main", "check", "--data-dir",
                           (tmp_path / "nope").as_uri()], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "does not exist" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_check_reads_producer_snapshots_and_reports_a_corrupt_one(tmp_path, kafka_segments_dir):
+    """Kafka's own `.snapshot` files pass; one with a flipped byte (its CRC no longer matches) is reported
+    by name, in text and JSON, from a local path and a URI, and the exit code is 1."""
+    import shutil
+
+    data = tmp_path / "copy" / "t-0"
+    shutil.copytree(kafka_segments_dir, data)
+    snapshots = sorted(data.glob("*.snapshot"))
+    assert snapshots
+    code, report = _check(data.parent)
+    assert code == 0 and report["ok"], report
+    victim = snapshots[-1]
+    raw = bytearray(victim.read_bytes())
+    raw[-1] ^= 0x01
+    victim.write_bytes(bytes(raw))
+    for where in (data.parent, data.parent.as_uri()):
+        code, report = _check(where)
+        assert code == 1
+        (problem,) = report["problems"]
+        assert (problem["segment"], problem["problem"]) == (victim.name, "corrupt snapshot")
+        assert "CRC" in problem["error"] or "crc" in problem["error"]
+    out = subprocess.run([sys.executable, "-m", "chronolog.cli.main", "check", "--data-dir", str(data.parent)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and f"t-0/{victim.name}: corrupt producer snapshot" in out.stdout
+    assert "Traceback" not in out.stderr

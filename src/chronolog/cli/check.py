@@ -1,5 +1,6 @@
-"""`chronolog check`: verify every batch of a data dir (or a copy of a Kafka log dir) without changing it,
-and report corrupt ranges with the offsets they held. Exit code 1 when anything is wrong."""
+"""`chronolog check`: verify every batch and producer snapshot of a data dir (or a copy of a Kafka log dir)
+without changing it, and report corrupt ranges with the offsets they held. Exit code 1 when anything is
+wrong."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from chronolog.cli.common import emit_json, progress
 from chronolog.errors import ChronologError, KafkaError
 from chronolog.storage import PartitionLog
 from chronolog.storage.corruption import verify_segment
+from chronolog.storage.producers import CorruptSnapshotError, ProducerStates
 from chronolog.timetravel.sources import open_data_dir
 
 
@@ -34,6 +36,20 @@ def _partitions(data_dir: str, topic: str | None) -> list[tuple[str, Callable[[]
     return found
 
 
+def _check_snapshots(name: str, plog: PartitionLog) -> list[dict]:
+    """Producer snapshots (`<offset>.snapshot`, Kafka's ProducerSnapshot format) that fail to parse: a bad
+    CRC, version or length. The broker would delete such a file and fall back to an older one or the log."""
+    problems = []
+    for file_name, data in plog.producer_snapshot_files():
+        try:
+            ProducerStates.from_bytes(data)
+        except CorruptSnapshotError as exc:
+            problems.append({"partition": name, "segment": file_name, "start": None, "end": None,
+                             "first_offset": None, "last_offset": None, "problem": "corrupt snapshot",
+                             "error": str(exc)})
+    return problems
+
+
 def register(app: typer.Typer) -> None:
     @app.command("check")
     def check(
@@ -42,7 +58,8 @@ def register(app: typer.Typer) -> None:
         topic: str | None = typer.Option(None, "--topic", help="Only this topic."),
         as_json: bool = typer.Option(False, "--json"),
     ) -> None:
-        """Verify sizes, magic, CRCs and offsets of every batch; report corrupt byte ranges and torn tails."""
+        """Verify sizes, magic, CRCs and offsets of every batch, and every producer snapshot; report corrupt
+        byte ranges, torn tails and corrupt snapshots."""
         dirs = _partitions(data_dir, topic)
         if not dirs:
             raise ChronologError(f"no partition directories under {data_dir}" + (f" for topic {topic!r}" if topic else ""))
@@ -62,6 +79,7 @@ def register(app: typer.Typer) -> None:
                             report.append({"partition": name, "segment": seg.log_path.name,
                                            "start": seg.size - torn, "end": seg.size, "first_offset": None,
                                            "last_offset": None, "problem": "torn tail"})
+                    report += _check_snapshots(name, plog)
                 finally:
                     plog.close()
                 advance()
@@ -70,6 +88,10 @@ def register(app: typer.Typer) -> None:
             emit_json({"partitions": len(dirs), "problems": report, "ok": not bad})
         else:
             for p in report:
+                if p["problem"] == "corrupt snapshot":
+                    sys.stdout.write(f"{p['partition']}/{p['segment']}: corrupt producer snapshot ({p['error']}); "
+                                     "a broker deletes it at start and rebuilds that state from the log\n")
+                    continue
                 offsets = (f"offsets {p['first_offset']}-{p['last_offset']}" if p["first_offset"] is not None
                            and p["first_offset"] <= p["last_offset"] else "no offsets")
                 where = f"{p['partition']}/{p['segment']} bytes {p['start']}-{p['end']}"

@@ -72,6 +72,7 @@ from chronolog.storage.segment import (
     FoundTimestamp,
     LogSegment,
     offsets_named,
+    segment_name,
 )
 
 log = logging.getLogger(__name__)
@@ -187,6 +188,7 @@ class PartitionLog:
         is written; indexes that are missing are rebuilt in memory. With `files` the directory is read
         through that object (`storage.readonly`), e.g. from an object store; `directory` then only names it."""
         plog = cls(Path(directory), config or TopicConfig(), writable=False, time_index_style=time_index_style)
+        plog._files = files
         bases = plog._segment_bases() if files is None else segment_bases(files)
         if not bases:
             raise OffsetOutOfRangeError(f"no segments in {directory}")
@@ -201,6 +203,18 @@ class PartitionLog:
         plog._next_offset = plog.segments[-1].next_offset_guess
         plog.log_start_offset = plog.segments[0].base_offset
         return plog
+
+    _files: ReadOnlyFiles | None = None  # where a read-only log's files come from, if not `dir`
+
+    def producer_snapshot_files(self) -> list[tuple[str, bytes]]:
+        """(name, bytes) of each `<offset>.snapshot` file of the partition, oldest first, unparsed: for
+        tools that check them (`chronolog check`)."""
+        if self._files is not None:
+            names, read = self._files.names(), self._files.read
+        else:
+            names, read = [e.name for e in self.dir.iterdir()], lambda n: (self.dir / n).read_bytes()
+        found = [segment_name(o, SNAPSHOT_SUFFIX) for o in offsets_named(names, SNAPSHOT_SUFFIX)]
+        return [(n, read(n) or b"") for n in found]
 
     def _segment_bases(self) -> list[int]:
         return offsets_named((entry.name for entry in self.dir.iterdir()), LOG_SUFFIX)
