@@ -260,7 +260,7 @@ class PartitionLog:
         if not self.segments:
             self.segments.append(self._new_segment(0))
         for seg in self.segments[:-1]:
-            seg.on_become_inactive()
+            seg.on_become_inactive(loading=True)
         # The active segment tracks minima from here on: rebuilt by recovery above, else from its sidecar
         # (written at the last clean close); without one it stays untracked and readers scan it.
         self.active.resume_minima()

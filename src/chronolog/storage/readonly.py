@@ -108,7 +108,7 @@ class FilesSegment(LogSegment):
         only matters for rolling (never here) and tools (`first_batch_timestamp` reads it when asked), and
         a reader should fetch a byte range per segment only where the answer needs one."""
         self._first_read = False
-        self._scan_largest_timestamp()
+        self._max_ts_known = None  # found when first needed (`LogSegment._max_ts`)
 
     def first_batch_timestamp(self) -> int | None:
         if not self._first_read:

@@ -76,7 +76,7 @@ class LogSegment:
         self._open_indexes(writable)
         self.bytes_since_last_index_entry = 0
         self.rolling_based_timestamp: int | None = None
-        self._max_ts = TimestampOffset(-1, -1)
+        self._max_ts_known: TimestampOffset | None = TimestampOffset(-1, -1)
         if check_indexes and not self._rebuild_needed:
             try:
                 self.sanity_check()
@@ -211,23 +211,36 @@ class LogSegment:
         return self._rebuild_needed
 
     def _load_largest_timestamp(self, scan: bool = True) -> None:
-        """Running max from the time index's last entry, then a scan of what follows it
-        (`LogSegment.loadLargestTimestamp`). Without `scan` only the first batch is read (a recovery
-        that follows computes the max)."""
+        """Only the first batch is read now; the running max (`LogSegment.loadLargestTimestamp`) is
+        found when first needed, as Kafka's `maxTimestampAndOffsetSoFar` is: by an append, a roll,
+        retention or a time lookup. Opening a log then reads no segment whole, even one whose records
+        all share a timestamp (its time index holds one entry, so the scan would cover it all). Without
+        `scan` a recovery that follows computes the max."""
         first = next(self.batches_from(0), None)
         self.rolling_based_timestamp = first[1].max_timestamp if first else None
         if scan:
-            self._scan_largest_timestamp()
+            self._max_ts_known = None
 
-    def _scan_largest_timestamp(self) -> None:
+    @property
+    def _max_ts(self) -> TimestampOffset:
+        known = self._max_ts_known
+        if known is None:
+            known = self._max_ts_known = self._scan_largest_timestamp()
+        return known
+
+    @_max_ts.setter
+    def _max_ts(self, value: TimestampOffset) -> None:
+        self._max_ts_known = value
+
+    def _scan_largest_timestamp(self) -> TimestampOffset:
         """The running max: the time index's last entry, then the batches after its position."""
         last = self.time_index.last_entry()
-        self._max_ts = TimestampOffset(last.timestamp, last.offset) if self.time_index.entries else \
-            TimestampOffset(-1, -1)
+        found = TimestampOffset(last.timestamp, last.offset) if self.time_index.entries else TimestampOffset(-1, -1)
         start = self.offset_index.lookup(last.offset).position if self.time_index.entries else 0
         for _pos, batch in self.batches_from(start):
-            if batch.max_timestamp > self._max_ts.timestamp:
-                self._max_ts = TimestampOffset(batch.max_timestamp, self._index_offset_for(batch))
+            if batch.max_timestamp > found.timestamp:
+                found = TimestampOffset(batch.max_timestamp, self._index_offset_for(batch))
+        return found
 
     def _index_offset_for(self, batch: AnyBatch) -> int:
         """Time-index offset for a batch: its last offset (Kafka 3.8+, KAFKA-16310), or in "max_record"
@@ -464,12 +477,15 @@ class LogSegment:
                 or self.offset_index.is_full() or self.time_index.is_full()
                 or not 0 <= last_offset - self.base_offset <= 0x7FFFFFFF)
 
-    def on_become_inactive(self) -> None:
+    def on_become_inactive(self, *, loading: bool = False) -> None:
         """Final time-index entry and trimmed indexes when the segment stops being active, and its minimum
         timestamps in the sidecar (also on a clean close of the active segment: the sidecar claims only
-        the bytes it covers, see storage.minima)."""
-        if self._max_ts.timestamp >= 0 and self.writable:
-            self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
+        the bytes it covers, see storage.minima). `loading`: an older segment met when a log is opened,
+        whose final entry its roll wrote (or the recovery that rebuilt its index): the largest timestamp
+        is not looked for just for that."""
+        known = self._max_ts_known if loading else self._max_ts
+        if known is not None and known.timestamp >= 0 and self.writable:
+            self.time_index.maybe_append(known.timestamp, known.offset, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         self.write_minima()
