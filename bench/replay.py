@@ -63,6 +63,11 @@ class ResponseReplay:
         threading.Thread(target=self._accept, daemon=True).start()
 
     def close(self) -> None:
+        # shutdown first: a close alone leaves the accepting thread blocked and the port still listening
+        try:
+            self._server.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self._server.close()
 
     def _accept(self) -> None:
