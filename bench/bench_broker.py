@@ -399,6 +399,7 @@ def main() -> None:
             for future in admin.create_topics([NewTopic(t, 1, 1, config={
                     "message.timestamp.after.max.ms": str(2**62)}) for t in topics]).values():
                 future.result(15)
+            del admin  # (destroyed now: left alive, it would retry the stopped broker while the table prints)
             # -- produce: four ways, each against the in-process append of the same records ----------------
             # The in-process appends run between the broker's runs, not all before them: this machine's
             # speed drifts by 2-4x over tens of seconds, and interleaving keeps both sides in the same weather.

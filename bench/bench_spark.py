@@ -158,6 +158,7 @@ def main() -> None:
                         except BufferError:
                             producer.poll(0.01)
             assert producer.flush(120) == 0
+            del admin, producer  # (destroyed now: left alive, they would retry the stopped broker)
             kafka_s, n = timed(lambda: count("kafka.bootstrap.servers", proc.bootstrap))
             assert n == total
             rows.append(("kafka.bootstrap.servers mode, full scan", f"{total / kafka_s:,.0f} rows/s",
