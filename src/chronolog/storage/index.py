@@ -20,6 +20,7 @@ from chronolog.errors import CorruptMessageError, KafkaError
 _OFFSET_ENTRY = struct.Struct(">ii")    # relative offset, physical position
 _TIME_ENTRY = struct.Struct(">qi")      # timestamp, relative offset
 _OFFSET_KEY = struct.Struct(">i")       # an offset entry's key: its relative offset
+_POSITION_FIELD = struct.Struct(">4xi")  # an offset entry's position (ascending like its key)
 _TIME_KEY = struct.Struct(">q")         # a time entry's key: its timestamp
 
 
@@ -171,13 +172,13 @@ class AbstractIndex:
         """The searched field of a slot: the relative offset (`.index`) or the timestamp (`.timeindex`)."""
         return self._key_struct.unpack_from(self._mmap, slot * self.entry_size)[0]  # type: ignore[arg-type]
 
-    def _largest_lower_bound_slot(self, target: int) -> int:
-        """Slot of the largest entry whose key is <= target, or -1 (AbstractIndex.indexSlotRangeFor).
-        The key is unpacked inline (`_key_struct`): this loop is most of a lookup by time."""
+    def _largest_lower_bound_slot(self, target: int, field: struct.Struct | None = None) -> int:
+        """Slot of the largest entry whose key (or other ascending `field`) is <= target, or -1
+        (AbstractIndex.indexSlotRangeFor). The field is unpacked inline: this loop is most of a lookup by time."""
         n = self._entries
         if n == 0:
             return -1
-        unpack, mm, size = self._key_struct.unpack_from, self._mmap, self.entry_size
+        unpack, mm, size = (field or self._key_struct).unpack_from, self._mmap, self.entry_size
         if unpack(mm, 0)[0] > target:
             return -1
         lo, hi = 0, n - 1
@@ -243,20 +244,8 @@ class OffsetIndex(AbstractIndex):
 
     def position_floor(self, position: int) -> int:
         """The largest entry position <= `position` (0 when none): a batch starts there."""
-        n = self._entries
-        if n == 0:
-            return 0
-        unpack, mm = _OFFSET_ENTRY.unpack_from, self._mmap
-        if unpack(mm, 0)[1] > position:
-            return 0
-        lo, hi = 0, n - 1
-        while lo < hi:
-            mid = (lo + hi + 1) >> 1
-            if unpack(mm, mid * 8)[1] <= position:
-                lo = mid
-            else:
-                hi = mid - 1
-        return unpack(mm, lo * 8)[1]
+        slot = self._largest_lower_bound_slot(position, _POSITION_FIELD)
+        return 0 if slot < 0 else self.entry(slot).position
 
     def append(self, offset: int, position: int) -> None:
         if self.is_full():
