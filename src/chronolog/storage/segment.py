@@ -739,9 +739,11 @@ class LogSegment:
         return -1
 
     def _mark_checked(self, start: int, end: int) -> None:
-        spans = [s for s in self._checked if s[1] < start or s[0] > end]  # those apart from [start, end)
+        spans = []
         for a, b in self._checked:
-            if not (b < start or a > end):
+            if b < start or a > end:  # apart from [start, end)
+                spans.append([a, b])
+            else:  # touching or overlapping: one span
                 start, end = min(a, start), max(b, end)
         spans.append([start, end])
         spans.sort()
