@@ -30,11 +30,13 @@ class ConfigDef:
     minimum: int | None = None
     choices: tuple[str, ...] | None = None
     synonym_scale: Mapping[str, int] = dataclasses.field(default_factory=dict)  # e.g. hours -> ms
+    synonym_negative: int | None = None  # what any negative broker-synonym value stands for, if allowed
 
 
 def _d(name: str, type_: str, default: Any, doc: str, synonyms: tuple[str, ...] = (), minimum: int | None = None,
-       choices: tuple[str, ...] | None = None, scale: Mapping[str, int] | None = None) -> ConfigDef:
-    return ConfigDef(name, type_, default, doc, synonyms, minimum, choices, dict(scale or {}))
+       choices: tuple[str, ...] | None = None, scale: Mapping[str, int] | None = None,
+       synonym_negative: int | None = None) -> ConfigDef:
+    return ConfigDef(name, type_, default, doc, synonyms, minimum, choices, dict(scale or {}), synonym_negative)
 
 
 _HOUR = 3_600_000
@@ -53,7 +55,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
        ("log.index.interval.bytes",), 0),
     _d("retention.ms", "long", 604800000, "Delete a segment when its largest timestamp is older (-1: never).",
        ("log.retention.ms", "log.retention.minutes", "log.retention.hours"), -1,
-       scale={"log.retention.minutes": _MINUTE, "log.retention.hours": _HOUR}),
+       scale={"log.retention.minutes": _MINUTE, "log.retention.hours": _HOUR},
+       synonym_negative=-1),  # KafkaConfig.logRetentionTimeMillis: any negative broker value is -1
     _d("retention.bytes", "long", -1, "Delete oldest segments while the partition exceeds this (-1: never).",
        ("log.retention.bytes",)),
     _d("cleanup.policy", "list", "delete", "delete (compact is accepted but not implemented).",
@@ -295,8 +298,8 @@ class BrokerConfig:
             elif key in synonym_of:
                 defn, syn = synonym_of[key]
                 value = _coerce(dataclasses.replace(defn, minimum=None), raw, defn.synonym_scale.get(syn, 1))
-                if defn.name == "retention.ms" and value < 0:  # KafkaConfig.logRetentionTimeMillis: any
-                    value = -1  # negative log.retention.{ms,minutes,hours} means no time limit
+                if defn.synonym_negative is not None and value < 0:
+                    value = defn.synonym_negative
                 if defn.minimum is not None and value < defn.minimum:
                     raise InvalidConfigError(f"Invalid value {raw} for configuration {key}")
                 self._topic_defaults[defn.name] = str(value).lower() if isinstance(value, bool) else str(value)
