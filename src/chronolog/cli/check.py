@@ -44,10 +44,15 @@ def _check_snapshots(name: str, plog: PartitionLog) -> list[dict]:
         try:
             ProducerStates.from_bytes(data)
         except CorruptSnapshotError as exc:
-            problems.append({"partition": name, "segment": file_name, "start": None, "end": None,
-                             "first_offset": None, "last_offset": None, "problem": "corrupt snapshot",
-                             "error": str(exc)})
+            problems.append({**_problem(name, file_name, "corrupt snapshot"), "error": str(exc)})
     return problems
+
+
+def _problem(partition: str, file_name: str, problem: str, start: int | None = None, end: int | None = None,
+             first_offset: int | None = None, last_offset: int | None = None) -> dict:
+    """One row of the report (the same keys for every kind, as `--json` prints them)."""
+    return {"partition": partition, "segment": file_name, "start": start, "end": end,
+            "first_offset": first_offset, "last_offset": last_offset, "problem": problem}
 
 
 def register(app: typer.Typer) -> None:
@@ -72,13 +77,10 @@ def register(app: typer.Typer) -> None:
                     for seg in plog.segments:
                         ranges, torn = verify_segment(seg)
                         for r in ranges:
-                            report.append({"partition": name, "segment": seg.log_path.name, "start": r.start,
-                                           "end": r.end, "first_offset": r.first_offset,
-                                           "last_offset": r.last_offset, "problem": "corrupt"})
+                            report.append(_problem(name, seg.log_path.name, "corrupt", r.start, r.end,
+                                                   r.first_offset, r.last_offset))
                         if torn:
-                            report.append({"partition": name, "segment": seg.log_path.name,
-                                           "start": seg.size - torn, "end": seg.size, "first_offset": None,
-                                           "last_offset": None, "problem": "torn tail"})
+                            report.append(_problem(name, seg.log_path.name, "torn tail", seg.size - torn, seg.size))
                     report += _check_snapshots(name, plog)
                 finally:
                     plog.close()

@@ -62,6 +62,7 @@ from chronolog.storage.producers import (
     ProducerStates,
     delete_snapshot,
     increment_sequence,
+    snapshot_offsets,
     snapshot_path,
 )
 from chronolog.storage.readonly import FilesSegment, ReadOnlyFiles, segment_bases
@@ -210,11 +211,10 @@ class PartitionLog:
         """(name, bytes) of each `<offset>.snapshot` file of the partition, oldest first, unparsed: for
         tools that check them (`chronolog check`)."""
         if self._files is not None:
-            names, read = self._files.names(), self._files.read
+            offsets, read = offsets_named(self._files.names(), SNAPSHOT_SUFFIX), self._files.read
         else:
-            names, read = [e.name for e in self.dir.iterdir()], lambda n: (self.dir / n).read_bytes()
-        found = [segment_name(o, SNAPSHOT_SUFFIX) for o in offsets_named(names, SNAPSHOT_SUFFIX)]
-        return [(n, read(n) or b"") for n in found]
+            offsets, read = snapshot_offsets(self.dir), lambda n: (self.dir / n).read_bytes()
+        return [(n, read(n) or b"") for n in (segment_name(o, SNAPSHOT_SUFFIX) for o in offsets)]
 
     def _segment_bases(self) -> list[int]:
         return offsets_named((entry.name for entry in self.dir.iterdir()), LOG_SUFFIX)
