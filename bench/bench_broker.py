@@ -33,7 +33,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.brokerproc import BrokerProcess, free_port
 
-from bench.common import print_table, sequential_read, time_append
+from bench.common import print_table, recv_frame, sequential_read, time_append
 from bench.replay import ResponseReplay
 from chronolog.config import TopicConfig
 from chronolog.protocol.wire import read_uvarint
@@ -221,8 +221,7 @@ def raw_produce(port: int, frames: list[bytes], in_flight: int = 5) -> float:
             while sent < len(frames) and sent - answered < in_flight:
                 sock.sendall(frames[sent])
                 sent += 1
-            (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
-            body = sock.recv(size, socket.MSG_WAITALL)
+            body = recv_frame(sock)
             # header v1 (correlation id, tags), topics[1]: name, partitions[1]: index, then the error code
             pos = 4 + 1 + 1
             name_len = body[pos] - 1
@@ -446,11 +445,11 @@ def main() -> None:
             # Interleaved as the produce rows are; the disk rounds start with the segment files out of the
             # page cache, for the baseline's read and for the broker's sendfile alike.
             count = 300_000
-            raw_produce(proc.port, produce_frames("c1024", [batches_of(1024, 15)[0]]) * (count // 15))
+            c_frames = produce_frames("c1024", [batches_of(1024, 15)[0]]) * (count // 15)
+            raw_produce(proc.port, c_frames)
             logs = sorted((tmp / "data" / "c1024-0").glob("*.log"))
             total = sequential_read(logs)[0]
-            replay, replay_proc = recorded_replay(tmp, produce_frames("c1024", [batches_of(1024, 15)[0]])
-                                                  * (count // 15), count)
+            replay, replay_proc = recorded_replay(tmp, c_frames, count)
             helpers.append(replay_proc)
             rounds, offsets, kcat_e, fetches, ceilings, replays = [], [], [], [], [], []
             for _ in range(3):

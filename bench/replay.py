@@ -15,26 +15,12 @@ import socket
 import struct
 import threading
 
-
-def _read_exact(sock: socket.socket, size: int) -> bytearray:
-    data = bytearray(size)
-    view = memoryview(data)
-    got = 0
-    while got < size:
-        n = sock.recv_into(view[got:])
-        if n == 0:
-            raise EOFError
-        got += n
-    return data
+from bench.common import recv_frame
 
 
-def _read_frame(sock: socket.socket) -> bytearray:
-    return _read_exact(sock, struct.unpack(">i", _read_exact(sock, 4))[0])
-
-
-def _key(request: bytearray) -> bytes:
+def _key(request: bytes) -> bytes:
     """A request without its correlation id (bytes 4-8: after the API key and version)."""
-    return bytes(request[:4]) + bytes(request[8:])
+    return request[:4] + request[8:]
 
 
 def _send_parts(sock: socket.socket, head: bytes, body: bytes) -> None:
@@ -83,7 +69,7 @@ class ResponseReplay:
         upstream = None
         try:
             while True:
-                request = _read_frame(conn)
+                request = recv_frame(conn)
                 key = _key(request)
                 body = None if self.recording else self.answers.get(key)
                 if body is None:
@@ -91,7 +77,7 @@ class ResponseReplay:
                         upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
                         upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                     upstream.sendall(struct.pack(">i", len(request)) + request)
-                    body = bytes(_read_frame(upstream)[4:])
+                    body = recv_frame(upstream)[4:]
                     self.answers[key] = body
                     if not self.recording:
                         self.forwarded += 1
