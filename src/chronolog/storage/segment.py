@@ -739,6 +739,11 @@ class LogSegment:
         return -1
 
     def _mark_checked(self, start: int, end: int) -> None:
+        for a, b in self._checked:
+            if a <= start and end <= b:  # inside a span already (a consumer re-reading, or reading on inside one)
+                return
+            if a > start:
+                break
         spans = []
         for a, b in self._checked:
             if b < start or a > end:  # apart from [start, end)
@@ -876,6 +881,9 @@ _native_batch_end = load_native("chronolog.storage._headers", "batch_end")
 _native_clean_run = load_native("chronolog.storage._headers", "clean_run")
 
 
+_FIRST_CHUNK = 4096
+
+
 class _HeaderReader:
     """The 61-byte header of the v2 batch at a position, from chunked reads of the headers only. None at
     the end of the data (or a torn tail of the last segment); False for anything a batch-parsing reader
@@ -888,7 +896,7 @@ class _HeaderReader:
         self._end = seg.size
         self._buf = b""
         self._buf_pos = 0
-        self._chunk = 4096  # one header of a big batch costs a small read; many small batches, bigger ones
+        self._chunk = _FIRST_CHUNK  # one header of a big batch costs a small read; many small batches, bigger ones
 
     @property
     def end(self) -> int:
@@ -902,6 +910,11 @@ class _HeaderReader:
             return None
         rel = pos - self._buf_pos
         if rel < 0 or rel + HEADER_SIZE > len(self._buf):
+            # Reads grow while each header begins inside or right at the end of the last read (many small
+            # batches); a header further on (a big batch stepped over, or a jump to an index entry) starts
+            # again with one small read.
+            if rel < 0 or rel > len(self._buf):
+                self._chunk = _FIRST_CHUNK
             self._buf = self._seg.pread(pos, min(self._chunk, self._end - pos))
             self._chunk = min(self._chunk * 4, 64 << 10)
             self._buf_pos, rel = pos, 0
