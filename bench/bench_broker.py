@@ -32,8 +32,9 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.brokerproc import BrokerProcess, free_port
+from tests.frames import recv_frame
 
-from bench.common import print_table, recv_frame, sequential_read, time_append
+from bench.common import print_table, sequential_read, time_append
 from bench.replay import ResponseReplay
 from chronolog.config import TopicConfig
 from chronolog.protocol.wire import read_uvarint
@@ -378,10 +379,7 @@ def raw_list_offsets(port: int, topic: str, count: int) -> list[float]:
             frame = buf.getvalue()
             start = time.perf_counter()
             sock.sendall(struct.pack(">i", len(frame)) + frame)
-            size = struct.unpack(">i", sock.recv(4))[0]
-            got = b""
-            while len(got) < size:
-                got += sock.recv(size - len(got))
+            recv_frame(sock)
             timings.append(time.perf_counter() - start)
     return timings
 

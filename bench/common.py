@@ -42,18 +42,3 @@ def time_append(directory, cfg, warm: list[bytes], timed: list[bytes], now: int)
     plog.close()
     shutil.rmtree(plog.dir)
     return elapsed
-
-
-def recv_frame(sock) -> bytes:
-    """One size-prefixed Kafka frame from a blocking socket, without its size; EOFError when it closes."""
-    import socket
-    import struct
-
-    head = sock.recv(4, socket.MSG_WAITALL)
-    if len(head) < 4:
-        raise EOFError
-    size = struct.unpack(">i", head)[0]
-    body = sock.recv(size, socket.MSG_WAITALL) if size else b""
-    if len(body) < size:
-        raise EOFError
-    return body

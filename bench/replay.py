@@ -15,7 +15,7 @@ import socket
 import struct
 import threading
 
-from bench.common import recv_frame
+from tests.frames import recv_frame
 
 
 def _key(request: bytes) -> bytes:

@@ -22,6 +22,7 @@ from chronolog.protocol.core import ZERO_COPY_MIN_BYTES
 from chronolog.records import SimpleRecord, build_batch
 from chronolog.server.broker import Broker
 from tests.brokerproc import TEST_CONFIGS
+from tests.frames import recv_frame
 
 VERSIONS = range(4, 13)
 NOW = 1_700_000_000_000
@@ -175,16 +176,8 @@ def _round_trip(address: tuple[str, int], context: ssl.SSLContext | None, frames
         sock = context.wrap_socket(raw, server_hostname="127.0.0.1") if context is not None else raw
         for frame in frames:
             sock.sendall(frame)
-            head = b""
-            while len(head) < 4:
-                head += sock.recv(4 - len(head))
-            (size,) = struct.unpack(">i", head)
-            data = bytearray()
-            while len(data) < size:
-                chunk = sock.recv(size - len(data))
-                assert chunk, "connection closed mid-response"
-                data += chunk
-            answers.append(head + bytes(data))
+            body = recv_frame(sock)
+            answers.append(struct.pack(">i", len(body)) + body)
     return answers
 
 

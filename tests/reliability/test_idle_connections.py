@@ -11,6 +11,7 @@ import time
 from confluent_kafka import Producer
 
 from tests.brokerproc import BrokerProcess
+from tests.frames import recv_frame
 
 IDLE_MS = 600
 
@@ -18,12 +19,6 @@ IDLE_MS = 600
 def _api_versions(correlation_id: int) -> bytes:
     body = struct.pack(">hhi", 18, 0, correlation_id) + struct.pack(">h", 4) + b"test"
     return struct.pack(">i", len(body)) + body
-
-
-def _answer(sock: socket.socket) -> bytes:
-    head = sock.recv(4, socket.MSG_WAITALL)
-    assert len(head) == 4, "connection closed"
-    return sock.recv(struct.unpack(">i", head)[0], socket.MSG_WAITALL)
 
 
 def _closed_within(sock: socket.socket, seconds: float) -> bool:
@@ -42,17 +37,17 @@ def test_idle_connections_are_closed_and_busy_ones_kept(tmp_path):
         idle = socket.create_connection(("127.0.0.1", proc.port))
         talking = socket.create_connection(("127.0.0.1", proc.port))
         idle.sendall(_api_versions(1))
-        _answer(idle)
+        recv_frame(idle)
         start = time.monotonic()
         n = 2
         while time.monotonic() - start < 3 * IDLE_MS / 1000:
             talking.sendall(_api_versions(n))  # a request every 150 ms: never idle
-            _answer(talking)
+            recv_frame(talking)
             n += 1
             time.sleep(0.15)
         assert _closed_within(idle, 2.0)
         talking.sendall(_api_versions(n))
-        assert _answer(talking)[:4] == struct.pack(">i", n)
+        assert recv_frame(talking)[:4] == struct.pack(">i", n)
         idle.close()
         talking.close()
     finally:
@@ -70,7 +65,7 @@ def test_a_long_poll_longer_than_the_idle_limit_is_answered(tmp_path):
             sock.sendall(request(3, 9, {"topics": [{"name": "t"}], "allow_auto_topic_creation": True,
                                         "include_cluster_authorized_operations": False,
                                         "include_topic_authorized_operations": False}, correlation_id=1))
-            _answer(sock)
+            recv_frame(sock)
             time.sleep(0.3)  # the topic's log is created
             sock.sendall(request(1, 12, {
                 "replica_id": -1, "max_wait": 3 * IDLE_MS, "min_bytes": 1, "max_bytes": 1 << 20,
@@ -81,7 +76,7 @@ def test_a_long_poll_longer_than_the_idle_limit_is_answered(tmp_path):
                 "forgotten_topics_data": [], "rack_id": ""}, correlation_id=2))
             sock.settimeout(10)
             started = time.monotonic()
-            answer = _answer(sock)
+            answer = recv_frame(sock)
             assert answer[:4] == struct.pack(">i", 2)
             assert time.monotonic() - started >= 3 * IDLE_MS / 1000 * 0.9
     finally:

@@ -19,6 +19,7 @@ import pytest
 from chronolog.security.acl import AclBinding, AclFilter, AclStore
 from chronolog.security.credentials import CredentialStore
 from tests.brokerproc import BrokerProcess
+from tests.frames import recv_frame
 
 trustme = pytest.importorskip("trustme")
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -337,19 +338,6 @@ def _request(api_key: int, version: int, corr: int, body) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
 
-def _recv_frame(sock: socket.socket) -> bytes:
-    def exactly(n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return buf
-    (size,) = struct.unpack(">i", exactly(4))
-    return exactly(size)
-
-
 def _response(api_key: int, version: int, frame: bytes):
     from kio.index import load_response_schema
     from kio.serial import entity_reader
@@ -380,31 +368,31 @@ def test_raw_sasl_wire_behaviour(secure_broker):
     # An unknown mechanism: UNSUPPORTED_SASL_MECHANISM with the enabled list, then closed.
     with _connect(secure_broker, "SASL_PLAINTEXT") as s:
         s.sendall(_request(17, 1, 1, handshake_v1(mechanism="GSSAPI")))
-        resp = _response(17, 1, _recv_frame(s))
+        resp = _response(17, 1, recv_frame(s))
         assert int(resp.error_code) == 33 and set(resp.mechanisms) == set(MECHANISMS)
         assert _closed(s)
     # A wrong PLAIN password: SASL_AUTHENTICATION_FAILED with a message, then closed.
     with _connect(secure_broker, "SASL_PLAINTEXT") as s:
         s.sendall(_request(17, 1, 1, handshake_v1(mechanism="PLAIN")))
-        assert int(_response(17, 1, _recv_frame(s)).error_code) == 0
+        assert int(_response(17, 1, recv_frame(s)).error_code) == 0
         s.sendall(_request(36, 1, 2, authenticate_v1(auth_bytes=b"\0alice\0wrong")))
-        resp = _response(36, 1, _recv_frame(s))
+        resp = _response(36, 1, recv_frame(s))
         assert int(resp.error_code) == 58 and "Invalid username or password" in resp.error_message
         assert _closed(s)
     # The v0 handshake (KIP-152): raw size-prefixed tokens without Kafka headers, then normal requests.
     with _connect(secure_broker, "SASL_PLAINTEXT") as s:
         s.sendall(_request(17, 0, 1, load_request_schema(17, 0)(mechanism="PLAIN")))
-        assert int(_response(17, 0, _recv_frame(s)).error_code) == 0
+        assert int(_response(17, 0, recv_frame(s)).error_code) == 0
         token = b"\0alice\0" + PASSWORDS["alice"].encode()
         s.sendall(struct.pack(">i", len(token)) + token)
-        assert _recv_frame(s) == b""  # PlainSaslServer's empty challenge
+        assert recv_frame(s) == b""  # PlainSaslServer's empty challenge
         s.sendall(_request(3, 1, 3, load_request_schema(3, 1)(topics=None)))
-        names = {t.name for t in _response(3, 1, _recv_frame(s)).topics}
+        names = {t.name for t in _response(3, 1, recv_frame(s)).topics}
         assert names == {"allowed"}  # authenticated as alice: secret stays hidden
     # v0 with a wrong password: the connection is closed without an answer.
     with _connect(secure_broker, "SASL_PLAINTEXT") as s:
         s.sendall(_request(17, 0, 1, load_request_schema(17, 0)(mechanism="PLAIN")))
-        _recv_frame(s)
+        recv_frame(s)
         token = b"\0alice\0wrong"
         s.sendall(struct.pack(">i", len(token)) + token)
         assert _closed(s)
@@ -414,11 +402,11 @@ def test_plaintext_listener_is_anonymous(secure_broker):
     from kio.index import load_request_schema
     with _connect(secure_broker, "PLAINTEXT") as s:
         s.sendall(_request(3, 1, 1, load_request_schema(3, 1)(topics=None)))
-        resp = _response(3, 1, _recv_frame(s))
+        resp = _response(3, 1, recv_frame(s))
         assert resp.topics == ()  # User:ANONYMOUS may describe nothing
         assert [(b.host, b.port) for b in resp.brokers] == [secure_broker.listeners["PLAINTEXT"]]
         s.sendall(_request(17, 1, 2, load_request_schema(17, 1)(mechanism="PLAIN")))
-        assert int(_response(17, 1, _recv_frame(s)).error_code) == 34  # ILLEGAL_SASL_STATE
+        assert int(_response(17, 1, recv_frame(s)).error_code) == 34  # ILLEGAL_SASL_STATE
 
 
 # -- connection limits ------------------------------------------------------------------------------------
@@ -431,7 +419,7 @@ def test_per_ip_connection_limit(tmp_path):
         first, second = _connect_plain(proc), _connect_plain(proc)
         for s in (first, second):
             s.sendall(api_versions)
-            assert _recv_frame(s)
+            assert recv_frame(s)
         third = _connect_plain(proc)
         assert _closed(third)
         third.close()
@@ -441,7 +429,7 @@ def test_per_ip_connection_limit(tmp_path):
             again = _connect_plain(proc)
             again.sendall(api_versions)
             try:
-                assert _recv_frame(again)
+                assert recv_frame(again)
                 break
             except (ConnectionError, OSError):
                 again.close()
@@ -466,7 +454,7 @@ def test_queued_max_requests_bounds_requests_in_flight(tmp_path):
     try:
         with _connect_plain(proc) as a, _connect_plain(proc) as b:
             a.sendall(_request(3, 1, 1, codec.build(load_request_schema(3, 1), {"topics": [{"name": "idle"}]})))
-            assert any(t.name == "idle" for t in _response(3, 1, _recv_frame(a)).topics)
+            assert any(t.name == "idle" for t in _response(3, 1, recv_frame(a)).topics)
             fetch = codec.build(load_request_schema(1, 4), {
                 "replica_id": -1, "max_wait": 2000, "min_bytes": 1, "max_bytes": 1 << 20,
                 "topics": [{"topic": "idle", "partitions": [{"partition": 0, "fetch_offset": 0,
@@ -476,8 +464,8 @@ def test_queued_max_requests_bounds_requests_in_flight(tmp_path):
             b.sendall(_request(18, 0, 3, load_request_schema(18, 0)()))
             ready, _, _ = select.select([a, b], [], [], 10)
             assert ready == [a]  # the parked Fetch answers first; b waited for the slot
-            _recv_frame(a)
-            assert _recv_frame(b)  # and b is served right after
+            recv_frame(a)
+            assert recv_frame(b)  # and b is served right after
     finally:
         proc.stop()
 
