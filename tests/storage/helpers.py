@@ -39,3 +39,19 @@ def write_data_dir(path, topic: str, batches: dict[int, list[bytes]], configs: d
             manager.get_log(topic, partition).append(batch_bytes)
     manager.shutdown()
     return path
+
+
+def counting_preads(monkeypatch) -> list[int]:
+    """From now on, the size of every read a segment makes of its file (`LogSegment.pread`) is appended to
+    the returned list."""
+    from chronolog.storage.segment import LogSegment
+
+    sizes: list[int] = []
+    original = LogSegment.pread
+
+    def counting(self, position: int, size: int) -> bytes:
+        data = original(self, position, size)
+        sizes.append(len(data))
+        return data
+    monkeypatch.setattr(LogSegment, "pread", counting)
+    return sizes

@@ -11,7 +11,7 @@ import pytest
 
 from chronolog.records import SimpleRecord, build_batch
 from chronolog.storage import PartitionLog
-from tests.storage.helpers import NOW, batch, open_log
+from tests.storage.helpers import NOW, batch, counting_preads, open_log
 
 
 def _random_log(tmp_path, rng: random.Random, n_batches: int, interval: int):
@@ -169,20 +169,11 @@ def test_spans_merge_when_they_touch_and_stay_few(tmp_path):
 def test_a_fetch_inside_the_span_reads_a_few_headers_not_chunks(tmp_path, monkeypatch):
     """Inside the span a fetch looks at the headers at its start and at the last index entry inside its
     budget: small reads, not the 16 and 64 KiB chunks a header walk grows to over many small batches."""
-    from chronolog.storage.segment import LogSegment
-
     plog = open_log(tmp_path, segment_bytes=1 << 30, index_interval_bytes=4096)
     value = b"v" * 1000
     for i in range(400):  # batches of 15 records, about 15 KB each, as a producer's 16 KiB batches
         plog.append(build_batch([SimpleRecord(NOW + i, None, value)] * 15), now=NOW)
-    sizes: list[int] = []
-    original = LogSegment.pread
-
-    def counting(self, position: int, size: int) -> bytes:
-        data = original(self, position, size)
-        sizes.append(len(data))
-        return data
-    monkeypatch.setattr(LogSegment, "pread", counting)
+    sizes = counting_preads(monkeypatch)
     for offset in range(0, 5000, 1500):
         sizes.clear()
         found = plog.read(offset, 1 << 20)

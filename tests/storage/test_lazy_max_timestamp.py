@@ -7,22 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from chronolog.storage import LogSegment, PartitionLog
-from tests.storage.helpers import NOW, batch, open_log
+from chronolog.storage import PartitionLog
+from tests.storage.helpers import NOW, batch, counting_preads, open_log
 
 VALUE = b"v" * 1000
-
-
-def _counting_preads(monkeypatch) -> list[int]:
-    sizes: list[int] = []
-    original = LogSegment.pread
-
-    def counting(self, position: int, size: int) -> bytes:
-        data = original(self, position, size)
-        sizes.append(len(data))
-        return data
-    monkeypatch.setattr(LogSegment, "pread", counting)
-    return sizes
 
 
 def _flat_log(tmp_path):
@@ -42,7 +30,7 @@ def _flat_log(tmp_path):
 def test_opening_reads_no_segment_whole(tmp_path, monkeypatch):
     plog, truth = _flat_log(tmp_path)
     total = sum(seg.log_path.stat().st_size for seg in plog.segments)
-    sizes = _counting_preads(monkeypatch)
+    sizes = counting_preads(monkeypatch)
     reopened = PartitionLog.open(plog.dir, plog.config, recover=False)
     assert sum(sizes) < total / 4, (sum(sizes), total)  # the first batches only, not the segments
     assert [seg.largest_timestamp for seg in reopened.segments] == truth

@@ -25,6 +25,7 @@ from chronolog.errors import (
     UnknownTopicOrPartitionError,
 )
 from chronolog.protocol import codec
+from chronolog.protocol.fetch_plan import FetchPlan
 from chronolog.protocol.registry import HANDLERS, RequestContext, register
 from chronolog.storage.log import LEADER_EPOCH
 
@@ -189,22 +190,44 @@ def _fetch_once(req: Any, ctx: RequestContext) -> tuple[list[dict], int, list]:
     return responses, total, found
 
 
+def _records_of(plog: Any, piece: Any) -> bytes | codec.FileRegion:
+    """A found range as a partition's records: a small one read now with one `pread`, a large one a
+    FileRegion over a `dup` of the segment's descriptor, taken under the log's lock (segments are closed
+    under it), so retention deleting the segment before the response is sent cannot pull the file away.
+    A segment deleted since the range was found gives no records; the next fetch says why."""
+    if piece.size < ZERO_COPY_MIN_BYTES:
+        return piece.read_bytes()
+    with plog.lock:
+        fd = piece.fileno()
+        return codec.FileRegion(os.dup(fd), piece.position, piece.size) if fd >= 0 else b""
+
+
 def _attach_records(found: list) -> None:
-    """Each found range becomes the partition's records: small ones read now with one `pread`, large ones
-    a FileRegion over a `dup` of the segment's descriptor, taken under the log's lock (segments are closed
-    under it), so retention deleting the segment before the response is sent cannot pull the file away."""
     for out, plog, piece in found:
         try:
-            if piece.size < ZERO_COPY_MIN_BYTES:
-                out["records"] = piece.read_bytes()
-                continue
-            with plog.lock:
-                fd = piece.fileno()
-                region = codec.FileRegion(os.dup(fd), piece.position, piece.size) if fd >= 0 else None
-            # A segment deleted since the range was found: nothing to send; the next fetch says why.
-            out["records"] = region if region is not None else b""
+            out["records"] = _records_of(plog, piece)
         except Exception as exc:
             out.update(error_code=error_of(exc), records=b"")
+
+
+def planned_fetch(ctx: RequestContext, plan: FetchPlan, fetch_offset: int) -> bytes | codec.ResponseParts | None:
+    """The answer to a connection's planned Fetch (see protocol.fetch_plan) at `fetch_offset` when it is
+    records ready to send, decided as `fetch` decides for one partition; None for anything else (an
+    error, a deleted segment, less than min_bytes: a long poll), which the caller hands to `fetch`."""
+    try:
+        if not ctx.allowed("read", "topic", plan.topic):
+            return None
+        plog = ctx.log_manager.get_log(plan.topic, plan.partition)
+        hw, log_start = plog.high_watermark, plog.log_start_offset
+        piece = plog.read(fetch_offset, plan.limit, min_one_message=True)
+        if piece is None or piece.size < plan.min_bytes:
+            return None
+        records = _records_of(plog, piece)
+    except Exception:
+        return None
+    if not records:
+        return None
+    return plan.response(ctx.correlation_id, hw, log_start, records)
 
 
 @register(1, 4, 12)

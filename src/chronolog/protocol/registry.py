@@ -30,6 +30,7 @@ class ConnectionState:
     principal: str = "User:ANONYMOUS"
     sasl: Any = None  # a chronolog.security.sasl.SaslSession on SASL_* listeners
     close_after_response: bool = False  # a failed authentication: answer, then close (Kafka does)
+    fetch_plan: Any = None  # its last one-partition Fetch request (protocol.fetch_plan), for the next one
 
 
 @dataclass

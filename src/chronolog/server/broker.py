@@ -23,6 +23,8 @@ from pathlib import Path
 from chronolog.config import BrokerConfig
 from chronolog.errors import ChronologError, CorruptMessageError, KafkaError, UnsupportedVersionError
 from chronolog.protocol import codec
+from chronolog.protocol.core import planned_fetch
+from chronolog.protocol.fetch_plan import FetchPlan
 from chronolog.protocol.registry import HANDLERS, BrokerState, ConnectionState, RequestContext
 from chronolog.security import tls
 from chronolog.security.acl import AclAuthorizer, AclStore, parse_super_users
@@ -123,6 +125,10 @@ class Broker:
     path: SASL gate, global in-flight bound, dispatch. Requests on one connection are handled strictly one
     at a time: the next frame is read only after the previous response was written (Kafka mutes a channel
     until its response is sent), so a connection has at most one request in flight."""
+
+    # A connection's repeated one-partition Fetch is recognised by its bytes and answered without the
+    # handler (protocol.fetch_plan); tests switch this off to compare both paths.
+    plan_fetches = True
 
     def __init__(self, data_dir: Path | str, host: str = "127.0.0.1", port: int = 9092,
                  configs: dict[str, str] | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
@@ -378,8 +384,10 @@ class Broker:
                     continue
                 frames.busy = True
                 try:
-                    async with self._inflight:  # queued.max.requests across all connections
-                        response = await self._respond(frame, peer[0], conn)
+                    response = self._planned_fetch(conn, frame, peer[0])
+                    if response is None:
+                        async with self._inflight:  # queued.max.requests across all connections
+                            response = await self._respond(frame, peer[0], conn)
                     if isinstance(response, codec.ResponseParts):
                         await self._send_parts(writer, response, zero_copy)
                     elif response:
@@ -412,6 +420,27 @@ class Broker:
         if conn.sasl.complete:
             conn.principal = conn.sasl.principal
         return answer
+
+    def _planned_fetch(self, conn: ConnectionState, frame: bytes, client_host: str
+                       ) -> bytes | codec.ResponseParts | None:
+        """The answer to `frame` if it is the connection's planned Fetch at another offset with records
+        ready (protocol.fetch_plan, core.planned_fetch), without parsing it; None: serve it as usual. Not
+        while SASL is still running, nor when queued.max.requests are already being served."""
+        plan = conn.fetch_plan
+        if plan is None or not self.plan_fetches or self._inflight.locked():
+            return None
+        if conn.sasl is not None and not conn.sasl.complete:
+            return None
+        offset = plan.offset_of(frame)
+        if offset is None:
+            return None
+        refresh = getattr(self.state.authorizer, "refresh", None)
+        if refresh is not None:
+            refresh()  # as _respond: the ACL file changed?
+        correlation_id = int.from_bytes(frame[4:8], "big", signed=True)
+        ctx = RequestContext(self.state, codec.FETCH_KEY, plan.version, correlation_id, None, client_host,
+                             principal=conn.principal, connection=conn)
+        return planned_fetch(ctx, plan, offset)
 
     async def _send_parts(self, writer: asyncio.StreamWriter, response: codec.ResponseParts, zero_copy: bool) -> None:
         """A response holding file regions (Fetch records): the framing bytes are written and each region
@@ -487,6 +516,8 @@ class Broker:
             refresh()  # the ACL file changed? (one stat per request)
         ctx = RequestContext(self.state, api_key, version, correlation_id, request.client_id, client_host,
                              principal=conn.principal if conn is not None else "User:ANONYMOUS", connection=conn)
+        if api_key == codec.FETCH_KEY and conn is not None and self.plan_fetches:
+            conn.fetch_plan = FetchPlan.build(frame, version, request.body)
         try:
             result = handler.fn(request.body, ctx)
             if inspect.isawaitable(result):
