@@ -910,10 +910,10 @@ class _HeaderReader:
             return None
         rel = pos - self._buf_pos
         if rel < 0 or rel + HEADER_SIZE > len(self._buf):
-            # Reads grow while each header begins inside or right at the end of the last read (many small
-            # batches); a header further on (a big batch stepped over, or a jump to an index entry) starts
-            # again with one small read.
-            if rel < 0 or rel > len(self._buf):
+            # Reads grow while the walk goes on within reach of the next, larger read (a walk over many
+            # batches); a jump further than that (to an index entry, as a fetch inside a checked span makes)
+            # starts again with one small read instead of a 64 KiB one.
+            if rel < 0 or rel > len(self._buf) + self._chunk:
                 self._chunk = _FIRST_CHUNK
             self._buf = self._seg.pread(pos, min(self._chunk, self._end - pos))
             self._chunk = min(self._chunk * 4, 64 << 10)
