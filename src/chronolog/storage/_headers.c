@@ -329,6 +329,252 @@ static PyObject *clean_run(PyObject *self, PyObject *args)
     return result;
 }
 
+/* The header of the whole v2 batch at `pos`, for the two walks below, which hold the GIL (it is let go for
+ * the reads): its size, with *header pointing into buf (refilled from pos when the header is not there); 0
+ * when there is none (the end, a header that is not a v2 batch's, a batch running past `end`), -1 after a
+ * read error (its errno in *error). */
+static long long v2_header_at(int fd, uint8_t *buf, size_t cap, long long pos, long long end, long long *buf_pos,
+                              long long *buf_len, const uint8_t **header, int *error)
+{
+    if (end - pos < HEADER_SIZE)
+        return 0;
+    if (pos + HEADER_SIZE > *buf_pos + *buf_len) {
+        int e;
+        Py_BEGIN_ALLOW_THREADS
+        e = refill(fd, buf, cap, pos, end, buf_pos, buf_len);
+        Py_END_ALLOW_THREADS
+        if (e != 0) {
+            *error = e;
+            return -1;
+        }
+        if (*buf_len < HEADER_SIZE)
+            return 0;
+    }
+    const uint8_t *h = buf + (pos - *buf_pos);
+    int32_t length = be32(h + 8);
+    if ((int8_t)h[16] != 2 || length < MIN_BATCH_LENGTH)
+        return 0;
+    long long size = 12 + (long long)length;
+    if (pos + size > end)
+        return 0;
+    *header = h;
+    return size;
+}
+
+/* A walk's read buffer of CHUNK bytes and its empty result list; NULL (MemoryError set) when either fails. */
+static uint8_t *walk_start(PyObject **list)
+{
+    uint8_t *buf = malloc(CHUNK);
+    *list = PyList_New(0);
+    if (buf == NULL || *list == NULL) {
+        free(buf);
+        Py_CLEAR(*list);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    return buf;
+}
+
+/* The end of a walk: the buffer freed; after a failure (exception already set) or a read error (its errno
+ * value in `error`), the list dropped and 0 returned with the exception set; else 1. */
+static int walk_end(uint8_t *buf, int error, int failed, PyObject **list)
+{
+    free(buf);
+    if (!failed && error) {
+        errno = error;
+        PyErr_SetFromErrno(PyExc_OSError);
+        failed = 1;
+    }
+    if (failed) {
+        Py_CLEAR(*list);
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- the minima rebuild: smallest record timestamps per chunk of batches --------------------------------
+ *
+ * After recovery, LogSegment._extend_by_scan computes each batch's smallest record timestamp and folds it
+ * into chunks of about CHUNK_BYTES (storage.minima). In Python, building each batch and its minimum cost
+ * about 5 us a batch: most of opening a partition of small batches after a crash. minima_run does the same
+ * walk over the file: for each whole v2 batch, no records gives NO_RECORDS, LogAppendTime gives the max
+ * timestamp, uncompressed records are read by `scan` (records._walk.scan_timestamps, the C walk that
+ * RecordBatch.scan_timestamps itself uses) and give the base timestamp plus the smallest delta. Anything
+ * else (a compressed batch, a batch `scan` declines, a sum beyond 64 bits, a header that is not a whole v2
+ * batch's, the end) stops it there; the Python loop takes that batch and calls again. Chunks follow
+ * SegmentMinima.extend: a batch starting CHUNK_BYTES or more after the tail chunk's start opens a new chunk.
+ * tests/storage/test_native_minima.py compares the sidecar both ways. */
+#define NO_RECORDS INT64_MAX
+
+static PyObject *minima_run(PyObject *self, PyObject *args)
+{
+    int fd;
+    long long pos, end, chunk_bytes, tail_pos, tail_min;
+    PyObject *scan;
+    if (!PyArg_ParseTuple(args, "iLLLOLL", &fd, &pos, &end, &chunk_bytes, &scan, &tail_pos, &tail_min))
+        return NULL;
+    size_t cap = CHUNK;
+    PyObject *chunks;
+    uint8_t *buf = walk_start(&chunks);
+    if (buf == NULL)
+        return NULL;
+    long long buf_pos = pos, buf_len = 0, last_pos = -1, last_base = 0, last_size = 0, last_crc = 0;
+    long long new_pos = -1, new_base = 0, new_crc = 0, new_min = 0; /* the newest chunk opened here */
+    int error = 0, failed = 0;
+    for (;;) {
+        const uint8_t *h = NULL;
+        long long size = v2_header_at(fd, buf, cap, pos, end, &buf_pos, &buf_len, &h, &error);
+        if (size <= 0)
+            break;
+        int16_t attributes = (int16_t)(((uint16_t)h[21] << 8) | h[22]);
+        int32_t count = be32(h + 57);
+        long long low;
+        if (count <= 0) {
+            low = NO_RECORDS;
+        } else if (attributes & 0x08) { /* LogAppendTime */
+            low = be64(h + 35);
+        } else {
+            if (attributes & 0x07) /* compressed: the Python loop decompresses it */
+                break;
+            if (pos + size > buf_pos + buf_len) { /* the records are needed */
+                if ((size_t)size > cap) {
+                    uint8_t *bigger = realloc(buf, (size_t)size);
+                    if (bigger == NULL) {
+                        failed = 1;
+                        PyErr_NoMemory();
+                        break;
+                    }
+                    buf = bigger;
+                    cap = (size_t)size;
+                }
+                Py_BEGIN_ALLOW_THREADS
+                error = refill(fd, buf, cap, pos, end, &buf_pos, &buf_len);
+                Py_END_ALLOW_THREADS
+                if (error != 0 || buf_len < size)
+                    break;
+                h = buf;
+            }
+            PyObject *body = PyMemoryView_FromMemory((char *)(h + HEADER_SIZE), (Py_ssize_t)(size - HEADER_SIZE),
+                                                     PyBUF_READ);
+            if (body == NULL) {
+                failed = 1;
+                break;
+            }
+            PyObject *found = PyObject_CallFunction(scan, "Oi", body, (int)count);
+            PyObject *released = PyObject_CallMethod(body, "release", NULL);
+            Py_DECREF(body);
+            Py_XDECREF(released);
+            if (found == NULL || released == NULL) {
+                Py_XDECREF(found);
+                failed = 1;
+                break;
+            }
+            long long delta = 0;
+            int usable = PyTuple_Check(found) && PyTuple_GET_SIZE(found) >= 1;
+            if (usable) {
+                int overflow = 0;
+                delta = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(found, 0), &overflow);
+                if (overflow || (delta == -1 && PyErr_Occurred())) {
+                    PyErr_Clear();
+                    usable = 0;
+                }
+            }
+            Py_DECREF(found);
+            if (!usable || __builtin_add_overflow(be64(h + 27), delta, &low))
+                break; /* declined (the Python walk gives the verdict), or beyond 64 bits */
+        }
+        long long base = be64(h);
+        long long crc = (long long)(uint32_t)be32(h + 17);
+        long long open_at = new_pos >= 0 ? new_pos : tail_pos;
+        if (open_at < 0 || pos - open_at >= chunk_bytes) {
+            if (new_pos >= 0) {
+                PyObject *t = Py_BuildValue("(LLLL)", new_pos, new_base, new_crc, new_min);
+                if (t == NULL || PyList_Append(chunks, t) < 0) {
+                    Py_XDECREF(t);
+                    failed = 1;
+                    break;
+                }
+                Py_DECREF(t);
+            }
+            new_pos = pos;
+            new_base = base;
+            new_crc = crc;
+            new_min = low;
+        } else if (new_pos >= 0) {
+            if (low < new_min)
+                new_min = low;
+        } else if (low < tail_min) {
+            tail_min = low;
+        }
+        last_pos = pos;
+        last_base = base;
+        last_size = size;
+        last_crc = crc;
+        pos += size;
+    }
+    if (!failed && !error && new_pos >= 0) {
+        PyObject *t = Py_BuildValue("(LLLL)", new_pos, new_base, new_crc, new_min);
+        if (t == NULL || PyList_Append(chunks, t) < 0)
+            failed = 1;
+        Py_XDECREF(t);
+    }
+    if (!walk_end(buf, error, failed, &chunks))
+        return NULL;
+    if (last_pos < 0)
+        return Py_BuildValue("(LLNO)", pos, tail_min, chunks, Py_None);
+    return Py_BuildValue("(LLN(LLLL))", pos, tail_min, chunks, last_pos, last_base, last_size, last_crc);
+}
+
+/* ---- the producers' replay: what idempotent producers wrote -----------------------------------------------
+ *
+ * PartitionLog._replay_producers updates the producers' state from every batch after the newest snapshot,
+ * which after a crash is the whole active segment; it needs only header fields. producer_run walks whole v2
+ * batches from `pos` (one large read at a time, headers only) and returns (producer id, epoch, base
+ * sequence, base offset, last offset, max timestamp) of those written by a producer (id >= 0), not control
+ * batches, ending at or after offset `start`: the arguments of ProducerStates.update, in log order. It
+ * stops at anything that is not a whole v2 batch (the Python loop goes on from there as before), or after
+ * `most` of them (the caller applies those and calls again, so memory stays bounded). */
+static PyObject *producer_run(PyObject *self, PyObject *args)
+{
+    int fd;
+    long long pos, end, start, most;
+    if (!PyArg_ParseTuple(args, "iLLLL", &fd, &pos, &end, &start, &most))
+        return NULL;
+    size_t cap = CHUNK;
+    PyObject *found;
+    uint8_t *buf = walk_start(&found);
+    if (buf == NULL)
+        return NULL;
+    long long buf_pos = pos, buf_len = 0;
+    int error = 0, failed = 0;
+    while (PyList_GET_SIZE(found) < most) {
+        const uint8_t *h = NULL;
+        long long size = v2_header_at(fd, buf, cap, pos, end, &buf_pos, &buf_len, &h, &error);
+        if (size <= 0)
+            break;
+        long long base = be64(h), last;
+        if (__builtin_add_overflow(base, (long long)be32(h + 23), &last))
+            break;
+        long long producer_id = be64(h + 43);
+        int16_t attributes = (int16_t)(((uint16_t)h[21] << 8) | h[22]);
+        if (producer_id >= 0 && !(attributes & 0x20) && last >= start) {
+            int16_t epoch = (int16_t)(((uint16_t)h[51] << 8) | h[52]);
+            PyObject *t = Py_BuildValue("(LiiLLL)", producer_id, (int)epoch, (int)be32(h + 53), base, last,
+                                        be64(h + 35));
+            if (t == NULL || PyList_Append(found, t) < 0) {
+                Py_XDECREF(t);
+                failed = 1;
+                break;
+            }
+            Py_DECREF(t);
+        }
+        pos += size;
+    }
+    if (!walk_end(buf, error, failed, &found))
+        return NULL;
+    return Py_BuildValue("(LN)", pos, found);
+}
+
 static PyMethodDef methods[] = {
     {"batch_end", batch_end, METH_VARARGS,
      "batch_end(fd, pos, file_end, budget_end, limit, is_last) -> the end of the whole v2 batches from pos "
@@ -342,6 +588,14 @@ static PyMethodDef methods[] = {
     {"floor_slot", floor_slot, METH_VARARGS,
      "floor_slot(buffer, entries, entry_size, field_offset, wide, target) -> the last slot whose big-endian "
      "int32 (int64 if wide) field at field_offset is <= target, or -1."},
+    {"minima_run", minima_run, METH_VARARGS,
+     "minima_run(fd, pos, end, chunk_bytes, scan, tail_pos, tail_min) -> (stop position, the tail chunk's "
+     "minimum, [(position, base offset, crc, minimum) new chunks], (position, base offset, size, crc) of the "
+     "last batch or None): the minima rebuild's walk up to the first batch the Python loop must take."},
+    {"producer_run", producer_run, METH_VARARGS,
+     "producer_run(fd, pos, end, start, most) -> (stop position, [(producer id, epoch, base sequence, base "
+     "offset, last offset, max timestamp)]) of producers' batches ending at or after start: the replay's walk "
+     "up to the first batch the Python loop must take, or after `most` of them."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -293,11 +293,8 @@ class PartitionLog:
         for i in range(self._segment_for(max(start, self.segments[0].base_offset)), len(self.segments)):
             seg = self.segments[i]
             pos = seg.offset_index.lookup(start).position if start > seg.base_offset else 0
-            for _pos, batch in seg.batches_from(pos):
-                if (batch.magic == 2 and batch.producer_id >= 0 and not batch.is_control
-                        and batch.last_offset >= start):
-                    self.producers.update(batch.producer_id, batch.producer_epoch, batch.base_sequence,
-                                          batch.base_offset, batch.last_offset, batch.max_timestamp)
+            for found in seg.producer_batches(pos, start):
+                self.producers.update(*found)
 
     def _retried(self, producer_id: int, epoch: int, base_sequence: int, last_offset_delta: int
                  ) -> AppendInfo | None:

@@ -121,6 +121,20 @@ class SegmentMinima:
         self.last = last
         return True
 
+    def extend_run(self, stop: int, tail_min: int, chunks: list[tuple[int, int, int, int]],
+                   last: tuple[int, int, int, int] | None) -> None:
+        """Account for a run of batches from `covered_end` to `stop` as `extend` would have, batch by batch:
+        the tail chunk's minimum now `tail_min`, then the new `chunks` (position, base offset, CRC,
+        minimum); `last` is the run's last batch (None: an empty run). What `_headers.minima_run` returns."""
+        if last is None:
+            return
+        if self.chunks and tail_min != self.chunks[-1].min_timestamp:
+            tail = self.chunks[-1]
+            self.chunks[-1] = Chunk(tail.position, tail.base_offset, tail.crc, tail_min)
+        self.chunks.extend(Chunk(*c) for c in chunks)
+        self.covered_end = stop
+        self.last = last
+
     def copy(self) -> SegmentMinima:
         return SegmentMinima(self.base_offset, list(self.chunks), self.covered_end, self.last)
 

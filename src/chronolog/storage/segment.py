@@ -22,11 +22,11 @@ from typing import NamedTuple
 from chronolog.errors import CorruptMessageError, InvalidRecordError, KafkaError
 from chronolog.native import load_native
 from chronolog.records import HEADER_SIZE, AnyBatch, LegacyBatch, RecordBatch, iter_batches
+from chronolog.records.batch import COMPRESSION_MASK, TIMESTAMP_TYPE_MASK, TimestampTable
 from chronolog.records.batch import HEADER as BATCH_HEADER
-from chronolog.records.batch import TIMESTAMP_TYPE_MASK, TimestampTable
 from chronolog.storage.corruption import CorruptRange, find_next_valid_batch
 from chronolog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex, TimestampOffset
-from chronolog.storage.minima import SegmentMinima, minima_path, read_minima, write_minima
+from chronolog.storage.minima import CHUNK_BYTES, SegmentMinima, minima_path, read_minima, write_minima
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +177,24 @@ class LogSegment:
                 continue
             pos += consumed
 
+    def producer_batches(self, position: int, start: int) -> Iterator[tuple[int, int, int, int, int, int]]:
+        """(producer id, epoch, base sequence, base offset, last offset, max timestamp) of each batch from
+        `position` that a producer wrote (not a control batch) and that ends at or after offset `start`:
+        what the producers' replay needs, all of it in batch headers. Whole v2 batches are read in C
+        (`_headers.producer_run`, headers only, in large reads), the rest through `batches_from` as before."""
+        pos = position
+        if _native_producer_run is not None and self._fd >= 0 and not self.corrupt_ranges:
+            while pos < self.size:
+                stop, found = _native_producer_run(self._fd, pos, self.size, start, _PRODUCER_RUN_MOST)
+                yield from found
+                if stop == pos:
+                    break
+                pos = stop
+        for _pos, batch in self.batches_from(pos):
+            if batch.magic == 2 and batch.producer_id >= 0 and not batch.is_control and batch.last_offset >= start:
+                yield (batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.base_offset,
+                       batch.last_offset, batch.max_timestamp)
+
     is_last = True  # the owning log clears it for segments that are not the last
 
     def _corrupt_range_at(self, pos: int) -> CorruptRange | None:
@@ -318,13 +336,26 @@ class LogSegment:
         cannot be described (legacy batches, corruption)."""
         if self.corrupt_ranges:
             return None
-        for pos, batch in self.batches_from(minima.covered_end, resync=False):
-            if isinstance(batch, LegacyBatch):
-                return None
-            low = _batch_min(batch)
-            last = (pos, batch.base_offset, batch.size_in_bytes, batch.crc)
-            if not minima.extend(pos, batch.base_offset, batch.crc, last, _NO_RECORDS if low is None else low):
-                return None
+        native = _native_minima_run if self._fd >= 0 and _native_scan is not None else None
+        while minima.covered_end < self.size:
+            if native is not None:  # the uncompressed batches in C, up to one it leaves to the loop below
+                tail = minima.chunks[-1] if minima.chunks else None
+                minima.extend_run(*native(self._fd, minima.covered_end, self.size, CHUNK_BYTES, _native_scan,
+                                          -1 if tail is None else tail.position,
+                                          0 if tail is None else tail.min_timestamp))
+                if minima.covered_end >= self.size:
+                    break
+            for pos, batch in self.batches_from(minima.covered_end, resync=False):
+                if isinstance(batch, LegacyBatch):
+                    return None
+                low = _batch_min(batch)
+                last = (pos, batch.base_offset, batch.size_in_bytes, batch.crc)
+                if not minima.extend(pos, batch.base_offset, batch.crc, last, _NO_RECORDS if low is None else low):
+                    return None
+                if native is not None and not batch.attributes & COMPRESSION_MASK:
+                    break  # back to C (a run of compressed batches stays here)
+            else:
+                break  # nothing more can be read
         return minima if minima.covered_end == self.size else None
 
     def write_minima(self) -> None:
@@ -802,6 +833,14 @@ class LogSegment:
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
 
+
+# `_headers.minima_run` (C): `_extend_by_scan`'s walk over uncompressed v2 batches, with `scan_timestamps` (C)
+# reading their records as `RecordBatch.scan_timestamps` does.
+_native_minima_run = load_native("chronolog.storage._headers", "minima_run")
+# `_headers.producer_run` (C): `producer_batches`' walk over whole v2 batches.
+_native_producer_run = load_native("chronolog.storage._headers", "producer_run")
+_PRODUCER_RUN_MOST = 4096  # batches per call: a bounded list, however long the segment
+_native_scan = load_native("chronolog.records._walk", "scan_timestamps")
 
 _NO_TS = -(2**63)  # a batch whose timestamps cannot be read: lower than anything, so nothing is proven past it
 _NO_RECORDS = 2**63 - 1  # a batch without records (compaction can leave one): no record is below anything
