@@ -145,6 +145,24 @@ def _offset_outside_the_segment(data, positions, rng) -> None:
     data[at:at + 8] = struct.pack(">q", 1 << 40)  # the base offset is outside the CRC
 
 
+def _offsets_going_back(data, positions, rng) -> None:
+    """A batch whose offsets repeat earlier ones (the base offset is outside the CRC: a valid batch to the C
+    walk): its index entry may not be appended, which the Python loop treats as an invalid batch."""
+    at = positions[rng.randrange(20, len(positions) - 10)]
+    base = struct.unpack_from(">q", data, at)[0]
+    data[at:at + 8] = struct.pack(">q", max(0, base - 40))
+
+
+def _newest_max_at_an_older_offset(data, positions, rng) -> None:
+    """A batch going back in offsets that also holds the largest timestamp so far: the time index's
+    offset would go back (its max timestamp is in the CRC's range, so the CRC is made valid again)."""
+    at = positions[rng.randrange(20, len(positions) - 10)]
+    base = struct.unpack_from(">q", data, at)[0]
+    data[at:at + 8] = struct.pack(">q", max(0, base - 40))
+    data[at + 35:at + 43] = struct.pack(">q", NOW + 10**9)
+    _recrc(data, at)
+
+
 def _torn_tail(data, positions, rng) -> None:
     del data[positions[-1] + rng.randrange(1, 60):]
 
@@ -167,7 +185,8 @@ def _legacy_in_the_middle(data, positions, rng) -> None:
 
 
 DAMAGES = [_clean, _flip_payload, _bad_magic, _negative_delta, _negative_delta_valid_crc, _negative_count_valid_crc,
-           _offset_outside_the_segment, _torn_tail, _garbage_tail, _zeroed_hole, _legacy_in_the_middle]
+           _offset_outside_the_segment, _offsets_going_back, _newest_max_at_an_older_offset, _torn_tail,
+           _garbage_tail, _zeroed_hole, _legacy_in_the_middle]
 
 
 @pytest.mark.parametrize("damage", DAMAGES, ids=[d.__name__.strip("_") for d in DAMAGES])
@@ -181,6 +200,9 @@ def test_recovery_with_and_without_the_c_walk_leaves_the_same_segment(tmp_path, 
     elif damage in (_flip_payload, _bad_magic, _negative_delta, _negative_delta_valid_crc, _negative_count_valid_crc,
                     _offset_outside_the_segment, _zeroed_hole):
         assert state["corrupt"]  # found and stepped over, identically
+    elif damage in (_offsets_going_back, _newest_max_at_an_older_offset):
+        # that one batch, not every batch after it (its timestamp must not become the running max)
+        assert len(state["corrupt"]) == 1, state["corrupt"]
 
 
 def test_a_batch_larger_than_the_c_walks_buffer(tmp_path, monkeypatch):

@@ -226,10 +226,12 @@ static int refill(int fd, uint8_t *buf, size_t cap, long long pos, long long end
 
 static PyObject *clean_run(PyObject *self, PyObject *args)
 {
-    int fd;
+    int fd, idx_has, ti_has;
     long long pos, end, base_offset, interval, last_entry, max_ts, max_offset, expected;
-    if (!PyArg_ParseTuple(args, "iLLLLLLLL", &fd, &pos, &end, &base_offset, &interval, &last_entry, &max_ts,
-                          &max_offset, &expected))
+    long long idx_last, idx_room, ti_last_ts, ti_last_off, ti_room;
+    if (!PyArg_ParseTuple(args, "iLLLLLLLL(pLL)(pLLL)", &fd, &pos, &end, &base_offset, &interval, &last_entry,
+                          &max_ts, &max_offset, &expected, &idx_has, &idx_last, &idx_room, &ti_has, &ti_last_ts,
+                          &ti_last_off, &ti_room))
         return NULL;
     size_t cap = CHUNK, points_cap = 256, n_points = 0;
     uint8_t *buf = malloc(cap);
@@ -277,14 +279,20 @@ static PyObject *clean_run(PyObject *self, PyObject *args)
         if (count < 0 || last_delta < 0)
             break;
         long long last = be64(h) + last_delta;
-        if (last - base_offset < 0 || last - base_offset > 0x7FFFFFFFLL)
-            break;
-        long long batch_max = be64(h + 35);
+        if (last - base_offset < 0 || last - base_offset > 0x7FFFFFFFLL || be64(h) < expected)
+            break; /* (offsets going back: the Python loop counts that batch as invalid) */
+        long long batch_max = be64(h + 35), new_max_ts = max_ts, new_max_offset = max_offset;
         if (batch_max > max_ts) {
-            max_ts = batch_max;
-            max_offset = last;
+            new_max_ts = batch_max;
+            new_max_offset = last;
         }
         if (pos - last_entry > interval) {
+            /* The index appends the Python loop makes here refuse a full index, an offset that does not grow
+             * (.index) and an offset or timestamp that goes back (.timeindex); it then counts the batch as
+             * invalid. Such a batch is left to it. */
+            if (idx_room <= 0 || ti_room <= 0 || (idx_has && last <= idx_last) ||
+                (ti_has && (new_max_offset < ti_last_off || new_max_ts < ti_last_ts)))
+                break;
             if (n_points == points_cap) {
                 IndexPoint *more = realloc(points, 2 * points_cap * sizeof(IndexPoint));
                 if (more == NULL) {
@@ -294,9 +302,20 @@ static PyObject *clean_run(PyObject *self, PyObject *args)
                 points = more;
                 points_cap *= 2;
             }
-            points[n_points++] = (IndexPoint){last, pos, max_ts, max_offset};
+            points[n_points++] = (IndexPoint){last, pos, new_max_ts, new_max_offset};
             last_entry = pos;
+            idx_has = 1;
+            idx_last = last;
+            idx_room--;
+            if (!ti_has || new_max_ts > ti_last_ts) {
+                ti_has = 1;
+                ti_last_ts = new_max_ts;
+                ti_last_off = new_max_offset;
+                ti_room--;
+            }
         }
+        max_ts = new_max_ts;
+        max_offset = new_max_offset;
         if (last + 1 > expected)
             expected = last + 1;
         pos += size;
@@ -581,7 +600,9 @@ static PyMethodDef methods[] = {
      "that fit before budget_end and are based below limit (limit < 0: no limit), or -1 where the Python "
      "header walk would send the caller to the batch-parsing path."},
     {"clean_run", clean_run, METH_VARARGS,
-     "clean_run(fd, pos, end, base_offset, index_interval, last_entry, max_ts, max_offset, expected) -> "
+     "clean_run(fd, pos, end, base_offset, index_interval, last_entry, max_ts, max_offset, expected, "
+     "(offset index has entries, its last offset, room), (time index has entries, its last timestamp, offset, "
+     "room)) -> "
      "(stop position, last_entry, max_ts, max_offset, expected, [(last_offset, position, max_ts, max_offset) "
      "index points]) for the valid v2 batches from pos: recovery's loop up to the first batch it must look "
      "at itself."},

@@ -609,9 +609,12 @@ class LogSegment:
             if native is not None:
                 # The valid v2 batches from `start`, walked in C with the same checks and bookkeeping as the
                 # loop below; the loop carries on from where C stopped (anything C does not judge itself).
+                oi, ti = self.offset_index, self.time_index
                 stop, last_entry, max_ts, max_off, expected, points = native(
                     self._fd, start, self.size, self.base_offset, self.index_interval_bytes, last_entry,
-                    self._max_ts.timestamp, self._max_ts.offset, expected)
+                    self._max_ts.timestamp, self._max_ts.offset, expected,
+                    (oi.entries > 0, oi.last_offset, oi.max_entries - oi.entries),
+                    (ti.entries > 0, *ti.last_entry(), ti.max_entries - 1 - ti.entries))
                 for last_offset, position, ts, off in points:
                     self.offset_index.append(last_offset, position)
                     self.time_index.maybe_append(ts, off)
@@ -624,12 +627,19 @@ class LogSegment:
                         batch.validate()
                     if not 0 <= batch.last_offset - self.base_offset <= 0x7FFFFFFF:
                         raise CorruptMessageError(f"offset {batch.last_offset} outside segment {self.base_offset}")
-                    if batch.max_timestamp > self._max_ts.timestamp:
-                        self._max_ts = TimestampOffset(batch.max_timestamp, self._index_offset_for(batch))
+                    if batch.base_offset < expected and truncate:
+                        # Offsets only grow in a segment; a batch going back could only be damage, and its
+                        # timestamps must not become the running max (every later index entry would fail).
+                        raise CorruptMessageError(f"batch offsets {batch.base_offset}-{batch.last_offset} go back "
+                                                  f"before {expected}")
+                    max_ts = self._max_ts
+                    if batch.max_timestamp > max_ts.timestamp:
+                        max_ts = TimestampOffset(batch.max_timestamp, self._index_offset_for(batch))
                     if pos - last_entry > self.index_interval_bytes:
                         self.offset_index.append(batch.last_offset, pos)
-                        self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
+                        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
                         last_entry = pos
+                    self._max_ts = max_ts  # (a batch whose index entries were refused is invalid: not counted)
                     valid = pos + batch.size_in_bytes
                     expected = max(expected, batch.last_offset + 1)
             except (CorruptMessageError, InvalidRecordError, KafkaError) as exc:
