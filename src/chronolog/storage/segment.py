@@ -930,7 +930,7 @@ _native_batch_end = load_native("chronolog.storage._headers", "batch_end")
 _native_clean_run = load_native("chronolog.storage._headers", "clean_run")
 
 
-_FIRST_CHUNK = 4096
+_HEADER_FIRST_READ = 4096  # one header of a big batch costs a small read
 
 
 class _HeaderReader:
@@ -945,7 +945,7 @@ class _HeaderReader:
         self._end = seg.size
         self._buf = b""
         self._buf_pos = 0
-        self._chunk = _FIRST_CHUNK  # one header of a big batch costs a small read; many small batches, bigger ones
+        self._chunk = _HEADER_FIRST_READ  # many small batches: reads grow
 
     @property
     def end(self) -> int:
@@ -963,7 +963,7 @@ class _HeaderReader:
             # batches); a jump further than that (to an index entry, as a fetch inside a checked span makes)
             # starts again with one small read instead of a 64 KiB one.
             if rel < 0 or rel > len(self._buf) + self._chunk:
-                self._chunk = _FIRST_CHUNK
+                self._chunk = _HEADER_FIRST_READ
             self._buf = self._seg.pread(pos, min(self._chunk, self._end - pos))
             self._chunk = min(self._chunk * 4, 64 << 10)
             self._buf_pos, rel = pos, 0
