@@ -780,11 +780,8 @@ class LogSegment:
         return -1
 
     def _mark_checked(self, start: int, end: int) -> None:
-        for a, b in self._checked:
-            if a <= start and end <= b:  # inside a span already (a consumer re-reading, or reading on inside one)
-                return
-            if a > start:
-                break
+        if self._checked_end(start) >= end:  # inside a span already: nothing to merge
+            return
         spans = []
         for a, b in self._checked:
             if b < start or a > end:  # apart from [start, end)
