@@ -23,7 +23,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from chronolog.protocol.codec import FileRegion, ResponseParts
+from chronolog.protocol.codec import FileRegion, ResponseParts, _Frame, _put_uvarint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -31,15 +31,6 @@ _I64 = struct.Struct(">q")
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
 _OFFSETS_V4 = struct.Struct(">qq")  # high_watermark, last_stable_offset
 _OFFSETS_V5 = struct.Struct(">qqq")  # + log_start_offset
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 class FetchPlan:
@@ -58,25 +49,29 @@ class FetchPlan:
         self._head = bytes(frame[:4])  # api key and version (then the correlation id)
         self._middle = bytes(frame[8:offset_at])
         self._tail = bytes(frame[offset_at + 8:])
-        # The answer, as codec.encode_fetch_response writes it for one topic with one partition:
+        # The answer, framed with the encoder's own `_Frame` as codec.encode_fetch_response frames one topic
+        # with one partition: the bytes before the partition's offsets, between them and the records'
+        # length, and after the records never change.
         flexible = self._flexible = version >= 12
-        name = topic.encode()
-        before = bytearray(b"\x00" if flexible else b"")  # response header v1: no tagged fields
-        before += _I32.pack(0)  # throttle_time_ms
+        f = _Frame(0, flexible)
+        f.out += _I32.pack(0)  # throttle_time_ms
         if version >= 7:
-            before += _I16.pack(0) + _I32.pack(0)  # error_code, session_id (no fetch sessions)
-        if flexible:
-            before += _uvarint(2) + _uvarint(len(name) + 1) + name + _uvarint(2)
-        else:
-            before += _I32.pack(1) + _I16.pack(len(name)) + name + _I32.pack(1)
-        before += _I32.pack(partition) + _I16.pack(0)  # partition_index, error_code
-        self._before = bytes(before)
-        self._offsets = _OFFSETS_V5 if version >= 5 else _OFFSETS_V4
-        after = b"\x00" if flexible else _I32.pack(-1)  # aborted_transactions: null
+            f.out += _I16.pack(0) + _I32.pack(0)  # error_code, session_id (no fetch sessions)
+        f.length(1, True)
+        f.string(topic)
+        f.length(1, True)
+        f.out += _I32.pack(partition) + _I16.pack(0)  # partition_index, error_code
+        self._before = bytes(f.out[8:])  # (the size and correlation id are the answer's own)
+        f.out = bytearray()
+        f.length(-1, True)  # aborted_transactions: null
         if version >= 11:
-            after += _I32.pack(-1)  # preferred_read_replica
-        self._after = after
-        self._trailer = b"\x00\x00\x00" if flexible else b""  # partition, topic and response tagged fields
+            f.out += _I32.pack(-1)  # preferred_read_replica
+        self._after = bytes(f.out)
+        f.out = bytearray()
+        for _ in range(3):  # the partition's, the topic's and the response's tagged fields
+            f.tags()
+        self._trailer = bytes(f.out)
+        self._offsets = _OFFSETS_V5 if version >= 5 else _OFFSETS_V4
 
     @classmethod
     def build(cls, frame: bytes | bytearray | memoryview, version: int, request: Any) -> FetchPlan | None:
@@ -114,9 +109,14 @@ class FetchPlan:
         size = records.size if isinstance(records, FileRegion) else len(records)
         offsets = (self._offsets.pack(high_watermark, high_watermark, log_start_offset) if self.version >= 5
                    else self._offsets.pack(high_watermark, high_watermark))
-        length = _uvarint(size + 1) if self._flexible else _I32.pack(size)
-        body = self._before + offsets + self._after + length
-        head = _SIZE_AND_CORRELATION.pack(4 + len(body) + size + len(self._trailer), correlation_id) + body
+        body = bytearray(self._before)
+        body += offsets
+        body += self._after
+        if self._flexible:
+            _put_uvarint(body, size + 1)
+        else:
+            body += _I32.pack(size)
+        head = _SIZE_AND_CORRELATION.pack(4 + len(body) + size + len(self._trailer), correlation_id) + bytes(body)
         if isinstance(records, FileRegion):
             return ResponseParts([head, records, self._trailer] if self._trailer else [head, records])
         return head + records + self._trailer
