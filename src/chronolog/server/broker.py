@@ -421,6 +421,12 @@ class Broker:
             conn.principal = conn.sasl.principal
         return answer
 
+    def _refresh_acls(self) -> None:
+        """Once per request: has the ACL file changed? (one stat)"""
+        refresh = getattr(self.state.authorizer, "refresh", None)
+        if refresh is not None:
+            refresh()
+
     def _planned_fetch(self, conn: ConnectionState, frame: bytes, client_host: str
                        ) -> bytes | codec.ResponseParts | None:
         """The answer to `frame` if it is the connection's planned Fetch at another offset with records
@@ -434,9 +440,7 @@ class Broker:
         offset = plan.offset_of(frame)
         if offset is None:
             return None
-        refresh = getattr(self.state.authorizer, "refresh", None)
-        if refresh is not None:
-            refresh()  # as _respond: the ACL file changed?
+        self._refresh_acls()
         correlation_id = int.from_bytes(frame[4:8], "big", signed=True)
         ctx = RequestContext(self.state, codec.FETCH_KEY, plan.version, correlation_id, None, client_host,
                              principal=conn.principal, connection=conn)
@@ -511,9 +515,7 @@ class Broker:
         except (CorruptMessageError, UnsupportedVersionError) as exc:
             log.warning("closing connection from %s: %s", client_host, exc)
             raise ConnectionError(str(exc)) from None
-        refresh = getattr(self.state.authorizer, "refresh", None)
-        if refresh is not None:
-            refresh()  # the ACL file changed? (one stat per request)
+        self._refresh_acls()
         ctx = RequestContext(self.state, api_key, version, correlation_id, request.client_id, client_host,
                              principal=conn.principal if conn is not None else "User:ANONYMOUS", connection=conn)
         if api_key == codec.FETCH_KEY and conn is not None and self.plan_fetches:
