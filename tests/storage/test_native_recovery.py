@@ -217,3 +217,29 @@ def test_a_batch_larger_than_the_c_walks_buffer(tmp_path, monkeypatch):
     state = _both_ways(tmp_path / "t-0", 4096, monkeypatch)
     assert state["walked"] == state["size"]
     assert state["next"] == 11 and not state["corrupt"]
+
+
+def test_an_index_that_fills_up_during_recovery(tmp_path, monkeypatch):
+    """Recovered with an index of ten entries (segment.index.bytes 80) and an entry per batch: where the
+    Python loop's append is refused the batch counts as invalid; the C walk leaves that batch to it, so
+    both give the same segment."""
+    _write(tmp_path / "t-0", random.Random(4), 40, 0)
+    for index in (tmp_path / "t-0").glob("*index"):
+        index.unlink()
+    config = TopicConfig.from_kafka({**WIDE, "index.interval.bytes": "0", "segment.bytes": str(1 << 30),
+                                     "segment.index.bytes": "80", "max.message.bytes": str(8 << 20)})
+    results = []
+    for native in (True, False):
+        copy = tmp_path / ("c" if native else "py") / "t-0"
+        shutil.copytree(tmp_path / "t-0", copy)
+        with monkeypatch.context() as m:
+            if not native:
+                m.setattr(segment_module, "_native_clean_run", None)
+            plog = PartitionLog.open(copy, config, recover=True, recovery_point=0)
+        seg = plog.segments[0]
+        results.append((seg.size, [(r.start, r.end) for r in seg.corrupt_ranges],
+                        [tuple(seg.offset_index.entry(i)) for i in range(seg.offset_index.entries)],
+                        [tuple(seg.time_index.entry(i)) for i in range(seg.time_index.entries)]))
+        plog.close()
+    assert results[0] == results[1]
+    assert len(results[0][2]) == 10 and results[0][1]

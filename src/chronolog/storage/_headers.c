@@ -226,12 +226,10 @@ static int refill(int fd, uint8_t *buf, size_t cap, long long pos, long long end
 
 static PyObject *clean_run(PyObject *self, PyObject *args)
 {
-    int fd, idx_has, ti_has;
-    long long pos, end, base_offset, interval, last_entry, max_ts, max_offset, expected;
-    long long idx_last, idx_room, ti_last_ts, ti_last_off, ti_room;
-    if (!PyArg_ParseTuple(args, "iLLLLLLLL(pLL)(pLLL)", &fd, &pos, &end, &base_offset, &interval, &last_entry,
-                          &max_ts, &max_offset, &expected, &idx_has, &idx_last, &idx_room, &ti_has, &ti_last_ts,
-                          &ti_last_off, &ti_room))
+    int fd;
+    long long pos, end, base_offset, interval, last_entry, max_ts, max_offset, expected, idx_room, ti_room;
+    if (!PyArg_ParseTuple(args, "iLLLLLLLLLL", &fd, &pos, &end, &base_offset, &interval, &last_entry, &max_ts,
+                          &max_offset, &expected, &idx_room, &ti_room))
         return NULL;
     size_t cap = CHUNK, points_cap = 256, n_points = 0;
     uint8_t *buf = malloc(cap);
@@ -287,11 +285,9 @@ static PyObject *clean_run(PyObject *self, PyObject *args)
             new_max_offset = last;
         }
         if (pos - last_entry > interval) {
-            /* The index appends the Python loop makes here refuse a full index, an offset that does not grow
-             * (.index) and an offset or timestamp that goes back (.timeindex); it then counts the batch as
-             * invalid. Such a batch is left to it. */
-            if (idx_room <= 0 || ti_room <= 0 || (idx_has && last <= idx_last) ||
-                (ti_has && (new_max_offset < ti_last_off || new_max_ts < ti_last_ts)))
+            /* A full index refuses the Python loop's append, which then counts the batch as invalid: such a
+             * batch is left to it. (Offsets cannot go back here: a batch below `expected` stopped the walk.) */
+            if (idx_room <= 0 || ti_room <= 0)
                 break;
             if (n_points == points_cap) {
                 IndexPoint *more = realloc(points, 2 * points_cap * sizeof(IndexPoint));
@@ -304,15 +300,8 @@ static PyObject *clean_run(PyObject *self, PyObject *args)
             }
             points[n_points++] = (IndexPoint){last, pos, new_max_ts, new_max_offset};
             last_entry = pos;
-            idx_has = 1;
-            idx_last = last;
             idx_room--;
-            if (!ti_has || new_max_ts > ti_last_ts) {
-                ti_has = 1;
-                ti_last_ts = new_max_ts;
-                ti_last_off = new_max_offset;
-                ti_room--;
-            }
+            ti_room--; /* (at most one time entry a point: counting one each time only stops early) */
         }
         max_ts = new_max_ts;
         max_offset = new_max_offset;
@@ -601,8 +590,7 @@ static PyMethodDef methods[] = {
      "header walk would send the caller to the batch-parsing path."},
     {"clean_run", clean_run, METH_VARARGS,
      "clean_run(fd, pos, end, base_offset, index_interval, last_entry, max_ts, max_offset, expected, "
-     "(offset index has entries, its last offset, room), (time index has entries, its last timestamp, offset, "
-     "room)) -> "
+     "offset index room, time index room) -> "
      "(stop position, last_entry, max_ts, max_offset, expected, [(last_offset, position, max_ts, max_offset) "
      "index points]) for the valid v2 batches from pos: recovery's loop up to the first batch it must look "
      "at itself."},

@@ -613,8 +613,7 @@ class LogSegment:
                 stop, last_entry, max_ts, max_off, expected, points = native(
                     self._fd, start, self.size, self.base_offset, self.index_interval_bytes, last_entry,
                     self._max_ts.timestamp, self._max_ts.offset, expected,
-                    (oi.entries > 0, oi.last_offset, oi.max_entries - oi.entries),
-                    (ti.entries > 0, *ti.last_entry(), ti.max_entries - 1 - ti.entries))
+                    oi.max_entries - oi.entries, ti.max_entries - 1 - ti.entries)
                 for last_offset, position, ts, off in points:
                     self.offset_index.append(last_offset, position)
                     self.time_index.maybe_append(ts, off)
