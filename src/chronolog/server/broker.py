@@ -519,7 +519,9 @@ class Broker:
         ctx = RequestContext(self.state, api_key, version, correlation_id, request.client_id, client_host,
                              principal=conn.principal if conn is not None else "User:ANONYMOUS", connection=conn)
         if api_key == codec.FETCH_KEY and conn is not None and self.plan_fetches:
-            conn.fetch_plan = FetchPlan.build(frame, version, request.body)
+            plan = conn.fetch_plan  # (still right when the plan matched but left the answer here: a long poll)
+            if plan is None or plan.offset_of(frame) is None:
+                conn.fetch_plan = FetchPlan.build(frame, version, request.body)
         try:
             result = handler.fn(request.body, ctx)
             if inspect.isawaitable(result):
