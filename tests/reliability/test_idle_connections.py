@@ -12,6 +12,7 @@ from confluent_kafka import Producer
 
 from tests.brokerproc import BrokerProcess
 from tests.frames import recv_frame
+from tests.waiting import established_connections, poll_until
 
 IDLE_MS = 600
 
@@ -29,6 +30,23 @@ def _closed_within(sock: socket.socket, seconds: float) -> bool:
         return False
     except ConnectionResetError:
         return True
+
+
+def _wait_for_topic(sock: socket.socket, topic: str) -> None:
+    """Metadata until the auto-created topic answers with its partition and no error (its log exists)."""
+    from kio.serial import entity_reader
+
+    from chronolog.protocol import codec
+    from tests.reliability.test_hostile_wire import request
+
+    def ready() -> bool:
+        sock.sendall(request(3, 9, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
+                                    "include_cluster_authorized_operations": False,
+                                    "include_topic_authorized_operations": False}, correlation_id=9))
+        resp, _ = entity_reader(codec.response_schema(3, 9))(recv_frame(sock), 5)  # correlation id, tags
+        return any(t.name == topic and int(t.error_code) == 0 and t.partitions for t in resp.topics)
+
+    assert poll_until(ready, 10)
 
 
 def test_idle_connections_are_closed_and_busy_ones_kept(tmp_path):
@@ -66,7 +84,7 @@ def test_a_long_poll_longer_than_the_idle_limit_is_answered(tmp_path):
                                         "include_cluster_authorized_operations": False,
                                         "include_topic_authorized_operations": False}, correlation_id=1))
             recv_frame(sock)
-            time.sleep(0.3)  # the topic's log is created
+            _wait_for_topic(sock, "t")
             sock.sendall(request(1, 12, {
                 "replica_id": -1, "max_wait": 3 * IDLE_MS, "min_bytes": 1, "max_bytes": 1 << 20,
                 "isolation_level": 0, "session_id": 0, "session_epoch": -1,
@@ -90,6 +108,8 @@ def test_a_client_whose_idle_connection_was_closed_goes_on(tmp_path):
         for round_ in range(2):
             p.produce("t", value=b"v%d" % round_)
             assert p.flush(15) == 0
-            time.sleep(3 * IDLE_MS / 1000)  # the broker closes the idle connection; librdkafka reconnects
+            # The broker closes the producer's idle connections (no client connection is left established on
+            # the broker's side); the next round must reconnect on its own.
+            assert poll_until(lambda: not established_connections(proc.port), 10 + 3 * IDLE_MS / 1000)
     finally:
         proc.stop()

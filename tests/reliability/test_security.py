@@ -20,6 +20,7 @@ from chronolog.security.acl import AclBinding, AclFilter, AclStore
 from chronolog.security.credentials import CredentialStore
 from tests.brokerproc import BrokerProcess
 from tests.frames import recv_frame
+from tests.waiting import established_connections, poll_until
 
 trustme = pytest.importorskip("trustme")
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -415,7 +416,8 @@ def test_per_ip_connection_limit(tmp_path):
     proc = BrokerProcess(tmp_path / "data", {"max.connections.per.ip": "2"}).start()
     api_versions = _request(18, 0, 1, load_request_schema(18, 0)())
     try:
-        time.sleep(0.2)  # the helper's readiness probe connection must be gone
+        # The fixture's readiness probe may still hold a slot until the broker notices its close.
+        assert poll_until(lambda: established_connections(proc.port) == 0, 10)
         first, second = _connect_plain(proc), _connect_plain(proc)
         for s in (first, second):
             s.sendall(api_versions)
@@ -444,30 +446,35 @@ def test_per_ip_connection_limit(tmp_path):
 
 def test_queued_max_requests_bounds_requests_in_flight(tmp_path):
     """queued.max.requests=1: while one connection's Fetch is parked in its long poll, another
-    connection's request waits for it (its answer comes second), and is then served."""
+    connection's request waits for it (its answer comes second), and is then served. The broker runs in this
+    process so the test can see the moment the Fetch holds the only slot instead of guessing it."""
     import select
 
     from kio.index import load_request_schema
 
     from chronolog.protocol import codec
-    proc = BrokerProcess(tmp_path / "data", {"queued.max.requests": "1"}).start()
+    from chronolog.server.embedded import EmbeddedBroker
+
+    embedded = EmbeddedBroker(tmp_path / "data", configs={"queued.max.requests": "1"}).start()
+    address = ("127.0.0.1", embedded.broker.port)
     try:
-        with _connect_plain(proc) as a, _connect_plain(proc) as b:
+        with socket.create_connection(address, timeout=5) as a, socket.create_connection(address, timeout=5) as b:
             a.sendall(_request(3, 1, 1, codec.build(load_request_schema(3, 1), {"topics": [{"name": "idle"}]})))
             assert any(t.name == "idle" for t in _response(3, 1, recv_frame(a)).topics)
             fetch = codec.build(load_request_schema(1, 4), {
                 "replica_id": -1, "max_wait": 2000, "min_bytes": 1, "max_bytes": 1 << 20,
                 "topics": [{"topic": "idle", "partitions": [{"partition": 0, "fetch_offset": 0,
                                                               "partition_max_bytes": 1 << 20}]}]})
+            assert not embedded.broker._inflight.locked()
             a.sendall(_request(1, 4, 2, fetch))
-            time.sleep(0.5)  # let the Fetch reach its long poll (holding the only slot)
+            assert poll_until(embedded.broker._inflight.locked, 10)  # the Fetch holds the only slot
             b.sendall(_request(18, 0, 3, load_request_schema(18, 0)()))
             ready, _, _ = select.select([a, b], [], [], 10)
             assert ready == [a]  # the parked Fetch answers first; b waited for the slot
             recv_frame(a)
             assert recv_frame(b)  # and b is served right after
     finally:
-        proc.stop()
+        embedded.stop()
 
 
 def _connect_plain(proc: BrokerProcess) -> socket.socket:

@@ -1,0 +1,36 @@
+"""Waiting for a state without sleeping for it: tests poll the state itself, bounded, so they hold on a busy
+machine as on an idle one."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+def poll_until(condition: Callable[[], object], timeout: float, interval: float = 0.02) -> bool:
+    """True as soon as `condition()` is truthy, False once `timeout` seconds passed without it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if condition():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+
+
+def established_connections(port: int) -> int:
+    """Established TCP connections whose local port is `port` (the server's side of its clients' connections),
+    read from /proc/net/tcp and tcp6."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    local, state = fields[1], fields[3]
+                    if state == "01" and int(local.rsplit(":", 1)[1], 16) == port:
+                        count += 1
+        except FileNotFoundError:
+            continue
+    return count
