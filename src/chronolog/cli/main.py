@@ -1,28 +1,19 @@
 """The `chronolog` command. Each area registers its own commands from its own module, so the layers'
-owners never edit one shared file; a module that is absent (an optional extra not installed) is skipped."""
+owners never edit one shared file; a module that is absent (an optional extra not installed) is skipped.
+
+Start time matters for `chronolog serve`: a broker started by a test fixture or a developer many times a day
+should not pay for the CLI framework (typer validates options through pydantic: about 80 ms of imports),
+the time-travel tools, Spark or plotting. So a plain `serve` command line is read by `chronolog.cli.fastserve`
+without typer; anything it does not recognise (help, a mistake) goes through typer as before, so help and
+error messages have one source. `from chronolog.cli.main import app` builds the full app when first asked.
+"""
 
 from __future__ import annotations
 
 import importlib
 import logging
 import sys
-
-import typer
-
-app = typer.Typer(
-    name="chronolog",
-    help="A Kafka-compatible commit log with time at its centre.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-
-@app.callback()
-def _root() -> None:
-    """A Kafka-compatible commit log with time at its centre."""
-
+from typing import Any
 
 # Modules under chronolog.cli that define `register(app: typer.Typer) -> None`.
 COMMAND_MODULES = (
@@ -36,8 +27,27 @@ COMMAND_MODULES = (
     "security",    # users, acls
 )
 
+_app: Any = None
 
-def _register_all() -> None:
+
+def _build_app() -> Any:
+    global _app
+    if _app is not None:
+        return _app
+    import typer
+
+    app = typer.Typer(
+        name="chronolog",
+        help="A Kafka-compatible commit log with time at its centre.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+
+    @app.callback()
+    def _root() -> None:
+        """A Kafka-compatible commit log with time at its centre."""
+
     for name in COMMAND_MODULES:
         try:
             module = importlib.import_module(f"chronolog.cli.{name}")
@@ -46,9 +56,15 @@ def _register_all() -> None:
                 continue
             raise
         module.register(app)
+    _app = app
+    return app
 
 
-_register_all()
+def __getattr__(name: str) -> Any:
+    """`app`, the typer application with every command (PEP 562: built when first asked for)."""
+    if name == "app":
+        return _build_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
@@ -57,7 +73,10 @@ def main() -> None:
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        app()
+        from chronolog.cli import fastserve
+
+        if not fastserve.run(sys.argv[1:]):
+            _build_app()()
     except ChronologError as exc:
         print(f"chronolog: error: {exc}", file=sys.stderr)
         sys.exit(2)

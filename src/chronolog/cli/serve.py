@@ -6,17 +6,7 @@ from pathlib import Path
 
 import typer
 
-from chronolog.errors import ChronologError
-
-
-def parse_configs(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ChronologError(f"--config takes key=value, got {item!r}")
-        out[key.strip()] = value.strip()
-    return out
+from chronolog.cli.fastserve import parse_configs
 
 
 def register(app: typer.Typer) -> None:

@@ -163,7 +163,7 @@ class Broker:
         self._check_listener()
         # The readers of the versions librdkafka and the Java client send most (Produce 7+, Fetch 11+,
         # ApiVersions 3, Metadata 12) are built in the background while the logs load (codec.warm_up).
-        threading.Thread(target=codec.warm_up, args=([(0, 7, 11), (1, 11, 12), (18, 3, 3), (3, 12, 12)],), daemon=True,
+        threading.Thread(target=codec.warm_up, args=([(18, 3, 3), (3, 12, 12), (0, 7, 11), (1, 11, 12)],), daemon=True,
                          name="chronolog-codec-warm-up").start()
         listeners = [self._prepare(spec) for spec in self.specs]
         authorizer = self._authorizer()
