@@ -29,6 +29,8 @@ def register(app: typer.Typer) -> None:
                                           help="Broker config key=value, Kafka's names (repeatable)."),
     ) -> None:
         """Run the Kafka-compatible broker until SIGTERM or Ctrl-C."""
+        if data_dir.exists() and not data_dir.is_dir():
+            raise ChronologError(f"data dir {data_dir} is not a directory")
         from chronolog.server.broker import serve as run
 
         run(data_dir, host, port, parse_configs(config))
