@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import typer
@@ -33,4 +34,9 @@ def register(app: typer.Typer) -> None:
             raise ChronologError(f"data dir {data_dir} is not a directory")
         from chronolog.server.broker import serve as run
 
+        # A broker logs at INFO, as Kafka's server.log does: retention's deletions ("Deleting segment ...
+        # due to log retention time ...ms breach") must show without -v. A lower level (-v) is kept.
+        ours = logging.getLogger("chronolog")
+        if ours.getEffectiveLevel() > logging.INFO:
+            ours.setLevel(logging.INFO)
         run(data_dir, host, port, parse_configs(config))
