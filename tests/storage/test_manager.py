@@ -116,6 +116,7 @@ def test_unclean_stop_recovers_from_the_recovery_point(tmp_path, monkeypatch):
     manager.checkpoint()  # recovery point 0: nothing flushed yet
     plog.append_raw_for_test(batch(NOW + 9)[:-3])  # torn tail, and no clean shutdown
     calls = _count_recoveries(monkeypatch)
+    manager._dir_lock.release()  # what the kernel does for a process that dies
     reopened = LogManager(tmp_path)
     reopened.startup(background=False)
     assert calls == [0, 2, 4]

@@ -8,6 +8,7 @@ caller hands the command line to typer, whose help and error messages stay the o
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from chronolog.errors import ChronologError
@@ -60,12 +61,24 @@ def parse(argv: list[str]) -> dict | None:
     return values
 
 
+def start(data_dir: Path, host: str, port: int, configs: dict[str, str]) -> None:
+    """What `serve` does, however its command line was read: check the data dir, log at INFO, run."""
+    if data_dir.exists() and not data_dir.is_dir():
+        raise ChronologError(f"data dir {data_dir} is not a directory")
+    from chronolog.server.broker import serve
+
+    # A broker logs at INFO, as Kafka's server.log does: retention's deletions ("Deleting segment ...
+    # due to log retention time ...ms breach") must show without -v. A lower level (-v) is kept.
+    ours = logging.getLogger("chronolog")
+    if ours.getEffectiveLevel() > logging.INFO:
+        ours.setLevel(logging.INFO)
+    serve(data_dir, host, port, configs)
+
+
 def run(argv: list[str]) -> bool:
     """Serve if `argv` is a plain serve command line (True once the broker stopped), else False."""
     values = parse(argv)
     if values is None:
         return False
-    from chronolog.server.broker import serve
-
-    serve(Path(values["data_dir"]), values["host"], values["port"], parse_configs(values["config"]))
+    start(Path(values["data_dir"]), values["host"], values["port"], parse_configs(values["config"]))
     return True

@@ -1,4 +1,5 @@
-"""`chronolog serve`: the broker."""
+"""`chronolog serve`: the broker. A plain serve command line is read by `chronolog.cli.fastserve` without
+typer (a faster start); this is the typer command for help, errors and the rest. Both run `fastserve.start`."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from chronolog.cli.fastserve import parse_configs
+from chronolog.cli.fastserve import parse_configs, start
 
 
 def register(app: typer.Typer) -> None:
@@ -19,6 +20,4 @@ def register(app: typer.Typer) -> None:
                                           help="Broker config key=value, Kafka's names (repeatable)."),
     ) -> None:
         """Run the Kafka-compatible broker until SIGTERM or Ctrl-C."""
-        from chronolog.server.broker import serve as run
-
-        run(data_dir, host, port, parse_configs(config))
+        start(data_dir, host, port, parse_configs(config))

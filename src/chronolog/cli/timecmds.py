@@ -5,12 +5,25 @@ from __future__ import annotations
 import base64
 import json
 import sys
+from pathlib import Path
 
 import typer
 
-from chronolog.cli.common import TIME_HELP, BootstrapOpt, DataDirOpt, emit_json, progress, table
+from chronolog.cli.common import (
+    TIME_HELP,
+    BootstrapOpt,
+    CommandConfigOpt,
+    DataDirOpt,
+    XOpt,
+    broker,
+    emit_json,
+    open_source,
+    progress,
+    table,
+)
 from chronolog.errors import ChronologError
-from chronolog.timetravel.sources import BrokerSource, open_source, parse_topic_partitions
+from chronolog.timetravel.client import ClientSource
+from chronolog.timetravel.sources import OffsetAtTime, parse_topic_partitions
 from chronolog.timetravel.timefmt import format_time, now_ms, parse_duration, parse_time
 
 
@@ -23,6 +36,31 @@ def _parts(spec: str | None) -> list[int] | None:
         raise ChronologError(f"--partitions takes numbers like 0,2 (got {spec!r})") from None
 
 
+def _deleted_note(a: OffsetAtTime, ts: int) -> str:
+    """Kafka answers a time below the log start with the log start offset, silently; a replay tool must
+    say that the records it would have found may be gone (retention.ms/retention.bytes or DeleteRecords
+    moved the log start offset, as Kafka's UnifiedLog.deleteOldSegments does)."""
+    if a.start_offset <= 0:
+        return ""
+    if not a.found and a.start_offset >= a.end_offset:
+        return f"every record deleted by retention (log start offset {a.start_offset})"
+    if a.found and a.offset == a.start_offset and ts < a.timestamp:
+        return f"T is before the log start: earlier records deleted by retention (log start offset {a.start_offset})"
+    return ""
+
+
+def _check_parts(source, topic: str, parts: list[int] | None) -> list[int] | None:
+    if isinstance(source, ClientSource):
+        return source.check_partitions(topic, parts)
+    if parts is not None:
+        known = source.partitions(topic)
+        missing = [p for p in parts if p not in known]
+        if missing:
+            raise ChronologError(f"topic {topic!r} has no partition {', '.join(map(str, missing))} "
+                                 f"(it has {', '.join(map(str, known))})")
+    return parts
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def offsets(
@@ -32,19 +70,23 @@ def register(app: typer.Typer) -> None:
         bootstrap_server: str = BootstrapOpt,
         data_dir: str | None = DataDirOpt,
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+        x: list[str] = XOpt,
+        command_config: Path | None = CommandConfigOpt,
     ) -> None:
         """Per partition: the first offset with timestamp >= TIME and that record's timestamp. A partition
         with nothing at or after TIME says so and gives its end offset."""
         ts = parse_time(time)
-        source = open_source(bootstrap_server, data_dir)
+        source = open_source(bootstrap_server, data_dir, x, command_config)
         try:
-            answers = source.offsets_for_time(topic, ts, _parts(partitions))
+            answers = source.offsets_for_time(topic, ts, _check_parts(source, topic, _parts(partitions)))
         finally:
             source.close()
         rows = [{"partition": a.partition, "offset": a.offset, "timestamp": a.timestamp if a.found else None,
                  "time": format_time(a.timestamp) if a.found else None, "found": a.found,
-                 "end_offset": a.end_offset,
-                 "note": "" if a.found else "no record at or after T: end offset"} for a in answers.values()]
+                 "start_offset": a.start_offset, "end_offset": a.end_offset,
+                 "note": "; ".join(n for n in (_deleted_note(a, ts),
+                                               "" if a.found else "no record at or after T: end offset") if n)}
+                for a in answers.values()]
         if as_json:
             emit_json({"topic": topic, "time": format_time(ts), "timestamp": ts, "partitions": rows})
         else:
@@ -55,41 +97,86 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def consume(
         topic: str,
-        from_: str = typer.Option(..., "--from", help="Start of the window (inclusive). " + TIME_HELP),
+        from_: str | None = typer.Option(None, "--from", help="Start of the window (inclusive). " + TIME_HELP
+                                         + " Default with --follow: the end (only new records)."),
         to: str | None = typer.Option(None, "--to", help="End of the window (exclusive). Default: no end."),
         group: str | None = typer.Option(None, help="Commit the read positions for this (empty) group."),
-        fmt: str = typer.Option("text", "--format", help="text | json | raw"),
+        fmt: str = typer.Option("text", "--format", help="text (time, partition@offset, key=, headers=, value) "
+                                "| json (one object a line with key and headers) | raw (values only)"),
         partitions: str | None = typer.Option(None, help="Comma-separated partitions (default: all)."),
+        follow: bool = typer.Option(False, "--follow", "-f", help="Keep reading new records (tail -f) until "
+                                    "Ctrl-C, --max-messages or --timeout-ms."),
+        max_messages: int | None = typer.Option(None, "--max-messages", min=1,
+                                                help="Stop after printing this many records."),
+        timeout_ms: int | None = typer.Option(None, "--timeout-ms", min=1, help="With --follow: stop when no "
+                                              "record came for this long (kafka-console-consumer's --timeout-ms)."),
         bootstrap_server: str = BootstrapOpt,
         data_dir: str | None = DataDirOpt,
         as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
+        x: list[str] = XOpt,
+        command_config: Path | None = CommandConfigOpt,
     ) -> None:
         """Every record with FROM <= timestamp < TO, from every partition, exactly once, in offset order
         per partition. Reads from the first offset at/after FROM to the end offset seen at start, so a late
-        (out-of-order) CreateTime record below TO is printed even after records >= TO."""
-        t1 = parse_time(from_)
+        (out-of-order) CreateTime record below TO is printed even after records >= TO. With --follow it
+        then keeps printing new records of the window as they arrive."""
+        if from_ is None and not follow:
+            raise ChronologError("give --from (the window's start), or --follow to print new records")
+        t1 = parse_time(from_) if from_ is not None else None
         t2 = parse_time(to) if to else None
-        if t2 is not None and t2 <= t1:
+        if t1 is not None and t2 is not None and t2 <= t1:
             raise ChronologError("--to must be after --from")
+        if timeout_ms is not None and not follow:
+            raise ChronologError("--timeout-ms goes with --follow")
         fmt = "json" if as_json else fmt
         if fmt not in ("text", "json", "raw"):
             raise ChronologError("--format is text, json or raw")
-        source = open_source(bootstrap_server, data_dir)
-        positions = {}
+        if follow and data_dir is not None:
+            raise ChronologError("--follow reads new records from a broker: use --bootstrap-server")
+        source = open_source(bootstrap_server, data_dir, x, command_config)
+        positions: dict[int, int] = {}
+        printed = 0
+
+        def show(p: int, rec) -> bool:
+            """Print rec if it is in the window; False once --max-messages is reached."""
+            nonlocal printed
+            if (t1 is None or rec.timestamp >= t1) and (t2 is None or rec.timestamp < t2):
+                _print_record(topic, p, rec, fmt)
+                printed += 1
+            return max_messages is None or printed < max_messages
+
         try:
-            starts = source.offsets_for_time(topic, t1, _parts(partitions))
+            parts = _check_parts(source, topic, _parts(partitions)) or source.partitions(topic)
+            if t1 is None:
+                starts = {p: OffsetAtTime(p, hi, -1, False, lo, hi)
+                          for p in parts for lo, hi in [source.watermarks(topic, p)]}
+            else:
+                starts = source.offsets_for_time(topic, t1, parts)
+            for a in starts.values():
+                note = _deleted_note(a, t1) if t1 is not None else ""
+                if note:
+                    typer.echo(f"chronolog: warning: {topic}-{a.partition}: {note}", err=True)
             total = sum(max(0, a.end_offset - a.offset) for a in starts.values())
+            going = True
             with progress(f"reading {topic}", total, quiet=fmt != "text" or not sys.stdout.isatty()) as tick:
                 for p, a in starts.items():
-                    if not a.found:
+                    positions[p] = a.offset
+                    if not going or not a.found:
+                        positions[p] = a.end_offset if going else a.offset
                         continue
                     for rec in source.read(topic, p, a.offset, a.end_offset):
                         tick()
-                        if rec.timestamp >= t1 and (t2 is None or rec.timestamp < t2):
-                            _print_record(topic, p, rec, fmt)
-                    positions[p] = a.end_offset
+                        positions[p] = rec.offset + 1
+                        going = show(p, rec)
+                        if not going:
+                            break
+                    else:
+                        positions[p] = a.end_offset
+            sys.stdout.flush()
+            if follow and going:
+                _follow(source, topic, positions, show, timeout_ms)
             if group:
-                if not isinstance(source, BrokerSource):
+                if not isinstance(source, ClientSource):
                     raise ChronologError("--group needs a broker (--bootstrap-server)")
                 source.commit(group, topic, positions)
         finally:
@@ -109,6 +196,8 @@ def register(app: typer.Typer) -> None:
         dry_run: bool = typer.Option(False, "--dry-run", help="Only show them (the default)."),
         bootstrap_server: str = BootstrapOpt,
         as_json: bool = typer.Option(False, "--json"),
+        x: list[str] = XOpt,
+        command_config: Path | None = CommandConfigOpt,
     ) -> None:
         """Rewind or move a consumer group, like kafka-consumer-groups.sh --reset-offsets. Refused while
         the group has active members. A partition with no record after the time goes to its end offset."""
@@ -120,19 +209,20 @@ def register(app: typer.Typer) -> None:
         if execute and dry_run:
             raise ChronologError("--execute and --dry-run exclude each other")
         name, parts = parse_topic_partitions(topic)
-        source = BrokerSource(bootstrap_server)
+        source = broker(bootstrap_server, x, command_config)
         try:
+            parts = source.check_partitions(name, parts)
             state, members = source.group_state(group)
             if members:
                 raise ChronologError(f"group {group} has {members} active member(s) (state {state}); stop its "
                                      "consumers first")
-            parts = parts or source.partitions(name)
             current = source.committed(group, name, parts)
             targets: dict[int, tuple[int, str]] = {}
             if to_datetime is not None or by_duration is not None:
                 ts = parse_time(to_datetime) if to_datetime is not None else now_ms() - parse_duration(by_duration)
                 for p, a in source.offsets_for_time(name, ts, parts).items():
-                    targets[p] = (a.offset, "" if a.found else "no record at or after T: end offset")
+                    targets[p] = (a.offset, "; ".join(n for n in (
+                        _deleted_note(a, ts), "" if a.found else "no record at or after T: end offset") if n))
             for p in parts:
                 low, high = source.watermarks(name, p)
                 if to_earliest:
@@ -160,6 +250,45 @@ def register(app: typer.Typer) -> None:
                   [[r["topic"], r["partition"], r["current"], r["new"], r["note"]] for r in rows])
 
 
+def _follow(source: ClientSource, topic: str, positions: dict[int, int], show, timeout_ms: int | None) -> None:
+    """Tail the partitions from `positions` (updated as records are printed) until Ctrl-C, `show` says
+    stop, or nothing came for `timeout_ms`."""
+    import time as _time
+
+    from confluent_kafka import KafkaError, TopicPartition
+
+    from chronolog.records import Record
+
+    consumer = source.consumer
+    consumer.assign([TopicPartition(topic, p, o) for p, o in positions.items()])
+    idle_since = _time.monotonic()
+    try:
+        while True:
+            msg = consumer.poll(0.5)
+            if msg is None or (msg.error() and msg.error().code() == KafkaError._PARTITION_EOF):
+                if timeout_ms is not None and (_time.monotonic() - idle_since) * 1000 >= timeout_ms:
+                    return
+                continue
+            if msg.error():
+                raise ChronologError(f"reading {topic}-{msg.partition()}: {msg.error().str()}")
+            idle_since = _time.monotonic()
+            positions[msg.partition()] = msg.offset() + 1
+            rec = Record(msg.offset(), msg.timestamp()[1], msg.key(), msg.value(),
+                         tuple((k, v) for k, v in (msg.headers() or [])))
+            going = show(msg.partition(), rec)
+            sys.stdout.flush()
+            if not going:
+                return
+    except KeyboardInterrupt:
+        return
+    finally:
+        consumer.unassign()
+
+
+def _text(b: bytes | None) -> str:
+    return "" if b is None else b.decode("utf-8", "replace")
+
+
 def _print_record(topic: str, partition: int, rec, fmt: str) -> None:
     if fmt == "raw":
         sys.stdout.buffer.write((rec.value or b"") + b"\n")
@@ -173,7 +302,10 @@ def _print_record(topic: str, partition: int, rec, fmt: str) -> None:
                 return {"base64": base64.b64encode(b).decode()}
         sys.stdout.write(json.dumps({"topic": topic, "partition": partition, "offset": rec.offset,
                                      "timestamp": rec.timestamp, "time": format_time(rec.timestamp),
-                                     "key": enc(rec.key), "value": enc(rec.value)}) + "\n")
+                                     "key": enc(rec.key), "headers": [[k, enc(v)] for k, v in rec.headers or ()],
+                                     "value": enc(rec.value)}) + "\n")
     else:
-        value = (rec.value or b"").decode("utf-8", "replace")
-        sys.stdout.write(f"{format_time(rec.timestamp)} {topic}-{partition}@{rec.offset} {value}\n")
+        extra = f" key={_text(rec.key)}" if rec.key is not None else ""
+        if rec.headers:
+            extra += " headers=" + ",".join(f"{k}:{_text(v)}" for k, v in rec.headers)
+        sys.stdout.write(f"{format_time(rec.timestamp)} {topic}-{partition}@{rec.offset}{extra} {_text(rec.value)}\n")

@@ -6,18 +6,28 @@ from pathlib import Path
 
 import typer
 
-from chronolog.cli.common import BootstrapOpt, DataDirOpt, emit_json, table
+from chronolog.cli.common import (
+    BootstrapOpt,
+    CommandConfigOpt,
+    DataDirOpt,
+    XOpt,
+    client_conf,
+    emit_json,
+    open_source,
+    table,
+    writable_file,
+)
 from chronolog.cli.serve import parse_configs
 from chronolog.errors import ChronologError
-from chronolog.timetravel.sources import open_data_dir, open_source
+from chronolog.timetravel.client import admin_client, kafka_error_text
+from chronolog.timetravel.sources import open_data_dir
 from chronolog.timetravel.timefmt import format_time
 
-topics_app = typer.Typer(help="List, describe, create and alter topics.", no_args_is_help=True)
+topics_app = typer.Typer(help="List, describe, create, alter and delete topics.", no_args_is_help=True)
 
 
-def _admin(bootstrap: str):
-    from confluent_kafka.admin import AdminClient
-    return AdminClient({"bootstrap.servers": bootstrap})
+def _admin(bootstrap: str, x: list[str] | None = None, command_config: Path | None = None):
+    return admin_client(client_conf(bootstrap, x or [], command_config))
 
 
 def _result(future, what: str):
@@ -25,14 +35,15 @@ def _result(future, what: str):
     try:
         return future.result(15)
     except KafkaException as exc:
-        raise ChronologError(f"{what}: {exc.args[0].str()}") from None
+        raise ChronologError(f"{what}: {kafka_error_text(exc)}") from None
 
 
 @topics_app.command("list")
 def list_(bootstrap_server: str = BootstrapOpt, data_dir: str | None = DataDirOpt,
-          as_json: bool = typer.Option(False, "--json")) -> None:
+          as_json: bool = typer.Option(False, "--json"), x: list[str] = XOpt,
+          command_config: Path | None = CommandConfigOpt) -> None:
     """Topics and their partition counts."""
-    source = open_source(bootstrap_server, data_dir)
+    source = open_source(bootstrap_server, data_dir, x, command_config)
     try:
         topics = source.topics()
     finally:
@@ -45,16 +56,17 @@ def list_(bootstrap_server: str = BootstrapOpt, data_dir: str | None = DataDirOp
 
 @topics_app.command()
 def describe(topic: str, bootstrap_server: str = BootstrapOpt, data_dir: str | None = DataDirOpt,
-             as_json: bool = typer.Option(False, "--json")) -> None:
+             as_json: bool = typer.Option(False, "--json"), x: list[str] = XOpt,
+             command_config: Path | None = CommandConfigOpt) -> None:
     """Per partition: start and end offsets; and the topic's configs (broker only)."""
-    source = open_source(bootstrap_server, data_dir)
+    source = open_source(bootstrap_server, data_dir, x, command_config)
     configs: dict[str, str] = {}
     try:
         parts = [(p, *source.watermarks(topic, p)) for p in source.partitions(topic)]
         if data_dir is None:
             from confluent_kafka.admin import ConfigResource
             resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-            admin = _admin(bootstrap_server)
+            admin = source.admin
             described = _result(admin.describe_configs([resource])[resource], "describe configs")
             configs = {k: v.value for k, v in described.items()}
     finally:
@@ -69,11 +81,12 @@ def describe(topic: str, bootstrap_server: str = BootstrapOpt, data_dir: str | N
 
 
 @topics_app.command()
-def create(topic: str, partitions: int = typer.Option(1), config: list[str] = typer.Option([], "--config", "-c"),
-           bootstrap_server: str = BootstrapOpt) -> None:
-    """Create a topic (configs by Kafka's names, e.g. -c retention.ms=86400000)."""
+def create(topic: str, partitions: int = typer.Option(1, min=1), config: list[str] = typer.Option([], "--config", "-c"),
+           bootstrap_server: str = BootstrapOpt, x: list[str] = XOpt,
+           command_config: Path | None = CommandConfigOpt) -> None:
+    """Create a topic (configs by Kafka's names, e.g. -c retention.ms=-1 to keep replayed history)."""
     from confluent_kafka.admin import NewTopic
-    admin = _admin(bootstrap_server)  # keep the client alive until its futures resolve
+    admin = _admin(bootstrap_server, x, command_config)  # keep the client alive until its futures resolve
     futures = admin.create_topics([NewTopic(topic, partitions, 1, config=parse_configs(config))])
     _result(futures[topic], f"create {topic}")
     typer.echo(f"created {topic} with {partitions} partition(s)")
@@ -82,17 +95,37 @@ def create(topic: str, partitions: int = typer.Option(1), config: list[str] = ty
 @topics_app.command()
 def alter(topic: str, config: list[str] = typer.Option([], "--config", "-c", help="key=value to set"),
           delete_config: list[str] = typer.Option([], "--delete-config", help="key to reset to its default"),
-          bootstrap_server: str = BootstrapOpt) -> None:
-    """Change topic configs at run time (IncrementalAlterConfigs)."""
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+          partitions: int | None = typer.Option(None, "--partitions", min=1,
+                                                help="Grow the topic to this many partitions (CreatePartitions)."),
+          bootstrap_server: str = BootstrapOpt, x: list[str] = XOpt,
+          command_config: Path | None = CommandConfigOpt) -> None:
+    """Change topic configs at run time (IncrementalAlterConfigs) and add partitions, as kafka-topics.sh
+    --alter --partitions N (a count can only grow)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
     entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in parse_configs(config).items()]
     entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete_config]
-    if not entries:
-        raise ChronologError("nothing to change: give --config key=value or --delete-config key")
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
-    admin = _admin(bootstrap_server)
-    _result(admin.incremental_alter_configs([resource])[resource], f"alter {topic}")
-    typer.echo(f"altered {topic}")
+    if not entries and partitions is None:
+        raise ChronologError("nothing to change: give --config key=value, --delete-config key or --partitions N")
+    admin = _admin(bootstrap_server, x, command_config)
+    if partitions is not None:
+        _result(admin.create_partitions([NewPartitions(topic, partitions)])[topic], f"add partitions to {topic}")
+        typer.echo(f"{topic} now has {partitions} partition(s)")
+    if entries:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+        _result(admin.incremental_alter_configs([resource])[resource], f"alter {topic}")
+        typer.echo(f"altered {topic}")
+
+
+@topics_app.command()
+def delete(topics: list[str] = typer.Argument(..., help="Topic names (exact: no patterns)."),
+           bootstrap_server: str = BootstrapOpt, x: list[str] = XOpt,
+           command_config: Path | None = CommandConfigOpt) -> None:
+    """Delete topics and their data (DeleteTopics), as kafka-topics.sh --delete."""
+    admin = _admin(bootstrap_server, x, command_config)
+    futures = admin.delete_topics(list(topics), operation_timeout=15)
+    for name in topics:
+        _result(futures[name], f"delete {name}")
+        typer.echo(f"deleted {name}")
 
 
 def register(app: typer.Typer) -> None:
@@ -108,6 +141,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Per partition, each segment's base offset, size, first and largest timestamps and time-index
         coverage."""
+        if plot is not None:
+            writable_file(plot, "--plot")
         source = open_data_dir(data_dir)
         rows = []
         for p in source.partitions(topic):
@@ -131,24 +166,71 @@ def register(app: typer.Typer) -> None:
                 if r["time_index_entries"] else "-"] for r in rows])
 
 
-def _plot(topic: str, rows: list[dict], path: Path) -> None:
+def segment_lanes(rows: list[dict]) -> dict[tuple[int, int], int]:
+    """Lane of each segment (partition, base offset) inside its partition's band: out-of-order data makes
+    segments' time ranges overlap, and a segment never shares a lane with one whose range it overlaps
+    (greedy interval colouring by start time, the fewest lanes)."""
+    lanes: dict[tuple[int, int], int] = {}
+    by_part: dict[int, list[dict]] = {}
+    for r in rows:
+        if r["first_timestamp"] is not None and r["largest_timestamp"] >= 0:
+            by_part.setdefault(r["partition"], []).append(r)
+    for p, segs in by_part.items():
+        ends: list[int] = []  # per lane, the end of its last segment
+        for r in sorted(segs, key=lambda r: (min(r["first_timestamp"], r["largest_timestamp"]), r["base_offset"])):
+            lo = min(r["first_timestamp"], r["largest_timestamp"])
+            hi = max(r["first_timestamp"], r["largest_timestamp"])
+            lane = next((i for i, end in enumerate(ends) if end < lo), len(ends))
+            if lane == len(ends):
+                ends.append(hi)
+            else:
+                ends[lane] = hi
+            lanes[(p, r["base_offset"])] = lane
+    return lanes
+
+
+def _plot(topic: str, rows: list[dict], path: Path) -> dict:
+    """Segments as bars from first record time to largest timestamp, one band per partition (integer
+    ticks), one lane per overlap inside a band; dates with year in UTC. Returns what was drawn."""
     import matplotlib
     matplotlib.use("Agg")
-    from datetime import UTC, datetime
+    from datetime import UTC, datetime, timedelta
 
+    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(10, 1.5 + 0.6 * len({r["partition"] for r in rows})))
+    lanes = segment_lanes(rows)
+    parts = sorted({r["partition"] for r in rows})
+    depth = {p: 1 + max([lane for (q, _b), lane in lanes.items() if q == p], default=0) for p in parts}
+    band = {}
+    y = 0.0
+    for p in parts:  # each partition gets a band as tall as its lanes
+        band[p] = y
+        y += depth[p] + 0.5
+    fig, ax = plt.subplots(figsize=(11, 1.8 + 0.45 * y))
+    drawn = []
     for r in rows:
-        if r["first_timestamp"] is None or r["largest_timestamp"] < 0:
+        key = (r["partition"], r["base_offset"])
+        if key not in lanes:
             continue
-        start = datetime.fromtimestamp(r["first_timestamp"] / 1000, UTC)
-        end = datetime.fromtimestamp(r["largest_timestamp"] / 1000, UTC)
-        ax.barh(r["partition"], end - start, left=start, height=0.6, edgecolor="black")
-        ax.text(start, r["partition"], str(r["base_offset"]), va="center", fontsize=7)
+        lo = min(r["first_timestamp"], r["largest_timestamp"])
+        hi = max(r["first_timestamp"], r["largest_timestamp"])
+        start = datetime.fromtimestamp(lo / 1000, UTC)
+        end = datetime.fromtimestamp(hi / 1000, UTC)
+        ypos = band[r["partition"]] + lanes[key]
+        width = max(end - start, timedelta(seconds=1))  # a one-record segment is still visible
+        ax.barh(ypos, width, left=start, height=0.8, edgecolor="black", alpha=0.8)
+        ax.text(start, ypos, f" {r['base_offset']}", va="center", fontsize=7)
+        drawn.append({"partition": r["partition"], "base_offset": r["base_offset"], "lane": lanes[key], "y": ypos})
+    ticks = [band[p] + (depth[p] - 1) / 2 for p in parts]
+    ax.set_yticks(ticks, [str(p) for p in parts])
     ax.set_ylabel("partition")
-    ax.set_title(f"{topic}: segments on a time axis (label: base offset)")
+    ax.invert_yaxis()
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d %H:%M:%S", tz=UTC))
+    ax.set_xlabel("record time (UTC)")
+    ax.set_title(f"{topic}: segments from first record time to largest timestamp (label: base offset)")
     fig.autofmt_xdate()
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+    return {"segments": drawn, "yticks": ticks, "ylabels": [str(p) for p in parts]}

@@ -66,6 +66,7 @@ from chronolog.storage.producers import (
     snapshot_path,
 )
 from chronolog.storage.readonly import FilesSegment, ReadOnlyFiles, segment_bases
+from chronolog.storage.retention import ExpiredArrivals, log_deletions
 from chronolog.storage.segment import (
     DELETED_SUFFIX,
     LOG_SUFFIX,
@@ -160,6 +161,7 @@ class PartitionLog:
         self._segments_version = 0  # bumped whenever the segment list or an inactive segment changes
         self.producers = ProducerStates()  # idempotent producers (storage.producers); loaded by `open`
         self.producer_expiration_ms = PRODUCER_ID_EXPIRATION_MS
+        self._expired_arrivals = ExpiredArrivals()
 
     # -- opening ------------------------------------------------------------------------------------
     @classmethod
@@ -464,6 +466,7 @@ class PartitionLog:
             self._maybe_roll(len(out), max_ts, offset - 1, now)
             self.active.append(offset - 1, max_ts, offset_of_max, out, min_ts)
             self._next_offset = offset
+            self._check_retention_on_arrival(max_ts, now)
             for producer in producer_batches:
                 self.producers.update(*producer)
             self._unflushed_messages += count
@@ -538,6 +541,7 @@ class PartitionLog:
             self._maybe_roll(len(buf), max_ts, last, now)
             self.active.append(last, max_ts, offset_of_max, data, batch_max if log_append else lo, head=head)
             self._next_offset = last + 1
+            self._check_retention_on_arrival(max_ts, now)
             if idempotent:
                 self.producers.update(h[9], h[10], h[11], offset, last, batch_max)
             self._unflushed_messages += n_records
@@ -545,6 +549,14 @@ class PartitionLog:
                 self.flush()
             return AppendInfo(offset, last, max_ts, offset_of_max, now if log_append else -1,
                               self.log_start_offset, n_records)
+
+    def _check_retention_on_arrival(self, max_ts: int, now: int) -> None:
+        """Records that time retention deletes at its next check are named in a warning now, not found
+        missing later (`storage.retention.ExpiredArrivals`)."""
+        cfg = self.config
+        if 0 <= cfg.retention_ms < now - max_ts and max_ts >= 0 and "delete" in cfg.cleanup_policy \
+                and not cfg.log_append_time:
+            self._expired_arrivals.note(self.topic, self.partition, max_ts, now, cfg.retention_ms)
 
     def _check_each_timestamp(self, batch: RecordBatch, now: int, before: int, after: int) -> None:
         """Records mixing -1 with real timestamps: the min/max shortcut cannot see the smallest real one."""
@@ -792,6 +804,10 @@ class PartitionLog:
                     break
             if not deletable:
                 return 0
+            log_deletions(f"[UnifiedLog partition={self.topic}-{self.partition}, dir={self.dir.parent}] ", reason,
+                          deletable, retention_ms=self.config.retention_ms,
+                          retention_bytes=self.config.retention_bytes, size_before=self.size,
+                          log_start_offset=self.log_start_offset)
             if len(deletable) == len(self.segments):
                 self.roll()
             for seg in deletable:

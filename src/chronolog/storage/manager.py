@@ -15,6 +15,7 @@ from pathlib import Path
 
 from chronolog.config import BrokerConfig, TopicConfig, validate_topic_overrides
 from chronolog.errors import (
+    ChronologError,
     InvalidPartitionsError,
     InvalidTopicExceptionError,
     KafkaError,
@@ -30,6 +31,7 @@ from chronolog.storage.checkpoints import (
     read_checkpoint,
     write_checkpoint,
 )
+from chronolog.storage.dirlock import DataDirLock
 from chronolog.storage.log import PartitionLog, now_ms, parse_log_dir_name
 
 log = logging.getLogger(__name__)
@@ -58,11 +60,34 @@ class LogManager:
         self._topics: dict[str, dict] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._dir_lock = DataDirLock(self.data_dir)
         self.started = False
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def startup(self, background: bool = True) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        """Open every partition. The data dir's `.lock` is taken first (Kafka's `lockLogDirs`): a second
+        writer on the same data dir is refused before it touches a file."""
+        if self.data_dir.exists() and not self.data_dir.is_dir():
+            raise ChronologError(f"data dir {self.data_dir} is not a directory")
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ChronologError(f"cannot create data dir {self.data_dir}: {exc.strerror}") from None
+        self._dir_lock.acquire()
+        try:
+            self._open_logs()
+        except BaseException:
+            for plog in self._logs.values():
+                plog.close()
+            self._logs.clear()
+            self._dir_lock.release()
+            raise
+        self.started = True
+        if background:
+            self._thread = threading.Thread(target=self._background, name="chronolog-log-manager", daemon=True)
+            self._thread.start()
+
+    def _open_logs(self) -> None:
         marker = self.data_dir / CLEAN_SHUTDOWN
         clean = marker.exists()
         recovery = read_checkpoint(self.data_dir / RECOVERY_POINT)
@@ -90,10 +115,6 @@ class LogManager:
                     self._logs[(topic, p)] = self._create_log(topic, p)
         marker.unlink(missing_ok=True)
         self._write_topics()
-        self.started = True
-        if background:
-            self._thread = threading.Thread(target=self._background, name="chronolog-log-manager", daemon=True)
-            self._thread.start()
 
     def shutdown(self) -> None:
         """Clean stop: flush, trim indexes, write checkpoints and the clean-shutdown marker."""
@@ -106,6 +127,7 @@ class LogManager:
             self.checkpoint()
             (self.data_dir / CLEAN_SHUTDOWN).touch()
             self.started = False
+        self._dir_lock.release()
 
     def __enter__(self) -> LogManager:
         if not self.started:

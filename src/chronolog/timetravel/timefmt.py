@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from datetime import UTC, datetime
@@ -22,6 +23,11 @@ _UNITS = {"ms": 1, "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "second
 _DURATION = re.compile(r"^(-)?P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$", re.I)
 
 
+LOG = logging.getLogger("chronolog.time")
+# Kafka timestamps are ms since the epoch; the tools print them as ISO-8601 dates, which end at year 9999.
+MAX_TIME_MS = 253_402_300_799_999
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -35,21 +41,40 @@ def parse_time(text: str, now: int | None = None) -> int:
     if raw.lower() == "now":
         return now
     if re.fullmatch(r"-?\d{10,}", raw):
-        return int(raw)
+        ms = _in_range(int(raw), text)
+        if len(raw) == 10:
+            LOG.warning("%s read as epoch milliseconds (%s); as epoch seconds it would be %s: give %s000 for that",
+                        raw, format_time(ms), format_time(ms * 1000), raw)
+        return ms
     m = _RELATIVE.match(raw)
     if m:
         amount, unit = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
         if unit.lower() not in _UNITS:
             raise TimeFormatError(f"unknown time unit {unit!r} in {text!r}")
-        return now - int(float(amount) * _UNITS[unit.lower()])
+        return _in_range(now - int(float(amount) * _UNITS[unit.lower()]), text)
     try:
         dt = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
+    except (ValueError, OverflowError):
         raise TimeFormatError(f"cannot read {text!r} as a time: use ISO-8601 (2024-06-14T15:00:00Z; no zone means "
                               "UTC), epoch milliseconds, or a relative time such as '2h ago' or '-90m'") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return int(dt.timestamp() * 1000)
+    try:
+        return _in_range(int(dt.timestamp() * 1000), text)
+    except (OverflowError, ValueError):
+        raise TimeFormatError(f"{text!r} is out of range for a record timestamp") from None
+
+
+def _in_range(ms: int, text: str) -> int:
+    """Record timestamps are non-negative epoch ms (Kafka's -1 means none); a time before 1970 or after
+    year 9999 is a typo, not a place in a log."""
+    if ms < 0:
+        raise TimeFormatError(f"{str(text).strip()!r} is before 1970-01-01T00:00:00Z: record timestamps are "
+                              "milliseconds since then")
+    if ms > MAX_TIME_MS:
+        raise TimeFormatError(f"{str(text).strip()!r} is after year 9999: give epoch milliseconds "
+                              "(13 digits today) or an ISO-8601 time")
+    return ms
 
 
 def parse_duration(text: str) -> int:

@@ -1,0 +1,139 @@
+"""`chronolog groups list|describe|delete`: consumer groups, as kafka-consumer-groups.sh shows them, with
+lag in records and in record time (what a replay tool is asked: how far behind in hours, not offsets)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from chronolog.cli.common import BootstrapOpt, CommandConfigOpt, XOpt, broker, emit_json, table
+from chronolog.errors import ChronologError
+from chronolog.timetravel.client import kafka_error_text
+
+groups_app = typer.Typer(help="List, describe and delete consumer groups.", no_args_is_help=True)
+
+
+def _result(future, what: str, timeout: float = 15):
+    from confluent_kafka import KafkaException
+    try:
+        return future.result(timeout)
+    except KafkaException as exc:
+        raise ChronologError(f"{what}: {kafka_error_text(exc)}") from None
+
+
+def _state(value) -> str:
+    return str(value).split(".")[-1].upper()
+
+
+@groups_app.command("list")
+def list_(bootstrap_server: str = BootstrapOpt, as_json: bool = typer.Option(False, "--json"),
+          x: list[str] = XOpt, command_config: Path | None = CommandConfigOpt) -> None:
+    """Consumer groups and their states (ListGroups)."""
+    source = broker(bootstrap_server, x, command_config)
+    try:
+        listed = _result(source.admin.list_consumer_groups(request_timeout=15), "list groups")
+    finally:
+        source.close()
+    rows = sorted(({"group": g.group_id, "state": _state(g.state)} for g in listed.valid), key=lambda r: r["group"])
+    if as_json:
+        emit_json(rows)
+    else:
+        table("consumer groups", ["group", "state"], [[r["group"], r["state"]] for r in rows])
+
+
+def _record_time(source, topic: str, partition: int, offset: int) -> int | None:
+    for rec in source.read(topic, partition, offset, offset + 1):
+        return rec.timestamp
+    return None
+
+
+def describe_group(source, group: str) -> dict:
+    """Members and, per committed partition, offsets, lag in records and lag in record time (the largest
+    timestamp seen minus the time of the first unread record, the way time-lag exporters estimate it)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    described = _result(source.admin.describe_consumer_groups([group], request_timeout=15)[group],
+                        f"describe group {group}")
+    state = _state(described.state)
+    members = []
+    owner: dict[tuple[str, int], str] = {}
+    for m in described.members:
+        tps = list(m.assignment.topic_partitions) if m.assignment else []
+        members.append({"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
+                        "partitions": [f"{tp.topic}-{tp.partition}" for tp in tps]})
+        for tp in tps:
+            owner[(tp.topic, tp.partition)] = m.member_id
+    offsets = _result(source.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                               request_timeout=15)[group], f"offsets of {group}")
+    if state == "DEAD" and not offsets.topic_partitions:
+        raise ChronologError(f"group {group} does not exist")
+    rows = []
+    for tp in sorted(offsets.topic_partitions, key=lambda t: (t.topic, t.partition)):
+        low, high = source.watermarks(tp.topic, tp.partition)
+        committed = tp.offset if tp.offset >= 0 else None
+        lag = None if committed is None else max(0, high - max(committed, low))
+        lag_ms = None
+        if lag:
+            first_unread = _record_time(source, tp.topic, tp.partition, max(committed, low))
+            last = _record_time(source, tp.topic, tp.partition, high - 1)
+            if first_unread is not None and last is not None:
+                lag_ms = max(0, last - first_unread)
+        elif lag == 0:
+            lag_ms = 0
+        rows.append({"topic": tp.topic, "partition": tp.partition, "committed": committed, "log_start": low,
+                     "log_end": high, "lag": lag, "lag_ms": lag_ms,
+                     "member": owner.get((tp.topic, tp.partition))})
+    return {"group": group, "state": state, "members": members, "partitions": rows}
+
+
+def _duration(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    s, rest = divmod(ms, 1000)
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    text = (f"{d}d" if d else "") + (f"{h}h" if h else "") + (f"{m}m" if m else "") + f"{s}.{rest:03d}s"
+    return text
+
+
+@groups_app.command()
+def describe(group: str, bootstrap_server: str = BootstrapOpt, as_json: bool = typer.Option(False, "--json"),
+             x: list[str] = XOpt, command_config: Path | None = CommandConfigOpt) -> None:
+    """A group's members and, per partition, committed offset, end offset, lag in records and in time."""
+    source = broker(bootstrap_server, x, command_config)
+    try:
+        info = describe_group(source, group)
+    finally:
+        source.close()
+    if as_json:
+        emit_json(info)
+        return
+    table(f"group {group} ({info['state']}): {len(info['members'])} member(s)",
+          ["topic", "partition", "committed", "log end", "lag (records)", "lag (record time)", "member"],
+          [[r["topic"], r["partition"], r["committed"], r["log_end"], r["lag"], _duration(r["lag_ms"]), r["member"]]
+           for r in info["partitions"]])
+    if info["members"]:
+        table("members", ["member id", "client id", "host", "partitions"],
+              [[m["member_id"], m["client_id"], m["host"], ", ".join(m["partitions"])] for m in info["members"]])
+
+
+@groups_app.command()
+def delete(groups: list[str] = typer.Argument(..., help="Group ids."), bootstrap_server: str = BootstrapOpt,
+           x: list[str] = XOpt, command_config: Path | None = CommandConfigOpt) -> None:
+    """Delete groups and their committed offsets (DeleteGroups); refused for a group with members
+    (NON_EMPTY_GROUP), as kafka-consumer-groups.sh --delete."""
+    source = broker(bootstrap_server, x, command_config)
+    try:
+        futures = source.admin.delete_consumer_groups(list(groups), request_timeout=15)
+        for g in groups:
+            _result(futures[g], f"delete group {g}")
+            typer.echo(f"deleted group {g}")
+    finally:
+        source.close()
+
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(groups_app, name="groups")

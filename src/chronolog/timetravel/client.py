@@ -1,0 +1,211 @@
+"""The tools' Kafka client: librdkafka (confluent-kafka) configured the way the tools need it.
+
+- Extra client configs (`-X key=value`, `--command-config FILE`, as kcat and Kafka's tools take them) reach
+  every client, so TLS and SASL work wherever a bootstrap server does.
+- librdkafka's own log lines go to Python logging (logger `chronolog.librdkafka`), not to stderr.
+- A bootstrap server that refuses connections is one error at once instead of librdkafka's retries.
+- Read-only questions never create a topic: metadata is asked through a consumer with
+  `allow.auto.create.topics=false` (a Metadata request with allowAutoTopicCreation=false, KIP-361); an
+  AdminClient's metadata request would let a broker with `auto.create.topics.enable` create a mistyped name.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+from chronolog.errors import ChronologError, UnknownTopicOrPartitionError
+from chronolog.records import Record
+from chronolog.timetravel.sources import BrokerSource, OffsetAtTime
+
+LOGGER = logging.getLogger("chronolog.librdkafka")
+PROBE_TIMEOUT_S = 3.0
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """A Java-style properties file (`key=value` or `key: value`, `#`/`!` comments), as Kafka's
+    `--command-config` takes it."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ChronologError(f"cannot read --command-config {path}: {exc.strerror or exc}") from None
+    out: dict[str, str] = {}
+    for n, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        cut = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
+        if cut < 0:
+            raise ChronologError(f"{path}:{n}: expected key=value, got {line!r}")
+        out[line[:cut].strip()] = line[cut + 1:].strip()
+    return out
+
+
+def parse_pairs(items: list[str], option: str = "-X") -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ChronologError(f"{option} takes key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def client_config(bootstrap: str, extra: list[str] | None = None, command_config: Path | None = None) -> dict:
+    """librdkafka configs: the file first, then `-X` pairs (later wins, as in kcat)."""
+    conf: dict = {"bootstrap.servers": bootstrap}
+    if command_config is not None:
+        conf.update(read_properties(command_config))
+    conf.update(parse_pairs(extra or []))
+    conf["logger"] = LOGGER
+    return conf
+
+
+def _addresses(bootstrap: str) -> list[tuple[str, int]]:
+    out = []
+    for item in bootstrap.split(","):
+        item = item.strip().rsplit("://", 1)[-1]
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ChronologError(f"--bootstrap-server takes HOST:PORT[,HOST:PORT], got {bootstrap!r}")
+        out.append((host.strip("[]") or "localhost", int(port)))
+    return out
+
+
+def probe(bootstrap: str, timeout: float = PROBE_TIMEOUT_S) -> None:
+    """Fail at once when no bootstrap server accepts a TCP connection: librdkafka would retry until its
+    request times out (15 s by default) and log every attempt."""
+    reasons = []
+    for host, port in _addresses(bootstrap):
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return
+        except OSError as exc:
+            reasons.append(f"{host}:{port}: {exc.strerror or exc}")
+    raise ChronologError(f"cannot connect to {bootstrap} ({'; '.join(reasons)}); is the broker running?")
+
+
+def kafka_error_text(exc: BaseException) -> str:
+    """One line for a confluent_kafka.KafkaException (its KafkaError's text)."""
+    arg = exc.args[0] if exc.args else exc
+    return arg.str() if hasattr(arg, "str") else str(arg)
+
+
+def admin_client(conf: dict):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+    probe(conf["bootstrap.servers"])
+    try:
+        return AdminClient(dict(conf))
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise ChronologError(f"client config: {kafka_error_text(exc)}") from None
+
+
+def consumer_client(conf: dict, **more):
+    from confluent_kafka import Consumer, KafkaException
+    try:
+        return Consumer({**conf, "enable.auto.commit": False, "allow.auto.create.topics": False, **more})
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise ChronologError(f"client config: {kafka_error_text(exc)}") from None
+
+
+def producer_client(conf: dict, **more):
+    from confluent_kafka import KafkaException, Producer
+    probe(conf["bootstrap.servers"])
+    try:
+        return Producer({**conf, **more})
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise ChronologError(f"client config: {kafka_error_text(exc)}") from None
+
+
+def topic_metadata(consumer, bootstrap: str, topic: str, timeout: float):
+    """The topic's metadata without creating it; a missing topic is `UnknownTopicOrPartitionError`."""
+    from confluent_kafka import KafkaError, KafkaException
+    try:
+        md = consumer.list_topics(topic, timeout=timeout)
+    except KafkaException as exc:
+        raise ChronologError(f"cannot reach {bootstrap}: {kafka_error_text(exc)}") from None
+    t = md.topics.get(topic)
+    if t is None or (t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART) or not t.partitions:
+        raise UnknownTopicOrPartitionError(f"topic {topic!r} not found on {bootstrap}")
+    if t.error is not None:
+        raise ChronologError(f"topic {topic!r}: {t.error.str()}")
+    return t
+
+
+class ClientSource(BrokerSource):
+    """`BrokerSource` with the tools' client configs, the fail-fast probe, metadata without topic creation
+    and one-line errors for unknown partitions and failed admin calls."""
+
+    def __init__(self, bootstrap: str, conf: dict | None = None, timeout: float = 15.0) -> None:
+        self.bootstrap = bootstrap
+        self.timeout = timeout
+        base = {"socket.connection.setup.timeout.ms": int(timeout * 1000), **(conf or {}),
+                "bootstrap.servers": bootstrap, "logger": LOGGER}
+        self.conf = base
+        self.admin = admin_client(base)
+        self.consumer = consumer_client(base, **{"group.id": "chronolog-tools", "enable.partition.eof": True})
+
+    def _metadata(self, topic: str | None = None):
+        from confluent_kafka import KafkaException
+        try:
+            return self.consumer.list_topics(topic, timeout=self.timeout)
+        except KafkaException as exc:
+            raise ChronologError(f"cannot reach {self.bootstrap}: {kafka_error_text(exc)}") from None
+
+    def partitions(self, topic: str) -> list[int]:
+        return sorted(topic_metadata(self.consumer, self.bootstrap, topic, self.timeout).partitions)
+
+    def check_partitions(self, topic: str, partitions: list[int] | None) -> list[int]:
+        """`partitions` (all when None) after checking that each exists: one line naming the ones that do."""
+        known = self.partitions(topic)
+        if partitions is None:
+            return known
+        missing = [p for p in partitions if p not in known]
+        if missing:
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} has no partition {', '.join(map(str, missing))} (it has {_ranges(known)})")
+        return list(partitions)
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        from confluent_kafka import KafkaException
+        try:
+            return super().watermarks(topic, partition)
+        except KafkaException as exc:
+            raise ChronologError(f"offsets of {topic}-{partition}: {kafka_error_text(exc)}") from None
+
+    def offsets_for_time(self, topic: str, ts: int, partitions: list[int] | None = None) -> dict[int, OffsetAtTime]:
+        from confluent_kafka import KafkaException
+        parts = self.check_partitions(topic, partitions)
+        try:
+            return super().offsets_for_time(topic, ts, parts)
+        except KafkaException as exc:
+            raise ChronologError(f"offsets for time in {topic}: {kafka_error_text(exc)}") from None
+
+    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[Record]:
+        yield from super().read(topic, partition, start, end)
+
+    def group_state(self, group: str) -> tuple[str, int]:
+        return _wrapped(super().group_state, f"describe group {group}", group)
+
+    def committed(self, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
+        return _wrapped(super().committed, f"offsets of group {group}", group, topic, partitions)
+
+    def commit(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        _wrapped(super().commit, f"commit for group {group}", group, topic, offsets)
+
+
+def _wrapped(fn, what: str, *args):
+    from confluent_kafka import KafkaException
+    try:
+        return fn(*args)
+    except KafkaException as exc:
+        raise ChronologError(f"{what}: {kafka_error_text(exc)}") from None
+
+
+def _ranges(parts: list[int]) -> str:
+    if parts and parts == list(range(parts[0], parts[-1] + 1)):
+        return f"{parts[0]}..{parts[-1]}" if len(parts) > 1 else str(parts[0])
+    return ", ".join(map(str, parts))

@@ -1,0 +1,84 @@
+"""Every listed mistake of a new user ends in one line and a non-zero exit; read-only tools never create
+a topic; an epoch in seconds where milliseconds are expected is named both ways."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.brokerproc import free_port
+from tests.cli.conftest import assert_one_line_error, chronolog
+
+
+@pytest.fixture(scope="module")
+def tb(cli_broker):
+    r = chronolog("topics", "create", "tb", "--partitions", "3", "-b", cli_broker.bootstrap)
+    assert r.rc == 0, r.err
+    return cli_broker.bootstrap
+
+
+def test_unknown_partition_is_one_line(tb):
+    r = chronolog("reset-offsets", "--group", "g", "--topic", "tb:7", "--to-earliest", "-b", tb)
+    assert_one_line_error(r, "no partition 7", "0..2")
+    r = chronolog("offsets", "tb", "--time", "now", "--partitions", "1,5", "-b", tb)
+    assert_one_line_error(r, "no partition 5")
+
+
+def test_broker_down_fails_at_once_without_librdkafka_lines(tmp_path):
+    dead = f"127.0.0.1:{free_port()}"
+    for args in (["topics", "create", "x"], ["topics", "list"], ["offsets", "x", "--time", "now"],
+                 ["groups", "list"], ["produce", "x", str(tmp_path / "nothing")]):
+        r = chronolog(*args, "-b", dead)
+        assert_one_line_error(r, "cannot connect to " + dead, "Connection refused")
+        assert "rdkafka" not in r.err and "%3|" not in r.err
+
+
+@pytest.mark.parametrize("text, words", [("99999999999999999999", "after year 9999"),
+                                          ("1900-01-01", "before 1970"),
+                                          ("2024-13-45", "cannot read"),
+                                          ("100000 days ago", "before 1970")])
+def test_times_out_of_range_are_one_line(tb, text, words):
+    assert_one_line_error(chronolog("offsets", "tb", "--time", text, "-b", tb), words)
+    assert_one_line_error(chronolog("consume", "tb", "--from", text, "-b", tb), words)
+
+
+def test_ten_digit_epoch_warns_with_both_readings(tb):
+    r = chronolog("offsets", "tb", "--time", "1718377200", "-b", tb, "--json")
+    assert r.rc == 0, r.err
+    assert json.loads(r.out)["timestamp"] == 1718377200  # read as Kafka reads it: milliseconds
+    assert "1970-01-20T21:19:37.200Z" in r.err and "2024-06-14T15:00:00.000Z" in r.err
+    r = chronolog("offsets", "tb", "--time", "1718377200000", "-b", tb)
+    assert r.rc == 0 and "seconds" not in r.err
+
+
+def test_plot_into_missing_folder_is_one_line(tmp_path):
+    (tmp_path / "d").mkdir()
+    r = chronolog("describe-segments", "tb", "--data-dir", str(tmp_path / "d"), "--plot",
+                  str(tmp_path / "no" / "such" / "x.png"))
+    assert_one_line_error(r, "does not exist")
+
+
+def test_read_only_commands_never_create_topics(tb):
+    cases = {"typo-offsets": ["offsets", "typo-offsets", "--time", "now"],
+             "typo-consume": ["consume", "typo-consume", "--from", "now"],
+             "typo-describe": ["topics", "describe", "typo-describe"],
+             "typo-reset": ["reset-offsets", "--group", "g", "--topic", "typo-reset", "--to-earliest"],
+             "typo-groups": ["reset-offsets", "--group", "g", "--topic", "typo-groups:0", "--to-latest",
+                             "--execute"]}
+    for name, args in cases.items():
+        assert_one_line_error(chronolog(*args, "-b", tb), f"topic {name!r} not found")
+    listed = json.loads(chronolog("topics", "list", "-b", tb, "--json").out)
+    assert not [t for t in listed if t.startswith("typo")], listed
+
+
+def test_bad_client_config_is_one_line(tb, tmp_path):
+    assert_one_line_error(chronolog("topics", "list", "-b", tb, "-X", "no.such.property=1"), "no.such.property")
+    assert_one_line_error(chronolog("topics", "list", "-b", tb, "-X", "novalue"), "-X takes key=value")
+    assert_one_line_error(chronolog("topics", "list", "-b", tb, "--command-config", str(tmp_path / "none")),
+                          "cannot read --command-config")
+
+
+def test_version():
+    r = chronolog("--version")
+    assert r.rc == 0 and r.out.startswith("chronolog 0.")
