@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import typer
@@ -30,5 +31,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the Kafka-compatible broker until SIGTERM or Ctrl-C."""
         from chronolog.server.broker import serve as run
+
+        # Disk incidents are logged from INFO up: "writes resumed" belongs beside the ERROR that said they stopped.
+        logging.getLogger("chronolog.logdir").setLevel(logging.INFO)
 
         run(data_dir, host, port, parse_configs(config))
