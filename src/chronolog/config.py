@@ -107,6 +107,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("max.broker.partitions", "int", 10000,
        "chronolog (KIP-578's name): partitions the broker holds in all; CreateTopics, CreatePartitions and "
        "auto-creation beyond it get POLICY_VIOLATION instead of exhausting file descriptors and memory.", (), 1),
+    _d("chronolog.log.dir.low.space.bytes", "long", 1073741824,
+       "chronolog (Kafka has none): WARN once when the data dir's file system has fewer free bytes than "
+       "this (checked every second), and INFO when it has more again; 0 turns the warning off.", (), 0),
+    _d("chronolog.log.dir.write.retry.ms", "long", 5000,
+       "chronolog: after a write to a partition failed (disk full, I/O error) its appends get "
+       "KAFKA_STORAGE_ERROR without touching the disk for this long, then one tries again.", (), 1),
     _d("listeners.allow.non.loopback.without.auth", "boolean", False,
        "chronolog: allow a listener without authentication on a non-loopback address.", ()),
     # -- listeners, TLS, SASL, ACLs, connection bounds (docs/security.md) --

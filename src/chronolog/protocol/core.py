@@ -42,7 +42,11 @@ def topic_uuid(ctx: RequestContext, name: str) -> uuid.UUID:
 
 
 def error_of(exc: Exception) -> int:
-    return exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
+    """The wire code for an exception: its own, KAFKA_STORAGE_ERROR for an I/O error that reached the handler
+    (Kafka's `ReplicaManager` answers any `KafkaStorageException` so), else UNKNOWN_SERVER_ERROR."""
+    if isinstance(exc, KafkaError):
+        return exc.code
+    return ErrorCode.KAFKA_STORAGE_ERROR if isinstance(exc, OSError) else ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 # -- ApiVersions -------------------------------------------------------------------------------------
@@ -90,8 +94,10 @@ def metadata(req: Any, ctx: RequestContext) -> dict:
                         topics.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name,
                                        "partitions": []})
                         continue
-                    except KafkaError:
-                        pass
+                    except KafkaError as exc:
+                        if not manager.has_topic(name):  # not made (KAFKA_STORAGE_ERROR on a full disk)
+                            topics.append({"error_code": exc.code, "name": name, "partitions": []})
+                            continue
                     # Kafka answers LEADER_NOT_AVAILABLE right after auto-creation; we are ready at once.
                 else:
                     topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from chronolog.diskio import write_atomic
 from chronolog.errors import ChronologError
 
 log = logging.getLogger(__name__)
@@ -21,25 +22,9 @@ def write_json_atomic(path: Path, data: Any) -> None:
     """Temp file in the same dir (mode 0600 from creation), fsync, rename over, fsync the dir: readers see
     the old file or the new one, never half of one, and nobody else can read it in between."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out, indent=1, sort_keys=True)
-            out.write("\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+    # A full disk leaves the old file (`diskio.write_atomic` never renames a short one into place).
+    write_atomic(path, text.encode("utf-8"), mode=0o600, tmp=path.with_name(f".{path.name}.{os.getpid()}.tmp"))
 
 
 @contextlib.contextmanager

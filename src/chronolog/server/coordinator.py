@@ -6,7 +6,10 @@ starts a rebalance; it completes when every known member has rejoined or the reb
 assignments. Members that stop heartbeating for their session timeout are removed.
 
 Committed offsets are durable: an append-only file of length-prefixed, CRC-checked JSON records, fsynced
-before a commit is acknowledged; a torn tail is truncated on load, and the file is compacted on start.
+before a commit is acknowledged; a torn tail is truncated on load, and the file is compacted on start. A
+commit that could not be written (a full disk) is cut off again and answered NOT_COORDINATOR, as Kafka's
+`GroupMetadataManager.storeOffsets` answers a KAFKA_STORAGE_ERROR of the offsets topic: the client looks the
+coordinator up again and retries.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chronolog.config import BrokerConfig
-from chronolog.errors import ErrorCode
+from chronolog.diskio import describe, disk_log, free_bytes, pwrite_all, write_atomic
+from chronolog.errors import ErrorCode, KafkaStorageErrorError
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +89,10 @@ class OffsetStore:
         self.dir = Path(directory)
         self.path = self.dir / OFFSETS_FILE
         self.offsets: dict[tuple[str, str, int], tuple[int, int, str | None]] = {}
-        self._f = None
+        self._fd = -1
+        self._size = 0            # bytes of whole records: every write goes there
+        self._tail_dirty = False  # bytes of a failed write may follow `_size`: cut them before the next
+        self._failure: OSError | None = None
 
     def load(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -99,15 +106,17 @@ class OffsetStore:
                 break
             self._apply(json.loads(body))
             pos += 8 + length
-        # Compact: rewrite the live state, atomically.
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "wb") as f:
-            for (g, t, p), (o, e, m) in self.offsets.items():
-                f.write(self._frame({"g": g, "t": t, "p": p, "o": o, "e": e, "m": m}))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        self._f = open(self.path, "ab")
+        # Compact: rewrite the live state, atomically. On a full disk the file stays as it is (its good part).
+        live = b"".join(self._frame({"g": g, "t": t, "p": p, "o": o, "e": e, "m": m})
+                        for (g, t, p), (o, e, m) in self.offsets.items())
+        try:
+            write_atomic(self.path, live, tmp=self.path.with_suffix(".tmp"))
+            self._size = len(live)
+        except OSError as exc:
+            log.warning("%s not compacted: %s", self.path, describe(exc))
+            self._size = pos
+            self._tail_dirty = pos < len(data)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
 
     @staticmethod
     def _frame(record: dict) -> bytes:
@@ -122,18 +131,38 @@ class OffsetStore:
             self.offsets[key] = (rec["o"], rec.get("e", -1), rec.get("m"))
 
     def write(self, records: list[dict]) -> None:
+        """Append and fsync the records, then apply them. On an I/O error nothing is applied, the file is cut
+        back to its last whole record and KafkaStorageErrorError is raised (one ERROR line per incident)."""
         if not records:
             return
-        self._f.write(b"".join(self._frame(r) for r in records))
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        data = b"".join(self._frame(r) for r in records)
+        try:
+            if self._tail_dirty:
+                os.ftruncate(self._fd, self._size)
+                self._tail_dirty = False
+            pwrite_all(self._fd, data, self._size, self.path)
+            os.fsync(self._fd)
+        except OSError as exc:
+            self._tail_dirty = True
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size)
+                self._tail_dirty = False
+            if self._failure is None:
+                disk_log.error("group offsets not written to %s: %s; %d bytes free; commits get NOT_COORDINATOR",
+                               exc.filename or self.path, describe(exc), free_bytes(self.dir))
+            self._failure = exc
+            raise KafkaStorageErrorError(f"offsets not written: {describe(exc)}") from exc
+        self._size += len(data)
+        if self._failure is not None:
+            disk_log.info("group offsets written again to %s", self.path)
+            self._failure = None
         for r in records:
             self._apply(r)
 
     def close(self) -> None:
-        if self._f is not None:
-            self._f.close()
-            self._f = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 class GroupCoordinator:
@@ -359,7 +388,10 @@ class GroupCoordinator:
             if group.state == COMPLETING:
                 return ErrorCode.REBALANCE_IN_PROGRESS
             group.members[member_id].last_heartbeat = time.monotonic()
-        self.store.write([{"g": group_id, "t": t, "p": p, "o": o, "e": e, "m": m} for t, p, o, e, m in offsets])
+        try:
+            self.store.write([{"g": group_id, "t": t, "p": p, "o": o, "e": e, "m": m} for t, p, o, e, m in offsets])
+        except KafkaStorageErrorError:
+            return ErrorCode.NOT_COORDINATOR  # GroupMetadataManager.storeOffsets: KAFKA_STORAGE_ERROR -> NOT_COORDINATOR
         return 0
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None):

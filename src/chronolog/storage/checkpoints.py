@@ -2,13 +2,15 @@
 `log-start-offset-checkpoint`, `replication-offset-checkpoint`.
 
 Format: a version line (0), a count line, then one `topic partition offset` line per entry, each line
-ending in a newline. Written to a temp file, fsynced and renamed, so a crash leaves the old or the new file.
+ending in a newline. Written to a temp file, fsynced and renamed, so a crash or a failed write leaves the old
+or the new file, never a short one (`diskio.write_atomic`).
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from chronolog.diskio import write_atomic
 
 RECOVERY_POINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET = "log-start-offset-checkpoint"
@@ -19,12 +21,7 @@ CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 def write_checkpoint(path: Path, offsets: dict[tuple[str, int], int]) -> None:
     lines = ["0", str(len(offsets))]
     lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
-    tmp = Path(str(path) + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, ("\n".join(lines) + "\n").encode("utf-8"))
 
 
 def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:

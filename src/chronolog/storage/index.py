@@ -5,6 +5,10 @@ Follows `AbstractIndex`, `OffsetIndex` and `TimeIndex`: a memory-mapped file pre
 the largest entry whose key is <= the target, and trimming to the used size when the segment is rolled or
 closed. An index file opened from disk counts every slot as an entry, which is why closed segments must be
 trimmed: the zero-filled tail of a preallocated file would otherwise be read as entries.
+
+The preallocated tail is sparse: on a full file system a store into one of its pages through the map
+would kill the process with SIGBUS. Entries are therefore written with `pwrite`, which fails with ENOSPC
+instead, and the map is only read (it sees the page cache the write went to).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
+from chronolog.diskio import pwrite_all
 from chronolog.errors import CorruptMessageError, KafkaError
 from chronolog.native import load_native
 
@@ -158,6 +163,10 @@ class AbstractIndex:
         os.replace(self.path, new_path)
         self.path = Path(new_path)
 
+    def _write_slot(self, slot: int, entry: bytes) -> None:
+        """One entry into its slot with pwrite (never a store into the map: see the module docstring)."""
+        pwrite_all(self._file.fileno(), entry, slot * self.entry_size, self.path)  # type: ignore[union-attr]
+
     def truncate_entries(self, entries: int) -> None:
         self._entries = max(0, min(entries, self._entries))
         self._last = None
@@ -265,7 +274,7 @@ class OffsetIndex(AbstractIndex):
         rel = offset - self.base_offset
         if not 0 <= rel <= 0x7FFFFFFF:
             raise KafkaError(f"offset {offset} not within int32 of base {self.base_offset}")
-        _OFFSET_ENTRY.pack_into(self._mmap, self._entries * 8, rel, position)  # type: ignore[arg-type]
+        self._write_slot(self._entries, _OFFSET_ENTRY.pack(rel, position))
         self._entries += 1
         self._last = OffsetPosition(offset, position)
 
@@ -339,8 +348,7 @@ class TimeIndex(AbstractIndex):
         if self._entries == 0 or timestamp > last.timestamp:
             if self._entries >= self.max_entries:
                 raise KafkaError(f"time index {self.path} has no room for its final entry")
-            _TIME_ENTRY.pack_into(self._mmap, self._entries * 12, timestamp,  # type: ignore[arg-type]
-                                  offset - self.base_offset)
+            self._write_slot(self._entries, _TIME_ENTRY.pack(timestamp, offset - self.base_offset))
             self._entries += 1
             self._last = TimestampOffset(timestamp, offset)
             return True

@@ -9,6 +9,7 @@ whole segments oldest-first and stops at the first one that must stay.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import itertools
 import logging
@@ -22,11 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chronolog.config import TopicConfig
+from chronolog.diskio import describe, disk_log, free_bytes
 from chronolog.errors import (
     CorruptMessageError,
     InvalidRecordError,
     InvalidTimestampError,
     KafkaError,
+    KafkaStorageErrorError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
@@ -86,6 +89,7 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LEADER_EPOCH = 0
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms (KIP-854)
 _PRODUCER_SCAN_SEGMENTS = 2  # without a snapshot: the producers of the newest segments are rebuilt
+WRITE_RETRY_MS = 5000  # chronolog.log.dir.write.retry.ms: how often a partition whose write failed tries again
 _LOG_TOKENS = itertools.count()
 
 
@@ -333,9 +337,9 @@ class PartitionLog:
             return
         try:
             self.producers.write_snapshot(self.dir, self._next_offset, sync=sync)
-        except OSError as exc:
-            log.error("%s-%d: producer snapshot at offset %d not written: %s", self.topic, self.partition,
-                      self._next_offset, exc)
+        except OSError as exc:  # a warning: the incident's one ERROR line is the failed append's
+            log.warning("%s-%d: producer snapshot at offset %d not written: %s", self.topic, self.partition,
+                        self._next_offset, exc)
 
     # -- properties ---------------------------------------------------------------------------------
     @property
@@ -463,15 +467,16 @@ class PartitionLog:
                 count += n_records
             if len(out) > cfg.segment_bytes:
                 raise RecordListTooLargeError(f"{len(out)} bytes exceed segment.bytes {cfg.segment_bytes}")
-            self._maybe_roll(len(out), max_ts, offset - 1, now)
-            self.active.append(offset - 1, max_ts, offset_of_max, out, min_ts)
+            with self._writing():
+                self._maybe_roll(len(out), max_ts, offset - 1, now)
+                self._append_active(count, offset - 1, max_ts, offset_of_max, out, min_ts)
             self._next_offset = offset
             self._check_retention_on_arrival(max_ts, now)
             for producer in producer_batches:
                 self.producers.update(*producer)
             self._unflushed_messages += count
             if self._unflushed_messages >= cfg.flush_messages:
-                self.flush()
+                self._flushed()
             return AppendInfo(first, offset - 1, max_ts, offset_of_max, now if log_append else -1,
                               self.log_start_offset, count)
 
@@ -538,15 +543,17 @@ class PartitionLog:
             max_ts, offset_of_max = (batch_max, last) if batch_max > -1 else (-1, -1)
             if len(buf) > cfg.segment_bytes:
                 raise RecordListTooLargeError(f"{len(buf)} bytes exceed segment.bytes {cfg.segment_bytes}")
-            self._maybe_roll(len(buf), max_ts, last, now)
-            self.active.append(last, max_ts, offset_of_max, data, batch_max if log_append else lo, head=head)
+            with self._writing():
+                self._maybe_roll(len(buf), max_ts, last, now)
+                self._append_active(n_records, last, max_ts, offset_of_max, data, batch_max if log_append else lo,
+                                    head=head)
             self._next_offset = last + 1
             self._check_retention_on_arrival(max_ts, now)
             if idempotent:
                 self.producers.update(h[9], h[10], h[11], offset, last, batch_max)
             self._unflushed_messages += n_records
             if self._unflushed_messages >= cfg.flush_messages:
-                self.flush()
+                self._flushed()
             return AppendInfo(offset, last, max_ts, offset_of_max, now if log_append else -1,
                               self.log_start_offset, n_records)
 
@@ -565,6 +572,60 @@ class PartitionLog:
             if ts != -1 and (now - ts > before or ts - now > after):
                 raise InvalidTimestampError(f"timestamp {ts} of record {rec.offset - batch.base_offset} is out of "
                                             f"range for {self.topic}-{self.partition}")
+
+    # -- I/O errors (docs/reliability.md, "Disk full and I/O errors") --------------------------------
+    _failure: OSError | None = None  # the write failure of the current incident; None: writes are healthy
+    _retry_at = 0.0                   # monotonic time from which the next append may try the disk again
+    write_retry_ms = WRITE_RETRY_MS
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Around every write an append makes. An `OSError` inside becomes KAFKA_STORAGE_ERROR (Kafka's
+        answer when `LogDirFailureChannel` took the log dir offline), logged once per incident; the
+        writer has already cut its file back, so nothing of the failed append stays or is acknowledged.
+        Until `write_retry_ms` has passed appends are refused without touching the disk; then one tries
+        again, and the first that succeeds ends the incident with an INFO line. Reads never stop."""
+        if self._failure is not None and time.monotonic() < self._retry_at:
+            raise KafkaStorageErrorError(f"{self.topic}-{self.partition}: writes are failing "
+                                         f"({describe(self._failure)}); retried every {self.write_retry_ms} ms")
+        try:
+            yield
+        except OSError as exc:
+            raise self.write_failed(exc) from exc
+        if self._failure is not None:
+            disk_log.info("%s-%d: writes resumed at offset %d (%d bytes free in %s)", self.topic, self.partition,
+                     self._next_offset, free_bytes(self.dir), self.dir.parent)
+            self._failure = None
+
+    def write_failed(self, exc: OSError) -> KafkaStorageErrorError:
+        """Start or continue an incident (see `_writing`): one ERROR line when it starts."""
+        first = self._failure is None
+        self._failure = exc
+        self._retry_at = time.monotonic() + self.write_retry_ms / 1000.0
+        where = exc.filename or self.dir
+        message = (f"{self.topic}-{self.partition}: write to {where} failed: {describe(exc)}; "
+                   f"{free_bytes(self.dir)} bytes free in {self.dir.parent}")
+        if first:
+            disk_log.error("%s. Appends get KAFKA_STORAGE_ERROR and try again every %d ms; reads go on", message,
+                           self.write_retry_ms)
+        return KafkaStorageErrorError(message)
+
+    @property
+    def writes_failing(self) -> bool:
+        return self._failure is not None
+
+    def _append_active(self, count: int, *args, **kwargs) -> None:
+        """`LogSegment.append` to the active segment and, when `flush.messages` is reached, the fsync, before
+        anything is acknowledged: if the fsync fails the append is taken back too."""
+        seg = self.active
+        mark = seg.write_mark()
+        seg.append(*args, **kwargs)
+        if self._unflushed_messages + count >= self.config.flush_messages:
+            try:
+                self._fsync_unflushed()
+            except BaseException:
+                seg.undo_to(mark)
+                raise
 
     def append_raw_for_test(self, data: bytes) -> None:
         """Write bytes without validation (to build fixtures such as torn tails)."""
@@ -588,7 +649,7 @@ class PartitionLog:
             self.active.on_become_inactive()  # also writes its minima sidecar
             self.active.flush()
             self._snapshot_producers()  # at the new segment's base offset, as Kafka's roll does
-            seg = self._new_segment(self._next_offset)
+            seg = self._new_segment_or_nothing(self._next_offset)
             seg.start_minima()
             self.active.is_last = False
             self.active._offset_limit_after = seg.base_offset
@@ -596,6 +657,21 @@ class PartitionLog:
             self._segments_version += 1
             self._jitter = self._new_jitter()
             return seg
+
+    def _new_segment_or_nothing(self, base: int) -> LogSegment:
+        """A new segment for a roll; when its files cannot be made, those it made are removed (a later
+        roll starts afresh) and the error goes on. The old active segment stays last: its indexes are
+        trimmed, so the next append tries the roll again."""
+        names = [self.dir / segment_name(base, s) for s in (LOG_SUFFIX, ".index", ".timeindex")]
+        existed = [p.exists() for p in names]
+        try:
+            return self._new_segment(base)
+        except BaseException:
+            for path, was in zip(names, existed, strict=True):
+                if not was:
+                    with contextlib.suppress(OSError):
+                        path.unlink()
+            raise
 
     # -- reads --------------------------------------------------------------------------------------
     def _segment_for(self, offset: int) -> int:
@@ -881,12 +957,18 @@ class PartitionLog:
     # -- flush and close ----------------------------------------------------------------------------
     def flush(self) -> None:
         with self.lock:
-            for seg in self.segments:
-                if seg.base_offset >= self._segment_base_of(self.recovery_point) or seg is self.active:
-                    seg.flush()
-            self.recovery_point = self._next_offset
-            self._unflushed_messages = 0
-            self._last_flush_ms = now_ms()
+            self._fsync_unflushed()
+            self._flushed()
+
+    def _fsync_unflushed(self) -> None:
+        for seg in self.segments:
+            if seg.base_offset >= self._segment_base_of(self.recovery_point) or seg is self.active:
+                seg.flush()
+
+    def _flushed(self) -> None:
+        self.recovery_point = self._next_offset
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms()
 
     def _segment_base_of(self, offset: int) -> int:
         return self.segments[self._segment_for(offset)].base_offset
@@ -901,11 +983,26 @@ class PartitionLog:
             if self._closed:
                 return
             if self.writable:
-                self.flush()
+                try:
+                    self.flush()
+                except OSError as exc:
+                    # The stop goes on (every file is still closed); the caller leaves out the clean-shutdown
+                    # marker, so the next start recovers from the last checkpointed recovery point.
+                    self.closed_cleanly = False
+                    log.error("%s-%d: flush at close failed: %s; the next start recovers the log", self.topic,
+                              self.partition, describe(exc))
                 self._snapshot_producers(sync=True)  # at the log end, as Kafka's close does
             for seg in self.segments:
-                seg.close()
+                try:
+                    seg.close()
+                except OSError as exc:
+                    self.closed_cleanly = False
+                    log.error("%s-%d: closing %s failed: %s; the next start recovers the log", self.topic,
+                              self.partition, seg.log_path.name, describe(exc))
+                    seg.close_for_delete()  # the descriptors at least
             self._closed = True
+
+    closed_cleanly = True  # False once `close` could not flush or trim everything
 
     def delete(self) -> None:
         """Remove the partition's files (DeleteTopics)."""

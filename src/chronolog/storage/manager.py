@@ -5,20 +5,23 @@ Kafka's `LogManager` schedules."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
-import os
 import re
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from chronolog.config import BrokerConfig, TopicConfig, validate_topic_overrides
+from chronolog.diskio import describe, disk_log, free_bytes, write_atomic
 from chronolog.errors import (
     ChronologError,
     InvalidPartitionsError,
     InvalidTopicExceptionError,
     KafkaError,
+    KafkaStorageErrorError,
     PolicyViolationError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
@@ -62,6 +65,8 @@ class LogManager:
         self._thread: threading.Thread | None = None
         self._dir_lock = DataDirLock(self.data_dir)
         self.started = False
+        self._checkpoint_failure: OSError | None = None
+        self._low_space = False
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def startup(self, background: bool = True) -> None:
@@ -105,27 +110,55 @@ class LogManager:
                 self._topics[topic] = {"partitions": 0, "configs": {}, "topic_id": _new_topic_id()}
             self._topics[topic]["partitions"] = max(self._topics[topic]["partitions"], partition + 1)
             key = (topic, partition)
-            self._logs[key] = PartitionLog.open(
-                entry, self.topic_config(topic), recover=not clean,
-                recovery_point=recovery.get(key, 0), log_start_offset=starts.get(key, 0),
-                producer_expiration_ms=self.broker_config["producer.id.expiration.ms"])
+            with self._refuse_start_on_io_error(entry):
+                self._logs[key] = self._tuned(PartitionLog.open(
+                    entry, self.topic_config(topic), recover=not clean,
+                    recovery_point=recovery.get(key, 0), log_start_offset=starts.get(key, 0),
+                    producer_expiration_ms=self.broker_config["producer.id.expiration.ms"]))
         for topic, meta in self._topics.items():
             for p in range(meta["partitions"]):
                 if (topic, p) not in self._logs:
-                    self._logs[(topic, p)] = self._create_log(topic, p)
+                    with self._refuse_start_on_io_error(self.data_dir / f"{topic}-{p}"):
+                        self._logs[(topic, p)] = self._create_log(topic, p)
         marker.unlink(missing_ok=True)
-        self._write_topics()
+        try:
+            self._write_topics()
+        except OSError as exc:  # what it would say is known in memory: written again at the next change
+            disk_log.warning("%s not rewritten at start: %s", TOPICS_FILE, describe(exc))
+
+    @contextlib.contextmanager
+    def _refuse_start_on_io_error(self, where: Path) -> Iterator[None]:
+        """A partition that cannot be opened for an I/O error (recovery on a full disk rebuilds indexes)
+        stops the start with one line, before any client is served, instead of a traceback."""
+        try:
+            yield
+        except OSError as exc:
+            raise ChronologError(f"cannot open {where}: {exc.filename or where}: {describe(exc)}; "
+                                 f"{free_bytes(self.data_dir)} bytes free in {self.data_dir}") from None
+
+    def _tuned(self, plog: PartitionLog) -> PartitionLog:
+        plog.write_retry_ms = self.broker_config["chronolog.log.dir.write.retry.ms"]
+        return plog
 
     def shutdown(self) -> None:
-        """Clean stop: flush, trim indexes, write checkpoints and the clean-shutdown marker."""
+        """Clean stop: flush, trim indexes, write checkpoints and the clean-shutdown marker. On a full or
+        failing disk every file is still closed; the marker is left out when anything could not be made
+        durable, so that the next start recovers (`LogManager.shutdown` writes it only after all went well)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
         with self._lock:
+            clean = True
             for plog in self._logs.values():
                 plog.close()
-            self.checkpoint()
-            (self.data_dir / CLEAN_SHUTDOWN).touch()
+                clean = clean and plog.closed_cleanly
+            clean = self.checkpoint() and clean
+            if clean:
+                try:
+                    (self.data_dir / CLEAN_SHUTDOWN).touch()
+                except OSError as exc:
+                    disk_log.error("clean-shutdown marker not written: %s; the next start recovers the logs",
+                                   describe(exc))
             self.started = False
         self._dir_lock.release()
 
@@ -150,21 +183,37 @@ class LogManager:
 
     def _write_topics(self) -> None:
         path = self.data_dir / TOPICS_FILE
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._topics, indent=1, sort_keys=True), encoding="utf-8")
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(self._topics, indent=1, sort_keys=True).encode("utf-8"),
+                     tmp=path.with_suffix(".tmp"))
 
     def _create_log(self, topic: str, partition: int) -> PartitionLog:
         directory = self.data_dir / f"{topic}-{partition}"
-        plog = PartitionLog.open(directory, self.topic_config(topic),
-                                 producer_expiration_ms=self.broker_config["producer.id.expiration.ms"])
+        plog = self._tuned(PartitionLog.open(directory, self.topic_config(topic),
+                                             producer_expiration_ms=self.broker_config["producer.id.expiration.ms"]))
         meta = directory / "partition.metadata"
         if not meta.exists():
             # Kafka's PartitionMetadataFile: two lines, no trailing newline.
-            meta.write_text(f"version: 0\ntopic_id: {self._topics[topic]['topic_id']}", encoding="utf-8")
+            try:
+                write_atomic(meta, f"version: 0\ntopic_id: {self._topics[topic]['topic_id']}".encode())
+            except BaseException:
+                plog.delete()
+                raise
         return plog
+
+    def _create_logs(self, name: str, partitions: range) -> None:
+        """Make the partitions' logs and persist the topic list; on an I/O error (a full disk) the new
+        partitions are removed again and the request gets KAFKA_STORAGE_ERROR."""
+        made = []
+        try:
+            for p in partitions:
+                self._logs[(name, p)] = self._create_log(name, p)
+                made.append(p)
+            self._write_topics()
+        except OSError as exc:
+            for p in made:
+                self._logs.pop((name, p)).delete()
+            raise KafkaStorageErrorError(f"cannot create partitions of {name}: {exc.filename or self.data_dir}: "
+                                         f"{describe(exc)}; {free_bytes(self.data_dir)} bytes free") from None
 
     def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
         validate_topic_name(name)
@@ -177,9 +226,11 @@ class LogManager:
                 raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
             self.check_partition_budget(partitions)
             self._topics[name] = {"partitions": partitions, "configs": overrides, "topic_id": _new_topic_id()}
-            for p in range(partitions):
-                self._logs[(name, p)] = self._create_log(name, p)
-            self._write_topics()
+            try:
+                self._create_logs(name, range(partitions))
+            except KafkaError:
+                del self._topics[name]
+                raise
 
     def delete_topic(self, name: str) -> None:
         with self._lock:
@@ -204,10 +255,12 @@ class LogManager:
             self.check_partition_budget(total - current)
             if validate_only:
                 return
-            for p in range(current, total):
-                self._logs[(name, p)] = self._create_log(name, p)
             self._topics[name]["partitions"] = total
-            self._write_topics()
+            try:
+                self._create_logs(name, range(current, total))
+            except KafkaError:
+                self._topics[name]["partitions"] = current
+                raise
 
     def check_partition_budget(self, more: int) -> None:
         """Refuse partitions beyond `max.broker.partitions` (KIP-578's name; Kafka itself has no cap): each one
@@ -275,7 +328,7 @@ class LogManager:
         for plog in self.logs().values():
             try:
                 deleted += plog.delete_old_segments(now)
-            except KafkaError as exc:
+            except (KafkaError, OSError) as exc:
                 log.error("retention failed for %s-%d: %s", plog.topic, plog.partition, exc)
         return deleted
 
@@ -284,11 +337,40 @@ class LogManager:
             plog.flush()
         self.checkpoint()
 
-    def checkpoint(self) -> None:
+    def checkpoint(self) -> bool:
+        """Write the three checkpoint files; False when one could not be written (the old file stays,
+        which only makes the next recovery start further back). One ERROR line per incident."""
         logs = self.logs()
-        write_checkpoint(self.data_dir / RECOVERY_POINT, {k: v.recovery_point for k, v in logs.items()})
-        write_checkpoint(self.data_dir / LOG_START_OFFSET, {k: v.log_start_offset for k, v in logs.items()})
-        write_checkpoint(self.data_dir / REPLICATION_OFFSET, {k: v.high_watermark for k, v in logs.items()})
+        try:
+            write_checkpoint(self.data_dir / RECOVERY_POINT, {k: v.recovery_point for k, v in logs.items()})
+            write_checkpoint(self.data_dir / LOG_START_OFFSET, {k: v.log_start_offset for k, v in logs.items()})
+            write_checkpoint(self.data_dir / REPLICATION_OFFSET, {k: v.high_watermark for k, v in logs.items()})
+        except OSError as exc:
+            if self._checkpoint_failure is None:
+                disk_log.error("checkpoint %s not written: %s; %d bytes free in %s", exc.filename, describe(exc),
+                               free_bytes(self.data_dir), self.data_dir)
+            self._checkpoint_failure = exc
+            return False
+        if self._checkpoint_failure is not None:
+            disk_log.info("checkpoints written again")
+            self._checkpoint_failure = None
+        return True
+
+    def check_free_space(self) -> int:
+        """WARN once when the data dir's file system has fewer free bytes than
+        `chronolog.log.dir.low.space.bytes`, INFO once it has more again; returns the free bytes."""
+        reserve = self.broker_config["chronolog.log.dir.low.space.bytes"]
+        free = free_bytes(self.data_dir)
+        if reserve <= 0 or free < 0:
+            return free
+        if free < reserve and not self._low_space:
+            self._low_space = True
+            disk_log.warning("low disk space: %d bytes free in %s, below chronolog.log.dir.low.space.bytes=%d; "
+                             "appends fail with KAFKA_STORAGE_ERROR when it is full", free, self.data_dir, reserve)
+        elif free >= reserve and self._low_space:
+            self._low_space = False
+            disk_log.info("disk space back: %d bytes free in %s", free, self.data_dir)
+        return free
 
     def _background(self) -> None:
         cfg = self.broker_config
@@ -306,8 +388,12 @@ class LogManager:
                     for plog in self.logs().values():
                         plog.expire_producers(now)
                     last_expiration = now
+                self.check_free_space()
                 for plog in self.logs().values():
-                    plog.maybe_flush(now)
+                    try:
+                        plog.maybe_flush(now)
+                    except OSError as exc:  # an fsync that failed: an incident of that partition
+                        plog.write_failed(exc)
                 if now - last_checkpoint >= checkpoint_every:
                     self.checkpoint()
                     last_checkpoint = now

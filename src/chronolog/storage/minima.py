@@ -28,11 +28,11 @@ base offset i64, first batch CRC u32, minimum timestamp i64; finally a CRC-32C o
 
 from __future__ import annotations
 
-import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from chronolog.diskio import write_atomic
 from chronolog.records import crc32c
 
 MINIMA_SUFFIX = ".chronolog-minima"
@@ -222,11 +222,8 @@ def minima_path(directory: Path, base_offset: int) -> Path:
 
 def write_minima(path: Path, minima: SegmentMinima) -> None:
     """Write to a temporary name and rename over (atomic on POSIX). Not fsynced: a file lost or torn by
-    a crash fails its CRC or is missing, and readers scan instead."""
-    tmp = path.with_name(path.name + TMP_SUFFIX)
-    with open(tmp, "wb") as f:
-        f.write(minima.to_bytes())
-    os.replace(tmp, path)
+    a crash fails its CRC or is missing, and readers scan instead. A failed write leaves the old file."""
+    write_atomic(path, minima.to_bytes(), sync=False, tmp=path.with_name(path.name + TMP_SUFFIX))
 
 
 def read_minima(path: Path, base_offset: int, pread, log_size: int) -> SegmentMinima | None:

@@ -15,12 +15,12 @@ entries), so the files of either system read in the other.
 from __future__ import annotations
 
 import logging
-import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from chronolog.diskio import write_atomic
 from chronolog.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
 from chronolog.records import crc32c
 from chronolog.storage.segment import offsets_named, segment_name
@@ -166,14 +166,9 @@ class ProducerStates:
 
     def write_snapshot(self, directory: Path, offset: int, *, sync: bool = False) -> Path:
         """`<offset>.snapshot`: the state of every batch below `offset`. Written whole under a temporary
-        name and renamed, so a crash leaves the old file or the new one."""
+        name and renamed, so a crash or a full disk leaves the old file or the new one (`diskio.write_atomic`)."""
         path = snapshot_path(directory, offset)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(self.to_bytes())
-            if sync:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_atomic(path, self.to_bytes(), sync=sync)
         return path
 
     def load_snapshot(self, directory: Path, log_start: int, log_end: int, now: int, expiration_ms: int) -> int | None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from chronolog.diskio import describe, pwrite_all, pwritev_all
 from chronolog.errors import CorruptMessageError, InvalidRecordError, KafkaError
 from chronolog.native import load_native
 from chronolog.records import HEADER_SIZE, AnyBatch, LegacyBatch, RecordBatch, iter_batches
@@ -468,12 +469,27 @@ class LogSegment:
         if not 0 <= largest_offset - self.base_offset <= 0x7FFFFFFF:
             raise KafkaError(f"offset {largest_offset} cannot be stored relative to base {self.base_offset}")
         size = len(data)
-        if head is None:
-            written = os.pwrite(self._fd, data, physical_position)
-        else:
-            written = os.pwritev(self._fd, (head, memoryview(data)[len(head):]), physical_position)
-        if written != size:
-            raise KafkaError(f"short write to {self.log_path}")
+        mark = self.write_mark()
+        try:
+            if self._tail_dirty:  # bytes of a failed append that could not be cut off yet
+                os.ftruncate(self._fd, physical_position)
+                self._tail_dirty = False
+            if head is None:
+                pwrite_all(self._fd, data, physical_position, self.log_path)
+            else:
+                pwritev_all(self._fd, (head, memoryview(data)[len(head):]), physical_position, self.log_path)
+            if self.bytes_since_last_index_entry > self.index_interval_bytes:
+                # Written before anything in memory changes, so that a failure leaves nothing to take back
+                # but the bytes (the entries' values are those the code below would compute).
+                top = self._max_ts
+                if largest_timestamp > top.timestamp:
+                    top = TimestampOffset(largest_timestamp, offset_of_max_timestamp)
+                self.offset_index.append(largest_offset, physical_position)
+                self.time_index.maybe_append(top.timestamp, top.offset)
+        except BaseException:
+            self.undo_to(mark)
+            raise
+        written = size
         if self._checked and self._checked[-1][1] == physical_position:  # validated batches: no reader
             self._checked[-1][1] = physical_position + written  # needs to walk them again
         self.size += written
@@ -489,10 +505,34 @@ class LogSegment:
         if largest_timestamp > self._max_ts.timestamp:
             self._max_ts = TimestampOffset(largest_timestamp, offset_of_max_timestamp)
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(largest_offset, physical_position)
-            self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
-            self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry = 0  # (the entries were written above)
         self.bytes_since_last_index_entry += size
+
+    _tail_dirty = False  # the file may hold bytes past `size` that the next append must cut off first
+
+    def write_mark(self) -> tuple:
+        """What `undo_to` needs to take the appends after this moment back."""
+        return (self.size, self.offset_index.entries, self.time_index.entries, self._max_ts_known,
+                self.bytes_since_last_index_entry, self.rolling_based_timestamp)
+
+    def undo_to(self, mark: tuple) -> None:
+        """Take back appends after `mark` (a write or fsync failed, so none of them is acknowledged): the
+        file is cut back to its size then, so no later append goes after their bytes, and the indexes
+        and the running maximum forget them. When the cut itself fails the next append tries it again."""
+        size, oi_entries, ti_entries, max_ts, since, rolling = mark
+        self.offset_index.truncate_entries(oi_entries)
+        self.time_index.truncate_entries(ti_entries)
+        self._max_ts_known = max_ts
+        self.bytes_since_last_index_entry = since
+        self.rolling_based_timestamp = rolling
+        grew = self.size > size
+        self.size = size
+        self._checked = [[a, min(b, size)] for a, b in self._checked if a < size or a == size == 0]
+        if grew:
+            self.truncate_minima()
+        self._tail_dirty = True
+        os.ftruncate(self._fd, size)
+        self._tail_dirty = False
 
     def should_roll(self, *, segment_bytes: int, segment_ms: int, jitter_ms: int, max_timestamp: int,
                     last_offset: int, messages_size: int, now_ms: int, created_ms: int) -> bool:
@@ -516,7 +556,11 @@ class LogSegment:
         is not looked for just for that."""
         known = self._max_ts_known if loading else self._max_ts
         if known is not None and known.timestamp >= 0 and self.writable:
-            self.time_index.maybe_append(known.timestamp, known.offset, skip_full_check=True)
+            try:
+                self.time_index.maybe_append(known.timestamp, known.offset, skip_full_check=True)
+            except OSError as exc:
+                # Only a shortcut is missing: the largest timestamp is found by scanning from the last entry.
+                log.warning("segment %s: final time index entry not written: %s", self.log_path, describe(exc))
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         self.write_minima()

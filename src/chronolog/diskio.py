@@ -1,0 +1,145 @@
+"""Writing files so that a full or failing disk leaves nothing half-done (docs/reliability.md, "Disk full and
+I/O errors").
+
+Every write the broker makes goes through these few functions. They either write all the bytes or raise
+`OSError` (with the file's name in it): a short write is finished or turned into an error, never taken for
+success. `write_atomic` writes a temporary file, fsyncs it and checks its size before renaming it over the
+old one, so a file that was not wholly written never takes the place of a good one. Callers that append in
+place (segments, indexes, the offsets file) truncate back to their last good size when these raise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+# Disk incidents (a failed write, writes resumed, low space, checkpoints): one logger, which `chronolog serve`
+# shows from INFO up, so that the line saying writes resumed is seen beside the ERROR that said they stopped.
+disk_log = logging.getLogger("chronolog.logdir")
+
+
+def _named(exc: OSError, path: Path | str | None) -> OSError:
+    if path is not None and exc.filename is None:
+        exc.filename = str(path)
+    return exc
+
+
+def pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int, path: Path | str | None = None) -> None:
+    """All of `data` at `offset`, or OSError. A write that returns short is continued; one that writes
+    nothing is ENOSPC (a full file system that did not say so)."""
+    view = memoryview(data).cast("B")
+    done = 0
+    try:
+        while done < len(view):
+            n = os.pwrite(fd, view[done:], offset + done)
+            if n <= 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            done += n
+    except OSError as exc:
+        raise _named(exc, path) from None
+
+
+def pwritev_all(fd: int, parts: Sequence[bytes | bytearray | memoryview], offset: int,
+                path: Path | str | None = None) -> None:
+    """`pwrite_all` of the parts one after the other, in one `pwritev` when it writes them all."""
+    views = [memoryview(p).cast("B") for p in parts]
+    total = sum(len(v) for v in views)
+    try:
+        n = os.pwritev(fd, views, offset)
+    except OSError as exc:
+        raise _named(exc, path) from None
+    if n >= total:
+        return
+    # A short pwritev: write what is left of each part.
+    pos = offset
+    for v in views:
+        if n >= len(v):
+            n -= len(v)
+        else:
+            pwrite_all(fd, v[n:], pos + n, path)
+            n = 0
+        pos += len(v)
+
+
+def write_all(fd: int, data: bytes | bytearray | memoryview, path: Path | str | None = None) -> None:
+    """All of `data` at the descriptor's position, or OSError (as `pwrite_all`)."""
+    view = memoryview(data).cast("B")
+    done = 0
+    try:
+        while done < len(view):
+            n = os.write(fd, view[done:])
+            if n <= 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            done += n
+    except OSError as exc:
+        raise _named(exc, path) from None
+
+
+def fsync_dir(directory: Path | str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path | str, data: bytes, *, sync: bool = True, mode: int | None = None,
+                 tmp: Path | str | None = None) -> None:
+    """Replace `path` by a file holding exactly `data`: a temporary file (`tmp`, default `<path>.tmp`) is
+    written, fsynced (with `sync`), checked to hold len(data) bytes and renamed over `path`; on any error
+    it is removed and the old file stays. With `sync` the directory is fsynced too, so the rename lasts.
+    `mode`, when given, is the file's exact mode from its creation on (the umask does not widen or narrow it)."""
+    path = Path(path)
+    tmp = Path(tmp) if tmp is not None else path.with_name(path.name + ".tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else mode)
+    except OSError as exc:
+        raise _named(exc, tmp) from None
+    try:
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+            write_all(fd, data, tmp)
+            if sync:
+                os.fsync(fd)
+            size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        if size != len(data):  # never rename a short file into place, whatever the writes said
+            raise OSError(errno.EIO, f"{tmp} holds {size} of {len(data)} bytes", str(tmp))
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise _named(exc, tmp) from None
+        raise
+    if sync:
+        try:
+            fsync_dir(path.parent)
+        except OSError as exc:
+            raise _named(exc, path.parent) from None
+
+
+def free_bytes(path: Path | str) -> int:
+    """Bytes an unprivileged writer may still use on the file system of `path` (-1 when unknown)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return -1
+    return st.f_bavail * st.f_frsize
+
+
+def describe(exc: OSError) -> str:
+    """`errno 28 (ENOSPC, No space left on device)` for a log line."""
+    code = exc.errno
+    if code is None:
+        return str(exc)
+    return f"errno {code} ({errno.errorcode.get(code, '?')}, {os.strerror(code)})"
+
+
+__all__ = ["disk_log", "pwrite_all", "pwritev_all", "write_all", "write_atomic", "fsync_dir", "free_bytes", "describe"]
