@@ -91,7 +91,9 @@ def register(app: typer.Typer) -> None:
                             field_separator=field_separator)
         hdrs = _headers(header)
         conf = client_conf(bootstrap_server, x, command_config)
-        producer = producer_client(conf, **{"linger.ms": 50, "enable.idempotence": True})
+        # batch.size 16 KB as Kafka's Java producer (kafka-console-producer): librdkafka's 1 MB batches would
+        # put days of an old log into one batch, which the time index can only point at as a whole.
+        producer = producer_client(conf, **{"linger.ms": 50, "enable.idempotence": True, "batch.size": 16384})
         probe = consumer_client(conf, **{"group.id": "chronolog-produce"})
         try:
             meta = topic_metadata(probe, bootstrap_server, topic, 15)

@@ -111,11 +111,12 @@ def consumer_client(conf: dict, **more):
         raise ChronologError(f"client config: {kafka_error_text(exc)}") from None
 
 
-def producer_client(conf: dict, **more):
+def producer_client(conf: dict, **defaults):
+    """A producer with `defaults` that the user's -X / --command-config can override."""
     from confluent_kafka import KafkaException, Producer
     probe(conf["bootstrap.servers"])
     try:
-        return Producer({**conf, **more})
+        return Producer({**defaults, **conf})
     except (KafkaException, ValueError, TypeError) as exc:
         raise ChronologError(f"client config: {kafka_error_text(exc)}") from None
 
