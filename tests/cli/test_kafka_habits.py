@@ -97,6 +97,8 @@ def test_groups_list_describe_lag_and_delete(cli_broker):
         while not consumer.assignment() and time.monotonic() < deadline:
             consumer.poll(0.2)
         assert consumer.assignment()
+        info = json.loads(chronolog("groups", "describe", "lag-g", "-b", b, "--json").out)
+        assert [(r["partition"], r["committed"], r["lag"]) for r in info["partitions"]] == [(0, None, None)]
         consumer.commit(offsets=[TopicPartition("lagged", 0, 2)], asynchronous=False)
         listed = json.loads(chronolog("groups", "list", "-b", b, "--json").out)
         assert {"group": "lag-g", "state": "STABLE"} in listed
