@@ -50,3 +50,11 @@ def test_chart_bucket_follows_the_window_length():
     assert chart_bucket(4 * 365 * day) == "week"
     assert chart_bucket(20 * 365 * day) == "month"
     assert chart_bucket(60 * 365 * day) == "year"
+
+
+def test_pipeline_with_a_broker_that_is_down_is_one_line(shared_data, tmp_path):
+    from tests.brokerproc import free_port
+    dead = f"127.0.0.1:{free_port()}"
+    r = chronolog("pipeline", "run", "--bootstrap-server", dead, "--out", str(tmp_path / "out"),
+                  "--input", str(shared_data / "loghub"))
+    assert_one_line_error(r, "cannot connect to " + dead)

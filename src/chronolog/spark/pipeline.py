@@ -52,20 +52,24 @@ def ingest(bootstrap: str, files: list[Path], year: int, log: Callable[[str], No
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
+    from chronolog.timetravel.client import client_config, probe
+
     contents = read_syslog_files(files, year)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    probe(bootstrap)  # a broker that refuses connections: one line now, not librdkafka's retries
+    conf = client_config(bootstrap)  # librdkafka's log lines to Python logging
+    admin = AdminClient(conf)
     existing = admin.list_topics(timeout=15).topics
     if TOPIC in existing and len(existing[TOPIC].partitions) == len(files):
-        probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "chronolog-pipeline"})
-        ends = [probe.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=15) for p in range(len(files))]
-        probe.close()
+        watermarks = Consumer({**conf, "group.id": "chronolog-pipeline"})
+        ends = [watermarks.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=15) for p in range(len(files))]
+        watermarks.close()
         if all(lo == 0 and hi == len(lines) for (lo, hi), lines in zip(ends, contents, strict=True)):
             log(f"topic {TOPIC} already holds these {sum(map(len, contents))} lines: ingest skipped")
             return IngestResult([p.name for p in files], sum(map(len, contents)), True)
     if TOPIC in existing:
         admin.delete_topics([TOPIC])[TOPIC].result(15)
     admin.create_topics([NewTopic(TOPIC, len(files), 1, config={"segment.bytes": "131072", "retention.ms": "-1"})])[TOPIC].result(15)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4",
+    producer = Producer({**conf, "linger.ms": 20, "compression.type": "lz4",
                          "enable.idempotence": True})
     failures: list[str] = []
     total = 0
