@@ -142,3 +142,31 @@ def test_bad_input_is_refused_and_nothing_sent(cli_broker, args, stdin, words):
 def test_missing_topic_is_refused_with_the_retention_hint(cli_broker):
     r = chronolog("produce", "not-there", "-b", cli_broker.bootstrap, stdin="x\n")
     assert_one_line_error(r, "'not-there' not found", "topics create not-there", "retention.ms=-1")
+
+
+def test_ctrl_c_delivers_what_was_read_and_exits_130(cli_broker):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    b = cli_broker.bootstrap
+    assert chronolog("topics", "create", "interrupted", "-b", b).rc == 0
+    proc = subprocess.Popen([sys.executable, "-m", "chronolog.cli.main", "produce", "interrupted", "-", "-b", b],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    consumer = Consumer({"bootstrap.servers": b, "group.id": "t"})
+    try:
+        proc.stdin.write("one\ntwo\nthree\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 30
+        while consumer.get_watermark_offsets(TopicPartition("interrupted", 0), timeout=15)[1] < 3:
+            assert time.monotonic() < deadline, "the lines were not sent while stdin stayed open"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        consumer.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in err
+    assert "produced 3 record(s) from stdin to interrupted before Ctrl-C" in err

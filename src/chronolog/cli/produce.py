@@ -108,6 +108,7 @@ def register(app: typer.Typer) -> None:
         stream, size, name = _open_input(file)
         failures: list[str] = []
         sent = unreadable = 0
+        interrupted = False
         oldest: int | None = None
         warned = False
         waiting: list = []
@@ -170,8 +171,8 @@ def register(app: typer.Typer) -> None:
                             send(early.key, early.value, last_ts)
                         waiting.clear()
                     send(parsed.key, parsed.value, last_ts)
-        except KeyboardInterrupt:
-            typer.echo(f"chronolog: interrupted after {sent} line(s)", err=True)
+        except KeyboardInterrupt:  # what was sent is delivered (flush below), then exit 130 as a shell expects
+            interrupted = True
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()
@@ -183,6 +184,9 @@ def register(app: typer.Typer) -> None:
             raise ChronologError(f"produce to {topic} failed: {failures[0] if failures else f'{left} unsent'}")
         note = f" ({unreadable} without a readable time took the previous line's)" if unreadable else ""
         since = f", oldest record time {format_time(oldest)}" if oldest is not None else ""
-        typer.echo(f"produced {sent} record(s) from {name} to {topic}{since}{note}", err=True)
+        typer.echo(f"produced {sent} record(s) from {name} to {topic}{since}{note}"
+                   + (" before Ctrl-C" if interrupted else ""), err=True)
+        if interrupted:
+            raise typer.Exit(130)
 
 
