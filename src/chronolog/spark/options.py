@@ -44,6 +44,14 @@ class SourceOptions:
         if path is not None and "://" not in path:
             path = os.path.abspath(path)  # executors may run in another working directory
         bootstrap = opts.get("kafka.bootstrap.servers")
+        passed = sorted(k for k in opts if k.startswith("kafka.") and k != "kafka.bootstrap.servers")
+        if passed:
+            # Spark's Kafka source hands kafka.* to its consumers; ours has no such pass-through yet, and an
+            # option accepted but not honoured (kafka.security.protocol, kafka.sasl.*) would read the
+            # wrong way or not at all without a word.
+            raise ChronologError(f"option {', '.join(passed)}: the chronolog source takes no kafka.* client "
+                                 "options except kafka.bootstrap.servers (TLS/SASL brokers are not supported "
+                                 "by the Spark source yet)")
         if (path is None) == (bootstrap is None):
             raise ChronologError("give exactly one of the options 'path' (a data dir) and 'kafka.bootstrap.servers'")
         chosen = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
