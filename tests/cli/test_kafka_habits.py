@@ -202,3 +202,19 @@ def test_client_configs_reach_every_command_over_sasl_ssl(sasl_ssl_broker):
     wrong = [*auth[:-1], "sasl.password=wrong"]
     r = chronolog("topics", "list", *wrong)
     assert_one_line_error(r)
+
+
+def test_a_java_tools_properties_file_works(sasl_ssl_broker):
+    """The file a Kafka user already has for kafka-topics.sh --command-config: JAAS line included."""
+    proc, base = sasl_ssl_broker
+    b = proc.bootstrap_for("SASL_SSL")
+    props = base / "java.properties"
+    props.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                     f"ssl.ca.location={base / 'ca.pem'}\n"
+                     "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+                     'username="alice" password="alice-secret";\n')
+    r = chronolog("topics", "list", "-b", b, "--command-config", str(props), "--json")
+    assert r.rc == 0, r.err
+    props.write_text(props.read_text() + "ssl.truststore.location=/etc/kafka/truststore.jks\n")
+    assert_one_line_error(chronolog("topics", "list", "-b", b, "--command-config", str(props)),
+                          "ssl.truststore.location", "ssl.ca.location")
