@@ -108,6 +108,16 @@ def test_key_separator_like_kcat_and_send_time_without_a_time_option(cli_broker)
     assert all(g["timestamp"] >= before - 60_000 for g in got)
 
 
+def test_epoch_seconds_given_as_ms_warn_with_both_readings(cli_broker):
+    b = cli_broker.bootstrap
+    assert chronolog("topics", "create", "secs", "-c", "retention.ms=-1", "-b", b).rc == 0
+    r = chronolog("produce", "secs", "--time-field", "1", "--time-format", "epoch_ms", "-b", b,
+                  stdin="1718377200 a\n1718377201 b\n")
+    assert r.rc == 0
+    assert "1718377200 was read as epoch milliseconds (1970-01-20T21:19:37.200Z)" in r.err
+    assert "2024-06-14T15:00:00.000Z" in r.err and "epoch_s" in r.err
+
+
 def test_old_records_into_default_retention_warn(cli_broker):
     b = cli_broker.bootstrap
     assert chronolog("topics", "create", "short", "-b", b).rc == 0

@@ -182,6 +182,11 @@ def register(app: typer.Typer) -> None:
                                  "check --time-field/--time-regex and --time-format")
         if left or failures:
             raise ChronologError(f"produce to {topic} failed: {failures[0] if failures else f'{left} unsent'}")
+        if reader.parse_time is not None and reader.parse_time.seconds_as_ms is not None:
+            text = reader.parse_time.seconds_as_ms
+            typer.echo(f"chronolog: warning: {text} was read as epoch milliseconds ({format_time(int(text))}); as "
+                       f"epoch seconds it is {format_time(int(text) * 1000)}: use --time-format epoch_s for that",
+                       err=True)
         note = f" ({unreadable} without a readable time took the previous line's)" if unreadable else ""
         since = f", oldest record time {format_time(oldest)}" if oldest is not None else ""
         typer.echo(f"produced {sent} record(s) from {name} to {topic}{since}{note}"
