@@ -146,6 +146,7 @@ def _dump_index(path: Path, as_json: bool, shown: str) -> dict:
     entries = []
     if path.suffix == ".index":
         idx = OffsetIndex(path, base, writable=False)
+        _say_if_empty(idx, shown, as_json)
         for i in range(idx.entries):
             e = idx.entry(i)
             entries.append({"offset": e.offset, "position": e.position})
@@ -153,12 +154,20 @@ def _dump_index(path: Path, as_json: bool, shown: str) -> dict:
                 sys.stdout.write(f"offset: {e.offset} position: {e.position}\n")
     else:
         idx = TimeIndex(path, base, writable=False)
+        _say_if_empty(idx, shown, as_json)
         for i in range(idx.entries):
             e = idx.entry(i)
             entries.append({"timestamp": e.timestamp, "offset": e.offset})
             if not as_json:
                 sys.stdout.write(f"timestamp: {e.timestamp} offset: {e.offset}\n")
     return {"file": shown, "entries": entries}
+
+
+def _say_if_empty(idx, shown: str, as_json: bool) -> None:
+    """`DumpLogSegments.dumpIndex`'s line for an index without entries (a live index's zero-filled,
+    preallocated tail is not entries: `AbstractIndex._written_slots`)."""
+    if idx.entries == 0 and not as_json:
+        sys.stdout.write(f"{shown} is empty.\n")
 
 
 def _dump_snapshot(path: Path, as_json: bool, shown: str) -> dict:

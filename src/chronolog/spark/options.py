@@ -44,6 +44,14 @@ class SourceOptions:
         if path is not None and "://" not in path:
             path = os.path.abspath(path)  # executors may run in another working directory
         bootstrap = opts.get("kafka.bootstrap.servers")
+        passed = sorted(k for k in opts if k.startswith("kafka.") and k != "kafka.bootstrap.servers")
+        if passed:
+            # Spark's Kafka source hands kafka.* to its consumers; ours has no such pass-through yet, and an
+            # option accepted but not honoured (kafka.security.protocol, kafka.sasl.*) would read the
+            # wrong way or not at all without a word.
+            raise ChronologError(f"option {', '.join(passed)}: the chronolog source takes no kafka.* client "
+                                 "options except kafka.bootstrap.servers (TLS/SASL brokers are not supported "
+                                 "by the Spark source yet)")
         if (path is None) == (bootstrap is None):
             raise ChronologError("give exactly one of the options 'path' (a data dir) and 'kafka.bootstrap.servers'")
         chosen = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
@@ -81,7 +89,7 @@ class SourceOptions:
             min_partitions=int(opts["minpartitions"]) if "minpartitions" in opts else None,
             max_records_per_partition=int(opts["maxrecordsperpartition"]) if "maxrecordsperpartition" in opts else None,
             max_offsets_per_trigger=int(opts["maxoffsetspertrigger"]) if "maxoffsetspertrigger" in opts else None,
-            fail_on_data_loss=opts.get("failondataloss", "true").lower() == "true",
+            fail_on_data_loss=_boolean(opts, "failondataloss", "failOnDataLoss", True),
             include_headers=opts.get("includeheaders", "false").lower() == "true",
             max_lateness_ms=int(opts["maxlatenessms"]) if "maxlatenessms" in opts else None,
         )
@@ -94,3 +102,14 @@ class SourceOptions:
             return [(t, None) for t in self.subscribe]
         pattern = re.compile(self.subscribe_pattern or "")
         return [(t, None) for t in sorted(available) if pattern.fullmatch(t)]
+
+
+def _boolean(opts: Mapping[str, str], key: str, name: str, default: bool) -> bool:
+    """`true` / `false` (any case), as Spark reads its boolean options; anything else is refused rather
+    than read as false (an option we accept but do not honour would be a bug)."""
+    value = opts.get(key)
+    if value is None:
+        return default
+    if value.strip().lower() not in ("true", "false"):
+        raise ChronologError(f"option {name} takes true or false, got {value!r}")
+    return value.strip().lower() == "true"

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pyarrow as pa
 
+from chronolog.errors import ChronologError
 from chronolog.spark.source import ARROW_BATCH_ROWS, OffsetRange
+
+log = logging.getLogger(__name__)
 
 
 def _records(part: OffsetRange, start: int, end: int
@@ -18,12 +22,14 @@ def _records(part: OffsetRange, start: int, end: int
         from chronolog.timetravel.sources import open_data_dir
         source = open_data_dir(part.source)
         try:
-            for batch in source.log(part.topic, part.partition).read_batches(start, end):
+            plog = source.log(part.topic, part.partition)
+            for batch in plog.read_batches(start, end):
                 kind = int(batch.timestamp_type == 1)
                 whole = start <= batch.base_offset and batch.last_offset < end
                 for rec in batch.records():
                     if whole or start <= rec.offset < end:
                         yield rec.offset, rec.timestamp, rec.key, rec.value, kind, rec.headers
+            _report_data_loss(part, plog, start, end)
         finally:
             source.close()
     else:
@@ -49,6 +55,28 @@ def _records(part: OffsetRange, start: int, end: int
                     return
         finally:
             consumer.close()
+
+
+def _report_data_loss(part: OffsetRange, plog, start: int, end: int) -> None:
+    """Offsets of [start, end) that the read could not return: below the log start (deleted by retention
+    since planning) or in a corrupt range (a batch failing its CRC, a segment cut short; the reader skipped
+    it as the broker does, see `storage.corruption`). Spark's Kafka source (`KafkaDataConsumer.get`) fails
+    the query on such a gap when `failOnDataLoss` is true and skips it with a warning when false."""
+    lost = []
+    if start < plog.log_start_offset:
+        lost.append(f"offsets {start}-{min(end, plog.log_start_offset) - 1} are below the log start offset "
+                    f"{plog.log_start_offset} (deleted by retention)")
+    for r in plog.corrupt_ranges():
+        if r.first_offset <= r.last_offset and r.first_offset < end and r.last_offset >= start:
+            lost.append(r.describe())
+    if not lost:
+        return
+    where = f"{part.topic}-{part.partition} in {part.source}"
+    if part.fail_on_data_loss:
+        raise ChronologError(f"{where}: data lost: {'; '.join(lost)}. The query fails because failOnDataLoss "
+                             "is true (Spark's default); set the option failOnDataLoss=false to skip them with a "
+                             "warning. `chronolog check --data-dir` lists every damaged range.")
+    log.warning("%s: skipping offsets that cannot be read (failOnDataLoss=false): %s", where, "; ".join(lost))
 
 
 def _window(part: OffsetRange) -> tuple[int, int, int | None, int | None] | None:

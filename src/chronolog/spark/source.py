@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -78,6 +78,7 @@ class OffsetRange(InputPartition):
     mode: str            # "path" | "kafka"
     bounds: Bounds = field(default_factory=Bounds)
     include_headers: bool = False
+    fail_on_data_loss: bool = True  # Spark's default: offsets that cannot be read fail the query
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,10 @@ class ChronologReader(DataSourceReader):
 
     def partitions(self):
         from chronolog.spark.planning import plan
-        return plan(self.options, self.bounds)
+        planned = plan(self.options, self.bounds)
+        if self.options.fail_on_data_loss:
+            return planned
+        return [_lenient(p) for p in planned]
 
     def read(self, partition: OffsetRange | RangeGroup) -> Iterator[pa.RecordBatch]:
         from chronolog.spark.reading import read_range
@@ -150,6 +154,13 @@ class ChronologReader(DataSourceReader):
         elif isinstance(partition, OffsetRange):
             yield from read_range(partition, _arrow_schema(partition.include_headers))
         # else: an empty plan; Spark still runs one task with a bare InputPartition
+
+
+def _lenient(part):
+    """A planned partition whose reader skips unreadable offsets with a warning (`failOnDataLoss=false`)."""
+    if isinstance(part, RangeGroup):
+        return RangeGroup(tuple(replace(r, fail_on_data_loss=False) for r in part.ranges))
+    return replace(part, fail_on_data_loss=False) if isinstance(part, OffsetRange) else part
 
 
 def _tighten(bounds: Bounds, **changes) -> Bounds:

@@ -76,6 +76,8 @@ class AbstractIndex:
         self._length = length
         self.max_index_size = max_index_size
         self._open_map(length)
+        if exists and not writable:
+            self._entries = self._written_slots()
 
     @classmethod
     def from_bytes(cls, data: bytes, path: Path | str, base_offset: int):
@@ -94,7 +96,21 @@ class AbstractIndex:
         if data:
             self._mmap = mmap.mmap(-1, len(data))  # anonymous: the lookups and close() work unchanged
             self._mmap.write(data)
+            self._entries = self._written_slots()
         return self
+
+    def _written_slots(self) -> int:
+        """Slots before the zero-filled tail of a file opened read-only. The active segment of a running
+        (or crashed) writer keeps its index preallocated to `segment.index.bytes` with zeros after the last
+        entry; counting those as entries would fail the sanity check ("offsets not increasing") and make a
+        reader of a live data dir rebuild a healthy index. A zero slot can be the tail only: after the
+        first slot an offset index entry has a relative offset above 0 and a time index entry a timestamp
+        above the previous one. Kafka's `DumpLogSegments` stops at the same place (the first entry after
+        the first whose offset is the base offset: "it is a sparse file")."""
+        if self._mmap is None or self._entries <= 1:
+            return self._entries
+        used = len(self._mmap[:].rstrip(b"\0"))
+        return max(1, -(-used // self.entry_size)) if used else 0
 
     # -- mapping -------------------------------------------------------------------------------------
     def _open_map(self, length: int) -> None:

@@ -792,8 +792,18 @@ class PartitionLog:
             seg = self._first_segment_reaching(timestamp)
             if seg is None:
                 return None
-            return seg.find_offset_by_timestamp(timestamp, self.log_start_offset, tables=TIME_TABLES,
-                                                key=self._time_tables_key())
+            found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset, tables=TIME_TABLES,
+                                                 key=self._time_tables_key())
+            if found is None and not self.writable:
+                # A read-only copy's time index may name a batch that fails its CRC (recovery would have
+                # dropped it from the index): the answer is then in a later segment, as the broker finds it.
+                for later in self.segments[self.segments.index(seg) + 1:]:
+                    if later.max_timestamp_so_far >= timestamp:
+                        found = later.find_offset_by_timestamp(timestamp, self.log_start_offset,
+                                                               tables=TIME_TABLES, key=self._time_tables_key())
+                        if found is not None:
+                            break
+            return found
 
     def _time_tables_key(self) -> tuple[int, int]:
         """This log's bytes as the shared per-batch timestamp tables know them: a token of this object

@@ -130,11 +130,18 @@ class LogSegment:
 
         Known corrupt ranges are skipped. Bytes that cannot be a batch although the file goes on (a bad
         size or magic mid-file) become a new corrupt range when `resync` is set: the reader continues at
-        the next valid batch instead of ending the segment there (see `storage.corruption`)."""
+        the next valid batch instead of ending the segment there (see `storage.corruption`).
+
+        A read-only segment (a data dir read offline, a copy) is not known to have been recovered, so with
+        `resync` each batch's CRC is checked before it is yielded (once: verified spans are remembered),
+        and a batch that fails becomes a corrupt range as broker recovery makes it (`LogSegment.recover`
+        validates every batch, `DefaultRecordBatch.ensureValid`): offline readers and the broker skip the
+        same bytes and report them the same way."""
         end = self.size if end is None else min(end, self.size)
         pos = position
         want = _FIRST_CHUNK
         prev_next: int | None = None
+        verify = resync and not self.writable
         while pos < end:
             skip = self._corrupt_range_at(pos)
             if skip is not None:
@@ -145,13 +152,23 @@ class LogSegment:
             want = min(want * 4, _CHUNK)
             consumed = 0
             bad = False
+            failed_crc = False
             try:
                 for batch in iter_batches(chunk):
+                    if verify and not self._crc_ok(pos + consumed, batch):
+                        failed_crc = True
+                        break
                     yield pos + consumed, batch
                     consumed += batch.size_in_bytes
                     prev_next = batch.last_offset + 1
             except CorruptMessageError:
                 bad = True
+            if failed_crc:
+                found = self._resync_from(pos + consumed, prev_next)
+                if found is None:
+                    return
+                pos = found.end
+                continue
             if consumed == 0:
                 if not bad and self.size - pos >= 12:
                     need = 12 + int.from_bytes(self.pread(pos + 8, 4), "big", signed=True)
@@ -161,6 +178,12 @@ class LogSegment:
                         except (CorruptMessageError, ValueError):
                             bad = True
                         else:
+                            if verify and not self._crc_ok(pos, batch):
+                                found = self._resync_from(pos, prev_next)
+                                if found is None:
+                                    return
+                                pos = found.end
+                                continue
                             yield pos, batch
                             prev_next = batch.last_offset + 1
                             pos += need
@@ -197,6 +220,20 @@ class LogSegment:
                        batch.last_offset, batch.max_timestamp)
 
     is_last = True  # the owning log clears it for segments that are not the last
+
+    _crc_spans: list[list[int]] | tuple = ()  # [start, end) of a read-only segment whose CRCs were checked
+
+    def _crc_ok(self, pos: int, batch: AnyBatch) -> bool:
+        """Whether the batch at `pos` passes `validate` (CRC, sizes), checked once per read-only segment."""
+        end = pos + batch.size_in_bytes
+        if _span_end(self._crc_spans, pos) >= end:
+            return True
+        try:
+            batch.validate()
+        except (CorruptMessageError, InvalidRecordError):
+            return False
+        self._crc_spans = _add_span(self._crc_spans, pos, end, self.MAX_CHECKED_SPANS)
+        return True
 
     def _corrupt_range_at(self, pos: int) -> CorruptRange | None:
         for r in self.corrupt_ranges:
@@ -873,6 +910,8 @@ class LogSegment:
                 return h
             size = 12 + h[1]
             if h[8] >= timestamp and h[0] + h[6] >= starting_offset:
+                if not self.writable and not self._crc_ok(pos, headers.batch(pos, size)):
+                    return False  # the parsing loop records the corrupt range and steps over it
                 found = tables.first_at_or_after((*key, self.base_offset, pos), h,
                                                  lambda p=pos, n=size: headers.batch(p, n), timestamp,
                                                  starting_offset)
@@ -894,6 +933,31 @@ _native_scan = load_native("chronolog.records._walk", "scan_timestamps")
 
 _NO_TS = -(2**63)  # a batch whose timestamps cannot be read: lower than anything, so nothing is proven past it
 _NO_RECORDS = 2**63 - 1  # a batch without records (compaction can leave one): no record is below anything
+
+
+def _span_end(spans, position: int) -> int:
+    """The end of the span of `spans` (sorted, apart) holding `position`; -1 when none does."""
+    for a, b in spans:
+        if a <= position <= b:
+            return b
+        if a > position:
+            break
+    return -1
+
+
+def _add_span(spans, start: int, end: int, most: int) -> list[list[int]]:
+    """`spans` with [start, end) merged in; beyond `most` spans the shortest is forgotten."""
+    out = []
+    for a, b in spans:
+        if b < start or a > end:
+            out.append([a, b])
+        else:
+            start, end = min(a, start), max(b, end)
+    out.append([start, end])
+    out.sort()
+    if len(out) > most:
+        out.remove(min(out, key=lambda s: s[1] - s[0]))
+    return out
 
 
 class MinEntry(NamedTuple):

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,12 +54,40 @@ def parse_pairs(items: list[str], option: str = "-X") -> dict[str, str]:
     return out
 
 
+_JAAS = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_JAVA_ONLY = {"ssl.truststore.location": "ssl.ca.location=CA.pem", "ssl.truststore.password": "ssl.ca.location",
+              "ssl.truststore.type": "ssl.ca.location"}
+
+
+def from_java(conf: dict[str, str]) -> dict[str, str]:
+    """The Java client's names that a Kafka tools' properties file holds, in librdkafka's words:
+    `sasl.jaas.config` with a PLAIN or SCRAM login module becomes `sasl.username`/`sasl.password`; a JKS
+    truststore, which librdkafka cannot read, is refused with the PEM option to use instead."""
+    out = dict(conf)
+    jaas = out.pop("sasl.jaas.config", None)
+    if jaas is not None:
+        if "PlainLoginModule" not in jaas and "ScramLoginModule" not in jaas:
+            raise ChronologError("sasl.jaas.config: only PlainLoginModule and ScramLoginModule can be translated; "
+                                 "give sasl.username and sasl.password")
+        found = {k: v.replace('\\"', '"') for k, v in _JAAS.findall(jaas)}
+        if set(found) != {"username", "password"}:
+            raise ChronologError('sasl.jaas.config: expected username="..." password="..."')
+        out.setdefault("sasl.username", found["username"])
+        out.setdefault("sasl.password", found["password"])
+    for key, instead in _JAVA_ONLY.items():
+        if key in out:
+            raise ChronologError(f"{key} is the Java client's (a JKS/PKCS12 truststore): librdkafka takes "
+                                 f"{instead} (PEM)")
+    return out
+
+
 def client_config(bootstrap: str, extra: list[str] | None = None, command_config: Path | None = None) -> dict:
     """librdkafka configs: the file first, then `-X` pairs (later wins, as in kcat)."""
     conf: dict = {"bootstrap.servers": bootstrap}
     if command_config is not None:
         conf.update(read_properties(command_config))
     conf.update(parse_pairs(extra or []))
+    conf = from_java(conf)
     conf["logger"] = LOGGER
     return conf
 
@@ -111,11 +140,12 @@ def consumer_client(conf: dict, **more):
         raise ChronologError(f"client config: {kafka_error_text(exc)}") from None
 
 
-def producer_client(conf: dict, **more):
+def producer_client(conf: dict, **defaults):
+    """A producer with `defaults` that the user's -X / --command-config can override."""
     from confluent_kafka import KafkaException, Producer
     probe(conf["bootstrap.servers"])
     try:
-        return Producer({**conf, **more})
+        return Producer({**defaults, **conf})
     except (KafkaException, ValueError, TypeError) as exc:
         raise ChronologError(f"client config: {kafka_error_text(exc)}") from None
 

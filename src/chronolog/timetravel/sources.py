@@ -151,9 +151,12 @@ class BrokerSource:
         return {name: len(t.partitions) for name, t in md.topics.items() if not name.startswith("__")}
 
     def _metadata(self, topic: str | None = None):
+        """Metadata through the consumer, whose `allow.auto.create.topics=false` makes librdkafka ask
+        with allowAutoTopicCreation=false (the AdminClient asks with true): a read-only tool never creates
+        a mistyped topic on a broker with auto.create.topics.enable."""
         from confluent_kafka import KafkaException
         try:
-            return self.admin.list_topics(topic, timeout=self.timeout)
+            return self.consumer.list_topics(topic, timeout=self.timeout)
         except KafkaException as exc:
             raise ChronologError(f"cannot reach {self.bootstrap}: {exc.args[0].str()}") from None
 
