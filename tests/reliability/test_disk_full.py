@@ -222,7 +222,11 @@ def test_a_full_disk_never_kills_the_broker_nor_loses_acknowledged_records(small
         last_segment = sorted(n for n in os.listdir(copy / r["partition"]) if n.endswith(".log"))[-1]
         assert r["segment"] == last_segment
 
-    # A clean stop on the full disk, then a start on the still-full disk, which serves every record.
+    # A SIGKILL and a start on the full disk (recovery rebuilds the active segment's indexes there), a clean
+    # stop on the full disk, then a start on the still-full disk, which serves every record.
+    broker.kill()
+    assert broker.proc.returncode == -9
+    broker.start()
     assert broker.stop() == 0, broker.log_path.read_text()[-3000:]
     broker.start()
     acked = set(sent.acked) | set(plain_sent.acked)
