@@ -624,7 +624,8 @@ class PartitionLog:
             try:
                 self._fsync_unflushed()
             except BaseException:
-                seg.undo_to(mark)
+                with contextlib.suppress(OSError):  # (a cut that failed is made by the next append or the close)
+                    seg.undo_to(mark)
                 raise
 
     def append_raw_for_test(self, data: bytes) -> None:

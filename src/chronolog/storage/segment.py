@@ -9,6 +9,7 @@ file's mtime when no batch carries a timestamp.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import struct
@@ -524,7 +525,8 @@ class LogSegment:
                 self.offset_index.append(largest_offset, physical_position)
                 self.time_index.maybe_append(top.timestamp, top.offset)
         except BaseException:
-            self.undo_to(mark)
+            with contextlib.suppress(OSError):  # (a cut that failed is made by the next append or the close)
+                self.undo_to(mark)
             raise
         written = size
         if self._checked and self._checked[-1][1] == physical_position:  # validated batches: no reader
@@ -595,9 +597,11 @@ class LogSegment:
         if known is not None and known.timestamp >= 0 and self.writable:
             try:
                 self.time_index.maybe_append(known.timestamp, known.offset, skip_full_check=True)
-            except OSError as exc:
+            except (OSError, KafkaError) as exc:
                 # Only a shortcut is missing: the largest timestamp is found by scanning from the last entry.
-                log.warning("segment %s: final time index entry not written: %s", self.log_path, describe(exc))
+                # (KafkaError: no room, the index was trimmed after this entry failed at an earlier roll.)
+                log.warning("segment %s: final time index entry not written: %s", self.log_path,
+                            describe(exc) if isinstance(exc, OSError) else exc)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         self.write_minima()
@@ -617,6 +621,9 @@ class LogSegment:
     def close(self) -> None:
         if self._fd < 0:
             return
+        if self._tail_dirty:  # a failed append's bytes are still there: cut them, or the close is not clean
+            os.ftruncate(self._fd, self.size)
+            self._tail_dirty = False
         if self.writable:
             self.on_become_inactive()
         self.offset_index.close(trim=self.writable)
