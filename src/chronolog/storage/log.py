@@ -4,6 +4,10 @@ Appends are validated as `LogValidator` does (CRC, sizes, KIP-32 timestamp bound
 assigned by patching batch headers in place, and go to the active segment, which rolls on size, time
 (first batch's max timestamp + `segment.ms` - jitter), full indexes or offset overflow. Retention deletes
 whole segments oldest-first and stops at the first one that must stay.
+
+Transactions (KIP-98): a producer's transactional batches open its transaction, the coordinator's marker
+(`append_control`) ends it; the oldest open transaction bounds the last stable offset, and each aborted
+one is recorded in the `.txnindex` of the segment that holds its ABORT marker (storage.txnindex).
 """
 
 from __future__ import annotations
@@ -53,12 +57,16 @@ from chronolog.records.batch import (
     COMPRESSION_MASK,
     CONTROL_MASK,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
     scan_batch_timestamps,
 )
 from chronolog.records.batch import HEADER as BATCH_HEADER
+from chronolog.records.control import ControlType, EndTxnMarker, build_control_batch, marker_of
+from chronolog.storage.index import IndexCorruptError
 from chronolog.storage.minima import MINIMA_SUFFIX
 from chronolog.storage.producers import (
     SNAPSHOT_SUFFIX,
+    ProducerInfo,
     ProducerStates,
     delete_snapshot,
     increment_sequence,
@@ -75,6 +83,7 @@ from chronolog.storage.segment import (
     offsets_named,
     segment_name,
 )
+from chronolog.storage.txnindex import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +93,6 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LEADER_EPOCH = 0
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms (KIP-854)
-_PRODUCER_SCAN_SEGMENTS = 2  # without a snapshot: the producers of the newest segments are rebuilt
 _LOG_TOKENS = itertools.count()
 
 
@@ -160,6 +168,7 @@ class PartitionLog:
         self._segments_version = 0  # bumped whenever the segment list or an inactive segment changes
         self.producers = ProducerStates()  # idempotent producers (storage.producers); loaded by `open`
         self.producer_expiration_ms = PRODUCER_ID_EXPIRATION_MS
+        self._txn_rebuild_from: int | None = None  # recovery: segments from here get their .txnindex rebuilt
 
     # -- opening ------------------------------------------------------------------------------------
     @classmethod
@@ -254,9 +263,14 @@ class PartitionLog:
                 # Unlike LogLoader, corruption does not end the log: only the last segment's torn tail is
                 # truncated; invalid bytes elsewhere become corrupt ranges that reads step over.
                 seg.recover()
+                # `LogSegment.recover` resets the transaction index and rebuilds it from the producers'
+                # state at the segment's start: done for all of them in `_load_producers`.
+                self._rebuild_txn_index_from(base)
                 # Recovery read the whole segment: its minima are rebuilt too (an inactive segment's
                 # sidecar is written by on_become_inactive below).
                 seg.start_minima(rebuild=True)
+            elif not self._txn_index_sane(seg):
+                self._rebuild_txn_index_from(base)
         if not self.segments:
             self.segments.append(self._new_segment(0))
         for seg in self.segments[:-1]:
@@ -270,6 +284,19 @@ class PartitionLog:
             self._next_offset = max(self._next_offset, self.active.base_offset)
         self._jitter = self._new_jitter()
 
+    def _rebuild_txn_index_from(self, base: int) -> None:
+        if self._txn_rebuild_from is None or base < self._txn_rebuild_from:
+            self._txn_rebuild_from = base
+
+    def _txn_index_sane(self, seg: LogSegment) -> bool:
+        """`TransactionIndex.sanityCheck` at load; a failing index is rebuilt (LogLoader)."""
+        try:
+            seg.txn_index.sanity_check()
+        except IndexCorruptError as exc:
+            log.warning("%s; rebuilding it", exc)
+            return False
+        return True
+
     def _new_jitter(self) -> int:
         """`LogConfig.randomSegmentJitter`: uniform in [0, min(segment.jitter.ms, segment.ms))."""
         bound = min(self.config.segment_jitter_ms, self.config.segment_ms)
@@ -277,24 +304,65 @@ class PartitionLog:
 
     def _load_producers(self, now: int) -> None:
         """The producers' state as of the log end: the newest snapshot at or below it, then the batches
-        after it (`LogLoader` / `UnifiedLog.rebuildProducerState`). With no snapshot (a data dir written
-        before chronolog kept them, or copied from elsewhere) the newest segments are read instead;
-        Kafka reads from the log start when it was not shut down cleanly. Producers idle for
-        `producer.id.expiration.ms` are left out."""
+        after it (`LogLoader` / `UnifiedLog.rebuildProducerState`), markers included, so open transactions
+        and the LSO come back. With no snapshot the log is read from its start, as Kafka does after an
+        unclean stop: a transaction open since an older segment must not be missed. Producers idle for
+        `producer.id.expiration.ms` are left out.
+
+        Segments that recovery read again get their `.txnindex` rewritten from the ABORT markers in them
+        (`LogSegment.recover`), which needs the open transactions at the first one's start: a replay from
+        the newest snapshot at or below it. Kafka deletes the newer snapshots for that; they stay valid
+        (recovery only cuts a torn tail, and snapshots past the new end are deleted), so they are kept."""
+        rebuild = self._txn_rebuild_from
+        self._txn_rebuild_from = None
         loaded = self.producers.load_snapshot(self.dir, self.log_start_offset, self._next_offset, now,
                                               self.producer_expiration_ms)
         if loaded is None:
-            loaded = self.segments[-_PRODUCER_SCAN_SEGMENTS:][0].base_offset
-        self._replay_producers(loaded)
+            loaded = self.log_start_offset
+        if rebuild is not None and loaded > rebuild:
+            earlier = ProducerStates()
+            start = earlier.load_snapshot(self.dir, self.log_start_offset, rebuild, now, self.producer_expiration_ms,
+                                          delete_outside=False)
+            self._replay_producers(earlier, self.log_start_offset if start is None else start, rebuild)
+            rebuild = None
+        self._replay_producers(self.producers, loaded, rebuild)
         self.producers.expire(now, self.producer_expiration_ms)
 
-    def _replay_producers(self, start: int) -> None:
-        """Update the producers' state with every batch from offset `start` to the log end."""
+    def _replay_producers(self, states: ProducerStates, start: int, rebuild_txn_from: int | None = None) -> None:
+        """Update `states` with every batch from offset `start` to the log end; segments based at or after
+        `rebuild_txn_from` get their `.txnindex` rewritten from the ABORT markers met (`LogSegment.recover`
+        with `updateProducerState`)."""
+        if rebuild_txn_from is not None:
+            for seg in self.segments:
+                if seg.base_offset >= rebuild_txn_from:
+                    seg.txn_index.reset()
         for i in range(self._segment_for(max(start, self.segments[0].base_offset)), len(self.segments)):
             seg = self.segments[i]
+            rebuild = rebuild_txn_from is not None and seg.base_offset >= rebuild_txn_from
             pos = seg.offset_index.lookup(start).position if start > seg.base_offset else 0
-            for found in seg.producer_batches(pos, start):
-                self.producers.update(*found)
+            for pid, epoch, seq, base, last, ts, attributes, position in seg.producer_batches(pos, start):
+                if not attributes & CONTROL_MASK:
+                    states.update(pid, epoch, seq, base, last, ts, bool(attributes & TRANSACTIONAL_MASK))
+                    continue
+                marker = self._marker_at(seg, position)
+                if marker is None:
+                    continue
+                done = states.apply_marker(pid, epoch, marker.coordinator_epoch, base, ts, marker.is_commit)
+                if done is not None and rebuild and done[0].is_aborted:
+                    txn, lso = done
+                    seg.txn_index.append(AbortedTxn(pid, txn.first_offset, txn.last_offset, lso))
+
+    def _marker_at(self, seg: LogSegment, position: int) -> EndTxnMarker | None:
+        """The transaction marker of the control batch at `position`; None for another control type, an
+        empty control batch or one that cannot be read (logged: the replay goes on)."""
+        for _pos, batch in seg.batches_from(position):
+            try:
+                return marker_of(batch)
+            except KafkaError as exc:
+                log.warning("%s-%d: control batch at offset %d unreadable: %s", self.topic, self.partition,
+                            batch.base_offset, exc)
+                return None
+        return None
 
     def _retried(self, producer_id: int, epoch: int, base_sequence: int, last_offset_delta: int
                  ) -> AppendInfo | None:
@@ -391,7 +459,7 @@ class PartitionLog:
             max_ts, offset_of_max = -1, -1
             min_ts: int | None = None  # smallest record timestamp appended, for the segment's minima sidecar
             count = 0
-            producer_batches = []  # (id, epoch, first sequence, first offset, last offset, max timestamp)
+            producer_batches = []  # (id, epoch, first seq, first offset, last offset, max timestamp, transactional)
             cfg = self.config
             log_append = cfg.log_append_time
             topic_codec = _topic_codec(cfg.compression_type)
@@ -430,6 +498,7 @@ class PartitionLog:
                                           batch.last_offset_delta)
                     if retry is not None:
                         return retry  # the only batch (a client sends one per partition)
+                    self.producers.check_transactional(batch.producer_id, batch.is_transactional)
                 codec = batch.compression if topic_codec is None else topic_codec
                 if codec != batch.compression:
                     # A codec change is the one case that recompresses (LogValidator).
@@ -451,7 +520,7 @@ class PartitionLog:
                 last = offset + n_records - 1
                 if idempotent:
                     producer_batches.append((batch.producer_id, batch.producer_epoch, batch.base_sequence, offset,
-                                             last, batch_max))
+                                             last, batch_max, batch.is_transactional))
                 low = batch_max if log_append else lo
                 min_ts = low if min_ts is None or low < min_ts else min_ts
                 if batch_max > max_ts:
@@ -516,6 +585,7 @@ class PartitionLog:
                 retry = self._retried(h[9], h[10], h[11], h[6])
                 if retry is not None:
                     return retry
+                self.producers.check_transactional(h[9], bool(attributes & TRANSACTIONAL_MASK))
             offset = self._next_offset
             wrong_max = h[8] != batch_max or attributes & TIMESTAMP_TYPE_MASK
             if log_append or wrong_max or len(buf) < _COPY_BELOW:
@@ -539,7 +609,8 @@ class PartitionLog:
             self.active.append(last, max_ts, offset_of_max, data, batch_max if log_append else lo, head=head)
             self._next_offset = last + 1
             if idempotent:
-                self.producers.update(h[9], h[10], h[11], offset, last, batch_max)
+                self.producers.update(h[9], h[10], h[11], offset, last, batch_max,
+                                      bool(attributes & TRANSACTIONAL_MASK))
             self._unflushed_messages += n_records
             if self._unflushed_messages >= cfg.flush_messages:
                 self.flush()
@@ -553,6 +624,92 @@ class PartitionLog:
             if ts != -1 and (now - ts > before or ts - now > after):
                 raise InvalidTimestampError(f"timestamp {ts} of record {rec.offset - batch.base_offset} is out of "
                                             f"range for {self.topic}-{self.partition}")
+
+    # -- transactions -------------------------------------------------------------------------------
+    def append_control(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, *,
+                       now: int | None = None) -> AppendInfo:
+        """Write a transaction's COMMIT or ABORT marker for this partition (`UnifiedLog.appendAsLeader`
+        with origin COORDINATOR of `MemoryRecords.withEndTransactionMarker`): the producer's open
+        transaction ends, an aborted one goes into the active segment's `.txnindex` with the LSO just
+        after it, and the LSO moves on. A marker below the producer's epoch is INVALID_PRODUCER_EPOCH, below
+        the last marker's coordinator epoch TRANSACTION_COORDINATOR_FENCED; nothing is written then. A
+        marker for a producer with no open transaction here is written and changes only its epochs, as in
+        Kafka."""
+        if not self.writable:
+            raise KafkaError("log is read-only")
+        now = now_ms() if now is None else now
+        with self.lock:
+            if self._closed:
+                raise KafkaError("log is closed")
+            self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            offset = self._next_offset
+            marker = EndTxnMarker(ControlType.COMMIT if commit else ControlType.ABORT, coordinator_epoch)
+            data = build_control_batch(producer_id, producer_epoch, marker, now, base_offset=offset,
+                                       partition_leader_epoch=LEADER_EPOCH)
+            if self.config.log_append_time:
+                data = bytearray(data)
+                set_max_timestamp(data, 0, TimestampType.LOG_APPEND_TIME, now)
+            self._maybe_roll(len(data), now, offset, now)
+            segment = self.active
+            segment.append(offset, now, offset, data, now)
+            self._next_offset = offset + 1
+            done = self.producers.apply_marker(producer_id, producer_epoch, coordinator_epoch, offset, now, commit)
+            if done is not None and done[0].is_aborted:
+                txn, lso = done
+                segment.txn_index.append(AbortedTxn(producer_id, txn.first_offset, offset, lso))
+            self._unflushed_messages += 1
+            if self._unflushed_messages >= self.config.flush_messages:
+                self.flush()
+            return AppendInfo(offset, offset, now, offset, now if self.config.log_append_time else -1,
+                              self.log_start_offset, 1)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, not below the log start offset
+        (`UnifiedLog.maybeIncrementFirstUnstableOffset`); None when none is open."""
+        with self.lock:
+            first = self.producers.first_undecided_offset()
+            return None if first is None else max(first, self.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """`UnifiedLog.lastStableOffset`: the first unstable offset when it is below the high watermark, else
+        the high watermark. read_committed readers see nothing at or past it."""
+        with self.lock:
+            first = self.first_unstable_offset
+            hw = self.high_watermark
+            return first if first is not None and first < hw else hw
+
+    def aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions overlapping [start_offset,
+        upper_bound_offset): what a read_committed fetch returns, so the consumer drops those producers'
+        records from each first offset up to their ABORT marker."""
+        return [(t.producer_id, t.first_offset) for t in self.aborted_txns(start_offset, upper_bound_offset)]
+
+    def aborted_txns(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, upper_bound_offset) as whole `.txnindex`
+        entries, from the segment holding `start_offset` on until an entry's last stable offset reaches the
+        bound (`LocalLog.collectAbortedTransactions`)."""
+        with self.lock:
+            found: list[AbortedTxn] = []
+            for seg in self.segments[self._segment_for(start_offset):]:
+                txns, complete = seg.txn_index.collect(start_offset, upper_bound_offset)
+                found.extend(txns)
+                if complete:
+                    break
+            return found
+
+    def ongoing_transactions(self) -> list[tuple[int, int, int]]:
+        """(producer id, producer epoch, first offset) of each open transaction, oldest first."""
+        with self.lock:
+            states = self.producers
+            return sorted(((pid, states.producers[pid].epoch, first) for pid, first in states.ongoing.items()),
+                          key=lambda t: t[2])
+
+    def producer_entries(self) -> list[ProducerInfo]:
+        """The partition's producers as DescribeProducers (KIP-664) reports them; also `producers()`."""
+        with self.lock:
+            return self.producers()
 
     def append_raw_for_test(self, data: bytes) -> None:
         """Write bytes without validation (to build fixtures such as torn tails)."""
