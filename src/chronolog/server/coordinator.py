@@ -7,6 +7,11 @@ assignments. Members that stop heartbeating for their session timeout are remove
 
 Committed offsets are durable: an append-only file of length-prefixed, CRC-checked JSON records, fsynced
 before a commit is acknowledged; a torn tail is truncated on load, and the file is compacted on start.
+Transactional offset commits (TxnOffsetCommit, KIP-98/447) are records of the same file that carry the
+producer id ("pid"): pending until a marker record for that producer ({"pid", "commit"}) applies them
+(commit) or drops them (abort), as Kafka's offsets log holds them as transactional records until the
+coordinator's marker; pending ones survive a restart and compaction, and the transaction coordinator
+completes or aborts their transaction after it.
 """
 
 from __future__ import annotations
@@ -85,6 +90,9 @@ class OffsetStore:
         self.dir = Path(directory)
         self.path = self.dir / OFFSETS_FILE
         self.offsets: dict[tuple[str, str, int], tuple[int, int, str | None]] = {}
+        # producer id -> (group, topic, partition) -> (offset, leader epoch, metadata): TxnOffsetCommit
+        # offsets waiting for their transaction's end.
+        self.pending: dict[int, dict[tuple[str, str, int], tuple[int, int, str | None]]] = {}
         self._f = None
 
     def load(self) -> None:
@@ -104,6 +112,9 @@ class OffsetStore:
         with open(tmp, "wb") as f:
             for (g, t, p), (o, e, m) in self.offsets.items():
                 f.write(self._frame({"g": g, "t": t, "p": p, "o": o, "e": e, "m": m}))
+            for pid, entries in self.pending.items():
+                for (g, t, p), (o, e, m) in entries.items():
+                    f.write(self._frame({"g": g, "t": t, "p": p, "o": o, "e": e, "m": m, "pid": pid}))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
@@ -115,6 +126,16 @@ class OffsetStore:
         return struct.pack(">II", len(body), zlib.crc32(body)) + body
 
     def _apply(self, rec: dict) -> None:
+        pid = rec.get("pid")
+        if pid is not None:
+            if "commit" in rec:  # a transaction's end: its pending offsets apply or vanish
+                entries = self.pending.pop(pid, {})
+                if rec["commit"]:
+                    self.offsets.update(entries)
+            else:
+                self.pending.setdefault(pid, {})[(rec["g"], rec["t"], rec["p"])] = (rec["o"], rec.get("e", -1),
+                                                                                     rec.get("m"))
+            return
         key = (rec["g"], rec["t"], rec["p"])
         if rec.get("o") is None:
             self.offsets.pop(key, None)
@@ -361,6 +382,39 @@ class GroupCoordinator:
             group.members[member_id].last_heartbeat = time.monotonic()
         self.store.write([{"g": group_id, "t": t, "p": p, "o": o, "e": e, "m": m} for t, p, o, e, m in offsets])
         return 0
+
+    # -- transactional offsets (TxnOffsetCommit) ---------------------------------------------------------
+    def txn_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                   producer_id: int, offsets: list[tuple[str, int, int, int, str | None]]) -> int:
+        """GroupCoordinator.handleTxnCommitOffsets with KIP-447's checks: a member id or generation, when
+        given, must be the group's current ones. The offsets stay pending until the transaction ends."""
+        group = self.groups.get(group_id)
+        if group is not None and group.state == DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if member_id:
+            if group is None or member_id not in group.members:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            member = group.members[member_id]
+            if instance_id is not None and member.group_instance_id is not None and \
+                    member.group_instance_id != instance_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if generation >= 0 and (group is None or generation != group.generation):
+            return ErrorCode.ILLEGAL_GENERATION
+        if group is None:
+            self.group(group_id).new_group = False
+        self.store.write([{"g": group_id, "t": t, "p": p, "o": o, "e": e, "m": m, "pid": producer_id}
+                          for t, p, o, e, m in offsets])
+        return 0
+
+    def complete_transaction(self, producer_id: int, commit: bool) -> None:
+        """The transaction marker for the offsets: pending offsets of `producer_id` applied or dropped."""
+        if producer_id in self.store.pending:
+            self.store.write([{"pid": producer_id, "commit": bool(commit)}])
+
+    def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
+        """OffsetFetch with require_stable (KIP-447): is a transactional commit of this partition open?"""
+        key = (group_id, topic, partition)
+        return any(key in entries for entries in self.store.pending.values())
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None):
         if partitions is None:
