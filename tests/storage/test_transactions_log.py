@@ -336,3 +336,18 @@ def test_appends_after_recovery_keep_appending_to_the_rebuilt_index(tmp_path):
     again.append_control(Q, 0, False, 0, now=NOW)
     assert all_aborted(again) == [AbortedTxn(P, 0, 2, 3), AbortedTxn(Q, 3, 5, 6)]
     again.close()
+
+
+def test_read_slice_next_offset_bounds_the_aborted_transactions_of_a_fetch(tmp_path):
+    plog = open_log(tmp_path)
+    plog.append(txn(P, 0, n=3), now=NOW)  # 0-2
+    plog.append(plain(2), now=NOW)  # 3-4
+    plog.roll()
+    plog.append(plain(), now=NOW)  # 5
+    first = plog.read(0, 10)  # one batch (min one message): the next batch starts at 3
+    assert first.next_offset == 3
+    whole = plog.read(0, 1 << 20)  # the whole first segment: the next segment's base
+    assert whole.next_offset == 5
+    assert plog.read(5, 1 << 20).next_offset == 6  # the log end
+    assert plog.read(0, 1 << 20, max_offset=3).next_offset == 3  # capped at an LSO
+    plog.close()

@@ -121,6 +121,7 @@ class ReadSlice:
     size: int
     first_offset: int
     _segment: LogSegment
+    _after: int = -1  # the next segment's base offset, or the log end offset, when the slice was made
 
     def fileno(self) -> int:
         return self._segment._fd
@@ -128,6 +129,19 @@ class ReadSlice:
     def read_bytes(self) -> bytes:
         """The bytes, read with one `pread` (short only if the segment was deleted meanwhile)."""
         return self._segment.pread(self.position, self.size)
+
+    @property
+    def next_offset(self) -> int:
+        """The offset just past the slice's last batch: the base offset of the batch that follows it in
+        the segment, else the next segment's base offset (or the log end offset). The upper bound a
+        read_committed fetch collects aborted transactions to (`LogSegment.fetchUpperBoundOffset`, which
+        Kafka takes from the offset index and may overshoot; this is exact)."""
+        end = self.position + self.size
+        if end + 8 <= self._segment.size:
+            head = self._segment.pread(end, 8)
+            if len(head) == 8:
+                return int.from_bytes(head, "big", signed=True)
+        return self._after
 
 
 TimestampAndOffset = FoundTimestamp
@@ -776,7 +790,8 @@ class PartitionLog:
                 if found is None:
                     continue  # no batch at or after `start_offset` here: the next segment has it
                 pos, size, first = found
-                return ReadSlice(seg.log_path, pos, size, first, seg) if size else None
+                after = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self._next_offset
+                return ReadSlice(seg.log_path, pos, size, first, seg, after) if size else None
             return None
 
     def _read_parsing(self, seg: LogSegment, start_offset: int, max_bytes: int, limit: int,
@@ -799,7 +814,8 @@ class PartitionLog:
                 size += batch.size_in_bytes
             if size == 0:
                 return None
-            return ReadSlice(seg.log_path, pos, size, first_batch.base_offset, seg)
+            after = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self._next_offset
+            return ReadSlice(seg.log_path, pos, size, first_batch.base_offset, seg, after)
         return None
 
     def read_records(self, start_offset: int, end_offset: int | None = None) -> Iterator[Record]:
