@@ -66,6 +66,7 @@ from chronolog.storage.index import IndexCorruptError
 from chronolog.storage.minima import MINIMA_SUFFIX
 from chronolog.storage.producers import (
     SNAPSHOT_SUFFIX,
+    CorruptSnapshotError,
     ProducerInfo,
     ProducerStates,
     delete_snapshot,
@@ -83,7 +84,7 @@ from chronolog.storage.segment import (
     offsets_named,
     segment_name,
 )
-from chronolog.storage.txnindex import AbortedTxn
+from chronolog.storage.txnindex import READ_COMMITTED, AbortedFilter, AbortedTxn, check_isolation
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +230,34 @@ class PartitionLog:
         return plog
 
     _files: ReadOnlyFiles | None = None  # where a read-only log's files come from, if not `dir`
+    _readonly_producers_loaded = False
+
+    def _load_producers_readonly(self) -> None:
+        """A read-only log's producers (for its LSO), when first needed: the newest snapshot file that parses
+        and lies in (log start, log end], then the batches after it, as `_load_producers` but deleting and
+        writing nothing; without a snapshot the whole log is read. Kafka's own snapshots carry the open
+        transactions too, so a copy of a Kafka log dir gets its LSO the same way."""
+        states = ProducerStates()
+        start = self.log_start_offset
+        for name, data in reversed(self.producer_snapshot_files()):
+            offset = int(name[:-len(SNAPSHOT_SUFFIX)])
+            if not self.log_start_offset < offset <= self._next_offset:
+                continue
+            try:
+                entries = ProducerStates.from_bytes(data)
+            except CorruptSnapshotError as exc:
+                log.warning("%s: producer snapshot %s is not usable (%s)", self.dir, name, exc)
+                continue
+            states._reset(entries)
+            start = offset
+            break
+        self._replay_producers(states, start)
+        self.producers = states
+
+    def _ensure_producers(self) -> None:
+        if not self.writable and not self._readonly_producers_loaded:
+            self._readonly_producers_loaded = True
+            self._load_producers_readonly()
 
     def producer_snapshot_files(self) -> list[tuple[str, bytes]]:
         """(name, bytes) of each `<offset>.snapshot` file of the partition, oldest first, unparsed: for
@@ -682,6 +711,7 @@ class PartitionLog:
         """The first offset of the oldest open transaction, not below the log start offset
         (`UnifiedLog.maybeIncrementFirstUnstableOffset`); None when none is open."""
         with self.lock:
+            self._ensure_producers()
             first = self.producers.first_undecided_offset()
             return None if first is None else max(first, self.log_start_offset)
 
@@ -716,6 +746,7 @@ class PartitionLog:
     def ongoing_transactions(self) -> list[tuple[int, int, int]]:
         """(producer id, producer epoch, first offset) of each open transaction, oldest first."""
         with self.lock:
+            self._ensure_producers()
             states = self.producers
             return sorted(((pid, states.producers[pid].epoch, first) for pid, first in states.ongoing.items()),
                           key=lambda t: t[2])
@@ -723,6 +754,7 @@ class PartitionLog:
     def producer_entries(self) -> list[ProducerInfo]:
         """The partition's producers as DescribeProducers (KIP-664) reports them; also `producers()`."""
         with self.lock:
+            self._ensure_producers()
             return self.producers()
 
     def append_raw_for_test(self, data: bytes) -> None:
@@ -818,14 +850,37 @@ class PartitionLog:
             return ReadSlice(seg.log_path, pos, size, first_batch.base_offset, seg, after)
         return None
 
-    def read_records(self, start_offset: int, end_offset: int | None = None) -> Iterator[Record]:
-        """Records with start_offset <= offset < end_offset (tools and tests; decodes everything)."""
+    def read_records(self, start_offset: int, end_offset: int | None = None, *,
+                     isolation: str = "read_uncommitted") -> Iterator[Record]:
+        """Records with start_offset <= offset < end_offset (tools and tests; decodes everything), as a
+        Kafka consumer with this `isolation.level` returns them: control batches are never records;
+        read_committed stops at the last stable offset and drops aborted transactions' records."""
+        start = max(start_offset, self.log_start_offset)
+        for batch in self.read_data_batches(start, end_offset, isolation=isolation):
+            for rec in batch.records():
+                if start <= rec.offset and (end_offset is None or rec.offset < end_offset):
+                    yield rec
+
+    def read_data_batches(self, start_offset: int, end_offset: int | None = None, *,
+                          isolation: str = "read_uncommitted") -> Iterator:
+        """`read_batches` as a consumer sees them: no control batches, and under read_committed nothing
+        from the last stable offset on and no batch of an aborted transaction (the `.txnindex` entries
+        overlapping the range, `aborted_txns`)."""
+        check_isolation(isolation)
         start = max(start_offset, self.log_start_offset)
         end = self._next_offset if end_offset is None else min(end_offset, self._next_offset)
+        dropped = AbortedFilter([])
+        if isolation == READ_COMMITTED:
+            end = min(end, self.last_stable_offset)
+            if start < end:
+                dropped = AbortedFilter(self.aborted_txns(start, end))
         for batch in self.read_batches(start, end):
-            for rec in batch.records():
-                if start <= rec.offset < end:
-                    yield rec
+            if isinstance(batch, RecordBatch):
+                if batch.is_control:
+                    continue
+                if dropped and batch.is_transactional and dropped.is_aborted(batch.producer_id, batch.base_offset):
+                    continue
+            yield batch
 
     def read_batches(self, start_offset: int, end_offset: int | None = None) -> Iterator:
         """Batches overlapping [start_offset, end_offset), in offset order, straight from the files."""

@@ -152,3 +152,35 @@ class TransactionIndex:
     def delete(self) -> None:
         self.close()
         self.path.unlink(missing_ok=True)
+
+
+READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
+ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
+
+
+def check_isolation(isolation: str) -> str:
+    """`isolation.level`'s two values, Kafka's names; anything else is a clear error."""
+    if isolation not in ISOLATION_LEVELS:
+        raise ValueError(f"isolation level {isolation!r}: use read_uncommitted or read_committed")
+    return isolation
+
+
+class AbortedFilter:
+    """Which transactional batches a read_committed reader drops, given the aborted transactions overlapping
+    its range: a batch of producer P at offset o is aborted when an entry (P, first, last) has
+    first <= o < last (what a Kafka consumer's `CompletedFetch` works out from the Fetch response's aborted
+    list and the ABORT markers it meets)."""
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self._by_producer: dict[int, list[AbortedTxn]] = {}
+        for txn in aborted:
+            self._by_producer.setdefault(txn.producer_id, []).append(txn)
+
+    def __bool__(self) -> bool:
+        return bool(self._by_producer)
+
+    def is_aborted(self, producer_id: int, offset: int) -> bool:
+        for txn in self._by_producer.get(producer_id, ()):
+            if txn.first_offset <= offset < txn.last_offset:
+                return True
+        return False
