@@ -36,7 +36,6 @@ class SourceOptions:
     fail_on_data_loss: bool
     include_headers: bool
     max_lateness_ms: int | None
-    isolation: str = "read_uncommitted"  # kafka.isolation.level (Spark's default, unlike librdkafka's)
 
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> SourceOptions:
@@ -65,10 +64,6 @@ class SourceOptions:
                 return value
             return js(key)
 
-        isolation = opts.get("kafka.isolation.level", "read_uncommitted").strip().lower()
-        if isolation not in ("read_uncommitted", "read_committed"):
-            raise ChronologError(f"kafka.isolation.level {opts['kafka.isolation.level']!r}: use read_uncommitted "
-                                 "or read_committed")
         strategy = opts.get("startingoffsetsbytimestampstrategy", "error").lower()
         if strategy not in ("error", "latest"):
             raise ChronologError("startingOffsetsByTimestampStrategy is 'error' or 'latest'")
@@ -89,7 +84,6 @@ class SourceOptions:
             fail_on_data_loss=opts.get("failondataloss", "true").lower() == "true",
             include_headers=opts.get("includeheaders", "false").lower() == "true",
             max_lateness_ms=int(opts["maxlatenessms"]) if "maxlatenessms" in opts else None,
-            isolation=isolation,
         )
 
     def topics(self, available: list[str]) -> list[tuple[str, list[int] | None]]:

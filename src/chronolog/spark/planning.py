@@ -42,8 +42,7 @@ def plan(options: SourceOptions, bounds: Bounds) -> list[OffsetRange]:
 
 def _plan_partition(source, mode: str, options: SourceOptions, bounds: Bounds, topic: str,
                     p: int) -> OffsetRange | None:
-    iso = options.isolation
-    low, high = source.watermarks(topic, p, isolation=iso)  # read_committed: high is the LSO
+    low, high = source.watermarks(topic, p)
     start, end = low, high
     # Per-partition timestamps (startingOffsetsByTimestamp) tighten the time bounds of this range only.
     per_start = _spec(options.starting_by_timestamp, topic, p)
@@ -71,7 +70,7 @@ def _plan_partition(source, mode: str, options: SourceOptions, bounds: Bounds, t
         end = min(end, b.offset_max + 1)
     if b.ts_min_us is not None:
         # Records carry milliseconds: ts*1000 >= min_us  <=>  ts >= ceil(min_us / 1000).
-        found = source.offsets_for_time(topic, math.ceil(b.ts_min_us / 1000), [p], isolation=iso)[p]
+        found = source.offsets_for_time(topic, math.ceil(b.ts_min_us / 1000), [p])[p]
         if not found.found:
             return None  # nothing at or after the start time: this partition contributes nothing
         start = max(start, found.offset)
@@ -79,7 +78,7 @@ def _plan_partition(source, mode: str, options: SourceOptions, bounds: Bounds, t
         # A user-asserted lateness bound: no record below the window end appears after the first record
         # at or after window end + lateness.
         limit_ms = b.ts_max_us // 1000 + 1 + options.max_lateness_ms
-        found = source.offsets_for_time(topic, limit_ms, [p], isolation=iso)[p]
+        found = source.offsets_for_time(topic, limit_ms, [p])[p]
         if found.found:
             end = min(end, found.offset)
     if b.ts_max_us is not None and mode == "path":
@@ -87,7 +86,7 @@ def _plan_partition(source, mode: str, options: SourceOptions, bounds: Bounds, t
     if start >= end:
         return None
     target = options.path or options.bootstrap or ""
-    return OffsetRange(topic, p, start, end, target, mode, b, options.include_headers, iso)
+    return OffsetRange(topic, p, start, end, target, mode, b, options.include_headers)
 
 
 def _proven_end(plog, start: int, window_end_ms: int) -> int:

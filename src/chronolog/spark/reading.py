@@ -18,10 +18,7 @@ def _records(part: OffsetRange, start: int, end: int
         from chronolog.timetravel.sources import open_data_dir
         source = open_data_dir(part.source)
         try:
-            # Control batches never become rows; read_committed also stops at the LSO and drops the batches
-            # of aborted transactions, from the partition's .txnindex files (as a Kafka consumer would).
-            plog = source.log(part.topic, part.partition)
-            for batch in plog.read_data_batches(start, end, isolation=part.isolation):
+            for batch in source.log(part.topic, part.partition).read_batches(start, end):
                 kind = int(batch.timestamp_type == 1)
                 whole = start <= batch.base_offset and batch.last_offset < end
                 for rec in batch.records():
@@ -33,8 +30,7 @@ def _records(part: OffsetRange, start: int, end: int
         from confluent_kafka import Consumer, KafkaError, TopicPartition
 
         consumer = Consumer({"bootstrap.servers": part.source, "group.id": "chronolog-spark",
-                             "enable.auto.commit": False, "enable.partition.eof": True,
-                             "isolation.level": part.isolation})
+                             "enable.auto.commit": False, "enable.partition.eof": True})
         try:
             consumer.assign([TopicPartition(part.topic, part.partition, start)])
             while True:

@@ -78,7 +78,6 @@ class OffsetRange(InputPartition):
     mode: str            # "path" | "kafka"
     bounds: Bounds = field(default_factory=Bounds)
     include_headers: bool = False
-    isolation: str = "read_uncommitted"  # read_committed: `end` is at most the LSO, aborted records dropped
 
 
 @dataclass(frozen=True)

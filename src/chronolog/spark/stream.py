@@ -29,7 +29,7 @@ class ChronologStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             out = {}
             for topic, wanted in self.options.topics(list(source.topics())):
                 for p in wanted if wanted is not None else source.partitions(topic):
-                    out[f"{topic}:{p}"] = source.watermarks(topic, p, isolation=self.options.isolation)[1]
+                    out[f"{topic}:{p}"] = source.watermarks(topic, p)[1]
             return out
         finally:
             source.close()
@@ -40,10 +40,10 @@ class ChronologStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             out = {}
             for topic, wanted in self.options.topics(list(source.topics())):
                 for p in wanted if wanted is not None else source.partitions(topic):
-                    low, high = source.watermarks(topic, p, isolation=self.options.isolation)
+                    low, high = source.watermarks(topic, p)
                     if self.options.starting_timestamp is not None:
-                        out[f"{topic}:{p}"] = source.offsets_for_time(topic, self.options.starting_timestamp, [p],
-                                                                      isolation=self.options.isolation)[p].offset
+                        out[f"{topic}:{p}"] = source.offsets_for_time(topic, self.options.starting_timestamp,
+                                                                      [p])[p].offset
                     else:
                         out[f"{topic}:{p}"] = high if self.options.starting_offsets == "latest" else low
             return out
@@ -80,7 +80,7 @@ class ChronologStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             begin = start.get(key, 0)
             if stop > begin:
                 ranges.append(OffsetRange(topic, int(p), begin, stop, target, mode, Bounds(),
-                                          self.options.include_headers, self.options.isolation))
+                                          self.options.include_headers))
         return ranges
 
     def read(self, partition):
