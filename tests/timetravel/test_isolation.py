@@ -119,3 +119,10 @@ def test_dump_log_prints_markers_and_txnindex(data_dir):
     (dumped,) = json.loads(run("dump-log", "--json", str(seg)))
     control = [b for b in dumped["batches"] if b["is_control"]]
     assert [c["control"][0]["type"] for c in control] == ["ABORT", "COMMIT"]
+
+
+def test_readonly_aborted_ranges_for_an_offline_reader(data_dir):
+    plog = PartitionLog.open_readonly(data_dir / "t-0")
+    assert plog.aborted_ranges(0, plog.last_stable_offset) == [(P, 1, 6)]
+    assert plog.aborted_ranges(7, 9) == []
+    plog.close()

@@ -743,6 +743,13 @@ class PartitionLog:
                     break
             return found
 
+    def aborted_ranges(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int, int]]:
+        """(producer id, first offset, last offset) of each aborted transaction overlapping the range: an
+        offline read_committed reader drops that producer's transactional batches with first <= base
+        offset < last (the last is the ABORT marker's offset), and every control batch."""
+        return [(t.producer_id, t.first_offset, t.last_offset)
+                for t in self.aborted_txns(start_offset, upper_bound_offset)]
+
     def ongoing_transactions(self) -> list[tuple[int, int, int]]:
         """(producer id, producer epoch, first offset) of each open transaction, oldest first."""
         with self.lock:
