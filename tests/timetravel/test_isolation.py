@@ -126,3 +126,15 @@ def test_readonly_aborted_ranges_for_an_offline_reader(data_dir):
     assert plog.aborted_ranges(0, plog.last_stable_offset) == [(P, 1, 6)]
     assert plog.aborted_ranges(7, 9) == []
     plog.close()
+
+
+def test_a_data_dir_by_uri_reads_committed_the_same(data_dir):
+    from chronolog.timetravel.sources import open_data_dir
+    local, remote = DataDirSource(data_dir), open_data_dir(data_dir.as_uri())
+    for isolation in ("read_uncommitted", "read_committed"):
+        assert remote.watermarks("t", 0, isolation=isolation) == local.watermarks("t", 0, isolation=isolation)
+        assert values(remote.read("t", 0, 0, 100, isolation=isolation)) == values(
+            local.read("t", 0, 0, 100, isolation=isolation))
+    assert remote.log("t", 0).aborted_ranges(0, 9) == [(P, 1, 6)]
+    local.close()
+    remote.close()

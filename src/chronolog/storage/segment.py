@@ -568,7 +568,7 @@ class LogSegment:
     # -- the aborted-transaction index ----------------------------------------------------------------
     @property
     def txn_index_path(self) -> Path:
-        return self.__dict__.get("dir", Path()) / segment_name(self.base_offset, TXN_INDEX_SUFFIX)
+        return self.dir / segment_name(self.base_offset, TXN_INDEX_SUFFIX)
 
     @property
     def txn_index(self) -> TransactionIndex:
