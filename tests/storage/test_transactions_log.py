@@ -351,3 +351,86 @@ def test_read_slice_next_offset_bounds_the_aborted_transactions_of_a_fetch(tmp_p
     assert plog.read(5, 1 << 20).next_offset == 6  # the log end
     assert plog.read(0, 1 << 20, max_offset=3).next_offset == 3  # capped at an LSO
     plog.close()
+
+
+# -- a model of Kafka's rules, against random sequences ---------------------------------------------------
+class Model:
+    """What Kafka's ProducerStateManager and TransactionIndex hold after the same appends, kept naively."""
+
+    def __init__(self) -> None:
+        self.end = 0
+        self.ongoing: dict[int, int] = {}
+        self.aborted: list[AbortedTxn] = []
+        self.visible: dict[int, bytes] = {}  # offset -> value of records a read_committed reader will see
+        self.pending: dict[int, list[tuple[int, bytes]]] = {}  # open transactions' records
+
+    def data(self, pid: int | None, n: int, value: bytes) -> None:
+        records = [(self.end + i, value) for i in range(n)]
+        if pid is None:
+            self.visible.update(records)
+        else:
+            self.ongoing.setdefault(pid, self.end)
+            self.pending.setdefault(pid, []).extend(records)
+        self.end += n
+
+    def marker(self, pid: int, commit: bool) -> None:
+        if pid in self.ongoing:
+            first = self.ongoing.pop(pid)
+            records = self.pending.pop(pid)
+            if commit:
+                self.visible.update(records)
+            else:
+                lso = min(self.ongoing.values()) if self.ongoing else self.end + 1
+                self.aborted.append(AbortedTxn(pid, first, self.end, lso))
+        self.end += 1
+
+    @property
+    def lso(self) -> int:
+        return min(self.ongoing.values()) if self.ongoing else self.end
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_sequences_match_kafkas_rules_across_reopens(tmp_path, seed):
+    import random
+    rng = random.Random(seed)
+    plog = open_log(tmp_path, segment_bytes=rng.choice([600, 1500, 100_000]))
+    model = Model()
+    seqs: dict[int, int] = {}
+    for step in range(120):
+        op = rng.random()
+        pid = rng.choice([P, Q, R])
+        if op < 0.45:
+            n = rng.randint(1, 3)
+            value = b"v%d" % step
+            plog.append(build_batch([SimpleRecord(NOW, None, value) for _ in range(n)], producer_id=pid,
+                                    producer_epoch=0, base_sequence=seqs.get(pid, 0), is_transactional=True),
+                        now=NOW)
+            seqs[pid] = seqs.get(pid, 0) + n
+            model.data(pid, n, value)
+        elif op < 0.6:
+            plog.append(build_batch([SimpleRecord(NOW, None, b"plain%d" % step)]), now=NOW)
+            model.data(None, 1, b"plain%d" % step)
+        elif op < 0.9:
+            commit = rng.random() < 0.5
+            plog.append_control(pid, 0, commit, 0, now=NOW)
+            model.marker(pid, commit)
+        else:
+            how = rng.choice(["clean", "crash", "crash_no_snapshots"])
+            if how == "clean":
+                plog.close()
+            else:
+                plog.flush()
+                if how == "crash_no_snapshots":
+                    for offset in snapshot_offsets(plog.dir):
+                        snapshot_path(plog.dir, offset).unlink()
+            plog = PartitionLog.open(plog.dir, plog.config, recovery_point=0 if how != "clean" else plog.log_end_offset,
+                                     now=NOW)
+        assert plog.last_stable_offset == model.lso, step
+        assert [(p, f) for p, _e, f in plog.ongoing_transactions()] == sorted(model.ongoing.items(),
+                                                                               key=lambda kv: kv[1])
+        assert all_aborted(plog) == model.aborted
+    committed = {r.offset: r.value for r in plog.read_records(0, isolation="read_committed")}
+    assert committed == {o: v for o, v in model.visible.items() if o < model.lso}
+    assert sorted(plog.aborted_transactions(0, model.end)) == sorted((t.producer_id, t.first_offset)
+                                                                     for t in model.aborted)
+    plog.close()
