@@ -434,3 +434,14 @@ def test_random_sequences_match_kafkas_rules_across_reopens(tmp_path, seed):
     assert sorted(plog.aborted_transactions(0, model.end)) == sorted((t.producer_id, t.first_offset)
                                                                      for t in model.aborted)
     plog.close()
+
+
+def test_a_producer_batch_without_a_sequence_is_invalid_record(tmp_path):
+    plog = open_log(tmp_path)
+    no_seq = build_batch([SimpleRecord(NOW, None, b"x")], producer_id=P, producer_epoch=0, base_sequence=-1,
+                         is_transactional=True)
+    refused(plog, lambda: plog.append(no_seq, now=NOW), InvalidRecordError)  # LogValidator.validateBatch
+    plog.close()
+    recompressing = open_log(tmp_path / "gz", compression_type="gzip")  # the general append loop
+    refused(recompressing, lambda: recompressing.append(no_seq, now=NOW), InvalidRecordError)
+    recompressing.close()

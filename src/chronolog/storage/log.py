@@ -523,6 +523,9 @@ class PartitionLog:
                                                f"{cfg.max_message_bytes}")
                 if batch.is_control and origin_client:
                     raise InvalidRecordError("clients may not write control batches")
+                if origin_client and batch.magic == 2 and batch.producer_id >= 0 and batch.base_sequence < 0:
+                    raise InvalidRecordError(f"invalid sequence number {batch.base_sequence} in a batch of producer "
+                                             f"{batch.producer_id}")
                 lo, batch_max, n_records = batch.scan_timestamps()
                 if not log_append:
                     before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
@@ -612,6 +615,8 @@ class PartitionLog:
                                            f"{cfg.max_message_bytes}")
             if attributes & CONTROL_MASK and origin_client:
                 raise InvalidRecordError("clients may not write control batches")
+            if origin_client and h[9] >= 0 and h[11] < 0:  # LogValidator.validateBatch
+                raise InvalidRecordError(f"invalid sequence number {h[11]} in a batch of producer {h[9]}")
             lo, batch_max, n_records = scan_batch_timestamps(buf, h)
             log_append = cfg.log_append_time
             if not log_append:
