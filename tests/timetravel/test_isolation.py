@@ -138,3 +138,12 @@ def test_a_data_dir_by_uri_reads_committed_the_same(data_dir):
     assert remote.log("t", 0).aborted_ranges(0, 9) == [(P, 1, 6)]
     local.close()
     remote.close()
+
+
+def test_kafka_written_partition_without_transactions_is_stable_to_its_end(kafka_segments_dir):
+    plog = PartitionLog.open_readonly(kafka_segments_dir)
+    assert plog.ongoing_transactions() == [] and plog.last_stable_offset == plog.log_end_offset
+    assert plog.aborted_ranges(0, plog.log_end_offset) == []
+    tail = plog.log_end_offset - 50
+    assert [r.offset for r in plog.read_records(tail, isolation="read_committed")] == list(range(tail, tail + 50))
+    plog.close()
