@@ -445,3 +445,17 @@ def test_a_producer_batch_without_a_sequence_is_invalid_record(tmp_path):
     recompressing = open_log(tmp_path / "gz", compression_type="gzip")  # the general append loop
     refused(recompressing, lambda: recompressing.append(no_seq, now=NOW), InvalidRecordError)
     recompressing.close()
+
+
+def test_marker_on_a_log_append_time_topic_and_a_marker_that_rolls(tmp_path):
+    plog = open_log(tmp_path, message_timestamp_type="LogAppendTime", segment_bytes=320)
+    plog.append(txn(P, 0), now=NOW)  # 0-1, 279 bytes: the 78-byte marker does not fit the segment
+    assert plog.active.size == 279
+    plog.append_control(P, 0, False, 0, now=NOW + 3)
+    marker = list(plog.read_batches(2))[0]
+    assert marker.is_control and marker.timestamp_type == 1 and marker.max_timestamp == NOW + 3
+    assert marker.verify_crc()
+    assert [s.base_offset for s in plog.segments] == [0, 2]
+    assert txnindex_files(plog) == {"00000000000000000002.txnindex": AbortedTxn(P, 0, 2, 3).to_bytes()}
+    assert plog.aborted_transactions(0, 2) == [(P, 0)]  # found in the next segment's index
+    plog.close()
