@@ -29,6 +29,7 @@ from chronolog.records.batch import HEADER as BATCH_HEADER
 from chronolog.storage.corruption import CorruptRange, find_next_valid_batch
 from chronolog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex, TimestampOffset
 from chronolog.storage.minima import CHUNK_BYTES, SegmentMinima, minima_path, read_minima, write_minima
+from chronolog.storage.txnindex import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -202,11 +203,13 @@ class LogSegment:
                 continue
             pos += consumed
 
-    def producer_batches(self, position: int, start: int) -> Iterator[tuple[int, int, int, int, int, int]]:
-        """(producer id, epoch, base sequence, base offset, last offset, max timestamp) of each batch from
-        `position` that a producer wrote (not a control batch) and that ends at or after offset `start`:
-        what the producers' replay needs, all of it in batch headers. Whole v2 batches are read in C
-        (`_headers.producer_run`, headers only, in large reads), the rest through `batches_from` as before."""
+    def producer_batches(self, position: int, start: int
+                         ) -> Iterator[tuple[int, int, int, int, int, int, int, int]]:
+        """(producer id, epoch, base sequence, base offset, last offset, max timestamp, attributes, position)
+        of each v2 batch from `position` that carries a producer id (data or control) and that ends at or
+        after offset `start`: what the producers' replay needs, all of it in batch headers but a control
+        batch's marker (read at `position`). Whole v2 batches are read in C (`_headers.producer_run`,
+        headers only, in large reads), the rest through `batches_from` as before."""
         pos = position
         if _native_producer_run is not None and self._fd >= 0 and not self.corrupt_ranges:
             while pos < self.size:
@@ -216,9 +219,9 @@ class LogSegment:
                     break
                 pos = stop
         for _pos, batch in self.batches_from(pos):
-            if batch.magic == 2 and batch.producer_id >= 0 and not batch.is_control and batch.last_offset >= start:
+            if batch.magic == 2 and batch.producer_id >= 0 and batch.last_offset >= start:
                 yield (batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.base_offset,
-                       batch.last_offset, batch.max_timestamp)
+                       batch.last_offset, batch.max_timestamp, batch.attributes, _pos)
 
     is_last = True  # the owning log clears it for segments that are not the last
 
@@ -617,6 +620,8 @@ class LogSegment:
             os.fsync(self._fd)
             self.offset_index.flush()
             self.time_index.flush()
+            if "_txn_index" in self.__dict__:
+                self._txn_index.flush()
 
     def close(self) -> None:
         if self._fd < 0:
@@ -628,10 +633,14 @@ class LogSegment:
             self.on_become_inactive()
         self.offset_index.close(trim=self.writable)
         self.time_index.close(trim=self.writable)
+        if "_txn_index" in self.__dict__:
+            self._txn_index.close()
         os.close(self._fd)
         self._fd = -1
 
     def close_for_delete(self) -> None:
+        if "_txn_index" in self.__dict__:
+            self._txn_index.close()
         if self._fd >= 0:
             self.offset_index.close(trim=False)
             self.time_index.close(trim=False)
@@ -639,8 +648,27 @@ class LogSegment:
             self._fd = -1
 
     def files(self) -> list[Path]:
-        """The segment's files, sidecar included, so deletion renames and removes them together."""
-        return [self.log_path, self.offset_index.path, self.time_index.path, self.minima_path]
+        """The segment's files, sidecar and transaction index included, so deletion renames and removes
+        them together (`LogSegment.deleteIfExists` / `changeFileSuffixes`)."""
+        return [self.log_path, self.offset_index.path, self.time_index.path, self.minima_path,
+                self.txn_index_path]
+
+    # -- the aborted-transaction index ----------------------------------------------------------------
+    @property
+    def txn_index_path(self) -> Path:
+        return self.dir / segment_name(self.base_offset, TXN_INDEX_SUFFIX)
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        """The segment's `.txnindex` (storage.txnindex), read when first asked for; the file itself is
+        created by the first aborted transaction whose marker lands in this segment."""
+        found = self.__dict__.get("_txn_index")
+        if found is None:
+            found = self._txn_index = self._open_txn_index()
+        return found
+
+    def _open_txn_index(self) -> TransactionIndex:
+        return TransactionIndex(self.txn_index_path, self.base_offset, writable=self.writable)
 
     # -- recovery -----------------------------------------------------------------------------------
     def sanity_check(self) -> None:
@@ -757,6 +785,7 @@ class LogSegment:
                 break
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         if cut is None:
             return 0
         self.corrupt_ranges = [r for r in self.corrupt_ranges if r.start < cut]
