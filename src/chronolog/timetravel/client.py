@@ -176,7 +176,14 @@ class ClientSource(BrokerSource):
                 "bootstrap.servers": bootstrap, "logger": LOGGER}
         self.conf = base
         self.admin = admin_client(base)
-        self.consumer = consumer_client(base, **{"group.id": "chronolog-tools", "enable.partition.eof": True})
+        self._consumers: dict = {}  # isolation level -> consumer, as BrokerSource keeps them
+
+    def _consumer(self, isolation: str):
+        """BrokerSource's consumer of that isolation level, made with the tools' client configs."""
+        if isolation not in self._consumers:
+            self._consumers[isolation] = consumer_client(self.conf, **{
+                "group.id": "chronolog-tools", "enable.partition.eof": True, "isolation.level": isolation})
+        return self._consumers[isolation]
 
     def _metadata(self, topic: str | None = None):
         from confluent_kafka import KafkaException
@@ -199,23 +206,25 @@ class ClientSource(BrokerSource):
                 f"topic {topic!r} has no partition {', '.join(map(str, missing))} (it has {_ranges(known)})")
         return list(partitions)
 
-    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+    def watermarks(self, topic: str, partition: int, *, isolation: str = "read_uncommitted") -> tuple[int, int]:
         from confluent_kafka import KafkaException
         try:
-            return super().watermarks(topic, partition)
+            return super().watermarks(topic, partition, isolation=isolation)
         except KafkaException as exc:
             raise ChronologError(f"offsets of {topic}-{partition}: {kafka_error_text(exc)}") from None
 
-    def offsets_for_time(self, topic: str, ts: int, partitions: list[int] | None = None) -> dict[int, OffsetAtTime]:
+    def offsets_for_time(self, topic: str, ts: int, partitions: list[int] | None = None, *,
+                         isolation: str = "read_uncommitted") -> dict[int, OffsetAtTime]:
         from confluent_kafka import KafkaException
         parts = self.check_partitions(topic, partitions)
         try:
-            return super().offsets_for_time(topic, ts, parts)
+            return super().offsets_for_time(topic, ts, parts, isolation=isolation)
         except KafkaException as exc:
             raise ChronologError(f"offsets for time in {topic}: {kafka_error_text(exc)}") from None
 
-    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[Record]:
-        yield from super().read(topic, partition, start, end)
+    def read(self, topic: str, partition: int, start: int, end: int, *,
+             isolation: str = "read_uncommitted") -> Iterator[Record]:
+        yield from super().read(topic, partition, start, end, isolation=isolation)
 
     def group_state(self, group: str) -> tuple[str, int]:
         return _wrapped(super().group_state, f"describe group {group}", group)
