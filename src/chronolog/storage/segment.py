@@ -163,7 +163,7 @@ class LogSegment:
             except CorruptMessageError:
                 bad = True
             if failed_crc:
-                found = self._resync_from(pos + consumed, prev_next)
+                found = self._resync_from(pos + consumed, prev_next, torn_tail_ok=self.is_last)
                 if found is None:
                     return
                 pos = found.end
@@ -178,7 +178,7 @@ class LogSegment:
                             bad = True
                         else:
                             if verify and not self._crc_ok(pos, batch):
-                                found = self._resync_from(pos, prev_next)
+                                found = self._resync_from(pos, prev_next, torn_tail_ok=self.is_last)
                                 if found is None:
                                     return
                                 pos = found.end
@@ -244,13 +244,18 @@ class LogSegment:
         starts = [r.start for r in self.corrupt_ranges if pos < r.start < end]
         return min(starts) if starts else end
 
-    def _resync_from(self, pos: int, prev_next: int | None) -> CorruptRange | None:
-        """Record bytes from `pos` as corrupt up to the next valid batch (or the end of the file)."""
+    def _resync_from(self, pos: int, prev_next: int | None, *, torn_tail_ok: bool = False) -> CorruptRange | None:
+        """Record bytes from `pos` as corrupt up to the next valid batch (or the end of the file). With
+        `torn_tail_ok` (a batch failing its CRC in the last segment) nothing valid after it makes it a
+        torn tail, as recovery judges one, not corruption: None, nothing recorded. A reader of a live
+        segment may also see a batch the writer has not finished writing."""
         if prev_next is None:
             prev_next = self.base_offset
             for _p, batch in self.batches_from(0, pos, resync=False):
                 prev_next = batch.last_offset + 1
         nxt = find_next_valid_batch(self.pread, pos + 1, self.size, prev_next, self.base_offset + 0x7FFFFFFF)
+        if nxt is None and torn_tail_ok:
+            return None
         if nxt is None:
             end, last = self.size, self._offset_limit_after - 1
         else:
@@ -483,10 +488,15 @@ class LogSegment:
 
     @property
     def next_offset_guess(self) -> int:
+        """The offset after the last readable batch, walking from the offset index's last entry; from the
+        start of the file when nothing readable is there (that entry names a torn or corrupt last batch)."""
         last = None
         start = self.offset_index.last_entry().position
         for _pos, batch in self.batches_from(start):
             last = batch
+        if last is None and start > 0:
+            for _pos, batch in self.batches_from(0):
+                last = batch
         return last.last_offset + 1 if last is not None else self.base_offset
 
     # -- writing ------------------------------------------------------------------------------------
