@@ -818,27 +818,12 @@ class LogSegment:
 
     def _checked_end(self, position: int) -> int:
         """The end of the checked span holding `position` (-1: none)."""
-        for a, b in self._checked:
-            if a <= position <= b:
-                return b
-            if a > position:
-                break
-        return -1
+        return _span_end(self._checked, position)
 
     def _mark_checked(self, start: int, end: int) -> None:
         if self._checked_end(start) >= end:  # inside a span already: nothing to merge
             return
-        spans = []
-        for a, b in self._checked:
-            if b < start or a > end:  # apart from [start, end)
-                spans.append([a, b])
-            else:  # touching or overlapping: one span
-                start, end = min(a, start), max(b, end)
-        spans.append([start, end])
-        spans.sort()
-        if len(spans) > self.MAX_CHECKED_SPANS:
-            spans.remove(min(spans, key=lambda s: s[1] - s[0]))
-        self._checked = spans
+        self._checked = _add_span(self._checked, start, end, self.MAX_CHECKED_SPANS)
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0, *,
                                  tables: TimeTableCache | None = None, key: tuple = ()) -> FoundTimestamp | None:
@@ -915,9 +900,9 @@ def _add_span(spans, start: int, end: int, most: int) -> list[list[int]]:
     """`spans` with [start, end) merged in; beyond `most` spans the shortest is forgotten."""
     out = []
     for a, b in spans:
-        if b < start or a > end:
+        if b < start or a > end:  # apart from [start, end)
             out.append([a, b])
-        else:
+        else:  # touching or overlapping: one span
             start, end = min(a, start), max(b, end)
     out.append([start, end])
     out.sort()
