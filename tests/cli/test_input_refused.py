@@ -58,3 +58,23 @@ def test_pipeline_with_a_broker_that_is_down_is_one_line(shared_data, tmp_path):
     r = chronolog("pipeline", "run", "--bootstrap-server", dead, "--out", str(tmp_path / "out"),
                   "--input", str(shared_data / "loghub"))
     assert_one_line_error(r, "cannot connect to " + dead)
+
+
+def test_chart_series_fills_empty_buckets_with_zeros():
+    from datetime import datetime
+
+    from chronolog.spark.pipeline import chart_series
+
+    class Row(dict):  # as a pyspark Row: attributes and ["count"]
+        __getattr__ = dict.__getitem__
+
+    def row(f, minute, n):
+        return {"file": f, "bucket": datetime(2024, 12, 10, 7, minute), "count": n}
+
+    rows = [Row(row("a", 2, 1)), Row(row("a", 5, 3)), Row(row("b", 0, 7))]
+    series = chart_series(rows, "minute")
+    assert [x.minute for x in series["a"][0]] == [2, 3, 4, 5] and series["a"][1] == [1, 0, 0, 3]
+    assert series["b"][1] == [7]
+    months = chart_series([Row(row("a", 2, 1)), Row({"file": "a", "bucket": datetime(2025, 3, 1), "count": 2})],
+                          "month")
+    assert months["a"][1] == [1, 2]  # months differ in length: no grid, only what Spark returned

@@ -218,3 +218,23 @@ def test_a_java_tools_properties_file_works(sasl_ssl_broker):
     props.write_text(props.read_text() + "ssl.truststore.location=/etc/kafka/truststore.jks\n")
     assert_one_line_error(chronolog("topics", "list", "-b", b, "--command-config", str(props)),
                           "ssl.truststore.location", "ssl.ca.location")
+
+
+def test_follow_survives_a_broker_restart(tmp_path):
+    broker = BrokerProcess(tmp_path / "data").start()
+    proc = None
+    try:
+        b = broker.bootstrap
+        assert chronolog("topics", "create", "restarted", "-b", b).rc == 0
+        _produce(b, "restarted", [now_ms()], prefix="before")
+        proc = _follow("restarted", "--follow", "--from", "1h ago", "--max-messages", "3", "-b", b, "--format", "raw")
+        assert _readline(proc) == "before0\n"
+        broker.restart()
+        _produce(b, "restarted", [now_ms(), now_ms()], prefix="after")
+        out, err = proc.communicate(timeout=90)
+        assert proc.returncode == 0, err
+        assert out == "after0\nafter1\n" and "Traceback" not in err
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        broker.stop()

@@ -180,3 +180,23 @@ def test_ctrl_c_delivers_what_was_read_and_exits_130(cli_broker):
             proc.kill()
     assert proc.returncode == 130 and "Traceback" not in err
     assert "produced 3 record(s) from stdin to interrupted before Ctrl-C" in err
+
+
+def test_kcat_reads_the_times_produce_wrote(cli_broker, tmp_path):
+    """Another client (kcat, librdkafka in C) sees each line's own time as the record's CreateTime."""
+    import shutil
+    import subprocess
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        pytest.skip("kcat not installed")
+    b = cli_broker.bootstrap
+    assert chronolog("topics", "create", "bykcat", "-c", "retention.ms=-1", "-b", b).rc == 0
+    lines, truth = apache_log(200, seed=7)
+    r = chronolog("produce", "bykcat", "--time-regex", r"\[([^\]]+)\]", "--time-format", "%d/%b/%Y:%H:%M:%S %z",
+                  "-b", b, stdin="\n".join(lines) + "\n")
+    assert r.rc == 0, r.err
+    out = subprocess.run([kcat, "-C", "-b", b, "-t", "bykcat", "-p", "0", "-o", "beginning", "-e", "-q",
+                          "-f", "%T %s\n"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    got = [(int(line.split(" ", 1)[0]), line.split(" ", 1)[1]) for line in out.stdout.splitlines()]
+    assert got == list(zip(truth, lines, strict=True))

@@ -148,3 +148,19 @@ def test_offline_and_broker_reads_of_a_damaged_copy_agree(tmp_path, caplog, dama
     assert broker_lookups == offline_lookups
     for line in reports:  # the broker's recovery names the same bytes and offsets
         assert line in broker_log
+
+
+def test_a_bad_last_batch_of_the_last_segment_is_a_torn_tail_for_both(tmp_path, caplog):
+    """Recovery truncates a last segment's invalid tail with nothing valid after it (a torn write); the
+    offline reader stops there without reporting corruption (a live segment's last batch may be half
+    written while it reads), and both return the records before it."""
+    copy = _live_copy(tmp_path)
+    path, pos, base, _last, _size = _batches(copy)[-1]
+    _flip(path, pos + 61 + 20)
+    caplog.set_level(logging.WARNING, logger="chronolog")
+    offline_records, offline_lookups = _offline(copy)
+    assert [o for o, _t, _v in offline_records] == list(range(base))
+    assert not [r for r in caplog.records if "corrupt" in r.getMessage()]
+    broker_records, broker_lookups, broker_log = _broker(copy)
+    assert broker_records == offline_records and broker_lookups == offline_lookups
+    assert "truncating" in broker_log

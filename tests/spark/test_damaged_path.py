@@ -57,3 +57,29 @@ def test_spark_query_on_a_damaged_copy(spark, tmp_path):
         source.close()
     assert sorted((r.offset, bytes(r.value)) for r in rows) == offline
     assert {r.offset for r in rows} == set(range(TOTAL)) - lost
+
+
+def test_offsets_deleted_by_retention_after_planning_are_data_loss(tmp_path, caplog):
+    from chronolog.config import BrokerConfig
+    from chronolog.records import SimpleRecord, build_batch
+    from chronolog.storage import LogManager
+
+    now = 1_800_000_000_000
+    with LogManager(tmp_path / "data", BrokerConfig()) as manager:
+        manager.create_topic("r", 1, {"segment.bytes": "300", "file.delete.delay.ms": "0",
+                                      "message.timestamp.after.max.ms": str(2**62)})
+        for i in range(10):
+            manager.get_log("r", 0).append(build_batch([SimpleRecord(now - 30 * 86_400_000 + i, None, b"old%d" % i)]),
+                                           now=now)
+        manager.get_log("r", 0).append(build_batch([SimpleRecord(now, None, b"new")]), now=now)
+        assert manager.run_retention_once(now) > 0
+        start = manager.get_log("r", 0).log_start_offset
+    assert 0 < start <= 10
+    part = OffsetRange("r", 0, 0, 11, str(tmp_path / "data"), "path")  # planned before retention ran
+    with pytest.raises(ChronologError, match=f"offsets 0-{start - 1} are below the log start offset {start} "
+                                             r"\(deleted by retention\)"):
+        _offsets(part)
+    caplog.set_level(logging.WARNING, logger="chronolog")
+    assert _offsets(OffsetRange("r", 0, 0, 11, str(tmp_path / "data"), "path", fail_on_data_loss=False)) == \
+        list(range(start, 11))
+    assert any("deleted by retention" in r.getMessage() for r in caplog.records)

@@ -262,7 +262,7 @@ def _follow(source: ClientSource, topic: str, positions: dict[int, int], show, t
                 if timeout_ms is not None and (_time.monotonic() - idle_since) * 1000 >= timeout_ms:
                     return
                 continue
-            if msg.error():
+            if msg.error():  # a broker restart is not one: librdkafka reconnects on its own (tested)
                 raise ChronologError(f"reading {topic}-{msg.partition()}: {msg.error().str()}")
             idle_since = _time.monotonic()
             positions[msg.partition()] = msg.offset() + 1

@@ -163,12 +163,35 @@ def run_job(spark, bootstrap: str, files: list[Path], t1: int | None, t2: int | 
 BUCKETS = (("minute", 60_000), ("hour", 3_600_000), ("day", 86_400_000), ("week", 7 * 86_400_000),
            ("month", 31 * 86_400_000), ("year", 366 * 86_400_000))
 MAX_POINTS = 400
+FIXED_BUCKETS = ("minute", "hour", "day", "week")  # months and years differ in length
 
 
 def chart_bucket(span_ms: int) -> str:
     """The finest bucket that draws the window in at most MAX_POINTS points: a one-hour window by minute,
     a day by hour, years by week or month (an hourly series of four years is a smear, one hour a dot)."""
     return next((name for name, length in BUCKETS if span_ms / length <= MAX_POINTS), BUCKETS[-1][0])
+
+
+def chart_series(rows, bucket: str) -> dict[str, tuple[list, list]]:
+    """Per file, (bucket starts, counts). For buckets of a fixed length an empty bucket between the first
+    and the last is a zero, not a line held from the previous bucket (the grid is stepped from the first
+    bucket and merged with the ones Spark returned, so a DST shift in local time cannot lose one)."""
+    from datetime import timedelta
+
+    counts: dict[str, dict] = {}
+    for r in rows:
+        counts.setdefault(r.file, {})[r.bucket] = r["count"]
+    out = {}
+    for name, by_bucket in sorted(counts.items()):
+        xs = set(by_bucket)
+        if bucket in FIXED_BUCKETS:
+            last, t = max(xs), min(xs)
+            while t < last:
+                xs.add(t)
+                t += timedelta(milliseconds=dict(BUCKETS)[bucket])
+        ordered = sorted(xs)
+        out[name] = (ordered, [by_bucket.get(x, 0) for x in ordered])
+    return out
 
 
 def _chart(rows, bucket: str, start: int, end: int, path: Path) -> None:
@@ -180,14 +203,11 @@ def _chart(rows, bucket: str, start: int, end: int, path: Path) -> None:
     import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 
-    series: dict[str, tuple[list, list]] = {}
-    for r in rows:
-        xs, ys = series.setdefault(r.file, ([], []))
-        xs.append(r.bucket)
-        ys.append(r["count"])
+    series = chart_series(rows, bucket)
     fig, ax = plt.subplots(figsize=(11, 4))
-    for name, (xs, ys) in sorted(series.items()):
-        ax.plot(xs, ys, marker=".", linewidth=1, label=name, drawstyle="steps-post")
+    for name, (xs, ys) in series.items():
+        ax.plot(xs, ys, marker=".", linewidth=1, label=name,
+                drawstyle="steps-post" if bucket in FIXED_BUCKETS else "default")
     # PySpark turns TIMESTAMP into naive datetimes in the Python process's local zone: the axis and its
     # label use that zone too (UTC on a server set to UTC).
     ax.set_xlim(datetime.fromtimestamp(start / 1000), datetime.fromtimestamp(end / 1000))

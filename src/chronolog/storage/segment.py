@@ -166,7 +166,7 @@ class LogSegment:
             except CorruptMessageError:
                 bad = True
             if failed_crc:
-                found = self._resync_from(pos + consumed, prev_next)
+                found = self._resync_from(pos + consumed, prev_next, torn_tail_ok=self.is_last)
                 if found is None:
                     return
                 pos = found.end
@@ -181,7 +181,7 @@ class LogSegment:
                             bad = True
                         else:
                             if verify and not self._crc_ok(pos, batch):
-                                found = self._resync_from(pos, prev_next)
+                                found = self._resync_from(pos, prev_next, torn_tail_ok=self.is_last)
                                 if found is None:
                                     return
                                 pos = found.end
@@ -249,13 +249,18 @@ class LogSegment:
         starts = [r.start for r in self.corrupt_ranges if pos < r.start < end]
         return min(starts) if starts else end
 
-    def _resync_from(self, pos: int, prev_next: int | None) -> CorruptRange | None:
-        """Record bytes from `pos` as corrupt up to the next valid batch (or the end of the file)."""
+    def _resync_from(self, pos: int, prev_next: int | None, *, torn_tail_ok: bool = False) -> CorruptRange | None:
+        """Record bytes from `pos` as corrupt up to the next valid batch (or the end of the file). With
+        `torn_tail_ok` (a batch failing its CRC in the last segment) nothing valid after it makes it a
+        torn tail, as recovery judges one, not corruption: None, nothing recorded. A reader of a live
+        segment may also see a batch the writer has not finished writing."""
         if prev_next is None:
             prev_next = self.base_offset
             for _p, batch in self.batches_from(0, pos, resync=False):
                 prev_next = batch.last_offset + 1
         nxt = find_next_valid_batch(self.pread, pos + 1, self.size, prev_next, self.base_offset + 0x7FFFFFFF)
+        if nxt is None and torn_tail_ok:
+            return None
         if nxt is None:
             end, last = self.size, self._offset_limit_after - 1
         else:
@@ -488,10 +493,15 @@ class LogSegment:
 
     @property
     def next_offset_guess(self) -> int:
+        """The offset after the last readable batch, walking from the offset index's last entry; from the
+        start of the file when nothing readable is there (that entry names a torn or corrupt last batch)."""
         last = None
         start = self.offset_index.last_entry().position
         for _pos, batch in self.batches_from(start):
             last = batch
+        if last is None and start > 0:
+            for _pos, batch in self.batches_from(0):
+                last = batch
         return last.last_offset + 1 if last is not None else self.base_offset
 
     # -- writing ------------------------------------------------------------------------------------
@@ -888,27 +898,12 @@ class LogSegment:
 
     def _checked_end(self, position: int) -> int:
         """The end of the checked span holding `position` (-1: none)."""
-        for a, b in self._checked:
-            if a <= position <= b:
-                return b
-            if a > position:
-                break
-        return -1
+        return _span_end(self._checked, position)
 
     def _mark_checked(self, start: int, end: int) -> None:
         if self._checked_end(start) >= end:  # inside a span already: nothing to merge
             return
-        spans = []
-        for a, b in self._checked:
-            if b < start or a > end:  # apart from [start, end)
-                spans.append([a, b])
-            else:  # touching or overlapping: one span
-                start, end = min(a, start), max(b, end)
-        spans.append([start, end])
-        spans.sort()
-        if len(spans) > self.MAX_CHECKED_SPANS:
-            spans.remove(min(spans, key=lambda s: s[1] - s[0]))
-        self._checked = spans
+        self._checked = _add_span(self._checked, start, end, self.MAX_CHECKED_SPANS)
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0, *,
                                  tables: TimeTableCache | None = None, key: tuple = ()) -> FoundTimestamp | None:
@@ -985,9 +980,9 @@ def _add_span(spans, start: int, end: int, most: int) -> list[list[int]]:
     """`spans` with [start, end) merged in; beyond `most` spans the shortest is forgotten."""
     out = []
     for a, b in spans:
-        if b < start or a > end:
+        if b < start or a > end:  # apart from [start, end)
             out.append([a, b])
-        else:
+        else:  # touching or overlapping: one span
             start, end = min(a, start), max(b, end)
     out.append([start, end])
     out.sort()
