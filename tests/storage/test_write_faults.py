@@ -414,3 +414,30 @@ def test_the_index_is_written_without_stores_into_the_map(tmp_path, monkeypatch)
     assert info.value.errno == errno.ENOSPC and info.value.filename.endswith(".index")
     assert index.entries == 1 and index.last_entry() == (3, 100)
     index.close()
+
+
+def test_a_start_that_cannot_recover_refuses_with_one_line(tmp_path, monkeypatch):
+    """After a crash, recovery rebuilds indexes; when the disk cannot take them the start stops with one
+    clear error naming the partition, the file, the errno and the free bytes (`chronolog serve` prints it as
+    one line), and a later start with space recovers everything."""
+    from chronolog.errors import ChronologError
+
+    manager = LogManager(tmp_path / "data", BrokerConfig({**WIDE, "log.index.interval.bytes": "100"}))
+    manager.startup(background=False)
+    manager.create_topic("t", 1)
+    for s in range(0, 20, 2):
+        manager.get_log("t", 0).append(_batch(s, 2, 100), now=NOW)
+    for seg in manager.get_log("t", 0).segments:  # a crash: nothing trimmed, no clean-shutdown marker
+        seg.close_for_delete()
+    Faults(errno.ENOSPC, 1, True).install(monkeypatch)
+    again = LogManager(tmp_path / "data", BrokerConfig({**WIDE, "log.index.interval.bytes": "100"}))
+    with pytest.raises(ChronologError) as info:
+        again.startup(background=False)
+    message = str(info.value)
+    assert "t-0" in message and ".index" in message and "errno 28 (ENOSPC" in message and "bytes free" in message
+    assert "\n" not in message
+    monkeypatch.undo()
+    third = LogManager(tmp_path / "data", BrokerConfig({**WIDE, "log.index.interval.bytes": "100"}))
+    third.startup(background=False)
+    assert sorted(_values(third.get_log("t", 0))) == list(range(20))
+    third.shutdown()
