@@ -449,3 +449,48 @@ def test_a_start_that_cannot_recover_refuses_with_one_line(tmp_path, monkeypatch
     third.startup(background=False)
     assert sorted(_values(third.get_log("t", 0))) == list(range(20))
     third.shutdown()
+
+
+def test_a_write_that_lies_about_its_length_is_not_renamed_into_place(tmp_path, monkeypatch):
+    """A write that reports every byte written but wrote half (a broken device or FUSE file system): the size
+    check before the rename keeps the old file."""
+    write_checkpoint(tmp_path / RECOVERY_POINT, {("t", 0): 5})
+    real_write = os.write
+
+    def lying(fd, data):
+        view = memoryview(data).cast("B")
+        real_write(fd, view[:len(view) // 2])
+        return len(view)
+    monkeypatch.setattr(os, "write", lying)
+    with pytest.raises(OSError):
+        write_checkpoint(tmp_path / RECOVERY_POINT, {("t", 0): 6, ("t", 1): 7})
+    monkeypatch.undo()
+    assert read_checkpoint(tmp_path / RECOVERY_POINT) == {("t", 0): 5}
+    assert [p.name for p in tmp_path.iterdir()] == [RECOVERY_POINT]
+
+
+def test_an_offset_commit_whose_fsync_failed_is_not_there_after_a_restart(tmp_path, monkeypatch):
+    """The commit was answered with an error: its record is cut off at once, not left for a restart to find."""
+    import asyncio
+
+    from chronolog.server.coordinator import GroupCoordinator
+
+    async def scenario():
+        coord = GroupCoordinator(tmp_path / "state", BrokerConfig())
+        await coord.start()
+        assert coord.commit("g", -1, "", [("t", 0, 5, -1, None)]) == 0
+        real_fsync = os.fsync
+
+        def fsync(fd):
+            raise OSError(errno.EIO, "I/O error")
+        monkeypatch.setattr(os, "fsync", fsync)
+        assert coord.commit("g", -1, "", [("t", 0, 9, -1, None)]) == ErrorCode.NOT_COORDINATOR
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        await coord.stop()
+        coord2 = GroupCoordinator(tmp_path / "state", BrokerConfig())
+        await coord2.start()
+        got = coord2.fetch_offsets("g", [("t", 0)])
+        await coord2.stop()
+        return got
+
+    assert asyncio.run(scenario())[("t", 0)][0] == 5
