@@ -494,3 +494,34 @@ def test_an_offset_commit_whose_fsync_failed_is_not_there_after_a_restart(tmp_pa
         return got
 
     assert asyncio.run(scenario())[("t", 0)][0] == 5
+
+
+def test_a_roll_whose_new_files_cannot_be_made_leaves_none_and_is_tried_again(tmp_path, monkeypatch):
+    from chronolog.storage import segment as segment_module
+
+    cfg = TopicConfig.from_kafka({**WIDE, "segment.bytes": "1000"})
+    plog = PartitionLog.open(tmp_path / "t-0", cfg, now=NOW)
+    plog.write_retry_ms = 0
+    s = 0
+    while len(plog.segments) == 1:
+        plog.append(_batch(s, 1, 300), now=NOW)
+        s += 1
+    base = plog.log_end_offset
+    real = segment_module.TimeIndex
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(args[0]))
+    monkeypatch.setattr(segment_module, "TimeIndex", no_space)
+    while plog.active.size + 400 <= 1000:
+        plog.append(_batch(s, 1, 300), now=NOW)
+        s += 1
+        base = plog.log_end_offset
+    with pytest.raises(KafkaStorageErrorError):
+        plog.append(_batch(s, 1, 300), now=NOW)  # needs a roll
+    made = [p.name for p in plog.dir.iterdir() if p.name.startswith(f"{base:020d}")]
+    assert made == [f"{base:020d}.snapshot"]  # (the producers' state at the roll, true whatever follows)
+    monkeypatch.setattr(segment_module, "TimeIndex", real)
+    plog.append(_batch(s, 1, 300), now=NOW)
+    assert plog.active.base_offset == base and len(plog.segments) == 3
+    plog.close()
+    assert sorted(_values(PartitionLog.open(tmp_path / "t-0", cfg, now=NOW))) == list(range(s + 1))

@@ -639,7 +639,6 @@ class PartitionLog:
             self.active.flush()
             self._snapshot_producers()  # at the new segment's base offset, as Kafka's roll does
             seg = self._new_segment_or_nothing(self._next_offset)
-            seg.start_minima()
             self.active.is_last = False
             self.active._offset_limit_after = seg.base_offset
             self.segments.append(seg)
@@ -648,14 +647,19 @@ class PartitionLog:
             return seg
 
     def _new_segment_or_nothing(self, base: int) -> LogSegment:
-        """A new segment for a roll; when its files cannot be made, those it made are removed (a later
-        roll starts afresh) and the error goes on. The old active segment stays last: its indexes are
-        trimmed, so the next append tries the roll again."""
+        """A new segment for a roll, tracking its minima; when its files cannot be made, those it made are
+        removed (a later roll starts afresh) and the error goes on. The old active segment stays last: its
+        indexes are trimmed, so the next append tries the roll again."""
         names = [self.dir / segment_name(base, s) for s in (LOG_SUFFIX, ".index", ".timeindex")]
         existed = [p.exists() for p in names]
+        seg = None
         try:
-            return self._new_segment(base)
+            seg = self._new_segment(base)
+            seg.start_minima()
+            return seg
         except BaseException:
+            if seg is not None:
+                seg.close_for_delete()
             for path, was in zip(names, existed, strict=True):
                 if not was:
                     with contextlib.suppress(OSError):
