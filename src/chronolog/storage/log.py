@@ -163,6 +163,7 @@ class PartitionLog:
         self._closed = False
         self._segments_version = 0  # bumped whenever the segment list or an inactive segment changes
         self.producers = ProducerStates()  # idempotent producers (storage.producers); loaded by `open`
+        self._guard = _WriteGuard(self)  # see `_writing`
         self.producer_expiration_ms = PRODUCER_ID_EXPIRATION_MS
 
     # -- opening ------------------------------------------------------------------------------------
@@ -566,24 +567,26 @@ class PartitionLog:
     _retry_at = 0.0                   # monotonic time from which the next append may try the disk again
     write_retry_ms = WRITE_RETRY_MS
 
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
-        """Around every write an append makes. An `OSError` inside becomes KAFKA_STORAGE_ERROR (Kafka's
-        answer when `LogDirFailureChannel` took the log dir offline), logged once per incident; the
-        writer has already cut its file back, so nothing of the failed append stays or is acknowledged.
-        Until `write_retry_ms` has passed appends are refused without touching the disk; then one tries
-        again, and the first that succeeds ends the incident with an INFO line. Reads never stop."""
-        if self._failure is not None and time.monotonic() < self._retry_at:
+    _guard: _WriteGuard
+
+    def _writing(self) -> _WriteGuard:
+        """Around every write an append makes (`with self._writing():`). An `OSError` inside becomes
+        KAFKA_STORAGE_ERROR (Kafka's answer when `LogDirFailureChannel` took the log dir offline), logged
+        once per incident; the writer has already cut its file back, so nothing of the failed append stays
+        or is acknowledged. Until `write_retry_ms` has passed appends are refused without touching the disk;
+        then one tries again, and the first that succeeds ends the incident with an INFO line. Reads never
+        stop."""
+        return self._guard
+
+    def _refuse_while_failing(self) -> None:
+        if time.monotonic() < self._retry_at:
             raise KafkaStorageErrorError(f"{self.topic}-{self.partition}: writes are failing "
                                          f"({describe(self._failure)}); retried every {self.write_retry_ms} ms")
-        try:
-            yield
-        except OSError as exc:
-            raise self.write_failed(exc) from exc
-        if self._failure is not None:
-            disk_log.info("%s-%d: writes resumed at offset %d (%d bytes free in %s)", self.topic, self.partition,
-                     self._next_offset, free_bytes(self.dir), self.dir.parent)
-            self._failure = None
+
+    def _writes_resumed(self) -> None:
+        disk_log.info("%s-%d: writes resumed at offset %d (%d bytes free in %s)", self.topic, self.partition,
+                      self._next_offset, free_bytes(self.dir), self.dir.parent)
+        self._failure = None
 
     def write_failed(self, exc: OSError) -> KafkaStorageErrorError:
         """Start or continue an incident (see `_writing`): one ERROR line when it starts."""
@@ -1001,6 +1004,27 @@ class PartitionLog:
                 seg.close_for_delete()
             self._closed = True
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _WriteGuard:
+    """`PartitionLog._writing`: one object per log, cheaper than a generator context manager per append."""
+
+    __slots__ = ("log",)
+
+    def __init__(self, plog: PartitionLog) -> None:
+        self.log = plog
+
+    def __enter__(self) -> None:
+        if self.log._failure is not None:
+            self.log._refuse_while_failing()
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if exc is None:
+            if self.log._failure is not None:
+                self.log._writes_resumed()
+        elif isinstance(exc, OSError):
+            raise self.log.write_failed(exc) from exc
+        return False
 
 
 @functools.lru_cache(maxsize=16)
