@@ -599,11 +599,8 @@ class PartitionLog:
         if first:
             disk_log.error("%s. Appends get KAFKA_STORAGE_ERROR and try again every %d ms; reads go on", message,
                            self.write_retry_ms)
-        return KafkaStorageErrorError(message)
-
-    @property
-    def writes_failing(self) -> bool:
-        return self._failure is not None
+        # The client is told what failed, not where the broker keeps its files.
+        return KafkaStorageErrorError(f"{self.topic}-{self.partition}: write failed ({describe(exc)})")
 
     def _append_active(self, count: int, *args, **kwargs) -> None:
         """`LogSegment.append` to the active segment and, when `flush.messages` is reached, the fsync, before
@@ -981,16 +978,16 @@ class PartitionLog:
                     # The stop goes on (every file is still closed); the caller leaves out the clean-shutdown
                     # marker, so the next start recovers from the last checkpointed recovery point.
                     self.closed_cleanly = False
-                    log.error("%s-%d: flush at close failed: %s; the next start recovers the log", self.topic,
-                              self.partition, describe(exc))
+                    disk_log.error("%s-%d: flush at close failed: %s; the next start recovers the log", self.topic,
+                                   self.partition, describe(exc))
                 self._snapshot_producers(sync=True)  # at the log end, as Kafka's close does
             for seg in self.segments:
                 try:
                     seg.close()
                 except OSError as exc:
                     self.closed_cleanly = False
-                    log.error("%s-%d: closing %s failed: %s; the next start recovers the log", self.topic,
-                              self.partition, seg.log_path.name, describe(exc))
+                    disk_log.error("%s-%d: closing %s failed: %s; the next start recovers the log", self.topic,
+                                   self.partition, seg.log_path.name, describe(exc))
                     seg.close_for_delete()  # the descriptors at least
             self._closed = True
 
