@@ -525,3 +525,21 @@ def test_a_roll_whose_new_files_cannot_be_made_leaves_none_and_is_tried_again(tm
     assert plog.active.base_offset == base and len(plog.segments) == 3
     plog.close()
     assert sorted(_values(PartitionLog.open(tmp_path / "t-0", cfg, now=NOW))) == list(range(s + 1))
+
+
+def test_low_space_is_one_warning_until_space_is_back(tmp_path, monkeypatch, caplog):
+    from chronolog.storage import manager as manager_module
+
+    caplog.set_level(logging.INFO, logger="chronolog.logdir")
+    manager = LogManager(tmp_path / "data", BrokerConfig({"chronolog.log.dir.low.space.bytes": "1000"}))
+    manager.startup(background=False)
+    free = iter([5000, 900, 800, 10, 1000, 2000, 999])
+    monkeypatch.setattr(manager_module, "free_bytes", lambda path: next(free))
+    for _ in range(7):
+        manager.check_free_space()
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "chronolog.logdir"]
+    assert [level for level, _ in lines] == ["WARNING", "INFO", "WARNING"]
+    assert "900 bytes free" in lines[0][1] and "chronolog.log.dir.low.space.bytes=1000" in lines[0][1]
+    manager.shutdown()
+    with pytest.raises(Exception, match="chronolog.log.dir.low.space.bytes"):
+        BrokerConfig({"chronolog.log.dir.low.space.bytes": "-1"})
