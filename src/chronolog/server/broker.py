@@ -574,14 +574,16 @@ def _optional_coordinator():
 
 
 async def run_until_signalled(broker: Broker) -> None:
-    await broker.start()
-    for listener in broker.listeners:  # one line per listener; tests read the bound ports from these
-        print(f"chronolog serving on {listener.name}://{listener.host}:{listener.port} "
-              f"(data dir {broker.data_dir})", flush=True)
+    # The handlers come first: a SIGTERM while the logs load or just after the listener opened (before
+    # this function went on) still stops cleanly, instead of killing the process between its writes.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    await broker.start()
+    for listener in broker.listeners:  # one line per listener; tests read the bound ports from these
+        print(f"chronolog serving on {listener.name}://{listener.host}:{listener.port} "
+              f"(data dir {broker.data_dir})", flush=True)
     await stop.wait()
     await broker.stop()
 
