@@ -437,6 +437,7 @@ def test_a_start_that_cannot_recover_refuses_with_one_line(tmp_path, monkeypatch
         manager.get_log("t", 0).append(_batch(s, 2, 100), now=NOW)
     for seg in manager.get_log("t", 0).segments:  # a crash: nothing trimmed, no clean-shutdown marker
         seg.close_for_delete()
+    manager._dir_lock.release()  # (a crashed process's lock goes with it)
     Faults(errno.ENOSPC, 1, True).install(monkeypatch)
     again = LogManager(tmp_path / "data", BrokerConfig({**WIDE, "log.index.interval.bytes": "100"}))
     with pytest.raises(ChronologError) as info:
