@@ -1,0 +1,83 @@
+"""The console's HTTP shell: the standard library's threading HTTP server around `console.app.Console`.
+A thread per request; nothing here knows a page. Binds 127.0.0.1 unless told otherwise."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from chronolog.console.app import Console, Target
+
+LOG = logging.getLogger("chronolog.console")
+MAX_FORM_BYTES = 64 << 10
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "chronolog-console"
+    console: Console  # set on the subclass made per server
+
+    def _answer(self, method: str) -> None:
+        path, _, query = self.path.partition("?")
+        form = b""
+        if method == "POST":
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
+            if not 0 <= length <= MAX_FORM_BYTES:
+                self.send_error(413 if length > MAX_FORM_BYTES else 400)
+                return
+            form = self.rfile.read(length)
+        resp = self.console.handle(method, path, query, form)
+        self.send_response(resp.status)
+        self.send_header("Content-Type", resp.content_type)
+        self.send_header("Content-Length", str(len(resp.body)))
+        # Pages must not be framed by another site (a click-jacked "commit these offsets").
+        self.send_header("X-Frame-Options", "DENY")
+        self.send_header("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+                         "frame-ancestors 'none'")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        for k, v in resp.headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        if method != "HEAD":
+            self.wfile.write(resp.body)
+
+    def do_GET(self) -> None:  # noqa: N802 (the standard library's names)
+        self._answer("GET")
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._answer("HEAD")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._answer("POST")
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002
+        LOG.debug("%s %s", self.address_string(), format % args)
+
+
+def make_server(target: Target, host: str = "127.0.0.1", port: int = 8080) -> ThreadingHTTPServer:
+    handler = type("ConsoleHandler", (_Handler,), {"console": Console(target)})
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    return server
+
+
+def serve_forever(target: Target, host: str = "127.0.0.1", port: int = 8080) -> None:
+    server = make_server(target, host, port)
+    print(f"chronolog console on http://{host}:{server.server_address[1]}/ ({target.where})", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+def start_background(target: Target, host: str = "127.0.0.1", port: int = 8080) -> ThreadingHTTPServer:
+    """Beside a broker (`chronolog serve --console-port`): the server runs in a daemon thread."""
+    server = make_server(target, host, port)
+    threading.Thread(target=server.serve_forever, name="chronolog-console", daemon=True).start()
+    LOG.info("chronolog console on http://%s:%d/ (%s)", host, server.server_address[1], target.where)
+    return server
