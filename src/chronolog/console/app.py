@@ -25,6 +25,7 @@ from urllib.parse import parse_qs
 from chronolog.console import html as h
 from chronolog.errors import ChronologError, UnknownTopicOrPartitionError
 from chronolog.timetravel.timefmt import TimeFormatError, format_time, parse_time
+from chronolog.timetravel.timeline import TimelineRangeError
 
 LOG = logging.getLogger("chronolog.console")
 PAGE_SIZE = 100
@@ -143,7 +144,7 @@ class Console:
             return self._error(404, f"no page at {path}")
         except UnknownTopicOrPartitionError as exc:
             return self._error(404, str(exc))
-        except BadRequest as exc:
+        except (BadRequest, TimelineRangeError) as exc:
             return self._error(400, str(exc))
         except ChronologError as exc:
             return self._error(502, str(exc))

@@ -30,6 +30,10 @@ STEPS_MS = (1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_00
 MAX_BUCKETS = 2_000
 
 
+class TimelineRangeError(ChronologError):
+    """A span or bucket width no timeline can be drawn for (the caller's input, not the log's state)."""
+
+
 @dataclass
 class PartitionLine:
     partition: int
@@ -76,13 +80,13 @@ def choose_step(start: int, end: int, max_buckets: int = 120) -> int:
 def bucket_edges(start: int, end: int, step: int) -> list[int]:
     """Edges on multiples of `step` (UTC) covering [start, end)."""
     if end <= start:
-        raise ChronologError("the timeline's end must be after its start")
+        raise TimelineRangeError("the timeline's end must be after its start")
     if step <= 0:
-        raise ChronologError("the bucket width must be positive")
+        raise TimelineRangeError("the bucket width must be positive")
     first = start - start % step
     n = -(-(end - first) // step)
     if n > MAX_BUCKETS:
-        raise ChronologError(f"{n} buckets of {step} ms: at most {MAX_BUCKETS}; choose a wider bucket or a "
+        raise TimelineRangeError(f"{n} buckets of {step} ms: at most {MAX_BUCKETS}; choose a wider bucket or a "
                              "shorter span")
     return [first + i * step for i in range(n + 1)]
 
