@@ -166,6 +166,15 @@ def batch_low(batch) -> int | None:
     return min((r.timestamp for r in batch.records()), default=None)
 
 
+def _offsets_and_stamps(batch):
+    """(offset, timestamp) of each record, reading only what the time lookups read (the batch's
+    `timestamp_table` walk) where it applies; other batches are decoded."""
+    if hasattr(batch, "timestamp_table") and int(batch.timestamp_type) == 0 and not batch.is_control:
+        table = batch.timestamp_table()
+        return zip(table.offsets, table.timestamps, strict=True)
+    return ((r.offset, r.timestamp) for r in batch.records())
+
+
 def _place_late_records(plog, line: PartitionLine, edges: list[int]) -> None:
     """Move every late record of the partition from the bucket its position gave it to the bucket of its
     own timestamp. A record at an offset in [offsets[k], offsets[k+1]) is late across a bucket edge exactly
@@ -198,15 +207,17 @@ def _place_late_records(plog, line: PartitionLine, edges: list[int]) -> None:
                 low = batch_low(batch)
                 if low is None or low >= threshold(min(batch.last_offset, log_end - 1)):
                     continue
-                for rec in batch.records():
-                    if rec.offset < first or rec.offset >= log_end:
+                k = bisect.bisect_right(offsets, max(batch.base_offset, first)) - 1
+                for off, ts in _offsets_and_stamps(batch):
+                    if off < first or off >= log_end:
                         continue
-                    k = bisect.bisect_right(offsets, rec.offset) - 1
-                    if rec.timestamp >= edges[k]:
+                    while k < n and offsets[k + 1] <= off:
+                        k += 1
+                    if ts >= edges[k]:
                         continue
                     if k < n:
                         line.counts[k] -= 1
-                    own = bisect.bisect_right(edges, rec.timestamp) - 1
+                    own = bisect.bisect_right(edges, ts) - 1
                     if own < 0:
                         line.late_before += 1
                     elif own < n:
