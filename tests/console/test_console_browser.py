@@ -44,7 +44,7 @@ def shot(driver, name: str) -> None:
     if where:
         Path(where).mkdir(parents=True, exist_ok=True)
         height = driver.execute_script("return document.documentElement.scrollHeight")
-        driver.set_window_size(1100, min(max(height + 40, 500), 2400))
+        driver.set_window_size(1100, min(max(height + 40, 500), 1200))
         driver.save_screenshot(str(Path(where) / f"{name}.png"))
         driver.set_window_size(1100, 900)
 
@@ -121,7 +121,10 @@ def test_rewind_a_group_in_a_browser(browser, loaded, broker_console, dir_consol
     assert "rewound to 2023-11-14T22:40:00.000Z" in browser.page_source
     assert committed(bootstrap, "browser-replay", "late", 2) == want
     shot(browser, "rewind-done")
-    # the data-dir console's segments page, for the docs
+    # the data-dir console's late topic and segments pages, for the docs
+    browser.get(dir_console.url("/topics/late", step=60_000))
+    assert browser.find_elements("css selector", "svg#timeline rect.late")
+    shot(browser, "timeline-late")
     browser.get(dir_console.url("/topics/late/segments"))
     assert browser.find_elements("css selector", "g.segment")
     shot(browser, "segments")

@@ -105,7 +105,7 @@ def test_read_only_console_shows_no_rewind_and_refuses_posts(loaded, tmp_path):
         assert status == 200 and "--read-only" in page and "name=csrf" not in page
         status, page = get(console.url("/groups/ro/rewind"), {"csrf": "x", "topic": "late", "time": str(LATE_BASE),
                                                               "action": "apply"})
-        assert status == 403
+        assert status == 403 and "--read-only: rewinding is turned off" in page
         assert committed(loaded.broker.bootstrap, "ro", "late", 2) == {0: 5, 1: 5}
     finally:
         console.stop()
