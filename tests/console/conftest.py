@@ -106,7 +106,7 @@ class ConsoleProcess:
         self.proc = subprocess.Popen([sys.executable, "-m", "chronolog.cli.main", "console", *args,
                                       "--port", str(self.port)], stdout=self._out, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL)
-        wait_http(self.url("/"), self.proc)
+        wait_http(self.url("/static/console.css"), self.proc)  # a page that needs no broker
 
     def url(self, path: str, **query) -> str:
         q = {k: v for k, v in query.items() if v is not None}
