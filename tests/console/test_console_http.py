@@ -139,9 +139,11 @@ def read_window(console, topic: str, t1: int, t2: int, **extra) -> tuple[list[tu
 
 def test_a_window_gives_exactly_its_records_paged(loaded, dir_console, broker_console):
     stamps = loaded.truth["late"]
-    t1, t2 = LATE_BASE + 900_000, LATE_BASE + 1_500_000
+    # both ends on timestamps records carry: the start is inclusive, the end exclusive
+    t1 = min(ts for ts in stamps[1] if ts >= LATE_BASE + 900_000)
+    t2 = min(ts for ts in stamps[0] if ts >= LATE_BASE + 1_500_000)
     want = [(p, o, ts) for p in sorted(stamps) for o, ts in enumerate(stamps[p]) if t1 <= ts < t2]
-    assert len(want) > 100
+    assert len(want) > 100 and (1, stamps[1].index(t1), t1) in want
     got, pages = read_window(dir_console, "late", t1, t2, limit=50)
     assert got == want and pages >= 3
     got, _ = read_window(broker_console, "late", t1, t2, limit=50, late=1)
