@@ -116,6 +116,9 @@ def test_late_records_are_counted_exactly_and_marked(loaded, dir_console, broker
     lates = [sum(c) for c in zip(*(late_counts(ts, edges) for ts in stamps.values()), strict=True)]
     assert [b[3] for b in drawn] == lates and sum(lates) > 50
     assert f"{sum(lates)} record(s) arrived late" in page
+    # the page was sent as it was built: a line per partition, hidden once the chart came
+    assert page.index("counting partition 0 (1 of 2)") < page.index("counting partition 1 (2 of 2)") \
+        < page.index("<style>.progress{display:none}</style>") < page.index("<svg class=chart")
     # over the broker the page says its counts are the time index's
     status, page = get(broker_console.url("/topics/late", **{"step": 60_000}))
     assert status == 200 and "counts come from the broker&#x27;s time index" in html.unescape(page).replace("'", "&#x27;")

@@ -18,6 +18,7 @@ import secrets
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from urllib.parse import parse_qs
@@ -25,7 +26,13 @@ from urllib.parse import parse_qs
 from chronolog.console import html as h
 from chronolog.errors import ChronologError, UnknownTopicOrPartitionError
 from chronolog.timetravel.timefmt import TimeFormatError, format_time, parse_time
-from chronolog.timetravel.timeline import TimelineRangeError
+from chronolog.timetravel.timeline import (
+    Timeline,
+    TimelineRangeError,
+    bucket_edges,
+    build_timeline,
+    choose_step,
+)
 
 LOG = logging.getLogger("chronolog.console")
 PAGE_SIZE = 100
@@ -44,7 +51,7 @@ class NotFound(ChronologError):
 @dataclass
 class Response:
     status: int
-    body: bytes
+    body: bytes | Iterator[bytes]  # an iterator is sent as it comes (a page that shows progress)
     content_type: str = "text/html; charset=utf-8"
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -187,36 +194,86 @@ class Console:
         return self._html("topics", body)
 
     # -- timeline ---------------------------------------------------------------------------------------
-    def _timeline(self, topic: str, q):
+    def _timeline_plan(self, topic: str, q):
+        """(source, start, end, step, buckets, partitions) after every check a request can fail, or a
+        source and None when the topic holds no timestamped record. The caller closes the source."""
         from chronolog.console.facts import topic_span
-        from chronolog.timetravel.timeline import build_timeline
+        start = _time(q, "from", "from")
+        end = _time(q, "to", "to")
+        step = _int(q, "step", None, 1, None)
+        buckets = _int(q, "buckets", 120, 1, 2000)
         source = self.target.records_source()
         try:
-            start = _time(q, "from", "from")
-            end = _time(q, "to", "to")
-            step = _int(q, "step", None, 1, None)
-            buckets = _int(q, "buckets", 120, 1, 2000)
+            parts = source.partitions(topic)
             if start is None or end is None:
                 first, last = topic_span(source, topic)
                 if first is None:
-                    return None, None
+                    return source, None
                 start = first if start is None else start
                 end = last + 1 if end is None else end
             if end <= start:
                 raise BadRequest(f"the window must end after it starts ({format_time(start)} .. {format_time(end)})")
-            return build_timeline(source, topic, start, end, step, buckets), (start, end)
+            if step is None:
+                step = choose_step(start, end, buckets)
+            bucket_edges(start, end, step)  # a span no timeline can draw is refused before any lookup
+            return source, (start, end, step, buckets, parts)
+        except BaseException:
+            source.close()
+            raise
+
+    def _timeline(self, topic: str, q):
+        source, plan = self._timeline_plan(topic, q)
+        try:
+            if plan is None:
+                return None, None
+            start, end, step, buckets, parts = plan
+            return build_timeline(source, topic, start, end, step, buckets, parts), (start, end)
         finally:
             source.close()
 
     def timeline(self, topic: str, q) -> Response:
-        tl, window = self._timeline(topic, q)
+        """The page is sent as it is built: a line per partition while its offsets are looked up and its late
+        records placed (hidden once the chart arrives), so a long timeline shows how far it got."""
+        source, plan = self._timeline_plan(topic, q)
+        title = f"topic {topic}: timeline"
+        if plan is None:
+            source.close()
+            return self._html(f"topic {topic}", self._timeline_nav(topic)
+                              + h.note("this topic holds no records with a timestamp"))
+        start, end, step, buckets, parts = plan
+
+        def stream():
+            try:
+                yield h.page_head(title, self.target.where).encode()
+                lines = []
+                for i, p in enumerate(parts):
+                    yield (f"<p class='progress muted'>counting partition {p} ({i + 1} of {len(parts)})"
+                           "&hellip;</p>\n").encode()
+                    lines += build_timeline(source, topic, start, end, step, buckets, [p]).partitions
+                tl = Timeline(topic, bucket_edges(start, end, step), step, lines)
+                yield ("<style>.progress{display:none}</style>" + self._timeline_html(topic, tl, (start, end))
+                       + h.page_tail(script=True)).encode()
+            except ChronologError as exc:
+                yield (h.error_box(str(exc)) + h.page_tail()).encode()
+            except Exception as exc:
+                LOG.exception("console: timeline of %s failed", topic)
+                yield (h.error_box(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+                       + h.page_tail()).encode()
+            finally:
+                source.close()
+
+        return Response(200, stream())
+
+    def _timeline_nav(self, topic: str) -> str:
+        records = h.url("topics", topic, "records")
+        return (f"<p><a href='{h.esc(records)}'>records</a>"
+                + (f" · <a href='{h.esc(h.url('topics', topic, 'segments'))}'>segments</a>" if self.target.data_dir
+                   else "") + "</p>")
+
+    def _timeline_html(self, topic: str, tl, window) -> str:
         base = h.url("topics", topic)
         records = h.url("topics", topic, "records")
-        nav = (f"<p><a href='{h.esc(records)}'>records</a>"
-               + (f" · <a href='{h.esc(h.url('topics', topic, 'segments'))}'>segments</a>" if self.target.data_dir
-                  else "") + "</p>")
-        if tl is None:
-            return self._html(f"topic {topic}", nav + h.note("this topic holds no records with a timestamp"))
+        nav = self._timeline_nav(topic)
         start, end = window
         edges = tl.edges
         span = edges[-1] - edges[0]
@@ -253,8 +310,7 @@ class Console:
                            [[line.partition, line.start_offset, line.end_offset, sum(line.counts),
                              sum(line.late) if line.late_checked else "unknown (broker)"]
                             for line in tl.partitions], numeric={0, 1, 2, 3}, css_id="partitions")
-        body = nav + form + summary + h.note(exact) + chart + legend + "<h2>partitions</h2>" + per_part
-        return self._html(f"topic {topic}: timeline", body, script=True)
+        return nav + form + summary + h.note(exact) + chart + legend + "<h2>partitions</h2>" + per_part
 
     def timeline_json(self, topic: str, q) -> Response:
         import json

@@ -22,16 +22,22 @@ def url(*parts: str, **query: object) -> str:
     return path + ("?" + urlencode(q) if q else "")
 
 
-def page(title: str, body: str, where: str, script: bool = False) -> str:
+def page_head(title: str, where: str) -> str:
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         f"<title>{esc(title)} · chronolog console</title>"
         "<link rel=stylesheet href=/static/console.css></head><body>"
         "<header><a class=brand href=/>chronolog console</a><a href=/>topics</a><a href=/groups>groups</a>"
         f"<span class=where>{esc(where)}</span></header>"
-        f"<main><h1>{esc(title)}</h1>{body}</main>"
-        + ("<script src=/static/console.js></script>" if script else "")
-        + "</body></html>")
+        f"<main><h1>{esc(title)}</h1>")
+
+
+def page_tail(script: bool = False) -> str:
+    return "</main>" + ("<script src=/static/console.js></script>" if script else "") + "</body></html>"
+
+
+def page(title: str, body: str, where: str, script: bool = False) -> str:
+    return page_head(title, where) + body + page_tail(script)
 
 
 def error_box(message: str) -> str:

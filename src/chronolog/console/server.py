@@ -32,7 +32,11 @@ class _Handler(BaseHTTPRequestHandler):
         resp = self.console.handle(method, path, query, form)
         self.send_response(resp.status)
         self.send_header("Content-Type", resp.content_type)
-        self.send_header("Content-Length", str(len(resp.body)))
+        streamed = not isinstance(resp.body, bytes)
+        if streamed:  # HTTP/1.0 (this server's protocol): the body ends when the connection closes
+            self.send_header("Connection", "close")
+        else:
+            self.send_header("Content-Length", str(len(resp.body)))
         # Pages must not be framed by another site (a click-jacked "commit these offsets").
         self.send_header("X-Frame-Options", "DENY")
         self.send_header("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; "
@@ -41,8 +45,22 @@ class _Handler(BaseHTTPRequestHandler):
         for k, v in resp.headers.items():
             self.send_header(k, v)
         self.end_headers()
-        if method != "HEAD":
-            self.wfile.write(resp.body)
+        if not streamed:
+            if method != "HEAD":
+                self.wfile.write(resp.body)
+            return
+        chunks = iter(resp.body)
+        try:
+            for chunk in chunks:
+                if method != "HEAD":
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+        except OSError:  # the browser went away: stop building the page
+            pass
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
 
     def do_GET(self) -> None:  # noqa: N802 (the standard library's names)
         self._answer("GET")
