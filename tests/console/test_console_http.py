@@ -199,3 +199,25 @@ def test_segments_page_draws_each_segment(loaded, dir_console, data_copy):
     assert drawn == on_disk and len(on_disk) > 2
     status, page = get(dir_console.url("/topics/late/segments").replace("late", "linux"))
     assert status == 200
+
+
+def test_a_partition_written_by_apache_kafka(kafka_segments_dir, tmp_path):
+    """A partition directory copied out of a real Kafka broker's log dir (four segments, its own indexes):
+    the timeline and late counts against brute force over every record, and its segments."""
+    from chronolog.timetravel.sources import DataDirSource
+    from tests.console.conftest import ConsoleProcess
+    source = DataDirSource(kafka_segments_dir)
+    low, high = source.watermarks("timeindex_test", 0)
+    stamps = [r.timestamp for r in source.read("timeindex_test", 0, low, high)]
+    source.close()
+    console = ConsoleProcess("--data-dir", str(kafka_segments_dir), log=tmp_path / "kafka.log")
+    try:
+        for buckets in (7, 60):
+            got = timeline(console, "timeindex_test", buckets=buckets)
+            edges = got["edges"]
+            assert got["exact"] and got["totals"] == exact_counts(stamps, edges) and sum(got["totals"]) == len(stamps)
+            assert got["late"] == late_counts(stamps, edges)
+        status, page = get(console.url("/topics/timeindex_test/segments"))
+        assert status == 200 and len(re.findall(r"<g class=segment ", page)) == 4
+    finally:
+        console.stop()
