@@ -221,3 +221,18 @@ def test_a_partition_written_by_apache_kafka(kafka_segments_dir, tmp_path):
         assert status == 200 and len(re.findall(r"<g class=segment ", page)) == 4
     finally:
         console.stop()
+
+
+def test_only_loopback_host_names_are_answered(dir_console):
+    """A page of another site whose name resolves to 127.0.0.1 (DNS rebinding) gets nothing."""
+    import urllib.error
+    import urllib.request
+    for host, status in ((f"evil.example:{dir_console.port}", 403), (f"localhost:{dir_console.port}", 200),
+                         (f"127.0.0.1:{dir_console.port}", 200)):
+        req = urllib.request.Request(dir_console.url("/"), headers={"Host": host})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                got = resp.status
+        except urllib.error.HTTPError as exc:
+            got = exc.code
+        assert got == status, host

@@ -14,23 +14,35 @@ _TOPICS_FILE = "chronolog-topics.json"
 CONFIGS = ("retention.ms", "cleanup.policy")
 
 
-def _first_and_last(source, topic: str, partition: int) -> tuple[int | None, int | None]:
-    """Timestamp of the first record (ListOffsets at time 0) and the largest timestamp (ListOffsets -3,
-    KIP-734) of one partition; None where the partition holds no record with a timestamp."""
+def _firsts_and_lasts(source, topic: str, parts: list[int]) -> dict[int, tuple[int | None, int | None]]:
+    """Per partition, the timestamp of its first record (ListOffsets at time 0) and its largest timestamp
+    (ListOffsets -3, KIP-734); None where there is none. Over a broker: two requests for all partitions."""
     if hasattr(source, "log"):
-        plog = source.log(topic, partition)
-        first = plog.offset_for_timestamp(0)
-        top = plog.offset_for_timestamp(-3)
-        return (first.timestamp if first is not None else None,
-                top.timestamp if top is not None and top.timestamp >= 0 else None)
-    from confluent_kafka import TopicPartition
+        out = {}
+        for p in parts:
+            plog = source.log(topic, p)
+            first = plog.offset_for_timestamp(0)
+            top = plog.offset_for_timestamp(-3)
+            out[p] = (first.timestamp if first is not None else None,
+                      top.timestamp if top is not None and top.timestamp >= 0 else None)
+        return out
+    from confluent_kafka import KafkaException, TopicPartition
     from confluent_kafka.admin import OffsetSpec
-    tp = TopicPartition(topic, partition)
-    first = source.admin.list_offsets({tp: OffsetSpec.for_timestamp(0)}, request_timeout=source.timeout)[tp]
-    top = source.admin.list_offsets({tp: OffsetSpec.max_timestamp()}, request_timeout=source.timeout)[tp]
-    a, b = first.result(), top.result()
-    return (a.timestamp if a.offset >= 0 and a.timestamp >= 0 else None,
-            b.timestamp if b.offset >= 0 and b.timestamp >= 0 else None)
+    tps = [TopicPartition(topic, p) for p in parts]
+    try:
+        firsts = source.admin.list_offsets({tp: OffsetSpec.for_timestamp(0) for tp in tps},
+                                           request_timeout=source.timeout)
+        tops = source.admin.list_offsets({tp: OffsetSpec.max_timestamp() for tp in tps},
+                                         request_timeout=source.timeout)
+        out = {}
+        for tp in tps:
+            a, b = firsts[tp].result(), tops[tp].result()
+            out[tp.partition] = (a.timestamp if a.offset >= 0 and a.timestamp >= 0 else None,
+                                 b.timestamp if b.offset >= 0 and b.timestamp >= 0 else None)
+        return out
+    except KafkaException as exc:
+        arg = exc.args[0] if exc.args else exc
+        raise ChronologError(f"offsets of {topic}: {arg.str() if hasattr(arg, 'str') else arg}") from None
 
 
 def topic_span(source, topic: str) -> tuple[int | None, int | None]:
@@ -38,8 +50,10 @@ def topic_span(source, topic: str) -> tuple[int | None, int | None]:
     segment minima, so late records older than the first record are inside; a broker gives the first
     record's) to the largest."""
     firsts, lasts = [], []
-    for p in source.partitions(topic):
-        first, last = _first_and_last(source, topic, p)
+    parts = source.partitions(topic)
+    found = _firsts_and_lasts(source, topic, parts)
+    for p in parts:
+        first, last = found[p]
         if hasattr(source, "log"):
             lows = [e.min_timestamp for seg in source.log(topic, p).segments for e in seg.time_minima()
                     if e.min_timestamp >= 0]
@@ -92,12 +106,13 @@ def topic_rows(source, target) -> list[dict]:
         records = 0
         size: int | None = 0 if hasattr(source, "log") else None
         firsts, lasts = [], []
+        found = _firsts_and_lasts(source, topic, parts)
         for p in parts:
             low, high = source.watermarks(topic, p)
             records += max(0, high - low)
             if size is not None:
                 size += source.log(topic, p).size
-            first, last = _first_and_last(source, topic, p)
+            first, last = found[p]
             if first is not None:
                 firsts.append(first)
             if last is not None:

@@ -16,8 +16,22 @@ MAX_FORM_BYTES = 64 << 10
 class _Handler(BaseHTTPRequestHandler):
     server_version = "chronolog-console"
     console: Console  # set on the subclass made per server
+    loopback_only = True
+
+    def _host_allowed(self) -> bool:
+        """On a loopback address only loopback names may be asked for: a page of another site whose name
+        was made to resolve to 127.0.0.1 (DNS rebinding) would otherwise read the console, CSRF token
+        included."""
+        if not self.loopback_only:
+            return True
+        host = (self.headers.get("Host") or "").strip().lower()
+        name = host[1:].split("]")[0] if host.startswith("[") else host.rsplit(":", 1)[0]
+        return name in ("127.0.0.1", "localhost", "::1") or name.startswith("127.")
 
     def _answer(self, method: str) -> None:
+        if not self._host_allowed():
+            self.send_error(403, "this console answers only to loopback host names")
+            return
         path, _, query = self.path.partition("?")
         form = b""
         if method == "POST":
@@ -76,7 +90,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def make_server(target: Target, host: str = "127.0.0.1", port: int = 8080) -> ThreadingHTTPServer:
-    handler = type("ConsoleHandler", (_Handler,), {"console": Console(target)})
+    loopback = host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+    handler = type("ConsoleHandler", (_Handler,), {"console": Console(target), "loopback_only": loopback})
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     return server
