@@ -42,6 +42,10 @@ def register(app: typer.Typer) -> None:
         if data_dir is not None:
             from chronolog.timetravel.sources import open_data_dir
             open_data_dir(data_dir).close()  # a missing data dir is one line now, not an error on every page
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            typer.echo(f"chronolog: warning: the console has no login; on {host} anyone who can reach the port "
+                       "reads every topic" + ("" if read_only else " and can rewind groups (see --read-only)"),
+                       err=True)
         try:
             serve_forever(Target(data_dir, bootstrap_server, conf, read_only), host, port)
         except OSError as exc:
