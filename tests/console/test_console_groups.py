@@ -178,3 +178,14 @@ def test_serve_without_console_port_imports_no_console_module(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_a_group_name_with_a_slash_and_a_space(loaded, broker_console):
+    import html
+    commit_at_end(loaded.broker.bootstrap, "team/replay x", "late", {0: 7, 1: 9})
+    status, page = get(broker_console.url("/groups"))
+    link = re.search(r"<a href='([^']+)'>team/replay x</a>", page)
+    assert status == 200 and link and link[1] == "/groups/team%2Freplay%20x"
+    status, page = get(broker_console.url(html.unescape(link[1])))
+    assert status == 200 and "group team/replay x" in page
+    assert [(int(r[1]), int(r[2])) for r in rows_of(page, "offsets")] == [(0, 7), (1, 9)]

@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote
 
 from chronolog.console import html as h
 from chronolog.errors import ChronologError, UnknownTopicOrPartitionError
@@ -42,10 +42,6 @@ FORMATS = ("text", "json", "hex")
 
 class BadRequest(ChronologError):
     """Input the page cannot use (a time that does not parse, a window that ends before it starts...)."""
-
-
-class NotFound(ChronologError):
-    pass
 
 
 @dataclass
@@ -124,7 +120,6 @@ class Console:
         q = parse_qs(query, keep_blank_values=True)
         parts = [p for p in path.split("/") if p]
         try:
-            from urllib.parse import unquote
             parts = [unquote(p) for p in parts]
             if parts[:1] == ["static"] and len(parts) == 2 and method in ("GET", "HEAD"):
                 return self._static(parts[1])
