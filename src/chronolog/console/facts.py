@@ -36,9 +36,13 @@ def _firsts_and_lasts(source, topic: str, parts: list[int]) -> dict[int, tuple[i
                                          request_timeout=source.timeout)
         out = {}
         for tp in tps:
-            a, b = firsts[tp].result(), tops[tp].result()
-            out[tp.partition] = (a.timestamp if a.offset >= 0 and a.timestamp >= 0 else None,
-                                 b.timestamp if b.offset >= 0 and b.timestamp >= 0 else None)
+            a = firsts[tp].result()
+            try:
+                b = tops[tp].result()
+                last = b.timestamp if b.offset >= 0 and b.timestamp >= 0 else None
+            except KafkaException:  # a broker before Kafka 3.0 (ListOffsets v7) has no max-timestamp lookup
+                last = None
+            out[tp.partition] = (a.timestamp if a.offset >= 0 and a.timestamp >= 0 else None, last)
         return out
     except KafkaException as exc:
         arg = exc.args[0] if exc.args else exc
