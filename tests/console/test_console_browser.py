@@ -49,6 +49,13 @@ def shot(driver, name: str) -> None:
         driver.set_window_size(1100, 900)
 
 
+def wait_for(driver, css: str, timeout: float = 60):
+    """The element once the page that holds it has loaded (a click's navigation is not waited for)."""
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+    return WebDriverWait(driver, timeout).until(expected_conditions.presence_of_element_located(("css selector", css)))
+
+
 def bars(driver) -> list[tuple[int, int, int]]:
     return [(int(g.get_attribute("data-start")), int(g.get_attribute("data-end")), int(g.get_attribute("data-count")))
             for g in driver.find_elements("css selector", "g.bucket")]
@@ -64,6 +71,7 @@ def test_timeline_and_a_dragged_window_in_a_browser(browser, loaded, broker_cons
     assert browser.find_element("css selector", "#topics a[href='/topics/linux']")
     shot(browser, f"topics-{mode}")
     browser.find_element("css selector", "#topics a[href='/topics/linux']").click()
+    wait_for(browser, "#partitions")
     drawn = bars(browser)
     edges = [b[0] for b in drawn] + [drawn[-1][1]]
     assert len(drawn) > 20
@@ -77,6 +85,7 @@ def test_timeline_and_a_dragged_window_in_a_browser(browser, loaded, broker_cons
     width = chart.size["width"]
     ActionChains(browser).move_to_element_with_offset(chart, int(-width * 0.25), 0).click_and_hold() \
         .move_by_offset(int(width * 0.2), 0).release().perform()
+    wait_for(browser, "#records")
     assert "/topics/linux/records" in browser.current_url
     q = parse_qs(urlparse(browser.current_url).query)
     t1, t2 = int(q["from"][0]), int(q["to"][0])
@@ -93,7 +102,12 @@ def test_timeline_and_a_dragged_window_in_a_browser(browser, loaded, broker_cons
             break
         if len(got) <= 100:
             shot(browser, f"records-{mode}")
+        old = browser.find_element("css selector", "#records")
         nxt[0].click()
+        from selenium.webdriver.support import expected_conditions
+        from selenium.webdriver.support.ui import WebDriverWait
+        WebDriverWait(browser, 60).until(expected_conditions.staleness_of(old))
+        wait_for(browser, "#records")
     expect = [(p, o, ts) for p in sorted(stamps) for o, ts in enumerate(stamps[p]) if t1 <= ts < t2]
     assert got == expect and len(expect) > 0
 
@@ -106,10 +120,12 @@ def test_rewind_a_group_in_a_browser(browser, loaded, broker_console, dir_consol
     commit_at_end(bootstrap, "browser-replay", "late", ends)
     browser.get(broker_console.url("/groups"))
     browser.find_element("css selector", "#groups a[href='/groups/browser-replay']").click()
+    wait_for(browser, "#offsets")
     Select(browser.find_element("name", "topic")).select_by_visible_text("late")
     browser.find_element("name", "time").send_keys("2023-11-14T22:40:00Z")
     shot(browser, "group")
     browser.find_element("css selector", "form button").click()
+    wait_for(browser, "#rewind")
     when = 1_700_001_600_000  # 2023-11-14T22:40:00Z
     want = {p: next(o for o, ts in enumerate(s) if ts >= when) for p, s in stamps.items()}
     rows = [[td.text for td in tr.find_elements("css selector", "td")]
@@ -118,6 +134,7 @@ def test_rewind_a_group_in_a_browser(browser, loaded, broker_console, dir_consol
     assert committed(bootstrap, "browser-replay", "late", 2) == ends
     shot(browser, "rewind-preview")
     browser.find_element("id", "confirm").click()
+    wait_for(browser, "div.ok")
     assert "rewound to 2023-11-14T22:40:00.000Z" in browser.page_source
     assert committed(bootstrap, "browser-replay", "late", 2) == want
     shot(browser, "rewind-done")
