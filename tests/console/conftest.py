@@ -91,6 +91,10 @@ def loaded(tmp_path_factory, shared_data) -> Loaded:
         values["late"][p].append(value)
         if i % 10 == 9:
             producer.flush(30)
+    admin.create_topics([NewTopic("appended", 1, 1, config={"message.timestamp.type": "LogAppendTime",
+                                                             "retention.ms": "-1"})])["appended"].result(15)
+    for i in range(5):
+        producer.produce("appended", value=b"a%d" % i, partition=0, timestamp=LATE_BASE)
     assert producer.flush(30) == 0 and not failed, failed[:3]
     yield Loaded(proc, truth, values)
     proc.stop()

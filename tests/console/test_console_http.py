@@ -171,6 +171,14 @@ def test_records_show_key_value_headers_in_each_format(loaded, dir_console):
     assert '{\n  &quot;n&quot;: 0\n}' in page
 
 
+def test_records_show_their_timestamp_type(broker_console, dir_console):
+    for console in (broker_console, dir_console):
+        status, page = get(console.url("/topics/appended/records", **{"from": "2020-01-01T00:00:00Z", "to": "now"}))
+        assert status == 200 and page.count("<td>LogAppendTime</td>") == 5 and "CreateTime" not in page
+        status, page = get(console.url("/topics/late/records", **{"from": LATE_BASE, "to": LATE_BASE + 60_000}))
+        assert status == 200 and "<td>CreateTime</td>" in page and "LogAppendTime" not in page
+
+
 @pytest.mark.parametrize("path,query,status,words", [
     ("/topics/linux", {"from": "yesterday-ish"}, 400, "cannot read &#x27;yesterday-ish&#x27; as a time"),
     ("/topics/linux/records", {"from": "2005-06-14T00:00:00Z", "to": "2005-06-13T00:00:00Z"}, 400, "must be after"),

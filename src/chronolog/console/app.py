@@ -366,9 +366,9 @@ class Console:
         if not page.records and page.next_cursor is None and cursor is None:
             return self._html(title, form + notes + info + h.note("no record in this window"))
         rows = []
-        for p, rec in page.records:
+        for p, rec, kind in page.records:
             headers = "<br>".join(f"{h.esc(k)}: {h.esc(h.value_text(v, fmt))}" for k, v in rec.headers or ())
-            rows.append([p, rec.offset, format_time(rec.timestamp), rec.timestamp,
+            rows.append([p, rec.offset, format_time(rec.timestamp), rec.timestamp, kind,
                          f"<pre class=value>{h.esc(h.value_text(rec.key, fmt))}</pre>",
                          f"<pre class=value>{h.esc(h.value_text(rec.value, fmt))}</pre>", headers])
         pager = "<p class=pager>"
@@ -381,8 +381,8 @@ class Console:
         else:
             pager += "<span class=muted>end of the window</span>"
         pager += "</p>"
-        body = form + notes + info + h.table(["partition", "offset", "timestamp", "epoch ms", "key", "value", "headers"],
-                                             rows, raw={4, 5, 6}, numeric={0, 1, 3}, css_id="records") + pager
+        body = form + notes + info + h.table(["partition", "offset", "timestamp", "epoch ms", "type", "key", "value",
+                                              "headers"], rows, raw={5, 6, 7}, numeric={0, 1, 3}, css_id="records") + pager
         return self._html(title, body)
 
     # -- segments ---------------------------------------------------------------------------------------

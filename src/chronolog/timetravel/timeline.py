@@ -230,7 +230,7 @@ def _place_late_records(plog, line: PartitionLine, edges: list[int]) -> None:
 
 @dataclass
 class WindowPage:
-    records: list[tuple[int, Record]]        # (partition, record) in partition then offset order
+    records: list[tuple[int, Record, str]]   # (partition, record, timestamp type) in partition, offset order
     next_cursor: tuple[int, int] | None      # where the next page starts, None at the window's end
     ranges: dict[int, tuple[int, int]]       # per partition, the offsets read for the window
     scanned: int
@@ -293,11 +293,11 @@ def window_page(source, topic: str, t1: int, t2: int, ranges: dict[int, tuple[in
                 begin = max(begin, cursor[1])
         position = begin
         if begin < stop:
-            for rec in _read(source, topic, p, begin, stop):
+            for rec, kind in _read(source, topic, p, begin, stop):
                 scanned += 1
                 position = rec.offset + 1
                 if t1 <= rec.timestamp < t2:
-                    out.append((p, rec))
+                    out.append((p, rec, kind))
                 if len(out) >= limit or scanned >= scan_budget:
                     more = position < stop or p != parts[-1]
                     nxt = (p, position) if position < stop else _next_part(parts, p, ranges)
@@ -310,5 +310,44 @@ def _next_part(parts: list[int], p: int, ranges: dict[int, tuple[int, int]]) -> 
     return (later[0], ranges[later[0]][0]) if later else None
 
 
-def _read(source, topic: str, p: int, begin: int, stop: int) -> Iterator[Record]:
-    yield from source.read(topic, p, begin, stop)
+CREATE_TIME, LOG_APPEND_TIME = "CreateTime", "LogAppendTime"  # Kafka's TimestampType names
+
+
+def _read(source, topic: str, p: int, begin: int, stop: int) -> Iterator[tuple[Record, str]]:
+    """Records with begin <= offset < stop and their timestamp type (a batch attribute in the log, the
+    message's timestamp type over the protocol), read lazily."""
+    if hasattr(source, "log"):
+        for batch in source.log(topic, p).read_batches(begin, stop):
+            kind = LOG_APPEND_TIME if int(batch.timestamp_type) == 1 else CREATE_TIME
+            for rec in batch.records():
+                if begin <= rec.offset < stop:
+                    yield rec, kind
+        return
+    yield from _broker_read(source, topic, p, begin, stop)
+
+
+def _broker_read(source, topic: str, p: int, begin: int, stop: int) -> Iterator[tuple[Record, str]]:
+    """`BrokerSource.read` keeping each message's timestamp type."""
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, TopicPartition
+
+    consumer = source.consumer
+    consumer.assign([TopicPartition(topic, p, begin)])
+    try:
+        while True:
+            msg = consumer.poll(source.timeout)
+            if msg is None:
+                raise ChronologError(f"timed out reading {topic}-{p} at offsets [{begin}, {stop})")
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    return
+                raise ChronologError(f"reading {topic}-{p}: {msg.error().str()}")
+            if msg.offset() >= stop:
+                return
+            kind, ts = msg.timestamp()
+            headers = tuple((k, v) for k, v in (msg.headers() or []))
+            yield (Record(msg.offset(), ts, msg.key(), msg.value(), headers),
+                   LOG_APPEND_TIME if kind == TIMESTAMP_LOG_APPEND_TIME else CREATE_TIME)
+            if msg.offset() >= stop - 1:
+                return
+    finally:
+        consumer.unassign()
