@@ -18,6 +18,11 @@ class EmbeddedBroker:
         self._thread = threading.Thread(target=self._loop.run_forever, name="chronolog-embedded", daemon=True)
 
     @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The broker's event loop (chronolog.testing runs its fault programming and admin API on it)."""
+        return self._loop
+
+    @property
     def bootstrap(self) -> str:
         return f"{self.broker.host}:{self.broker.port}"
 
