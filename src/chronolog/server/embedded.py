@@ -35,6 +35,8 @@ class EmbeddedBroker:
         asyncio.run_coroutine_threadsafe(self.broker.stop(), self._loop).result(60)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        if not self._thread.is_alive():
+            self._loop.close()  # its selector and self-pipe: nothing left open after a stop
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()

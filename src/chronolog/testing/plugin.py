@@ -50,7 +50,7 @@ def _pairs(lines: list[str], sep: str, what: str) -> dict[str, str]:
     for line in lines:
         key, found, value = line.partition(sep)
         if not found or not key.strip():
-            raise pytest.UsageError(f"{what}: {line!r} is not {'key=value' if sep == '=' else 'user:password'}")
+            pytest.fail(f"{what}: {line!r} is not {'key=value' if sep == '=' else 'user:password'}", pytrace=False)
         out[key.strip()] = value.strip()
     return out
 
@@ -58,7 +58,6 @@ def _pairs(lines: list[str], sep: str, what: str) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def chronolog_broker(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[Any]:
     """A chronolog broker for this session (this xdist worker), in this process."""
-    from chronolog.errors import ChronologError
     from chronolog.testing.runner import TestBroker
 
     configs = _pairs(pytestconfig.getini("chronolog_broker_configs"), "=", "chronolog_broker_configs")
@@ -67,11 +66,14 @@ def chronolog_broker(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pyt
     base = tmp_path_factory.mktemp("chronolog")
     broker = TestBroker(base / "data", configs=configs, users=users, tls=bool(pytestconfig.getini("chronolog_tls")),
                         admin_api=True, keep_data=True)
+    refused = None
     try:
         broker.start()
-    except ChronologError as exc:
+    except Exception as exc:  # a bad config, a missing trustme: the setup error in one line
         shutil.rmtree(base, ignore_errors=True)
-        raise pytest.UsageError(f"chronolog_broker: {exc}") from None
+        refused = f"chronolog_broker: {exc}"
+    if refused is not None:
+        pytest.fail(refused, pytrace=False)
     try:
         yield broker
     finally:
@@ -100,8 +102,11 @@ def chronolog_topic(request: pytest.FixtureRequest, chronolog_broker: Any) -> It
     try:
         name = chronolog_broker.create_topic(kwargs.get("name"), int(kwargs.get("partitions", 1)),
                                              kwargs.get("configs"), prefix=prefix)
+        refused = None
     except Exception as exc:  # a bad config or partition count: the test's setup, in one line
-        pytest.fail(f"chronolog_topic: {exc}", pytrace=False)
+        refused = f"chronolog_topic: {exc}"
+    if refused is not None:
+        pytest.fail(refused, pytrace=False)
     yield name
     if chronolog_broker.running:
         try:

@@ -65,11 +65,13 @@ class TestBroker:
         if self.tls:
             configs.update(self._make_tls())
         self.security_protocol = protocol
-        embedded = EmbeddedBroker(self.data_dir, "127.0.0.1", 0, configs)
+        embedded = None
         try:
+            embedded = EmbeddedBroker(self.data_dir, "127.0.0.1", 0, configs)
             embedded.start()
         except BaseException:
-            embedded.loop.call_soon_threadsafe(embedded.loop.stop)
+            if embedded is not None:  # its loop thread runs: end it
+                embedded.loop.call_soon_threadsafe(embedded.loop.stop)
             self._cleanup()
             raise
         self._embedded = embedded
