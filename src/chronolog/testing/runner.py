@@ -29,7 +29,7 @@ class TestBroker:
 
     def __init__(self, data_dir: Path | str | None = None, *, configs: dict[str, str] | None = None,
                  users: dict[str, str] | None = None, tls: bool = False, admin_api: bool = False,
-                 keep_data: bool | None = None) -> None:
+                 keep_data: bool | None = None, port: int = 0, admin_port: int = 0) -> None:
         self._own_dir = data_dir is None
         self._base = Path(tempfile.mkdtemp(prefix="chronolog-test-")) if data_dir is None else Path(data_dir)
         self.data_dir = self._base / "data" if self._own_dir else self._base
@@ -39,6 +39,8 @@ class TestBroker:
         self.ca_file: Path | None = None
         self.admin_api = admin_api
         self.admin_url: str | None = None
+        self._port = int(port)
+        self._admin_port = int(admin_port)
         self.configs = {**TEST_DEFAULTS, **{str(k): str(v) for k, v in (configs or {}).items()}}
         self._embedded: Any = None
         self._admin: Any = None
@@ -58,7 +60,7 @@ class TestBroker:
         if protocol != "PLAINTEXT":
             if "listeners" in configs:
                 raise ChronologError("give either users/tls or a listeners config, not both")
-            configs["listeners"] = f"{protocol}://127.0.0.1:0"
+            configs["listeners"] = f"{protocol}://127.0.0.1:{self._port}"
         if self.users:
             configs.setdefault("sasl.enabled.mechanisms", ",".join(SASL_MECHANISMS))
             self._add_users()
@@ -67,7 +69,7 @@ class TestBroker:
         self.security_protocol = protocol
         embedded = None
         try:
-            embedded = EmbeddedBroker(self.data_dir, "127.0.0.1", 0, configs)
+            embedded = EmbeddedBroker(self.data_dir, "127.0.0.1", self._port, configs)
             embedded.start()
         except BaseException:
             if embedded is not None:  # its loop thread runs: end it
@@ -79,7 +81,7 @@ class TestBroker:
         if self.admin_api:
             from chronolog.testing.admin import AdminServer
 
-            self._admin = AdminServer(self.faults, embedded.loop).start()
+            self._admin = AdminServer(self.faults, embedded.loop, port=self._admin_port).start()
             self.admin_url = self._admin.url
         return self
 
