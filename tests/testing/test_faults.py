@@ -239,6 +239,20 @@ def test_fetch_and_metadata_errors_are_retried_by_the_consumer(test_broker, faul
     assert fetch.hits == 2 and meta.hits == 1
 
 
+def test_a_metadata_error_lands_on_the_topics(test_broker, faults):
+    topic = test_broker.create_topic()
+    rule = faults.push_errors("Metadata", "LEADER_NOT_AVAILABLE", count=1000)  # no topic: every topic answered
+    consumer = Consumer({"bootstrap.servers": test_broker.bootstrap, "group.id": "meta"})
+    try:
+        first = consumer.list_topics(topic, timeout=10)
+        assert faults.remove(rule)
+        again = consumer.list_topics(topic, timeout=10)
+    finally:
+        consumer.close()
+    assert first.topics[topic].error.code() == KafkaError.LEADER_NOT_AVAILABLE and first.brokers
+    assert again.topics[topic].error is None and rule.hits >= 1
+
+
 def test_latency_shows_in_librdkafka_round_trip_times(test_broker, faults):
     topic = test_broker.create_topic()
     stats = Stats()
@@ -409,6 +423,7 @@ def test_faults_are_refused_in_one_line(test_broker, faults):
         (lambda: faults.push_errors("Nope", "NOT_LEADER_OR_FOLLOWER"), "unknown API 'Nope'"),
         (lambda: faults.push_errors("Produce", "NOT_AN_ERROR"), "unknown error 'NOT_AN_ERROR'"),
         (lambda: faults.push_errors("Produce", 9999), "unknown error code 9999"),
+        (lambda: faults.push_errors("Produce", "NONE"), "error 0 is NONE"),
         (lambda: faults.push_errors("Produce", "REQUEST_TIMED_OUT", count=0), "count must be >= 1"),
         (lambda: faults.push_errors("Produce", "REQUEST_TIMED_OUT", partition=1), "partition needs topic"),
         (lambda: faults.push_errors("Heartbeat", "REQUEST_TIMED_OUT", topic="t"), "name no topic partitions"),

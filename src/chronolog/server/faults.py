@@ -211,11 +211,14 @@ class Faults:
         key = api_key_of(api)
         if not _errorable(key):
             raise ValueError(f"{API_NAMES[key]} responses carry no error code to inject")
+        code = error_code_of(error)
+        if code == 0:
+            raise ValueError("error 0 is NONE: there is nothing to inject")
         if partition is not None and topic is None:
             raise ValueError("partition needs topic")
         if (topic is not None) and key not in PARTITIONED and key != METADATA:
             raise ValueError(f"{API_NAMES[key]} requests name no topic partitions: topic/partition cannot apply")
-        return self._add(Rule(0, "error", key, _count(count), error=error_code_of(error), topic=topic,
+        return self._add(Rule(0, "error", key, _count(count), error=code, topic=topic,
                               partition=None if partition is None else int(partition), client_id=client_id))
 
     def add_latency(self, api: str | int | None, ms: int, count: int | None = None, *,
@@ -438,7 +441,8 @@ class Faults:
         api_key = ctx.api_key
         shape = PARTITIONED.get(api_key)
         if shape is None:
-            whole = next((r for r in errors if not r.scoped and self._take(r)), None)
+            # Metadata has no error of its own: its errors go on the topics of the real answer.
+            whole = next((r for r in errors if api_key != METADATA and not r.scoped and self._take(r)), None)
             if whole is not None:
                 log.info("faults: answering %s with %s (rule %d)", API_NAMES.get(api_key, api_key),
                          error_name(whole.error), whole.id)
