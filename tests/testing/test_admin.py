@@ -122,3 +122,15 @@ def test_the_admin_api_listens_on_loopback_only(test_broker):
     for host in ("0.0.0.0", "192.0.2.1", "example.com"):
         with pytest.raises(ValueError, match="loopback only"):
             AdminServer(test_broker.faults, test_broker.faults.loop, host=host)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--config", "no.such.config=1"], "error: Unknown broker config name: no.such.config"),
+    (["--config", "num.partitions"], "'num.partitions' is not KEY=VALUE"),
+    (["--user", "alice"], "'alice' is not USER:PASSWORD"),
+])
+def test_the_standalone_broker_refuses_bad_input_in_one_line(args, message):
+    done = subprocess.run([sys.executable, "-m", "chronolog.testing", *args], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert done.returncode != 0 and done.stdout == ""
+    assert message in done.stderr and "Traceback" not in done.stderr
