@@ -518,7 +518,7 @@ class Faults:
         return values
 
     async def _wait_resumed(self, partitions: list[tuple[str, int]], timeout: float) -> None:
-        events = [self._paused[tp] for tp in partitions if tp in self._paused]
+        events = [e for e in (self._paused.get(tp) for tp in partitions) if e is not None]  # (resumed meanwhile)
         if not events or timeout <= 0:
             return
         waits = [asyncio.ensure_future(e.wait()) for e in events]
