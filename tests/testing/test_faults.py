@@ -454,3 +454,20 @@ def test_rules_are_listed_removed_and_cleared(test_broker, faults):
     faults.clear()
     assert faults.state() == {"rules": [], "paused": [], "clock_offset_ms": 0, "refusing_connections": False}
     assert test_broker.faults.broker.plan_fetches is True
+
+
+def test_a_broker_stops_cleanly_in_any_fault_state():
+    import chronolog.testing
+
+    def brokers() -> set:
+        return {t for t in threading.enumerate() if t.name == "chronolog-embedded" and t.is_alive()}
+
+    before = brokers()  # (the module's broker may run)
+    with chronolog.testing.broker() as b:
+        topic = b.create_topic()
+        b.faults.pause(topic, 0)
+        b.faults.add_latency(None, 10_000)
+        b.faults.refuse_connections(30)
+        data = b.data_dir
+    assert not data.exists() and not b.running
+    assert brokers() == before
