@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
 import time
 from collections.abc import Iterator
 
@@ -13,6 +14,12 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 import chronolog.testing
+
+
+def python_path(*first) -> str:
+    """PYTHONPATH for a child process: `first`, then what this one has (no empty entry: that would be the cwd)."""
+    parts = [str(p) for p in first] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join(parts)
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,13 @@ the suite runs Spark."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
 
 import chronolog
+from tests.testing.conftest import python_path
 
 SRC = Path(chronolog.__file__).resolve().parents[1]
 DOC = SRC.parent / "docs" / "testing.md"
@@ -37,7 +37,7 @@ def test_the_doc_has_the_five_examples():
 ])
 def test_doc_example_passes(pytester, monkeypatch, name, needs):
     pytest.importorskip(needs)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("PYTHONPATH", python_path(SRC))
     pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n")
     pytester.makepyfile(**{name[:-3]: examples()[name]})
     result = pytester.runpytest_subprocess(*PLUGIN, timeout=300)

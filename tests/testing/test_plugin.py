@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import chronolog
+from tests.testing.conftest import python_path
 
 SRC = Path(chronolog.__file__).resolve().parents[1]
 # The plugin by module: blocks the entry point first, in case the installed chronolog already has it.
@@ -23,7 +24,7 @@ PLUGIN = ["-p", "no:chronolog", "-p", "chronolog.testing.plugin"]
 
 @pytest.fixture(autouse=True)
 def _env(monkeypatch, pytester):
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("PYTHONPATH", python_path(SRC))
     pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n")
 
 
@@ -285,7 +286,7 @@ def _fake_install(tmp_path: Path) -> Path:
 
 def test_installed_the_plugin_is_on_and_p_no_chronolog_turns_it_off(pytester, tmp_path, monkeypatch):
     site = _fake_install(tmp_path)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(SRC), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("PYTHONPATH", python_path(site, SRC))
     pytester.makepyfile("def test_x(chronolog_broker):\n    assert chronolog_broker.bootstrap\n")
     on = pytester.runpytest_subprocess(timeout=180)
     on.assert_outcomes(passed=1)
