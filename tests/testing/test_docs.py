@@ -4,6 +4,7 @@ the suite runs Spark."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -42,3 +43,16 @@ def test_doc_example_passes(pytester, monkeypatch, name, needs):
     pytester.makepyfile(**{name[:-3]: examples()[name]})
     result = pytester.runpytest_subprocess(*PLUGIN, timeout=300)
     result.assert_outcomes(passed=1)
+
+
+@pytest.mark.compat
+def test_doc_unittest_example_passes(tmp_path):
+    import subprocess
+    import sys
+
+    (code,) = re.findall(r"```python\n(import unittest\n.*?)```", DOC.read_text(), flags=re.S)
+    (tmp_path / "test_orders_unittest.py").write_text(code)
+    done = subprocess.run([sys.executable, "-m", "unittest", "test_orders_unittest"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": python_path(SRC)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Ran 1 test" in done.stderr
