@@ -42,6 +42,8 @@ class TestBroker:
         self._port = int(port)
         self._admin_port = int(admin_port)
         self.configs = {**TEST_DEFAULTS, **{str(k): str(v) for k, v in (configs or {}).items()}}
+        self.security_protocol = {(False, False): "PLAINTEXT", (True, False): "SASL_PLAINTEXT", (False, True): "SSL",
+                                  (True, True): "SASL_SSL"}[(bool(self.users), self.tls)]
         self._embedded: Any = None
         self._admin: Any = None
         self.faults: Any = None
@@ -55,8 +57,7 @@ class TestBroker:
             raise ChronologError("this test broker is already started")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         configs = dict(self.configs)
-        protocol = {(False, False): "PLAINTEXT", (True, False): "SASL_PLAINTEXT", (False, True): "SSL",
-                    (True, True): "SASL_SSL"}[(bool(self.users), self.tls)]
+        protocol = self.security_protocol
         if protocol != "PLAINTEXT":
             if "listeners" in configs:
                 raise ChronologError("give either users/tls or a listeners config, not both")
@@ -66,7 +67,6 @@ class TestBroker:
             self._add_users()
         if self.tls:
             configs.update(self._make_tls())
-        self.security_protocol = protocol
         embedded = None
         try:
             embedded = EmbeddedBroker(self.data_dir, "127.0.0.1", self._port, configs)
