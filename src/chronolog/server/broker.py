@@ -130,6 +130,8 @@ class Broker:
     # A connection's repeated one-partition Fetch is recognised by its bytes and answered without the
     # handler (protocol.fetch_plan); tests switch this off to compare both paths.
     plan_fetches = True
+    # Programmed faults (server/faults.py), set only by chronolog.testing; every request then passes through it.
+    faults = None
 
     def __init__(self, data_dir: Path | str, host: str = "127.0.0.1", port: int = 9092,
                  configs: dict[str, str] | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
@@ -528,6 +530,8 @@ class Broker:
             plan = conn.fetch_plan  # (still right when the plan matched but left the answer here: a long poll)
             if plan is None or plan.offset_of(frame) is None:
                 conn.fetch_plan = FetchPlan.build(frame, version, request.body)
+        if self.faults is not None:
+            return await self.faults.respond(handler, request.body, ctx)
         try:
             result = handler.fn(request.body, ctx)
             if inspect.isawaitable(result):
