@@ -37,6 +37,7 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40  # KIP-534: the base timestamp holds the delete horizon set by the log cleaner
 
 
 class TimestampType(IntEnum):
@@ -132,6 +133,12 @@ class RecordBatch:
     @property
     def is_control(self) -> bool:
         return bool(self._h[5] & CONTROL_MASK)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """The delete horizon the log cleaner stored in the base timestamp (KIP-534,
+        `DefaultRecordBatch.deleteHorizonMs`), or None when the flag is not set."""
+        return self._h[7] if self._h[5] & DELETE_HORIZON_MASK else None
 
     @property
     def raw(self) -> memoryview:
@@ -553,13 +560,19 @@ def build_batch(records: Iterable[SimpleRecord | Record], *, base_offset: int = 
                 compression: int = CompressionType.NONE, timestamp_type: int = TimestampType.CREATE_TIME,
                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
                 partition_leader_epoch: int = -1, is_transactional: bool = False,
-                is_control: bool = False, max_timestamp: int | None = None) -> bytes:
+                is_control: bool = False, max_timestamp: int | None = None,
+                last_offset_delta: int | None = None, delete_horizon_ms: int | None = None) -> bytes:
     """Encode one v2 batch. `Record`s keep their offsets (delta = offset - base_offset); `SimpleRecord`s
-    get their position. Under LogAppendTime pass the broker time as `max_timestamp`."""
+    get their position. Under LogAppendTime pass the broker time as `max_timestamp`.
+
+    The log cleaner rebuilds a batch from the records it keeps as `MemoryRecordsBuilder` does: the
+    original `last_offset_delta` is kept (`overrideLastOffset`, so the producer's last sequence stays
+    right), and a `delete_horizon_ms` becomes the base timestamp with the KIP-534 flag set (record
+    timestamps stay exact: their deltas are taken from it)."""
     items = list(records)
     if not items:
         raise InvalidRecordError("a record batch needs at least one record")
-    first_ts = items[0].timestamp
+    first_ts = items[0].timestamp if delete_horizon_ms is None else delete_horizon_ms
     body = bytearray()
     deltas = []
     for i, rec in enumerate(items):
@@ -574,12 +587,34 @@ def build_batch(records: Iterable[SimpleRecord | Record], *, base_offset: int = 
         attributes |= TRANSACTIONAL_MASK
     if is_control:
         attributes |= CONTROL_MASK
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_MASK
     max_ts = max_timestamp if max_timestamp is not None else max(r.timestamp for r in items)
     batch_length = HEADER_SIZE - LOG_OVERHEAD + len(payload)
     buf = bytearray(HEADER_SIZE + len(payload))
     HEADER.pack_into(buf, 0, base_offset, batch_length, partition_leader_epoch, 2, 0, attributes,
-                     max(deltas), first_ts, max_ts, producer_id, producer_epoch, base_sequence, len(items))
+                     max(deltas) if last_offset_delta is None else last_offset_delta, first_ts, max_ts,
+                     producer_id, producer_epoch, base_sequence, len(items))
     buf[HEADER_SIZE:] = payload
+    struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+    return bytes(buf)
+
+
+def build_empty_batch(*, base_offset: int, last_offset_delta: int, max_timestamp: int, timestamp_type: int,
+                      producer_id: int, producer_epoch: int, base_sequence: int, partition_leader_epoch: int,
+                      is_transactional: bool, is_control: bool) -> bytes:
+    """A batch header without records (`DefaultRecordBatch.writeEmptyHeader`): what the log cleaner keeps of
+    a producer's last batch, or of the last batch it cleans, once every record in it is gone."""
+    attributes = 0
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_MASK
+    if is_control:
+        attributes |= CONTROL_MASK
+    buf = bytearray(HEADER_SIZE)
+    HEADER.pack_into(buf, 0, base_offset, HEADER_SIZE - LOG_OVERHEAD, partition_leader_epoch, 2, 0, attributes,
+                     last_offset_delta, NO_TIMESTAMP, max_timestamp, producer_id, producer_epoch, base_sequence, 0)
     struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
     return bytes(buf)
 
