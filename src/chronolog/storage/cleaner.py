@@ -709,19 +709,17 @@ def swap_in(plog: PartitionLog, dest: _CleanedSegment, old: list, version: int) 
         if plog._closed or plog._segments_version != version or any(s not in plog.segments for s in old):
             raise CleaningAbortedError(f"{plog.topic}-{plog.partition} changed while it was cleaned")
         base = dest.base
+        committed = False
+        renamed: list[Path] = []
         try:
             for name in _cleaned_order(base, CLEANED_SUFFIX):
                 src = directory / name
                 if src.exists():
                     os.replace(src, directory / (name[:-len(CLEANED_SUFFIX)] + SWAP_SUFFIX))
+                    committed = name.endswith(_LOG + CLEANED_SUFFIX)
                     _step("swap:" + name[:-len(CLEANED_SUFFIX)])
-        except BaseException:
-            _undo_swap(directory, base)
-            raise
-        try:
             _fsync_dir(directory)
-            # Committed: from here a crash or an error is finished by `recover_swaps` at the next open.
-            renamed: list[Path] = []
+            # Committed: from here a crash is finished by `recover_swaps` at the next open.
             for seg in old:
                 for path in sorted(seg.files(), key=lambda p: p.name.endswith(_LOG)):
                     if path.exists():
@@ -735,14 +733,23 @@ def swap_in(plog: PartitionLog, dest: _CleanedSegment, old: list, version: int) 
                     os.replace(src, directory / name[:-len(SWAP_SUFFIX)])
                     _step("final:" + name[:-len(SWAP_SUFFIX)])
             _fsync_dir(directory)
-            cfg = plog.config
-            seg = LogSegment(directory, base, index_interval_bytes=cfg.index_interval_bytes,
-                             max_index_size=cfg.segment_index_bytes, time_index_style=plog.time_index_style)
-        except BaseException:
-            log.error("%s-%d: the swap of cleaned segment %d failed after it was committed; the log keeps "
-                      "reading the old segments and the next start finishes the swap", plog.topic,
-                      plog.partition, base)
-            raise
+        except BaseException as exc:
+            if not committed:
+                _undo_swap(directory, base)
+                raise
+            # Committed: finish the swap now as the next open would (the old segments stay readable
+            # through their open files until the segment list changes below).
+            log.warning("%s-%d: the swap of cleaned segment %d failed after it was committed (%s); finishing it",
+                        plog.topic, plog.partition, base, exc)
+            try:
+                recover_swaps(directory)
+            except BaseException:
+                log.error("%s-%d: the swap of cleaned segment %d could not be finished; the next start finishes "
+                          "it", plog.topic, plog.partition, base)
+                raise
+        cfg = plog.config
+        seg = LogSegment(directory, base, index_interval_bytes=cfg.index_interval_bytes,
+                         max_index_size=cfg.segment_index_bytes, time_index_style=plog.time_index_style)
         at = plog.segments.index(old[0])
         for old_seg in old:
             plog.segments.remove(old_seg)
