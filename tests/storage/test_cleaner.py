@@ -338,3 +338,34 @@ def test_cleaner_configs_have_kafkas_defaults_and_bounds():
     assert broker.default_topic_config().min_cleanable_dirty_ratio == 0.1
     assert broker.default_topic_config().delete_retention_ms == 5
     assert broker["log.cleaner.dedupe.buffer.size"] == 134217728 and broker["log.cleaner.backoff.ms"] == 15000
+
+
+def test_manager_cleans_the_due_log_and_keeps_its_checkpoint(tmp_path):
+    from chronolog.storage import LogManager
+    from chronolog.storage.checkpoints import read_checkpoint
+    from chronolog.storage.cleaner import CLEANER_CHECKPOINT
+
+    manager = LogManager(tmp_path, BrokerConfig({"log.cleaner.backoff.ms": "10"}))
+    manager.startup(background=False)
+    manager.create_topic("c", 1, dict(WIDE, **{"cleanup.policy": "compact", "segment.bytes": "2000",
+                                               "min.compaction.lag.ms": str(DAY)}))
+    manager.create_topic("d", 1, dict(WIDE, **{"segment.bytes": "2000"}))
+    written = fill(manager.get_log("c", 0), 200, 10)
+    fill(manager.get_log("d", 0), 200, 10)
+    clock = [NOW + DAY - 1]
+    manager.cleaner_clock = lambda: clock[0]
+    assert manager.run_cleaner_once() is None  # every segment is younger than min.compaction.lag.ms
+    clock[0] = NOW + 2000 + DAY
+    key, end, stats = manager.run_cleaner_once()
+    assert key == ("c", 0) and end == manager.get_log("c", 0).active.base_offset and stats.records_read > 0
+    assert read_checkpoint(tmp_path / CLEANER_CHECKPOINT) == {("c", 0): end}
+    assert manager.run_cleaner_once() is None  # nothing dirty left; `d` is not compacted
+    assert records(manager.get_log("c", 0)) == expected_after(written, end)
+    manager.shutdown()
+    again = LogManager(tmp_path, BrokerConfig())
+    again.startup(background=False)
+    try:
+        assert again.cleaner_checkpoints() == {("c", 0): end}
+        assert records(again.get_log("c", 0)) == expected_after(written, end)
+    finally:
+        again.shutdown()
