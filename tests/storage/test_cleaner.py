@@ -239,8 +239,14 @@ def test_aborted_transactions_removed_markers_kept_until_safe(tmp_path):
         else:
             off = put(plog, f"p{i % 5}".encode(), f"y{i}".encode(), ts)
             expected.append((off, f"p{i % 5}".encode()))
+    # an aborted transaction whose key nothing else writes: only the abort removes it
+    seq = sum(1 for j in range(60) if j % 10 < 4)
+    plog.append(build_batch([SimpleRecord(NOW + 60, b"only-aborted", b"z")], producer_id=pid, producer_epoch=0,
+                            base_sequence=seq, is_transactional=True), now=NOW + 60)
+    plog.append_control(pid, 0, False, 0, now=NOW + 60)
     plog.roll()
     end = plog.active.base_offset
+    assert b"only-aborted" in {r.key for r in plog.read_records(0)}
     committed_before = [(r.offset, r.key) for r in plog.read_records(0, isolation="read_committed")]
     assert committed_before == expected
     clean(plog, NOW + DAY)
