@@ -375,3 +375,44 @@ def test_manager_cleans_the_due_log_and_keeps_its_checkpoint(tmp_path):
         assert records(again.get_log("c", 0)) == expected_after(written, end)
     finally:
         again.shutdown()
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd", "lz4", "snappy"])
+def test_compressed_batches_are_cleaned_and_recompressed(tmp_path, codec):
+    from chronolog.records import CompressionType
+    plog = compact_log(tmp_path)
+    rng = random.Random(6)
+    written = []
+    for i in range(0, 300, 5):
+        recs = [SimpleRecord(NOW + i + j, f"k{rng.randrange(12)}".encode(),
+                             None if rng.random() < 0.05 else f"v{i + j}".encode()) for j in range(5)]
+        off = plog.append(build_batch(recs, compression=CompressionType[codec.upper()]), now=NOW + i).first_offset
+        written += [(off + j, r.timestamp, r.key, r.value) for j, r in enumerate(recs)]
+    plog.roll()
+    end = clean(plog, NOW + DAY)
+    assert records(plog) == expected_after(written, end)
+    codecs = {b.compression for s in plog.segments for _p, b in s.batches_from(0) if b.records_count}
+    assert codecs == {CompressionType[codec.upper()]}
+
+
+def test_record_spans_c_and_python_agree():
+    from chronolog.records.batch import _native_spans, _record_spans_py, record_spans
+    rng = random.Random(8)
+    for _ in range(300):
+        recs = [SimpleRecord(NOW + rng.randrange(-10**6, 10**6), None if rng.random() < 0.2 else rng.randbytes(
+            rng.randrange(0, 300)), None if rng.random() < 0.2 else rng.randbytes(rng.randrange(0, 3000)),
+            tuple((f"h{i}", rng.randbytes(3)) for i in range(rng.randrange(3)))) for _ in range(rng.randrange(1, 20))]
+        batch = RecordBatch(build_batch(recs))
+        body = batch.records_section()
+        spans = _record_spans_py(body, batch.records_count)
+        assert record_spans(body, batch.records_count) == spans
+        position = 0
+        for i, ((od, td, s, e, ks, kl, vl), rec) in enumerate(zip(spans, recs, strict=True)):
+            assert od == i and batch.base_timestamp + td == rec.timestamp
+            assert s == position < e  # whole records, length varint included, back to back
+            position = e
+            assert (None if kl < 0 else bytes(body[ks:ks + kl])) == rec.key and (vl < 0) == (rec.value is None)
+        assert position == len(body)
+        if _native_spans is not None:
+            cut = bytes(body)[:rng.randrange(len(body))]
+            assert _native_spans(cut, batch.records_count) is None
