@@ -416,3 +416,30 @@ def test_record_spans_c_and_python_agree():
         if _native_spans is not None:
             cut = bytes(body)[:rng.randrange(len(body))]
             assert _native_spans(cut, batch.records_count) is None
+
+
+def test_describe_segments_shows_cleaned_and_dirty_parts(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from chronolog.cli.main import app
+    from chronolog.cli.topics import _plot
+    from chronolog.storage import LogManager
+
+    manager = LogManager(tmp_path, BrokerConfig())
+    manager.startup(background=False)
+    manager.create_topic("c", 1, dict(WIDE, **{"cleanup.policy": "compact", "segment.bytes": "2000"}))
+    plog = manager.get_log("c", 0)
+    fill(plog, 200, 10)
+    end = manager.run_cleaner_once(now=NOW + DAY)[1]
+    fill(plog, 60, 10, seed=3, start=NOW + 5000)
+    manager.shutdown()
+    result = CliRunner().invoke(app, ["describe-segments", "c", "--data-dir", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    states = [(r["base_offset"], r["cleaned"]) for r in rows]
+    assert [s for b, s in states if b < end] == ["cleaned"] * len([b for b, _s in states if b < end])
+    assert [s for b, s in states if b >= end] and all(s == "dirty" for b, s in states if b >= end)
+    drawn = _plot("c", rows, tmp_path / "c.png")
+    assert {d["base_offset"] for d in drawn["segments"] if d["hatched"]} == {b for b, s in states if s == "dirty"}
