@@ -443,3 +443,31 @@ def test_describe_segments_shows_cleaned_and_dirty_parts(tmp_path):
     assert [s for b, s in states if b >= end] and all(s == "dirty" for b, s in states if b >= end)
     drawn = _plot("c", rows, tmp_path / "c.png")
     assert {d["base_offset"] for d in drawn["segments"] if d["hatched"]} == {b for b, s in states if s == "dirty"}
+
+
+def test_appends_and_rolls_during_a_cleaning_do_not_abort_it_retention_does(tmp_path, monkeypatch):
+    from chronolog.storage.cleaner import CleaningAbortedError
+
+    plog = compact_log(tmp_path, cleanup_policy="compact,delete", retention_ms=-1)
+    written = fill(plog, 200, 10)
+    plog.roll()
+    original = Cleaner._build_offset_map
+    during = []
+
+    def meanwhile(self, *args):
+        end = original(self, *args)
+        during.extend(fill(plog, 40, 10, seed=2, start=NOW + 10_000))  # appends that roll segments
+        return end
+    monkeypatch.setattr(Cleaner, "_build_offset_map", meanwhile)
+    end = clean(plog, NOW + DAY)
+    assert end == 200 and len(during) == 40
+    assert records(plog) == expected_after(written, end) + during
+    # DeleteRecords removing a segment being cleaned: that group is not swapped, nothing is lost
+    monkeypatch.setattr(Cleaner, "_build_offset_map", lambda self, *a: (plog.delete_records_before(
+        plog.segments[1].base_offset), original(self, *a))[1])
+    fill(plog, 40, 10, seed=4, start=NOW + 20_000)
+    plog.roll()
+    before = records(plog)
+    with pytest.raises(CleaningAbortedError):
+        clean(plog, NOW + DAY, last_clean=end)
+    assert records(plog) == [r for r in before if r[0] >= plog.log_start_offset]

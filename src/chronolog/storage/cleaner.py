@@ -487,7 +487,7 @@ class Cleaner:
             if any(seg.corrupt_ranges for seg in plog.segments[:-1]):
                 raise KafkaError(f"{plog.topic}-{plog.partition} has corrupt ranges; not cleaned")
             plog._ensure_producers()
-            version = plog._segments_version
+            sizes = {s.base_offset: s.size for s in plog.segments}
             segs = [s for s in plog.segments if s.base_offset < ltc.first_uncleanable and s is not plog.active]
             active_producers = {pid: ((e.batches[-1].last_offset if e.batches else None), e.epoch)
                                 for pid, e in plog.producers.producers.items()}
@@ -501,8 +501,8 @@ class Cleaner:
             txn = CleanedTransactionMetadata()
             for group in groups:
                 self._check_done(plog)
-                version = self._clean_group(plog, group, readers, nexts, txn, active_producers,
-                                            ltc.first_uncleanable, now, version, stats)
+                self._clean_group(plog, group, readers, nexts, txn, active_producers, ltc.first_uncleanable,
+                                  now, sizes, stats)
                 stats.groups += 1
                 stats.segments += len(group)
         finally:
@@ -553,7 +553,7 @@ class Cleaner:
 
     def _clean_group(self, plog: PartitionLog, group: list, readers: dict, nexts: dict,
                      txn: CleanedTransactionMetadata, active_producers: dict, upper_bound: int, now: int,
-                     version: int, stats: CleanerStats) -> int:
+                     sizes: dict[int, int], stats: CleanerStats) -> None:
         """`Cleaner.cleanSegments` + `cleanInto`: one group into one `.cleaned` segment, then the swap."""
         cfg = plog.config
         base = group[0].base_offset
@@ -579,7 +579,7 @@ class Cleaner:
         except BaseException:
             dest.discard()
             raise
-        return swap_in(plog, dest, group, version)
+        swap_in(plog, dest, group, sizes)
 
     def _filter_batch(self, batch, txn: CleanedTransactionMetadata, active_producers: dict, upper_bound: int,
                       now: int, cfg, stats: CleanerStats, last_of_group: bool) -> tuple[bytes, int] | None:
@@ -755,18 +755,21 @@ class _SwapNotCommitted(Exception):
     pass
 
 
-def swap_in(plog: PartitionLog, dest: _CleanedSegment, old: list, version: int) -> int:
+def swap_in(plog: PartitionLog, dest: _CleanedSegment, old: list, sizes: dict[int, int]) -> None:
     """`LocalLog.replaceSegments` under the log's lock: `.cleaned` -> `.swap` (the `.log` last: that rename
     commits), the old segments' files -> `.deleted` (their `.log` last), `.swap` -> final names (the
     `.log` last); only then does the in-memory segment list change, so a failure part way leaves the
     running log reading the old segments through their open files, and the next open finishes the swap
-    (`recover_swaps`). Returns the log's new segment version. Aborts with nothing swapped when the
-    segment list changed since the cleaning began (retention, truncation, deletion)."""
+    (`recover_swaps`). Aborts with nothing swapped when a replaced segment changed since the cleaning
+    began (retention, DeleteRecords, truncation, deletion of the topic)."""
     from chronolog.storage.segment import DELETED_SUFFIX, LogSegment
 
     directory = plog.dir
     with plog.lock:
-        if plog._closed or plog._segments_version != version or any(s not in plog.segments for s in old):
+        # Appends and rolls go on meanwhile; what invalidates the copy is a replaced segment that retention,
+        # DeleteRecords or truncation removed, or a truncation that made it active and cut it.
+        if plog._closed or any(s not in plog.segments or s is plog.active or s.size != sizes[s.base_offset]
+                               for s in old):
             raise CleaningAbortedError(f"{plog.topic}-{plog.partition} changed while it was cleaned")
         base = dest.base
         committed = False
@@ -823,7 +826,6 @@ def swap_in(plog: PartitionLog, dest: _CleanedSegment, old: list, version: int) 
         _remove_later(renamed, plog.config.file_delete_delay_ms)
         log.info("%s-%d: swapped in cleaned segment %d for segment(s) %s", plog.topic, plog.partition, base,
                  [s.base_offset for s in old])
-        return plog._segments_version
 
 
 def _undo_swap(directory: Path, base: int) -> None:

@@ -377,6 +377,8 @@ class LogManager:
                 log.info("cleaning of %s-%d aborted: %s", ltc.key[0], ltc.key[1], exc)
                 return None
             except (KafkaError, OSError, ValueError) as exc:
+                if ltc.log._closed:  # the topic was deleted under it
+                    return None
                 log.error("cleaning of %s-%d failed, it is not cleaned again until the next start: %s",
                           ltc.key[0], ltc.key[1], describe(exc) if isinstance(exc, OSError) else exc)
                 self._uncleanable.add(ltc.key)
