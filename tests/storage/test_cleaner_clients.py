@@ -169,3 +169,39 @@ def test_keyless_records_and_delete_records_refused(cleaner_broker):
     with pytest.raises(KafkaException) as info:
         next(iter(result.values())).result(15)
     assert info.value.args[0].code() == KafkaError.POLICY_VIOLATION
+
+
+def test_broker_sigkilled_while_cleaning_keeps_the_latest_values(tmp_path):
+    """A throttled cleaner (so that each cleaning takes a while) in a broker SIGKILLed at random moments,
+    restarted each time: the topic always reads back each key's last value at its offset, no record that
+    was not written, and the cleaning goes on from where it got."""
+    proc = BrokerProcess(tmp_path / "data", {"log.cleaner.backoff.ms": "20",
+                                              "log.cleaner.io.max.bytes.per.second": "40000"}).start()
+    try:
+        bootstrap = proc.bootstrap
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(TOPIC, 1, 1, config={
+            "cleanup.policy": "compact", "segment.bytes": "8192", "min.cleanable.dirty.ratio": "0.01",
+            "delete.retention.ms": "0"})])[TOPIC].result(15)
+        rng = random.Random(9)
+        base = int(time.time() * 1000) - 3_600_000
+        written: list[tuple] = []
+        for wave in range(4):
+            written += produce(bootstrap, [(f"key-{rng.randrange(40)}".encode(),
+                                            None if rng.random() < 0.1 else f"w{wave}-{i}".encode() * 4,
+                                            base + wave * 100_000 + i) for i in range(300)])
+            time.sleep(rng.uniform(0.1, 0.8))  # a random moment of the cleaning this wave started
+            proc.kill()
+            proc.start()
+            got = consume_all(bootstrap, "read_committed")
+            assert latest(got) == latest(written)
+            assert set(got) <= set(written)
+            assert [r[0] for r in got] == sorted({r[0] for r in got})
+        assert poll_until(lambda: settled(proc.data_dir), 120)
+        final = consume_all(bootstrap, "read_uncommitted")
+        assert latest(final) == latest(written)
+        cleaned = [r for r in final if r[0] < checkpoint(proc.data_dir)]
+        assert len({r[2] for r in cleaned}) == len(cleaned)
+        assert "swapped in cleaned segment" in proc.log_path.read_text()  # it was cleaning while it was killed
+    finally:
+        proc.stop()
