@@ -11,7 +11,9 @@ import importlib
 import sys
 import time
 
-AREAS = ("records", "storage", "cleaner", "broker", "start", "peer", "spark", "load")
+AREAS = ("records", "storage", "broker", "start", "peer", "spark", "load")
+
+AREAS += ("cleaner",)  # the log cleaner (issue #16)
 
 
 def main(argv: list[str]) -> int:
