@@ -4,6 +4,7 @@ aborted transactions removed, time lookups exact, the compaction lags judged by 
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
@@ -71,7 +72,12 @@ def test_keeps_last_record_per_key_with_offsets_and_timestamps(tmp_path):
     plog = compact_log(tmp_path)
     written = fill(plog, 400, 25, tombstone_every=17)
     before = len(plog.segments)
+    for i, seg in enumerate(plog.segments[:-1]):
+        os.utime(seg.log_path, (1_600_000_000 + i, 1_600_000_000 + i))
     end = clean(plog, NOW + DAY // 2)
+    # each cleaned segment keeps its group's modification time (`setLastModified`)
+    assert [int(os.stat(s.log_path).st_mtime) for s in plog.segments[:-1]] == \
+        [1_600_000_000 + i for i in range(before - 1)]
     assert end == plog.active.base_offset
     assert records(plog) == expected_after(written, end)
     assert len(plog.segments) == before  # the groups kept their segment boundaries (segment.bytes)

@@ -575,6 +575,11 @@ class Cleaner:
                         stats.bytes_written += len(data)
                         self.throttler.maybe_throttle(len(data))
             dest.finish()
+            # `cleaned.setLastModified`: the group's last modification time, which retention falls back to
+            # when no record carries a timestamp
+            with contextlib.suppress(OSError):
+                mtime = max(os.stat(seg.log_path).st_mtime for seg in group)
+                os.utime(dest.paths[_LOG], (mtime, mtime))
             _step("cleaned")
         except BaseException:
             dest.discard()
