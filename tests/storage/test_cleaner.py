@@ -508,3 +508,15 @@ def test_offline_time_tools_and_spark_path_planning_on_a_cleaned_data_dir(tmp_pa
         if below:  # tight: no record between the last one below the window end and the proven end
             assert not [o for o, _ts in recs if max(below) < o < end]
     source.close()
+
+
+def test_log_cleaner_enable_false_runs_no_cleaner(tmp_path):
+    from chronolog.storage import LogManager
+
+    for enabled, expected in (("false", False), ("true", True)):
+        manager = LogManager(tmp_path / enabled, BrokerConfig({"log.cleaner.enable": enabled}))
+        manager.startup(background=True)
+        try:
+            assert (manager._cleaner_thread is not None) == expected
+        finally:
+            manager.shutdown()
