@@ -207,8 +207,7 @@ def log_to_clean(key: tuple[str, int], plog: PartitionLog, last_clean: int | Non
         segs = plog.segments
         cleanable = sum(s.size for i, s in enumerate(segs)
                         if s.base_offset < upto and (i + 1 == len(segs) or segs[i + 1].base_offset > lo))
-        clean = sum(s.size for i, s in enumerate(segs)
-                    if i + 1 < len(segs) and segs[i + 1].base_offset <= first_dirty)
+        clean = sum(s.size for s in segs if s.base_offset < first_dirty)  # logSegments(-1, firstDirtyOffset)
         return LogToClean(key, plog, first_dirty, upto, clean, cleanable, delay > 0), reset
 
 
