@@ -903,3 +903,80 @@ def recover_swaps(directory: Path) -> None:
             _fsync_dir(directory)
         log.info("%s: completed the swap of cleaned segment %d interrupted by a crash (offsets %d-%d)",
                  directory, base, base, end - 1)
+
+
+# -- reading a directory an interrupted swap left (read-only) ------------------------------------------
+class _LocalFile:
+    """A local file as `storage.readonly.RandomAccess`."""
+
+    def __init__(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_RDONLY)
+
+    def read_at(self, nbytes: int, offset: int) -> bytes:
+        return os.pread(self._fd, nbytes, offset)
+
+    def size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class SwapResolvedFiles:
+    """A partition directory as the next writable open will see it after `recover_swaps`, without changing
+    it (`storage.readonly.ReadOnlyFiles`): a `<base>.log.swap` and its `.swap` indexes stand for the
+    segment at `base`, the segments in its offset range are hidden, `.cleaned` files and unmatched `.swap`
+    files are ignored. So a tool reading a copy of a data dir a crash left mid-swap (or a live one at that
+    moment) answers as the broker will."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = Path(directory)
+        real = os.listdir(self.dir)
+        swap_bases = {int(n[:20]) for n in real if n.endswith(_LOG + SWAP_SUFFIX) and n[:20].isdigit()}
+        hidden: set[int] = set()
+        for base in swap_bases:
+            end = _next_offset_of(self.dir / f"{base:020d}{_LOG}{SWAP_SUFFIX}")
+            end = base + 1 if end is None else max(end, base + 1)
+            hidden |= {int(n[:20]) for n in real if n.endswith(_LOG) and len(n) == 24 and n[:20].isdigit()
+                       and base <= int(n[:20]) < end}
+        self._map: dict[str, str] = {}
+        for name in real:
+            if name.endswith(CLEANED_SUFFIX) or (name[:20].isdigit() and int(name[:20]) in hidden):
+                continue
+            if name.endswith(SWAP_SUFFIX):
+                if name[:20].isdigit() and int(name[:20]) in swap_bases:
+                    self._map[name[:-len(SWAP_SUFFIX)]] = name
+                continue
+            self._map.setdefault(name, name)
+
+    def names(self) -> list[str]:
+        return list(self._map)
+
+    def open(self, name: str) -> _LocalFile:
+        return _LocalFile(self.dir / self._map.get(name, name))
+
+    def read(self, name: str) -> bytes | None:
+        real = self._map.get(name)
+        if real is None:
+            return None
+        try:
+            return (self.dir / real).read_bytes()
+        except OSError:
+            return None
+
+    def mtime_ms(self, name: str) -> int:
+        return int(os.stat(self.dir / self._map.get(name, name)).st_mtime * 1000)
+
+    def identity(self, name: str) -> tuple:
+        st = os.stat(self.dir / self._map.get(name, name))
+        return ("swap-resolved", str(self.dir / self._map.get(name, name)), st.st_size, st.st_mtime_ns)
+
+
+def has_interrupted_swap(directory: Path) -> bool:
+    """Whether a partition directory holds files of a swap a crash interrupted (`.swap` or `.cleaned`)."""
+    try:
+        return any(n.endswith((SWAP_SUFFIX, CLEANED_SUFFIX)) for n in os.listdir(directory))
+    except OSError:
+        return False

@@ -66,7 +66,7 @@ from chronolog.records.batch import (
 )
 from chronolog.records.batch import HEADER as BATCH_HEADER
 from chronolog.records.control import ControlType, EndTxnMarker, build_control_batch, marker_of
-from chronolog.storage.cleaner import recover_swaps
+from chronolog.storage.cleaner import SwapResolvedFiles, has_interrupted_swap, recover_swaps
 from chronolog.storage.index import IndexCorruptError
 from chronolog.storage.minima import MINIMA_SUFFIX
 from chronolog.storage.producers import (
@@ -221,6 +221,8 @@ class PartitionLog:
         is written; indexes that are missing are rebuilt in memory. With `files` the directory is read
         through that object (`storage.readonly`), e.g. from an object store; `directory` then only names it."""
         plog = cls(Path(directory), config or TopicConfig(), writable=False, time_index_style=time_index_style)
+        if files is None and has_interrupted_swap(plog.dir):
+            files = SwapResolvedFiles(plog.dir)  # read as the broker's next start will finish the swap
         plog._files = files
         bases = plog._segment_bases() if files is None else segment_bases(files)
         if not bases:
