@@ -520,3 +520,43 @@ def test_log_cleaner_enable_false_runs_no_cleaner(tmp_path):
             assert (manager._cleaner_thread is not None) == expected
         finally:
             manager.shutdown()
+
+
+def test_shutdown_stops_a_throttled_cleaning_at_once_and_leaves_no_cleaned_file(tmp_path, monkeypatch):
+    import threading
+    import time as _time
+
+    from chronolog.storage import LogManager
+    from chronolog.storage.cleaner import Throttler
+
+    throttling = threading.Event()
+    original = Throttler.maybe_throttle
+
+    def noting(self, n):
+        throttling.set()
+        return original(self, n)
+    monkeypatch.setattr(Throttler, "maybe_throttle", noting)
+
+    manager = LogManager(tmp_path, BrokerConfig({"log.cleaner.io.max.bytes.per.second": "2000"}))
+    manager.startup(background=False)
+    manager.create_topic("c", 1, dict(WIDE, **{"cleanup.policy": "compact", "segment.bytes": "200000"}))
+    plog = manager.get_log("c", 0)
+    written = [(put(plog, b"k%d" % (i % 2), b"x" * 30_000, NOW + i), NOW + i, b"k%d" % (i % 2), b"x" * 30_000)
+               for i in range(4)]
+    plog.roll()
+    result = []
+    worker = threading.Thread(target=lambda: result.append(manager.run_cleaner_once(now=NOW + DAY)))
+    worker.start()  # each 30 KB batch is 15 s of throttle at 2000 bytes/s
+    assert throttling.wait(10)
+    started = _time.monotonic()
+    manager._stop.set()
+    worker.join(10)
+    assert not worker.is_alive() and _time.monotonic() - started < 5 and result == [None]
+    manager.shutdown()
+    assert not [p for p in (tmp_path / "c-0").iterdir() if p.name.endswith((".cleaned", ".swap"))]
+    again = LogManager(tmp_path, BrokerConfig())
+    again.startup(background=False)
+    try:
+        assert records(again.get_log("c", 0)) == written
+    finally:
+        again.shutdown()

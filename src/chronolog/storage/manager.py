@@ -370,7 +370,8 @@ class LogManager:
             if ltc is None:
                 return None
             cleaner = Cleaner(cfg["log.cleaner.dedupe.buffer.size"], cfg["log.cleaner.io.buffer.load.factor"],
-                              cfg["log.cleaner.io.max.bytes.per.second"], should_stop=self._stop.is_set)
+                              cfg["log.cleaner.io.max.bytes.per.second"], should_stop=self._stop.is_set,
+                              sleep=self._stop.wait)  # a throttled cleaner wakes up for a shutdown
             try:
                 end, stats = cleaner.clean(ltc, now)
             except CleaningAbortedError as exc:
