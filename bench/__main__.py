@@ -13,6 +13,8 @@ import time
 
 AREAS = ("records", "storage", "broker", "start", "testing", "peer", "spark", "load", "console")
 
+AREAS += ("cleaner",)  # the log cleaner (issue #16)
+
 
 def main(argv: list[str]) -> int:
     wanted = argv or list(AREAS)

@@ -36,6 +36,7 @@ from chronolog.errors import (
     KafkaStorageErrorError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
+    PolicyViolationError,
     RecordListTooLargeError,
     UnsupportedVersionError,
 )
@@ -65,6 +66,7 @@ from chronolog.records.batch import (
 )
 from chronolog.records.batch import HEADER as BATCH_HEADER
 from chronolog.records.control import ControlType, EndTxnMarker, build_control_batch, marker_of
+from chronolog.storage.cleaner import SwapResolvedFiles, has_interrupted_swap, recover_swaps
 from chronolog.storage.index import IndexCorruptError
 from chronolog.storage.minima import MINIMA_SUFFIX
 from chronolog.storage.producers import (
@@ -220,6 +222,8 @@ class PartitionLog:
         is written; indexes that are missing are rebuilt in memory. With `files` the directory is read
         through that object (`storage.readonly`), e.g. from an object store; `directory` then only names it."""
         plog = cls(Path(directory), config or TopicConfig(), writable=False, time_index_style=time_index_style)
+        if files is None and has_interrupted_swap(plog.dir):
+            files = SwapResolvedFiles(plog.dir)  # read as the broker's next start will finish the swap
         plog._files = files
         bases = plog._segment_bases() if files is None else segment_bases(files)
         if not bases:
@@ -286,6 +290,7 @@ class PartitionLog:
         return seg
 
     def _load(self, recover: bool, recovery_point: int) -> None:
+        recover_swaps(self.dir)  # a clean interrupted by a crash: finished or undone (LogLoader)
         for entry in list(self.dir.iterdir()):
             # Leftovers of deletions and of interrupted index swaps go first (`LogLoader.removeTempFiles`).
             if entry.name.endswith((DELETED_SUFFIX, ".cleaned", ".swap", MINIMA_SUFFIX + ".tmp",
@@ -533,6 +538,8 @@ class PartitionLog:
                 if origin_client and batch.magic == 2 and batch.producer_id >= 0 and batch.base_sequence < 0:
                     raise InvalidRecordError(f"invalid sequence number {batch.base_sequence} in a batch of producer "
                                              f"{batch.producer_id}")
+                if "compact" in cfg.cleanup_policy and not batch.is_control:
+                    self._check_keys(batch)
                 lo, batch_max, n_records = batch.scan_timestamps()
                 if not log_append:
                     before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
@@ -626,6 +633,8 @@ class PartitionLog:
                 raise InvalidRecordError("clients may not write control batches")
             if origin_client and h[9] >= 0 and h[11] < 0:  # LogValidator.validateBatch
                 raise InvalidRecordError(f"invalid sequence number {h[11]} in a batch of producer {h[9]}")
+            if "compact" in cfg.cleanup_policy and not attributes & CONTROL_MASK:
+                self._check_keys(RecordBatch(buf))
             lo, batch_max, n_records = scan_batch_timestamps(buf, h)
             log_append = cfg.log_append_time
             if not log_append:
@@ -676,6 +685,14 @@ class PartitionLog:
                 self._flushed()
             return AppendInfo(offset, last, max_ts, offset_of_max, now if log_append else -1,
                               self.log_start_offset, n_records)
+
+    def _check_keys(self, batch: RecordBatch) -> None:
+        """`LogValidator.validateKey`: the cleaner keeps records by key, so a compacted topic refuses one
+        without (INVALID_RECORD, the whole batch)."""
+        for record in batch.records():
+            if record.key is None:
+                raise InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition "
+                                         f"{self.topic}-{self.partition}.")
 
     def _check_retention_on_arrival(self, max_ts: int, now: int) -> None:
         """Records that time retention deletes at its next check are named in a warning now, not found
@@ -1042,9 +1059,11 @@ class PartitionLog:
                 return None
             found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset, tables=TIME_TABLES,
                                                  key=self._time_tables_key())
-            if found is None and not self.writable:
+            if found is None:
                 # A read-only copy's time index may name a batch that fails its CRC (recovery would have
-                # dropped it from the index): the answer is then in a later segment, as the broker finds it.
+                # dropped it from the index), and on a compacted topic the segment's largest timestamp may
+                # be an empty batch's, whose records the cleaner removed: the answer is then in a later
+                # segment (Kafka answers none there).
                 for later in self.segments[self.segments.index(seg) + 1:]:
                     if later.max_timestamp_so_far >= timestamp:
                         found = later.find_offset_by_timestamp(timestamp, self.log_start_offset,
@@ -1178,6 +1197,9 @@ class PartitionLog:
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: raise the log start offset (`UnifiedLog.deleteRecordsOnLeader`)."""
         with self.lock:
+            if "delete" not in self.config.cleanup_policy:  # ReplicaManager.deleteRecordsOnLocalLog
+                raise PolicyViolationError(f"Records of partition {self.topic}-{self.partition} can not be "
+                                           "deleted due to the configured policy")
             if offset == -1:
                 offset = self.high_watermark
             if offset > self.high_watermark or offset < 0:

@@ -449,7 +449,8 @@ class LogSegment:
             known = _best_minima(self, self._read_sidecar())
         entries: list[MinEntry] = []
         if known is not None:
-            ends = [c.position for c in known.chunks[1:]] + [known.covered_end]
+            # (no chunks: every batch is empty, as the log cleaner leaves some: nothing to describe)
+            ends = [c.position for c in known.chunks[1:]] + ([known.covered_end] if known.chunks else [])
             entries = [MinEntry(c.position, end, c.base_offset, c.min_timestamp, 0)
                        for c, end in zip(known.chunks, ends, strict=True)]
         start = known.covered_end if known is not None else 0
