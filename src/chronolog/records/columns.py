@@ -366,15 +366,18 @@ class ColumnDecoder:
         self.max_rows = max_rows
         self.max_bytes = max_bytes
         self.max_decompressed = max_decompressed
+        self._where = ("", 0)
         self.next_offset = -1  # one past the last batch walked (skipped ones included): where a fetch goes on
 
     def __len__(self) -> int:
         return len(self.builder)
 
-    def feed(self, buffer, pos: int = 0) -> tuple[int, bool]:
+    def feed(self, buffer, pos: int = 0, *, origin: str = "", base: int = 0) -> tuple[int, bool]:
         """Decode whole batches of `buffer` from `pos`: (position reached, full). `full` means the row or
         byte budget was reached: `take()` the columns and feed again from the position. Otherwise every
-        complete batch was read and the position is where a truncated tail (if any) starts."""
+        complete batch was read and the position is where a truncated tail (if any) starts. Errors name
+        the bad batch as "{origin}batch at position {base + its position in buffer}"."""
+        self._where = (origin, base)
         b = self.builder
         while True:
             pos, status, extra = b.batches(buffer, pos, self.start, self.end, self.lo, self.hi, self.aborted,
@@ -384,9 +387,9 @@ class ColumnDecoder:
                     self.next_offset = extra
                 return pos, status == FULL
             if status == CORRUPT:
-                raise CorruptMessageError(f"batch at position {pos}: {extra}")
+                raise CorruptMessageError(f"{self._at(buffer, pos)}: {extra}")
             if status == INVALID:
-                raise InvalidRecordError(f"batch at position {pos}{_offset_note(buffer, pos)}: {extra}")
+                raise InvalidRecordError(f"{self._at(buffer, pos)}: {extra}")
             if extra >= 0:
                 self.next_offset = extra
             pos = self._python_batch(buffer, pos)
@@ -418,7 +421,11 @@ class ColumnDecoder:
             self.next_offset = legacy.offset + 1
             return pos + legacy.size_in_bytes
         except (CorruptMessageError, InvalidRecordError) as exc:
-            raise type(exc)(f"batch at position {pos}{_offset_note(buffer, pos)}: {exc}") from None
+            raise type(exc)(f"{self._at(buffer, pos)}: {exc}") from None
+
+    def _at(self, buffer, pos: int) -> str:
+        origin, base = self._where
+        return f"{origin}batch at position {base + pos}{_offset_note(buffer, pos)}"
 
     def take(self) -> DecodedColumns:
         return DecodedColumns(*self.builder.take())
@@ -436,3 +443,31 @@ def decode(buffer, **bounds) -> DecodedColumns:
     dec = ColumnDecoder(max_rows=INT64_MAX, max_bytes=INT64_MAX, **bounds)
     dec.feed(buffer)
     return dec.take()
+
+
+def aborted_ranges(buffer, aborted: Iterable[tuple[int, int]]) -> tuple[tuple[int, int, int], ...]:
+    """A Fetch response's aborted transactions, (producer id, first offset) pairs, as the (producer id,
+    first offset, last offset) ranges the decoder takes: a transaction ends at its producer's next control
+    batch (the ABORT marker) at or after its first offset, as Kafka's consumer stops skipping a producer's
+    batches at that marker (`CompletedFetch.nextFetchedRecord`); with no marker in `buffer`, every later
+    batch of that producer in it is part of the aborted transaction."""
+    pairs = sorted((int(p), int(f)) for p, f in aborted)
+    if not pairs:
+        return ()
+    buf = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+    markers: dict[int, list[int]] = {}
+    pos, limit = 0, len(buf)
+    while limit - pos >= HEADER_SIZE:
+        (size,) = struct.unpack_from(">i", buf, pos + 8)
+        if size < V0_MIN or limit - pos < LOG_OVERHEAD + size:
+            break
+        if buf[pos + 16] == 2 and size >= HEADER_SIZE - LOG_OVERHEAD:
+            h = HEADER.unpack_from(buf, pos)
+            if h[5] & 0x20:
+                markers.setdefault(h[9], []).append(h[0])
+        pos += LOG_OVERHEAD + size
+    out = []
+    for pid, first in pairs:
+        last = next((m for m in markers.get(pid, ()) if m >= first), INT64_MAX)
+        out.append((pid, first, last))
+    return tuple(out)

@@ -6,7 +6,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from chronolog.errors import ChronologError
 from chronolog.timetravel.timefmt import parse_time
@@ -36,6 +36,7 @@ class SourceOptions:
     fail_on_data_loss: bool
     include_headers: bool
     max_lateness_ms: int | None
+    kafka_conf: dict[str, str] = field(default_factory=dict)  # every `kafka.*` option but bootstrap.servers, without the prefix
 
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> SourceOptions:
@@ -84,7 +85,12 @@ class SourceOptions:
             fail_on_data_loss=opts.get("failondataloss", "true").lower() == "true",
             include_headers=opts.get("includeheaders", "false").lower() == "true",
             max_lateness_ms=int(opts["maxlatenessms"]) if "maxlatenessms" in opts else None,
+            kafka_conf=_kafka_conf(raw),
         )
+
+    @property
+    def isolation_level(self) -> str:
+        return self.kafka_conf.get("isolation.level", "read_uncommitted")
 
     def topics(self, available: list[str]) -> list[tuple[str, list[int] | None]]:
         """(topic, partitions or None for all), per subscribe / subscribePattern / assign."""
@@ -94,3 +100,18 @@ class SourceOptions:
             return [(t, None) for t in self.subscribe]
         pattern = re.compile(self.subscribe_pattern or "")
         return [(t, None) for t in sorted(available) if pattern.fullmatch(t)]
+
+
+def _kafka_conf(raw: Mapping[str, str]) -> dict[str, str]:
+    """Spark passes `kafka.`-prefixed options to its Kafka consumer; so do we (to librdkafka, or to the raw
+    fetcher for the ones it honours). Names keep their case after the prefix (client options are
+    lower-case dotted names). `isolation.level` defaults to read_uncommitted, as Spark's Kafka source's
+    consumer (Kafka's `ConsumerConfig`) does."""
+    out = {}
+    for key, value in raw.items():
+        if key.lower().startswith("kafka.") and key.lower() != "kafka.bootstrap.servers":
+            out[key[len("kafka."):]] = str(value)
+    level = out.get("isolation.level")
+    if level is not None and level not in ("read_uncommitted", "read_committed"):
+        raise ChronologError("kafka.isolation.level is 'read_uncommitted' or 'read_committed'")
+    return out
