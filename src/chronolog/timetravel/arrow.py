@@ -260,9 +260,15 @@ def _broker_reader(bootstrap, topic, lo, hi, partitions, schema, max_lateness_ms
     from chronolog.timetravel.fetcher import RawFetcher
     from chronolog.timetravel.sources import BrokerSource
 
+    fetcher = RawFetcher(bootstrap, timeout=timeout, isolation_level=1 if isolation_level == "read_committed" else 0)
+    try:
+        known = fetcher.partitions(topic)  # first, and without creating the topic on brokers that would
+    except BaseException:
+        fetcher.close()
+        raise
+    parts = list(partitions) if partitions is not None else known
     src = BrokerSource(bootstrap, timeout=min(timeout, 15.0))
     try:
-        parts = list(partitions) if partitions is not None else src.partitions(topic)
         ranges = []
         starts = src.offsets_for_time(topic, lo, parts) if lo is not None else {}
         ends = src.offsets_for_time(topic, hi + 1 + max_lateness_ms, parts) \
@@ -278,9 +284,11 @@ def _broker_reader(bootstrap, topic, lo, hi, partitions, schema, max_lateness_ms
                 last = min(last, ends[p].offset)
             if first < last:
                 ranges.append(PartitionRange(p, first, last))
+    except BaseException:
+        fetcher.close()
+        raise
     finally:
         src.close()
-    fetcher = RawFetcher(bootstrap, timeout=timeout, isolation_level=1 if isolation_level == "read_committed" else 0)
 
     def batches() -> Iterator[pa.RecordBatch]:
         try:

@@ -129,17 +129,25 @@ class RawFetcher:
                 last = exc
         raise last  # type: ignore[misc]
 
+    def metadata(self, topic: str) -> fc.Metadata:
+        """The topic's partitions and leaders (never creating the topic: allow_auto_topic_creation false)."""
+        conn = self._bootstrap_conn()
+        version = fc.pick(conn.versions, fc.METADATA, fc.METADATA_MIN, fc.METADATA_MAX)
+        if version is None:
+            raise ChronologError(f"{conn.where} answers no Metadata version we speak")
+        md = conn.call(lambda cid: fc.metadata_request(version, cid, self.client_id, topic),
+                       lambda frame, cid: fc.read_metadata(version, frame, cid, topic))
+        if md.topic_error is None or md.topic_error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or not md.partitions:
+            raise ChronologError(f"topic {topic!r} not found on {self.bootstrap}")
+        return md
+
+    def partitions(self, topic: str) -> list[int]:
+        return sorted(self.metadata(topic).partitions)
+
     def leader(self, topic: str, partition: int, refresh: bool = False) -> tuple[str, int]:
         key = (topic, partition)
         if refresh or key not in self._leaders:
-            conn = self._bootstrap_conn()
-            version = fc.pick(conn.versions, fc.METADATA, fc.METADATA_MIN, fc.METADATA_MAX)
-            if version is None:
-                raise ChronologError(f"{conn.where} answers no Metadata version we speak")
-            md = conn.call(lambda cid: fc.metadata_request(version, cid, self.client_id, topic),
-                           lambda frame, cid: fc.read_metadata(version, frame, cid, topic))
-            if md.topic_error is None or md.topic_error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                raise ChronologError(f"topic {topic!r} not found on {self.bootstrap}")
+            md = self.metadata(topic)
             found = md.partitions.get(partition)
             if found is None:
                 raise ChronologError(f"{topic}-{partition} not found on {self.bootstrap}")
