@@ -144,6 +144,9 @@ def test_columns_equal_the_record_reader_under_any_bounds(native, log, data):
     want = reference(buf, start, end, -2**63 if lo is None else lo, 2**63 - 1 if hi is None else hi, aborted)
     got = decode(buf, headers=True, start=start, end=end, ts_min=lo, ts_max=hi, aborted=aborted, native=native)
     assert rows(got) == want
+    # the same rows as `Record`s, without pyarrow (what `chronolog consume` prints)
+    assert [(r.offset, r.timestamp, r.key, r.value, [{"key": k, "value": v} for k, v in r.headers])
+            for r in got.records()] == [(o, t, k, v, h) for o, t, _kind, k, v, h in want]
 
 
 @pytest.mark.parametrize("native", BUILDERS)

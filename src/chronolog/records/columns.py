@@ -302,6 +302,30 @@ class DecodedColumns:
     def timestamp_list(self) -> list[int]:
         return array("q", self.timestamps).tolist()
 
+    def records(self) -> list:
+        """The rows as `Record`s (for tools that print records one by one; no pyarrow needed)."""
+        from chronolog.records.batch import Record
+
+        def column(col):
+            if col is None:
+                return [None] * self.rows
+            valid, offs, data, nulls = col
+            ends = array("i", offs)
+            data = bytes(data)
+            return [data[ends[i]:ends[i + 1]] if not nulls or valid[i >> 3] >> (i & 7) & 1 else None
+                    for i in range(len(ends) - 1)]
+
+        keys, values = column(self.keys), column(self.values)
+        heads: list = [()] * self.rows
+        if self.headers is not None:
+            lists, koffs, kdata, hv = self.headers
+            hkeys = column((b"", koffs, kdata, 0))
+            hvals = column(hv)
+            bounds = array("i", lists)
+            heads = [tuple((hkeys[j].decode("utf-8", "replace"), hvals[j]) for j in range(bounds[i], bounds[i + 1]))
+                     for i in range(self.rows)]
+        return list(map(Record, self.offset_list(), self.timestamp_list(), keys, values, heads))
+
     def to_arrow(self) -> dict:
         """{"offset", "timestamp" (int64 ms), "timestampType", and "key", "value", "headers" when decoded}
         as pyarrow arrays over these buffers (no copy)."""

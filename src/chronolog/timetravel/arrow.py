@@ -22,12 +22,13 @@ import datetime
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING
 
 from chronolog.errors import ChronologError, CorruptMessageError, InvalidRecordError
 from chronolog.records.columns import ColumnDecoder, DecodedColumns, aborted_ranges
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 ARROW_BATCH_ROWS = 8192
 READ_BYTES = 4 << 20   # one pread of whole batches per step through a segment
@@ -36,6 +37,7 @@ COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timesta
 
 def arrow_schema(include_headers: bool) -> pa.Schema:
     """Spark's Kafka source schema, in Arrow types."""
+    import pyarrow as pa
     fields = [pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("topic", pa.string()),
               pa.field("partition", pa.int32()), pa.field("offset", pa.int64()),
               pa.field("timestamp", pa.timestamp("us", tz="UTC")), pa.field("timestampType", pa.int32())]
@@ -47,6 +49,8 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
 def to_record_batch(cols: DecodedColumns, topic: str, partition: int, schema: pa.Schema) -> pa.RecordBatch:
     """One Arrow batch in `schema` (any subset of `COLUMNS`, in any order) over the decoder's buffers;
     topic and partition are constants, timestamps become Spark's microseconds."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     got = cols.to_arrow()
     n = cols.rows
     arrays = []
@@ -200,6 +204,7 @@ def read_window(source, topic: str, start=None, end=None, *, partitions: Iterabl
     `count(*)` need not copy values); `isolation_level` 'read_committed' skips aborted transactions and
     stops at the last stable offset (broker reads). Errors (no such topic, unreachable broker) are raised
     here, before the reader is returned."""
+    import pyarrow as pa
     lo, hi_excl = _millis(start), _millis(end)
     if lo is not None and hi_excl is not None and hi_excl <= lo:
         raise ChronologError("the window's end must be after its start")
@@ -218,6 +223,8 @@ def read_window(source, topic: str, start=None, end=None, *, partitions: Iterabl
 
 
 def _data_dir_reader(path, topic, lo, hi, partitions, schema, max_lateness_ms) -> pa.RecordBatchReader:
+    import pyarrow as pa
+
     from chronolog.timetravel.sources import open_data_dir
     src = open_data_dir(path if isinstance(path, str) else str(path))
     try:
@@ -257,6 +264,8 @@ def _data_dir_reader(path, topic, lo, hi, partitions, schema, max_lateness_ms) -
 
 def _broker_reader(bootstrap, topic, lo, hi, partitions, schema, max_lateness_ms, isolation_level,
                    timeout) -> pa.RecordBatchReader:
+    import pyarrow as pa
+
     from chronolog.timetravel.fetcher import RawFetcher
     from chronolog.timetravel.sources import BrokerSource
 
@@ -300,3 +309,46 @@ def _broker_reader(bootstrap, topic, lo, hi, partitions, schema, max_lateness_ms
             fetcher.close()
 
     return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def _raw_fetchable(source) -> str | None:
+    """The bootstrap servers of a broker source the raw fetcher can read as configured, else None."""
+    from chronolog.timetravel.fetcher import unsupported_options
+    bootstrap = getattr(source, "bootstrap", None)
+    if not isinstance(bootstrap, str):
+        return None
+    harmless = {"logger", "socket.connection.setup.timeout.ms", "bootstrap.servers"}  # the tools' own defaults
+    conf = {k: str(v) for k, v in (getattr(source, "conf", None) or {}).items() if k not in harmless}
+    return None if unsupported_options(conf) else bootstrap
+
+
+def window_records(source, topic: str, partition: int, start: int, end: int, lo: int | None = None,
+                   hi_excl: int | None = None) -> Iterator:
+    """`source.read(topic, partition, start, end)` restricted to lo <= timestamp < hi_excl, decoded by the
+    columnar decoder (a data dir, or a broker the raw fetcher can reach as configured): what the tools that
+    print records (`chronolog consume`) walk. Other sources read as before, filtered here. Needs no
+    pyarrow."""
+    hi = None if hi_excl is None else hi_excl - 1
+    plog = None
+    if hasattr(source, "log") and hasattr(source, "partitions"):
+        plog = source.log(topic, partition)
+        columns = data_dir_columns(plog, start, end, lo=lo, hi=hi, names=("key", "value", "headers"))
+    elif (bootstrap := _raw_fetchable(source)) is not None:
+        from chronolog.timetravel.fetcher import RawFetcher
+        fetcher = RawFetcher(bootstrap)
+        columns = _closing(broker_columns(fetcher, topic, partition, start, end, lo=lo, hi=hi,
+                                          names=("key", "value", "headers")), fetcher)
+    else:
+        for rec in source.read(topic, partition, start, end):
+            if (lo is None or rec.timestamp >= lo) and (hi is None or rec.timestamp <= hi):
+                yield rec
+        return
+    for cols in columns:
+        yield from cols.records()
+
+
+def _closing(items: Iterator, resource) -> Iterator:
+    try:
+        yield from items
+    finally:
+        resource.close()
