@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DATA   := $(CURDIR)/var/run-data
 
-.PHONY: install sysdeps test run bench lint clean
+.PHONY: install sysdeps nodedeps test run bench lint clean
 
 $(STAMP): pyproject.toml setup.py src/chronolog/records/_walk.c src/chronolog/storage/_headers.c
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -15,7 +15,12 @@ $(STAMP): pyproject.toml setup.py src/chronolog/records/_walk.c src/chronolog/st
 sysdeps:
 	@bash scripts/sysdeps.sh
 
-install: $(STAMP) sysdeps
+# The Node clients the compat tests drive (kafkajs), when node is there (the tests skip without it).
+nodedeps:
+	@if command -v npm >/dev/null 2>&1 && [ ! -d tests/compat/js/node_modules ]; then \
+		cd tests/compat/js && npm ci --no-audit --no-fund --silent; fi
+
+install: $(STAMP) sysdeps nodedeps
 
 test: install
 	$(PY) -m pytest -q

@@ -102,6 +102,20 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("group.initial.rebalance.delay.ms", "int", 3000, "Delay of the first rebalance of a new group.", (), 0),
     _d("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for.", (), 0),
     _d("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for.", (), 0),
+    # -- transactions (KIP-98; TransactionStateManagerConfig, TransactionLogConfig; docs/transactions.md) --
+    _d("transaction.max.timeout.ms", "int", 900000, "Largest transaction.timeout.ms a producer may ask for "
+       "(InitProducerId answers INVALID_TRANSACTION_TIMEOUT above it).", (), 1),
+    _d("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, "How often transactions "
+       "older than their timeout are aborted.", (), 1),
+    _d("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, "How often unused "
+       "transactional ids are expired.", (), 1),
+    _d("transactional.id.expiration.ms", "int", 604800000, "A transactional id without a transaction, unused "
+       "this long, is forgotten.", (), 1),
+    _d("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state (used when the "
+       "topic is created; an existing topic keeps its count).", (), 1),
+    _d("transaction.state.log.segment.bytes", "int", 104857600, "segment.bytes of __transaction_state.", (), 14),
+    _d("transaction.partition.verification.enable", "boolean", True, "Refuse transactional batches for a "
+       "partition their transaction did not add (KIP-890 part 1).", ()),
     _d("offsets.retention.minutes", "int", 10080, "Committed offsets of empty groups are kept this long.", (), 1),
     _d("delete.topic.enable", "boolean", True, "Allow DeleteTopics.", ()),
     _d("max.broker.partitions", "int", 10000,

@@ -82,3 +82,10 @@ def test_bad_client_config_is_one_line(tb, tmp_path):
 def test_version():
     r = chronolog("--version")
     assert r.rc == 0 and r.out.startswith("chronolog 0.")
+
+
+def test_librdkafka_logs_only_with_verbose(tb):
+    quiet = chronolog("topics", "list", "-b", tb, "-X", "debug=broker")
+    assert quiet.rc == 0 and quiet.err == ""
+    loud = chronolog("-v", "topics", "list", "-b", tb, "-X", "debug=broker")
+    assert loud.rc == 0 and "chronolog.librdkafka" in loud.err

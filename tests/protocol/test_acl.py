@@ -106,7 +106,7 @@ def test_create_on_cluster_covers_topics(store, tmp_path):
 def test_authorize_by_resource_type_and_init_producer_id(store):
     """Authorizer.authorizeByResourceType and KafkaApis.handleInitProducerIdRequest: an idempotent producer
     needs IdempotentWrite on the cluster or Write on some topic."""
-    from chronolog.protocol.core import init_producer_id
+    from chronolog.protocol.transactions import init_producer_id
 
     store.add([acl("User:alice", "Write", "Topic", "app-", pattern="PREFIXED"),
                acl("User:bob", "Read", "Topic", "logs"), acl("User:carol", "IdempotentWrite", "Cluster", "kafka-cluster"),
@@ -130,6 +130,35 @@ def test_authorize_by_resource_type_and_init_producer_id(store):
 
     assert [answer(p) for p in ("User:alice", "User:carol", "User:admin")] == [0, 0, 0]
     assert [answer(p) for p in ("User:bob", "User:mallory", "User:nobody")] == [31, 31, 31]  # CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_transactional_id_acls(store):
+    """KafkaApis: InitProducerId with a transactional id needs Write on it (53 otherwise), FindCoordinator
+    for it Describe, which Write implies; IdempotentWrite does not stand in for either."""
+    from chronolog.protocol.groups import find_coordinator
+    from chronolog.protocol.transactions import init_producer_id
+
+    store.add([acl("User:alice", "Write", "TransactionalId", "app-", pattern="PREFIXED"),
+               acl("User:carol", "IdempotentWrite", "Cluster", "kafka-cluster"),
+               acl("User:dave", "Describe", "TransactionalId", "app-1")])
+    from chronolog.config import BrokerConfig
+    state = BrokerState(None, BrokerConfig(), "127.0.0.1", 0)
+    state.authorizer = AclAuthorizer(store)
+
+    class Req:
+        transactional_id = "app-1"
+        transaction_timeout = 60000
+        key = "app-1"
+        key_type = 1
+
+    def ctx(api_key: int, principal: str) -> RequestContext:
+        return RequestContext(state, api_key, 3, 1, "c", "127.0.0.1", principal=principal)
+
+    # allowed, then no coordinator in this bare state (15); denied: TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert [init_producer_id(Req(), ctx(22, p))["error_code"] for p in ("User:alice", "User:carol", "User:dave")] \
+        == [15, 53, 53]
+    assert [find_coordinator(Req(), ctx(10, p))["error_code"] for p in ("User:alice", "User:carol", "User:dave")] \
+        == [15, 53, 15]
 
 
 def test_listeners_parsing():

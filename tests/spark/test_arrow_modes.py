@@ -16,12 +16,12 @@ from chronolog.spark.source import (
     ChronologDataSource,
     OffsetRange,
     RangeGroup,
-    _broker_reading,
     _log_reader_choice,
+    _with_client_options,
 )
 from chronolog.storage import PartitionLog
 from tests.brokerproc import BrokerProcess
-from tests.timetravel.test_arrow_reader import _legacy_dir
+from tests.timetravel.test_arrow_reader import _legacy_dir, reseal
 
 pytestmark = pytest.mark.spark
 BASE = 1_700_000_000_000
@@ -69,12 +69,14 @@ def test_an_option_raw_fetch_cannot_honour_keeps_librdkafka_and_says_why(spark, 
 
 def test_the_reader_choice_per_range():
     opts = SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t",
-                                "kafka.security.protocol": "SASL_SSL", "kafka.isolation.level": "read_committed"})
+                                "kafka.fetch.min.bytes": "1000", "kafka.isolation.level": "read_committed"})
     part = OffsetRange("t", 0, 0, 10, "h:1", "kafka")
-    chosen = _broker_reading(RangeGroup((part, part)), opts)
-    assert all(not r.raw_fetch and dict(r.kafka_conf)["security.protocol"] == "SASL_SSL" for r in chosen.ranges)
+    chosen = _with_client_options(RangeGroup((part, part)), opts)
+    assert all(not r.raw_fetch and dict(r.kafka_conf)["fetch.min.bytes"] == "1000" for r in chosen.ranges)
+    with pytest.raises(Exception, match="kafka.ssl.ca.location: the chronolog source takes no kafka.. options"):
+        SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.ssl.ca.location": "ca"})
     plain = SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.client.id": "me"})
-    assert _broker_reading(part, plain).raw_fetch
+    assert _with_client_options(part, plain).raw_fetch
     assert plain.isolation_level == "read_uncommitted" and opts.isolation_level == "read_committed"
     _log_reader_choice(plain)  # nothing to say
     with pytest.raises(Exception, match="kafka.isolation.level is"):
@@ -91,7 +93,7 @@ def test_a_corrupt_batch_fails_the_query_naming_the_file_and_byte(spark, tmp_pat
     raw = bytearray(seg.read_bytes())
     size = len(raw) // 4
     raw[2 * size - 1] = 0x7F  # the second batch's only record: a header count that cannot be
-    seg.write_bytes(bytes(raw))
+    seg.write_bytes(bytes(reseal(raw, size, size)))
     with pytest.raises(Exception) as info:
         spark.read.format("chronolog").option("path", str(tmp_path)).option("subscribe", "bad").load().collect()
     assert f"corrupt record batch in {seg}: at byte {size} (offset 1): invalid header count -64" in str(info.value)

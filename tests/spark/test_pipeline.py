@@ -33,4 +33,5 @@ def test_pipeline_window_report_and_rerun(spark, shared_data, tmp_path):
     assert table.num_rows == want and set(table.column("host").to_pylist()) == {"LabSZ"}
     assert sum(r["count"] for r in report["per_hour"]) == want
     assert (out / "events_per_hour.png").stat().st_size > 5000
+    assert report["chart_bucket"] == "minute"  # a two-hour window is drawn by minute, not as two dots
     assert json.loads((out / "report.json").read_text())["top_messages"]

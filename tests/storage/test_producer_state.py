@@ -174,7 +174,7 @@ def test_a_corrupt_newest_snapshot_falls_back_to_an_older_one_and_the_log(tmp_pa
     again.close()
 
 
-def test_without_snapshots_the_newest_segments_are_read(tmp_path):
+def test_without_snapshots_the_log_is_replayed_from_its_start(tmp_path):
     plog = open_log(tmp_path, segment_bytes=2000)
     plog.append(idempotent(PID, 0), now=NOW)
     plog.append(idempotent(OTHER, 0), now=NOW)
@@ -270,7 +270,7 @@ def test_a_snapshot_that_cannot_be_written_does_not_stop_appends(tmp_path, monke
     assert "not written" in caplog.text
     plog.close()
     monkeypatch.undo()
-    again = reopen(plog)  # no snapshot: the newest segments are read
+    again = reopen(plog)  # no snapshot: the log is replayed from its start
     assert again.producer_duplicate(PID, 0, 15, 2) == again.log_end_offset - 3
     again.close()
 

@@ -17,7 +17,7 @@ from chronolog.arrow import read_window
 from chronolog.config import TopicConfig
 from chronolog.errors import ChronologError, CorruptMessageError
 from chronolog.protocol.fetch_client import PartitionFetch
-from chronolog.records import SimpleRecord, build_batch
+from chronolog.records import SimpleRecord, build_batch, crc32c
 from chronolog.records.columns import aborted_ranges
 from chronolog.storage import PartitionLog
 from chronolog.timetravel.arrow import broker_columns, to_record_batch
@@ -125,10 +125,36 @@ def test_a_corrupt_batch_names_the_file_and_byte(tmp_path):
     raw = bytearray(seg.read_bytes())
     size = len(raw) // 5
     raw[3 * size - 1] = 0x7F  # the last byte of the third batch: its record's header count
-    seg.write_bytes(bytes(raw))
+    seg.write_bytes(bytes(reseal(raw, 2 * size, size)))
     with pytest.raises(CorruptMessageError) as info:
         read_window(str(tmp_path), "t").read_all()
     assert str(info.value).startswith(f"corrupt record batch in {seg}: at byte {2 * size} (offset 2): ")
+
+
+def reseal(raw: bytearray, pos: int, size: int) -> bytearray:
+    """The batch at `pos` with its CRC made right again: bytes the storage layer's checks pass (a writer
+    that computed the CRC over bad records) and only the decoder can refuse."""
+    struct.pack_into(">I", raw, pos + 17, crc32c(bytes(raw[pos + 21:pos + size])))
+    return raw
+
+
+def test_a_batch_failing_its_crc_is_data_lost_unless_told_to_skip(tmp_path, caplog):
+    """The storage layer steps over a batch whose CRC fails (a corrupt range); the reader then fails as
+    Spark's source does with failOnDataLoss, or skips it with a warning when told to."""
+    cfg = TopicConfig.from_kafka({"message.timestamp.after.max.ms": str(2**62)})
+    plog = PartitionLog.open(tmp_path / "t-0", cfg)
+    for i in range(5):
+        plog.append(build_batch([SimpleRecord(BASE + i, None, b"value-%d" % i)]))
+    plog.close()
+    seg = tmp_path / "t-0" / "00000000000000000000.log"
+    raw = bytearray(seg.read_bytes())
+    raw[3 * (len(raw) // 5) - 2] ^= 0xFF
+    seg.write_bytes(bytes(raw))
+    with pytest.raises(ChronologError, match="t-0 in .*: data lost: .*offsets 2-2"):
+        read_window(str(tmp_path), "t").read_all()
+    table = read_window(str(tmp_path), "t", fail_on_data_loss=False).read_all()
+    assert table.column("offset").to_pylist() == [0, 1, 3, 4]
+    assert any("skipping offsets that cannot be read" in r.getMessage() for r in caplog.records)
 
 
 class _Answers:
@@ -184,3 +210,22 @@ def test_random_windows_from_a_data_dir_with_small_segments(tmp_path, seed):
         hi = lo + rnd.randint(1, 200)
         table = read_window(str(tmp_path), "r", lo, hi).read_all()
         assert table.column("offset").to_pylist() == [o for o, t in enumerate(stamps) if lo <= t < hi]
+
+
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_a_data_dir_with_transactions_reads_as_the_record_reader_by_isolation(tmp_path, isolation):
+    """Aborted transactions from the `.txnindex` files and the last stable offset, as the storage layer's
+    own reader applies them (tests/timetravel/test_isolation.py's log: an aborted, a committed and an
+    open transaction between plain records)."""
+    from chronolog.timetravel.sources import DataDirSource
+    from tests.storage.helpers import open_log
+    from tests.timetravel.test_isolation import write
+    plog = open_log(tmp_path)
+    write(plog)
+    plog.close()
+    source = DataDirSource(tmp_path)
+    want = [r.value for r in source.read("t", 0, 0, 100, isolation=isolation)]
+    source.close()
+    got = read_window(str(tmp_path), "t", isolation_level=isolation).read_all().column("value").to_pylist()
+    assert got == want
+    assert (b"aborted" in got, b"open" in got) == ((isolation == "read_uncommitted"),) * 2

@@ -33,3 +33,25 @@ def test_durations_like_kafka_consumer_groups():
 def test_format_time():
     assert format_time(NOW + 5) == "2024-06-14T15:00:00.005Z"
     assert format_time(-1) == "-"
+
+
+@pytest.mark.parametrize("bad, words", [("99999999999999999999", "after year 9999"), ("1900-01-01", "before 1970"),
+                                        ("100000 days ago", "before 1970"), ("-1", "cannot read"),
+                                        ("9999-12-31T23:59:59.999+00:00", None), ("10000-01-01", "cannot read")])
+def test_times_outside_record_timestamps_are_refused(bad, words):
+    if words is None:  # the last millisecond of year 9999 is still a time
+        assert parse_time(bad, now=NOW) == 253_402_300_799_999
+        return
+    with pytest.raises(TimeFormatError, match=words):
+        parse_time(bad, now=NOW)
+
+
+def test_ten_digits_warn_naming_both_readings(caplog):
+    with caplog.at_level("WARNING", logger="chronolog.time"):
+        assert parse_time("1718377200", now=NOW) == 1_718_377_200
+    [record] = caplog.records
+    assert "1970-01-20T21:19:37.200Z" in record.getMessage() and "2024-06-14T15:00:00.000Z" in record.getMessage()
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="chronolog.time"):
+        parse_time("1718377200000", now=NOW)
+    assert not caplog.records

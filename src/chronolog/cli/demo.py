@@ -19,41 +19,52 @@ from chronolog.timetravel.timefmt import format_time
 
 DEFAULT_INPUT = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "loghub"
 BATCH_LINES = 50
-DEMO_TOPIC_CONFIG = {"segment.bytes": "65536", "index.interval.bytes": "4096"}
+# retention.ms=-1: the samples are years old, and the default 7 days (by record time) would delete them
+# as soon as a broker serves this data dir.
+DEMO_TOPIC_CONFIG = {"segment.bytes": "65536", "index.interval.bytes": "4096", "retention.ms": "-1"}
 
 
 def topic_name_for(path: Path) -> str:
     return re.sub(r"[^a-zA-Z0-9._-]", "-", path.stem.lower())
 
 
+NO_SYSLOG_TIME = ("no line of {name} has a syslog time (RFC 3164: 'Jun 14 15:16:01 host prog[pid]: msg'); "
+                  "load other lines with their own time through a broker: chronolog produce TOPIC {name} "
+                  "--time-regex ... --time-format ...")
+
+
+def read_syslog_file(path: Path, year: int) -> tuple[list[tuple[int, str]], int]:
+    """(timestamp, line) for every non-empty line and the count without a readable time; such a line takes
+    the previous line's time (the first readable time for lines before it). A file with none is refused:
+    its records would all carry no time, and every lookup by time would miss them."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = [line.rstrip("\n") for line in f if line.strip()]
+    except OSError as exc:
+        raise ChronologError(f"cannot read {path}: {exc.strerror or exc}") from None
+    stamps = [parsed.timestamp if (parsed := parse_syslog_line(line, year)) else None for line in lines]
+    first = next((ts for ts in stamps if ts is not None), None)
+    if first is None:
+        raise ChronologError(NO_SYSLOG_TIME.format(name=path.name))
+    out, last = [], first
+    for ts, line in zip(stamps, lines, strict=True):
+        last = ts if ts is not None else last
+        out.append((last, line))
+    return out, sum(ts is None for ts in stamps)
+
+
 def load_file(manager: LogManager, path: Path, year: int) -> tuple[str, int, int]:
     """Write one syslog file as a fresh topic (an existing one is replaced, so reruns give the same log).
-    A line whose time cannot be read takes the previous line's time; returns (topic, lines, unparsed)."""
+    Returns (topic, lines, lines without a readable time)."""
     topic = topic_name_for(path)
+    lines, unparsed = read_syslog_file(path, year)
     if manager.has_topic(topic):
         manager.delete_topic(topic)
     manager.create_topic(topic, 1, DEMO_TOPIC_CONFIG)
     plog = manager.get_log(topic, 0)
-    pending: list[SimpleRecord] = []
-    last_ts, lines, unparsed = -1, 0, 0
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if not line:
-                continue
-            parsed = parse_syslog_line(line, year)
-            if parsed is None:
-                unparsed += 1
-            ts = parsed.timestamp if parsed else last_ts
-            last_ts = ts
-            pending.append(SimpleRecord(ts, None, line.encode()))
-            lines += 1
-            if len(pending) == BATCH_LINES:
-                plog.append(build_batch(pending))
-                pending = []
-    if pending:
-        plog.append(build_batch(pending))
-    return topic, lines, unparsed
+    for i in range(0, len(lines), BATCH_LINES):
+        plog.append(build_batch([SimpleRecord(ts, None, line.encode()) for ts, line in lines[i:i + BATCH_LINES]]))
+    return topic, len(lines), unparsed
 
 
 def report(manager: LogManager, topic: str, console: Console) -> None:
@@ -95,6 +106,8 @@ def register(app: typer.Typer) -> None:
         files = sorted(Path(input_dir).glob("*.log"))
         if not files:
             raise ChronologError(f"no *.log files in {input_dir}")
+        for path in files:  # refuse unreadable input before writing anything
+            read_syslog_file(path, year)
         console = Console() if Console().is_terminal else Console(width=150)
         manager = LogManager(data_dir, BrokerConfig())
         manager.startup(background=False)

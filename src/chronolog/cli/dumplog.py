@@ -1,5 +1,5 @@
-"""`chronolog dump-log`: Kafka's kafka-dump-log.sh for `.log`, `.index`, `.timeindex` and producer
-`.snapshot` files, with time filters and index verification."""
+"""`chronolog dump-log`: Kafka's kafka-dump-log.sh for `.log`, `.index`, `.timeindex`, `.txnindex` and
+producer `.snapshot` files, with time filters and index verification."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ from pathlib import Path, PurePosixPath
 import typer
 
 from chronolog.cli.common import TIME_HELP, emit_json
-from chronolog.errors import ChronologError
+from chronolog.errors import ChronologError, KafkaError
+from chronolog.records.control import ControlType, control_type_of, parse_control_record
 from chronolog.storage import OffsetIndex, TimeIndex
+from chronolog.storage.index import IndexCorruptError
 from chronolog.storage.producers import CorruptSnapshotError, ProducerStates
+from chronolog.storage.txnindex import TransactionIndex
 from chronolog.timetravel.dump import (
     base_offset_of,
     index_sanity,
@@ -28,7 +31,7 @@ from chronolog.timetravel.timefmt import format_time, parse_time
 def register(app: typer.Typer) -> None:
     @app.command("dump-log")
     def dump_log(
-        paths: list[str] = typer.Argument(..., help=".log, .index, .timeindex or .snapshot files: local paths or "
+        paths: list[str] = typer.Argument(..., help=".log, .index, .timeindex, .txnindex or .snapshot files: local paths or "
                                           "URIs pyarrow can open (file://, s3://bucket/prefix/..., ...)"),
         verify_index: bool = typer.Option(False, "--verify-index", help="Check every index entry against the .log."),
         index_sanity_check: bool = typer.Option(False, "--index-sanity", help="Only run the index sanity check."),
@@ -93,8 +96,11 @@ def _dump_one(shown: str, path: Path, t1: int | None, t2: int | None, print_data
     if path.suffix == ".snapshot":
         output.append(_dump_snapshot(path, as_json, shown))
         return 0 if output[-1]["ok"] else 1
+    if path.suffix == ".txnindex":
+        output.append(_dump_txn_index(path, as_json, shown))
+        return 0 if output[-1]["ok"] else 1
     if path.suffix not in (".index", ".timeindex"):
-        raise ChronologError(f"{path.name}: expected .log, .index, .timeindex or .snapshot")
+        raise ChronologError(f"{path.name}: expected .log, .index, .timeindex, .txnindex or .snapshot")
     if not (index_sanity_check or verify_index):
         output.append(_dump_index(path, as_json, shown))
         return 0
@@ -124,6 +130,19 @@ def _dump_log(path: Path, t1: int | None, t2: int | None, print_data: bool, as_j
                 "position": pos, "max_timestamp": batch.max_timestamp, "timestamp_type": batch.timestamp_type.name,
                 "size": batch.size_in_bytes, "magic": batch.magic, "compression": batch.compression.name,
                 "crc": batch.crc, "is_valid": batch.verify_crc()}
+        producer = ""
+        if batch.magic >= 2:
+            last_seq = -1 if batch.base_sequence < 0 else (batch.base_sequence + batch.last_offset_delta) % (1 << 31)
+            info.update(base_sequence=batch.base_sequence, last_sequence=last_seq, producer_id=batch.producer_id,
+                        producer_epoch=batch.producer_epoch, partition_leader_epoch=batch.partition_leader_epoch,
+                        is_transactional=batch.is_transactional, is_control=batch.is_control)
+            # DumpLogSegments.printBatchLevel's fields for a v2 batch
+            producer = (f"baseSequence: {batch.base_sequence} lastSequence: {last_seq} producerId: "
+                        f"{batch.producer_id} producerEpoch: {batch.producer_epoch} partitionLeaderEpoch: "
+                        f"{batch.partition_leader_epoch} isTransactional: {str(batch.is_transactional).lower()} "
+                        f"isControl: {str(batch.is_control).lower()} ")
+            if batch.is_control:
+                info["control"] = _control_records(batch)
         if print_data:
             info["records"] = [{"offset": r.offset, "timestamp": r.timestamp,
                                 "key": None if r.key is None else r.key.decode("utf-8", "replace"),
@@ -132,13 +151,64 @@ def _dump_log(path: Path, t1: int | None, t2: int | None, print_data: bool, as_j
         out["batches"].append(info)
         if not as_json:
             sys.stdout.write(f"baseOffset: {info['base_offset']} lastOffset: {info['last_offset']} count: {info['count']} "
-                             f"position: {pos} maxTimestamp: {info['max_timestamp']} ({format_time(info['max_timestamp'])}) "
+                             f"{producer}position: {pos} maxTimestamp: {info['max_timestamp']} ({format_time(info['max_timestamp'])}) "
                              f"size: {info['size']} magic: {info['magic']} compresscodec: {info['compression']} "
                              f"crc: {info['crc']} isvalid: {str(info['is_valid']).lower()}\n")
+            for c in info.get("control", []):
+                # DumpLogSegments' deep iteration of a control batch: the marker, never the payload
+                kind = "LogAppendTime" if batch.timestamp_type == 1 else "CreateTime"
+                sys.stdout.write(f"| offset: {c['offset']} {kind}: {c['timestamp']} keySize: {c['key_size']} "
+                                 f"valueSize: {c['value_size']} sequence: -1 headerKeys: [] {c['text']}\n")
             for r in info.get("records", []):
                 sys.stdout.write(f"| offset: {r['offset']} CreateTime: {r['timestamp']} key: {r['key']} "
                                  f"payload: {r['value']}\n")
     return out
+
+
+def _control_records(batch) -> list[dict]:
+    """The records of a control batch as kafka-dump-log.sh describes them: `endTxnMarker: COMMIT
+    coordinatorEpoch: N` for a transaction marker, `controlType: NAME(id)` for the others."""
+    out = []
+    try:
+        records = list(batch.records())
+    except KafkaError as exc:
+        return [{"offset": batch.base_offset, "timestamp": batch.max_timestamp, "key_size": -1, "value_size": -1,
+                 "text": f"unreadable: {exc}"}]
+    for r in records:
+        entry = {"offset": r.offset, "timestamp": r.timestamp, "key_size": -1 if r.key is None else len(r.key),
+                 "value_size": -1 if r.value is None else len(r.value)}
+        try:
+            kind = control_type_of(r.key)
+            if kind in (ControlType.ABORT, ControlType.COMMIT):
+                marker = parse_control_record(r.key, r.value)
+                entry.update(type=kind.name, coordinator_epoch=marker.coordinator_epoch,
+                             text=f"endTxnMarker: {kind.name} coordinatorEpoch: {marker.coordinator_epoch}")
+            else:
+                type_id = int.from_bytes(r.key[2:4], "big", signed=True)
+                entry.update(type=kind.name, text=f"controlType: {kind.name}({type_id})")
+        except KafkaError as exc:
+            entry.update(type=None, text=f"unreadable control record: {exc}")
+        out.append(entry)
+    return out
+
+
+def _dump_txn_index(path: Path, as_json: bool, shown: str) -> dict:
+    """An aborted-transaction index, as kafka-dump-log.sh prints one (`DumpLogSegments.dumpTxnIndex`)."""
+    if not as_json:
+        sys.stdout.write(f"Dumping {shown}\n")
+    try:
+        index = TransactionIndex(path, base_offset_of(path), writable=False)
+    except IndexCorruptError as exc:
+        sys.stderr.write(f"{shown}: {exc}\n")
+        return {"file": shown, "ok": False, "error": str(exc), "aborted": []}
+    aborted = []
+    for t in index.entries:
+        aborted.append({"version": 0, "producer_id": t.producer_id, "first_offset": t.first_offset,
+                        "last_offset": t.last_offset, "last_stable_offset": t.last_stable_offset})
+        if not as_json:
+            sys.stdout.write(f"version: 0 producerId: {t.producer_id} firstOffset: {t.first_offset} "
+                             f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}\n")
+    return {"file": shown, "ok": True, "aborted": aborted}
 
 
 def _dump_index(path: Path, as_json: bool, shown: str) -> dict:
@@ -146,6 +216,7 @@ def _dump_index(path: Path, as_json: bool, shown: str) -> dict:
     entries = []
     if path.suffix == ".index":
         idx = OffsetIndex(path, base, writable=False)
+        _say_if_empty(idx, shown, as_json)
         for i in range(idx.entries):
             e = idx.entry(i)
             entries.append({"offset": e.offset, "position": e.position})
@@ -153,12 +224,20 @@ def _dump_index(path: Path, as_json: bool, shown: str) -> dict:
                 sys.stdout.write(f"offset: {e.offset} position: {e.position}\n")
     else:
         idx = TimeIndex(path, base, writable=False)
+        _say_if_empty(idx, shown, as_json)
         for i in range(idx.entries):
             e = idx.entry(i)
             entries.append({"timestamp": e.timestamp, "offset": e.offset})
             if not as_json:
                 sys.stdout.write(f"timestamp: {e.timestamp} offset: {e.offset}\n")
     return {"file": shown, "entries": entries}
+
+
+def _say_if_empty(idx, shown: str, as_json: bool) -> None:
+    """`DumpLogSegments.dumpIndex`'s line for an index without entries (a live index's zero-filled,
+    preallocated tail is not entries: `AbstractIndex._written_slots`)."""
+    if idx.entries == 0 and not as_json:
+        sys.stdout.write(f"{shown} is empty.\n")
 
 
 def _dump_snapshot(path: Path, as_json: bool, shown: str) -> dict:

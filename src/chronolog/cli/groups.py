@@ -66,24 +66,26 @@ def describe_group(source, group: str) -> dict:
             owner[(tp.topic, tp.partition)] = m.member_id
     offsets = _result(source.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                                                request_timeout=15)[group], f"offsets of {group}")
-    if state == "DEAD" and not offsets.topic_partitions:
+    if state == "DEAD" and not offsets.topic_partitions and not owner:
         raise ChronologError(f"group {group} does not exist")
     rows = []
-    for tp in sorted(offsets.topic_partitions, key=lambda t: (t.topic, t.partition)):
-        low, high = source.watermarks(tp.topic, tp.partition)
-        committed = tp.offset if tp.offset >= 0 else None
+    committed_at = {(tp.topic, tp.partition): tp.offset for tp in offsets.topic_partitions}
+    for key in owner:  # assigned but never committed: shown with "-", as kafka-consumer-groups.sh does
+        committed_at.setdefault(key, -1)
+    for (topic, partition), offset in sorted(committed_at.items()):
+        low, high = source.watermarks(topic, partition)
+        committed = offset if offset >= 0 else None
         lag = None if committed is None else max(0, high - max(committed, low))
         lag_ms = None
         if lag:
-            first_unread = _record_time(source, tp.topic, tp.partition, max(committed, low))
-            last = _record_time(source, tp.topic, tp.partition, high - 1)
+            first_unread = _record_time(source, topic, partition, max(committed, low))
+            last = _record_time(source, topic, partition, high - 1)
             if first_unread is not None and last is not None:
                 lag_ms = max(0, last - first_unread)
         elif lag == 0:
             lag_ms = 0
-        rows.append({"topic": tp.topic, "partition": tp.partition, "committed": committed, "log_start": low,
-                     "log_end": high, "lag": lag, "lag_ms": lag_ms,
-                     "member": owner.get((tp.topic, tp.partition))})
+        rows.append({"topic": topic, "partition": partition, "committed": committed, "log_start": low,
+                     "log_end": high, "lag": lag, "lag_ms": lag_ms, "member": owner.get((topic, partition))})
     return {"group": group, "state": state, "members": members, "partitions": rows}
 
 

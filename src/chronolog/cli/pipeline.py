@@ -31,11 +31,12 @@ def run(
     """Ingest syslog files with their syslog times as CreateTime, then parse, count and chart a window
     with Spark through the chronolog source."""
     from chronolog.server.embedded import EmbeddedBroker
-    from chronolog.spark.pipeline import ingest, prepare_out, run_job
+    from chronolog.spark.pipeline import ingest, prepare_out, read_syslog_files, run_job
 
     files = sorted(Path(input_dir).glob("*.log"))
     if not files:
         raise ChronologError(f"no *.log files in {input_dir}")
+    read_syslog_files(files, year)  # refuse unreadable input before starting anything
     t1 = parse_time(from_) if from_ else None
     t2 = parse_time(to) if to else None
     con = console()

@@ -91,7 +91,9 @@ def register(app: typer.Typer) -> None:
                             field_separator=field_separator)
         hdrs = _headers(header)
         conf = client_conf(bootstrap_server, x, command_config)
-        producer = producer_client(conf, **{"linger.ms": 50, "enable.idempotence": True})
+        # batch.size 16 KB as Kafka's Java producer (kafka-console-producer): librdkafka's 1 MB batches would
+        # put days of an old log into one batch, which the time index can only point at as a whole.
+        producer = producer_client(conf, **{"linger.ms": 50, "enable.idempotence": True, "batch.size": 16384})
         probe = consumer_client(conf, **{"group.id": "chronolog-produce"})
         try:
             meta = topic_metadata(probe, bootstrap_server, topic, 15)
@@ -106,6 +108,7 @@ def register(app: typer.Typer) -> None:
         stream, size, name = _open_input(file)
         failures: list[str] = []
         sent = unreadable = 0
+        interrupted = False
         oldest: int | None = None
         warned = False
         waiting: list = []
@@ -168,8 +171,8 @@ def register(app: typer.Typer) -> None:
                             send(early.key, early.value, last_ts)
                         waiting.clear()
                     send(parsed.key, parsed.value, last_ts)
-        except KeyboardInterrupt:
-            typer.echo(f"chronolog: interrupted after {sent} line(s)", err=True)
+        except KeyboardInterrupt:  # what was sent is delivered (flush below), then exit 130 as a shell expects
+            interrupted = True
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()
@@ -179,8 +182,16 @@ def register(app: typer.Typer) -> None:
                                  "check --time-field/--time-regex and --time-format")
         if left or failures:
             raise ChronologError(f"produce to {topic} failed: {failures[0] if failures else f'{left} unsent'}")
+        if reader.parse_time is not None and reader.parse_time.seconds_as_ms is not None:
+            text = reader.parse_time.seconds_as_ms
+            typer.echo(f"chronolog: warning: {text} was read as epoch milliseconds ({format_time(int(text))}); as "
+                       f"epoch seconds it is {format_time(int(text) * 1000)}: use --time-format epoch_s for that",
+                       err=True)
         note = f" ({unreadable} without a readable time took the previous line's)" if unreadable else ""
         since = f", oldest record time {format_time(oldest)}" if oldest is not None else ""
-        typer.echo(f"produced {sent} record(s) from {name} to {topic}{since}{note}", err=True)
+        typer.echo(f"produced {sent} record(s) from {name} to {topic}{since}{note}"
+                   + (" before Ctrl-C" if interrupted else ""), err=True)
+        if interrupted:
+            raise typer.Exit(130)
 
 

@@ -37,16 +37,9 @@ def _parts(spec: str | None) -> list[int] | None:
 
 
 def _deleted_note(a: OffsetAtTime, ts: int) -> str:
-    """Kafka answers a time below the log start with the log start offset, silently; a replay tool must
-    say that the records it would have found may be gone (retention.ms/retention.bytes or DeleteRecords
-    moved the log start offset, as Kafka's UnifiedLog.deleteOldSegments does)."""
-    if a.start_offset <= 0:
-        return ""
-    if not a.found and a.start_offset >= a.end_offset:
-        return f"every record deleted by retention (log start offset {a.start_offset})"
-    if a.found and a.offset == a.start_offset and ts < a.timestamp:
-        return f"T is before the log start: earlier records deleted by retention (log start offset {a.start_offset})"
-    return ""
+    """Kafka answers a time below the log start with the log start offset, silently; a replay tool says
+    that the records it would have found may be gone (`OffsetAtTime.deleted_note`)."""
+    return a.deleted_note(ts) or ""
 
 
 def _check_parts(source, topic: str, parts: list[int] | None) -> list[int] | None:
@@ -269,7 +262,7 @@ def _follow(source: ClientSource, topic: str, positions: dict[int, int], show, t
                 if timeout_ms is not None and (_time.monotonic() - idle_since) * 1000 >= timeout_ms:
                     return
                 continue
-            if msg.error():
+            if msg.error():  # a broker restart is not one: librdkafka reconnects on its own (tested)
                 raise ChronologError(f"reading {topic}-{msg.partition()}: {msg.error().str()}")
             idle_since = _time.monotonic()
             positions[msg.partition()] = msg.offset() + 1

@@ -219,7 +219,8 @@ def _plot(topic: str, rows: list[dict], path: Path) -> dict:
         end = datetime.fromtimestamp(hi / 1000, UTC)
         ypos = band[r["partition"]] + lanes[key]
         width = max(end - start, timedelta(seconds=1))  # a one-record segment is still visible
-        ax.barh(ypos, width, left=start, height=0.8, edgecolor="black", alpha=0.8)
+        ax.barh(ypos, width, left=start, height=0.8, edgecolor="black", alpha=0.8,
+                color=f"C{r['partition'] % 10}")  # one colour per partition band
         ax.text(start, ypos, f" {r['base_offset']}", va="center", fontsize=7)
         drawn.append({"partition": r["partition"], "base_offset": r["base_offset"], "lane": lanes[key], "y": ypos})
     ticks = [band[p] + (depth[p] - 1) / 2 for p in parts]
@@ -232,5 +233,7 @@ def _plot(topic: str, rows: list[dict], path: Path) -> dict:
     fig.autofmt_xdate()
     fig.tight_layout()
     fig.savefig(path)
+    xlabels = [t.get_text() for t in ax.get_xticklabels()]
     plt.close(fig)
-    return {"segments": drawn, "yticks": ticks, "ylabels": [str(p) for p in parts]}
+    return {"segments": drawn, "yticks": ticks, "ylabels": [t.get_text() for t in ax.get_yticklabels()],
+            "xlabel": ax.get_xlabel(), "xlabels": xlabels}

@@ -1,4 +1,5 @@
-"""ApiVersions, Metadata, Produce, Fetch, ListOffsets, OffsetForLeaderEpoch and InitProducerId.
+"""ApiVersions, Metadata, Produce, Fetch, ListOffsets and OffsetForLeaderEpoch (InitProducerId and the
+other transaction APIs: protocol.transactions).
 
 Versions follow the table verified against librdkafka, kafka-python and aiokafka (docs/protocol.md):
 Produce is advertised from v0 but v0-2 are refused (Kafka 4.0, KAFKA-18659) because librdkafka < 2.11
@@ -27,9 +28,12 @@ from chronolog.errors import (
 from chronolog.protocol import codec
 from chronolog.protocol.fetch_plan import FetchPlan
 from chronolog.protocol.registry import HANDLERS, RequestContext, register
-from chronolog.storage.log import LEADER_EPOCH
+from chronolog.protocol.txn_batches import transactional_batch
+from chronolog.storage.log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, LEADER_EPOCH
+from chronolog.storage.segment import FoundTimestamp
 
-INTERNAL_TOPICS: frozenset[str] = frozenset()
+INTERNAL_TOPICS: frozenset[str] = frozenset({"__transaction_state"})
+READ_COMMITTED = 1  # isolation_level (IsolationLevel.READ_COMMITTED)
 
 
 def ms(value: Any) -> int:
@@ -117,6 +121,12 @@ def produce(req: Any, ctx: RequestContext) -> dict | None:
     acks = int(req.acks)
     responses = []
     appended = False
+    txn_id = getattr(req, "transactional_id", None)
+    transactional = {(t.name, pd.index): batch for t in req.topic_data for pd in t.partition_data
+                     if (batch := transactional_batch(pd.records)) is not None}
+    # KafkaApis.handleProduceRequest: transactional records need Write on their transactional id.
+    txn_denied = bool(transactional) and (txn_id is None or not ctx.allowed("write", "transactional_id", txn_id))
+    verify = ctx.state.transactions is not None and bool(ctx.broker_config["transaction.partition.verification.enable"])
     for topic_data in req.topic_data:
         name = topic_data.name
         parts = []
@@ -126,9 +136,23 @@ def produce(req: Any, ctx: RequestContext) -> dict | None:
             try:
                 if acks not in (0, 1, -1):
                     raise InvalidRequiredAcksError(f"acks={acks}")
+                if txn_denied:
+                    raise KafkaError("not authorized to write as this transactional id",
+                                     code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
                 if not ctx.allowed("write", "topic", name):
                     raise KafkaError("not authorized to write", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                if name in INTERNAL_TOPICS:  # ReplicaManager.appendRecords: only coordinators write these
+                    raise KafkaError(f"cannot append to internal topic {name}", code=ErrorCode.INVALID_TOPIC_EXCEPTION)
                 plog = ctx.log_manager.get_log(name, pd.index)
+                batch = transactional.get((name, pd.index))
+                if batch is not None and verify:
+                    # ReplicaManager.appendRecords with transaction verification (KIP-890 part 1): a
+                    # transactional batch only for a partition its ongoing transaction added.
+                    refused = ctx.state.transactions.check_produce(txn_id, batch[0], batch[1], name, pd.index)
+                    if refused:
+                        raise KafkaError("Partition was not added to the transaction"
+                                         if refused == ErrorCode.INVALID_TXN_STATE else
+                                         f"transactional produce refused ({ErrorCode(refused).name})", code=refused)
                 # An idempotent producer's retry is answered with its first write's offset and not written
                 # again; a sequence gap or a fenced epoch raises (the partition's producer state, kept
                 # across restarts by `storage.producers`).
@@ -162,6 +186,7 @@ def _fetch_once(req: Any, ctx: RequestContext) -> tuple[list[dict], int, list]:
     """One pass over the requested partitions: the response values with each partition's byte range
     found but not read (`found`: (values, log, ReadSlice)), and the bytes they add up to."""
     remaining = int(req.max_bytes) if getattr(req, "max_bytes", None) is not None else 2**31 - 1
+    committed = int(getattr(req, "isolation_level", 0)) == READ_COMMITTED
     total = 0
     responses = []
     found = []
@@ -176,15 +201,26 @@ def _fetch_once(req: Any, ctx: RequestContext) -> tuple[list[dict], int, list]:
                 if not ctx.allowed("read", "topic", name):
                     raise KafkaError("not authorized to read", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 plog = ctx.log_manager.get_log(name, p.partition)
-                hw = plog.high_watermark
-                out.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=plog.log_start_offset)
+                hw, lso = plog.high_watermark, plog.last_stable_offset
+                out.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=plog.log_start_offset)
                 limit = min(int(p.partition_max_bytes), remaining)
+                fetch_offset = int(p.fetch_offset)
+                if committed:
+                    # KIP-98 (LocalLog.read with FetchIsolation.TXN_COMMITTED): data up to the last stable
+                    # offset, with the aborted transactions the fetched range overlaps.
+                    out["aborted_transactions"] = []
                 if limit > 0 or total == 0:
-                    piece = plog.read(int(p.fetch_offset), max(limit, 0), min_one_message=total == 0)
+                    piece = plog.read(fetch_offset, max(limit, 0), max_offset=lso if committed else None,
+                                      min_one_message=total == 0)
                     if piece is not None:
                         found.append((out, plog, piece))
                         total += piece.size
                         remaining -= piece.size
+                        if committed:
+                            upper = getattr(piece, "next_offset", None) or lso
+                            out["aborted_transactions"] = [
+                                {"producer_id": pid, "first_offset": first}
+                                for pid, first in plog.aborted_transactions(fetch_offset, upper)]
             except OffsetOutOfRangeError as exc:
                 out["error_code"] = exc.code
             except UnknownTopicOrPartitionError as exc:
@@ -224,7 +260,7 @@ def planned_fetch(ctx: RequestContext, plan: FetchPlan, fetch_offset: int) -> by
         if not ctx.allowed("read", "topic", plan.topic):
             return None
         plog = ctx.log_manager.get_log(plan.topic, plan.partition)
-        hw, log_start = plog.high_watermark, plog.log_start_offset
+        hw, lso, log_start = plog.high_watermark, plog.last_stable_offset, plog.log_start_offset
         piece = plog.read(fetch_offset, plan.limit, min_one_message=True)
         if piece is None or piece.size < plan.min_bytes:
             return None
@@ -233,7 +269,7 @@ def planned_fetch(ctx: RequestContext, plan: FetchPlan, fetch_offset: int) -> by
         return None
     if not records:
         return None
-    return plan.response(ctx.correlation_id, hw, log_start, records)
+    return plan.response(ctx.correlation_id, hw, log_start, records, lso)
 
 
 @register(1, 4, 12)
@@ -262,6 +298,7 @@ def list_offsets(req: Any, ctx: RequestContext) -> dict:
     no record at or after it gives offset -1 / timestamp -1, as Kafka does. A partition asked for twice
     answers INVALID_REQUEST each time (KafkaApis: ListOffsetsRequest.duplicatePartitions)."""
     seen = collections.Counter((t.name, int(p.partition_index)) for t in req.topics for p in t.partitions)
+    committed = int(getattr(req, "isolation_level", 0)) == READ_COMMITTED
     topics = []
     for t in req.topics:
         parts = []
@@ -273,7 +310,17 @@ def list_offsets(req: Any, ctx: RequestContext) -> dict:
                     raise KafkaError("partition requested more than once", code=ErrorCode.INVALID_REQUEST)
                 if not ctx.allowed("describe", "topic", t.name):
                     raise KafkaError("not authorized", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                found = ctx.log_manager.get_log(t.name, p.partition_index).offset_for_timestamp(int(p.timestamp))
+                plog = ctx.log_manager.get_log(t.name, p.partition_index)
+                timestamp = int(p.timestamp)
+                if committed and timestamp == LATEST_TIMESTAMP:
+                    # Partition.fetchOffsetForTimestamp: read_committed's latest is the last stable offset...
+                    found = FoundTimestamp(-1, plog.last_stable_offset, LEADER_EPOCH)
+                else:
+                    found = plog.offset_for_timestamp(timestamp)
+                    # ...and a lookup by time never answers an offset at or past it (earliest ones excepted).
+                    if found is not None and committed and found.offset >= plog.last_stable_offset and \
+                            timestamp not in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                        found = None
                 if found is not None:
                     out.update(timestamp=found.timestamp, offset=found.offset, leader_epoch=found.leader_epoch)
             except Exception as exc:
@@ -303,16 +350,3 @@ def offset_for_leader_epoch(req: Any, ctx: RequestContext) -> dict:
             parts.append(out)
         topics.append({"topic": t.topic, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
-
-
-# -- InitProducerId ----------------------------------------------------------------------------------
-@register(22, 0, 4)
-def init_producer_id(req: Any, ctx: RequestContext) -> dict:
-    if getattr(req, "transactional_id", None):
-        return {"throttle_time": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                "producer_id": -1, "producer_epoch": -1}
-    # KafkaApis.handleInitProducerIdRequest: IdempotentWrite on the cluster, or Write on some topic.
-    if not ctx.allowed("idempotent_write", "cluster", "kafka-cluster") and not ctx.allowed_on_any("write", "topic"):
-        return {"throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                "producer_id": -1, "producer_epoch": -1}
-    return {"throttle_time": 0, "error_code": 0, "producer_id": next(ctx.state.producer_ids), "producer_epoch": 0}

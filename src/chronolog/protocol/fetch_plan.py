@@ -79,6 +79,8 @@ class FetchPlan:
         request or its fetch offset cannot be found in the frame without doubt."""
         if not 4 <= version <= 12 or len(request.topics) != 1 or getattr(request, "forgotten_topics_data", ()):
             return None
+        if int(getattr(request, "isolation_level", 0)) != 0:
+            return None  # read_committed answers carry aborted transactions and stop at the LSO: the handler's
         topic = request.topics[0]
         if len(topic.partitions) != 1:
             return None
@@ -104,11 +106,13 @@ class FetchPlan:
         return _I64.unpack_from(frame, at)[0]
 
     def response(self, correlation_id: int, high_watermark: int, log_start_offset: int,
-                 records: bytes | FileRegion) -> bytes | ResponseParts:
-        """The size-prefixed answer: the partition's records with no error."""
+                 records: bytes | FileRegion, last_stable_offset: int | None = None) -> bytes | ResponseParts:
+        """The size-prefixed answer: the partition's records with no error (read_uncommitted; the last
+        stable offset is reported all the same, as Kafka does)."""
         size = records.size if isinstance(records, FileRegion) else len(records)
-        offsets = (self._offsets.pack(high_watermark, high_watermark, log_start_offset) if self.version >= 5
-                   else self._offsets.pack(high_watermark, high_watermark))
+        lso = high_watermark if last_stable_offset is None else last_stable_offset
+        offsets = (self._offsets.pack(high_watermark, lso, log_start_offset) if self.version >= 5
+                   else self._offsets.pack(high_watermark, lso))
         body = bytearray(self._before)
         body += offsets
         body += self._after

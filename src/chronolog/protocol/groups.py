@@ -17,10 +17,17 @@ def _group_denied(ctx: RequestContext, op: str, group_id: str) -> bool:
 
 def _coordinator_denied(ctx: RequestContext, key_type: int, key: str) -> int:
     """KafkaApis.handleFindCoordinatorRequest: Describe on the group (key type 0) or on the transactional
-    id (key type 1); the error code, or 0."""
+    id (key type 1); the error code, or 0. A transactional id's coordinator is ready once
+    __transaction_state exists (KafkaApis creates the internal topic here)."""
     if key_type == 1:
-        return 0 if ctx.allowed("describe", "transactional_id", key) else \
-            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        if not ctx.allowed("describe", "transactional_id", key):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        if ctx.state.transactions is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        ctx.state.transactions.ensure_ready()
+        return 0
+    if key_type != 0:
+        return ErrorCode.INVALID_REQUEST
     return ErrorCode.GROUP_AUTHORIZATION_FAILED if _group_denied(ctx, "describe", key) else 0
 
 
@@ -33,12 +40,12 @@ def find_coordinator(req: Any, ctx: RequestContext) -> dict:
         coordinators = []
         for k in req.coordinator_keys:
             error = _coordinator_denied(ctx, key_type, k)
-            coordinators.append({"key": k, "error_code": error, "error_message": "not authorized" if error else None,
+            coordinators.append({"key": k, "error_code": error, "error_message": ErrorCode(error).name if error else None,
                                  **(nowhere if error else node)})
         return {"throttle_time": 0, "coordinators": coordinators}
     error = _coordinator_denied(ctx, key_type, req.key)
     if error:
-        return {"throttle_time": 0, "error_code": error, "error_message": "not authorized", **nowhere}
+        return {"throttle_time": 0, "error_code": error, "error_message": ErrorCode(error).name, **nowhere}
     return {"throttle_time": 0, "error_code": 0, "error_message": None, **node}
 
 
@@ -120,9 +127,11 @@ def offset_commit(req: Any, ctx: RequestContext) -> dict:
     return {"throttle_time": 0, "topics": topics}
 
 
-def _offsets_for(ctx: RequestContext, group_id: str, topics: Any) -> list[dict]:
+def _offsets_for(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool = False) -> list[dict]:
     """KafkaApis.handleOffsetFetchRequest: a requested topic without Describe answers
-    TOPIC_AUTHORIZATION_FAILED per partition; asking for all topics leaves such topics out."""
+    TOPIC_AUTHORIZATION_FAILED per partition; asking for all topics leaves such topics out. With
+    require_stable (KIP-447) a partition with a pending transactional commit answers UNSTABLE_OFFSET_COMMIT
+    (GroupMetadataManager.getOffsets), so the consumer retries instead of reading an offset about to move."""
     hidden = {t.name for t in topics or [] if not ctx.allowed("describe", "topic", t.name)}
     wanted = None if topics is None else [(t.name, int(p)) for t in topics if t.name not in hidden
                                           for p in t.partition_indexes]
@@ -132,9 +141,11 @@ def _offsets_for(ctx: RequestContext, group_id: str, topics: Any) -> list[dict]:
         found = {tp: v for tp, v in found.items() if tp[0] in visible}
     by_topic: dict[str, list[dict]] = {}
     for (t, p), (offset, epoch, meta) in found.items():
-        by_topic.setdefault(t, []).append({"partition_index": p, "committed_offset": offset,
-                                           "committed_leader_epoch": epoch, "metadata": meta or "",
-                                           "error_code": 0})
+        unstable = require_stable and ctx.coordinator.has_pending(group_id, t, p)
+        by_topic.setdefault(t, []).append({"partition_index": p, "committed_offset": -1 if unstable else offset,
+                                           "committed_leader_epoch": -1 if unstable else epoch,
+                                           "metadata": "" if unstable else meta or "",
+                                           "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT if unstable else 0})
     for t in topics or []:
         if t.name in hidden:
             by_topic[t.name] = [{"partition_index": int(p), "committed_offset": -1, "committed_leader_epoch": -1,
@@ -151,12 +162,13 @@ def offset_fetch(req: Any, ctx: RequestContext) -> dict:
             if _group_denied(ctx, "describe", g.group_id):
                 groups.append({"group_id": g.group_id, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
             else:
-                groups.append({"group_id": g.group_id, "topics": _offsets_for(ctx, g.group_id, g.topics),
-                               "error_code": 0})
+                groups.append({"group_id": g.group_id, "error_code": 0, "topics": _offsets_for(
+                    ctx, g.group_id, g.topics, bool(getattr(req, "require_stable", False)))})
         return {"throttle_time": 0, "groups": groups}
     if _group_denied(ctx, "describe", req.group_id):
         return {"throttle_time": 0, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
-    return {"throttle_time": 0, "topics": _offsets_for(ctx, req.group_id, req.topics), "error_code": 0}
+    return {"throttle_time": 0, "error_code": 0,
+            "topics": _offsets_for(ctx, req.group_id, req.topics, bool(getattr(req, "require_stable", False)))}
 
 
 @register(15, 0, 5)

@@ -43,6 +43,7 @@ class BrokerState:
     port: int
     cluster_id: str = "chronolog-cluster"
     coordinator: Any = None
+    transactions: Any = None  # the TransactionCoordinator (server.transactions)
     authorizer: Any = field(default_factory=AllowAll)
     data_waiters: Any = None  # set by the server: wakes Fetch long-polls when data arrives
     credentials: Any = None  # the SCRAM CredentialStore (Describe/AlterUserScramCredentials)

@@ -33,6 +33,7 @@ from chronolog.security.listeners import ListenerSpec, parse_listeners
 from chronolog.security.sasl import SaslSession
 from chronolog.security.scram import AuthenticationError
 from chronolog.server.frames import FrameReader, FrameSizeError
+from chronolog.server.transactions import TransactionCoordinator
 from chronolog.storage import LogManager
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 def _load_handlers() -> None:
     import chronolog.protocol.core  # noqa: F401  (registers)
     for optional in ("chronolog.protocol.admin", "chronolog.protocol.groups", "chronolog.protocol.sasl",
-                     "chronolog.protocol.acls", "chronolog.protocol.scram_admin"):
+                     "chronolog.protocol.acls", "chronolog.protocol.scram_admin", "chronolog.protocol.transactions"):
         with contextlib.suppress(ModuleNotFoundError):
             __import__(optional)
 
@@ -200,6 +201,9 @@ class Broker:
         if coordinator_cls is not None:
             self.state.coordinator = coordinator_cls(self.data_dir / "__consumer_offsets-state", self.config)
             await self.state.coordinator.start()
+        self.state.transactions = TransactionCoordinator(manager, self.config, self.state.producer_ids,
+                                                         self.state.coordinator, self.state.data_waiters.notify)
+        await self.state.transactions.start()
         max_idle_ms = int(self.config["connections.max.idle.ms"])
         if max_idle_ms >= 0:
             self._idle_reaper = asyncio.create_task(self._close_idle_connections(max_idle_ms / 1000.0))
@@ -288,6 +292,8 @@ class Broker:
             if frames.task is not None:
                 frames.task.cancel()
         if self.state is not None:
+            if self.state.transactions is not None:
+                await self.state.transactions.stop()
             if self.state.coordinator is not None:
                 await self.state.coordinator.stop()
             await asyncio.to_thread(self.state.log_manager.shutdown)

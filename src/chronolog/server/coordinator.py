@@ -10,6 +10,11 @@ before a commit is acknowledged; a torn tail is truncated on load, and the file 
 commit that could not be written (a full disk) is cut off again and answered NOT_COORDINATOR, as Kafka's
 `GroupMetadataManager.storeOffsets` answers a KAFKA_STORAGE_ERROR of the offsets topic: the client looks the
 coordinator up again and retries.
+Transactional offset commits (TxnOffsetCommit, KIP-98/447) are records of the same file that carry the
+producer id ("pid"): pending until a marker record for that producer ({"pid", "commit"}) applies them
+(commit) or drops them (abort), as Kafka's offsets log holds them as transactional records until the
+coordinator's marker; pending ones survive a restart and compaction, and the transaction coordinator
+completes or aborts their transaction after it.
 """
 
 from __future__ import annotations
@@ -93,6 +98,9 @@ class OffsetStore:
         self._size = 0            # bytes of whole records: every write goes there
         self._tail_dirty = False  # bytes of a failed write may follow `_size`: cut them before the next
         self._failure: OSError | None = None
+        # producer id -> (group, topic, partition) -> (offset, leader epoch, metadata): TxnOffsetCommit
+        # offsets waiting for their transaction's end.
+        self.pending: dict[int, dict[tuple[str, str, int], tuple[int, int, str | None]]] = {}
 
     def load(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -106,9 +114,12 @@ class OffsetStore:
                 break
             self._apply(json.loads(body))
             pos += 8 + length
-        # Compact: rewrite the live state, atomically. On a full disk the file stays as it is (its good part).
+        # Compact: rewrite the live state (pending transactional offsets too), atomically. On a full disk the
+        # file stays as it is (its good part).
         live = b"".join(self._frame({"g": g, "t": t, "p": p, "o": o, "e": e, "m": m})
                         for (g, t, p), (o, e, m) in self.offsets.items())
+        live += b"".join(self._frame({"g": g, "t": t, "p": p, "o": o, "e": e, "m": m, "pid": pid})
+                         for pid, entries in self.pending.items() for (g, t, p), (o, e, m) in entries.items())
         try:
             write_atomic(self.path, live, tmp=self.path.with_suffix(".tmp"))
             self._size = len(live)
@@ -124,6 +135,16 @@ class OffsetStore:
         return struct.pack(">II", len(body), zlib.crc32(body)) + body
 
     def _apply(self, rec: dict) -> None:
+        pid = rec.get("pid")
+        if pid is not None:
+            if "commit" in rec:  # a transaction's end: its pending offsets apply or vanish
+                entries = self.pending.pop(pid, {})
+                if rec["commit"]:
+                    self.offsets.update(entries)
+            else:
+                self.pending.setdefault(pid, {})[(rec["g"], rec["t"], rec["p"])] = (rec["o"], rec.get("e", -1),
+                                                                                     rec.get("m"))
+            return
         key = (rec["g"], rec["t"], rec["p"])
         if rec.get("o") is None:
             self.offsets.pop(key, None)
@@ -393,6 +414,42 @@ class GroupCoordinator:
         except KafkaStorageErrorError:
             return ErrorCode.NOT_COORDINATOR  # GroupMetadataManager.storeOffsets: KAFKA_STORAGE_ERROR -> NOT_COORDINATOR
         return 0
+
+    # -- transactional offsets (TxnOffsetCommit) ---------------------------------------------------------
+    def txn_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                   producer_id: int, offsets: list[tuple[str, int, int, int, str | None]]) -> int:
+        """GroupCoordinator.handleTxnCommitOffsets with KIP-447's checks: a member id or generation, when
+        given, must be the group's current ones. The offsets stay pending until the transaction ends."""
+        group = self.groups.get(group_id)
+        if group is not None and group.state == DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if member_id:
+            if group is None or member_id not in group.members:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            member = group.members[member_id]
+            if instance_id is not None and member.group_instance_id is not None and \
+                    member.group_instance_id != instance_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if generation >= 0 and (group is None or generation != group.generation):
+            return ErrorCode.ILLEGAL_GENERATION
+        if group is None:
+            self.group(group_id).new_group = False
+        try:
+            self.store.write([{"g": group_id, "t": t, "p": p, "o": o, "e": e, "m": m, "pid": producer_id}
+                              for t, p, o, e, m in offsets])
+        except KafkaStorageErrorError:
+            return ErrorCode.NOT_COORDINATOR  # as commit_offsets: the client finds the coordinator again and retries
+        return 0
+
+    def complete_transaction(self, producer_id: int, commit: bool) -> None:
+        """The transaction marker for the offsets: pending offsets of `producer_id` applied or dropped."""
+        if producer_id in self.store.pending:
+            self.store.write([{"pid": producer_id, "commit": bool(commit)}])
+
+    def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
+        """OffsetFetch with require_stable (KIP-447): is a transactional commit of this partition open?"""
+        key = (group_id, topic, partition)
+        return any(key in entries for entries in self.store.pending.values())
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None):
         if partitions is None:

@@ -45,6 +45,15 @@ class SourceOptions:
         if path is not None and "://" not in path:
             path = os.path.abspath(path)  # executors may run in another working directory
         bootstrap = opts.get("kafka.bootstrap.servers")
+        refused = sorted(k for k in opts if _connection_option(k))
+        if refused:
+            # Spark's Kafka source hands kafka.* to its consumers, and so do our readers (raw Fetch, or
+            # librdkafka for what raw Fetch does not honour); but the planner reaches the broker as a
+            # plaintext client, so an option about the connection itself (TLS, SASL) would be accepted and
+            # not honoured there.
+            raise ChronologError(f"option {', '.join(refused)}: the chronolog source takes no kafka.* options "
+                                 "about the connection (TLS/SASL brokers are not supported by the Spark source "
+                                 "yet); other kafka.* client options are passed to the reader")
         if (path is None) == (bootstrap is None):
             raise ChronologError("give exactly one of the options 'path' (a data dir) and 'kafka.bootstrap.servers'")
         chosen = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
@@ -82,7 +91,7 @@ class SourceOptions:
             min_partitions=int(opts["minpartitions"]) if "minpartitions" in opts else None,
             max_records_per_partition=int(opts["maxrecordsperpartition"]) if "maxrecordsperpartition" in opts else None,
             max_offsets_per_trigger=int(opts["maxoffsetspertrigger"]) if "maxoffsetspertrigger" in opts else None,
-            fail_on_data_loss=opts.get("failondataloss", "true").lower() == "true",
+            fail_on_data_loss=_boolean(opts, "failondataloss", "failOnDataLoss", True),
             include_headers=opts.get("includeheaders", "false").lower() == "true",
             max_lateness_ms=int(opts["maxlatenessms"]) if "maxlatenessms" in opts else None,
             kafka_conf=_kafka_conf(raw),
@@ -102,6 +111,13 @@ class SourceOptions:
         return [(t, None) for t in sorted(available) if pattern.fullmatch(t)]
 
 
+def _connection_option(key: str) -> bool:
+    """kafka.security.protocol other than plaintext, kafka.sasl.*, kafka.ssl.*: what the planner's client
+    would have to honour to reach the broker at all."""
+    key = key.lower()
+    return key.startswith(("kafka.sasl.", "kafka.ssl.")) or key == "kafka.security.protocol"
+
+
 def _kafka_conf(raw: Mapping[str, str]) -> dict[str, str]:
     """Spark passes `kafka.`-prefixed options to its Kafka consumer; so do we (to librdkafka, or to the raw
     fetcher for the ones it honours). Names keep their case after the prefix (client options are
@@ -115,3 +131,14 @@ def _kafka_conf(raw: Mapping[str, str]) -> dict[str, str]:
     if level is not None and level not in ("read_uncommitted", "read_committed"):
         raise ChronologError("kafka.isolation.level is 'read_uncommitted' or 'read_committed'")
     return out
+
+
+def _boolean(opts: Mapping[str, str], key: str, name: str, default: bool) -> bool:
+    """`true` / `false` (any case), as Spark reads its boolean options; anything else is refused rather
+    than read as false (an option we accept but do not honour would be a bug)."""
+    value = opts.get(key)
+    if value is None:
+        return default
+    if value.strip().lower() not in ("true", "false"):
+        raise ChronologError(f"option {name} takes true or false, got {value!r}")
+    return value.strip().lower() == "true"

@@ -16,6 +16,16 @@ import pyarrow as pa
 from chronolog.spark.source import ARROW_BATCH_ROWS, OffsetRange
 
 
+def _report_data_loss(part: OffsetRange, plog, start: int, end: int) -> None:
+    """Offsets of [start, end) that the read could not return: below the log start (deleted by retention
+    since planning) or in a corrupt range (a batch failing its CRC, a segment cut short; the reader skipped
+    it as the broker does, see `storage.corruption`). Spark's Kafka source (`KafkaDataConsumer.get`) fails
+    the query on such a gap when `failOnDataLoss` is true and skips it with a warning when false."""
+    from chronolog.timetravel.arrow import check_data_loss, lost_offsets
+    check_data_loss(f"{part.topic}-{part.partition} in {part.source}", lost_offsets(plog, start, end),
+                    part.fail_on_data_loss)
+
+
 def _window(part: OffsetRange) -> tuple[int, int, int | None, int | None] | None:
     """[start, end) offsets and inclusive millisecond bounds equivalent to `part.bounds.keep` (records
     carry milliseconds: ts * 1000 >= min_us <=> ts >= ceil(min_us / 1000)); None when nothing can match."""
@@ -44,8 +54,10 @@ def read_range(part: OffsetRange, schema: pa.Schema) -> Iterator[pa.RecordBatch]
         source = open_data_dir(part.source)
         try:
             plog = source.log(part.topic, part.partition)
-            for cols in data_dir_columns(plog, start, end, lo=lo, hi=hi, names=schema.names):
+            isolation = dict(part.kafka_conf).get("isolation.level", "read_uncommitted")
+            for cols in data_dir_columns(plog, start, end, lo=lo, hi=hi, names=schema.names, isolation=isolation):
                 yield to_record_batch(cols, part.topic, part.partition, schema)
+            _report_data_loss(part, plog, start, end)
         finally:
             source.close()
         return

@@ -18,7 +18,7 @@ import dataclasses
 import datetime
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -76,6 +76,7 @@ class OffsetRange(InputPartition):
     mode: str            # "path" | "kafka"
     bounds: Bounds = field(default_factory=Bounds)
     include_headers: bool = False
+    fail_on_data_loss: bool = True  # Spark's default: offsets that cannot be read fail the query
     kafka_conf: tuple[tuple[str, str], ...] = ()   # the query's `kafka.*` options but bootstrap.servers
     raw_fetch: bool = True                         # broker mode: raw Fetch, or librdkafka's consumer
 
@@ -142,10 +143,10 @@ class ChronologReader(DataSourceReader):
 
     def partitions(self):
         from chronolog.spark.planning import plan
-        ranges = plan(self.options, self.bounds)
-        if self.options.path is not None:
-            return ranges
-        return [_broker_reading(r, self.options) for r in ranges]
+        planned = [_with_client_options(p, self.options) for p in plan(self.options, self.bounds)]
+        if self.options.fail_on_data_loss:
+            return planned
+        return [_lenient(p) for p in planned]
 
     def read(self, partition: OffsetRange | RangeGroup) -> Iterator[pa.RecordBatch]:
         from chronolog.spark.reading import read_range
@@ -157,12 +158,13 @@ class ChronologReader(DataSourceReader):
         # else: an empty plan; Spark still runs one task with a bare InputPartition
 
 
-def _broker_reading(part, options: SourceOptions):
-    """A broker range with the query's client options and the reader that honours them: raw Fetch
-    unless an option needs librdkafka (logged once per query, on the driver)."""
+def _with_client_options(part, options: SourceOptions):
+    """A range with the query's `kafka.*` client options (`isolation.level` matters in both modes) and, in
+    broker mode, the reader that honours them: raw Fetch unless an option needs librdkafka (logged once
+    per query, on the driver)."""
     from chronolog.timetravel.fetcher import unsupported_options
     conf = tuple(sorted(options.kafka_conf.items()))
-    raw = not unsupported_options(options.kafka_conf)
+    raw = options.bootstrap is None or not unsupported_options(options.kafka_conf)
     if isinstance(part, RangeGroup):
         return RangeGroup(tuple(dataclasses.replace(r, kafka_conf=conf, raw_fetch=raw) for r in part.ranges))
     if isinstance(part, OffsetRange):
@@ -179,6 +181,13 @@ def _log_reader_choice(options: SourceOptions) -> None:
         logging.getLogger("chronolog.spark").warning(
             "reading %s with librdkafka's consumer, not raw Fetch: the raw fetcher does not honour %s",
             options.bootstrap, ", ".join(missing))
+
+
+def _lenient(part):
+    """A planned partition whose reader skips unreadable offsets with a warning (`failOnDataLoss=false`)."""
+    if isinstance(part, RangeGroup):
+        return RangeGroup(tuple(replace(r, fail_on_data_loss=False) for r in part.ranges))
+    return replace(part, fail_on_data_loss=False) if isinstance(part, OffsetRange) else part
 
 
 def _tighten(bounds: Bounds, **changes) -> Bounds:

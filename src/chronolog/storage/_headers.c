@@ -538,8 +538,8 @@ static PyObject *minima_run(PyObject *self, PyObject *args)
  * PartitionLog._replay_producers updates the producers' state from every batch after the newest snapshot,
  * which after a crash is the whole active segment; it needs only header fields. producer_run walks whole v2
  * batches from `pos` (one large read at a time, headers only) and returns (producer id, epoch, base
- * sequence, base offset, last offset, max timestamp) of those written by a producer (id >= 0), not control
- * batches, ending at or after offset `start`: the arguments of ProducerStates.update, in log order. It
+ * sequence, base offset, last offset, max timestamp, attributes, position) of those carrying a producer id
+ * (>= 0), data or control (transaction markers), ending at or after offset `start`, in log order. It
  * stops at anything that is not a whole v2 batch (the Python loop goes on from there as before), or after
  * `most` of them (the caller applies those and calls again, so memory stays bounded). */
 static PyObject *producer_run(PyObject *self, PyObject *args)
@@ -565,10 +565,10 @@ static PyObject *producer_run(PyObject *self, PyObject *args)
             break;
         long long producer_id = be64(h + 43);
         int16_t attributes = (int16_t)(((uint16_t)h[21] << 8) | h[22]);
-        if (producer_id >= 0 && !(attributes & 0x20) && last >= start) {
+        if (producer_id >= 0 && last >= start) {
             int16_t epoch = (int16_t)(((uint16_t)h[51] << 8) | h[52]);
-            PyObject *t = Py_BuildValue("(LiiLLL)", producer_id, (int)epoch, (int)be32(h + 53), base, last,
-                                        be64(h + 35));
+            PyObject *t = Py_BuildValue("(LiiLLLiL)", producer_id, (int)epoch, (int)be32(h + 53), base, last,
+                                        be64(h + 35), (int)attributes, pos);
             if (t == NULL || PyList_Append(found, t) < 0) {
                 Py_XDECREF(t);
                 failed = 1;
@@ -603,7 +603,7 @@ static PyMethodDef methods[] = {
      "last batch or None): the minima rebuild's walk up to the first batch the Python loop must take."},
     {"producer_run", producer_run, METH_VARARGS,
      "producer_run(fd, pos, end, start, most) -> (stop position, [(producer id, epoch, base sequence, base "
-     "offset, last offset, max timestamp)]) of producers' batches ending at or after start: the replay's walk "
+     "offset, last offset, max timestamp, attributes, position)]) of producers' batches ending at or after start: the replay's walk "
      "up to the first batch the Python loop must take, or after `most` of them."},
     {NULL, NULL, 0, NULL},
 };

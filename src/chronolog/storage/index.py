@@ -8,7 +8,9 @@ trimmed: the zero-filled tail of a preallocated file would otherwise be read as 
 
 The preallocated tail is sparse: on a full file system a store into one of its pages through the map
 would kill the process with SIGBUS. Entries are therefore written with `pwrite`, which fails with ENOSPC
-instead, and the map is only read (it sees the page cache the write went to).
+instead, and the map is only read (it sees the page cache the write went to). On tmpfs even a read of a
+sparse page through the map takes space (and so dies on a full one): a file left untrimmed by a crash
+counts as entries only its slots before the first hole (`_data_end`), which are the only ones ever written.
 """
 
 from __future__ import annotations
@@ -33,6 +35,21 @@ _FIELD_LAYOUT = {_OFFSET_KEY: (0, False), _POSITION_FIELD: (4, False), _TIME_KEY
 # `_headers.floor_slot` (C): `_largest_lower_bound_slot`'s binary search with exactly its answers.
 _native_floor_slot = load_native("chronolog.storage._headers", "floor_slot")
 _INT64 = range(-2**63, 2**63)
+
+
+def _data_end(path: Path, length: int) -> int:
+    """Where the first hole of the file starts (its length when it has none, or the file system cannot
+    tell: SEEK_HOLE then reports the end)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return length
+    try:
+        return min(length, os.lseek(fd, 0, os.SEEK_HOLE))
+    except OSError:
+        return length
+    finally:
+        os.close(fd)
 
 
 class IndexCorruptError(KafkaError):
@@ -70,12 +87,15 @@ class AbstractIndex:
                 f.truncate(length)
         else:
             length = 0
-        # Every slot of a file that existed counts as an entry (AbstractIndex's constructor).
-        self._entries = length // self.entry_size if exists else 0
+        # Every slot of a file that existed counts as an entry (AbstractIndex's constructor), up to the first
+        # hole of a sparse one: a hole was never written, and reading it through the map may need space.
+        self._entries = _data_end(self.path, length) // self.entry_size if exists else 0
         self._last = None  # cached last entry; None = read it from the map
         self._length = length
         self.max_index_size = max_index_size
         self._open_map(length)
+        if exists and not writable:
+            self._entries = self._written_slots()
 
     @classmethod
     def from_bytes(cls, data: bytes, path: Path | str, base_offset: int):
@@ -94,7 +114,21 @@ class AbstractIndex:
         if data:
             self._mmap = mmap.mmap(-1, len(data))  # anonymous: the lookups and close() work unchanged
             self._mmap.write(data)
+            self._entries = self._written_slots()
         return self
+
+    def _written_slots(self) -> int:
+        """Slots before the zero-filled tail of a file opened read-only. The active segment of a running
+        (or crashed) writer keeps its index preallocated to `segment.index.bytes` with zeros after the last
+        entry; counting those as entries would fail the sanity check ("offsets not increasing") and make a
+        reader of a live data dir rebuild a healthy index. A zero slot can be the tail only: after the
+        first slot an offset index entry has a relative offset above 0 and a time index entry a timestamp
+        above the previous one. Kafka's `DumpLogSegments` stops at the same place (the first entry after
+        the first whose offset is the base offset: "it is a sparse file")."""
+        if self._mmap is None or self._entries <= 1:
+            return self._entries
+        used = len(self._mmap[:].rstrip(b"\0"))
+        return max(1, -(-used // self.entry_size)) if used else 0
 
     # -- mapping -------------------------------------------------------------------------------------
     def _open_map(self, length: int) -> None:

@@ -4,6 +4,10 @@ Appends are validated as `LogValidator` does (CRC, sizes, KIP-32 timestamp bound
 assigned by patching batch headers in place, and go to the active segment, which rolls on size, time
 (first batch's max timestamp + `segment.ms` - jitter), full indexes or offset overflow. Retention deletes
 whole segments oldest-first and stops at the first one that must stay.
+
+Transactions (KIP-98): a producer's transactional batches open its transaction, the coordinator's marker
+(`append_control`) ends it; the oldest open transaction bounds the last stable offset, and each aborted
+one is recorded in the `.txnindex` of the segment that holds its ABORT marker (storage.txnindex).
 """
 
 from __future__ import annotations
@@ -56,12 +60,17 @@ from chronolog.records.batch import (
     COMPRESSION_MASK,
     CONTROL_MASK,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
     scan_batch_timestamps,
 )
 from chronolog.records.batch import HEADER as BATCH_HEADER
+from chronolog.records.control import ControlType, EndTxnMarker, build_control_batch, marker_of
+from chronolog.storage.index import IndexCorruptError
 from chronolog.storage.minima import MINIMA_SUFFIX
 from chronolog.storage.producers import (
     SNAPSHOT_SUFFIX,
+    CorruptSnapshotError,
+    ProducerInfo,
     ProducerStates,
     delete_snapshot,
     increment_sequence,
@@ -79,6 +88,7 @@ from chronolog.storage.segment import (
     offsets_named,
     segment_name,
 )
+from chronolog.storage.txnindex import READ_COMMITTED, AbortedFilter, AbortedTxn, check_isolation
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +98,6 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LEADER_EPOCH = 0
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms (KIP-854)
-_PRODUCER_SCAN_SEGMENTS = 2  # without a snapshot: the producers of the newest segments are rebuilt
 WRITE_RETRY_MS = 5000  # chronolog.log.dir.write.retry.ms: how often a partition whose write failed tries again
 _LOG_TOKENS = itertools.count()
 
@@ -118,6 +127,7 @@ class ReadSlice:
     size: int
     first_offset: int
     _segment: LogSegment
+    _after: int = -1  # the next segment's base offset, or the log end offset, when the slice was made
 
     def fileno(self) -> int:
         return self._segment._fd
@@ -125,6 +135,19 @@ class ReadSlice:
     def read_bytes(self) -> bytes:
         """The bytes, read with one `pread` (short only if the segment was deleted meanwhile)."""
         return self._segment.pread(self.position, self.size)
+
+    @property
+    def next_offset(self) -> int:
+        """The offset just past the slice's last batch: the base offset of the batch that follows it in
+        the segment, else the next segment's base offset (or the log end offset). The upper bound a
+        read_committed fetch collects aborted transactions to (`LogSegment.fetchUpperBoundOffset`, which
+        Kafka takes from the offset index and may overshoot; this is exact)."""
+        end = self.position + self.size
+        if end + 8 <= self._segment.size:
+            head = self._segment.pread(end, 8)
+            if len(head) == 8:
+                return int.from_bytes(head, "big", signed=True)
+        return self._after
 
 
 TimestampAndOffset = FoundTimestamp
@@ -166,6 +189,7 @@ class PartitionLog:
         self.producers = ProducerStates()  # idempotent producers (storage.producers); loaded by `open`
         self.producer_expiration_ms = PRODUCER_ID_EXPIRATION_MS
         self._expired_arrivals = ExpiredArrivals()
+        self._txn_rebuild_from: int | None = None  # recovery: segments from here get their .txnindex rebuilt
 
     # -- opening ------------------------------------------------------------------------------------
     @classmethod
@@ -212,6 +236,34 @@ class PartitionLog:
         return plog
 
     _files: ReadOnlyFiles | None = None  # where a read-only log's files come from, if not `dir`
+    _readonly_producers_loaded = False
+
+    def _load_producers_readonly(self) -> None:
+        """A read-only log's producers (for its LSO), when first needed: the newest snapshot file that parses
+        and lies in (log start, log end], then the batches after it, as `_load_producers` but deleting and
+        writing nothing; without a snapshot the whole log is read. Kafka's own snapshots carry the open
+        transactions too, so a copy of a Kafka log dir gets its LSO the same way."""
+        states = ProducerStates()
+        start = self.log_start_offset
+        for name, data in reversed(self.producer_snapshot_files()):
+            offset = int(name[:-len(SNAPSHOT_SUFFIX)])
+            if not self.log_start_offset < offset <= self._next_offset:
+                continue
+            try:
+                entries = ProducerStates.from_bytes(data)
+            except CorruptSnapshotError as exc:
+                log.warning("%s: producer snapshot %s is not usable (%s)", self.dir, name, exc)
+                continue
+            states._reset(entries)
+            start = offset
+            break
+        self._replay_producers(states, start)
+        self.producers = states
+
+    def _ensure_producers(self) -> None:
+        if not self.writable and not self._readonly_producers_loaded:
+            self._readonly_producers_loaded = True
+            self._load_producers_readonly()
 
     def producer_snapshot_files(self) -> list[tuple[str, bytes]]:
         """(name, bytes) of each `<offset>.snapshot` file of the partition, oldest first, unparsed: for
@@ -260,9 +312,14 @@ class PartitionLog:
                 # Unlike LogLoader, corruption does not end the log: only the last segment's torn tail is
                 # truncated; invalid bytes elsewhere become corrupt ranges that reads step over.
                 seg.recover()
+                # `LogSegment.recover` resets the transaction index and rebuilds it from the producers'
+                # state at the segment's start: done for all of them in `_load_producers`.
+                self._rebuild_txn_index_from(base)
                 # Recovery read the whole segment: its minima are rebuilt too (an inactive segment's
                 # sidecar is written by on_become_inactive below).
                 seg.start_minima(rebuild=True)
+            elif not self._txn_index_sane(seg):
+                self._rebuild_txn_index_from(base)
         if not self.segments:
             self.segments.append(self._new_segment(0))
         for seg in self.segments[:-1]:
@@ -276,6 +333,19 @@ class PartitionLog:
             self._next_offset = max(self._next_offset, self.active.base_offset)
         self._jitter = self._new_jitter()
 
+    def _rebuild_txn_index_from(self, base: int) -> None:
+        if self._txn_rebuild_from is None or base < self._txn_rebuild_from:
+            self._txn_rebuild_from = base
+
+    def _txn_index_sane(self, seg: LogSegment) -> bool:
+        """`TransactionIndex.sanityCheck` at load; a failing index is rebuilt (LogLoader)."""
+        try:
+            seg.txn_index.sanity_check()
+        except IndexCorruptError as exc:
+            log.warning("%s; rebuilding it", exc)
+            return False
+        return True
+
     def _new_jitter(self) -> int:
         """`LogConfig.randomSegmentJitter`: uniform in [0, min(segment.jitter.ms, segment.ms))."""
         bound = min(self.config.segment_jitter_ms, self.config.segment_ms)
@@ -283,24 +353,65 @@ class PartitionLog:
 
     def _load_producers(self, now: int) -> None:
         """The producers' state as of the log end: the newest snapshot at or below it, then the batches
-        after it (`LogLoader` / `UnifiedLog.rebuildProducerState`). With no snapshot (a data dir written
-        before chronolog kept them, or copied from elsewhere) the newest segments are read instead;
-        Kafka reads from the log start when it was not shut down cleanly. Producers idle for
-        `producer.id.expiration.ms` are left out."""
+        after it (`LogLoader` / `UnifiedLog.rebuildProducerState`), markers included, so open transactions
+        and the LSO come back. With no snapshot the log is read from its start, as Kafka does after an
+        unclean stop: a transaction open since an older segment must not be missed. Producers idle for
+        `producer.id.expiration.ms` are left out.
+
+        Segments that recovery read again get their `.txnindex` rewritten from the ABORT markers in them
+        (`LogSegment.recover`), which needs the open transactions at the first one's start: a replay from
+        the newest snapshot at or below it. Kafka deletes the newer snapshots for that; they stay valid
+        (recovery only cuts a torn tail, and snapshots past the new end are deleted), so they are kept."""
+        rebuild = self._txn_rebuild_from
+        self._txn_rebuild_from = None
         loaded = self.producers.load_snapshot(self.dir, self.log_start_offset, self._next_offset, now,
                                               self.producer_expiration_ms)
         if loaded is None:
-            loaded = self.segments[-_PRODUCER_SCAN_SEGMENTS:][0].base_offset
-        self._replay_producers(loaded)
+            loaded = self.log_start_offset
+        if rebuild is not None and loaded > rebuild:
+            earlier = ProducerStates()
+            start = earlier.load_snapshot(self.dir, self.log_start_offset, rebuild, now, self.producer_expiration_ms,
+                                          delete_outside=False)
+            self._replay_producers(earlier, self.log_start_offset if start is None else start, rebuild)
+            rebuild = None
+        self._replay_producers(self.producers, loaded, rebuild)
         self.producers.expire(now, self.producer_expiration_ms)
 
-    def _replay_producers(self, start: int) -> None:
-        """Update the producers' state with every batch from offset `start` to the log end."""
+    def _replay_producers(self, states: ProducerStates, start: int, rebuild_txn_from: int | None = None) -> None:
+        """Update `states` with every batch from offset `start` to the log end; segments based at or after
+        `rebuild_txn_from` get their `.txnindex` rewritten from the ABORT markers met (`LogSegment.recover`
+        with `updateProducerState`)."""
+        if rebuild_txn_from is not None:
+            for seg in self.segments:
+                if seg.base_offset >= rebuild_txn_from:
+                    seg.txn_index.reset()
         for i in range(self._segment_for(max(start, self.segments[0].base_offset)), len(self.segments)):
             seg = self.segments[i]
+            rebuild = rebuild_txn_from is not None and seg.base_offset >= rebuild_txn_from
             pos = seg.offset_index.lookup(start).position if start > seg.base_offset else 0
-            for found in seg.producer_batches(pos, start):
-                self.producers.update(*found)
+            for pid, epoch, seq, base, last, ts, attributes, position in seg.producer_batches(pos, start):
+                if not attributes & CONTROL_MASK:
+                    states.update(pid, epoch, seq, base, last, ts, bool(attributes & TRANSACTIONAL_MASK))
+                    continue
+                marker = self._marker_at(seg, position)
+                if marker is None:
+                    continue
+                done = states.apply_marker(pid, epoch, marker.coordinator_epoch, base, ts, marker.is_commit)
+                if done is not None and rebuild and done[0].is_aborted:
+                    txn, lso = done
+                    seg.txn_index.append(AbortedTxn(pid, txn.first_offset, txn.last_offset, lso))
+
+    def _marker_at(self, seg: LogSegment, position: int) -> EndTxnMarker | None:
+        """The transaction marker of the control batch at `position`; None for another control type, an
+        empty control batch or one that cannot be read (logged: the replay goes on)."""
+        for _pos, batch in seg.batches_from(position):
+            try:
+                return marker_of(batch)
+            except KafkaError as exc:
+                log.warning("%s-%d: control batch at offset %d unreadable: %s", self.topic, self.partition,
+                            batch.base_offset, exc)
+                return None
+        return None
 
     def _retried(self, producer_id: int, epoch: int, base_sequence: int, last_offset_delta: int
                  ) -> AppendInfo | None:
@@ -397,7 +508,7 @@ class PartitionLog:
             max_ts, offset_of_max = -1, -1
             min_ts: int | None = None  # smallest record timestamp appended, for the segment's minima sidecar
             count = 0
-            producer_batches = []  # (id, epoch, first sequence, first offset, last offset, max timestamp)
+            producer_batches = []  # (id, epoch, first seq, first offset, last offset, max timestamp, transactional)
             cfg = self.config
             log_append = cfg.log_append_time
             topic_codec = _topic_codec(cfg.compression_type)
@@ -418,6 +529,9 @@ class PartitionLog:
                                                f"{cfg.max_message_bytes}")
                 if batch.is_control and origin_client:
                     raise InvalidRecordError("clients may not write control batches")
+                if origin_client and batch.magic == 2 and batch.producer_id >= 0 and batch.base_sequence < 0:
+                    raise InvalidRecordError(f"invalid sequence number {batch.base_sequence} in a batch of producer "
+                                             f"{batch.producer_id}")
                 lo, batch_max, n_records = batch.scan_timestamps()
                 if not log_append:
                     before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
@@ -436,6 +550,7 @@ class PartitionLog:
                                           batch.last_offset_delta)
                     if retry is not None:
                         return retry  # the only batch (a client sends one per partition)
+                    self.producers.check_transactional(batch.producer_id, batch.is_transactional)
                 codec = batch.compression if topic_codec is None else topic_codec
                 if codec != batch.compression:
                     # A codec change is the one case that recompresses (LogValidator).
@@ -457,7 +572,7 @@ class PartitionLog:
                 last = offset + n_records - 1
                 if idempotent:
                     producer_batches.append((batch.producer_id, batch.producer_epoch, batch.base_sequence, offset,
-                                             last, batch_max))
+                                             last, batch_max, batch.is_transactional))
                 low = batch_max if log_append else lo
                 min_ts = low if min_ts is None or low < min_ts else min_ts
                 if batch_max > max_ts:
@@ -508,6 +623,8 @@ class PartitionLog:
                                            f"{cfg.max_message_bytes}")
             if attributes & CONTROL_MASK and origin_client:
                 raise InvalidRecordError("clients may not write control batches")
+            if origin_client and h[9] >= 0 and h[11] < 0:  # LogValidator.validateBatch
+                raise InvalidRecordError(f"invalid sequence number {h[11]} in a batch of producer {h[9]}")
             lo, batch_max, n_records = scan_batch_timestamps(buf, h)
             log_append = cfg.log_append_time
             if not log_append:
@@ -524,6 +641,7 @@ class PartitionLog:
                 retry = self._retried(h[9], h[10], h[11], h[6])
                 if retry is not None:
                     return retry
+                self.producers.check_transactional(h[9], bool(attributes & TRANSACTIONAL_MASK))
             offset = self._next_offset
             wrong_max = h[8] != batch_max or attributes & TIMESTAMP_TYPE_MASK
             if log_append or wrong_max or len(buf) < _COPY_BELOW:
@@ -550,7 +668,8 @@ class PartitionLog:
             self._next_offset = last + 1
             self._check_retention_on_arrival(max_ts, now)
             if idempotent:
-                self.producers.update(h[9], h[10], h[11], offset, last, batch_max)
+                self.producers.update(h[9], h[10], h[11], offset, last, batch_max,
+                                      bool(attributes & TRANSACTIONAL_MASK))
             self._unflushed_messages += n_records
             if self._unflushed_messages >= cfg.flush_messages:
                 self._flushed()
@@ -624,8 +743,108 @@ class PartitionLog:
             try:
                 self._fsync_unflushed()
             except BaseException:
-                seg.undo_to(mark)
+                with contextlib.suppress(OSError):  # (a cut that failed is made by the next append or the close)
+                    seg.undo_to(mark)
                 raise
+    # -- transactions -------------------------------------------------------------------------------
+    def append_control(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, *,
+                       now: int | None = None) -> AppendInfo:
+        """Write a transaction's COMMIT or ABORT marker for this partition (`UnifiedLog.appendAsLeader`
+        with origin COORDINATOR of `MemoryRecords.withEndTransactionMarker`): the producer's open
+        transaction ends, an aborted one goes into the active segment's `.txnindex` with the LSO just
+        after it, and the LSO moves on. A marker below the producer's epoch is INVALID_PRODUCER_EPOCH, below
+        the last marker's coordinator epoch TRANSACTION_COORDINATOR_FENCED; nothing is written then. A
+        marker for a producer with no open transaction here is written and changes only its epochs, as in
+        Kafka."""
+        if not self.writable:
+            raise KafkaError("log is read-only")
+        now = now_ms() if now is None else now
+        with self.lock:
+            if self._closed:
+                raise KafkaError("log is closed")
+            self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            offset = self._next_offset
+            marker = EndTxnMarker(ControlType.COMMIT if commit else ControlType.ABORT, coordinator_epoch)
+            data = build_control_batch(producer_id, producer_epoch, marker, now, base_offset=offset,
+                                       partition_leader_epoch=LEADER_EPOCH)
+            if self.config.log_append_time:
+                data = bytearray(data)
+                set_max_timestamp(data, 0, TimestampType.LOG_APPEND_TIME, now)
+            with self._writing():  # a failed write: KAFKA_STORAGE_ERROR, the marker cut back, the coordinator retries
+                self._maybe_roll(len(data), now, offset, now)
+                segment = self.active
+                self._append_active(1, offset, now, offset, data, now)
+            self._next_offset = offset + 1
+            done = self.producers.apply_marker(producer_id, producer_epoch, coordinator_epoch, offset, now, commit)
+            if done is not None and done[0].is_aborted:
+                txn, lso = done
+                # (A failure here leaves the marker written and its abort unindexed until the segment is
+                # recovered: a known gap, docs/transactions.md.)
+                with self._writing():
+                    segment.txn_index.append(AbortedTxn(producer_id, txn.first_offset, offset, lso))
+            self._unflushed_messages += 1
+            if self._unflushed_messages >= self.config.flush_messages:
+                self._flushed()
+            return AppendInfo(offset, offset, now, offset, now if self.config.log_append_time else -1,
+                              self.log_start_offset, 1)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, not below the log start offset
+        (`UnifiedLog.maybeIncrementFirstUnstableOffset`); None when none is open."""
+        with self.lock:
+            self._ensure_producers()
+            first = self.producers.first_undecided_offset()
+            return None if first is None else max(first, self.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """`UnifiedLog.lastStableOffset`: the first unstable offset when it is below the high watermark, else
+        the high watermark. read_committed readers see nothing at or past it."""
+        with self.lock:
+            first = self.first_unstable_offset
+            hw = self.high_watermark
+            return first if first is not None and first < hw else hw
+
+    def aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions overlapping [start_offset,
+        upper_bound_offset): what a read_committed fetch returns, so the consumer drops those producers'
+        records from each first offset up to their ABORT marker."""
+        return [(t.producer_id, t.first_offset) for t in self.aborted_txns(start_offset, upper_bound_offset)]
+
+    def aborted_txns(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, upper_bound_offset) as whole `.txnindex`
+        entries, from the segment holding `start_offset` on until an entry's last stable offset reaches the
+        bound (`LocalLog.collectAbortedTransactions`)."""
+        with self.lock:
+            found: list[AbortedTxn] = []
+            for seg in self.segments[self._segment_for(start_offset):]:
+                txns, complete = seg.txn_index.collect(start_offset, upper_bound_offset)
+                found.extend(txns)
+                if complete:
+                    break
+            return found
+
+    def aborted_ranges(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int, int]]:
+        """(producer id, first offset, last offset) of each aborted transaction overlapping the range: an
+        offline read_committed reader drops that producer's transactional batches with first <= base
+        offset < last (the last is the ABORT marker's offset), and every control batch."""
+        return [(t.producer_id, t.first_offset, t.last_offset)
+                for t in self.aborted_txns(start_offset, upper_bound_offset)]
+
+    def ongoing_transactions(self) -> list[tuple[int, int, int]]:
+        """(producer id, producer epoch, first offset) of each open transaction, oldest first."""
+        with self.lock:
+            self._ensure_producers()
+            states = self.producers
+            return sorted(((pid, states.producers[pid].epoch, first) for pid, first in states.ongoing.items()),
+                          key=lambda t: t[2])
+
+    def producer_entries(self) -> list[ProducerInfo]:
+        """The partition's producers as DescribeProducers (KIP-664) reports them; also `producers()`."""
+        with self.lock:
+            self._ensure_producers()
+            return self.producers()
 
     def append_raw_for_test(self, data: bytes) -> None:
         """Write bytes without validation (to build fixtures such as torn tails)."""
@@ -707,7 +926,8 @@ class PartitionLog:
                 if found is None:
                     continue  # no batch at or after `start_offset` here: the next segment has it
                 pos, size, first = found
-                return ReadSlice(seg.log_path, pos, size, first, seg) if size else None
+                after = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self._next_offset
+                return ReadSlice(seg.log_path, pos, size, first, seg, after) if size else None
             return None
 
     def _read_parsing(self, seg: LogSegment, start_offset: int, max_bytes: int, limit: int,
@@ -730,17 +950,41 @@ class PartitionLog:
                 size += batch.size_in_bytes
             if size == 0:
                 return None
-            return ReadSlice(seg.log_path, pos, size, first_batch.base_offset, seg)
+            after = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self._next_offset
+            return ReadSlice(seg.log_path, pos, size, first_batch.base_offset, seg, after)
         return None
 
-    def read_records(self, start_offset: int, end_offset: int | None = None) -> Iterator[Record]:
-        """Records with start_offset <= offset < end_offset (tools and tests; decodes everything)."""
+    def read_records(self, start_offset: int, end_offset: int | None = None, *,
+                     isolation: str = "read_uncommitted") -> Iterator[Record]:
+        """Records with start_offset <= offset < end_offset (tools and tests; decodes everything), as a
+        Kafka consumer with this `isolation.level` returns them: control batches are never records;
+        read_committed stops at the last stable offset and drops aborted transactions' records."""
+        start = max(start_offset, self.log_start_offset)
+        for batch in self.read_data_batches(start, end_offset, isolation=isolation):
+            for rec in batch.records():
+                if start <= rec.offset and (end_offset is None or rec.offset < end_offset):
+                    yield rec
+
+    def read_data_batches(self, start_offset: int, end_offset: int | None = None, *,
+                          isolation: str = "read_uncommitted") -> Iterator:
+        """`read_batches` as a consumer sees them: no control batches, and under read_committed nothing
+        from the last stable offset on and no batch of an aborted transaction (the `.txnindex` entries
+        overlapping the range, `aborted_txns`)."""
+        check_isolation(isolation)
         start = max(start_offset, self.log_start_offset)
         end = self._next_offset if end_offset is None else min(end_offset, self._next_offset)
+        dropped = AbortedFilter([])
+        if isolation == READ_COMMITTED:
+            end = min(end, self.last_stable_offset)
+            if start < end:
+                dropped = AbortedFilter(self.aborted_txns(start, end))
         for batch in self.read_batches(start, end):
-            for rec in batch.records():
-                if start <= rec.offset < end:
-                    yield rec
+            if isinstance(batch, RecordBatch):
+                if batch.is_control:
+                    continue
+                if dropped and batch.is_transactional and dropped.is_aborted(batch.producer_id, batch.base_offset):
+                    continue
+            yield batch
 
     def read_batches(self, start_offset: int, end_offset: int | None = None) -> Iterator:
         """Batches overlapping [start_offset, end_offset), in offset order, straight from the files."""
@@ -792,8 +1036,18 @@ class PartitionLog:
             seg = self._first_segment_reaching(timestamp)
             if seg is None:
                 return None
-            return seg.find_offset_by_timestamp(timestamp, self.log_start_offset, tables=TIME_TABLES,
-                                                key=self._time_tables_key())
+            found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset, tables=TIME_TABLES,
+                                                 key=self._time_tables_key())
+            if found is None and not self.writable:
+                # A read-only copy's time index may name a batch that fails its CRC (recovery would have
+                # dropped it from the index): the answer is then in a later segment, as the broker finds it.
+                for later in self.segments[self.segments.index(seg) + 1:]:
+                    if later.max_timestamp_so_far >= timestamp:
+                        found = later.find_offset_by_timestamp(timestamp, self.log_start_offset,
+                                                               tables=TIME_TABLES, key=self._time_tables_key())
+                        if found is not None:
+                            break
+            return found
 
     def _time_tables_key(self) -> tuple[int, int]:
         """This log's bytes as the shared per-batch timestamp tables know them: a token of this object

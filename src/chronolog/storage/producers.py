@@ -1,8 +1,10 @@
-"""Idempotent producers' state in one partition, and Kafka's producer snapshot files.
+"""Idempotent and transactional producers' state in one partition, and Kafka's producer snapshot files.
 
-What Kafka's `ProducerStateManager` keeps, without transactions: per producer id its epoch and its last
-five batches (sequence range, offsets, max timestamp). That is enough to answer a retried batch with the
-offset it was first written at, and to refuse a gap in sequence numbers.
+What Kafka's `ProducerStateManager` keeps: per producer id its epoch and its last five batches (sequence
+range, offsets, max timestamp), enough to answer a retried batch with the offset it was first written at
+and to refuse a gap in sequence numbers; and, for transactions (KIP-98), the coordinator epoch of its last
+marker and the first offset of its ongoing transaction. The oldest ongoing transaction's first offset is
+the first unstable offset, which bounds the last stable offset (LSO) that read_committed readers see.
 
 The state must outlive a restart, or a batch retried across one is written twice. A restart reads the
 newest `<offset>.snapshot` file and replays only the batches from that offset on, instead of scanning
@@ -21,7 +23,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from chronolog.diskio import write_atomic
-from chronolog.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from chronolog.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceNumberError,
+    TransactionCoordinatorFencedError,
+)
 from chronolog.records import crc32c
 from chronolog.storage.segment import offsets_named, segment_name
 
@@ -77,14 +84,44 @@ class ProducerEntry:
         return self.batches[-1].last_seq if self.batches else -1
 
 
+class ProducerInfo(NamedTuple):
+    """A producer as DescribeProducers reports it (KIP-664, `DescribeProducersResponse.ProducerState`)."""
+
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction ended by a marker (`CompletedTxn`): `last_offset` is the marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
 class ProducerStates:
     """The producers of one partition, updated by every append of a batch that carries a producer id."""
 
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its ongoing transaction
+
+    def _reset(self, entries: list[ProducerEntry]) -> None:
+        self.producers = {e.producer_id: e for e in entries}
+        self.ongoing = {e.producer_id: e.txn_first_offset for e in entries if e.txn_first_offset >= 0}
 
     def __len__(self) -> int:
         return len(self.producers)
+
+    def __call__(self) -> list[ProducerInfo]:
+        """Every producer's state, by producer id (so `PartitionLog.producers()` lists them)."""
+        return [ProducerInfo(pid, e.epoch, e.last_seq, e.last_timestamp, e.coordinator_epoch, e.txn_first_offset)
+                for pid, e in sorted(self.producers.items())]
 
     # -- the produce path ---------------------------------------------------------------------------
     def duplicate_of(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> int | None:
@@ -107,9 +144,18 @@ class ProducerStates:
                 f"producer {producer_id}: expected sequence {increment_sequence(entry.last_seq, 1)}, got {first_seq}")
         return None
 
+    def check_transactional(self, producer_id: int, transactional: bool) -> None:
+        """A client's data batch while its producer has a transaction open must be transactional
+        (`ProducerAppendInfo.appendDataBatch`: INVALID_TXN_STATE); checked before anything is written."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and entry.txn_first_offset >= 0 and not transactional:
+            raise InvalidTxnStateError(f"expected a transactional write from producer {producer_id}: its "
+                                       f"transaction from offset {entry.txn_first_offset} is open")
+
     def update(self, producer_id: int, epoch: int, first_seq: int, first_offset: int, last_offset: int,
-               timestamp: int) -> None:
-        """Record a written batch (`ProducerStateEntry.addBatch`): a new epoch forgets the old one's."""
+               timestamp: int, transactional: bool = False) -> None:
+        """Record a written batch (`ProducerStateEntry.addBatch`): a new epoch forgets the old one's. A
+        transactional batch of a producer without an open transaction opens one at its first offset."""
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(producer_id, epoch)
@@ -121,6 +167,51 @@ class ProducerStates:
         if len(entry.batches) > RETAINED_BATCHES:
             del entry.batches[0]
         entry.last_timestamp = timestamp
+        if transactional and entry.txn_first_offset < 0:
+            entry.txn_first_offset = first_offset
+            self.ongoing[producer_id] = first_offset
+
+    # -- transaction markers ------------------------------------------------------------------------
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """A marker the coordinator asks to write (`ProducerAppendInfo.appendEndTxnMarker`): an epoch below
+        the producer's is INVALID_PRODUCER_EPOCH, a coordinator epoch below the last marker's is
+        TRANSACTION_COORDINATOR_FENCED (a zombie coordinator). Checked before anything is written."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if epoch < entry.epoch:
+            raise InvalidProducerEpochError(f"producer {producer_id}: marker epoch {epoch} is below the last seen "
+                                            f"epoch {entry.epoch}")
+        if entry.coordinator_epoch > coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"producer {producer_id}: coordinator epoch {coordinator_epoch} is older than {entry.coordinator_epoch}")
+
+    def apply_marker(self, producer_id: int, epoch: int, coordinator_epoch: int, offset: int, timestamp: int,
+                     commit: bool) -> tuple[CompletedTxn, int] | None:
+        """Record a written marker at `offset`: the producer's transaction ends (`ProducerStateEntry.update`:
+        a new epoch forgets the batches). Returns the completed transaction and the last stable offset just
+        after it (`ProducerStateManager.lastStableOffset`: the first offset of the oldest other open
+        transaction, else the marker's offset + 1), None when no transaction was open (an empty one)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerEntry(producer_id, epoch)
+        done = None
+        if entry.txn_first_offset >= 0:
+            others = [first for pid, first in self.ongoing.items() if pid != producer_id]
+            done = (CompletedTxn(producer_id, entry.txn_first_offset, offset, not commit),
+                    min(others) if others else offset + 1)
+        if epoch != entry.epoch:
+            entry.epoch = epoch
+            entry.batches = []
+        entry.coordinator_epoch = coordinator_epoch
+        entry.txn_first_offset = -1
+        entry.last_timestamp = timestamp
+        self.ongoing.pop(producer_id, None)
+        return done
+
+    def first_undecided_offset(self) -> int | None:
+        """The first offset of the oldest open transaction (`ProducerStateManager.firstUndecidedOffset`)."""
+        return min(self.ongoing.values()) if self.ongoing else None
 
     def expire(self, now: int, expiration_ms: int) -> int:
         """Forget producers whose last batch's max timestamp is `expiration_ms` or more before `now`
@@ -128,7 +219,7 @@ class ProducerStates:
         expired = [pid for pid, e in self.producers.items()
                    if e.txn_first_offset < 0 and now - e.last_timestamp >= expiration_ms]
         for pid in expired:
-            del self.producers[pid]
+            del self.producers[pid]  # never one with an open transaction: `ongoing` stays as it is
         return len(expired)
 
     # -- snapshot files -----------------------------------------------------------------------------
@@ -171,17 +262,18 @@ class ProducerStates:
         write_atomic(path, self.to_bytes(), sync=sync)
         return path
 
-    def load_snapshot(self, directory: Path, log_start: int, log_end: int, now: int, expiration_ms: int) -> int | None:
+    def load_snapshot(self, directory: Path, log_start: int, log_end: int, now: int, expiration_ms: int, *,
+                      delete_outside: bool = True) -> int | None:
         """Replace the state with the newest usable snapshot's and return its offset (None: there is none).
-        Snapshots outside (log start, log end] are deleted first and corrupt ones when met, falling back to
-        the next older (`ProducerStateManager.truncateAndReload` / `loadFromSnapshot`); expired producers
-        are not loaded."""
-        self.producers = {}
+        Snapshots outside (log start, log end] are deleted first (unless not `delete_outside`: then only
+        skipped) and corrupt ones when met, falling back to the next older
+        (`ProducerStateManager.truncateAndReload` / `loadFromSnapshot`); expired producers are not loaded."""
+        self._reset([])
         usable = []
         for offset in snapshot_offsets(directory):
             if log_start < offset <= log_end:
                 usable.append(offset)
-            else:
+            elif delete_outside:
                 delete_snapshot(directory, offset)
         for offset in reversed(usable):
             path = snapshot_path(directory, offset)
@@ -191,9 +283,7 @@ class ProducerStates:
                 log.warning("%s: producer snapshot %s is not usable (%s); deleted", directory, path.name, exc)
                 delete_snapshot(directory, offset)
                 continue
-            for e in entries:
-                if e.txn_first_offset >= 0 or now - e.last_timestamp < expiration_ms:
-                    self.producers[e.producer_id] = e
+            self._reset([e for e in entries if e.txn_first_offset >= 0 or now - e.last_timestamp < expiration_ms])
             return offset
         return None
 

@@ -3,8 +3,8 @@ an object store or any other filesystem the caller can open (`chronolog.timetrav
 pyarrow's). The storage layer knows only this small seam; local directories keep the `os.pread` /
 `mmap` path of `LogSegment` unchanged.
 
-What is read: `.log` files by byte ranges (`read_at`), never whole; index files and minima sidecars,
-which are small, whole into memory. Missing or failing indexes are rebuilt into private temporary files,
+What is read: `.log` files by byte ranges (`read_at`), never whole; index files, `.txnindex` files and
+minima sidecars, which are small, whole into memory. Missing or failing indexes are rebuilt into private temporary files,
 as for a read-only local directory.
 """
 
@@ -24,6 +24,7 @@ from chronolog.storage.segment import (
     offsets_named,
     segment_name,
 )
+from chronolog.storage.txnindex import TXN_INDEX_SUFFIX, TransactionIndex
 
 
 class RandomAccess(Protocol):
@@ -116,6 +117,15 @@ class FilesSegment(LogSegment):
             self.rolling_based_timestamp = first[1].max_timestamp if first else None
             self._first_read = True
         return self.rolling_based_timestamp
+
+    def _open_txn_index(self) -> TransactionIndex:
+        """The `.txnindex` through `files`, without opening the `.log` (a read_committed reader asks for the
+        aborted transactions of segments it may not read)."""
+        name = segment_name(self.base_offset, TXN_INDEX_SUFFIX)
+        pending = self.__dict__.get("_pending")
+        directory = pending[0] if pending is not None else self.dir
+        return TransactionIndex(Path(directory) / name, self.base_offset, writable=False,
+                                data=self._files.read(name) or b"")
 
     def _log_mtime_ms(self) -> int:
         return self._files.mtime_ms(segment_name(self.base_offset, LOG_SUFFIX))

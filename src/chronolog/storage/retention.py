@@ -82,7 +82,8 @@ class ExpiredArrivals:
             return
         log.warning(
             "%s-%d: %d produced batch(es) hold records already older than retention.ms=%d (%s): their largest "
-            "timestamps lie between %s and %s, so the next retention check deletes them "
-            "(log.retention.check.interval.ms). To keep history, %s.", topic, partition, self.count,
+            "timestamps lie between %s and %s, so the next retention check (log.retention.check.interval.ms) "
+            "deletes them unless their segment also holds newer records. To keep history, %s.", topic,
+            partition, self.count,
             retention_ms, duration_text(retention_ms), utc_text(self.oldest), utc_text(self.newest), KEEP_HISTORY)
         self.count, self.last_warned = 0, now

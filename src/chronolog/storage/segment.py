@@ -9,6 +9,7 @@ file's mtime when no batch carries a timestamp.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import struct
@@ -28,6 +29,7 @@ from chronolog.records.batch import HEADER as BATCH_HEADER
 from chronolog.storage.corruption import CorruptRange, find_next_valid_batch
 from chronolog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex, TimestampOffset
 from chronolog.storage.minima import CHUNK_BYTES, SegmentMinima, minima_path, read_minima, write_minima
+from chronolog.storage.txnindex import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -130,11 +132,18 @@ class LogSegment:
 
         Known corrupt ranges are skipped. Bytes that cannot be a batch although the file goes on (a bad
         size or magic mid-file) become a new corrupt range when `resync` is set: the reader continues at
-        the next valid batch instead of ending the segment there (see `storage.corruption`)."""
+        the next valid batch instead of ending the segment there (see `storage.corruption`).
+
+        A read-only segment (a data dir read offline, a copy) is not known to have been recovered, so with
+        `resync` each batch's CRC is checked before it is yielded (once: verified spans are remembered),
+        and a batch that fails becomes a corrupt range as broker recovery makes it (`LogSegment.recover`
+        validates every batch, `DefaultRecordBatch.ensureValid`): offline readers and the broker skip the
+        same bytes and report them the same way."""
         end = self.size if end is None else min(end, self.size)
         pos = position
         want = _FIRST_CHUNK
         prev_next: int | None = None
+        verify = resync and not self.writable
         while pos < end:
             skip = self._corrupt_range_at(pos)
             if skip is not None:
@@ -145,13 +154,23 @@ class LogSegment:
             want = min(want * 4, _CHUNK)
             consumed = 0
             bad = False
+            failed_crc = False
             try:
                 for batch in iter_batches(chunk):
+                    if verify and not self._crc_ok(pos + consumed, batch):
+                        failed_crc = True
+                        break
                     yield pos + consumed, batch
                     consumed += batch.size_in_bytes
                     prev_next = batch.last_offset + 1
             except CorruptMessageError:
                 bad = True
+            if failed_crc:
+                found = self._resync_from(pos + consumed, prev_next, torn_tail_ok=self.is_last)
+                if found is None:
+                    return
+                pos = found.end
+                continue
             if consumed == 0:
                 if not bad and self.size - pos >= 12:
                     need = 12 + int.from_bytes(self.pread(pos + 8, 4), "big", signed=True)
@@ -161,6 +180,12 @@ class LogSegment:
                         except (CorruptMessageError, ValueError):
                             bad = True
                         else:
+                            if verify and not self._crc_ok(pos, batch):
+                                found = self._resync_from(pos, prev_next, torn_tail_ok=self.is_last)
+                                if found is None:
+                                    return
+                                pos = found.end
+                                continue
                             yield pos, batch
                             prev_next = batch.last_offset + 1
                             pos += need
@@ -178,11 +203,13 @@ class LogSegment:
                 continue
             pos += consumed
 
-    def producer_batches(self, position: int, start: int) -> Iterator[tuple[int, int, int, int, int, int]]:
-        """(producer id, epoch, base sequence, base offset, last offset, max timestamp) of each batch from
-        `position` that a producer wrote (not a control batch) and that ends at or after offset `start`:
-        what the producers' replay needs, all of it in batch headers. Whole v2 batches are read in C
-        (`_headers.producer_run`, headers only, in large reads), the rest through `batches_from` as before."""
+    def producer_batches(self, position: int, start: int
+                         ) -> Iterator[tuple[int, int, int, int, int, int, int, int]]:
+        """(producer id, epoch, base sequence, base offset, last offset, max timestamp, attributes, position)
+        of each v2 batch from `position` that carries a producer id (data or control) and that ends at or
+        after offset `start`: what the producers' replay needs, all of it in batch headers but a control
+        batch's marker (read at `position`). Whole v2 batches are read in C (`_headers.producer_run`,
+        headers only, in large reads), the rest through `batches_from` as before."""
         pos = position
         if _native_producer_run is not None and self._fd >= 0 and not self.corrupt_ranges:
             while pos < self.size:
@@ -192,11 +219,25 @@ class LogSegment:
                     break
                 pos = stop
         for _pos, batch in self.batches_from(pos):
-            if batch.magic == 2 and batch.producer_id >= 0 and not batch.is_control and batch.last_offset >= start:
+            if batch.magic == 2 and batch.producer_id >= 0 and batch.last_offset >= start:
                 yield (batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.base_offset,
-                       batch.last_offset, batch.max_timestamp)
+                       batch.last_offset, batch.max_timestamp, batch.attributes, _pos)
 
     is_last = True  # the owning log clears it for segments that are not the last
+
+    _crc_spans: list[list[int]] | tuple = ()  # [start, end) of a read-only segment whose CRCs were checked
+
+    def _crc_ok(self, pos: int, batch: AnyBatch) -> bool:
+        """Whether the batch at `pos` passes `validate` (CRC, sizes), checked once per read-only segment."""
+        end = pos + batch.size_in_bytes
+        if _span_end(self._crc_spans, pos) >= end:
+            return True
+        try:
+            batch.validate()
+        except (CorruptMessageError, InvalidRecordError):
+            return False
+        self._crc_spans = _add_span(self._crc_spans, pos, end, self.MAX_CHECKED_SPANS)
+        return True
 
     def _corrupt_range_at(self, pos: int) -> CorruptRange | None:
         for r in self.corrupt_ranges:
@@ -208,13 +249,18 @@ class LogSegment:
         starts = [r.start for r in self.corrupt_ranges if pos < r.start < end]
         return min(starts) if starts else end
 
-    def _resync_from(self, pos: int, prev_next: int | None) -> CorruptRange | None:
-        """Record bytes from `pos` as corrupt up to the next valid batch (or the end of the file)."""
+    def _resync_from(self, pos: int, prev_next: int | None, *, torn_tail_ok: bool = False) -> CorruptRange | None:
+        """Record bytes from `pos` as corrupt up to the next valid batch (or the end of the file). With
+        `torn_tail_ok` (a batch failing its CRC in the last segment) nothing valid after it makes it a
+        torn tail, as recovery judges one, not corruption: None, nothing recorded. A reader of a live
+        segment may also see a batch the writer has not finished writing."""
         if prev_next is None:
             prev_next = self.base_offset
             for _p, batch in self.batches_from(0, pos, resync=False):
                 prev_next = batch.last_offset + 1
         nxt = find_next_valid_batch(self.pread, pos + 1, self.size, prev_next, self.base_offset + 0x7FFFFFFF)
+        if nxt is None and torn_tail_ok:
+            return None
         if nxt is None:
             end, last = self.size, self._offset_limit_after - 1
         else:
@@ -447,10 +493,15 @@ class LogSegment:
 
     @property
     def next_offset_guess(self) -> int:
+        """The offset after the last readable batch, walking from the offset index's last entry; from the
+        start of the file when nothing readable is there (that entry names a torn or corrupt last batch)."""
         last = None
         start = self.offset_index.last_entry().position
         for _pos, batch in self.batches_from(start):
             last = batch
+        if last is None and start > 0:
+            for _pos, batch in self.batches_from(0):
+                last = batch
         return last.last_offset + 1 if last is not None else self.base_offset
 
     # -- writing ------------------------------------------------------------------------------------
@@ -487,7 +538,8 @@ class LogSegment:
                 self.offset_index.append(largest_offset, physical_position)
                 self.time_index.maybe_append(top.timestamp, top.offset)
         except BaseException:
-            self.undo_to(mark)
+            with contextlib.suppress(OSError):  # (a cut that failed is made by the next append or the close)
+                self.undo_to(mark)
             raise
         written = size
         if self._checked and self._checked[-1][1] == physical_position:  # validated batches: no reader
@@ -558,9 +610,11 @@ class LogSegment:
         if known is not None and known.timestamp >= 0 and self.writable:
             try:
                 self.time_index.maybe_append(known.timestamp, known.offset, skip_full_check=True)
-            except OSError as exc:
+            except (OSError, KafkaError) as exc:
                 # Only a shortcut is missing: the largest timestamp is found by scanning from the last entry.
-                log.warning("segment %s: final time index entry not written: %s", self.log_path, describe(exc))
+                # (KafkaError: no room, the index was trimmed after this entry failed at an earlier roll.)
+                log.warning("segment %s: final time index entry not written: %s", self.log_path,
+                            describe(exc) if isinstance(exc, OSError) else exc)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         self.write_minima()
@@ -576,18 +630,27 @@ class LogSegment:
             os.fsync(self._fd)
             self.offset_index.flush()
             self.time_index.flush()
+            if "_txn_index" in self.__dict__:
+                self._txn_index.flush()
 
     def close(self) -> None:
         if self._fd < 0:
             return
+        if self._tail_dirty:  # a failed append's bytes are still there: cut them, or the close is not clean
+            os.ftruncate(self._fd, self.size)
+            self._tail_dirty = False
         if self.writable:
             self.on_become_inactive()
         self.offset_index.close(trim=self.writable)
         self.time_index.close(trim=self.writable)
+        if "_txn_index" in self.__dict__:
+            self._txn_index.close()
         os.close(self._fd)
         self._fd = -1
 
     def close_for_delete(self) -> None:
+        if "_txn_index" in self.__dict__:
+            self._txn_index.close()
         if self._fd >= 0:
             self.offset_index.close(trim=False)
             self.time_index.close(trim=False)
@@ -595,8 +658,27 @@ class LogSegment:
             self._fd = -1
 
     def files(self) -> list[Path]:
-        """The segment's files, sidecar included, so deletion renames and removes them together."""
-        return [self.log_path, self.offset_index.path, self.time_index.path, self.minima_path]
+        """The segment's files, sidecar and transaction index included, so deletion renames and removes
+        them together (`LogSegment.deleteIfExists` / `changeFileSuffixes`)."""
+        return [self.log_path, self.offset_index.path, self.time_index.path, self.minima_path,
+                self.txn_index_path]
+
+    # -- the aborted-transaction index ----------------------------------------------------------------
+    @property
+    def txn_index_path(self) -> Path:
+        return self.dir / segment_name(self.base_offset, TXN_INDEX_SUFFIX)
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        """The segment's `.txnindex` (storage.txnindex), read when first asked for; the file itself is
+        created by the first aborted transaction whose marker lands in this segment."""
+        found = self.__dict__.get("_txn_index")
+        if found is None:
+            found = self._txn_index = self._open_txn_index()
+        return found
+
+    def _open_txn_index(self) -> TransactionIndex:
+        return TransactionIndex(self.txn_index_path, self.base_offset, writable=self.writable)
 
     # -- recovery -----------------------------------------------------------------------------------
     def sanity_check(self) -> None:
@@ -713,6 +795,7 @@ class LogSegment:
                 break
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         if cut is None:
             return 0
         self.corrupt_ranges = [r for r in self.corrupt_ranges if r.start < cut]
@@ -815,27 +898,12 @@ class LogSegment:
 
     def _checked_end(self, position: int) -> int:
         """The end of the checked span holding `position` (-1: none)."""
-        for a, b in self._checked:
-            if a <= position <= b:
-                return b
-            if a > position:
-                break
-        return -1
+        return _span_end(self._checked, position)
 
     def _mark_checked(self, start: int, end: int) -> None:
         if self._checked_end(start) >= end:  # inside a span already: nothing to merge
             return
-        spans = []
-        for a, b in self._checked:
-            if b < start or a > end:  # apart from [start, end)
-                spans.append([a, b])
-            else:  # touching or overlapping: one span
-                start, end = min(a, start), max(b, end)
-        spans.append([start, end])
-        spans.sort()
-        if len(spans) > self.MAX_CHECKED_SPANS:
-            spans.remove(min(spans, key=lambda s: s[1] - s[0]))
-        self._checked = spans
+        self._checked = _add_span(self._checked, start, end, self.MAX_CHECKED_SPANS)
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0, *,
                                  tables: TimeTableCache | None = None, key: tuple = ()) -> FoundTimestamp | None:
@@ -873,6 +941,8 @@ class LogSegment:
                 return h
             size = 12 + h[1]
             if h[8] >= timestamp and h[0] + h[6] >= starting_offset:
+                if not self.writable and not self._crc_ok(pos, headers.batch(pos, size)):
+                    return False  # the parsing loop records the corrupt range and steps over it
                 found = tables.first_at_or_after((*key, self.base_offset, pos), h,
                                                  lambda p=pos, n=size: headers.batch(p, n), timestamp,
                                                  starting_offset)
@@ -894,6 +964,31 @@ _native_scan = load_native("chronolog.records._walk", "scan_timestamps")
 
 _NO_TS = -(2**63)  # a batch whose timestamps cannot be read: lower than anything, so nothing is proven past it
 _NO_RECORDS = 2**63 - 1  # a batch without records (compaction can leave one): no record is below anything
+
+
+def _span_end(spans, position: int) -> int:
+    """The end of the span of `spans` (sorted, apart) holding `position`; -1 when none does."""
+    for a, b in spans:
+        if a <= position <= b:
+            return b
+        if a > position:
+            break
+    return -1
+
+
+def _add_span(spans, start: int, end: int, most: int) -> list[list[int]]:
+    """`spans` with [start, end) merged in; beyond `most` spans the shortest is forgotten."""
+    out = []
+    for a, b in spans:
+        if b < start or a > end:  # apart from [start, end)
+            out.append([a, b])
+        else:  # touching or overlapping: one span
+            start, end = min(a, start), max(b, end)
+    out.append([start, end])
+    out.sort()
+    if len(out) > most:
+        out.remove(min(out, key=lambda s: s[1] - s[0]))
+    return out
 
 
 class MinEntry(NamedTuple):

@@ -19,6 +19,8 @@ lateness), or a lateness bound the caller asserts (`max_lateness_ms`, as the Spa
 from __future__ import annotations
 
 import datetime
+import logging
+import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,18 +79,36 @@ def _decoder(schema_names: Iterable[str], start: int, end: int, lo: int | None, 
 
 
 def data_dir_columns(plog, start: int, end: int, *, lo: int | None = None, hi: int | None = None,
-                     names: Iterable[str] = COLUMNS, aborted=()) -> Iterator[DecodedColumns]:
+                     names: Iterable[str] = COLUMNS, isolation: str = "read_uncommitted"
+                     ) -> Iterator[DecodedColumns]:
     """Columns of the records of one partition log with start <= offset < end and lo <= timestamp <= hi
     (inclusive milliseconds), read from the segment files in large slices of whole batches
-    (`PartitionLog.read`, which steps over known corrupt ranges as a fetch does). A batch the decoder
-    refuses stops the read with one line naming the segment file and the byte position."""
+    (`PartitionLog.read`, which steps over corrupt ranges as a fetch does: `lost_offsets` says which).
+    Under read_committed the read stops at the last stable offset and skips the aborted transactions of
+    the `.txnindex` files, as a read_committed fetch would. A batch the decoder refuses stops the read with
+    one line naming the segment file and the byte position."""
+    aborted: tuple = ()
+    if isolation == "read_committed":
+        end = min(end, plog.last_stable_offset)
+        aborted = tuple(plog.aborted_ranges(start, end)) if start < end else ()
+    elif isolation != "read_uncommitted":
+        raise ChronologError(f"isolation level {isolation!r}: use read_uncommitted or read_committed")
     dec = _decoder(names, start, end, lo, hi, aborted)
     offset = max(start, plog.log_start_offset)
+    seen_bad: set[tuple[str, int]] = set()
     while offset < end:
         found = plog.read(offset, READ_BYTES, max_offset=end)
         if found is None:
             break
         data = found.read_bytes()
+        bad = first_bad_crc(data)
+        if bad is not None:
+            # Offline, a batch is read only after its CRC (as a consumer's check.crcs): the storage layer's
+            # own walk then records the corrupt range (or judges a torn tail) and later reads step over it.
+            bad_pos, bad_base, bad_next = bad
+            for _batch in plog.read_batches(bad_base, bad_next):
+                pass
+            data = data[:bad_pos]
         pos = 0
         dec.next_offset = -1
         while True:
@@ -100,11 +120,74 @@ def data_dir_columns(plog, start: int, end: int, *, lo: int | None = None, hi: i
             if not full:
                 break
             yield dec.take()
+        if bad is not None:
+            # Go on just past the bad batch's base offset: the storage layer's read steps over the range it
+            # recorded. A bad batch met twice (a torn tail is not recorded) is passed by its own header.
+            where = (str(found.file_path), found.position + bad_pos)
+            offset = max(offset, bad_next if where in seen_bad else bad_base + 1)
+            seen_bad.add(where)
+            continue
         if dec.next_offset <= offset:
             break  # nothing whole in the slice (the segment shrank under us): what was read is all
         offset = dec.next_offset
     if len(dec):
         yield dec.take()
+
+
+def first_bad_crc(data) -> tuple[int, int, int] | None:
+    """(position, base offset, next offset) of the first whole batch in `data` whose CRC fails (CRC-32C of
+    a v2 batch from its attributes, CRC-32 of a legacy message from its magic), None when all pass."""
+    import zlib
+
+    from chronolog.records.batch import crc32c
+    view = memoryview(data)
+    pos, n = 0, len(view)
+    while n - pos >= 17:
+        base, size = struct.unpack_from(">qi", view, pos)
+        if size < 14 or n - pos < 12 + size:
+            return None
+        end = pos + 12 + size
+        if view[pos + 16] == 2:
+            if size < 49:
+                return None
+            stored, = struct.unpack_from(">I", view, pos + 17)
+            ok = crc32c(view[pos + 21:end]) == stored
+            nxt = base + struct.unpack_from(">i", view, pos + 23)[0] + 1
+        else:
+            stored, = struct.unpack_from(">I", view, pos + 12)
+            ok = zlib.crc32(view[pos + 16:end]) & 0xFFFFFFFF == stored
+            nxt = base + 1
+        if not ok:
+            return pos, base, max(nxt, base + 1)
+        pos = end
+    return None
+
+
+def lost_offsets(plog, start: int, end: int) -> list[str]:
+    """What of [start, end) a data-dir read could not return, in words: offsets below the log start
+    (deleted by retention since the range was planned) and the corrupt ranges the storage layer stepped
+    over (a batch failing its CRC, a segment cut short; `storage.corruption`)."""
+    lost = []
+    if start < plog.log_start_offset:
+        lost.append(f"offsets {start}-{min(end, plog.log_start_offset) - 1} are below the log start offset "
+                    f"{plog.log_start_offset} (deleted by retention)")
+    for r in plog.corrupt_ranges():
+        if r.first_offset <= r.last_offset and r.first_offset < end and r.last_offset >= start:
+            lost.append(r.describe())
+    return lost
+
+
+def check_data_loss(where: str, lost: list[str], fail: bool) -> None:
+    """Spark's Kafka source (`KafkaDataConsumer.get`) fails the query on a gap when `failOnDataLoss` is true
+    and skips it with a warning when false; every reader of a data dir does the same."""
+    if not lost:
+        return
+    if fail:
+        raise ChronologError(f"{where}: data lost: {'; '.join(lost)}. The query fails because failOnDataLoss "
+                             "is true (Spark's default); set the option failOnDataLoss=false to skip them with a "
+                             "warning. `chronolog check --data-dir` lists every damaged range.")
+    logging.getLogger("chronolog.spark.reading").warning(
+        "%s: skipping offsets that cannot be read (failOnDataLoss=false): %s", where, "; ".join(lost))
 
 
 def broker_columns(fetcher, topic: str, partition: int, start: int, end: int, *, lo: int | None = None,
@@ -197,12 +280,14 @@ def _is_data_dir(source) -> bool:
 def read_window(source, topic: str, start=None, end=None, *, partitions: Iterable[int] | None = None,
                 include_headers: bool = False, columns: Iterable[str] | None = None,
                 max_lateness_ms: int | None = None, isolation_level: str = "read_uncommitted",
-                timeout: float = 30.0) -> pa.RecordBatchReader:
+                fail_on_data_loss: bool = True, timeout: float = 30.0) -> pa.RecordBatchReader:
     """The records of `topic` with start <= timestamp < end (epoch ms, a datetime, or text such as
     '2024-06-14T15:00:00Z' or '2h ago'; None: unbounded) as Arrow batches in the Spark source's schema,
     from a data dir (a path or URI) or a broker ('host:port,...'). `columns` picks a subset (a
     `count(*)` need not copy values); `isolation_level` 'read_committed' skips aborted transactions and
-    stops at the last stable offset (broker reads). Errors (no such topic, unreachable broker) are raised
+    stops at the last stable offset. In a data dir, offsets that cannot be read (corrupt, or deleted since
+    the window was planned) fail the read, or are skipped with a warning with `fail_on_data_loss=False`,
+    as Spark's source does with `failOnDataLoss`. Errors (no such topic, unreachable broker) are raised
     here, before the reader is returned."""
     import pyarrow as pa
     lo, hi_excl = _millis(start), _millis(end)
@@ -218,11 +303,13 @@ def read_window(source, topic: str, start=None, end=None, *, partitions: Iterabl
         raise ChronologError(f"unknown column(s) {', '.join(unknown)}; the columns are {', '.join(full.names)}")
     schema = pa.schema([full.field(c) for c in names])
     if _is_data_dir(source):
-        return _data_dir_reader(source, topic, lo, hi, partitions, schema, max_lateness_ms)
+        return _data_dir_reader(source, topic, lo, hi, partitions, schema, max_lateness_ms, isolation_level,
+                                fail_on_data_loss)
     return _broker_reader(str(source), topic, lo, hi, partitions, schema, max_lateness_ms, isolation_level, timeout)
 
 
-def _data_dir_reader(path, topic, lo, hi, partitions, schema, max_lateness_ms) -> pa.RecordBatchReader:
+def _data_dir_reader(path, topic, lo, hi, partitions, schema, max_lateness_ms, isolation,
+                     fail_on_data_loss) -> pa.RecordBatchReader:
     import pyarrow as pa
 
     from chronolog.timetravel.sources import open_data_dir
@@ -253,9 +340,12 @@ def _data_dir_reader(path, topic, lo, hi, partitions, schema, max_lateness_ms) -
     def batches() -> Iterator[pa.RecordBatch]:
         try:
             for r in ranges:
-                for cols in data_dir_columns(src.log(topic, r.partition), r.start, r.end, lo=lo, hi=hi,
-                                             names=schema.names):
+                plog = src.log(topic, r.partition)
+                for cols in data_dir_columns(plog, r.start, r.end, lo=lo, hi=hi, names=schema.names,
+                                             isolation=isolation):
                     yield to_record_batch(cols, topic, r.partition, schema)
+                check_data_loss(f"{topic}-{r.partition} in {src.where}", lost_offsets(plog, r.start, r.end),
+                                fail_on_data_loss)
         finally:
             src.close()
 

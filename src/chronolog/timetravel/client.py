@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,12 +54,40 @@ def parse_pairs(items: list[str], option: str = "-X") -> dict[str, str]:
     return out
 
 
+_JAAS = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_JAVA_ONLY = {"ssl.truststore.location": "ssl.ca.location=CA.pem", "ssl.truststore.password": "ssl.ca.location",
+              "ssl.truststore.type": "ssl.ca.location"}
+
+
+def from_java(conf: dict[str, str]) -> dict[str, str]:
+    """The Java client's names that a Kafka tools' properties file holds, in librdkafka's words:
+    `sasl.jaas.config` with a PLAIN or SCRAM login module becomes `sasl.username`/`sasl.password`; a JKS
+    truststore, which librdkafka cannot read, is refused with the PEM option to use instead."""
+    out = dict(conf)
+    jaas = out.pop("sasl.jaas.config", None)
+    if jaas is not None:
+        if "PlainLoginModule" not in jaas and "ScramLoginModule" not in jaas:
+            raise ChronologError("sasl.jaas.config: only PlainLoginModule and ScramLoginModule can be translated; "
+                                 "give sasl.username and sasl.password")
+        found = {k: v.replace('\\"', '"') for k, v in _JAAS.findall(jaas)}
+        if set(found) != {"username", "password"}:
+            raise ChronologError('sasl.jaas.config: expected username="..." password="..."')
+        out.setdefault("sasl.username", found["username"])
+        out.setdefault("sasl.password", found["password"])
+    for key, instead in _JAVA_ONLY.items():
+        if key in out:
+            raise ChronologError(f"{key} is the Java client's (a JKS/PKCS12 truststore): librdkafka takes "
+                                 f"{instead} (PEM)")
+    return out
+
+
 def client_config(bootstrap: str, extra: list[str] | None = None, command_config: Path | None = None) -> dict:
     """librdkafka configs: the file first, then `-X` pairs (later wins, as in kcat)."""
     conf: dict = {"bootstrap.servers": bootstrap}
     if command_config is not None:
         conf.update(read_properties(command_config))
     conf.update(parse_pairs(extra or []))
+    conf = from_java(conf)
     conf["logger"] = LOGGER
     return conf
 
@@ -111,11 +140,12 @@ def consumer_client(conf: dict, **more):
         raise ChronologError(f"client config: {kafka_error_text(exc)}") from None
 
 
-def producer_client(conf: dict, **more):
+def producer_client(conf: dict, **defaults):
+    """A producer with `defaults` that the user's -X / --command-config can override."""
     from confluent_kafka import KafkaException, Producer
     probe(conf["bootstrap.servers"])
     try:
-        return Producer({**conf, **more})
+        return Producer({**defaults, **conf})
     except (KafkaException, ValueError, TypeError) as exc:
         raise ChronologError(f"client config: {kafka_error_text(exc)}") from None
 
@@ -146,7 +176,14 @@ class ClientSource(BrokerSource):
                 "bootstrap.servers": bootstrap, "logger": LOGGER}
         self.conf = base
         self.admin = admin_client(base)
-        self.consumer = consumer_client(base, **{"group.id": "chronolog-tools", "enable.partition.eof": True})
+        self._consumers: dict = {}  # isolation level -> consumer, as BrokerSource keeps them
+
+    def _consumer(self, isolation: str):
+        """BrokerSource's consumer of that isolation level, made with the tools' client configs."""
+        if isolation not in self._consumers:
+            self._consumers[isolation] = consumer_client(self.conf, **{
+                "group.id": "chronolog-tools", "enable.partition.eof": True, "isolation.level": isolation})
+        return self._consumers[isolation]
 
     def _metadata(self, topic: str | None = None):
         from confluent_kafka import KafkaException
@@ -169,23 +206,25 @@ class ClientSource(BrokerSource):
                 f"topic {topic!r} has no partition {', '.join(map(str, missing))} (it has {_ranges(known)})")
         return list(partitions)
 
-    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+    def watermarks(self, topic: str, partition: int, *, isolation: str = "read_uncommitted") -> tuple[int, int]:
         from confluent_kafka import KafkaException
         try:
-            return super().watermarks(topic, partition)
+            return super().watermarks(topic, partition, isolation=isolation)
         except KafkaException as exc:
             raise ChronologError(f"offsets of {topic}-{partition}: {kafka_error_text(exc)}") from None
 
-    def offsets_for_time(self, topic: str, ts: int, partitions: list[int] | None = None) -> dict[int, OffsetAtTime]:
+    def offsets_for_time(self, topic: str, ts: int, partitions: list[int] | None = None, *,
+                         isolation: str = "read_uncommitted") -> dict[int, OffsetAtTime]:
         from confluent_kafka import KafkaException
         parts = self.check_partitions(topic, partitions)
         try:
-            return super().offsets_for_time(topic, ts, parts)
+            return super().offsets_for_time(topic, ts, parts, isolation=isolation)
         except KafkaException as exc:
             raise ChronologError(f"offsets for time in {topic}: {kafka_error_text(exc)}") from None
 
-    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[Record]:
-        yield from super().read(topic, partition, start, end)
+    def read(self, topic: str, partition: int, start: int, end: int, *,
+             isolation: str = "read_uncommitted") -> Iterator[Record]:
+        yield from super().read(topic, partition, start, end, isolation=isolation)
 
     def group_state(self, group: str) -> tuple[str, int]:
         return _wrapped(super().group_state, f"describe group {group}", group)

@@ -70,6 +70,7 @@ class TimeParser:
             fmt = SYSLOG_FORMAT
         self.strptime = fmt if "%" in fmt else None
         self.prefix = ""
+        self.seconds_as_ms: str | None = None  # the first 10-digit value read as epoch_ms (a likely mistake)
         if self.strptime is None and fmt not in EPOCH_UNITS and fmt != "iso":
             raise ChronologError(f"--time-format {fmt!r}: use {FORMATS_HELP}")
         if self.strptime is not None and not re.search(r"%[Yycxs]", self.strptime):
@@ -87,6 +88,8 @@ class TimeParser:
         try:
             if self.fmt in EPOCH_UNITS:
                 ms = int(float(text) * 1000) if self.fmt == "epoch_s" else int(int(text) * EPOCH_UNITS[self.fmt])
+                if self.fmt == "epoch_ms" and self.seconds_as_ms is None and re.fullmatch(r"\d{10}", text):
+                    self.seconds_as_ms = text
             else:
                 if self.strptime is not None:
                     dt = datetime.strptime(self.prefix + text, self.strptime)

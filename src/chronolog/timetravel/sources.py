@@ -3,6 +3,11 @@ data dir on disk (through the storage layer, read-only). Both give the same answ
 
 Seed 001's failures are ruled out here: every requested partition gets an answer; a partition with
 nothing at or after T answers with its end offset and `found=False` instead of an empty answer.
+
+Every read takes `isolation` ("read_uncommitted", the default, or "read_committed") as a Kafka consumer's
+`isolation.level`: under read_committed the end offset is the last stable offset, a time lookup never
+answers at or past it (Kafka's ListOffsets), and records of aborted transactions are not returned. A data
+dir applies its `.txnindex` files and producer snapshots for that itself.
 """
 
 from __future__ import annotations
@@ -16,6 +21,13 @@ from chronolog.errors import ChronologError, UnknownTopicOrPartitionError
 from chronolog.records import Record
 from chronolog.storage import PartitionLog
 from chronolog.storage.log import parse_log_dir_name
+from chronolog.storage.txnindex import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED
+
+
+def _isolation(isolation: str) -> str:
+    if isolation not in ISOLATION_LEVELS:
+        raise ChronologError(f"isolation level {isolation!r}: use read_uncommitted or read_committed")
+    return isolation
 
 
 @dataclass(frozen=True)
@@ -107,22 +119,30 @@ class DataDirSource:
                 self._logs[key] = self._open(f"{topic}-{partition}")
         return self._logs[key]
 
-    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
-        plog = self.log(topic, partition)
-        return plog.log_start_offset, plog.log_end_offset
+    def _end(self, plog: PartitionLog, isolation: str) -> int:
+        return plog.last_stable_offset if _isolation(isolation) == READ_COMMITTED else plog.log_end_offset
 
-    def offsets_for_time(self, topic: str, ts: int, partitions: list[int] | None = None) -> dict[int, OffsetAtTime]:
+    def watermarks(self, topic: str, partition: int, *, isolation: str = READ_UNCOMMITTED) -> tuple[int, int]:
+        """(log start, end) offsets; the end is the last stable offset under read_committed."""
+        plog = self.log(topic, partition)
+        return plog.log_start_offset, self._end(plog, isolation)
+
+    def offsets_for_time(self, topic: str, ts: int, partitions: list[int] | None = None, *,
+                         isolation: str = READ_UNCOMMITTED) -> dict[int, OffsetAtTime]:
         out = {}
         for p in partitions or self.partitions(topic):
             plog = self.log(topic, p)
+            end = self._end(plog, isolation)
             found = plog.offset_for_timestamp(ts)
-            out[p] = OffsetAtTime(p, found.offset if found else plog.log_end_offset,
-                                  found.timestamp if found else -1, found is not None, plog.log_start_offset,
-                                  plog.log_end_offset)
+            if found is not None and found.offset >= end:
+                found = None  # `Partition.fetchOffsetForTimestamp`: nothing past the last fetchable offset
+            out[p] = OffsetAtTime(p, found.offset if found else end, found.timestamp if found else -1,
+                                  found is not None, plog.log_start_offset, end)
         return out
 
-    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[Record]:
-        yield from self.log(topic, partition).read_records(start, end)
+    def read(self, topic: str, partition: int, start: int, end: int, *,
+             isolation: str = READ_UNCOMMITTED) -> Iterator[Record]:
+        yield from self.log(topic, partition).read_records(start, end, isolation=_isolation(isolation))
 
     def close(self) -> None:
         """Release the segment files: read-only logs hold file descriptors and index maps, and a Spark
@@ -136,24 +156,40 @@ class BrokerSource:
     """Any Kafka-protocol broker, through librdkafka (confluent-kafka)."""
 
     def __init__(self, bootstrap: str, timeout: float = 15.0) -> None:
-        from confluent_kafka import Consumer
         from confluent_kafka.admin import AdminClient
 
         self.bootstrap = bootstrap
         self.timeout = timeout
         conf = {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": int(timeout * 1000)}
         self.admin = AdminClient(conf)
-        self.consumer = Consumer({**conf, "group.id": "chronolog-tools", "enable.auto.commit": False,
-                                  "enable.partition.eof": True, "allow.auto.create.topics": False})
+        self._conf = conf
+        self._consumers: dict = {}  # isolation level -> confluent_kafka.Consumer
+
+    @property
+    def consumer(self):
+        return self._consumer(READ_UNCOMMITTED)
+
+    def _consumer(self, isolation: str):
+        """A consumer per isolation level (librdkafka's default is read_committed; Kafka's tools and Spark
+        default to read_uncommitted), made when first used."""
+        from confluent_kafka import Consumer
+        if _isolation(isolation) not in self._consumers:
+            self._consumers[isolation] = Consumer({
+                **self._conf, "group.id": "chronolog-tools", "enable.auto.commit": False,
+                "enable.partition.eof": True, "allow.auto.create.topics": False, "isolation.level": isolation})
+        return self._consumers[isolation]
 
     def topics(self) -> dict[str, int]:
         md = self._metadata()
         return {name: len(t.partitions) for name, t in md.topics.items() if not name.startswith("__")}
 
     def _metadata(self, topic: str | None = None):
+        """Metadata through the consumer, whose `allow.auto.create.topics=false` makes librdkafka ask
+        with allowAutoTopicCreation=false (the AdminClient asks with true): a read-only tool never creates
+        a mistyped topic on a broker with auto.create.topics.enable."""
         from confluent_kafka import KafkaException
         try:
-            return self.admin.list_topics(topic, timeout=self.timeout)
+            return self.consumer.list_topics(topic, timeout=self.timeout)
         except KafkaException as exc:
             raise ChronologError(f"cannot reach {self.bootstrap}: {exc.args[0].str()}") from None
 
@@ -164,36 +200,53 @@ class BrokerSource:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} not found on {self.bootstrap}")
         return sorted(t.partitions)
 
-    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+    def watermarks(self, topic: str, partition: int, *, isolation: str = READ_UNCOMMITTED) -> tuple[int, int]:
+        """(log start, end); the end is the LSO under read_committed (ListOffsets latest with
+        isolation_level 1, as the consumer of that level asks it)."""
         from confluent_kafka import TopicPartition
-        return self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self.timeout)
+        if _isolation(isolation) == READ_UNCOMMITTED:
+            return self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self.timeout)
+        from confluent_kafka import IsolationLevel
+        from confluent_kafka.admin import OffsetSpec
+        low, _high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self.timeout)
+        futures = self.admin.list_offsets({TopicPartition(topic, partition): OffsetSpec.latest()},
+                                          isolation_level=IsolationLevel.READ_COMMITTED,
+                                          request_timeout=self.timeout)
+        (fut,) = futures.values()
+        return low, fut.result().offset
 
-    def offsets_for_time(self, topic: str, ts: int, partitions: list[int] | None = None) -> dict[int, OffsetAtTime]:
-        from confluent_kafka import TopicPartition
+    def offsets_for_time(self, topic: str, ts: int, partitions: list[int] | None = None, *,
+                         isolation: str = READ_UNCOMMITTED) -> dict[int, OffsetAtTime]:
+        from confluent_kafka import IsolationLevel, TopicPartition
         from confluent_kafka.admin import OffsetSpec
 
         parts = partitions or self.partitions(topic)
+        level = IsolationLevel.READ_COMMITTED if _isolation(isolation) == READ_COMMITTED \
+            else IsolationLevel.READ_UNCOMMITTED
         futures = self.admin.list_offsets({TopicPartition(topic, p): OffsetSpec.for_timestamp(ts) for p in parts},
-                                          request_timeout=self.timeout)
+                                          isolation_level=level, request_timeout=self.timeout)
         out = {}
         for tp, fut in futures.items():
             info = fut.result()
-            low, high = self.watermarks(topic, tp.partition)
+            low, high = self.watermarks(topic, tp.partition, isolation=isolation)
             found = info.offset >= 0
             out[tp.partition] = OffsetAtTime(tp.partition, info.offset if found else high,
                                              info.timestamp if found else -1, found, low, high)
         return dict(sorted(out.items()))
 
-    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[Record]:
-        """Records with start <= offset < end, by assign + poll."""
+    def read(self, topic: str, partition: int, start: int, end: int, *,
+             isolation: str = READ_UNCOMMITTED) -> Iterator[Record]:
+        """Records with start <= offset < end, by assign + poll, with a consumer of that isolation level
+        (under read_committed the partition's end is its LSO, and aborted records are skipped by librdkafka)."""
         from confluent_kafka import KafkaError, TopicPartition
 
         if start >= end:
             return
-        self.consumer.assign([TopicPartition(topic, partition, start)])
+        consumer = self._consumer(isolation)
+        consumer.assign([TopicPartition(topic, partition, start)])
         try:
             while True:
-                msg = self.consumer.poll(self.timeout)
+                msg = consumer.poll(self.timeout)
                 if msg is None:
                     raise ChronologError(f"timed out reading {topic}-{partition} at offsets [{start}, {end})")
                 if msg.error():
@@ -207,7 +260,7 @@ class BrokerSource:
                 if msg.offset() >= end - 1:
                     return
         finally:
-            self.consumer.unassign()
+            consumer.unassign()
 
     # -- groups -------------------------------------------------------------------------------------
     def group_state(self, group: str) -> tuple[str, int]:
@@ -230,7 +283,9 @@ class BrokerSource:
             raise ChronologError(f"committing offsets for group {group} failed: {errors[0].error.str()}")
 
     def close(self) -> None:
-        self.consumer.close()
+        consumers, self._consumers = list(self._consumers.values()), {}
+        for consumer in consumers:
+            consumer.close()
 
 
 def open_data_dir(path: Path | str) -> DataDirSource:

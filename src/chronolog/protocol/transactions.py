@@ -1,0 +1,241 @@
+"""Transaction APIs (KIP-98, KIP-447, KIP-664): thin translations between kio requests and the transaction
+coordinator on `ctx.state.transactions`, with Kafka's authorization checks (KafkaApis.handle*).
+
+Versions: InitProducerId 0-5, AddPartitionsToTxn 0-4 (v4+ is the batched form brokers send; KafkaApis
+requires ClusterAction for it), AddOffsetsToTxn 0-3, EndTxn 0-4, TxnOffsetCommit 0-4. EndTxn v5,
+AddOffsetsToTxn v4 and TxnOffsetCommit v5 belong to transaction version 2 (KIP-890 part 2: an epoch bump
+per transaction, partitions added implicitly by Produce v12), which we do not offer; clients then use
+version 1 as they do with Kafka 3.x.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from chronolog.errors import ErrorCode
+from chronolog.protocol.core import error_of, ms
+from chronolog.protocol.registry import RequestContext, register
+
+TRANSACTIONAL_ID = "transactional_id"
+# Kafka's TransactionState names, the ones ListTransactions filters by (TransactionState.name).
+KNOWN_STATES = frozenset({"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
+                          "Dead", "PrepareEpochFence"})
+def _coordinator(ctx: RequestContext) -> Any:
+    return ctx.state.transactions
+
+
+def _denied(ctx: RequestContext, op: str, transactional_id: str) -> bool:
+    return not ctx.allowed(op, TRANSACTIONAL_ID, transactional_id)
+
+
+# -- InitProducerId ----------------------------------------------------------------------------------
+@register(22, 0, 5)
+def init_producer_id(req: Any, ctx: RequestContext) -> dict:
+    """KafkaApis.handleInitProducerIdRequest: Write on the transactional id; without one, IdempotentWrite
+    on the cluster or Write on some topic."""
+    txn_id = getattr(req, "transactional_id", None)
+    fail = {"throttle_time": 0, "producer_id": -1, "producer_epoch": -1}
+    if txn_id is not None:
+        if _denied(ctx, "write", txn_id):
+            return {**fail, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+        coordinator = _coordinator(ctx)
+        if coordinator is None:
+            return {**fail, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+        error, pid, epoch = coordinator.init_producer_id(
+            txn_id, ms(req.transaction_timeout), int(getattr(req, "producer_id", -1)),
+            int(getattr(req, "producer_epoch", -1)))
+        return {"throttle_time": 0, "error_code": error, "producer_id": pid, "producer_epoch": epoch}
+    if not ctx.allowed("idempotent_write", "cluster", "kafka-cluster") and not ctx.allowed_on_any("write", "topic"):
+        return {**fail, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+    return {"throttle_time": 0, "error_code": 0, "producer_id": next(ctx.state.producer_ids), "producer_epoch": 0}
+
+
+# -- AddPartitionsToTxn ------------------------------------------------------------------------------
+def _add_partitions(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: Any,
+                    verify_only: bool) -> list[dict]:
+    """One transaction's partitions (KafkaApis.handleAddPartitionsToTxnRequest): topics without Write
+    answer TOPIC_AUTHORIZATION_FAILED, unknown ones UNKNOWN_TOPIC_OR_PARTITION, and then every other
+    partition OPERATION_NOT_ATTEMPTED; otherwise the coordinator's one answer for all."""
+    wanted = [(t.name, int(p)) for t in topics for p in t.partitions]
+    errors: dict[tuple[str, int], int] = {}
+    if _denied(ctx, "write", txn_id):
+        errors = {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
+    else:
+        manager = ctx.log_manager
+        for name, p in wanted:
+            if not ctx.allowed("write", "topic", name):
+                errors[(name, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif name.startswith("__") or not manager.has_topic(name) or p >= manager.topics()[name] or p < 0:
+                errors[(name, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if errors:
+            errors = {tp: errors.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted}
+        elif _coordinator(ctx) is None:
+            errors = {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in wanted}
+        elif verify_only:
+            errors = _coordinator(ctx).verify_partitions(txn_id, pid, epoch, set(wanted))
+        else:
+            error = _coordinator(ctx).add_partitions(txn_id, pid, epoch, set(wanted))
+            errors = {tp: error for tp in wanted}
+    by_topic: dict[str, list[dict]] = {}
+    for (name, p) in wanted:
+        by_topic.setdefault(name, []).append({"partition_index": p, "partition_error_code": errors[(name, p)]})
+    return [{"name": name, "results_by_partition": parts} for name, parts in by_topic.items()]
+
+
+@register(24, 0, 4)
+def add_partitions_to_txn(req: Any, ctx: RequestContext) -> dict:
+    if ctx.api_version >= 4:
+        if not ctx.allowed("cluster_action", "cluster", "kafka-cluster"):
+            return {"throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    "results_by_transaction": []}
+        results = [{"transactional_id": t.transactional_id,
+                    "topic_results": _add_partitions(ctx, t.transactional_id, int(t.producer_id),
+                                                     int(t.producer_epoch), t.topics, bool(t.verify_only))}
+                   for t in req.transactions]
+        return {"throttle_time": 0, "error_code": 0, "results_by_transaction": results}
+    return {"throttle_time": 0, "results_by_topic_v3_and_below": _add_partitions(
+        ctx, req.v3_and_below_transactional_id, int(req.v3_and_below_producer_id),
+        int(req.v3_and_below_producer_epoch), req.v3_and_below_topics, False)}
+
+
+# -- AddOffsetsToTxn ---------------------------------------------------------------------------------
+@register(25, 0, 3)
+def add_offsets_to_txn(req: Any, ctx: RequestContext) -> dict:
+    """KafkaApis.handleAddOffsetsToTxnRequest: Write on the transactional id, Read on the group."""
+    if _denied(ctx, "write", req.transactional_id):
+        error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not ctx.allowed("read", "group", req.group_id):
+        error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif _coordinator(ctx) is None:
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    else:
+        error = _coordinator(ctx).add_offsets(req.transactional_id, int(req.producer_id), int(req.producer_epoch),
+                                              req.group_id)
+    return {"throttle_time": 0, "error_code": error}
+
+
+# -- EndTxn ------------------------------------------------------------------------------------------
+@register(26, 0, 4)
+def end_txn(req: Any, ctx: RequestContext) -> dict:
+    if _denied(ctx, "write", req.transactional_id):
+        error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif _coordinator(ctx) is None:
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    else:
+        error = _coordinator(ctx).end_txn(req.transactional_id, int(req.producer_id), int(req.producer_epoch),
+                                          bool(req.committed))
+    return {"throttle_time": 0, "error_code": error}
+
+
+# -- TxnOffsetCommit ---------------------------------------------------------------------------------
+@register(28, 0, 4)
+def txn_offset_commit(req: Any, ctx: RequestContext) -> dict:
+    """KafkaApis.handleTxnOffsetCommitRequest: Write on the transactional id, Read on the group, Read on
+    each topic; then the producer's checks (coordinator) and KIP-447's member/generation checks (group)."""
+    unreadable = {t.name for t in req.topics if not ctx.allowed("read", "topic", t.name)}
+    if _denied(ctx, "write", req.transactional_id):
+        error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not ctx.allowed("read", "group", req.group_id):
+        error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif _coordinator(ctx) is None or ctx.coordinator is None:
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    else:
+        error = _coordinator(ctx).check_offset_commit(req.transactional_id, int(req.producer_id),
+                                                      int(req.producer_epoch), req.group_id)
+        if not error:
+            offsets = [(t.name, int(p.partition_index), int(p.committed_offset),
+                        int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata)
+                       for t in req.topics if t.name not in unreadable and ctx.log_manager.has_topic(t.name)
+                       for p in t.partitions]
+            error = ctx.coordinator.txn_commit(req.group_id, int(getattr(req, "generation_id", -1)),
+                                               getattr(req, "member_id", "") or "",
+                                               getattr(req, "group_instance_id", None),
+                                               int(req.producer_id), offsets)
+
+    def topic_error(name: str) -> int:
+        if name in unreadable:
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return error or (0 if ctx.log_manager.has_topic(name) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+    return {"throttle_time": 0, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": topic_error(t.name)}
+                                        for p in t.partitions]} for t in req.topics]}
+
+
+# -- DescribeProducers, DescribeTransactions, ListTransactions (KIP-664) -------------------------------
+@register(61, 0, 0)
+def describe_producers(req: Any, ctx: RequestContext) -> dict:
+    """KafkaApis.handleDescribeProducersRequest: Read on the topic; each partition's active producers."""
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partition_indexes:
+            out = {"partition_index": int(p), "error_code": 0, "error_message": None, "active_producers": []}
+            if not ctx.allowed("read", "topic", t.name):
+                out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            else:
+                try:
+                    plog = ctx.log_manager.get_log(t.name, int(p))
+                    out["active_producers"] = [
+                        {"producer_id": e.producer_id, "producer_epoch": e.epoch, "last_sequence": e.last_sequence,
+                         "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,
+                         "current_txn_start_offset": e.current_txn_start_offset} for e in plog.producers()]
+                except Exception as exc:
+                    out.update(error_code=error_of(exc), error_message=str(exc)[:200])
+            parts.append(out)
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}
+
+
+@register(65, 0, 0)
+def describe_transactions(req: Any, ctx: RequestContext) -> dict:
+    """KafkaApis.handleDescribeTransactionsRequest: Describe on each id; topics the principal may not
+    describe are left out of the answer."""
+    states = []
+    for txn_id in req.transactional_ids:
+        if _denied(ctx, "describe", txn_id):
+            out = {"transactional_id": txn_id, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                   "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                   "producer_id": -1, "producer_epoch": -1, "topics": []}
+        elif _coordinator(ctx) is None:
+            out = {"transactional_id": txn_id, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                   "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                   "producer_id": -1, "producer_epoch": -1, "topics": []}
+        else:
+            out = _coordinator(ctx).describe(txn_id)
+            out["topics"] = [t for t in out["topics"] if ctx.allowed("describe", "topic", t["topic"])]
+        states.append({"error_code": out["error_code"], "transactional_id": out["transactional_id"],
+                       "transaction_state": out["transaction_state"],
+                       "transaction_timeout": out["transaction_timeout_ms"],
+                       "transaction_start_time": out["transaction_start_time_ms"],
+                       "producer_id": out["producer_id"], "producer_epoch": out["producer_epoch"],
+                       "topics": out["topics"]})
+    return {"throttle_time": 0, "transaction_states": states}
+
+
+@register(66, 0, 2)
+def list_transactions(req: Any, ctx: RequestContext) -> dict:
+    """KafkaApis.handleListTransactionsRequest: the ids the principal may Describe; unknown state names
+    come back in unknown_state_filters (and match nothing); v2's pattern is a regular expression the whole
+    id must match (KIP-1152)."""
+    states = set(req.state_filters or ())
+    unknown = sorted(s for s in states if s not in KNOWN_STATES)
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return {"throttle_time": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "unknown_state_filters": unknown, "transaction_states": []}
+    pattern = getattr(req, "transactional_id_pattern", None)
+    try:
+        regex = re.compile(pattern) if pattern else None
+    except re.error:
+        return {"throttle_time": 0, "error_code": ErrorCode.INVALID_REQUEST, "unknown_state_filters": unknown,
+                "transaction_states": []}
+    found = [] if unknown and states <= set(unknown) else coordinator.list(
+        {int(p) for p in req.producer_id_filters or ()}, states - set(unknown),
+        int(getattr(req, "duration_filter", -1)))
+    out = [{"transactional_id": m.transactional_id, "producer_id": m.producer_id,
+            "transaction_state": m.state.kafka_name} for m in found
+           if (regex is None or regex.fullmatch(m.transactional_id))
+           and not _denied(ctx, "describe", m.transactional_id)]
+    return {"throttle_time": 0, "error_code": 0, "unknown_state_filters": unknown, "transaction_states": out}

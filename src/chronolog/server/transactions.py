@@ -1,0 +1,460 @@
+"""The transaction coordinator (KIP-98, Kafka's `TransactionCoordinator` / `TransactionStateManager`), for
+one broker.
+
+Each transactional id's state (server.txn_log.TxnMetadata) lives in memory and, durably, in the internal
+topic `__transaction_state` (partition `abs(hashCode(id)) % transaction.state.log.num.partitions`),
+written through our own PartitionLog in Kafka's TransactionLogKey/Value schemas before a state change is
+acknowledged. States and transitions are Kafka's:
+
+    Empty/CompleteCommit/CompleteAbort --AddPartitions/AddOffsets--> Ongoing
+    Ongoing --EndTxn(commit)--> PrepareCommit --markers written--> CompleteCommit
+    Ongoing --EndTxn(abort), timeout, fencing--> PrepareAbort --markers written--> CompleteAbort
+    InitProducerId of an Ongoing transaction: PrepareEpochFence (epoch bumped) -> PrepareAbort -> ...
+
+Kafka's coordinator answers EndTxn once PrepareCommit/PrepareAbort is logged and sends the markers to the
+partition leaders afterwards (TransactionMarkerChannelManager). Here every partition is local, so the
+markers are appended (PartitionLog.append_control), the group's pending transactional offsets applied or
+dropped, and CompleteCommit/CompleteAbort logged before EndTxn is answered. After a crash, loading the
+topic finds the last state of each id: a PrepareCommit/PrepareAbort is completed (markers again; a marker
+for a partition whose transaction already ended changes nothing a reader sees), an Ongoing transaction
+stays open for its producer to end, or for the timeout to abort, as in Kafka.
+
+One deliberate difference: InitProducerId for an id with an Ongoing transaction aborts it (epoch fence)
+and, the abort being complete at once, goes on to bump the epoch in the same request, where Kafka answers
+CONCURRENT_TRANSACTIONS and the client retries into the same state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from chronolog.config import BrokerConfig
+from chronolog.errors import ErrorCode, KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from chronolog.records.batch import SimpleRecord, build_batch
+from chronolog.server.txn_log import (
+    MAX_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TRANSACTION_STATE_TOPIC,
+    TxnMetadata,
+    TxnState,
+    key_bytes,
+    partition_for,
+    read_key,
+    read_value,
+    value_bytes,
+)
+
+log = logging.getLogger(__name__)
+
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions: names the partition AddOffsetsToTxn adds, as Kafka does
+COORDINATOR_EPOCH = 0  # the leader epoch of our one __transaction_state replica
+TRANSACTIONAL_ID_NOT_FOUND = 105  # Errors.TRANSACTIONAL_ID_NOT_FOUND (KIP-664)
+ENDED = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+class TransactionCoordinator:
+    """The state machine and its durable log. Methods run on the event loop thread and return Kafka error
+    codes; nothing here touches a socket."""
+
+    def __init__(self, log_manager: Any, config: BrokerConfig, producer_ids: Iterable[int], groups: Any = None,
+                 on_markers: Callable[[], None] | None = None, clock: Callable[[], int] = _now) -> None:
+        self.logs = log_manager
+        self.config = config
+        self.producer_ids = producer_ids
+        self.groups = groups  # the GroupCoordinator (transactional offset commits)
+        self.on_markers = on_markers  # wakes read_committed long polls once markers moved an LSO
+        self.clock = clock
+        self.txns: dict[str, TxnMetadata] = {}
+        self.num_partitions = int(config["transaction.state.log.num.partitions"])
+        self._timers: list[asyncio.Task] = []
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self.load()
+        self._timers = [
+            asyncio.create_task(self._every(int(self.config["transaction.abort.timed.out.transaction.cleanup"
+                                                            ".interval.ms"]), self.abort_timed_out)),
+            asyncio.create_task(self._every(int(self.config["transaction.remove.expired.transaction.cleanup"
+                                                            ".interval.ms"]), self.expire_transactional_ids)),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._timers:
+            task.cancel()
+        for task in self._timers:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._timers = []
+
+    async def _every(self, interval_ms: int, job: Callable[[], Any]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000.0)
+            try:
+                job()
+            except Exception:
+                log.exception("transaction coordinator: %s failed", getattr(job, "__name__", job))
+
+    def _ensure_topic(self) -> None:
+        """`__transaction_state` is created on first use (Kafka creates it on the first FindCoordinator or
+        InitProducerId for a transactional id), never deleted by retention (retention.ms=-1; we have no
+        compaction: `load` rewrites the live records when the log has grown, see `_rewrite`)."""
+        if self.logs.has_topic(TRANSACTION_STATE_TOPIC):
+            return
+        with contextlib.suppress(TopicAlreadyExistsError):
+            self.logs.create_topic(TRANSACTION_STATE_TOPIC, self.num_partitions, {
+                "retention.ms": "-1", "retention.bytes": "-1", "compression.type": "uncompressed",
+                "segment.bytes": str(self.config["transaction.state.log.segment.bytes"])})
+            log.info("created %s with %d partitions", TRANSACTION_STATE_TOPIC, self.num_partitions)
+
+    def ensure_ready(self) -> None:
+        """Called by FindCoordinator(TRANSACTION) and InitProducerId: the topic exists from then on."""
+        self._ensure_topic()
+
+    def state_partition(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.num_partitions)
+
+    def _write(self, meta: TxnMetadata | None, transactional_id: str) -> None:
+        """Append the id's new state (None: its tombstone) to its __transaction_state partition; the
+        in-memory state changes only once that append returned (TransactionStateManager.appendTransactionToLog)."""
+        self._ensure_topic()
+        plog = self.logs.get_log(TRANSACTION_STATE_TOPIC, self.state_partition(transactional_id))
+        value = None if meta is None else value_bytes(meta)
+        now = self.clock()
+        plog.append(build_batch([SimpleRecord(now, key_bytes(transactional_id), value)]), now=now, origin_client=False)
+        if meta is None:
+            self.txns.pop(transactional_id, None)
+        else:
+            self.txns[transactional_id] = meta
+
+    # -- loading ------------------------------------------------------------------------------------------
+    def load(self) -> None:
+        """TransactionStateManager.loadTransactionsForTxnTopicPartition: the last record of each id wins;
+        transactions caught in PrepareCommit/PrepareAbort are completed."""
+        if not self.logs.has_topic(TRANSACTION_STATE_TOPIC):
+            return
+        self.num_partitions = self.logs.topics()[TRANSACTION_STATE_TOPIC]
+        for p in range(self.num_partitions):
+            plog = self.logs.get_log(TRANSACTION_STATE_TOPIC, p)
+            records = 0
+            for rec in plog.read_records(plog.log_start_offset):
+                records += 1
+                if rec.key is None:
+                    continue
+                try:
+                    txn_id = read_key(rec.key)
+                    if txn_id is None:
+                        continue
+                    meta = read_value(txn_id, rec.value)
+                except (KafkaError, UnicodeDecodeError) as exc:
+                    log.warning("%s-%d: skipping an unreadable record at offset %d: %s", TRANSACTION_STATE_TOPIC,
+                                p, rec.offset, exc)
+                    continue
+                if meta is None:
+                    self.txns.pop(txn_id, None)
+                else:
+                    old = self.txns.get(txn_id)
+                    if old is not None and old.producer_id == meta.producer_id and old.producer_epoch != meta.producer_epoch:
+                        meta.last_producer_epoch = old.producer_epoch
+                    self.txns[txn_id] = meta
+            live = sum(1 for t in self.txns if self.state_partition(t) == p)
+            if records > 2 * live + 1000:
+                self._rewrite(plog, p)
+        for meta in list(self.txns.values()):
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                log.info("transactional id %s: completing its %s after a restart", meta.transactional_id,
+                         meta.state.kafka_name)
+                self._complete(meta)
+            elif meta.state in (TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE):
+                self.txns.pop(meta.transactional_id, None)  # never logged by Kafka; nothing to resume
+        log.info("loaded %d transactional ids from %s", len(self.txns), TRANSACTION_STATE_TOPIC)
+
+    def _rewrite(self, plog: Any, partition: int) -> None:
+        """Our stand-in for the log cleaner: the live record of every id of this partition is appended
+        again and everything before it dropped (delete-records), so loading stays proportional to the ids."""
+        live = [m for t, m in self.txns.items() if self.state_partition(t) == partition]
+        if not live:
+            return
+        start = plog.log_end_offset
+        now = self.clock()
+        plog.append(build_batch([SimpleRecord(now, key_bytes(m.transactional_id), value_bytes(m)) for m in live]),
+                    now=now, origin_client=False)
+        plog.flush()
+        plog.delete_records_before(start)
+        log.info("%s-%d: rewrote %d live records from offset %d", TRANSACTION_STATE_TOPIC, partition, len(live),
+                 start)
+
+    # -- InitProducerId -----------------------------------------------------------------------------------
+    def init_producer_id(self, transactional_id: str, timeout_ms: int, expected_pid: int = NO_PRODUCER_ID,
+                         expected_epoch: int = NO_PRODUCER_EPOCH) -> tuple[int, int, int]:
+        """TransactionCoordinator.handleInitProducerId: (error, producer id, epoch)."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if not 0 < timeout_ms <= int(self.config["transaction.max.timeout.ms"]):
+            log.info("InitProducerId for %s: transaction.timeout.ms %d is not in (0, transaction.max.timeout.ms "
+                     "%d]", transactional_id, timeout_ms, self.config["transaction.max.timeout.ms"])
+            return ErrorCode.INVALID_TRANSACTION_TIMEOUT, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        expected = None
+        if expected_pid != NO_PRODUCER_ID or expected_epoch != NO_PRODUCER_EPOCH:
+            if expected_pid == NO_PRODUCER_ID or expected_epoch == NO_PRODUCER_EPOCH:
+                return ErrorCode.INVALID_REQUEST, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            expected = (expected_pid, expected_epoch)
+        self._ensure_topic()
+        meta = self.txns.get(transactional_id)
+        if meta is None:
+            meta = TxnMetadata(transactional_id, next(self.producer_ids), timeout_ms=timeout_ms,
+                               last_update_ms=self.clock())
+        if expected is not None and not (
+                meta.producer_epoch == NO_PRODUCER_EPOCH or expected[0] == meta.producer_id
+                or (expected[0] == meta.previous_producer_id and expected[1] >= MAX_EPOCH - 1)):
+            return ErrorCode.PRODUCER_FENCED, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if meta.state == TxnState.ONGOING:
+            error = self._fence_and_abort(meta)
+            if error:
+                return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            meta = self.txns[transactional_id]
+            expected = None if expected is None else (meta.producer_id, meta.producer_epoch)
+        now = self.clock()
+        new = meta.copy()
+        new.timeout_ms, new.last_update_ms, new.start_ms = timeout_ms, now, -1
+        new.state, new.partitions = TxnState.EMPTY, set()
+        if meta.epoch_exhausted and (expected is None or expected[1] == meta.producer_epoch):
+            # TransactionMetadata.prepareProducerIdRotation: a new id once the epochs run out.
+            new.previous_producer_id, new.producer_id = meta.producer_id, next(self.producer_ids)
+            new.producer_epoch = 0
+            new.last_producer_epoch = meta.producer_epoch if expected is not None else NO_PRODUCER_EPOCH
+        else:
+            # TransactionMetadata.prepareIncrementProducerEpoch
+            bumped = meta.producer_epoch + 1
+            if expected is None:
+                new.producer_epoch, new.last_producer_epoch = bumped, NO_PRODUCER_EPOCH
+            elif meta.producer_epoch == NO_PRODUCER_EPOCH or expected[1] == meta.producer_epoch:
+                new.producer_epoch, new.last_producer_epoch = bumped, meta.producer_epoch
+            elif expected[1] == meta.last_producer_epoch:  # a retry of the bump it never heard about
+                new.producer_epoch, new.last_producer_epoch = meta.producer_epoch, meta.last_producer_epoch
+            else:
+                return ErrorCode.PRODUCER_FENCED, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        self._write(new, transactional_id)
+        log.info("initialized transactional id %s with producer id %d and epoch %d on partition %s-%d",
+                 transactional_id, new.producer_id, new.producer_epoch, TRANSACTION_STATE_TOPIC,
+                 self.state_partition(transactional_id))
+        return 0, new.producer_id, new.producer_epoch
+
+    def _fence_and_abort(self, meta: TxnMetadata) -> int:
+        """TransactionMetadata.prepareFenceProducerEpoch, then the abort with the bumped epoch: markers of a
+        higher epoch fence the old producer on every partition of its transaction."""
+        if meta.producer_epoch >= MAX_EPOCH:
+            log.error("transactional id %s: cannot fence producer epoch %d", meta.transactional_id, meta.producer_epoch)
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        new = meta.copy()
+        if not meta.has_failed_epoch_fence:
+            new.producer_epoch = meta.producer_epoch + 1
+        new.last_producer_epoch = NO_PRODUCER_EPOCH
+        return self._prepare_end(new, commit=False)
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn -------------------------------------------------------------
+    def _check_producer(self, transactional_id: str, producer_id: int, epoch: int) -> tuple[int, TxnMetadata | None]:
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST, None
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
+        if meta.producer_epoch != epoch:
+            return ErrorCode.PRODUCER_FENCED, None
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return ErrorCode.CONCURRENT_TRANSACTIONS, None
+        return 0, meta
+
+    def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                       partitions: set[tuple[str, int]]) -> int:
+        """TransactionCoordinator.handleAddPartitionsToTransaction (one error for all partitions)."""
+        error, meta = self._check_producer(transactional_id, producer_id, epoch)
+        if error:
+            log.info("AddPartitionsToTxn for %s (producer %d epoch %d): %s", transactional_id, producer_id, epoch,
+                     ErrorCode(error).name)
+            return error
+        if meta.state == TxnState.ONGOING and partitions <= meta.partitions:
+            return 0
+        now = self.clock()
+        new = meta.copy()
+        if meta.state in ENDED:
+            new.start_ms, new.partitions = now, set()
+        new.state, new.last_update_ms = TxnState.ONGOING, now
+        new.partitions |= partitions
+        self._write(new, transactional_id)
+        return 0
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                          partitions: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """handleVerifyPartitionsInTransaction (AddPartitionsToTxn v4+ verify_only): each partition's error."""
+        error, meta = self._check_producer(transactional_id, producer_id, epoch)
+        if error:
+            return {tp: error for tp in partitions}
+        return {tp: 0 if tp in meta.partitions and meta.state == TxnState.ONGOING else ErrorCode.INVALID_TXN_STATE
+                for tp in partitions}
+
+    def offsets_partition(self, group_id: str) -> tuple[str, int]:
+        return CONSUMER_OFFSETS_TOPIC, partition_for(group_id, OFFSETS_PARTITIONS)
+
+    def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> int:
+        """handleAddOffsetsToTxn: the group's __consumer_offsets partition joins the transaction."""
+        return self.add_partitions(transactional_id, producer_id, epoch, {self.offsets_partition(group_id)})
+
+    def check_produce(self, transactional_id: str | None, producer_id: int, epoch: int, topic: str,
+                      partition: int) -> int:
+        """Kafka's produce-side verification (KIP-890 part 1, transaction.partition.verification.enable):
+        a transactional batch is appended only to a partition its transaction added. 0, or the error."""
+        if not transactional_id:
+            return ErrorCode.INVALID_TXN_STATE
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if epoch < meta.producer_epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if meta.producer_epoch != epoch or meta.state != TxnState.ONGOING or (topic, partition) not in meta.partitions:
+            return ErrorCode.INVALID_TXN_STATE
+        return 0
+
+    def check_offset_commit(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> int:
+        """TxnOffsetCommit's producer checks: its id and epoch, and the group's offsets partition in the
+        ongoing transaction (AddOffsetsToTxn first), as the offsets log's producer state and Kafka's
+        verification would refuse it."""
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if epoch < meta.producer_epoch:
+            return ErrorCode.PRODUCER_FENCED
+        if (meta.producer_epoch != epoch or meta.state != TxnState.ONGOING
+                or self.offsets_partition(group_id) not in meta.partitions):
+            return ErrorCode.INVALID_TXN_STATE
+        return 0
+
+    # -- EndTxn -------------------------------------------------------------------------------------------
+    def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> int:
+        """TransactionCoordinator.handleEndTransaction (transaction version 1: the epoch must match)."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if meta.producer_epoch != epoch:
+            return ErrorCode.PRODUCER_FENCED
+        state = meta.state
+        if state == TxnState.ONGOING:
+            return self._prepare_end(meta.copy(), commit)
+        if state == TxnState.COMPLETE_COMMIT and commit or state == TxnState.COMPLETE_ABORT and not commit:
+            return 0  # a retry of an EndTxn that completed
+        if state == TxnState.PREPARE_COMMIT and commit or state == TxnState.PREPARE_ABORT and not commit:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        log.info("EndTxn(%s) for %s in state %s: INVALID_TXN_STATE", "commit" if commit else "abort",
+                 transactional_id, state.kafka_name)
+        return ErrorCode.INVALID_TXN_STATE
+
+    def _prepare_end(self, new: TxnMetadata, commit: bool) -> int:
+        new.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        new.last_update_ms = self.clock()
+        self._write(new, new.transactional_id)
+        self._complete(new)
+        return 0
+
+    def _complete(self, meta: TxnMetadata) -> None:
+        """Markers to every partition of the transaction (TransactionMarkerChannelManager), the group's
+        pending offsets applied or dropped, then CompleteCommit/CompleteAbort logged."""
+        commit = meta.state == TxnState.PREPARE_COMMIT
+        for topic, partition in sorted(meta.partitions):
+            if topic == CONSUMER_OFFSETS_TOPIC:
+                continue
+            try:
+                plog = self.logs.get_log(topic, partition)
+                plog.append_control(meta.producer_id, meta.producer_epoch, commit, COORDINATOR_EPOCH, now=self.clock())
+            except UnknownTopicOrPartitionError:
+                log.info("transactional id %s: %s-%d is gone; no marker written", meta.transactional_id, topic,
+                         partition)
+            except KafkaError as exc:
+                # Kafka retries a marker until it is written or the partition is gone; a refused marker
+                # here (an older epoch than the partition knows) cannot become writable by retrying.
+                log.warning("transactional id %s: %s marker for %s-%d refused: %s", meta.transactional_id,
+                            "commit" if commit else "abort", topic, partition, exc)
+        if self.groups is not None:
+            self.groups.complete_transaction(meta.producer_id, commit)
+        done = meta.copy()
+        done.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        done.partitions = set()
+        done.last_update_ms = self.clock()
+        self._write(done, meta.transactional_id)
+        if self.on_markers is not None:
+            self.on_markers()
+
+    # -- timers -------------------------------------------------------------------------------------------
+    def abort_timed_out(self) -> int:
+        """TransactionStateManager.timedOutTransactions + abortTimedOutTransactions: an Ongoing transaction
+        older than its transaction.timeout.ms is aborted with a fenced (bumped) epoch."""
+        now = self.clock()
+        aborted = 0
+        for meta in list(self.txns.values()):
+            if meta.state == TxnState.ONGOING and meta.start_ms + meta.timeout_ms < now:
+                log.info("aborting the transaction of %s (producer %d epoch %d): older than its timeout of %d ms",
+                         meta.transactional_id, meta.producer_id, meta.producer_epoch, meta.timeout_ms)
+                if not self._fence_and_abort(meta):
+                    aborted += 1
+        return aborted
+
+    def expire_transactional_ids(self) -> int:
+        """TransactionStateManager.removeExpiredTransactionalIds: ids without a transaction, unused for
+        transactional.id.expiration.ms, get a tombstone."""
+        expiration = int(self.config["transactional.id.expiration.ms"])
+        now = self.clock()
+        expired = [m for m in self.txns.values() if m.state in ENDED and m.last_update_ms + expiration <= now]
+        for meta in expired:
+            log.info("transactional id %s expired (unused for %d ms)", meta.transactional_id, expiration)
+            self._write(None, meta.transactional_id)
+        return len(expired)
+
+    # -- admin --------------------------------------------------------------------------------------------
+    def describe(self, transactional_id: str) -> dict:
+        """handleDescribeTransactions."""
+        out: dict = {"transactional_id": transactional_id, "error_code": 0, "transaction_state": "",
+                     "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
+                     "producer_epoch": -1, "topics": []}
+        if not transactional_id:
+            out["error_code"] = ErrorCode.INVALID_REQUEST
+            return out
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.state == TxnState.DEAD:
+            out["error_code"] = TRANSACTIONAL_ID_NOT_FOUND
+            return out
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(meta.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        out.update(transaction_state=meta.state.kafka_name, transaction_timeout_ms=meta.timeout_ms,
+                   transaction_start_time_ms=meta.start_ms, producer_id=meta.producer_id,
+                   producer_epoch=meta.producer_epoch,
+                   topics=[{"topic": t, "partitions": ps} for t, ps in by_topic.items()])
+        return out
+
+    def list(self, producer_ids: set[int], states: set[str], min_duration_ms: int = -1) -> list[TxnMetadata]:
+        """TransactionStateManager.listTransactionStates: filters by producer id, state name and, KIP-994,
+        transactions running longer than a duration."""
+        now = self.clock()
+        out = []
+        for meta in self.txns.values():
+            if producer_ids and meta.producer_id not in producer_ids:
+                continue
+            if states and meta.state.kafka_name not in states:
+                continue
+            if min_duration_ms >= 0 and (meta.state != TxnState.ONGOING or now - meta.start_ms <= min_duration_ms):
+                continue
+            out.append(meta)
+        return out

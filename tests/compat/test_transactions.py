@@ -1,0 +1,249 @@
+"""Transactions with real clients, unmodified (KIP-98): confluent-kafka's transactional producer (commit,
+abort, send_offsets_to_transaction in a consume-transform-produce loop), read_committed consumers,
+fencing of a second producer with the same transactional.id, the coordinator's abort of an abandoned
+transaction, aiokafka's transactional producer and consumer, and kafkajs from npm."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+from tests.brokerproc import BrokerProcess
+
+pytestmark = pytest.mark.compat
+TXN_CONFIGS = {"transaction.state.log.num.partitions": "4",
+               "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
+JS_DIR = Path(__file__).parent / "js"
+
+
+@pytest.fixture
+def txn_broker(tmp_path):
+    proc = BrokerProcess(tmp_path / "data", TXN_CONFIGS).start()
+    yield proc
+    proc.stop()
+
+
+def create_topics(bootstrap: str, *names: str, partitions: int = 2) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(n, partitions, 1) for n in names])
+    for f in futures.values():
+        f.result(15)
+
+
+def producer(bootstrap: str, txn_id: str, **extra) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, **extra})
+    p.init_transactions(20)
+    return p
+
+
+def read(bootstrap: str, topic: str, partitions: int, isolation: str, expected: int | None = None,
+         timeout: float = 15.0) -> dict[int, list[bytes]]:
+    """Every record a consumer with this isolation level gets (until `expected` arrived, or until it
+    reached the end of every partition), per partition in order."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                  "isolation.level": isolation, "enable.auto.commit": False, "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    at_end: set[int] = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == -191:  # _PARTITION_EOF
+                    at_end.add(m.partition())
+                    if expected is None and len(at_end) == partitions:
+                        break
+                continue
+            at_end.discard(m.partition())
+            out[m.partition()].append(m.value())
+            if expected is not None and sum(map(len, out.values())) >= expected:
+                break
+    finally:
+        c.close()
+    return out
+
+
+def latest(bootstrap: str, topic: str, partition: int, committed: bool) -> int:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+    futures = admin.list_offsets({TopicPartition(topic, partition): OffsetSpec.latest()}, isolation_level=level)
+    return next(iter(futures.values())).result(15).offset
+
+
+def test_commit_abort_and_read_committed_order(txn_broker):
+    bs = txn_broker.bootstrap
+    create_topics(bs, "orders")
+    p = producer(bs, "orders-app")
+    expected: dict[int, list[bytes]] = {0: [], 1: []}
+    for round_ in range(6):
+        p.begin_transaction()
+        values = [b"r%d-%d" % (round_, i) for i in range(10)]
+        for i, v in enumerate(values):
+            p.produce("orders", value=v, partition=i % 2)
+        if round_ % 3 == 1:
+            p.flush(10)
+            p.abort_transaction(20)
+        else:
+            p.commit_transaction(20)
+            for i, v in enumerate(values):
+                expected[i % 2].append(v)
+    # an open transaction holds read_committed readers back at its first offset
+    p.begin_transaction()
+    p.produce("orders", value=b"open", partition=0)
+    p.flush(10)
+    assert latest(bs, "orders", 0, committed=True) < latest(bs, "orders", 0, committed=False)
+    committed = read(bs, "orders", 2, "read_committed")
+    assert committed == expected  # only committed records, in order
+    everything = read(bs, "orders", 2, "read_uncommitted")
+    assert sum(map(len, everything.values())) == 61 and b"open" in everything[0]
+    p.commit_transaction(20)
+    expected[0].append(b"open")
+    assert latest(bs, "orders", 0, committed=True) == latest(bs, "orders", 0, committed=False)
+    assert read(bs, "orders", 2, "read_committed") == expected
+
+
+def test_consume_transform_produce_with_send_offsets(txn_broker):
+    bs = txn_broker.bootstrap
+    create_topics(bs, "in", "out")
+    seed = Producer({"bootstrap.servers": bs, "enable.idempotence": True})
+    inputs = [b"%d" % i for i in range(300)]
+    for i, v in enumerate(inputs):
+        seed.produce("in", value=v, partition=i % 2)
+    assert seed.flush(15) == 0
+    c = Consumer({"bootstrap.servers": bs, "group.id": "ctp", "isolation.level": "read_committed",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.subscribe(["in"])
+    p = producer(bs, "ctp-app")
+    done, batches = 0, 0
+    deadline = time.monotonic() + 90
+    while done < len(inputs) and time.monotonic() < deadline:
+        msgs = [m for m in c.consume(40, 0.5) if not m.error()]
+        if not msgs:
+            continue
+        batches += 1
+        p.begin_transaction()
+        for m in msgs:
+            p.produce("out", value=b"x" + m.value(), partition=m.partition())
+        p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 20)
+        if batches % 4 == 2:  # abort now and then: the offsets go back with the output
+            p.abort_transaction(20)
+            for tp in c.committed(c.assignment(), 10):
+                c.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+            continue
+        p.commit_transaction(20)
+        done += len(msgs)
+    assert done == len(inputs)
+    committed = {tp.partition: tp.offset for tp in c.committed([TopicPartition("in", 0), TopicPartition("in", 1)], 10)}
+    c.close()
+    assert committed == {0: 150, 1: 150}
+    out = read(bs, "out", 2, "read_committed", expected=len(inputs))
+    assert out == {q: [b"x" + v for i, v in enumerate(inputs) if i % 2 == q] for q in (0, 1)}  # exactly once, in order
+    assert batches > 4  # some were aborted
+
+
+def test_fencing_two_producers_one_transactional_id(txn_broker):
+    bs = txn_broker.bootstrap
+    create_topics(bs, "fenced")
+    old = producer(bs, "shared-id")
+    old.begin_transaction()
+    old.produce("fenced", value=b"zombie", partition=0)
+    old.flush(10)
+    new = producer(bs, "shared-id")  # fences `old` and aborts its transaction
+    new.begin_transaction()
+    new.produce("fenced", value=b"fresh", partition=0)
+    new.commit_transaction(20)
+    with pytest.raises(KafkaException) as caught:
+        old.produce("fenced", value=b"late", partition=0)
+        old.commit_transaction(20)
+    assert caught.value.args[0].fatal() or "fenced" in str(caught.value).lower()
+    assert read(bs, "fenced", 1, "read_committed") == {0: [b"fresh"]}
+
+
+def test_abandoned_transaction_is_aborted_by_timeout(txn_broker):
+    bs = txn_broker.bootstrap
+    create_topics(bs, "abandoned", partitions=1)
+    p = producer(bs, "walks-away", **{"transaction.timeout.ms": 2000})
+    p.begin_transaction()
+    for i in range(5):
+        p.produce("abandoned", value=b"lost%d" % i, partition=0)
+    p.flush(10)
+    assert latest(bs, "abandoned", 0, committed=True) == 0
+    plain = Producer({"bootstrap.servers": bs})
+    plain.produce("abandoned", value=b"kept", partition=0)
+    plain.flush(10)
+    deadline = time.monotonic() + 20  # the coordinator aborts it after transaction.timeout.ms
+    while time.monotonic() < deadline and latest(bs, "abandoned", 0, committed=True) == 0:
+        time.sleep(0.2)
+    assert latest(bs, "abandoned", 0, committed=True) == latest(bs, "abandoned", 0, committed=False) == 7
+    assert read(bs, "abandoned", 1, "read_committed") == {0: [b"kept"]}
+    with pytest.raises(KafkaException):  # its producer was fenced by the abort
+        p.commit_transaction(10)
+
+
+def test_aiokafka_transactional_producer_and_read_committed_consumer(txn_broker):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as ATP
+
+    bs = txn_broker.bootstrap
+    create_topics(bs, "aio", partitions=1)
+
+    async def main() -> list[bytes]:
+        p = AIOKafkaProducer(bootstrap_servers=bs, transactional_id="aio-app")
+        await p.start()
+        try:
+            async with p.transaction():
+                for i in range(5):
+                    await p.send_and_wait("aio", b"c%d" % i, partition=0)
+            await p.begin_transaction()
+            await p.send_and_wait("aio", b"aborted", partition=0)
+            await p.abort_transaction()
+            async with p.transaction():
+                await p.send_and_wait("aio", b"last", partition=0)
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(bootstrap_servers=bs, isolation_level="read_committed", enable_auto_commit=False,
+                             auto_offset_reset="earliest")
+        await c.start()
+        out: list[bytes] = []
+        try:
+            c.assign([ATP("aio", 0)])
+            deadline = time.monotonic() + 15
+            while len(out) < 6 and time.monotonic() < deadline:
+                batch = await c.getmany(timeout_ms=300)
+                out += [m.value for msgs in batch.values() for m in msgs]
+        finally:
+            await c.stop()
+        return out
+
+    assert asyncio.run(main()) == [b"c0", b"c1", b"c2", b"c3", b"c4", b"last"]
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_kafkajs_transactions(txn_broker):
+    modules = JS_DIR / "node_modules" / "kafkajs"
+    if not modules.exists():  # `make` installs it; a plain pytest run does it here
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund"], cwd=JS_DIR, check=True, timeout=300,
+                       capture_output=True)
+    bs = txn_broker.bootstrap
+    create_topics(bs, "js-in", "js-out", partitions=1)
+    seed = Producer({"bootstrap.servers": bs})
+    for i in range(20):
+        seed.produce("js-in", value=b"%d" % i, partition=0)
+    seed.flush(10)
+    run = subprocess.run(["node", str(JS_DIR / "transactions.js"), bs], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["committedOffset"] == "20"
+    out = read(bs, "js-out", 1, "read_committed", expected=21)
+    assert out[0] == [b"js-committed"] + [b"y%d" % i for i in range(20)]
