@@ -73,6 +73,8 @@ def test_the_reader_choice_per_range():
     part = OffsetRange("t", 0, 0, 10, "h:1", "kafka")
     chosen = _with_client_options(RangeGroup((part, part)), opts)
     assert all(not r.raw_fetch and dict(r.kafka_conf)["fetch.min.bytes"] == "1000" for r in chosen.ranges)
+    assert SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t",
+                                "kafka.security.protocol": "PLAINTEXT"}).kafka_conf == {"security.protocol": "PLAINTEXT"}
     with pytest.raises(Exception, match="kafka.ssl.ca.location: the chronolog source takes no kafka.. options"):
         SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.ssl.ca.location": "ca"})
     plain = SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.client.id": "me"})

@@ -45,7 +45,7 @@ class SourceOptions:
         if path is not None and "://" not in path:
             path = os.path.abspath(path)  # executors may run in another working directory
         bootstrap = opts.get("kafka.bootstrap.servers")
-        refused = sorted(k for k in opts if _connection_option(k))
+        refused = sorted(k for k, v in opts.items() if _connection_option(k, v))
         if refused:
             # Spark's Kafka source hands kafka.* to its consumers, and so do our readers (raw Fetch, or
             # librdkafka for what raw Fetch does not honour); but the planner reaches the broker as a
@@ -111,11 +111,13 @@ class SourceOptions:
         return [(t, None) for t in sorted(available) if pattern.fullmatch(t)]
 
 
-def _connection_option(key: str) -> bool:
+def _connection_option(key: str, value: str) -> bool:
     """kafka.security.protocol other than plaintext, kafka.sasl.*, kafka.ssl.*: what the planner's client
     would have to honour to reach the broker at all."""
     key = key.lower()
-    return key.startswith(("kafka.sasl.", "kafka.ssl.")) or key == "kafka.security.protocol"
+    if key == "kafka.security.protocol":
+        return str(value).strip().lower() != "plaintext"
+    return key.startswith(("kafka.sasl.", "kafka.ssl."))
 
 
 def _kafka_conf(raw: Mapping[str, str]) -> dict[str, str]:
