@@ -30,7 +30,7 @@ PARTITIONS = 4
 T0 = 1_700_000_000_000
 HOUR = 3_600_000
 SPAN = 24 * HOUR
-ROUNDS = 3
+ROUNDS = 5
 QUERY_ROWS = "count(*) AS n, sum(length(value)) AS bytes, max(timestamp) AS last"
 
 
