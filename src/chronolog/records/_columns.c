@@ -550,15 +550,73 @@ out:
     return result;
 }
 
+/* A buffer handed over by `take` without a copy: it owns memory the builder allocated and frees it when
+ * the last user (a pyarrow buffer, a memoryview) lets go. */
+typedef struct {
+    PyObject_HEAD
+    char *p;
+    Py_ssize_t len;
+} Chunk;
+
+static void chunk_dealloc(Chunk *self)
+{
+    PyMem_Free(self->p);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int chunk_getbuffer(Chunk *self, Py_buffer *view, int flags)
+{
+    static char empty[1];
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->p ? self->p : empty, self->len, 1, flags);
+}
+
+static Py_ssize_t chunk_len(Chunk *self)
+{
+    return self->len;
+}
+
+static PyBufferProcs chunk_as_buffer = {.bf_getbuffer = (getbufferproc)chunk_getbuffer};
+static PySequenceMethods chunk_as_sequence = {.sq_length = (lenfunc)chunk_len};
+
+static PyTypeObject ChunkType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chronolog.records._columns.Chunk",
+    .tp_basicsize = sizeof(Chunk),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)chunk_dealloc,
+    .tp_as_buffer = &chunk_as_buffer,
+    .tp_as_sequence = &chunk_as_sequence,
+    .tp_doc = "Read-only bytes of one column buffer, handed over by Builder.take without a copy",
+};
+
+/* A new Chunk owning `b`'s memory; `b` is left empty. */
+static PyObject *chunk_from(Buf *b)
+{
+    Chunk *c = PyObject_New(Chunk, &ChunkType);
+    if (!c)
+        return NULL;
+    c->p = b->p;
+    c->len = b->len;
+    b->p = NULL;
+    b->len = b->cap = 0;
+    return (PyObject *)c;
+}
+
 static PyObject *col_take(Col *c)
 {
-    return Py_BuildValue("(y#y#y#n)", c->valid.p ? c->valid.p : "", c->valid.len, c->offs.p, c->offs.len,
-                         c->data.p ? c->data.p : "", c->data.len, c->nulls);
+    PyObject *valid = chunk_from(&c->valid), *offs = chunk_from(&c->offs), *data = chunk_from(&c->data);
+    PyObject *out = NULL;
+    if (valid && offs && data)
+        out = Py_BuildValue("(OOOn)", valid, offs, data, c->nulls);
+    Py_XDECREF(valid);
+    Py_XDECREF(offs);
+    Py_XDECREF(data);
+    return out;
 }
 
 static PyObject *Builder_take(Builder *self, PyObject *unused)
 {
     PyObject *keys = NULL, *values = NULL, *headers = NULL, *out = NULL;
+    PyObject *offsets = NULL, *stamps = NULL, *kinds = NULL;
     if (self->want_keys) {
         if (!(keys = col_take(&self->keys)))
             goto done;
@@ -575,19 +633,30 @@ static PyObject *Builder_take(Builder *self, PyObject *unused)
         PyObject *hv = col_take(&self->hvalues);
         if (!hv)
             goto done;
-        headers = Py_BuildValue("(y#y#y#N)", self->hlist.p, self->hlist.len, self->hkoffs.p, self->hkoffs.len,
-                                self->hkdata.p ? self->hkdata.p : "", self->hkdata.len, hv);
+        PyObject *hl = chunk_from(&self->hlist), *hk = chunk_from(&self->hkoffs), *hd = chunk_from(&self->hkdata);
+        if (hl && hk && hd)
+            headers = Py_BuildValue("(OOOO)", hl, hk, hd, hv);
+        Py_XDECREF(hl);
+        Py_XDECREF(hk);
+        Py_XDECREF(hd);
+        Py_DECREF(hv);
         if (!headers)
             goto done;
     } else {
         headers = Py_NewRef(Py_None);
     }
-    out = Py_BuildValue("(ny#y#y#OOO)", self->rows, self->offsets.p ? self->offsets.p : "", self->offsets.len,
-                        self->stamps.p ? self->stamps.p : "", self->stamps.len, self->kinds.p ? self->kinds.p : "",
-                        self->kinds.len, keys, values, headers);
+    offsets = chunk_from(&self->offsets);
+    stamps = chunk_from(&self->stamps);
+    kinds = chunk_from(&self->kinds);
+    if (!offsets || !stamps || !kinds)
+        goto done;
+    out = Py_BuildValue("(nOOOOOO)", self->rows, offsets, stamps, kinds, keys, values, headers);
     if (out && builder_reset(self) < 0)
         Py_CLEAR(out);
 done:
+    Py_XDECREF(offsets);
+    Py_XDECREF(stamps);
+    Py_XDECREF(kinds);
     Py_XDECREF(keys);
     Py_XDECREF(values);
     Py_XDECREF(headers);
@@ -644,7 +713,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_columns", NULL, -1,
 
 PyMODINIT_FUNC PyInit__columns(void)
 {
-    if (PyType_Ready(&BuilderType) < 0)
+    if (PyType_Ready(&BuilderType) < 0 || PyType_Ready(&ChunkType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m)

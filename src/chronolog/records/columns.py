@@ -283,7 +283,8 @@ NATIVE_COLUMNS = _NativeBuilder is not None
 
 @dataclass(frozen=True)
 class DecodedColumns:
-    """Decoded records as column buffers (native byte order, Arrow's layouts)."""
+    """Decoded records as column buffers (native byte order, Arrow's layouts): `bytes` from the Python
+    twin, read-only buffer objects from C that own the builder's memory (handed over without a copy)."""
 
     rows: int
     offsets: bytes
@@ -297,10 +298,19 @@ class DecodedColumns:
         return self.rows
 
     def offset_list(self) -> list[int]:
-        return array("q", self.offsets).tolist()
+        return memoryview(self.offsets).cast("q").tolist()
 
     def timestamp_list(self) -> list[int]:
-        return array("q", self.timestamps).tolist()
+        return memoryview(self.timestamps).cast("q").tolist()
+
+    def as_bytes(self) -> tuple:
+        """Every buffer as `bytes` (C hands over its own buffer objects, the twin `bytes`): for comparing."""
+        def norm(x):
+            if isinstance(x, tuple):
+                return tuple(norm(y) for y in x)
+            return x if x is None or isinstance(x, int) else bytes(x)
+        return norm((self.rows, self.offsets, self.timestamps, self.timestamp_types, self.keys, self.values,
+                     self.headers))
 
     def records(self) -> list:
         """The rows as `Record`s (for tools that print records one by one; no pyarrow needed)."""
@@ -310,7 +320,8 @@ class DecodedColumns:
             if col is None:
                 return [None] * self.rows
             valid, offs, data, nulls = col
-            ends = array("i", offs)
+            ends = memoryview(offs).cast("i")
+            valid = memoryview(valid)
             data = bytes(data)
             return [data[ends[i]:ends[i + 1]] if not nulls or valid[i >> 3] >> (i & 7) & 1 else None
                     for i in range(len(ends) - 1)]
@@ -321,7 +332,7 @@ class DecodedColumns:
             lists, koffs, kdata, hv = self.headers
             hkeys = column((b"", koffs, kdata, 0))
             hvals = column(hv)
-            bounds = array("i", lists)
+            bounds = memoryview(lists).cast("i")
             heads = [tuple((hkeys[j].decode("utf-8", "replace"), hvals[j]) for j in range(bounds[i], bounds[i + 1]))
                      for i in range(self.rows)]
         return list(map(Record, self.offset_list(), self.timestamp_list(), keys, values, heads))
@@ -352,7 +363,7 @@ def _binary(pa, kind, n: int, col: tuple):
 
 def _headers(pa, n: int, col: tuple):
     lists, koffs, kdata, values = col
-    m = len(koffs) // 4 - 1
+    m = memoryview(koffs).nbytes // 4 - 1
     keys = pa.Array.from_buffers(pa.string(), m, [None, pa.py_buffer(koffs), pa.py_buffer(kdata)])
     try:
         keys.validate(full=True)
