@@ -130,6 +130,8 @@ class Broker:
     # A connection's repeated one-partition Fetch is recognised by its bytes and answered without the
     # handler (protocol.fetch_plan); tests switch this off to compare both paths.
     plan_fetches = True
+    # Programmed faults (server/faults.py), set only by chronolog.testing; every request then passes through it.
+    faults = None
 
     def __init__(self, data_dir: Path | str, host: str = "127.0.0.1", port: int = 9092,
                  configs: dict[str, str] | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
@@ -528,6 +530,8 @@ class Broker:
             plan = conn.fetch_plan  # (still right when the plan matched but left the answer here: a long poll)
             if plan is None or plan.offset_of(frame) is None:
                 conn.fetch_plan = FetchPlan.build(frame, version, request.body)
+        if self.faults is not None:
+            return await self.faults.respond(handler, request.body, ctx)
         try:
             result = handler.fn(request.body, ctx)
             if inspect.isawaitable(result):
@@ -574,14 +578,16 @@ def _optional_coordinator():
 
 
 async def run_until_signalled(broker: Broker) -> None:
-    await broker.start()
-    for listener in broker.listeners:  # one line per listener; tests read the bound ports from these
-        print(f"chronolog serving on {listener.name}://{listener.host}:{listener.port} "
-              f"(data dir {broker.data_dir})", flush=True)
+    # The handlers come first: a SIGTERM while the logs load or just after the listener opened (before
+    # this function went on) still stops cleanly, instead of killing the process between its writes.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    await broker.start()
+    for listener in broker.listeners:  # one line per listener; tests read the bound ports from these
+        print(f"chronolog serving on {listener.name}://{listener.host}:{listener.port} "
+              f"(data dir {broker.data_dir})", flush=True)
     await stop.wait()
     await broker.stop()
 

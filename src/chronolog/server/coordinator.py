@@ -182,6 +182,9 @@ class OffsetStore:
 
     def close(self) -> None:
         if self._fd >= 0:
+            if self._tail_dirty:  # a failed record's bytes: cut them (else the next load stops at them)
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, self._size)
             os.close(self._fd)
             self._fd = -1
 

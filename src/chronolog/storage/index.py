@@ -127,7 +127,10 @@ class AbstractIndex:
         the first whose offset is the base offset: "it is a sparse file")."""
         if self._mmap is None or self._entries <= 1:
             return self._entries
-        used = len(self._mmap[:].rstrip(b"\0"))
+        end = self._entries * self.entry_size
+        if self._mmap[end - self.entry_size:end].strip(b"\0"):
+            return self._entries  # a trimmed file (every closed segment's): nothing to look for, nothing copied
+        used = len(self._mmap[:end].rstrip(b"\0"))
         return max(1, -(-used // self.entry_size)) if used else 0
 
     # -- mapping -------------------------------------------------------------------------------------

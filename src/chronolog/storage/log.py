@@ -187,6 +187,7 @@ class PartitionLog:
         self._closed = False
         self._segments_version = 0  # bumped whenever the segment list or an inactive segment changes
         self.producers = ProducerStates()  # idempotent producers (storage.producers); loaded by `open`
+        self._guard = _WriteGuard(self)  # see `_writing`
         self.producer_expiration_ms = PRODUCER_ID_EXPIRATION_MS
         self._expired_arrivals = ExpiredArrivals()
         self._txn_rebuild_from: int | None = None  # recovery: segments from here get their .txnindex rebuilt
@@ -697,24 +698,26 @@ class PartitionLog:
     _retry_at = 0.0                   # monotonic time from which the next append may try the disk again
     write_retry_ms = WRITE_RETRY_MS
 
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
-        """Around every write an append makes. An `OSError` inside becomes KAFKA_STORAGE_ERROR (Kafka's
-        answer when `LogDirFailureChannel` took the log dir offline), logged once per incident; the
-        writer has already cut its file back, so nothing of the failed append stays or is acknowledged.
-        Until `write_retry_ms` has passed appends are refused without touching the disk; then one tries
-        again, and the first that succeeds ends the incident with an INFO line. Reads never stop."""
-        if self._failure is not None and time.monotonic() < self._retry_at:
+    _guard: _WriteGuard
+
+    def _writing(self) -> _WriteGuard:
+        """Around every write an append makes (`with self._writing():`). An `OSError` inside becomes
+        KAFKA_STORAGE_ERROR (Kafka's answer when `LogDirFailureChannel` took the log dir offline), logged
+        once per incident; the writer has already cut its file back, so nothing of the failed append stays
+        or is acknowledged. Until `write_retry_ms` has passed appends are refused without touching the disk;
+        then one tries again, and the first that succeeds ends the incident with an INFO line. Reads never
+        stop."""
+        return self._guard
+
+    def _refuse_while_failing(self) -> None:
+        if time.monotonic() < self._retry_at:
             raise KafkaStorageErrorError(f"{self.topic}-{self.partition}: writes are failing "
                                          f"({describe(self._failure)}); retried every {self.write_retry_ms} ms")
-        try:
-            yield
-        except OSError as exc:
-            raise self.write_failed(exc) from exc
-        if self._failure is not None:
-            disk_log.info("%s-%d: writes resumed at offset %d (%d bytes free in %s)", self.topic, self.partition,
-                     self._next_offset, free_bytes(self.dir), self.dir.parent)
-            self._failure = None
+
+    def _writes_resumed(self) -> None:
+        disk_log.info("%s-%d: writes resumed at offset %d (%d bytes free in %s)", self.topic, self.partition,
+                      self._next_offset, free_bytes(self.dir), self.dir.parent)
+        self._failure = None
 
     def write_failed(self, exc: OSError) -> KafkaStorageErrorError:
         """Start or continue an incident (see `_writing`): one ERROR line when it starts."""
@@ -727,11 +730,8 @@ class PartitionLog:
         if first:
             disk_log.error("%s. Appends get KAFKA_STORAGE_ERROR and try again every %d ms; reads go on", message,
                            self.write_retry_ms)
-        return KafkaStorageErrorError(message)
-
-    @property
-    def writes_failing(self) -> bool:
-        return self._failure is not None
+        # The client is told what failed, not where the broker keeps its files.
+        return KafkaStorageErrorError(f"{self.topic}-{self.partition}: write failed ({describe(exc)})")
 
     def _append_active(self, count: int, *args, **kwargs) -> None:
         """`LogSegment.append` to the active segment and, when `flush.messages` is reached, the fsync, before
@@ -869,7 +869,6 @@ class PartitionLog:
             self.active.flush()
             self._snapshot_producers()  # at the new segment's base offset, as Kafka's roll does
             seg = self._new_segment_or_nothing(self._next_offset)
-            seg.start_minima()
             self.active.is_last = False
             self.active._offset_limit_after = seg.base_offset
             self.segments.append(seg)
@@ -878,14 +877,19 @@ class PartitionLog:
             return seg
 
     def _new_segment_or_nothing(self, base: int) -> LogSegment:
-        """A new segment for a roll; when its files cannot be made, those it made are removed (a later
-        roll starts afresh) and the error goes on. The old active segment stays last: its indexes are
-        trimmed, so the next append tries the roll again."""
+        """A new segment for a roll, tracking its minima; when its files cannot be made, those it made are
+        removed (a later roll starts afresh) and the error goes on. The old active segment stays last: its
+        indexes are trimmed, so the next append tries the roll again."""
         names = [self.dir / segment_name(base, s) for s in (LOG_SUFFIX, ".index", ".timeindex")]
         existed = [p.exists() for p in names]
+        seg = None
         try:
-            return self._new_segment(base)
+            seg = self._new_segment(base)
+            seg.start_minima()
+            return seg
         except BaseException:
+            if seg is not None:
+                seg.close_for_delete()
             for path, was in zip(names, existed, strict=True):
                 if not was:
                     with contextlib.suppress(OSError):
@@ -1243,16 +1247,16 @@ class PartitionLog:
                     # The stop goes on (every file is still closed); the caller leaves out the clean-shutdown
                     # marker, so the next start recovers from the last checkpointed recovery point.
                     self.closed_cleanly = False
-                    log.error("%s-%d: flush at close failed: %s; the next start recovers the log", self.topic,
-                              self.partition, describe(exc))
+                    disk_log.error("%s-%d: flush at close failed: %s; the next start recovers the log", self.topic,
+                                   self.partition, describe(exc))
                 self._snapshot_producers(sync=True)  # at the log end, as Kafka's close does
             for seg in self.segments:
                 try:
                     seg.close()
                 except OSError as exc:
                     self.closed_cleanly = False
-                    log.error("%s-%d: closing %s failed: %s; the next start recovers the log", self.topic,
-                              self.partition, seg.log_path.name, describe(exc))
+                    disk_log.error("%s-%d: closing %s failed: %s; the next start recovers the log", self.topic,
+                                   self.partition, seg.log_path.name, describe(exc))
                     seg.close_for_delete()  # the descriptors at least
             self._closed = True
 
@@ -1266,6 +1270,27 @@ class PartitionLog:
                 seg.close_for_delete()
             self._closed = True
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _WriteGuard:
+    """`PartitionLog._writing`: one object per log, cheaper than a generator context manager per append."""
+
+    __slots__ = ("log",)
+
+    def __init__(self, plog: PartitionLog) -> None:
+        self.log = plog
+
+    def __enter__(self) -> None:
+        if self.log._failure is not None:
+            self.log._refuse_while_failing()
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if exc is None:
+            if self.log._failure is not None:
+                self.log._writes_resumed()
+        elif isinstance(exc, OSError):
+            raise self.log.write_failed(exc) from exc
+        return False
 
 
 @functools.lru_cache(maxsize=16)

@@ -515,12 +515,12 @@ class LogSegment:
         if not data:
             return
         physical_position = self.size
+        mark = self.write_mark()
         if physical_position == 0:
             self.rolling_based_timestamp = largest_timestamp
         if not 0 <= largest_offset - self.base_offset <= 0x7FFFFFFF:
             raise KafkaError(f"offset {largest_offset} cannot be stored relative to base {self.base_offset}")
         size = len(data)
-        mark = self.write_mark()
         try:
             if self._tail_dirty:  # bytes of a failed append that could not be cut off yet
                 os.ftruncate(self._fd, physical_position)
@@ -564,7 +564,7 @@ class LogSegment:
 
     def write_mark(self) -> tuple:
         """What `undo_to` needs to take the appends after this moment back."""
-        return (self.size, self.offset_index.entries, self.time_index.entries, self._max_ts_known,
+        return (self.size, self.offset_index._entries, self.time_index._entries, self._max_ts_known,
                 self.bytes_since_last_index_entry, self.rolling_based_timestamp)
 
     def undo_to(self, mark: tuple) -> None:
