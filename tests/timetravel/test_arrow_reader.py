@@ -229,3 +229,12 @@ def test_a_data_dir_with_transactions_reads_as_the_record_reader_by_isolation(tm
     got = read_window(str(tmp_path), "t", isolation_level=isolation).read_all().column("value").to_pylist()
     assert got == want
     assert (b"aborted" in got, b"open" in got) == ((isolation == "read_uncommitted"),) * 2
+
+
+def test_an_unreachable_broker_is_one_clear_error():
+    from tests.brokerproc import free_port
+    port = free_port()
+    with pytest.raises(ChronologError, match=rf"cannot connect to 127.0.0.1:{port}"):
+        read_window(f"127.0.0.1:{port}", "t", BASE, BASE + 10)
+    with pytest.raises(ChronologError, match="is not HOST:PORT"):
+        read_window("nohost", "t")
