@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "pipeline",    # pipeline
     "security",    # users, acls
     "console",     # console (the web console)
+    "sql",         # sql (DuckDB over a time window; the sql extra)
 )
 
 _app: Any = None
