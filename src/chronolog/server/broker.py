@@ -32,6 +32,7 @@ from chronolog.security.credentials import CredentialStore
 from chronolog.security.listeners import ListenerSpec, parse_listeners
 from chronolog.security.sasl import SaslSession
 from chronolog.security.scram import AuthenticationError
+from chronolog.security.sessions import expired, linger, log_failed_login
 from chronolog.server.frames import FrameReader, FrameSizeError
 from chronolog.server.transactions import TransactionCoordinator
 from chronolog.storage import LogManager
@@ -361,8 +362,8 @@ class Broker:
                         peer: tuple) -> None:
         max_request = int(self.config["socket.request.max.bytes"])
         max_unauthenticated = int(self.config["sasl.server.max.receive.size"])
-        # SocketServer's connections.failed.authentication.delay.ms (KIP-306): the close after a failed
-        # authentication waits, so guessing is slower and clients read the error before the connection ends.
+        # connections.failed.authentication.delay.ms (KIP-306): the answer to a failed authentication is
+        # held back that long (Selector's delayed close), then sent and the connection closed: guessing is slow.
         failed_auth_delay = int(self.config["connections.failed.authentication.delay.ms"]) / 1000.0
         # sendfile moves file bytes straight to a plain TCP socket; TLS must encrypt them in user space.
         zero_copy = conn.listener is None or conn.listener.ssl_context is None
@@ -381,19 +382,25 @@ class Broker:
                     log.warning("closing %s: %s size %d outside [%d, %d]", peer, what, exc.size, minimum, limit)
                     return
                 if raw_token:
-                    answer = self._raw_token(conn, frame, peer[0])
+                    answer = self._raw_token(conn, frame, peer)
                     if answer is None:
                         await asyncio.sleep(failed_auth_delay)
                         return
                     writer.write(struct.pack(">i", len(answer)) + answer)
                     await writer.drain()
                     continue
+                if expired(conn.sasl, frame):  # KIP-368: not re-authenticated within connections.max.reauth.ms
+                    log.info("closing the connection from %s: its SASL session expired", peer)
+                    return
                 frames.busy = True
                 try:
                     response = self._planned_fetch(conn, frame, peer[0])
                     if response is None:
                         async with self._inflight:  # queued.max.requests across all connections
                             response = await self._respond(frame, peer[0], conn)
+                    if conn.close_after_response:  # a failed authentication: logged, its answer held back
+                        log_failed_login(peer, conn.listener.name, conn.sasl)
+                        await asyncio.sleep(failed_auth_delay)
                     if isinstance(response, codec.ResponseParts):
                         await self._send_parts(writer, response, zero_copy)
                     elif response:
@@ -402,8 +409,8 @@ class Broker:
                 finally:
                     frames.busy = False
                     frames.last_active = asyncio.get_running_loop().time()
-                if conn.close_after_response:  # a failed authentication
-                    await asyncio.sleep(failed_auth_delay)
+                if conn.close_after_response:  # a failed authentication: the client reads the answer, then
+                    await linger(frames, failed_auth_delay)  # the close (a client may drop data read with EOF)
                     return
         except (ConnectionResetError, BrokenPipeError) as exc:  # the client went away: nothing to report
             log.debug("connection from %s ended: %s", peer, exc)
@@ -414,17 +421,17 @@ class Broker:
         except Exception:
             log.exception("connection from %s failed", peer)
 
-    def _raw_token(self, conn: ConnectionState, token: bytes, client_host: str) -> bytes | None:
+    def _raw_token(self, conn: ConnectionState, token: bytes, peer: tuple) -> bytes | None:
         """One bare SASL token after a v0 handshake; a failure closes without an answer (Kafka cannot
         frame an error there either)."""
         try:
             answer = conn.sasl.authenticate(token)
-        except AuthenticationError as exc:
-            detail = f" ({exc.args[1]})" if len(exc.args) > 1 else ""
-            log.info("Failed authentication with %s (%s)%s", client_host, exc.args[0], detail)
+        except AuthenticationError:
+            log_failed_login(peer, conn.listener.name, conn.sasl)
             return None
         if conn.sasl.complete:
             conn.principal = conn.sasl.principal
+            conn.sasl.start_lifetime(int(self.config["connections.max.reauth.ms"]))
         return answer
 
     def _refresh_acls(self) -> None:
