@@ -168,6 +168,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("connections.failed.authentication.delay.ms", "int", 100,
        "How long the answer to a failed authentication is held back before it is sent and the connection "
        "closed (KIP-306): slows password guessing.", (), 0),
+    _d("quota.window.num", "int", 11, "Samples a client quota rate is measured over.", (), 1),
+    _d("quota.window.size.seconds", "int", 1, "Length of one client quota sample.", (), 1),
     _d("connections.max.reauth.ms", "long", 0, "Lifetime of a SASL session (KIP-368), sent to clients in "
        "SaslAuthenticate; a connection that has not re-authenticated by then is closed at its next request "
        "(0: sessions never expire).", (), 0),

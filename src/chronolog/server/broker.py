@@ -30,10 +30,12 @@ from chronolog.security import tls
 from chronolog.security.acl import AclAuthorizer, AclStore, parse_super_users
 from chronolog.security.credentials import CredentialStore
 from chronolog.security.listeners import ListenerSpec, parse_listeners
+from chronolog.security.quotas import QuotaStore
 from chronolog.security.sasl import SaslSession
 from chronolog.security.scram import AuthenticationError
 from chronolog.security.sessions import expired, linger, log_failed_login
 from chronolog.server.frames import FrameReader, FrameSizeError
+from chronolog.server.quotas import QuotaManager
 from chronolog.server.transactions import TransactionCoordinator
 from chronolog.storage import LogManager
 
@@ -157,6 +159,8 @@ class Broker:
         self._inflight = asyncio.Semaphore(int(self.config["queued.max.requests"]))
         self._mapping_rules = tls.parse_mapping_rules(self.config["ssl.principal.mapping.rules"])
         self.credentials = CredentialStore(self.data_dir)
+        self.quotas = QuotaManager(QuotaStore(self.data_dir), int(self.config["quota.window.num"]),
+                                   int(self.config["quota.window.size.seconds"]))
         self._mechanisms = [m.strip() for m in str(self.config["sasl.enabled.mechanisms"]).split(",") if m.strip()]
         _load_handlers()
 
@@ -176,6 +180,8 @@ class Broker:
         if authorizer is not None:
             self.state.authorizer = authorizer
         self.state.credentials = self.credentials  # Describe/AlterUserScramCredentials
+        self.state.quotas = self.quotas.store  # Describe/AlterClientQuotas; an unreadable file stops the start
+        self.quotas.active()
         loop = asyncio.get_running_loop()
         try:
             for listener in listeners:
@@ -406,6 +412,7 @@ class Broker:
                     elif response:
                         writer.write(response)
                         await writer.drain()
+                    await self.quotas.mute(conn)  # KIP-219: a throttled client's next request waits
                 finally:
                     frames.busy = False
                     frames.last_active = asyncio.get_running_loop().time()
@@ -446,7 +453,7 @@ class Broker:
         ready (protocol.fetch_plan, core.planned_fetch), without parsing it; None: serve it as usual. Not
         while SASL is still running, nor when queued.max.requests are already being served."""
         plan = conn.fetch_plan
-        if plan is None or not self.plan_fetches or self._inflight.locked():
+        if plan is None or not self.plan_fetches or self._inflight.locked() or self.quotas.active():
             return None
         if conn.sasl is not None and not conn.sasl.complete:
             return None
@@ -535,6 +542,7 @@ class Broker:
             plan = conn.fetch_plan  # (still right when the plan matched but left the answer here: a long poll)
             if plan is None or plan.offset_of(frame) is None:
                 conn.fetch_plan = FetchPlan.build(frame, version, request.body)
+        quota_start = self.quotas.before(api_key, ctx)
         try:
             result = handler.fn(request.body, ctx)
             if inspect.isawaitable(result):
@@ -542,6 +550,7 @@ class Broker:
         except KafkaError as exc:
             log.warning("API %d v%d failed: %s", api_key, version, exc)
             raise ConnectionError(str(exc)) from None
+        self.quotas.account(api_key, ctx, frame, result, quota_start)  # client quotas: throttle_time
         if result is None:
             return None
         return codec.encode_values(api_key, version, correlation_id, result)
