@@ -11,7 +11,7 @@ import importlib
 import sys
 import time
 
-AREAS = ("records", "storage", "broker", "start", "peer", "spark", "load", "console")
+AREAS = ("records", "storage", "broker", "start", "peer", "spark", "load", "console", "quotas")
 
 
 def main(argv: list[str]) -> int:

@@ -204,3 +204,23 @@ def test_cli_quota_applies_to_the_next_request(quota_broker):
 
 def _ms(value) -> int:
     return round(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
+
+
+def test_controller_mutation_rate_throttles_topic_creation(quota_broker):
+    """KIP-599: a burst of rate x samples x window partitions goes through; beyond it CreateTopics is
+    answered with the time to refill (permissive: the topics are created), and DeleteTopics counts too."""
+    client = f"admin-{uuid.uuid4().hex[:6]}"
+    _alter(quota_broker, [{"entity": _entity(client=client), "ops": [{"key": "controller_mutation_rate",
+                                                                       "value": 1.0, "remove": False}]}])
+    names = [f"m-{uuid.uuid4().hex[:6]}-{i}" for i in range(2)]
+
+    def create(name: str, partitions: int):
+        return _call(quota_broker, 19, 4, client_id=client, timeout=10000, validate_only=False,
+                     topics=[{"name": name, "num_partitions": partitions, "replication_factor": 1}])
+    first = create(names[0], 10)  # within the burst of 1/s x 11 x 1 s
+    assert int(first.topics[0].error_code) == 0 and _ms(first.throttle_time) == 0
+    second = create(names[1], 5)  # 4 partitions short at 1/s: about 4 s
+    assert int(second.topics[0].error_code) == 0
+    assert 3000 <= _ms(second.throttle_time) <= 4100
+    deleted = _call(quota_broker, 20, 3, client_id=client, timeout=10000, topic_names=[names[0]])
+    assert int(deleted.responses[0].error_code) == 0 and _ms(deleted.throttle_time) > 4000
