@@ -224,3 +224,34 @@ def test_controller_mutation_rate_throttles_topic_creation(quota_broker):
     assert 3000 <= _ms(second.throttle_time) <= 4100
     deleted = _call(quota_broker, 20, 3, client_id=client, timeout=10000, topic_names=[names[0]])
     assert int(deleted.responses[0].error_code) == 0 and _ms(deleted.throttle_time) > 4000
+
+
+def test_controller_mutation_rate_is_strict_for_new_request_versions(quota_broker):
+    """CreateTopics v6+ (KIP-599): once the bucket is below zero, further topics are refused with
+    THROTTLING_QUOTA_EXCEEDED and not created, in the same request too."""
+    client = f"strict-{uuid.uuid4().hex[:6]}"
+    _alter(quota_broker, [{"entity": _entity(client=client), "ops": [{"key": "controller_mutation_rate",
+                                                                       "value": 1.0, "remove": False}]}])
+    names = [f"s-{uuid.uuid4().hex[:6]}-{i}" for i in range(3)]
+    # v6 is a flexible version: its request header carries an (empty) tagged-field section.
+    from kio.index import load_request_schema, load_response_schema
+    from kio.serial import entity_reader, entity_writer
+
+    from chronolog.protocol import codec
+    body = codec.build(load_request_schema(19, 6), {
+        "timeout": 10000, "validate_only": False,
+        "topics": [{"name": n, "num_partitions": p, "replication_factor": 1} for n, p in zip(names, (10, 5, 1), strict=True)]})
+    out = io.BytesIO()
+    entity_writer(type(body))(out, body)
+    cid = client.encode()
+    payload = struct.pack(">hhih", 19, 6, 9, len(cid)) + cid + b"\0" + out.getvalue()
+    with socket.create_connection(("127.0.0.1", quota_broker.port), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        frame = recv_frame(s)
+    resp = entity_reader(load_response_schema(19, 6))(frame, 5)[0]
+    codes = [int(t.error_code) for t in resp.topics]
+    assert codes == [0, 0, 89]  # 10 + 5 takes the bucket of 11 below zero; the third topic is refused
+    assert "throttling quota" in resp.topics[2].error_message
+    assert 3000 <= _ms(resp.throttle_time) <= 4100
+    listed = _call(quota_broker, 3, 4, topics=[{"name": n} for n in names], allow_auto_topic_creation=False)
+    assert [int(t.error_code) for t in listed.topics] == [0, 0, 3]  # the refused one does not exist

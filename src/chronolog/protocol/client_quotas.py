@@ -17,7 +17,7 @@ EXACT, DEFAULT, SPECIFIED = 0, 1, 2  # ClientQuotaFilterComponent match types
 
 
 def _store(ctx: RequestContext) -> q.QuotaStore | None:
-    return getattr(ctx.state, "quotas", None)
+    return getattr(getattr(ctx.state, "quotas", None), "store", None)
 
 
 def _matches(entity: q.Entity, components: list[tuple[str, int, str | None]], strict: bool) -> bool:

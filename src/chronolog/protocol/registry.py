@@ -48,7 +48,7 @@ class BrokerState:
     authorizer: Any = field(default_factory=AllowAll)
     data_waiters: Any = None  # set by the server: wakes Fetch long-polls when data arrives
     credentials: Any = None  # the SCRAM CredentialStore (Describe/AlterUserScramCredentials)
-    quotas: Any = None  # the client QuotaStore (Describe/AlterClientQuotas, security.quotas)
+    quotas: Any = None  # server.quotas.QuotaManager: its `store` (Describe/AlterClientQuotas), mutation quota
     # Producer ids must not repeat across restarts: start from the clock (ms), as unique as Kafka's blocks.
     producer_ids: itertools.count = field(default_factory=lambda: itertools.count(int(time.time() * 1000)))
 

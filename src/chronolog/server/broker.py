@@ -180,7 +180,7 @@ class Broker:
         if authorizer is not None:
             self.state.authorizer = authorizer
         self.state.credentials = self.credentials  # Describe/AlterUserScramCredentials
-        self.state.quotas = self.quotas.store  # Describe/AlterClientQuotas; an unreadable file stops the start
+        self.state.quotas = self.quotas  # Describe/AlterClientQuotas; an unreadable file stops the start
         self.quotas.active()
         loop = asyncio.get_running_loop()
         try:

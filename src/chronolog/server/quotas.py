@@ -9,9 +9,10 @@ connection is then muted for that long (the next request is not read). Clients b
     request_percentage        handler time as a percentage of one thread (KIP-124); ApiVersions and the SASL
                               requests are exempt; throttling bounded by one quota window
     controller_mutation_rate  partitions created or deleted per second by CreateTopics, CreatePartitions and
-                              DeleteTopics, as a token bucket (KIP-599), permissive: the request is served and
-                              then throttled (Kafka refuses newer request versions with
-                              THROTTLING_QUOTA_EXCEEDED instead)
+                              DeleteTopics, as a token bucket (KIP-599). Strict for CreateTopics v6+,
+                              DeleteTopics v5+, CreatePartitions v3+: once the bucket is below zero each further
+                              topic is refused with THROTTLING_QUOTA_EXCEEDED (the handlers ask `take_mutations`);
+                              permissive for older versions: served, then throttled
 
 Rates are Kafka's `Rate` over `quota.window.num` samples of `quota.window.size.seconds`, so throttle time is
 `(rate - quota) / quota * window` as `QuotaUtils.throttleTime` computes it."""
@@ -23,6 +24,7 @@ import logging
 import time
 from typing import Any
 
+from chronolog.errors import ErrorCode, KafkaError
 from chronolog.protocol import (
     client_quotas,  # noqa: F401  (registers DescribeClientQuotas / AlterClientQuotas)
     codec,
@@ -39,6 +41,7 @@ log = logging.getLogger(__name__)
 
 EXEMPT_FROM_REQUEST_QUOTA = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
 MUTATING_APIS = frozenset({19, 20, 37})  # CreateTopics, DeleteTopics, CreatePartitions
+STRICT_FROM = {19: 6, 20: 5, 37: 3}  # the versions that can carry THROTTLING_QUOTA_EXCEEDED (KIP-599)
 
 
 class Rate:
@@ -90,13 +93,18 @@ class TokenBucket:
         self._last_ms = 0.0
 
     def record(self, value: float, rate: float, now_ms: float) -> int:
+        self.deficit_ms(rate, now_ms)
+        self.tokens -= value
+        return self.deficit_ms(rate, now_ms)
+
+    def deficit_ms(self, rate: float, now_ms: float) -> int:
+        """Refill to `now_ms`; the time until the bucket is back at zero (0: not below zero)."""
         burst = rate * self.samples * self.window_ms / 1000.0
         if self.tokens is None:
             self.tokens = burst
         else:
             self.tokens = min(burst, self.tokens + (now_ms - self._last_ms) / 1000.0 * rate)
         self._last_ms = now_ms
-        self.tokens -= value
         return 0 if self.tokens >= 0 else round(-self.tokens / rate * 1000.0)
 
 
@@ -122,7 +130,8 @@ class QuotaManager:
     def before(self, api_key: int, ctx: Any) -> Any:
         """What `account` needs from before the handler ran: the thread time, and for the topic-mutating
         APIs the partition counts (their difference afterwards is the number of mutations)."""
-        topics = ctx.log_manager.topics() if api_key in MUTATING_APIS and self.active() else None
+        permissive = api_key in MUTATING_APIS and ctx.api_version < STRICT_FROM[api_key]
+        topics = ctx.log_manager.topics() if permissive and self.active() else None
         return time.thread_time(), topics
 
     def account(self, api_key: int, ctx: Any, frame: bytes, result: dict | None, started: Any) -> None:
@@ -151,18 +160,40 @@ class QuotaManager:
                 rate = self._rate(REQUEST_PERCENTAGE, applied.user, applied.client_id)
                 rate.record((time.thread_time() - cpu_started) * 100.0, now)  # seconds -> percent of a second
                 throttle = max(throttle, min(rate.throttle_ms(applied.limit, now), int(self.window_ms)))
-        if topics_before is not None:
-            after = ctx.log_manager.topics()
-            mutations = sum(abs(after.get(n, 0) - topics_before.get(n, 0)) for n in set(after) | set(topics_before))
+        if api_key in MUTATING_APIS:
             applied = self.store.resolve(user, client_id, CONTROLLER_MUTATION_RATE)
-            if applied is not None and mutations:
-                bucket = self._buckets.setdefault((applied.user, applied.client_id),
-                                                  TokenBucket(self.samples, self.window_ms))
-                throttle = max(throttle, bucket.record(mutations, applied.limit, now))
+            if applied is not None:
+                bucket = self._bucket(applied)
+                if topics_before is not None:  # permissive: what the request did, recorded afterwards
+                    after = ctx.log_manager.topics()
+                    mutations = sum(abs(after.get(n, 0) - topics_before.get(n, 0))
+                                    for n in set(after) | set(topics_before))
+                    throttle = max(throttle, bucket.record(mutations, applied.limit, now))
+                else:  # strict: the handler recorded each topic (take_mutations)
+                    throttle = max(throttle, bucket.deficit_ms(applied.limit, now))
         if throttle and ctx.connection is not None:
             ctx.connection.throttle_ms = throttle
         if throttle and result is not None and "throttle_time" in result:
             result["throttle_time"] = throttle
+
+    def _bucket(self, applied: Any) -> TokenBucket:
+        return self._buckets.setdefault((applied.user, applied.client_id), TokenBucket(self.samples, self.window_ms))
+
+    def take_mutations(self, ctx: Any, partitions: int) -> None:
+        """A strict request (STRICT_FROM) about to create or delete `partitions` partitions of one topic:
+        THROTTLING_QUOTA_EXCEEDED when the bucket is already below zero, else they are recorded
+        (`StrictControllerMutationQuota.record`). Older versions are recorded by `account` instead."""
+        if ctx.api_version < STRICT_FROM.get(ctx.api_key, 1 << 15) or not self.active():
+            return
+        user = ctx.principal.split(":", 1)[1] if ":" in ctx.principal else ctx.principal
+        applied = self.store.resolve(user, ctx.client_id or "", CONTROLLER_MUTATION_RATE)
+        if applied is None:
+            return
+        bucket = self._bucket(applied)
+        now = time.monotonic() * 1000.0
+        if bucket.deficit_ms(applied.limit, now):
+            raise KafkaError("The throttling quota has been exceeded.", code=ErrorCode.THROTTLING_QUOTA_EXCEEDED)
+        bucket.record(partitions, applied.limit, now)
 
     def _bytes(self, key: str, user: str, client_id: str, size: int, now: float) -> int:
         applied = self.store.resolve(user, client_id, key)
