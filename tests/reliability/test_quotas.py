@@ -109,6 +109,11 @@ def test_alter_and_describe_client_quotas_over_the_wire(quota_broker):
     assert _describe(quota_broker, [{"entity_type": "user", "match_type": 1, "match": None}]) == {}
     bad = _call(quota_broker, 48, 0, components=[{"entity_type": "group", "match_type": 0, "match": "g"}], strict=False)
     assert int(bad.error_code) == 42
+    # The audit trail: each applied change once at INFO (not the refused entries, not the validate_only one).
+    audit = [line for line in quota_broker.log_path.read_text().splitlines()
+             if line.startswith("INFO chronolog.audit: User:ANONYMOUS from 127.0.0.1") and user in line]
+    assert len(audit) == 2 and "AlterClientQuotas 'user=" in audit[0] and "producer_byte_rate=1048576" in audit[0]
+    assert not any("client-id=dry" in line for line in quota_broker.log_path.read_text().splitlines())
 
 
 def _throttle_stats(stats: list[str]) -> int:

@@ -11,6 +11,7 @@ from typing import Any
 from chronolog.errors import ChronologError, ErrorCode
 from chronolog.protocol.registry import RequestContext, register
 from chronolog.security import quotas as q
+from chronolog.security.audit import audit
 
 CLUSTER = "kafka-cluster"
 EXACT, DEFAULT, SPECIFIED = 0, 1, 2  # ClientQuotaFilterComponent match types
@@ -94,6 +95,10 @@ def alter_client_quotas(req: Any, ctx: RequestContext) -> dict:
     if changes:
         try:
             store.alter(changes, validate_only=bool(req.validate_only))
+            if not req.validate_only:
+                for entity, ops in changes:
+                    audit(ctx, "AlterClientQuotas", f"{q.describe_entity(entity)!r}: " + ", ".join(
+                        f"{k}={'<removed>' if v is None else v}" for k, v in ops.items()))
         except ChronologError as exc:
             for r in results:
                 if r["error_code"] == 0:
