@@ -11,9 +11,8 @@ import importlib
 import sys
 import time
 
-AREAS = ("records", "storage", "broker", "start", "testing", "peer", "spark", "load", "console")
-
-AREAS += ("cleaner",)  # the log cleaner (issue #16)
+AREAS = ("records", "storage", "broker", "start", "testing", "peer", "spark", "load", "console", "quotas",
+         "cleaner")
 
 
 def main(argv: list[str]) -> int:

@@ -187,8 +187,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("connections.max.idle.ms", "long", 600000, "Close a connection that has neither sent nor been sent a "
        "byte for this long, unless a request of it is being served (negative: never).", ()),
     _d("connections.failed.authentication.delay.ms", "int", 100,
-       "Delay before closing a connection whose authentication failed (KIP-306): slows password guessing, "
-       "and lets the client read the error before the close.", (), 0),
+       "How long the answer to a failed authentication is held back before it is sent and the connection "
+       "closed (KIP-306): slows password guessing.", (), 0),
+    _d("quota.window.num", "int", 11, "Samples a client quota rate is measured over.", (), 1),
+    _d("quota.window.size.seconds", "int", 1, "Length of one client quota sample.", (), 1),
+    _d("connections.max.reauth.ms", "long", 0, "Lifetime of a SASL session (KIP-368), sent to clients in "
+       "SaslAuthenticate; a connection that has not re-authenticated by then is closed at its next request "
+       "(0: sessions never expire).", (), 0),
 )}
 
 
