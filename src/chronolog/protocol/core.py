@@ -27,6 +27,7 @@ from chronolog.errors import (
 )
 from chronolog.protocol import codec
 from chronolog.protocol.fetch_plan import FetchPlan
+from chronolog.protocol.operations import cluster_operations
 from chronolog.protocol.registry import HANDLERS, RequestContext, register
 from chronolog.protocol.txn_batches import transactional_batch
 from chronolog.storage.log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, LEADER_EPOCH
@@ -85,8 +86,17 @@ def metadata(req: Any, ctx: RequestContext) -> dict:
         topics = []
         auto = bool(getattr(req, "allow_auto_topic_creation", True)) and \
             bool(ctx.broker_config["auto.create.topics.enable"])
+        by_id = None
         for t in requested:
             name = t.name
+            topic_id = getattr(t, "topic_id", None)
+            if name is None and topic_id is not None and topic_id.int:  # v12+ by id (KIP-516; KIP-848 clients)
+                by_id = by_id if by_id is not None else {topic_uuid(ctx, n): n for n in manager.topics()}
+                name = by_id.get(topic_id)
+                if name is None or not ctx.allowed("describe", "topic", name):
+                    topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id,
+                                   "partitions": []})
+                    continue
             if not ctx.allowed("describe", "topic", name):
                 topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": []})
                 continue
@@ -112,7 +122,8 @@ def metadata(req: Any, ctx: RequestContext) -> dict:
     return {"throttle_time": 0,
             "brokers": [{"node_id": node, "host": ctx.advertised_host, "port": ctx.advertised_port, "rack": None}],
             "cluster_id": ctx.state.cluster_id, "controller_id": node, "topics": topics,
-            "cluster_authorized_operations": -2147483648}
+            "cluster_authorized_operations": cluster_operations(  # v8-10 (KIP-430)
+                ctx, bool(getattr(req, "include_cluster_authorized_operations", False)))}
 
 
 # -- Produce -----------------------------------------------------------------------------------------

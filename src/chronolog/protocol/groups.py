@@ -99,7 +99,7 @@ def leave_group(req: Any, ctx: RequestContext) -> dict:
     return {"throttle_time": 0, "error_code": error}
 
 
-@register(8, 2, 8)
+@register(8, 2, 9)  # v9: KIP-848 members commit with their member epoch
 def offset_commit(req: Any, ctx: RequestContext) -> dict:
     generation = int(getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1)))
     offsets, topics = [], []
@@ -114,7 +114,7 @@ def offset_commit(req: Any, ctx: RequestContext) -> dict:
         error = ErrorCode.GROUP_AUTHORIZATION_FAILED
     else:
         kept = [o for o in offsets if o[0] not in unreadable and ctx.log_manager.has_topic(o[0])]
-        error = ctx.coordinator.commit(req.group_id, generation, req.member_id or "", kept)
+        error = ctx.coordinator.commit(req.group_id, generation, req.member_id or "", kept, api_version=ctx.api_version)
 
     def topic_error(name: str) -> int:
         if name in unreadable:
@@ -205,7 +205,7 @@ def delete_groups(req: Any, ctx: RequestContext) -> dict:
 def offset_delete(req: Any, ctx: RequestContext) -> dict:
     if _group_denied(ctx, "delete", req.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time": 0, "topics": []}
-    if req.group_id not in ctx.coordinator.groups:
+    if req.group_id not in ctx.coordinator.groups and req.group_id not in ctx.coordinator.consumer.groups:
         return {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "throttle_time": 0, "topics": []}
     unreadable = {t.name for t in req.topics if not ctx.allowed("read", "topic", t.name)}  # KafkaApis
     wanted = [(t.name, p.partition_index) for t in req.topics if t.name not in unreadable for p in t.partitions]

@@ -1,0 +1,172 @@
+"""KIP-848 consumer groups (`group.protocol=consumer`) driven by librdkafka, beside classic groups, and the
+cluster view of Kafka 4.x admin clients. Mirrors the group coordinator's `GroupMetadataManagerTest`
+(consumerGroupHeartbeat: joining, leaving, revocation before reassignment, offset commits with member epochs;
+classic/consumer conversion of empty groups) and `KafkaApisTest.testDescribeCluster`."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.brokerproc import BrokerProcess
+from tests.waiting import poll_until
+
+pytestmark = pytest.mark.compat
+
+CONFIGS = {"group.consumer.heartbeat.interval.ms": "300", "group.consumer.session.timeout.ms": "6000"}
+
+
+@pytest.fixture
+def kbroker(tmp_path):
+    proc = BrokerProcess(tmp_path / "data", CONFIGS).start()
+    yield proc
+    proc.stop()
+
+
+def _topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the answer came
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
+
+
+def _produce(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for part in range(partitions):
+        for i in range(per_partition):
+            p.produce(topic, value=b"%d-%d" % (part, i), partition=part)
+    assert p.flush(30) == 0
+
+
+def _consumer(bootstrap: str, group: str, protocol: str = "consumer", **extra) -> Consumer:
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
+            "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+    if protocol == "classic":
+        conf["session.timeout.ms"] = 6000
+    conf.update(extra)
+    return Consumer(conf)
+
+
+def _poll_all(consumers: list[Consumer], until, timeout: float = 30.0) -> dict[int, list]:
+    """Polls every consumer in turn until `until(received)` holds; received: consumer index -> messages."""
+    received: dict[int, list] = {i: [] for i in range(len(consumers))}
+    deadline = time.monotonic() + timeout
+    while not until(received) and time.monotonic() < deadline:
+        for i, c in enumerate(consumers):
+            m = c.poll(0.1)
+            if m is not None and not m.error():
+                received[i].append(m)
+    return received
+
+
+def _parts(c: Consumer) -> set[int]:
+    return {tp.partition for tp in c.assignment()}
+
+
+def test_consumer_group_heartbeat_two_members_leave_and_commits(kbroker):
+    """consumerGroupHeartbeat: two members split four partitions with no overlap (the second member's share is
+    revoked from the first before it is handed over); commits carry the member epoch; when one leaves, the
+    other gets every partition and resumes from the committed offsets."""
+    _topic(kbroker.bootstrap, "kip848", 4)
+    _produce(kbroker.bootstrap, "kip848", 4, 5)
+    a, b = _consumer(kbroker.bootstrap, "g848"), _consumer(kbroker.bootstrap, "g848")
+    a.subscribe(["kip848"])
+    b.subscribe(["kip848"])
+    seen = _poll_all([a, b], lambda r: len(_parts(a)) == 2 and len(_parts(b)) == 2
+                     and sum(map(len, r.values())) >= 20)
+    assert _parts(a) | _parts(b) == {0, 1, 2, 3} and not _parts(a) & _parts(b)
+    assert sum(map(len, seen.values())) == 20  # every record once
+    assert {m.partition() for m in seen[0]} <= _parts(a) and {m.partition() for m in seen[1]} <= _parts(b)
+    for c, msgs in ((a, seen[0]), (b, seen[1])):
+        c.commit(offsets=[TopicPartition("kip848", m.partition(), m.offset() + 1) for m in msgs], asynchronous=False)
+
+    admin = AdminClient({"bootstrap.servers": kbroker.bootstrap})
+    desc = admin.describe_consumer_groups(["g848"])["g848"].result(15)
+    assert len(desc.members) == 2 and str(desc.state).upper().endswith("STABLE")
+    assert sorted(p.partition for m in desc.members for p in m.assignment.topic_partitions) == [0, 1, 2, 3]
+
+    b.close()  # leaves the group (member epoch -1): a gets b's partitions
+    assert poll_until(lambda: (a.poll(0.1), len(_parts(a)) == 4)[1], 30)
+    _produce(kbroker.bootstrap, "kip848", 4, 1)
+    more = _poll_all([a], lambda r: len(r[0]) >= 4)
+    assert sorted((m.partition(), m.offset()) for m in more[0]) == [(p, 5) for p in range(4)]
+    committed = a.committed([TopicPartition("kip848", p) for p in range(4)], timeout=10)
+    assert [tp.offset for tp in committed] == [5, 5, 5, 5]
+    a.close()
+
+
+def test_consumer_group_range_assignor_and_describe(kbroker):
+    """The `range` server assignor (RangeAssignorTest): co-partitioned topics land on the same member."""
+    _topic(kbroker.bootstrap, "ra", 2)
+    _topic(kbroker.bootstrap, "rb", 2)
+    a = _consumer(kbroker.bootstrap, "grange", **{"group.remote.assignor": "range"})
+    b = _consumer(kbroker.bootstrap, "grange", **{"group.remote.assignor": "range"})
+    a.subscribe(["ra", "rb"])
+    b.subscribe(["ra", "rb"])
+
+    def settled() -> bool:
+        a.poll(0.05)
+        b.poll(0.05)
+        return len(a.assignment()) == 2 and len(b.assignment()) == 2
+
+    assert poll_until(settled, 30)
+    for c in (a, b):
+        assert len({tp.partition for tp in c.assignment()}) == 1  # ra-N and rb-N together
+    a.close()
+    b.close()
+
+
+def test_mixed_group_empty_group_changes_type_nonempty_refuses(kbroker):
+    """As Kafka with the migration policy disabled: offsets committed by a classic group are read by the
+    consumer group that takes the (empty) id over; while that group has members a classic JoinGroup is
+    refused (INCONSISTENT_GROUP_PROTOCOL); once it is empty again a classic consumer takes it back."""
+    _topic(kbroker.bootstrap, "mixed", 2)
+    _produce(kbroker.bootstrap, "mixed", 2, 3)
+    classic = _consumer(kbroker.bootstrap, "gmix", "classic")
+    classic.subscribe(["mixed"])
+    got = _poll_all([classic], lambda r: len(r[0]) >= 6)
+    assert len(got[0]) == 6
+    classic.commit(offsets=[TopicPartition("mixed", p, 2) for p in range(2)], asynchronous=False)
+    classic.close()
+
+    modern = _consumer(kbroker.bootstrap, "gmix")
+    modern.subscribe(["mixed"])
+    resumed = _poll_all([modern], lambda r: len(r[0]) >= 2)
+    assert sorted((m.partition(), m.offset()) for m in resumed[0]) == [(0, 2), (1, 2)]
+
+    intruder = _consumer(kbroker.bootstrap, "gmix", "classic")
+    intruder.subscribe(["mixed"])
+    errors: list[KafkaError] = []
+
+    def refused() -> bool:
+        modern.poll(0.05)
+        m = intruder.poll(0.1)
+        if m is not None and m.error():
+            errors.append(m.error())
+        return any(e.code() == KafkaError.INCONSISTENT_GROUP_PROTOCOL for e in errors)
+
+    assert poll_until(refused, 30), errors
+    assert not intruder.assignment()
+    intruder.close()
+    modern.commit(offsets=[TopicPartition("mixed", p, 3) for p in range(2)], asynchronous=False)
+    modern.close()
+
+    again = _consumer(kbroker.bootstrap, "gmix", "classic")
+    again.subscribe(["mixed"])
+    assert poll_until(lambda: (again.poll(0.1), len(again.assignment()) == 2)[1], 30)
+    committed = again.committed([TopicPartition("mixed", p) for p in range(2)], timeout=10)
+    assert [tp.offset for tp in committed] == [3, 3]
+    again.close()
+
+
+def test_describe_cluster(kbroker):
+    """KafkaApisTest.testDescribeCluster: the admin client's describe_cluster (DescribeCluster)."""
+    admin = AdminClient({"bootstrap.servers": kbroker.bootstrap})
+    cluster = admin.describe_cluster(request_timeout=15).result(15)
+    assert cluster.cluster_id == "chronolog-cluster" or cluster.cluster_id
+    assert [(n.id, n.host, n.port) for n in cluster.nodes] == [(1, "127.0.0.1", kbroker.port)] or \
+        [(n.host, n.port) for n in cluster.nodes] == [("127.0.0.1", kbroker.port)]
+    assert cluster.controller is not None and cluster.controller.id == cluster.nodes[0].id
+    with_ops = admin.describe_cluster(include_authorized_operations=True, request_timeout=15).result(15)
+    assert with_ops.authorized_operations  # the allow-all authorizer: every cluster operation
