@@ -147,9 +147,12 @@ class ChronologError(Exception):
 
 
 class KafkaError(ChronologError):
-    """An error with a Kafka wire code; the message is what a client or a CLI user sees."""
+    """An error with a Kafka wire code; the message is what a client or a CLI user sees. `record_errors`
+    are Kafka's `RecordValidationException` ones (KIP-467): (index of the record in its batch, message),
+    which Produce v8+ answers per partition."""
 
     code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+    record_errors: tuple[tuple[int, str], ...] = ()
 
     def __init__(self, message: str = "", *, code: ErrorCode | None = None) -> None:
         if code is not None:

@@ -13,12 +13,14 @@ import base64
 import collections
 import datetime
 import os
+import struct
 import time
 import uuid
 from typing import Any
 
 from chronolog.errors import (
     ErrorCode,
+    InvalidRecordError,
     InvalidRequiredAcksError,
     InvalidTopicExceptionError,
     KafkaError,
@@ -127,6 +129,25 @@ def metadata(req: Any, ctx: RequestContext) -> dict:
 
 
 # -- Produce -----------------------------------------------------------------------------------------
+def validate_records(version: int, records: Any) -> None:
+    """ProduceRequest.validateRecords (v3+, the versions we read): exactly one batch per partition, of magic
+    2, and no zstd before v7. KafkaApis answers these per partition, before the log sees the bytes."""
+    view = memoryview(records or b"").cast("B")
+    if len(view) < 17:
+        raise InvalidRecordError(f"Produce requests with version {version} must have at least one record batch "
+                                 "per partition")
+    if view[16] != 2:  # the magic byte sits at offset 16 in v0/v1 messages and v2 batches alike
+        raise InvalidRecordError(f"Produce requests with version {version} are only allowed to contain record "
+                                 "batches with magic version 2")
+    if version < 7 and len(view) > 22 and view[22] & 0x07 == 4:  # attributes: the codec bits; 4 is zstd
+        raise KafkaError(f"Produce requests with version {version} are not allowed to use ZStandard compression",
+                         code=ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+    (length,) = struct.unpack_from(">i", view, 8)
+    if 12 + length < len(view):
+        raise InvalidRecordError(f"Produce requests with version {version} are only allowed to contain exactly "
+                                 "one record batch per partition")
+
+
 @register(0, 0, 11, parse_min=3)
 def produce(req: Any, ctx: RequestContext) -> dict | None:
     acks = int(req.acks)
@@ -155,6 +176,7 @@ def produce(req: Any, ctx: RequestContext) -> dict | None:
                 if name in INTERNAL_TOPICS:  # ReplicaManager.appendRecords: only coordinators write these
                     raise KafkaError(f"cannot append to internal topic {name}", code=ErrorCode.INVALID_TOPIC_EXCEPTION)
                 plog = ctx.log_manager.get_log(name, pd.index)
+                validate_records(ctx.api_version, pd.records)
                 batch = transactional.get((name, pd.index))
                 if batch is not None and verify:
                     # ReplicaManager.appendRecords with transaction verification (KIP-890 part 1): a
@@ -172,7 +194,8 @@ def produce(req: Any, ctx: RequestContext) -> dict | None:
                 result.update(base_offset=info.first_offset, log_append_time=info.log_append_time,
                               log_start_offset=info.log_start_offset)
             except Exception as exc:  # every partition gets its own error code
-                result.update(error_code=error_of(exc), error_message=str(exc)[:500])
+                result.update(error_code=error_of(exc), error_message=str(exc)[:500], record_errors=[
+                    {"batch_index": i, "batch_index_error_message": m} for i, m in getattr(exc, "record_errors", ())])
             parts.append(result)
         responses.append({"name": name, "partition_responses": parts})
     if appended and ctx.state.data_waiters is not None:
@@ -303,6 +326,12 @@ async def fetch(req: Any, ctx: RequestContext) -> dict:
 
 
 # -- ListOffsets -------------------------------------------------------------------------------------
+# ReplicaManager.timestampMinSupportedVersion: a special timestamp only from the version that defines it
+# (latest -1 and earliest -2 from v1, max timestamp -3 from v7, earliest local -4 from v8, latest tiered -5
+# from v9); others, or older versions, answer UNSUPPORTED_VERSION for the partition.
+_SPECIAL_TIMESTAMP_MIN_VERSION = {-1: 1, -2: 1, -3: 7, -4: 8, -5: 9}
+
+
 @register(2, 1, 8)
 def list_offsets(req: Any, ctx: RequestContext) -> dict:
     """Every requested partition is answered (seed 001's empty answers crashed clients): a timestamp with
@@ -321,8 +350,11 @@ def list_offsets(req: Any, ctx: RequestContext) -> dict:
                     raise KafkaError("partition requested more than once", code=ErrorCode.INVALID_REQUEST)
                 if not ctx.allowed("describe", "topic", t.name):
                     raise KafkaError("not authorized", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                plog = ctx.log_manager.get_log(t.name, p.partition_index)
                 timestamp = int(p.timestamp)
+                if timestamp < 0 and ctx.api_version < _SPECIAL_TIMESTAMP_MIN_VERSION.get(timestamp, 1 << 15):
+                    raise KafkaError(f"timestamp {timestamp} needs a later ListOffsets version",
+                                     code=ErrorCode.UNSUPPORTED_VERSION)
+                plog = ctx.log_manager.get_log(t.name, p.partition_index)
                 if committed and timestamp == LATEST_TIMESTAMP:
                     # Partition.fetchOffsetForTimestamp: read_committed's latest is the last stable offset...
                     found = FoundTimestamp(-1, plog.last_stable_offset, LEADER_EPOCH)

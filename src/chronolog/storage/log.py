@@ -482,8 +482,11 @@ class PartitionLog:
 
     # -- append -------------------------------------------------------------------------------------
     def append(self, records: bytes | bytearray | memoryview, *, now: int | None = None,
-               assign_offsets: bool = True, origin_client: bool = True) -> AppendInfo:
-        """Validate, assign offsets and append (`UnifiedLog.appendAsLeader` + `LogValidator`)."""
+               origin_client: bool = True) -> AppendInfo:
+        """Validate, assign offsets and append (`UnifiedLog.appendAsLeader` + `LogValidator`). There is no
+        follower append (`appendAsFollower`, which keeps the leader's offsets): a single node has no leader
+        to follow. `origin_client` False is a coordinator's own write (`AppendOrigin.COORDINATOR`): control
+        batches allowed, no client-only checks."""
         if not self.writable:
             raise KafkaError("log is read-only")
         now = now_ms() if now is None else now
@@ -516,6 +519,8 @@ class PartitionLog:
             if any(b.magic == 2 for b in batches) and len(batches) > 1 and origin_client:
                 raise InvalidRecordError("a produce request may carry only one v2 record batch per partition")
             for batch in batches:
+                if origin_client and not isinstance(batch, LegacyBatch) and batch.base_offset != 0:
+                    raise InvalidRecordError(_base_offset_message(self.topic, self.partition, batch.base_offset))
                 if isinstance(batch, LegacyBatch):
                     batch.validate()
                     data = bytearray(upconvert_to_v2(batch, offset))
@@ -534,17 +539,7 @@ class PartitionLog:
                     raise InvalidRecordError(f"invalid sequence number {batch.base_sequence} in a batch of producer "
                                              f"{batch.producer_id}")
                 lo, batch_max, n_records = batch.scan_timestamps()
-                if not log_append:
-                    before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
-                    # Bounds are inclusive and -1 (no timestamp) bypasses them (LogValidator.validateTimestamp);
-                    # checking the batch's min and max is checking every record.
-                    for ts in (lo, batch_max):
-                        if ts != -1 and (now - ts > before or ts - now > after):
-                            raise InvalidTimestampError(
-                                f"timestamp {ts} in batch for {self.topic}-{self.partition} is out of range "
-                                f"(now {now}, message.timestamp.before.max.ms {before}, after.max.ms {after})")
-                    if lo == -1 and batch_max != -1:
-                        self._check_each_timestamp(batch, now, before, after)
+                self._validate_timestamps(batch, lo, batch_max, now)
                 idempotent = batch.magic == 2 and batch.producer_id >= 0 and not batch.is_control
                 if idempotent and origin_client:
                     retry = self._retried(batch.producer_id, batch.producer_epoch, batch.base_sequence,
@@ -622,21 +617,15 @@ class PartitionLog:
             if len(buf) > cfg.max_message_bytes:
                 raise MessageTooLargeError(f"batch of {len(buf)} bytes exceeds max.message.bytes "
                                            f"{cfg.max_message_bytes}")
+            if origin_client and h[0] != 0:  # UnifiedLog.analyzeAndValidateRecords (v2 only)
+                raise InvalidRecordError(_base_offset_message(self.topic, self.partition, h[0]))
             if attributes & CONTROL_MASK and origin_client:
                 raise InvalidRecordError("clients may not write control batches")
             if origin_client and h[9] >= 0 and h[11] < 0:  # LogValidator.validateBatch
                 raise InvalidRecordError(f"invalid sequence number {h[11]} in a batch of producer {h[9]}")
             lo, batch_max, n_records = scan_batch_timestamps(buf, h)
             log_append = cfg.log_append_time
-            if not log_append:
-                before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
-                for ts in (lo, batch_max):
-                    if ts != -1 and (now - ts > before or ts - now > after):
-                        raise InvalidTimestampError(
-                            f"timestamp {ts} in batch for {self.topic}-{self.partition} is out of range "
-                            f"(now {now}, message.timestamp.before.max.ms {before}, after.max.ms {after})")
-                if lo == -1 and batch_max != -1:
-                    self._check_each_timestamp(RecordBatch(buf), now, before, after)
+            self._validate_timestamps(buf, lo, batch_max, now, attributes)
             idempotent = h[9] >= 0 and not attributes & CONTROL_MASK
             if idempotent and origin_client:
                 retry = self._retried(h[9], h[10], h[11], h[6])
@@ -685,13 +674,45 @@ class PartitionLog:
                 and not cfg.log_append_time:
             self._expired_arrivals.note(self.topic, self.partition, max_ts, now, cfg.retention_ms)
 
-    def _check_each_timestamp(self, batch: RecordBatch, now: int, before: int, after: int) -> None:
-        """Records mixing -1 with real timestamps: the min/max shortcut cannot see the smallest real one."""
-        for rec in batch.records():
-            ts = rec.timestamp
-            if ts != -1 and (now - ts > before or ts - now > after):
-                raise InvalidTimestampError(f"timestamp {ts} of record {rec.offset - batch.base_offset} is out of "
-                                            f"range for {self.topic}-{self.partition}")
+    def _validate_timestamps(self, batch, lo: int, batch_max: int, now: int, attributes: int | None = None) -> None:
+        """LogValidator.validateTimestamp for a client's batch, with its record errors (KIP-467). The
+        batch's smallest and largest timestamps decide whether any record is out of bounds (bounds are
+        inclusive; -1, no timestamp, bypasses them); only then are the records walked to name each one.
+        A producer may not set the LogAppendTime bit: on a LogAppendTime topic every record is refused, on a
+        CreateTime topic those without a timestamp (Kafka reads a LogAppendTime batch's records as stamped
+        with its max timestamp, so it is that value that is checked). `batch`: a RecordBatch or the bytes
+        of one v2 batch (then `attributes` is its header's)."""
+        cfg = self.config
+        if attributes is None:
+            attributes = batch.attributes if batch.magic == 2 else 0
+        producer_lat = bool(attributes & TIMESTAMP_TYPE_MASK)
+        before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
+
+        def out_of_bounds(ts: int) -> bool:
+            return ts != -1 and (now - ts > before or ts - now > after)
+
+        if cfg.log_append_time:
+            if not producer_lat:
+                return
+        elif not producer_lat and not out_of_bounds(lo) and not out_of_bounds(batch_max) and \
+                not (lo == -1 and batch_max != -1):
+            return
+        if not isinstance(batch, RecordBatch):
+            batch = RecordBatch(bytearray(batch))
+        errors: list[tuple[int, str]] = []
+        for index, rec in enumerate(batch.records()):
+            ts = batch.max_timestamp if producer_lat else rec.timestamp
+            if not cfg.log_append_time and ts != -1:
+                if out_of_bounds(ts):
+                    errors.append((index, f"Timestamp {ts} of message with offset {rec.offset} is out of range. "
+                                          f"The timestamp should be within [{now - before}, {now + after}]"))
+            elif producer_lat:
+                errors.append((index, f"Invalid timestamp type in message with offset {rec.offset}. Producer "
+                                      "should not set timestamp type to LogAppendTime."))
+        if errors:
+            exc = InvalidTimestampError("One or more records have been rejected due to invalid timestamp")
+            exc.record_errors = tuple(errors)
+            raise exc
 
     # -- I/O errors (docs/reliability.md, "Disk full and I/O errors") --------------------------------
     _failure: OSError | None = None  # the write failure of the current incident; None: writes are healthy
@@ -1086,8 +1107,8 @@ class PartitionLog:
         for seg in self.segments:
             if seg.max_timestamp_so_far >= 0 and (best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far):
                 best = seg
-        if best is None:
-            return FoundTimestamp(-1, -1, LEADER_EPOCH)
+        if best is None:  # UnifiedLog: no batch carries the max timestamp, so no answer (-1/-1, epoch -1)
+            return None
         target = best.max_timestamp_so_far
         found = best.find_offset_by_timestamp(target, self.log_start_offset, tables=TIME_TABLES,
                                               key=self._time_tables_key())
@@ -1303,6 +1324,10 @@ _BASE_AND_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength (rewritten as
 # Below this size a producer's batch is copied and patched for one pwrite: about 1 us cheaper than a pwritev
 # of a patched header and the rest at 1 KiB; from about 4 KiB the copy costs more.
 _COPY_BELOW = 2048
+
+
+def _base_offset_message(topic: str, partition: int, base_offset: int) -> str:
+    return f"The baseOffset of the record batch in the append to {topic}-{partition} should be 0, but it is {base_offset}"
 
 
 def _check_offset_range(last_offset_delta: int, count: int) -> None:
