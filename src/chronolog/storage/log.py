@@ -1117,15 +1117,15 @@ class PartitionLog:
 
     # -- retention, deletion, truncation -----------------------------------------------------------
     def delete_old_segments(self, now: int | None = None) -> int:
-        """Time, size and log-start-offset retention (`UnifiedLog.deleteOldSegments`)."""
+        """`UnifiedLog.deleteOldSegments` in Kafka's order (KAFKA-12177): segments below the log start offset
+        first, then retention.bytes (measured after them), then retention.ms; without the delete policy only
+        the first, so DeleteRecords frees space on a compacted topic too."""
         now = now_ms() if now is None else now
         cfg = self.config
+        deleted = self._delete_segments(lambda s, n: n is not None and n.base_offset <= self.log_start_offset,
+                                        now, "log start offset")
         if "delete" not in cfg.cleanup_policy:
-            return 0
-        deleted = 0
-        if cfg.retention_ms >= 0:
-            deleted += self._delete_segments(lambda s, n: now - s.largest_timestamp > cfg.retention_ms, now,
-                                             "retention.ms")
+            return deleted
         if cfg.retention_bytes >= 0:
             diff = self.size - cfg.retention_bytes
             if diff > 0:
@@ -1137,8 +1137,9 @@ class PartitionLog:
                         return True
                     return False
                 deleted += self._delete_segments(breached, now, "retention.bytes")
-        deleted += self._delete_segments(lambda s, n: n is not None and n.base_offset <= self.log_start_offset,
-                                         now, "log start offset")
+        if cfg.retention_ms >= 0:
+            deleted += self._delete_segments(lambda s, n: now - s.largest_timestamp > cfg.retention_ms, now,
+                                             "retention.ms")
         return deleted
 
     def _delete_segments(self, predicate, now: int, reason: str) -> int:
