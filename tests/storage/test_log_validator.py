@@ -3,6 +3,7 @@ refused record of a batch, and the timestamp-type rules. Named after `LogValidat
 
 from __future__ import annotations
 
+import gzip
 import struct
 import time
 import zlib
@@ -14,7 +15,8 @@ from chronolog.config import BrokerConfig, TopicConfig
 from chronolog.errors import ErrorCode, InvalidRecordError, InvalidTimestampError
 from chronolog.protocol.core import produce
 from chronolog.protocol.registry import BrokerState, RequestContext
-from chronolog.records import CompressionType, SimpleRecord, TimestampType, build_batch
+from chronolog.records import CompressionType, SimpleRecord, TimestampType, build_batch, iter_batches
+from chronolog.records.control import ControlType, EndTxnMarker, build_control_batch
 from chronolog.storage import LogManager, PartitionLog
 from tests.storage.helpers import NOW, WIDE, batch
 
@@ -111,3 +113,35 @@ def test_append_base_offset_must_be_zero(tmp_path):
         with pytest.raises(InvalidRecordError, match="should be 0, but it is 5"):
             plog.append(shifted, now=NOW)
     assert plog.log_end_offset == 0
+
+
+def _v1(offset: int, ts: int, value: bytes, attributes: int = 0) -> bytes:
+    body = struct.pack(">bbqi", 1, attributes, ts, -1) + struct.pack(">i", len(value)) + value
+    return struct.pack(">qiI", offset, 4 + len(body), zlib.crc32(body)) + body
+
+
+def test_legacy_messages_convert_into_one_batch(tmp_path):
+    """LogValidatorTest.testMagicV1ToV2NonCompressed...: uncompressed v0/v1 messages appended together become
+    one v2 batch with consecutive offsets; two compressed wrappers in one append are refused
+    ("Compressed outer record has more than one batch", LogValidator)."""
+    plog = PartitionLog.open(tmp_path / "t-0", TopicConfig.from_kafka(WIDE))
+    info = plog.append(b"".join(_v1(7, NOW + i, b"m%d" % i) for i in range(3)), now=NOW)
+    assert (info.first_offset, info.last_offset) == (0, 2)
+    stored = list(iter_batches(plog.read(0, 1 << 20).read_bytes()))
+    assert len(stored) == 1 and [(r.offset, r.timestamp) for r in stored[0].records()] == [
+        (0, NOW), (1, NOW + 1), (2, NOW + 2)]
+    inner = gzip.compress(_v1(0, NOW, b"x"))
+    wrappers = _v1(0, NOW, inner, attributes=1) + _v1(1, NOW, inner, attributes=1)
+    with pytest.raises(InvalidRecordError, match="more than one batch"):
+        plog.append(wrappers, now=NOW)
+    assert plog.log_end_offset == 3
+
+
+def test_coordinator_control_batch_kept_as_it_is(tmp_path):
+    """LogValidator with AppendOrigin.COORDINATOR: a control batch (a transaction marker) is stored as a
+    control batch even when the topic's compression.type would recompress client data."""
+    plog = PartitionLog.open(tmp_path / "t-0", TopicConfig.from_kafka({**WIDE, "compression.type": "gzip"}))
+    marker = build_control_batch(7, 0, EndTxnMarker(ControlType.ABORT, 0), NOW)
+    plog.append(marker, now=NOW, origin_client=False)
+    (stored,) = iter_batches(plog.read(0, 1 << 20).read_bytes())
+    assert stored.is_control and stored.compression == CompressionType.NONE and stored.producer_id == 7

@@ -22,7 +22,7 @@ import random
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +50,7 @@ from chronolog.records import (
     build_batch,
     crc32c,
     iter_batches,
+    merge_to_v2,
     set_base_offset,
     set_max_timestamp,
     set_partition_leader_epoch,
@@ -164,8 +165,12 @@ class PartitionLog:
     """A partition's segments. Every public method takes the log's lock."""
 
     def __init__(self, directory: Path, config: TopicConfig, *, writable: bool = True,
-                 time_index_style: str = "batch_last") -> None:
+                 time_index_style: str = "batch_last", clock: Callable[[], int] = now_ms) -> None:
         self.dir = Path(directory)
+        # The one clock (ms) every time rule reads when no `now` is passed: segment creation (time rolling
+        # of segments without timestamps), truncation, DeleteRecords, flush.ms, producer expiry, as Kafka's
+        # `Time`; tests inject theirs. (The delayed removal of `.deleted` files runs on a real timer.)
+        self.clock = clock
         try:
             self.topic, self.partition = parse_log_dir_name(self.dir.name)
         except ValueError:
@@ -181,7 +186,7 @@ class PartitionLog:
         self.recovery_point = 0
         self._next_offset = 0
         self._unflushed_messages = 0
-        self._last_flush_ms = now_ms()
+        self._last_flush_ms = clock()
         self._segment_created_ms: dict[int, int] = {}
         self._jitter = 0
         self._closed = False
@@ -196,17 +201,18 @@ class PartitionLog:
     @classmethod
     def open(cls, directory: Path, config: TopicConfig | None = None, *, recover: bool = True,
              recovery_point: int = 0, log_start_offset: int = 0, now: int | None = None,
-             producer_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> PartitionLog:
+             producer_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
+             clock: Callable[[], int] = now_ms) -> PartitionLog:
         """Open or create a partition directory. With `recover`, segments from the recovery point on are
         validated: a torn tail is truncated, later segments dropped, indexes rebuilt (`LogLoader`). Then
         the idempotent producers' state is loaded (`_load_producers`)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        plog = cls(directory, config or TopicConfig())
+        plog = cls(directory, config or TopicConfig(), clock=clock)
         plog.producer_expiration_ms = producer_expiration_ms
         plog._load(recover=recover, recovery_point=recovery_point)
         plog.log_start_offset = max(log_start_offset, plog.segments[0].base_offset)
-        plog._load_producers(now_ms() if now is None else now)
+        plog._load_producers(plog.clock() if now is None else now)
         # LogLoader: after a clean stop everything is durable (recovery point = LEO); after recovery the
         # checkpoint stays, so data that was only in the page cache is validated again after another crash.
         plog.recovery_point = min(max(recovery_point, plog.log_start_offset), plog._next_offset) if recover \
@@ -282,7 +288,7 @@ class PartitionLog:
         seg = LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
                          max_index_size=self.config.segment_index_bytes, time_index_style=self.time_index_style,
                          rebuild_missing=False)
-        self._segment_created_ms[base] = now_ms()
+        self._segment_created_ms[base] = self.clock()
         return seg
 
     def _load(self, recover: bool, recovery_point: int) -> None:
@@ -437,7 +443,7 @@ class PartitionLog:
         """Forget producers idle for `producer.id.expiration.ms` (the log manager calls this every
         `producer.id.expiration.check.interval.ms`)."""
         with self.lock:
-            return self.producers.expire(now_ms() if now is None else now, self.producer_expiration_ms)
+            return self.producers.expire(self.clock() if now is None else now, self.producer_expiration_ms)
 
     def _snapshot_producers(self, *, sync: bool = False) -> None:
         """A snapshot at the log end, unless one is there already or the log is empty
@@ -489,8 +495,10 @@ class PartitionLog:
         batches allowed, no client-only checks."""
         if not self.writable:
             raise KafkaError("log is read-only")
-        now = now_ms() if now is None else now
+        now = self.clock() if now is None else now
         view = memoryview(records).cast("B")
+        if not len(view):  # UnifiedLog.append: no valid bytes, nothing appended, offsets unknown (-1)
+            return AppendInfo(-1, -1, -1, -1, -1, self.log_start_offset, 0)
         if len(view) >= HEADER_SIZE:
             h = BATCH_HEADER.unpack_from(view, 0)
             if h[3] == 2 and h[1] + LOG_OVERHEAD == len(view):
@@ -503,6 +511,15 @@ class PartitionLog:
         if not batches or consumed != len(buf):
             raise CorruptMessageError(f"produce payload of {len(buf)} bytes holds {consumed} bytes of "
                                       "complete batches")
+        if len(batches) > 1 and all(isinstance(b, LegacyBatch) for b in batches):
+            # LogValidator: a compressed legacy wrapper must come alone; uncompressed legacy messages are
+            # converted together into one v2 batch.
+            if any(b.compression != CompressionType.NONE for b in batches):
+                raise InvalidRecordError("Compressed outer record has more than one batch")
+            for b in batches:
+                b.validate()
+            buf = bytearray(merge_to_v2(batches))
+            batches = [RecordBatch(buf)]
         with self.lock:
             if self._closed:
                 raise KafkaError("log is closed")
@@ -547,7 +564,9 @@ class PartitionLog:
                     if retry is not None:
                         return retry  # the only batch (a client sends one per partition)
                     self.producers.check_transactional(batch.producer_id, batch.is_transactional)
-                codec = batch.compression if topic_codec is None else topic_codec
+                # A control batch (a coordinator's transaction marker) is kept as it is: recompressing it
+                # through build_batch would also drop its control bit.
+                codec = batch.compression if topic_codec is None or batch.is_control else topic_codec
                 if codec != batch.compression:
                     # A codec change is the one case that recompresses (LogValidator).
                     data = bytearray(build_batch(
@@ -779,7 +798,7 @@ class PartitionLog:
         Kafka."""
         if not self.writable:
             raise KafkaError("log is read-only")
-        now = now_ms() if now is None else now
+        now = self.clock() if now is None else now
         with self.lock:
             if self._closed:
                 raise KafkaError("log is closed")
@@ -1120,7 +1139,7 @@ class PartitionLog:
         """`UnifiedLog.deleteOldSegments` in Kafka's order (KAFKA-12177): segments below the log start offset
         first, then retention.bytes (measured after them), then retention.ms; without the delete policy only
         the first, so DeleteRecords frees space on a compacted topic too."""
-        now = now_ms() if now is None else now
+        now = self.clock() if now is None else now
         cfg = self.config
         deleted = self._delete_segments(lambda s, n: n is not None and n.base_offset <= self.log_start_offset,
                                         now, "log start offset")
@@ -1206,7 +1225,7 @@ class PartitionLog:
                 raise OffsetOutOfRangeError(f"cannot delete before {offset}: high watermark {self.high_watermark}")
             if offset > self.log_start_offset:
                 self.log_start_offset = offset
-                self._delete_segments(lambda s, n: n is not None and n.base_offset <= offset, now_ms(),
+                self._delete_segments(lambda s, n: n is not None and n.base_offset <= offset, self.clock(),
                                       "delete records")
             return self.log_start_offset
 
@@ -1228,11 +1247,11 @@ class PartitionLog:
             self.active.make_active()
             self._segments_version += 1
             if self.active.size == 0:
-                self._segment_created_ms[self.active.base_offset] = now_ms()  # LogSegment.truncateTo
+                self._segment_created_ms[self.active.base_offset] = self.clock()  # LogSegment.truncateTo
             self._next_offset = max(offset, self.active.base_offset)
             self.log_start_offset = min(self.log_start_offset, self._next_offset)
             self.recovery_point = min(self.recovery_point, self._next_offset)
-            self._load_producers(now_ms())  # `ProducerStateManager.truncateAndReload`
+            self._load_producers(self.clock())  # `ProducerStateManager.truncateAndReload`
 
     # -- flush and close ----------------------------------------------------------------------------
     def flush(self) -> None:
@@ -1248,13 +1267,13 @@ class PartitionLog:
     def _flushed(self) -> None:
         self.recovery_point = self._next_offset
         self._unflushed_messages = 0
-        self._last_flush_ms = now_ms()
+        self._last_flush_ms = self.clock()
 
     def _segment_base_of(self, offset: int) -> int:
         return self.segments[self._segment_for(offset)].base_offset
 
     def maybe_flush(self, now: int | None = None) -> None:
-        now = now_ms() if now is None else now
+        now = self.clock() if now is None else now
         if self._unflushed_messages and now - self._last_flush_ms >= self.config.flush_ms:
             self.flush()
 
