@@ -220,7 +220,11 @@ class ConsumerGroups:
         if classic is not None and classic.members:
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
         if not create:
-            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+            # Kafka answers GROUP_ID_NOT_FOUND, in a state it cannot reach: it keeps groups in
+            # __consumer_offsets. Ours live in memory, so after a restart members find their group gone;
+            # UNKNOWN_MEMBER_ID makes them rejoin (epoch 0) instead of failing (docs/differences.md).
+            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Consumer group {group_id} not found: its "
+                                 "members rejoin.")
         if classic is not None:
             if classic.rebalance_task is not None:
                 classic.rebalance_task.cancel()
