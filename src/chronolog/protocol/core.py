@@ -29,7 +29,7 @@ from chronolog.errors import (
 )
 from chronolog.protocol import codec
 from chronolog.protocol.fetch_plan import FetchPlan
-from chronolog.protocol.operations import cluster_operations
+from chronolog.protocol.operations import NOT_ASKED, TOPIC, authorized, cluster_operations
 from chronolog.protocol.registry import HANDLERS, RequestContext, register
 from chronolog.protocol.txn_batches import transactional_batch
 from chronolog.storage.log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, LEADER_EPOCH
@@ -65,7 +65,7 @@ def api_versions(req: Any, ctx: RequestContext) -> dict:
 
 
 # -- Metadata ----------------------------------------------------------------------------------------
-def _topic_metadata(ctx: RequestContext, name: str, error: int = 0) -> dict:
+def _topic_metadata(ctx: RequestContext, name: str, error: int = 0, operations: bool = False) -> dict:
     partitions = []
     if not error:
         count = ctx.log_manager.topics()[name]
@@ -74,16 +74,18 @@ def _topic_metadata(ctx: RequestContext, name: str, error: int = 0) -> dict:
                        "isr_nodes": [ctx.state.node_id], "offline_replicas": []} for p in range(count)]
     return {"error_code": error, "name": name, "topic_id": topic_uuid(ctx, name) if not error else uuid.UUID(int=0),
             "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
-            "topic_authorized_operations": -2147483648}
+            "topic_authorized_operations": authorized(ctx, "topic", name, TOPIC) if operations and not error
+            else NOT_ASKED}
 
 
 @register(3, 0, 12)
 def metadata(req: Any, ctx: RequestContext) -> dict:
     manager = ctx.log_manager
     requested = req.topics
+    topic_ops = bool(getattr(req, "include_topic_authorized_operations", False))  # v8+ (KIP-430)
     if requested is None or (ctx.api_version == 0 and not requested):
         names = [n for n in sorted(manager.topics()) if ctx.allowed("describe", "topic", n)]
-        topics = [_topic_metadata(ctx, n) for n in names]
+        topics = [_topic_metadata(ctx, n, operations=topic_ops) for n in names]
     else:
         topics = []
         auto = bool(getattr(req, "allow_auto_topic_creation", True)) and \
@@ -119,7 +121,7 @@ def metadata(req: Any, ctx: RequestContext) -> dict:
                     topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
                                    "partitions": []})
                     continue
-            topics.append(_topic_metadata(ctx, name))
+            topics.append(_topic_metadata(ctx, name, operations=topic_ops))
     node = ctx.state.node_id
     return {"throttle_time": 0,
             "brokers": [{"node_id": node, "host": ctx.advertised_host, "port": ctx.advertised_port, "rack": None}],
