@@ -195,3 +195,16 @@ def test_consumer_group_survives_broker_restart(kbroker):
     more = _poll_all([c], lambda r: len(r[0]) >= 1, timeout=45)
     assert [(m.partition(), m.offset()) for m in more[0]] == [(0, 2)]
     c.close()
+
+
+def test_consumer_group_regex_subscription(kbroker):
+    """librdkafka's `^`-prefixed subscription under group.protocol=consumer sends SubscribedTopicRegex; the
+    broker resolves it, and a matching topic created later is assigned too."""
+    _topic(kbroker.bootstrap, "rx-a", 1)
+    _topic(kbroker.bootstrap, "other", 1)
+    c = _consumer(kbroker.bootstrap, "gregex", **{"topic.metadata.refresh.interval.ms": 1000})
+    c.subscribe(["^rx-.*"])
+    assert poll_until(lambda: (c.poll(0.1), {tp.topic for tp in c.assignment()} == {"rx-a"})[1], 30)
+    _topic(kbroker.bootstrap, "rx-b", 1)
+    assert poll_until(lambda: (c.poll(0.1), {tp.topic for tp in c.assignment()} == {"rx-a", "rx-b"})[1], 30)
+    c.close()

@@ -55,7 +55,7 @@ def test_consumer_heartbeat_request_validation(coord):
     assert hb(coord, "m", -3, None, None)["error_code"] == ErrorCode.INVALID_REQUEST  # no such epoch
     assert hb(coord, "m", -2, None, None)["error_code"] == ErrorCode.INVALID_REQUEST  # static leave, no instance
     assert hb(coord, "m", 0, ["foo"], {}, rebalance_timeout_ms=-1)["error_code"] == ErrorCode.INVALID_REQUEST
-    assert hb(coord, "m", 0, ["foo"], {}, regex="fo.*")["error_code"] == ErrorCode.INVALID_REQUEST
+    assert hb(coord, "m", 0, None, {}, regex="(")["error_code"] == ErrorCode.INVALID_REGULAR_EXPRESSION
     assert hb(coord, "m", 0, ["foo"], {}, group="")["error_code"] == ErrorCode.INVALID_GROUP_ID
     assert join(coord, "m", assignor="sticky")["error_code"] == ErrorCode.UNSUPPORTED_ASSIGNOR
     assert not coord.consumer.groups  # nothing was created by refused requests
@@ -275,3 +275,17 @@ def test_consumer_group_describe(ctx, tmp_path):
     assert m["member_epoch"] == 1 and m["assignment"]["topic_partitions"][0]["partitions"] == [0, 1, 2]
     assert m["assignment"]["topic_partitions"][0]["topic_id"] == topic_uuid(c, "alpha")
     assert old["error_code"] == none["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_consumer_group_heartbeat_with_regex(coord):
+    """GroupMetadataManagerTest.testConsumerGroupMemberJoinsWithRegex...: SubscribedTopicRegex (v1) subscribes
+    to every matching topic (full match, internal topics left out), and a topic created later that matches
+    starts a new group epoch with it assigned."""
+    topics = {"foo": 2, "food": 1, "bar": 1, "__consumer_offsets": 50}
+    r = hb(coord, "m1", 0, None, {}, regex="fo.*", topics=topics)
+    assert (r["error_code"], r["member_epoch"]) == (0, 1)
+    assert r["assignment"] == {"foo": frozenset({0, 1}), "food": frozenset({0})}
+    r = hb(coord, "m1", 1, None, {"foo": frozenset({0, 1}), "food": frozenset({0})},
+           topics={**topics, "fox": 1})
+    assert r["member_epoch"] == 2 and r["assignment"]["fox"] == frozenset({0})
+    assert coord.consumer.groups["g"].members["m1"].names == ()

@@ -72,7 +72,7 @@ def consumer_group_describe(req: Any, ctx: RequestContext) -> dict:
             continue
         members = [{"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
                     "member_epoch": m.epoch, "client_id": m.client_id, "client_host": m.client_host,
-                    "subscribed_topic_names": sorted(m.subscribed), "subscribed_topic_regex": None,
+                    "subscribed_topic_names": sorted(m.names), "subscribed_topic_regex": m.regex,
                     "assignment": _wire_assignment(ctx, m.assigned),
                     "target_assignment": _wire_assignment(ctx, group.target.get(m.member_id, {})),
                     "member_type": 1}  # 1: the consumer protocol (0 would be a classic member)

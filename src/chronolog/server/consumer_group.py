@@ -18,6 +18,7 @@ owns both; an empty group of one type becomes the other type on a join (Kafka's
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -39,9 +40,11 @@ class ConsumerMember:
     rack_id: str | None
     client_id: str
     client_host: str
-    subscribed: tuple[str, ...]
+    subscribed: tuple[str, ...]  # what the member reads: its topic names and the topics its regex matches
     assignor: str | None
     rebalance_timeout_ms: int
+    names: tuple[str, ...] = ()  # SubscribedTopicNames as sent
+    regex: str | None = None     # SubscribedTopicRegex (v1), resolved against the topics at every heartbeat
     epoch: int = 0
     previous_epoch: int = -1
     assigned: Assignment = field(default_factory=dict)   # what the member was told it owns
@@ -172,7 +175,7 @@ class ConsumerGroups:
             self._validate(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                            subscribed, regex, assignor, owned)
             return self._heartbeat(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
-                                   subscribed, assignor, owned, client_id, client_host, topics)
+                                   subscribed, regex, assignor, owned, client_id, client_host, topics)
         except HeartbeatError as exc:
             log.debug("consumer group %s: heartbeat of %s refused: %s", group_id, member_id, exc.message)
             return {"error_code": exc.code, "error_message": exc.message, "member_id": member_id or None,
@@ -189,7 +192,11 @@ class ConsumerGroups:
         if rack_id == "":
             raise HeartbeatError(bad, "RackId can't be empty.")
         if regex:  # librdkafka sends "" when it subscribes by names
-            raise HeartbeatError(bad, "SubscribedTopicRegex is not supported by chronolog.")
+            try:
+                re.compile(regex)
+            except re.error as exc:
+                raise HeartbeatError(ErrorCode.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{regex}` "
+                                     f"is not a valid regular expression: {exc}.") from None
         if epoch > 0 or epoch == LEAVE_EPOCH:
             if not member_id:
                 raise HeartbeatError(bad, "MemberId can't be empty.")
@@ -198,8 +205,9 @@ class ConsumerGroups:
                 raise HeartbeatError(bad, "RebalanceTimeoutMs must be provided in first request.")
             if owned is None or owned:
                 raise HeartbeatError(bad, "TopicPartitions must be empty when (re-)joining.")
-            if not subscribed:
-                raise HeartbeatError(bad, "SubscribedTopicNames must be set in first request.")
+            if not subscribed and not regex:
+                raise HeartbeatError(bad, "SubscribedTopicNames or SubscribedTopicRegex must be set in first "
+                                     "request.")
         elif epoch == STATIC_LEAVE_EPOCH:
             if not member_id:
                 raise HeartbeatError(bad, "MemberId can't be empty.")
@@ -233,7 +241,7 @@ class ConsumerGroups:
         return group
 
     def _heartbeat(self, group_id, member_id, epoch, instance_id, rack_id, rebalance_timeout_ms, subscribed,
-                   assignor, owned, client_id, client_host, topics) -> dict:
+                   regex, assignor, owned, client_id, client_host, topics) -> dict:
         group = self._group(group_id, create=epoch == 0)
         interval = int(self.config["group.consumer.heartbeat.interval.ms"])
         if epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
@@ -249,8 +257,8 @@ class ConsumerGroups:
             if not member_id:  # version 0: the coordinator names the member
                 member_id = str(uuid.uuid4())
             if member is None:
-                member = ConsumerMember(member_id, instance_id, rack_id, client_id, client_host,
-                                        tuple(subscribed or ()), assignor, rebalance_timeout_ms)
+                member = ConsumerMember(member_id, instance_id, rack_id, client_id, client_host, (), assignor,
+                                        rebalance_timeout_ms)
                 group.members[member_id] = member
                 changed = True
             else:  # a rejoin (after a fencing the client lost): starts from nothing
@@ -264,8 +272,15 @@ class ConsumerGroups:
         member.client_id, member.client_host = client_id, client_host
         if rebalance_timeout_ms > 0:
             member.rebalance_timeout_ms = rebalance_timeout_ms
-        if subscribed is not None and tuple(subscribed) != member.subscribed:
-            member.subscribed, changed = tuple(subscribed), True
+        if subscribed is not None:
+            member.names = tuple(subscribed)
+        if regex is not None:
+            member.regex = regex or None
+        for m in group.members.values():  # regexes see topics created since (GroupMetadataManager's refresh)
+            matched = {t for t in topics if not t.startswith("__") and re.fullmatch(m.regex, t)} if m.regex else set()
+            effective = tuple(sorted(set(m.names) | matched))
+            if effective != m.subscribed:
+                m.subscribed, changed = effective, True
         if assignor is not None and assignor != member.assignor:
             member.assignor, changed = assignor, True
         sizes = {t: topics[t] for m in group.members.values() for t in m.subscribed if t in topics}
