@@ -101,6 +101,8 @@ def test_produce_request_validate_records(tmp_path):
     for i, (records, version, code) in enumerate(cases):
         part = _produce_one(tmp_path / str(i), records, version)
         assert (part["error_code"], part["stored"]) == (code, 0 if code else 1), (i, part)
+    # Refused by the request's own rule, before the log (whose one-batch rule would answer the same code).
+    assert "exactly one record batch per partition" in _produce_one(tmp_path / "two", two)["error_message"]
 
 
 def test_append_base_offset_must_be_zero(tmp_path):
