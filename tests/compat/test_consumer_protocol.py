@@ -208,3 +208,32 @@ def test_consumer_group_regex_subscription(kbroker):
     _topic(kbroker.bootstrap, "rx-b", 1)
     assert poll_until(lambda: (c.poll(0.1), {tp.topic for tp in c.assignment()} == {"rx-a", "rx-b"})[1], 30)
     c.close()
+
+
+def test_static_member_comes_back(kbroker):
+    """librdkafka with group.instance.id under group.protocol=consumer: close() is a static leave (epoch -2),
+    and a new consumer with the same instance id takes the same partitions back without a new group epoch."""
+    _topic(kbroker.bootstrap, "static", 4)
+    conf = {"group.instance.id": "worker-1"}
+    a = _consumer(kbroker.bootstrap, "gstatic", **conf)
+    b = _consumer(kbroker.bootstrap, "gstatic", **{"group.instance.id": "worker-2"})
+    a.subscribe(["static"])
+    b.subscribe(["static"])
+
+    def settled() -> bool:
+        a.poll(0.05)
+        b.poll(0.05)
+        return len(_parts(a)) == 2 and len(_parts(b)) == 2
+    assert poll_until(settled, 30)
+    mine = _parts(a)
+    admin = AdminClient({"bootstrap.servers": kbroker.bootstrap})
+    before = admin.describe_consumer_groups(["gstatic"])["gstatic"].result(15)
+    a.close()
+    again = _consumer(kbroker.bootstrap, "gstatic", **conf)
+    again.subscribe(["static"])
+    assert poll_until(lambda: (again.poll(0.1), b.poll(0.05), _parts(again) == mine)[2], 30)
+    after = admin.describe_consumer_groups(["gstatic"])["gstatic"].result(15)
+    assert sorted(m.group_instance_id for m in after.members) == ["worker-1", "worker-2"]
+    assert len(before.members) == len(after.members) == 2
+    again.close()
+    b.close()

@@ -289,3 +289,25 @@ def test_consumer_group_heartbeat_with_regex(coord):
            topics={**topics, "fox": 1})
     assert r["member_epoch"] == 2 and r["assignment"]["fox"] == frozenset({0})
     assert coord.consumer.groups["g"].members["m1"].names == ()
+
+
+def test_static_member_rejoin(coord):
+    """GroupMetadataManagerTest.testStaticMemberGetsBackAssignmentUponRejoin and
+    testStaticMemberRejoinWithKnownInstanceIdWhileOtherMemberIsStillActive: an instance id in use answers
+    UNRELEASED_INSTANCE_ID; after the static leave (epoch -2, no rebalance) the instance comes back under a
+    new member id with the same assignment and epoch."""
+    join(coord, "a1", instance_id="i-a")
+    r = join(coord, "b1", instance_id="i-b")
+    hb(coord, "a1", 1, None, {"foo": frozenset({0, 1, 2, 3})})
+    kept = coord.consumer.groups["g"].members["a1"].assigned
+    hb(coord, "a1", 1, None, kept)
+    b = hb(coord, "b1", r["member_epoch"], None, {})
+    assert join(coord, "a2", instance_id="i-a")["error_code"] == ErrorCode.UNRELEASED_INSTANCE_ID
+    epoch = coord.consumer.groups["g"].epoch
+    left = hb(coord, "a1", -2, instance_id="i-a")
+    assert (left["error_code"], left["member_epoch"]) == (0, -2)
+    assert coord.consumer.groups["g"].epoch == epoch  # no rebalance for a static leave
+    back = join(coord, "a2", instance_id="i-a")
+    assert (back["error_code"], back["member_epoch"], back["assignment"]) == (0, 2, kept)
+    assert sorted(coord.consumer.groups["g"].members) == ["a2", "b1"]
+    assert coord.consumer.groups["g"].epoch == epoch and b["error_code"] == 0

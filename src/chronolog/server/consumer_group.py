@@ -50,6 +50,7 @@ class ConsumerMember:
     assigned: Assignment = field(default_factory=dict)   # what the member was told it owns
     revoking: Assignment = field(default_factory=dict)   # what it must release before its next epoch
     revoke_deadline: float | None = None
+    static_left: bool = False  # left with epoch -2: its instance may come back under a new member id
     last_heartbeat: float = field(default_factory=time.monotonic)
 
 
@@ -248,7 +249,12 @@ class ConsumerGroups:
             if member_id not in group.members:
                 raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of "
                                      f"group {group_id}.")
-            self._remove(group, member_id, "left")
+            if epoch == STATIC_LEAVE_EPOCH and group.members[member_id].instance_id is not None:
+                # A static member's temporary leave: it keeps its partitions until its session times out or
+                # its instance rejoins (consumerGroupStaticMemberGroupLeave); no rebalance.
+                group.members[member_id].static_left = True
+            else:
+                self._remove(group, member_id, "left")
             return {"error_code": 0, "error_message": None, "member_id": member_id, "member_epoch": epoch,
                     "heartbeat_interval_ms": 0, "assignment": None}
         changed = False
@@ -256,7 +262,15 @@ class ConsumerGroups:
         if epoch == 0:
             if not member_id:  # version 0: the coordinator names the member
                 member_id = str(uuid.uuid4())
-            if member is None:
+            static = next((m for m in group.members.values() if instance_id is not None
+                           and m.instance_id == instance_id and m.member_id != member_id), None)
+            if static is not None:
+                if not static.static_left:
+                    raise HeartbeatError(ErrorCode.UNRELEASED_INSTANCE_ID, f"Static member {member_id} with "
+                                         f"instance id {instance_id} cannot join the group because the instance "
+                                         f"id is owned by {static.member_id} member.")
+                member = self._replace_static(group, static, member_id, rack_id, client_id, client_host)
+            elif member is None:
                 member = ConsumerMember(member_id, instance_id, rack_id, client_id, client_host, (), assignor,
                                         rebalance_timeout_ms)
                 group.members[member_id] = member
@@ -293,6 +307,23 @@ class ConsumerGroups:
         send = epoch == 0 or member.assigned != before or (owned is not None and owned != member.assigned)
         return {"error_code": 0, "error_message": None, "member_id": member_id, "member_epoch": member.epoch,
                 "heartbeat_interval_ms": interval, "assignment": member.assigned if send else None}
+
+    @staticmethod
+    def _replace_static(group: ConsumerGroup, old: ConsumerMember, member_id: str, rack_id: str | None,
+                        client_id: str, client_host: str) -> ConsumerMember:
+        """A static member's instance back under a new member id takes over its predecessor: assignment,
+        epochs, subscription and target; no new group epoch (GroupMetadataManager's static rejoin)."""
+        new = ConsumerMember(member_id, old.instance_id, rack_id, client_id, client_host, old.subscribed,
+                             old.assignor, old.rebalance_timeout_ms, epoch=old.epoch,
+                             previous_epoch=old.previous_epoch, names=old.names, regex=old.regex)
+        new.assigned, new.revoking, new.revoke_deadline = old.assigned, old.revoking, old.revoke_deadline
+        del group.members[old.member_id]
+        group.members[member_id] = new
+        if old.member_id in group.target:
+            group.target[member_id] = group.target.pop(old.member_id)
+        log.info("consumer group %s: static member %s (instance %s) replaced by %s", group.group_id,
+                 old.member_id, old.instance_id, member_id)
+        return new
 
     @staticmethod
     def _check_epoch(member: ConsumerMember, epoch: int, owned: Assignment | None) -> None:
