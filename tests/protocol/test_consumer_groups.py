@@ -311,3 +311,13 @@ def test_static_member_rejoin(coord):
     assert (back["error_code"], back["member_epoch"], back["assignment"]) == (0, 2, kept)
     assert sorted(coord.consumer.groups["g"].members) == ["a2", "b1"]
     assert coord.consumer.groups["g"].epoch == epoch and b["error_code"] == 0
+
+
+def test_validate_offset_fetch(coord):
+    """ConsumerGroupTest.testValidateOffsetFetch (OffsetFetch v9): no member id and epoch -1 always goes;
+    otherwise the member must be known and at its epoch."""
+    join(coord, "m1")
+    v = coord.consumer.validate_fetch
+    assert (v("g", None, -1), v("g", "m1", 1), v("classic-or-absent", "x", 3)) == (0, 0, 0)
+    assert v("g", "zz", 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert (v("g", "m1", 0), v("g", "m1", 2)) == (ErrorCode.STALE_MEMBER_EPOCH, ErrorCode.FENCED_MEMBER_EPOCH)

@@ -154,13 +154,16 @@ def _offsets_for(ctx: RequestContext, group_id: str, topics: Any, require_stable
     return [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
 
 
-@register(9, 1, 8)
+@register(9, 1, 9)  # v9: KIP-848 members fetch with their member id and epoch
 def offset_fetch(req: Any, ctx: RequestContext) -> dict:
     if ctx.api_version >= 8:
         groups = []
         for g in req.groups:
             if _group_denied(ctx, "describe", g.group_id):
                 groups.append({"group_id": g.group_id, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
+            elif error := ctx.coordinator.consumer.validate_fetch(g.group_id, getattr(g, "member_id", None),
+                                                                 int(getattr(g, "member_epoch", -1))):
+                groups.append({"group_id": g.group_id, "topics": [], "error_code": error})
             else:
                 groups.append({"group_id": g.group_id, "error_code": 0, "topics": _offsets_for(
                     ctx, g.group_id, g.topics, bool(getattr(req, "require_stable", False)))})

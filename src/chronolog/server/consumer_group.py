@@ -402,6 +402,21 @@ class ConsumerGroups:
             return ErrorCode.STALE_MEMBER_EPOCH
         return 0
 
+    def validate_fetch(self, group_id: str, member_id: str | None, epoch: int) -> int:
+        """ConsumerGroup.validateOffsetFetch (OffsetFetch v9): without a member id and epoch (an admin
+        client) any fetch goes; a member must be known and at its epoch. 0 or the error code."""
+        group = self.groups.get(group_id)
+        if group is None or (member_id is None and epoch < 0):
+            return 0
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if epoch > member.epoch:
+            return ErrorCode.FENCED_MEMBER_EPOCH
+        if epoch < member.epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return 0
+
     def subscribed_topics(self, group_id: str) -> set[str]:
         group = self.groups.get(group_id)
         return {t for m in group.members.values() for t in m.subscribed} if group else set()
