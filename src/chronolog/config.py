@@ -112,6 +112,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("group.initial.rebalance.delay.ms", "int", 3000, "Delay of the first rebalance of a new group.", (), 0),
     _d("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for.", (), 0),
     _d("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for.", (), 0),
+    # -- consumer groups of KIP-848 (GroupCoordinatorConfig; server/consumer_group.py) --
+    _d("group.consumer.heartbeat.interval.ms", "int", 5000, "How often consumer-protocol members heartbeat.",
+       (), 1),
+    _d("group.consumer.session.timeout.ms", "int", 45000, "A consumer-protocol member silent this long is "
+       "removed from its group.", (), 1),
+    _d("group.consumer.assignors", "list", "uniform,range", "Server-side assignors; the first is the default.",
+       (), choices=("uniform", "range")),
+    _d("group.consumer.migration.policy", "string", "disabled", "Only `disabled`: a non-empty group of one "
+       "protocol refuses members of the other (an empty one changes type).", (), choices=("disabled",)),
     # -- transactions (KIP-98; TransactionStateManagerConfig, TransactionLogConfig; docs/transactions.md) --
     _d("transaction.max.timeout.ms", "int", 900000, "Largest transaction.timeout.ms a producer may ask for "
        "(InitProducerId answers INVALID_TRANSACTION_TIMEOUT above it).", (), 1),

@@ -45,7 +45,8 @@ log = logging.getLogger(__name__)
 def _load_handlers() -> None:
     import chronolog.protocol.core  # noqa: F401  (registers)
     for optional in ("chronolog.protocol.admin", "chronolog.protocol.groups", "chronolog.protocol.sasl",
-                     "chronolog.protocol.acls", "chronolog.protocol.scram_admin", "chronolog.protocol.transactions"):
+                     "chronolog.protocol.acls", "chronolog.protocol.scram_admin", "chronolog.protocol.transactions",
+                     "chronolog.protocol.consumer_groups"):
         with contextlib.suppress(ModuleNotFoundError):
             __import__(optional)
 

@@ -32,6 +32,7 @@ from chronolog.storage.checkpoints import (
     LOG_START_OFFSET,
     RECOVERY_POINT,
     REPLICATION_OFFSET,
+    CheckpointError,
     read_checkpoint,
     write_checkpoint,
 )
@@ -115,8 +116,13 @@ class LogManager:
     def _open_logs(self) -> None:
         marker = self.data_dir / CLEAN_SHUTDOWN
         clean = marker.exists()
-        recovery = read_checkpoint(self.data_dir / RECOVERY_POINT)
-        starts = read_checkpoint(self.data_dir / LOG_START_OFFSET)
+        try:
+            recovery = read_checkpoint(self.data_dir / RECOVERY_POINT)
+            starts = read_checkpoint(self.data_dir / LOG_START_OFFSET)
+        except CheckpointError as exc:  # Kafka takes the log dir offline; our only one: refuse to start
+            raise ChronologError(f"log dir {self.data_dir} is offline: {exc}; repair the file or remove it (without "
+                                 f"{RECOVERY_POINT} the start recovers every log; without {LOG_START_OFFSET} "
+                                 "records deleted by retention or DeleteRecords become readable again)") from None
         self._topics = self._read_topics()
         for entry in sorted(self.data_dir.iterdir()):
             if not entry.is_dir():

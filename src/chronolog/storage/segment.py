@@ -591,9 +591,9 @@ class LogSegment:
                     last_offset: int, messages_size: int, now_ms: int, created_ms: int) -> bool:
         """`LogSegment.shouldRoll`: size, time since the first batch's max timestamp, full indexes, or an
         offset that no longer fits in 32 bits relative to the base."""
-        if self.rolling_based_timestamp is not None:
+        if self.rolling_based_timestamp is not None and self.rolling_based_timestamp >= 0:
             waited = max_timestamp - self.rolling_based_timestamp
-        else:
+        else:  # no first batch, or one without a timestamp (-1): the segment's age (`timeWaitedForRoll`)
             waited = now_ms - created_ms
         reached_ms = waited > segment_ms - jitter_ms
         return (self.size > segment_bytes - messages_size
