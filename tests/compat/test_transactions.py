@@ -247,3 +247,46 @@ def test_kafkajs_transactions(txn_broker):
     assert report["committedOffset"] == "20"
     out = read(bs, "js-out", 1, "read_committed", expected=21)
     assert out[0] == [b"js-committed"] + [b"y%d" % i for i in range(20)]
+
+
+def test_cli_consume_and_offsets_isolation_levels(txn_broker):
+    """`chronolog consume` replays a window read_committed by default (aborted and open transactions
+    left out), `--isolation-level read_uncommitted` shows everything; `offsets` stops at the LSO under
+    read_committed. Over the broker and over its data dir."""
+    from typer.testing import CliRunner
+
+    from chronolog.cli.main import app
+
+    bs = txn_broker.bootstrap
+    create_topics(bs, "cli", partitions=1)
+    p = producer(bs, "cli-app")
+    for kind in ("c1", "a1", "c2", "open"):
+        p.begin_transaction()
+        p.produce("cli", value=kind.encode(), partition=0, timestamp=1_700_000_000_000)
+        if kind.startswith("a"):
+            p.flush(10)
+            p.abort_transaction(20)
+        elif kind.startswith("c"):
+            p.commit_transaction(20)
+    p.flush(10)
+
+    def values(*args: str) -> list[str]:
+        result = CliRunner().invoke(app, ["consume", "cli", "--from", "1699999999000", "--format", "json", *args])
+        assert result.exit_code == 0, result.output
+        return [json.loads(line)["value"] for line in result.output.splitlines() if line.startswith("{")]
+
+    assert values("--bootstrap-server", bs) == ["c1", "c2"]
+    assert values("--bootstrap-server", bs, "--isolation-level", "read_uncommitted") == ["c1", "a1", "c2", "open"]
+    result = CliRunner().invoke(app, ["offsets", "cli", "--time", "1699999999000", "--json", "--bootstrap-server", bs,
+                                      "--isolation-level", "read_committed"])
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.output)["partitions"]
+    assert (row["offset"], row["end_offset"]) == (0, 6)  # the open transaction starts at offset 6 (after 3 markers)
+    bad = CliRunner().invoke(app, ["consume", "cli", "--from", "0", "--bootstrap-server", bs,
+                                   "--isolation-level", "committed"])
+    assert bad.exit_code != 0 and "read_committed or read_uncommitted" in bad.output + str(bad.exception)
+    p.commit_transaction(20)
+    txn_broker.stop()
+    data = str(txn_broker.data_dir)
+    assert values("--data-dir", data) == ["c1", "c2", "open"]
+    assert values("--data-dir", data, "--isolation-level", "read_uncommitted") == ["c1", "a1", "c2", "open"]

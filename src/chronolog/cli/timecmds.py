@@ -13,6 +13,16 @@ from chronolog.errors import ChronologError
 from chronolog.timetravel.sources import BrokerSource, open_source, parse_topic_partitions
 from chronolog.timetravel.timefmt import format_time, now_ms, parse_duration, parse_time
 
+ISOLATION_HELP = ("read_committed: stop at the last stable offset and leave out aborted transactions' records "
+                  "(a consumer's isolation.level=read_committed); read_uncommitted: everything written.")
+
+
+def _isolation(value: str) -> str:
+    value = value.strip().lower().replace("-", "_")
+    if value not in ("read_committed", "read_uncommitted"):
+        raise ChronologError(f"--isolation-level is read_committed or read_uncommitted (got {value!r})")
+    return value
+
 
 def _parts(spec: str | None) -> list[int] | None:
     if not spec:
@@ -32,13 +42,17 @@ def register(app: typer.Typer) -> None:
         bootstrap_server: str = BootstrapOpt,
         data_dir: str | None = DataDirOpt,
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+        isolation_level: str = typer.Option("read_uncommitted", "--isolation-level", help=ISOLATION_HELP +
+                                            " Default read_uncommitted, as Kafka's GetOffsetShell."),
     ) -> None:
         """Per partition: the first offset with timestamp >= TIME and that record's timestamp. A partition
-        with nothing at or after TIME says so and gives its end offset."""
+        with nothing at or after TIME says so and gives its end offset (under read_committed: the last
+        stable offset, and never an offset at or past it, as ListOffsets answers with isolation_level 1)."""
         ts = parse_time(time)
+        isolation = _isolation(isolation_level)
         source = open_source(bootstrap_server, data_dir)
         try:
-            answers = source.offsets_for_time(topic, ts, _parts(partitions))
+            answers = source.offsets_for_time(topic, ts, _parts(partitions), isolation=isolation)
         finally:
             source.close()
         rows = [{"partition": a.partition, "offset": a.offset, "timestamp": a.timestamp if a.found else None,
@@ -46,7 +60,8 @@ def register(app: typer.Typer) -> None:
                  "end_offset": a.end_offset,
                  "note": "" if a.found else "no record at or after T: end offset"} for a in answers.values()]
         if as_json:
-            emit_json({"topic": topic, "time": format_time(ts), "timestamp": ts, "partitions": rows})
+            emit_json({"topic": topic, "time": format_time(ts), "timestamp": ts, "isolation_level": isolation,
+                       "partitions": rows})
         else:
             table(f"{topic}: first record at or after {format_time(ts)}",
                   ["partition", "offset", "record time", "end offset", "note"],
@@ -63,10 +78,16 @@ def register(app: typer.Typer) -> None:
         bootstrap_server: str = BootstrapOpt,
         data_dir: str | None = DataDirOpt,
         as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
+        isolation_level: str = typer.Option("read_committed", "--isolation-level", help=ISOLATION_HELP +
+                                            " Default read_committed: a replayed window holds what consumers "
+                                            "of committed data saw."),
     ) -> None:
         """Every record with FROM <= timestamp < TO, from every partition, exactly once, in offset order
         per partition. Reads from the first offset at/after FROM to the end offset seen at start, so a late
-        (out-of-order) CreateTime record below TO is printed even after records >= TO."""
+        (out-of-order) CreateTime record below TO is printed even after records >= TO. Under
+        read_committed (the default) the end is the last stable offset and records of aborted transactions
+        are left out; transaction markers are never printed."""
+        isolation = _isolation(isolation_level)
         t1 = parse_time(from_)
         t2 = parse_time(to) if to else None
         if t2 is not None and t2 <= t1:
@@ -77,13 +98,13 @@ def register(app: typer.Typer) -> None:
         source = open_source(bootstrap_server, data_dir)
         positions = {}
         try:
-            starts = source.offsets_for_time(topic, t1, _parts(partitions))
+            starts = source.offsets_for_time(topic, t1, _parts(partitions), isolation=isolation)
             total = sum(max(0, a.end_offset - a.offset) for a in starts.values())
             with progress(f"reading {topic}", total, quiet=fmt != "text" or not sys.stdout.isatty()) as tick:
                 for p, a in starts.items():
                     if not a.found:
                         continue
-                    for rec in source.read(topic, p, a.offset, a.end_offset):
+                    for rec in source.read(topic, p, a.offset, a.end_offset, isolation=isolation):
                         tick()
                         if rec.timestamp >= t1 and (t2 is None or rec.timestamp < t2):
                             _print_record(topic, p, rec, fmt)
