@@ -403,3 +403,29 @@ def test_acl_checks(tmp_path):
         assert described["transaction_states"][0]["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     finally:
         env.close()
+
+
+def test_a_failed_marker_write_is_retried_by_the_timer(env, monkeypatch):
+    r = env.init()
+    pid = r["producer_id"]
+    env.add(pid, 0, {"t": [0]})
+    env.produce(pid, 0, 0)
+    plog = env.log()
+    real = plog.append_control
+    calls = []
+
+    def failing(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 1:
+            raise OSError(28, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plog, "append_control", failing)
+    assert env.end(pid, 0, commit=True) == ErrorCode.COORDINATOR_NOT_AVAILABLE  # retriable for the client
+    assert env.txns.txns[TXN].state == TxnState.PREPARE_COMMIT
+    assert env.end(pid, 0, commit=True) == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert plog.last_stable_offset == 0
+    env.txns.abort_timed_out()  # the periodic job completes it
+    assert env.txns.txns[TXN].state == TxnState.COMPLETE_COMMIT
+    assert plog.last_stable_offset == plog.high_watermark
+    assert env.end(pid, 0, commit=True) == 0
