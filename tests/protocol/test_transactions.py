@@ -14,6 +14,7 @@ import pytest
 
 from chronolog.config import BrokerConfig
 from chronolog.errors import ErrorCode
+from chronolog.protocol import codec
 from chronolog.protocol import groups as group_api
 from chronolog.protocol import transactions as txn_api
 from chronolog.protocol.core import fetch, list_offsets, produce
@@ -359,7 +360,11 @@ def test_expiration_and_admin_apis(env):
     assert (found["transaction_state"], found["producer_id"], found["topics"]) == \
         ("Ongoing", pid, [{"topic": "t", "partitions": [1]}])
     assert missing["error_code"] == 105  # TRANSACTIONAL_ID_NOT_FOUND
+    # the answers encode (kio's non-nullable start time: -1 for the missing id)
+    raw = codec.encode_values(65, 0, 1, described)
+    assert raw.count(b"\xff" * 8) >= 2 and codec.encode_values(66, 2, 1, listed)
     producers = txn_api.describe_producers(NS(topics=[NS(name="t", partition_indexes=[1])]), env.ctx(61, 0))
+    assert codec.encode_values(61, 0, 1, producers)
     (state,) = producers["topics"][0]["partitions"][0]["active_producers"]
     assert (state["producer_id"], state["current_txn_start_offset"]) == (pid, 0)
     # transactional.id.expiration.ms: only ids without a transaction expire

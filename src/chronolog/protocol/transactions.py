@@ -10,6 +10,7 @@ version 1 as they do with Kafka 3.x.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import re
 from typing import Any
@@ -221,7 +222,10 @@ def describe_transactions(req: Any, ctx: RequestContext) -> dict:
         states.append({"error_code": out["error_code"], "transactional_id": out["transactional_id"],
                        "transaction_state": out["transaction_state"],
                        "transaction_timeout": out["transaction_timeout_ms"],
-                       "transaction_start_time": out["transaction_start_time_ms"],
+                       # kio's datetime_i64 is not nullable: -1 (no transaction) is written as the instant
+                       # 1 ms before the epoch, which it encodes as -1 again
+                       "transaction_start_time": datetime.datetime.fromtimestamp(
+                           out["transaction_start_time_ms"] / 1000, datetime.UTC),
                        "producer_id": out["producer_id"], "producer_epoch": out["producer_epoch"],
                        "topics": out["topics"]})
     return {"throttle_time": 0, "transaction_states": states}
