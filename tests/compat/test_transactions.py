@@ -290,3 +290,34 @@ def test_cli_consume_and_offsets_isolation_levels(txn_broker):
     data = str(txn_broker.data_dir)
     assert values("--data-dir", data) == ["c1", "c2", "open"]
     assert values("--data-dir", data, "--isolation-level", "read_uncommitted") == ["c1", "a1", "c2", "open"]
+
+
+def test_kafka_python_transactional_producer(txn_broker):
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTP
+
+    bs = txn_broker.bootstrap
+    create_topics(bs, "kp", partitions=1)
+    p = KafkaProducer(bootstrap_servers=bs, transactional_id="kp-app")
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(3):
+            p.send("kp", b"k%d" % i, partition=0)
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send("kp", b"dropped", partition=0)
+        p.flush()
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send("kp", b"end", partition=0)
+        p.commit_transaction()
+    finally:
+        p.close(timeout=10)
+    c = KafkaConsumer(bootstrap_servers=bs, isolation_level="read_committed", enable_auto_commit=False,
+                      auto_offset_reset="earliest", consumer_timeout_ms=3000)
+    c.assign([KTP("kp", 0)])
+    try:
+        assert [m.value for m in c] == [b"k0", b"k1", b"k2", b"end"]
+    finally:
+        c.close()
