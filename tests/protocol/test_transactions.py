@@ -434,3 +434,47 @@ def test_a_failed_marker_write_is_retried_by_the_timer(env, monkeypatch):
     assert env.txns.txns[TXN].state == TxnState.COMPLETE_COMMIT
     assert plog.last_stable_offset == plog.high_watermark
     assert env.end(pid, 0, commit=True) == 0
+
+
+def test_a_grown_state_partition_is_rewritten_at_load(env):
+    """Our stand-in for compaction: a partition holding far more records than live ids gets its live
+    records appended again and everything before them dropped, and loads the same state afterwards."""
+    for _ in range(1010):
+        last = env.init()
+    plog = env.manager.get_log(TRANSACTION_STATE_TOPIC, partition_for(TXN, 4))
+    assert plog.log_end_offset == 1010 and plog.log_start_offset == 0
+    env = _reopen(env)
+    try:
+        plog = env.manager.get_log(TRANSACTION_STATE_TOPIC, partition_for(TXN, 4))
+        assert plog.log_start_offset == 1010 and plog.log_end_offset == 1011
+        assert (env.txns.txns[TXN].producer_id, env.txns.txns[TXN].producer_epoch) == \
+            (last["producer_id"], last["producer_epoch"])
+    finally:
+        env.close()
+    env = _reopen(env)
+    try:
+        assert env.txns.txns[TXN].producer_epoch == last["producer_epoch"]
+        assert env.init()["producer_epoch"] == last["producer_epoch"] + 1
+    finally:
+        env.close()
+
+
+def test_an_exhausted_epoch_rotates_the_producer_id(env):
+    """TransactionMetadata.prepareProducerIdRotation: at epoch 32766 the next InitProducerId gives a new
+    producer id with epoch 0; a KIP-360 retry of that request (the old id and its exhausted epoch) gets the
+    same answer, an anonymous one was not recorded for retries."""
+    first = env.init()
+    meta = env.txns.txns[TXN].copy()
+    meta.producer_epoch = 32766
+    env.txns._write(meta, TXN)
+    rotated = env.init(pid=first["producer_id"], epoch=32766)
+    assert rotated["producer_id"] != first["producer_id"] and rotated["producer_epoch"] == 0
+    assert env.txns.txns[TXN].previous_producer_id == first["producer_id"]
+    retry = env.init(pid=first["producer_id"], epoch=32766)
+    assert (retry["error_code"], retry["producer_id"], retry["producer_epoch"]) == (0, rotated["producer_id"], 0)
+    meta = env.txns.txns[TXN].copy()
+    meta.producer_epoch = 32766
+    env.txns._write(meta, TXN)
+    again = env.init()
+    assert again["producer_id"] not in (first["producer_id"], rotated["producer_id"]) and again["producer_epoch"] == 0
+    assert env.init(pid=rotated["producer_id"], epoch=32766)["error_code"] == ErrorCode.PRODUCER_FENCED
