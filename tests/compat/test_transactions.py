@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,6 +25,7 @@ pytestmark = pytest.mark.compat
 TXN_CONFIGS = {"transaction.state.log.num.partitions": "4",
                "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
 JS_DIR = Path(__file__).parent / "js"
+FAUST_LIB = Path(sys.prefix) / "faust-lib"  # `make faustdeps`: beside the venv, for its click<8.4 pin
 
 
 @pytest.fixture
@@ -321,3 +325,86 @@ def test_kafka_python_transactional_producer(txn_broker):
         assert [m.value for m in c] == [b"k0", b"k1", b"k2", b"end"]
     finally:
         c.close()
+
+
+@pytest.mark.skipif(not (FAUST_LIB / "faust").is_dir(),
+                    reason="faust-streaming is installed by `make faustdeps` (beside the venv: it pins click<8.4)")
+def test_faust_streaming_exactly_once(txn_broker, tmp_path):
+    """A faust-streaming worker with processing_guarantee="exactly_once" counts records per key in a table,
+    is SIGKILLed part way and started again: the table's changelog, read read_committed, ends with every
+    key's exact count, and it was written in transactions (commit markers between its records)."""
+    bs = txn_broker.bootstrap
+    create_topics(bs, "f-in")
+    keys = [f"k{i}" for i in range(10)]
+    per_key = 1000
+    seed = Producer({"bootstrap.servers": bs})
+    for n in range(per_key):
+        for i, key in enumerate(keys):
+            seed.produce("f-in", key=key.encode(), value=b"%d" % n, partition=i % 2)
+    assert seed.flush(10) == 0
+    env = {**os.environ, "BROKER": bs, "PYTHONPATH": str(FAUST_LIB)}
+    changelog = "eos-faust-counts-changelog"
+    app = str(Path(__file__).parent / "faust_eos_app.py")
+
+    def start(n: int) -> subprocess.Popen:
+        log = open(tmp_path / f"faust-{n}.log", "wb")
+        return subprocess.Popen([sys.executable, app, "worker", "-l", "warn", "--without-web"], cwd=tmp_path,
+                                env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    def counts() -> dict[str, int]:
+        last: dict[str, int] = {}
+        for values in read_keyed(bs, changelog, 2).values():
+            for key, value in values:
+                last[json.loads(key)] = json.loads(value)
+        return last
+
+    worker = start(1)
+    try:
+        deadline = time.monotonic() + 90  # part way: then a crash
+        while time.monotonic() < deadline and sum(counts().values()) < per_key * len(keys) // 10:
+            time.sleep(0.3)
+        worker.kill()
+        worker.wait(10)
+        assert 0 < sum(counts().values()) < per_key * len(keys)
+        worker = start(2)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and counts() != {k: per_key for k in keys}:
+            time.sleep(0.5)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait(10)
+    logs = "".join((tmp_path / f"faust-{n}.log").read_text(errors="replace")[-1500:] for n in (1, 2))
+    assert counts() == {k: per_key for k in keys}, logs
+    records = sum(len(v) for v in read_keyed(bs, changelog, 2, isolation="read_uncommitted").values())
+    assert sum(latest(bs, changelog, p, committed=False) for p in (0, 1)) > records  # markers in between
+
+
+def read_keyed(bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed"
+               ) -> dict[int, list[tuple[bytes, bytes]]]:
+    """(key, value) of every record a consumer of this isolation level gets, to the end of each partition."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                  "isolation.level": isolation, "enable.auto.commit": False, "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: dict[int, list] = {p: [] for p in range(partitions)}
+    at_end: set[int] = set()
+    deadline = time.monotonic() + 15
+    try:
+        while time.monotonic() < deadline and len(at_end) < partitions:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == -191:  # _PARTITION_EOF
+                    at_end.add(m.partition())
+                elif m.error().code() == 3:  # the changelog does not exist yet
+                    break
+                continue
+            at_end.discard(m.partition())
+            out[m.partition()].append((m.key(), m.value()))
+    finally:
+        c.close()
+    return out
