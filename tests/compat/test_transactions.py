@@ -338,10 +338,16 @@ def test_faust_streaming_exactly_once(txn_broker, tmp_path):
     keys = [f"k{i}" for i in range(10)]
     per_key = 1000
     seed = Producer({"bootstrap.servers": bs})
-    for n in range(per_key):
-        for i, key in enumerate(keys):
-            seed.produce("f-in", key=key.encode(), value=b"%d" % n, partition=i % 2)
-    assert seed.flush(10) == 0
+
+    def feed(numbers: range) -> None:
+        for n in numbers:
+            for i, key in enumerate(keys):
+                seed.produce("f-in", key=key.encode(), value=b"%d" % n, partition=i % 2)
+        assert seed.flush(10) == 0
+
+    # The first half goes in before the crash, the second half after it: the crash is always part way
+    # however fast the worker runs (it once finished everything between two looks).
+    feed(range(per_key // 2))
     env = {**os.environ, "BROKER": bs, "PYTHONPATH": str(FAUST_LIB)}
     changelog = "eos-faust-counts-changelog"
     app = str(Path(__file__).parent / "faust_eos_app.py")
@@ -366,6 +372,7 @@ def test_faust_streaming_exactly_once(txn_broker, tmp_path):
         worker.kill()
         worker.wait(10)
         assert 0 < sum(counts().values()) < per_key * len(keys)
+        feed(range(per_key // 2, per_key))
         worker = start(2)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and counts() != {k: per_key for k in keys}:

@@ -169,7 +169,18 @@ def _skip_fixed(size: int) -> _Step:
 def _field_step(field: dataclasses.Field, flexible: bool) -> _Step:
     kind = classify_field(field)
     if isinstance(kind, EntityField):
-        return _length_checker(kind.type_)
+        inner = _length_checker(kind.type_)
+        if not is_optional(field):
+            return inner
+
+        def nullable_struct(buf: bytes, pos: int, end: int) -> int:
+            """A nullable struct (e.g. DescribeTopicPartitions' cursor) starts with an int8 marker: -1 is
+            null, anything else is followed by the struct (Kafka's generated `read`)."""
+            if pos >= end:
+                raise _past_end()
+            marker = buf[pos]
+            return pos + 1 if marker == 0xFF else inner(buf, pos + 1, end)
+        return nullable_struct
     if isinstance(kind, EntityTupleField | PrimitiveTupleField):
         if isinstance(kind, EntityTupleField):
             element = _length_checker(kind.type_)
