@@ -225,7 +225,8 @@ class PartitionLog:
             raise OffsetOutOfRangeError(f"no segments in {directory}")
         for base in bases:
             kwargs = {"index_interval_bytes": plog.config.index_interval_bytes,
-                      "max_index_size": plog.config.segment_index_bytes, "time_index_style": time_index_style}
+                      "max_index_size": plog.config.segment_index_bytes, "time_index_style": time_index_style,
+                      "lock": plog.lock}
             plog.segments.append(LogSegment(plog.dir, base, writable=False, **kwargs) if files is None
                                  else FilesSegment(files, plog.dir, base, **kwargs))
         for seg, nxt in zip(plog.segments, plog.segments[1:], strict=False):
@@ -280,7 +281,7 @@ class PartitionLog:
     def _new_segment(self, base: int) -> LogSegment:
         seg = LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
                          max_index_size=self.config.segment_index_bytes, time_index_style=self.time_index_style,
-                         rebuild_missing=False)
+                         rebuild_missing=False, lock=self.lock)
         self._segment_created_ms[base] = now_ms()
         return seg
 
