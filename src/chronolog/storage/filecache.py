@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 # the listeners, checkpoint and snapshot writes, the data dir's lock, the interpreter's own files.
 RESERVED_FRACTION = 2
 MIN_CAPACITY = 16
+RLIM_INFINITY = resource.RLIM_INFINITY
 
 
 class FileHolder(Protocol):

@@ -26,6 +26,7 @@ from chronolog.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from chronolog.storage import filecache
 from chronolog.storage.checkpoints import (
     CLEAN_SHUTDOWN,
     LOG_START_OFFSET,
@@ -78,6 +79,7 @@ class LogManager:
             self.data_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ChronologError(f"cannot create data dir {self.data_dir}: {exc.strerror}") from None
+        self._size_file_cache()
         self._dir_lock.acquire()
         try:
             self._open_logs()
@@ -91,6 +93,21 @@ class LogManager:
         if background:
             self._thread = threading.Thread(target=self._background, name="chronolog-log-manager", daemon=True)
             self._thread.start()
+
+    def _size_file_cache(self) -> None:
+        """Raise the soft open-files limit to the hard one and size the open-file cache from it (or from
+        `chronolog.log.open.files.max`); one INFO line with the figures."""
+        soft, hard = filecache.raise_open_files_limit()
+        limit = filecache.nofile_limit()
+        wanted = self.broker_config["chronolog.log.open.files.max"]
+        if wanted >= limit:
+            raise ChronologError(f"chronolog.log.open.files.max={wanted} is not below the open-files limit {limit} "
+                                 "(ulimit -n): sockets and other files need descriptors too")
+        capacity = wanted or filecache.default_capacity(limit)
+        filecache.configure(capacity)
+        log.info("open files limit %d (hard %s); segment files hold at most %d descriptors "
+                 "(chronolog.log.open.files.max%s)", limit, "unlimited" if hard == filecache.RLIM_INFINITY else hard,
+                 capacity, "" if wanted else ": half the limit")
 
     def _open_logs(self) -> None:
         marker = self.data_dir / CLEAN_SHUTDOWN
