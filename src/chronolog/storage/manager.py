@@ -12,6 +12,7 @@ import re
 import threading
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from chronolog.config import BrokerConfig, TopicConfig, validate_topic_overrides
@@ -115,6 +116,7 @@ class LogManager:
         recovery = read_checkpoint(self.data_dir / RECOVERY_POINT)
         starts = read_checkpoint(self.data_dir / LOG_START_OFFSET)
         self._topics = self._read_topics()
+        found = []
         for entry in sorted(self.data_dir.iterdir()):
             if not entry.is_dir():
                 continue
@@ -126,12 +128,30 @@ class LogManager:
                 # A partition dir without metadata (e.g. copied from Kafka): adopt it with defaults.
                 self._topics[topic] = {"partitions": 0, "configs": {}, "topic_id": _new_topic_id()}
             self._topics[topic]["partitions"] = max(self._topics[topic]["partitions"], partition + 1)
+            found.append((entry, topic, partition))
+        configs = {topic: self.topic_config(topic) for topic in {t for _, t, _ in found}}
+        expiration = self.broker_config["producer.id.expiration.ms"]
+
+        def open_one(item: tuple[Path, str, int]) -> PartitionLog:
+            entry, topic, partition = item
             key = (topic, partition)
             with self._refuse_start_on_io_error(entry):
-                self._logs[key] = self._tuned(PartitionLog.open(
-                    entry, self.topic_config(topic), recover=not clean,
-                    recovery_point=recovery.get(key, 0), log_start_offset=starts.get(key, 0),
-                    producer_expiration_ms=self.broker_config["producer.id.expiration.ms"]))
+                return self._tuned(PartitionLog.open(
+                    entry, configs[topic], recover=not clean, recovery_point=recovery.get(key, 0),
+                    log_start_offset=starts.get(key, 0), producer_expiration_ms=expiration))
+
+        # Kafka's num.recovery.threads.per.data.dir: partitions are opened (and recovered) by a pool.
+        threads = min(self.broker_config["num.recovery.threads.per.data.dir"], max(1, len(found)))
+        with ThreadPoolExecutor(threads, thread_name_prefix="chronolog-recovery") as pool:
+            futures = [(item, pool.submit(open_one, item)) for item in found]
+        failure = None
+        for (_, topic, partition), future in futures:
+            try:
+                self._logs[(topic, partition)] = future.result()
+            except BaseException as exc:  # the first one is raised once every log is closed again
+                failure = failure or exc
+        if failure is not None:
+            raise failure
         for topic, meta in self._topics.items():
             for p in range(meta["partitions"]):
                 if (topic, p) not in self._logs:
