@@ -80,9 +80,9 @@ class LogManager:
             self.data_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ChronologError(f"cannot create data dir {self.data_dir}: {exc.strerror}") from None
-        self._size_file_cache()
         self._dir_lock.acquire()
         try:
+            self._size_file_cache()
             self._open_logs()
         except BaseException:
             for plog in self._logs.values():
