@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import json
 import logging
 import re
+import shutil
 import threading
 import uuid
 from collections.abc import Iterator
@@ -238,19 +240,38 @@ class LogManager:
         return plog
 
     def _create_logs(self, name: str, partitions: range) -> None:
-        """Make the partitions' logs and persist the topic list; on an I/O error (a full disk) the new
-        partitions are removed again and the request gets KAFKA_STORAGE_ERROR."""
+        """Make the partitions' logs and persist the topic list. When any of it fails (a full disk, no
+        descriptor left) nothing stays: the new partitions' logs and directories are removed again, the
+        request gets KAFKA_STORAGE_ERROR naming the cause with its figures, and one ERROR line says it."""
         made = []
+        new_dirs = []
         try:
             for p in partitions:
+                directory = self.data_dir / f"{name}-{p}"
+                if not directory.exists():
+                    new_dirs.append(directory)
                 self._logs[(name, p)] = self._create_log(name, p)
                 made.append(p)
             self._write_topics()
-        except OSError as exc:
+        except BaseException as exc:
+            held = filecache.open_descriptors()  # before the rollback closes anything (-1: none left to look)
             for p in made:
-                self._logs.pop((name, p)).delete()
-            raise KafkaStorageErrorError(f"cannot create partitions of {name}: {exc.filename or self.data_dir}: "
-                                         f"{describe(exc)}; {free_bytes(self.data_dir)} bytes free") from None
+                with contextlib.suppress(OSError):
+                    self._logs.pop((name, p)).delete()
+            for directory in new_dirs:
+                shutil.rmtree(directory, ignore_errors=True)
+            if not isinstance(exc, OSError):
+                raise
+            message = f"cannot create partitions of {name}: {exc.filename or self.data_dir}: {describe(exc)}; "
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                limit = filecache.nofile_limit()
+                message += (f"{held if held >= 0 else limit} files open, limit {limit} "
+                            f"(ulimit -n); segment files hold at most {filecache.cache().capacity} "
+                            "(chronolog.log.open.files.max)")
+            else:
+                message += f"{free_bytes(self.data_dir)} bytes free in {self.data_dir}"
+            disk_log.error("%s; nothing of it was kept", message)
+            raise KafkaStorageErrorError(message) from None
 
     def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
         validate_topic_name(name)
@@ -265,7 +286,7 @@ class LogManager:
             self._topics[name] = {"partitions": partitions, "configs": overrides, "topic_id": _new_topic_id()}
             try:
                 self._create_logs(name, range(partitions))
-            except KafkaError:
+            except BaseException:  # nothing of a failed create stays in Metadata
                 del self._topics[name]
                 raise
 
@@ -295,7 +316,7 @@ class LogManager:
             self._topics[name]["partitions"] = total
             try:
                 self._create_logs(name, range(current, total))
-            except KafkaError:
+            except BaseException:
                 self._topics[name]["partitions"] = current
                 raise
 
