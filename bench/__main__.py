@@ -11,7 +11,7 @@ import importlib
 import sys
 import time
 
-AREAS = ("records", "storage", "broker", "start", "peer", "spark", "load")
+AREAS = ("records", "storage", "broker", "start", "peer", "spark", "load", "partitions")
 
 
 def main(argv: list[str]) -> int:

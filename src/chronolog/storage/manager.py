@@ -9,6 +9,7 @@ import contextlib
 import errno
 import json
 import logging
+import os
 import re
 import shutil
 import threading
@@ -18,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from chronolog.config import BrokerConfig, TopicConfig, validate_topic_overrides
-from chronolog.diskio import describe, disk_log, free_bytes, write_atomic
+from chronolog.diskio import describe, disk_log, free_bytes, fsync_dir, write_atomic
 from chronolog.errors import (
     ChronologError,
     InvalidPartitionsError,
@@ -225,7 +226,8 @@ class LogManager:
         write_atomic(path, json.dumps(self._topics, indent=1, sort_keys=True).encode("utf-8"),
                      tmp=path.with_suffix(".tmp"))
 
-    def _create_log(self, topic: str, partition: int) -> PartitionLog:
+    def _create_log(self, topic: str, partition: int, *, sync: bool = True) -> PartitionLog:
+        """`sync=False`: partition.metadata is not fsynced here; the caller syncs a whole request's at once."""
         directory = self.data_dir / f"{topic}-{partition}"
         plog = self._tuned(PartitionLog.open(directory, self.topic_config(topic),
                                              producer_expiration_ms=self.broker_config["producer.id.expiration.ms"]))
@@ -233,7 +235,7 @@ class LogManager:
         if not meta.exists():
             # Kafka's PartitionMetadataFile: two lines, no trailing newline.
             try:
-                write_atomic(meta, f"version: 0\ntopic_id: {self._topics[topic]['topic_id']}".encode())
+                write_atomic(meta, f"version: 0\ntopic_id: {self._topics[topic]['topic_id']}".encode(), sync=sync)
             except BaseException:
                 plog.delete()
                 raise
@@ -250,8 +252,9 @@ class LogManager:
                 directory = self.data_dir / f"{name}-{p}"
                 if not directory.exists():
                     new_dirs.append(directory)
-                self._logs[(name, p)] = self._create_log(name, p)
+                self._logs[(name, p)] = self._create_log(name, p, sync=False)
                 made.append(p)
+            _sync_all([self.data_dir / f"{name}-{p}" for p in made])
             self._write_topics()
         except BaseException as exc:
             held = filecache.open_descriptors()  # before the rollback closes anything (-1: none left to look)
@@ -457,6 +460,26 @@ class LogManager:
                     last_checkpoint = now
             except Exception:  # the background thread must survive one bad partition
                 log.exception("log manager background task failed")
+
+
+def _sync_all(directories: list[Path]) -> None:
+    """fsync each new partition's partition.metadata and directory, several at once (concurrent fsyncs
+    share the file system's journal commits: one request's thousand partitions cost a few commits, not
+    two thousand), then the data dir that holds them."""
+    def sync(directory: Path) -> None:
+        for path in (directory / "partition.metadata", directory):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    if not directories:
+        return
+    with ThreadPoolExecutor(min(8, len(directories)), thread_name_prefix="chronolog-create") as pool:
+        for _ in pool.map(sync, directories):
+            pass
+    fsync_dir(directories[0].parent)
 
 
 def _new_topic_id() -> str:
