@@ -157,6 +157,7 @@ class ManyResult:
     peak_fds: int = 0
     rss_mb: float = 0.0
     hwm_mb: float = 0.0
+    clean_stop_s: float = 0.0
     clean_restart_s: float = 0.0
     kill_restart_s: float = 0.0
     after_restarts_records: int = 0
@@ -269,7 +270,9 @@ def run(data_dir: Path, *, topics: int, per_topic: int, limit: int, records: int
             res.read_s = time.perf_counter() - t
         now = sample(broker.proc.pid)
         res.rss_mb, res.hwm_mb = now.rss_mb, now.hwm_mb
+        t = time.perf_counter()
         broker.stop()
+        res.clean_stop_s = time.perf_counter() - t
         res.clean_restart_s = broker.start()
         broker.stop(signal.SIGKILL)
         res.kill_restart_s = broker.start()
