@@ -302,10 +302,8 @@ class PartitionLog:
                 if not idx.exists() and (self.dir / f"{base:020d}.log").exists():
                     log.info("%s: missing %s, rebuilding", self.dir, idx.name)
         for i, base in enumerate(bases):
-            # The segments from the one holding the recovery point on (LogLoader.recoverLog:
-            # `segments.values(recoveryPoint, Long.MAX_VALUE)`), so the last one always.
-            needs_recovery = recover and (base >= recovery_point or i + 1 == len(bases)
-                                          or bases[i + 1] > recovery_point)
+            needs_recovery = recover and (base >= recovery_point or
+                                          (i + 1 < len(bases) and bases[i + 1] > recovery_point))
             # A segment about to be recovered rebuilds its indexes anyway: its index files are not checked
             # first (LogLoader.loadSegmentFiles checks only after a clean shutdown or below the recovery
             # point; a crashed active segment's preallocated index would fail the check and be rebuilt twice).
