@@ -8,7 +8,7 @@ DATA   := $(CURDIR)/var/run-data
 
 $(STAMP): pyproject.toml setup.py src/chronolog/records/_walk.c src/chronolog/storage/_headers.c
 	@test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q --upgrade pip setuptools
 	$(PY) -m pip install -q -e '.[dev,spark,clients]'
 	@touch $(STAMP)
 

@@ -11,7 +11,8 @@ import importlib
 import sys
 import time
 
-AREAS = ("records", "storage", "broker", "start", "peer", "spark", "load", "partitions")
+AREAS = ("records", "storage", "broker", "start", "testing", "peer", "spark", "load", "console", "quotas",
+         "cleaner", "partitions")
 
 
 def main(argv: list[str]) -> int:

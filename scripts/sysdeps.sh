@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages the tests need when they are missing: Java 17 (Spark), kcat and
-# rsyslog with omkafka (compatibility tests). Idempotent; runs apt-get update at most once per call.
+# rsyslog with omkafka (compatibility tests), headless Chromium with its chromedriver (the console's
+# browser tests). Idempotent; runs apt-get update at most once per call.
 set -euo pipefail
 
 need=()
@@ -15,6 +16,8 @@ command -v kcat >/dev/null 2>&1 || need+=(kcat)
 command -v rsyslogd >/dev/null 2>&1 || need+=(rsyslog)
 compgen -G "/usr/lib/*/rsyslog/omkafka.so" >/dev/null || compgen -G "/usr/lib/rsyslog/omkafka.so" >/dev/null \
     || need+=(rsyslog-kafka)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 
 if [ ${#need[@]} -eq 0 ]; then
     exit 0

@@ -19,7 +19,8 @@ def poll_until(condition: Callable[[], object], timeout: float, interval: float 
 
 
 def established_connections(port: int) -> int:
-    """Established TCP connections whose local port is `port` (the server's side of its clients' connections),
+    """TCP connections whose local port is `port` (the server's side of its clients' connections) that the
+    server has not closed yet: ESTABLISHED, or CLOSE_WAIT (the client closed, the server has not noticed),
     read from /proc/net/tcp and tcp6."""
     count = 0
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -29,7 +30,7 @@ def established_connections(port: int) -> int:
                 for line in f:
                     fields = line.split()
                     local, state = fields[1], fields[3]
-                    if state == "01" and int(local.rsplit(":", 1)[1], 16) == port:
+                    if state in ("01", "08") and int(local.rsplit(":", 1)[1], 16) == port:
                         count += 1
         except FileNotFoundError:
             continue

@@ -31,9 +31,16 @@ def _named(exc: OSError, path: Path | str | None) -> OSError:
 def pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int, path: Path | str | None = None) -> None:
     """All of `data` at `offset`, or OSError. A write that returns short is continued; one that writes
     nothing is ENOSPC (a full file system that did not say so)."""
-    view = memoryview(data).cast("B")
-    done = 0
     try:
+        done = os.pwrite(fd, data, offset)
+    except OSError as exc:
+        raise _named(exc, path) from None
+    if done == (data.nbytes if isinstance(data, memoryview) else len(data)):
+        return
+    view = memoryview(data).cast("B")
+    try:
+        if done <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         while done < len(view):
             n = os.pwrite(fd, view[done:], offset + done)
             if n <= 0:

@@ -65,9 +65,15 @@ def _flipped(tmp_path) -> tuple:
     copy = _live_copy(tmp_path)
     batches = _batches(copy)
     value_hit, ts_hit = batches[2], batches[9]
-    _flip(value_hit[0], value_hit[1] + 61 + 20)  # inside the first record's value
+    # The last batch of the first segment holds its largest timestamp, which the copy's time index names:
+    # a lookup of a time inside it must go on to the next segment, as the broker (whose recovery rebuilt
+    # that index without it) answers.
+    last_of_first = [b for b in batches if b[0] == batches[0][0]][-1]
+    assert last_of_first is batches[5]
+    for hit in (value_hit, last_of_first):
+        _flip(hit[0], hit[1] + 61 + 20)  # inside the first record's value
     _flip(ts_hit[0], ts_hit[1] + 35 + 2, 0x01)   # maxTimestamp: 2^40 ms (35 years) ahead
-    return copy, {o for b in (value_hit, ts_hit) for o in range(b[2], b[3] + 1)}
+    return copy, {o for b in (value_hit, ts_hit, last_of_first) for o in range(b[2], b[3] + 1)}
 
 
 def _truncated(tmp_path) -> tuple:

@@ -2,8 +2,8 @@
 producer (docs/reliability.md, "Disk full and I/O errors").
 
 Before the fix the broker died of SIGBUS in every one of these settings: a store into a sparse page of a
-memory-mapped index on the full file system. Now, with small (1 MiB) and large (128 MiB, never rolled)
-segments: the process never dies of a signal; clients get KAFKA_STORAGE_ERROR; the log has one ERROR line
+memory-mapped index on the full file system. Now, with small (1 and 4 MiB) and large (128 MiB, never
+rolled) segments: the process never dies of a signal; clients get KAFKA_STORAGE_ERROR; the log has one ERROR line
 per incident (each followed by an INFO line when writes resumed); a group's offset commit is kept or
 refused, never half-written; `chronolog check` on a copy taken while the disk is full finds no damage; a
 clean stop on the full disk exits 0; a start on the still-full disk comes up and serves every
@@ -167,7 +167,8 @@ def _incident_lines(log_text: str) -> list[str]:
     return [line for line in log_text.splitlines() if line.startswith(("ERROR", "INFO chronolog.logdir"))]
 
 
-@pytest.mark.parametrize("segment_bytes", [1 << 20, 128 << 20], ids=["1MiB-segments", "128MiB-segments"])
+@pytest.mark.parametrize("segment_bytes", [1 << 20, 4 << 20, 128 << 20],
+                         ids=["1MiB-segments", "4MiB-segments", "128MiB-segments"])
 def test_a_full_disk_never_kills_the_broker_nor_loses_acknowledged_records(small_fs, tmp_path, segment_bytes):
     data = small_fs / "data"
     broker = BrokerProcess(data, {"log.segment.bytes": str(segment_bytes), "num.partitions": "1",

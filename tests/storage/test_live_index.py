@@ -117,3 +117,19 @@ def test_dump_log_of_an_index_without_entries_says_it_is_empty(tmp_path):
     out = subprocess.run([sys.executable, "-m", "chronolog.cli.main", "dump-log", str(path)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout == f"{path} is empty.\n", out.stdout + out.stderr
+
+
+def test_verify_index_stops_before_a_batch_still_being_written(tmp_path):
+    manager = _live(tmp_path)
+    seg = manager.get_log("t", 0).active
+    index, log_file = seg.offset_index.path, seg.log_path
+    with open(log_file, "ab") as f:  # the writer's next batch, half written
+        f.write(batch(NOW + 99)[:40])
+    for name in (index, index.with_suffix(".timeindex")):
+        out = subprocess.run([sys.executable, "-m", "chronolog.cli.main", "dump-log", str(name), "--verify-index"],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0 and out.stdout.strip() == f"{name}: OK", out.stdout + out.stderr
+    dump = subprocess.run([sys.executable, "-m", "chronolog.cli.main", "dump-log", str(log_file)],
+                          capture_output=True, text=True, timeout=120)
+    assert dump.returncode == 2 and "trailing bytes" in dump.stderr  # dumping the .log itself still says so
+    manager.shutdown()

@@ -158,14 +158,22 @@ def _run(tmp_path, seed: int, monkeypatch, caplog) -> tuple[int, int]:
             pending.insert(0, item)
             if rng.random() < 0.3:
                 break  # the producer gives up: the broker stops with the fault still there
+    # No bytes of a failed append are left where a later append goes (unless the cut itself failed: then the
+    # segment knows, and cuts before anything else).
+    for seg in plog.segments:
+        assert seg._tail_dirty or os.path.getsize(seg.log_path) == seg.size, seed
     # Stop: a clean close (which may meet the fault too) or an abandoned process.
-    if rng.random() < 0.5:
+    clean = rng.random() < 0.5
+    if clean:
         plog.close()
+        clean = plog.closed_cleanly
     else:
         for seg in plog.segments:
             seg.close_for_delete()
     faults.on = False
-    reopened = PartitionLog.open(directory, cfg, recover=True, now=NOW)
+    # As LogManager does: no recovery after a clean close.
+    reopened = PartitionLog.open(directory, cfg, recover=not clean, recovery_point=0, now=NOW)
+    assert reopened.corrupt_ranges() == [], seed
     got = _values(reopened)
     assert {o: got.get(o) for o in expected} == expected, f"seed {seed}: acknowledged records lost or changed"
     extra = sorted(set(got) - set(expected))
@@ -414,3 +422,125 @@ def test_the_index_is_written_without_stores_into_the_map(tmp_path, monkeypatch)
     assert info.value.errno == errno.ENOSPC and info.value.filename.endswith(".index")
     assert index.entries == 1 and index.last_entry() == (3, 100)
     index.close()
+
+
+def test_a_start_that_cannot_recover_refuses_with_one_line(tmp_path, monkeypatch):
+    """After a crash, recovery rebuilds indexes; when the disk cannot take them the start stops with one
+    clear error naming the partition, the file, the errno and the free bytes (`chronolog serve` prints it as
+    one line), and a later start with space recovers everything."""
+    from chronolog.errors import ChronologError
+
+    manager = LogManager(tmp_path / "data", BrokerConfig({**WIDE, "log.index.interval.bytes": "100"}))
+    manager.startup(background=False)
+    manager.create_topic("t", 1)
+    for s in range(0, 20, 2):
+        manager.get_log("t", 0).append(_batch(s, 2, 100), now=NOW)
+    for seg in manager.get_log("t", 0).segments:  # a crash: nothing trimmed, no clean-shutdown marker
+        seg.close_for_delete()
+    manager._dir_lock.release()  # (a crashed process's lock goes with it)
+    Faults(errno.ENOSPC, 1, True).install(monkeypatch)
+    again = LogManager(tmp_path / "data", BrokerConfig({**WIDE, "log.index.interval.bytes": "100"}))
+    with pytest.raises(ChronologError) as info:
+        again.startup(background=False)
+    message = str(info.value)
+    assert "t-0" in message and ".index" in message and "errno 28 (ENOSPC" in message and "bytes free" in message
+    assert "\n" not in message
+    monkeypatch.undo()
+    third = LogManager(tmp_path / "data", BrokerConfig({**WIDE, "log.index.interval.bytes": "100"}))
+    third.startup(background=False)
+    assert sorted(_values(third.get_log("t", 0))) == list(range(20))
+    third.shutdown()
+
+
+def test_a_write_that_lies_about_its_length_is_not_renamed_into_place(tmp_path, monkeypatch):
+    """A write that reports every byte written but wrote half (a broken device or FUSE file system): the size
+    check before the rename keeps the old file."""
+    write_checkpoint(tmp_path / RECOVERY_POINT, {("t", 0): 5})
+    real_write = os.write
+
+    def lying(fd, data):
+        view = memoryview(data).cast("B")
+        real_write(fd, view[:len(view) // 2])
+        return len(view)
+    monkeypatch.setattr(os, "write", lying)
+    with pytest.raises(OSError):
+        write_checkpoint(tmp_path / RECOVERY_POINT, {("t", 0): 6, ("t", 1): 7})
+    monkeypatch.undo()
+    assert read_checkpoint(tmp_path / RECOVERY_POINT) == {("t", 0): 5}
+    assert [p.name for p in tmp_path.iterdir()] == [RECOVERY_POINT]
+
+
+def test_an_offset_commit_whose_fsync_failed_is_not_there_after_a_restart(tmp_path, monkeypatch):
+    """The commit was answered with an error: its record is cut off at once, not left for a restart to find."""
+    import asyncio
+
+    from chronolog.server.coordinator import GroupCoordinator
+
+    async def scenario():
+        coord = GroupCoordinator(tmp_path / "state", BrokerConfig())
+        await coord.start()
+        assert coord.commit("g", -1, "", [("t", 0, 5, -1, None)]) == 0
+        real_fsync = os.fsync
+
+        def fsync(fd):
+            raise OSError(errno.EIO, "I/O error")
+        monkeypatch.setattr(os, "fsync", fsync)
+        assert coord.commit("g", -1, "", [("t", 0, 9, -1, None)]) == ErrorCode.NOT_COORDINATOR
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        await coord.stop()
+        coord2 = GroupCoordinator(tmp_path / "state", BrokerConfig())
+        await coord2.start()
+        got = coord2.fetch_offsets("g", [("t", 0)])
+        await coord2.stop()
+        return got
+
+    assert asyncio.run(scenario())[("t", 0)][0] == 5
+
+
+def test_a_roll_whose_new_files_cannot_be_made_leaves_none_and_is_tried_again(tmp_path, monkeypatch):
+    from chronolog.storage import segment as segment_module
+
+    cfg = TopicConfig.from_kafka({**WIDE, "segment.bytes": "1000"})
+    plog = PartitionLog.open(tmp_path / "t-0", cfg, now=NOW)
+    plog.write_retry_ms = 0
+    s = 0
+    while len(plog.segments) == 1:
+        plog.append(_batch(s, 1, 300), now=NOW)
+        s += 1
+    base = plog.log_end_offset
+    real = segment_module.TimeIndex
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(args[0]))
+    monkeypatch.setattr(segment_module, "TimeIndex", no_space)
+    while plog.active.size + 400 <= 1000:
+        plog.append(_batch(s, 1, 300), now=NOW)
+        s += 1
+        base = plog.log_end_offset
+    with pytest.raises(KafkaStorageErrorError):
+        plog.append(_batch(s, 1, 300), now=NOW)  # needs a roll
+    made = [p.name for p in plog.dir.iterdir() if p.name.startswith(f"{base:020d}")]
+    assert made == [f"{base:020d}.snapshot"]  # (the producers' state at the roll, true whatever follows)
+    monkeypatch.setattr(segment_module, "TimeIndex", real)
+    plog.append(_batch(s, 1, 300), now=NOW)
+    assert plog.active.base_offset == base and len(plog.segments) == 3
+    plog.close()
+    assert sorted(_values(PartitionLog.open(tmp_path / "t-0", cfg, now=NOW))) == list(range(s + 1))
+
+
+def test_low_space_is_one_warning_until_space_is_back(tmp_path, monkeypatch, caplog):
+    from chronolog.storage import manager as manager_module
+
+    caplog.set_level(logging.INFO, logger="chronolog.logdir")
+    manager = LogManager(tmp_path / "data", BrokerConfig({"chronolog.log.dir.low.space.bytes": "1000"}))
+    manager.startup(background=False)
+    free = iter([5000, 900, 800, 10, 1000, 2000, 999])
+    monkeypatch.setattr(manager_module, "free_bytes", lambda path: next(free))
+    for _ in range(7):
+        manager.check_free_space()
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "chronolog.logdir"]
+    assert [level for level, _ in lines] == ["WARNING", "INFO", "WARNING"]
+    assert "900 bytes free" in lines[0][1] and "chronolog.log.dir.low.space.bytes=1000" in lines[0][1]
+    manager.shutdown()
+    with pytest.raises(Exception, match="chronolog.log.dir.low.space.bytes"):
+        BrokerConfig({"chronolog.log.dir.low.space.bytes": "-1"})

@@ -1,7 +1,7 @@
 """`chronolog serve` read without the CLI framework, so a broker starts in a fraction of the time.
 
 Only a command line this module fully understands is run here: `serve` followed by the options of
-`chronolog.cli.serve` (`--data-dir`, `--host`, `--port`, `--config/-c`, each as `--opt value` or
+`chronolog.cli.serve` (`--data-dir`, `--host`, `--port`, `--config/-c`, `--console-port`, each as `--opt value` or
 `--opt=value`). Anything else (help, an unknown option, a missing value, a bad port) returns False and the
 caller hands the command line to typer, whose help and error messages stay the only ones users see.
 """
@@ -13,7 +13,8 @@ from pathlib import Path
 
 from chronolog.errors import ChronologError
 
-_OPTIONS = {"--data-dir": "data_dir", "--host": "host", "--port": "port", "--config": "config", "-c": "config"}
+_OPTIONS = {"--data-dir": "data_dir", "--host": "host", "--port": "port", "--config": "config", "-c": "config",
+            "--console-port": "console_port"}
 
 
 def parse_configs(items: list[str]) -> dict[str, str]:
@@ -49,9 +50,9 @@ def parse(argv: list[str]) -> dict | None:
             return None
         if key == "config":
             values["config"].append(value)
-        elif key == "port":
+        elif key in ("port", "console_port"):
             try:
-                values["port"] = int(value)
+                values[key] = int(value)
             except ValueError:
                 return None
         else:
@@ -61,11 +62,16 @@ def parse(argv: list[str]) -> dict | None:
     return values
 
 
-def start(data_dir: Path, host: str, port: int, configs: dict[str, str]) -> None:
-    """What `serve` does, however its command line was read: check the data dir, log at INFO, run."""
+def start(data_dir: Path, host: str, port: int, configs: dict[str, str], console_port: int | None = None) -> None:
+    """What `serve` does, however its command line was read: check the data dir, log at INFO, run (with the
+    web console on 127.0.0.1:`console_port` beside it; its modules are imported only then)."""
     if data_dir.exists() and not data_dir.is_dir():
         raise ChronologError(f"data dir {data_dir} is not a directory")
     from chronolog.server.broker import serve
+
+    if console_port is not None:
+        from chronolog.console.embed import start_beside_broker
+        start_beside_broker(data_dir, host, port, configs, console_port)
 
     # A broker logs at INFO, as Kafka's server.log does: retention's deletions ("Deleting segment ...
     # due to log retention time ...ms breach") must show without -v. A lower level (-v) is kept.
@@ -80,5 +86,6 @@ def run(argv: list[str]) -> bool:
     values = parse(argv)
     if values is None:
         return False
-    start(Path(values["data_dir"]), values["host"], values["port"], parse_configs(values["config"]))
+    start(Path(values["data_dir"]), values["host"], values["port"], parse_configs(values["config"]),
+          values.get("console_port"))
     return True

@@ -18,6 +18,8 @@ def register(app: typer.Typer) -> None:
         port: int = typer.Option(9092, help="Listen port (0: any free port)."),
         config: list[str] = typer.Option([], "--config", "-c",
                                           help="Broker config key=value, Kafka's names (repeatable)."),
+        console_port: int | None = typer.Option(None, "--console-port",
+                                                help="Also serve the web console on 127.0.0.1 at this port."),
     ) -> None:
         """Run the Kafka-compatible broker until SIGTERM or Ctrl-C."""
-        start(data_dir, host, port, parse_configs(config))
+        start(data_dir, host, port, parse_configs(config), console_port)

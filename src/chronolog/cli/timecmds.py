@@ -157,7 +157,7 @@ def register(app: typer.Typer) -> None:
                     if not going or not a.found:
                         positions[p] = a.end_offset if going else a.offset
                         continue
-                    for rec in source.read(topic, p, a.offset, a.end_offset):
+                    for rec in _window_records(source, topic, p, a.offset, a.end_offset, t1, t2):
                         tick()
                         positions[p] = rec.offset + 1
                         going = show(p, rec)
@@ -280,6 +280,11 @@ def _follow(source: ClientSource, topic: str, positions: dict[int, int], show, t
 
 def _text(b: bytes | None) -> str:
     return "" if b is None else b.decode("utf-8", "replace")
+
+
+def _window_records(*args):
+    from chronolog.timetravel.arrow import window_records  # the columnar decoder (records.columns)
+    return window_records(*args)
 
 
 def _print_record(topic: str, partition: int, rec, fmt: str) -> None:

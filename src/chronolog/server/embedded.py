@@ -18,6 +18,11 @@ class EmbeddedBroker:
         self._thread = threading.Thread(target=self._loop.run_forever, name="chronolog-embedded", daemon=True)
 
     @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The broker's event loop (chronolog.testing runs its fault programming and admin API on it)."""
+        return self._loop
+
+    @property
     def bootstrap(self) -> str:
         return f"{self.broker.host}:{self.broker.port}"
 
@@ -30,6 +35,8 @@ class EmbeddedBroker:
         asyncio.run_coroutine_threadsafe(self.broker.stop(), self._loop).result(60)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        if not self._thread.is_alive():
+            self._loop.close()  # its selector and self-pipe: nothing left open after a stop
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()

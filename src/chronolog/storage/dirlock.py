@@ -53,8 +53,11 @@ class DataDirLock:
             raise DataDirLockedError(
                 f"data dir {self.path.parent} is in use by {who}, which holds {self.path}; stop it first "
                 "or use another data dir (read-only tools such as `offsets --data-dir` can still read it)") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:  # the pid is only a hint for the next refusal: a full disk must not stop a start for it
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass
         self._fd = fd
         return self
 

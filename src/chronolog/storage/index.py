@@ -86,10 +86,12 @@ class AbstractIndex:
     def __init__(self, path: Path, base_offset: int, max_index_size: int = 10485760, writable: bool = True,
                  *, lock: threading.RLock | None = None) -> None:
         """`lock`: the one its owner holds while using the index (the partition log's): the open-file
-        cache closes the file of an idle index only while it can take that lock."""
+        cache closes the file of an idle index only while it can take that lock. Without one the index
+        keeps its file until closed (a tool's or the cleaner's short-lived index, which no lock covers)."""
         self.path = Path(path)
         self.base_offset = base_offset
         self.writable = writable
+        self._cached = lock is not None
         self.files_lock = lock or threading.RLock()
         exists = self.path.exists() and self.path.stat().st_size > 0
         if exists:
@@ -119,6 +121,7 @@ class AbstractIndex:
         self.path = path
         self.base_offset = base_offset
         self.writable = False
+        self._cached = False
         self.files_lock = threading.RLock()
         self._file = None
         self._mmap = None
@@ -141,7 +144,10 @@ class AbstractIndex:
         the first whose offset is the base offset: "it is a sparse file")."""
         if self._mmap is None or self._entries <= 1:
             return self._entries
-        used = len(self._mmap[:].rstrip(b"\0"))
+        end = self._entries * self.entry_size
+        if self._mmap[end - self.entry_size:end].strip(b"\0"):
+            return self._entries  # a trimmed file (every closed segment's): nothing to look for, nothing copied
+        used = len(self._mmap[:end].rstrip(b"\0"))
         return max(1, -(-used // self.entry_size)) if used else 0
 
     # -- mapping -------------------------------------------------------------------------------------
@@ -180,7 +186,8 @@ class AbstractIndex:
             f.close()
             raise
         self._file_obj = f
-        filecache.cache().opened(self)
+        if self._cached:
+            filecache.cache().opened(self)
 
     def _open_map(self, length: int) -> None:
         self._close_map()
@@ -437,7 +444,9 @@ class TimeIndex(AbstractIndex):
         if self._entries > 0 and timestamp < last.timestamp:
             raise KafkaError(f"Attempt to append a timestamp ({timestamp}) smaller than the last one "
                              f"({last.timestamp}) to the time index {self.path}")
-        if self._entries == 0 or timestamp > last.timestamp:
+        # Only a timestamp above the last entry's, which is -1 for an empty index: data without timestamps
+        # (v0 messages, v2 records of -1) leaves the time index empty, as Kafka's.
+        if timestamp > last.timestamp:
             if self._entries >= self.max_entries:
                 raise KafkaError(f"time index {self.path} has no room for its final entry")
             self._write_slot(self._entries, _TIME_ENTRY.pack(timestamp, offset - self.base_offset))

@@ -73,7 +73,9 @@ class LogSegment:
                  lock: threading.RLock | None = None) -> None:
         """With `rebuild_missing=False` missing indexes are left empty and `needs_rebuild` is set, for a
         caller that is about to `recover()` anyway (one scan of the log instead of two). `lock`: the one
-        held while the segment is used (its log's); the open-file cache closes idle files only under it."""
+        held while the segment is used (its log's); the open-file cache closes idle files only under it.
+        Without one the segment's files stay open until it is closed (the cleaner's segments)."""
+        self._cached = lock is not None
         self.files_lock = lock or threading.RLock()
         self.dir = Path(directory)
         self.base_offset = base_offset
@@ -131,7 +133,7 @@ class LogSegment:
         if self._log_fd >= 0 and fd != self._log_fd:
             filecache.cache().closed(self)
         self._log_fd, self._log_closed = fd, fd < 0
-        if fd >= 0:
+        if fd >= 0 and self._cached:
             filecache.cache().opened(self)
 
     def close_files(self) -> None:
@@ -139,6 +141,18 @@ class LogSegment:
         fd, self._log_fd = self._log_fd, -1
         if fd >= 0:
             os.close(fd)
+
+    def keep_files_open(self) -> None:
+        """Open the `.log` and both indexes now and keep them open, outside the open-file cache, until the
+        segment is closed: for a caller about to rename the files without telling the segment (the
+        cleaner's swap), which must go on reading it through the open files."""
+        for holder in (self, self.offset_index, self.time_index):
+            if holder is self:
+                self._fd  # noqa: B018  (reopens the .log if the cache closed it)
+            else:
+                holder._mmap  # noqa: B018
+            holder._cached = False
+            filecache.cache().closed(holder)
 
     def _close_log(self) -> None:
         fd = self._log_fd
@@ -160,10 +174,9 @@ class LogSegment:
         else:
             missing = not index_path.exists() or not time_path.exists()
             self._rebuild_needed = missing and self.size > 0
-        self.offset_index = OffsetIndex(index_path, self.base_offset, self.max_index_size, writable,
-                                        lock=self.files_lock)
-        self.time_index = TimeIndex(time_path, self.base_offset, self.max_index_size, writable,
-                                    lock=self.files_lock)
+        lock = self.files_lock if self._cached else None
+        self.offset_index = OffsetIndex(index_path, self.base_offset, self.max_index_size, writable, lock=lock)
+        self.time_index = TimeIndex(time_path, self.base_offset, self.max_index_size, writable, lock=lock)
         if self._rebuild_needed and (self._rebuild_missing or not writable):
             self.rebuild_indexes()
             self._rebuild_needed = False
@@ -496,7 +509,8 @@ class LogSegment:
             known = _best_minima(self, self._read_sidecar())
         entries: list[MinEntry] = []
         if known is not None:
-            ends = [c.position for c in known.chunks[1:]] + [known.covered_end]
+            # (no chunks: every batch is empty, as the log cleaner leaves some: nothing to describe)
+            ends = [c.position for c in known.chunks[1:]] + ([known.covered_end] if known.chunks else [])
             entries = [MinEntry(c.position, end, c.base_offset, c.min_timestamp, 0)
                        for c, end in zip(known.chunks, ends, strict=True)]
         start = known.covered_end if known is not None else 0
@@ -562,12 +576,12 @@ class LogSegment:
         if not data:
             return
         physical_position = self.size
+        mark = self.write_mark()
         if physical_position == 0:
             self.rolling_based_timestamp = largest_timestamp
         if not 0 <= largest_offset - self.base_offset <= 0x7FFFFFFF:
             raise KafkaError(f"offset {largest_offset} cannot be stored relative to base {self.base_offset}")
         size = len(data)
-        mark = self.write_mark()
         try:
             if self._tail_dirty:  # bytes of a failed append that could not be cut off yet
                 os.ftruncate(self._fd, physical_position)
@@ -611,7 +625,7 @@ class LogSegment:
 
     def write_mark(self) -> tuple:
         """What `undo_to` needs to take the appends after this moment back."""
-        return (self.size, self.offset_index.entries, self.time_index.entries, self._max_ts_known,
+        return (self.size, self.offset_index._entries, self.time_index._entries, self._max_ts_known,
                 self.bytes_since_last_index_entry, self.rolling_based_timestamp)
 
     def undo_to(self, mark: tuple) -> None:
@@ -637,9 +651,9 @@ class LogSegment:
                     last_offset: int, messages_size: int, now_ms: int, created_ms: int) -> bool:
         """`LogSegment.shouldRoll`: size, time since the first batch's max timestamp, full indexes, or an
         offset that no longer fits in 32 bits relative to the base."""
-        if self.rolling_based_timestamp is not None:
+        if self.rolling_based_timestamp is not None and self.rolling_based_timestamp >= 0:
             waited = max_timestamp - self.rolling_based_timestamp
-        else:
+        else:  # no first batch, or one without a timestamp (-1): the segment's age (`timeWaitedForRoll`)
             waited = now_ms - created_ms
         reached_ms = waited > segment_ms - jitter_ms
         return (self.size > segment_bytes - messages_size
@@ -724,7 +738,7 @@ class LogSegment:
 
     def _open_txn_index(self) -> TransactionIndex:
         return TransactionIndex(self.txn_index_path, self.base_offset, writable=self.writable,
-                                lock=self.files_lock)
+                                lock=self.files_lock if self._cached else None)
 
     # -- recovery -----------------------------------------------------------------------------------
     def sanity_check(self) -> None:

@@ -71,6 +71,7 @@ class TransactionIndex:
         self.path = Path(path)
         self.start_offset = start_offset
         self.writable = writable
+        self._cached = lock is not None  # without a lock: kept open until closed, outside the cache
         self.files_lock = lock or threading.RLock()
         self._fd = -1
         if data is None and self.path.exists():
@@ -90,7 +91,8 @@ class TransactionIndex:
             if not self.writable:
                 raise OSError(f"{self.path} is read-only")
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            filecache.cache().opened(self)
+            if self._cached:
+                filecache.cache().opened(self)
         else:
             filecache.cache().used(self)
         return self._fd

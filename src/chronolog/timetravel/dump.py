@@ -27,7 +27,10 @@ def base_offset_of(path: Path) -> int:
         raise ChronologError(f"{path.name}: segment files are named <20-digit base offset>.<suffix>") from None
 
 
-def log_batches(path: Path) -> Iterator[tuple[int, object]]:
+def log_batches(path: Path, *, torn_tail_ok: bool = False) -> Iterator[tuple[int, object]]:
+    """(position, batch) of a `.log` file. Bytes after the last whole batch are an error, unless
+    `torn_tail_ok`: index verification against the live segment of a running broker may read a batch
+    that is still being written, and stops before it as Kafka's `FileRecords` iteration does."""
     data = path.read_bytes()
     pos = 0
     try:
@@ -36,7 +39,7 @@ def log_batches(path: Path) -> Iterator[tuple[int, object]]:
             pos += batch.size_in_bytes
     except (CorruptMessageError, InvalidRecordError) as exc:
         raise ChronologError(f"{path.name}: unreadable at position {pos}: {exc}") from None
-    if pos != len(data):
+    if pos != len(data) and not torn_tail_ok:
         raise ChronologError(f"{path.name}: {len(data) - pos} trailing bytes after position {pos} (a torn batch)")
 
 
@@ -44,7 +47,7 @@ def verify_offset_index(index_path: Path) -> list[Mismatch]:
     log_path = index_path.with_suffix(".log")
     base = base_offset_of(index_path)
     idx = OffsetIndex(index_path, base, writable=False)
-    by_pos = {pos: batch for pos, batch in log_batches(log_path)}
+    by_pos = {pos: batch for pos, batch in log_batches(log_path, torn_tail_ok=True)}
     out = []
     prev = -1
     for i in range(idx.entries):
@@ -65,7 +68,7 @@ def verify_time_index(index_path: Path) -> list[Mismatch]:
     log_path = index_path.with_suffix(".log")
     base = base_offset_of(index_path)
     idx = TimeIndex(index_path, base, writable=False)
-    batches = [b for _pos, b in log_batches(log_path)]
+    batches = [b for _pos, b in log_batches(log_path, torn_tail_ok=True)]
     out = []
     prev = None
     running = -1

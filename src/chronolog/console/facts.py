@@ -1,0 +1,161 @@
+"""What the console's pages show, gathered from a source (a data dir or a broker): per topic its offsets,
+size, first and last timestamps and retention configs; a topic's time span; its segments; consumer
+groups (described by the same code as `chronolog groups describe`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from chronolog.errors import ChronologError
+
+# Where our data dir keeps topic configs (storage.manager.TOPICS_FILE); a Kafka log dir copy has none.
+_TOPICS_FILE = "chronolog-topics.json"
+CONFIGS = ("retention.ms", "cleanup.policy")
+
+
+def _firsts_and_lasts(source, topic: str, parts: list[int]) -> dict[int, tuple[int | None, int | None]]:
+    """Per partition, the timestamp of its first record (ListOffsets at time 0) and its largest timestamp
+    (ListOffsets -3, KIP-734); None where there is none. Over a broker: two requests for all partitions."""
+    if hasattr(source, "log"):
+        out = {}
+        for p in parts:
+            plog = source.log(topic, p)
+            first = plog.offset_for_timestamp(0)
+            top = plog.offset_for_timestamp(-3)
+            out[p] = (first.timestamp if first is not None else None,
+                      top.timestamp if top is not None and top.timestamp >= 0 else None)
+        return out
+    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+    tps = [TopicPartition(topic, p) for p in parts]
+    try:
+        firsts = source.admin.list_offsets({tp: OffsetSpec.for_timestamp(0) for tp in tps},
+                                           request_timeout=source.timeout)
+        tops = source.admin.list_offsets({tp: OffsetSpec.max_timestamp() for tp in tps},
+                                         request_timeout=source.timeout)
+        out = {}
+        for tp in tps:
+            a = firsts[tp].result()
+            try:
+                b = tops[tp].result()
+                last = b.timestamp if b.offset >= 0 and b.timestamp >= 0 else None
+            except KafkaException:  # a broker before Kafka 3.0 (ListOffsets v7) has no max-timestamp lookup
+                last = None
+            out[tp.partition] = (a.timestamp if a.offset >= 0 and a.timestamp >= 0 else None, last)
+        return out
+    except KafkaException as exc:
+        arg = exc.args[0] if exc.args else exc
+        raise ChronologError(f"offsets of {topic}: {arg.str() if hasattr(arg, 'str') else arg}") from None
+
+
+def topic_span(source, topic: str) -> tuple[int | None, int | None]:
+    """The times a whole-topic timeline covers: from the smallest timestamp (a data dir knows it from its
+    segment minima, so late records older than the first record are inside; a broker gives the first
+    record's) to the largest."""
+    firsts, lasts = [], []
+    parts = source.partitions(topic)
+    found = _firsts_and_lasts(source, topic, parts)
+    for p in parts:
+        first, last = found[p]
+        if hasattr(source, "log"):
+            lows = [e.min_timestamp for seg in source.log(topic, p).segments for e in seg.time_minima()
+                    if e.min_timestamp >= 0]
+            first = min(lows, default=first)
+        if first is not None:
+            firsts.append(first)
+        if last is not None:
+            lasts.append(last)
+    if not firsts or not lasts:
+        return None, None
+    return min(firsts), max(lasts)
+
+
+def _broker_configs(source, topics: list[str]) -> dict[str, dict[str, str]]:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import ConfigResource
+    if not topics:
+        return {}
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+    out = {}
+    for res, fut in source.admin.describe_configs(resources, request_timeout=source.timeout).items():
+        try:
+            out[res.name] = {k: v.value for k, v in fut.result().items() if k in CONFIGS}
+        except KafkaException:
+            out[res.name] = {}
+    return out
+
+
+def _data_dir_configs(source) -> dict[str, dict[str, str]]:
+    path = Path(str(getattr(source, "path", ""))) / _TOPICS_FILE
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {name: {k: v for k, v in (m.get("configs") or {}).items() if k in CONFIGS}
+            for name, m in meta.items() if isinstance(m, dict)}
+
+
+def topic_rows(source, target) -> list[dict]:
+    topics = sorted(source.topics())
+    if hasattr(source, "log"):
+        configs = _data_dir_configs(source)
+        default = "default"
+    else:
+        configs = _broker_configs(source, topics)
+        default = "-"
+    rows = []
+    for topic in topics:
+        parts = source.partitions(topic)
+        records = 0
+        size: int | None = 0 if hasattr(source, "log") else None
+        firsts, lasts = [], []
+        found = _firsts_and_lasts(source, topic, parts)
+        for p in parts:
+            low, high = source.watermarks(topic, p)
+            records += max(0, high - low)
+            if size is not None:
+                size += source.log(topic, p).size
+            first, last = found[p]
+            if first is not None:
+                firsts.append(first)
+            if last is not None:
+                lasts.append(last)
+        conf = configs.get(topic, {})
+        rows.append({"topic": topic, "partitions": len(parts), "records": records, "size": size,
+                     "first": min(firsts, default=None), "last": max(lasts, default=None),
+                     "retention.ms": conf.get("retention.ms", default),
+                     "cleanup.policy": conf.get("cleanup.policy", default)})
+    return rows
+
+
+def segment_rows(source, topic: str) -> list[dict]:
+    rows = []
+    for p in source.partitions(topic):
+        for seg in source.log(topic, p).segments:
+            rows.append({"partition": p, "base_offset": seg.base_offset, "size": seg.size,
+                         "first_timestamp": seg.first_timestamp(), "largest_timestamp": seg.max_timestamp_so_far,
+                         "time_index_entries": seg.time_index.entries})
+    return rows
+
+
+def segment_lanes(rows: list[dict]) -> dict[tuple[int, int], int]:
+    """The lanes `chronolog describe-segments --plot` draws (one band per partition, overlaps in lanes)."""
+    from chronolog.cli.topics import segment_lanes as lanes
+    return lanes(rows)
+
+
+def list_groups(source) -> list[tuple[str, str]]:
+    from confluent_kafka import KafkaException
+    try:
+        listed = source.admin.list_consumer_groups(request_timeout=source.timeout).result()
+    except KafkaException as exc:
+        arg = exc.args[0] if exc.args else exc
+        raise ChronologError(f"list groups: {arg.str() if hasattr(arg, 'str') else arg}") from None
+    return sorted((g.group_id, str(g.state).split(".")[-1].upper()) for g in listed.valid)
+
+
+def describe_group(source, group: str) -> dict:
+    """Members, committed offsets and lag in records and in record time: `chronolog groups describe`."""
+    from chronolog.cli.groups import describe_group as describe
+    return describe(source, group)

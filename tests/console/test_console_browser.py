@@ -1,0 +1,148 @@
+"""The console in a real browser: Debian's headless Chromium driven by Selenium (chromedriver from the
+same Debian build; `make` installs both through scripts/sysdeps.sh). Over the broker and over the data dir
+copy: the timeline's bars against the loghub CSV, a window dragged on the chart read page by page, and a
+group rewound with the preview and confirmation buttons. Screenshots of the pages go to
+$CONSOLE_SCREENSHOTS when it is set (docs/console.md shows them)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tests.console.conftest import LATE_BASE
+from tests.console.test_console_groups import commit_at_end, committed
+from tests.console.test_console_http import exact_counts, index_counts
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="chromium and chromedriver are not installed "
+                                "(scripts/sysdeps.sh installs Debian's)")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+                f"--user-data-dir={tmp_path_factory.mktemp('chromium')}", "--window-size=1100,900"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=Service(DRIVER))
+    driver.set_page_load_timeout(120)
+    yield driver
+    driver.quit()
+
+
+def shot(driver, name: str) -> None:
+    where = os.environ.get("CONSOLE_SCREENSHOTS")
+    if where:
+        Path(where).mkdir(parents=True, exist_ok=True)
+        height = driver.execute_script("return document.documentElement.scrollHeight")
+        driver.set_window_size(1100, min(max(height + 40, 500), 1200))
+        driver.save_screenshot(str(Path(where) / f"{name}.png"))
+        driver.set_window_size(1100, 900)
+
+
+def wait_for(driver, css: str, timeout: float = 60):
+    """The element once the page that holds it has loaded (a click's navigation is not waited for)."""
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+    return WebDriverWait(driver, timeout).until(expected_conditions.presence_of_element_located(("css selector", css)))
+
+
+def bars(driver) -> list[tuple[int, int, int]]:
+    return [(int(g.get_attribute("data-start")), int(g.get_attribute("data-end")), int(g.get_attribute("data-count")))
+            for g in driver.find_elements("css selector", "g.bucket")]
+
+
+@pytest.mark.parametrize("mode", ["data-dir", "broker"])
+def test_timeline_and_a_dragged_window_in_a_browser(browser, loaded, broker_console, dir_console, mode):
+    from selenium.webdriver.common.action_chains import ActionChains
+    console = dir_console if mode == "data-dir" else broker_console
+    stamps = loaded.truth["linux"]
+    every = [ts for p in stamps for ts in stamps[p]]
+    browser.get(console.url("/"))
+    assert browser.find_element("css selector", "#topics a[href='/topics/linux']")
+    shot(browser, f"topics-{mode}")
+    browser.find_element("css selector", "#topics a[href='/topics/linux']").click()
+    wait_for(browser, "#partitions")
+    drawn = bars(browser)
+    edges = [b[0] for b in drawn] + [drawn[-1][1]]
+    assert len(drawn) > 20
+    want = exact_counts(every, edges) if mode == "data-dir" else \
+        [sum(c) for c in zip(*(index_counts(s, edges) for s in stamps.values()), strict=True)]
+    assert [b[2] for b in drawn] == want and sum(want) == len(every)
+    shot(browser, f"timeline-{mode}")
+
+    # drag across the middle of the chart: the records page of that window opens
+    chart = browser.find_element("css selector", "svg#timeline")
+    width = chart.size["width"]
+    ActionChains(browser).move_to_element_with_offset(chart, int(-width * 0.25), 0).click_and_hold() \
+        .move_by_offset(int(width * 0.2), 0).release().perform()
+    wait_for(browser, "#records")
+    assert "/topics/linux/records" in browser.current_url
+    q = parse_qs(urlparse(browser.current_url).query)
+    t1, t2 = int(q["from"][0]), int(q["to"][0])
+    assert t1 < t2
+    if mode == "broker":  # ask for late records too: the window must then be exact over the protocol
+        browser.get(browser.current_url + "&late=1")
+    got = []
+    while True:
+        for tr in browser.find_elements("css selector", "#records tbody tr"):
+            cells = tr.find_elements("css selector", "td")
+            got.append((int(cells[0].text), int(cells[1].text), int(cells[3].text)))
+        nxt = browser.find_elements("css selector", "a#next")
+        if not nxt:
+            break
+        if len(got) <= 100:
+            shot(browser, f"records-{mode}")
+        old = browser.find_element("css selector", "#records")
+        nxt[0].click()
+        from selenium.webdriver.support import expected_conditions
+        from selenium.webdriver.support.ui import WebDriverWait
+        WebDriverWait(browser, 60).until(expected_conditions.staleness_of(old))
+        wait_for(browser, "#records")
+    expect = [(p, o, ts) for p in sorted(stamps) for o, ts in enumerate(stamps[p]) if t1 <= ts < t2]
+    assert got == expect and len(expect) > 0
+
+
+def test_rewind_a_group_in_a_browser(browser, loaded, broker_console, dir_console):
+    from selenium.webdriver.support.ui import Select
+    bootstrap = loaded.broker.bootstrap
+    stamps = loaded.truth["late"]
+    ends = {p: len(s) for p, s in stamps.items()}
+    commit_at_end(bootstrap, "browser-replay", "late", ends)
+    browser.get(broker_console.url("/groups"))
+    browser.find_element("css selector", "#groups a[href='/groups/browser-replay']").click()
+    wait_for(browser, "#offsets")
+    Select(browser.find_element("name", "topic")).select_by_visible_text("late")
+    browser.find_element("name", "time").send_keys("2023-11-14T22:40:00Z")
+    shot(browser, "group")
+    browser.find_element("css selector", "form button").click()
+    wait_for(browser, "#rewind")
+    when = 1_700_001_600_000  # 2023-11-14T22:40:00Z
+    want = {p: next(o for o, ts in enumerate(s) if ts >= when) for p, s in stamps.items()}
+    rows = [[td.text for td in tr.find_elements("css selector", "td")]
+            for tr in browser.find_elements("css selector", "#rewind tbody tr")]
+    assert [(int(r[1]), int(r[2]), int(r[3])) for r in rows] == [(p, ends[p], want[p]) for p in sorted(want)]
+    assert committed(bootstrap, "browser-replay", "late", 2) == ends
+    shot(browser, "rewind-preview")
+    browser.find_element("id", "confirm").click()
+    wait_for(browser, "div.ok")
+    assert "rewound to 2023-11-14T22:40:00.000Z" in browser.page_source
+    assert committed(bootstrap, "browser-replay", "late", 2) == want
+    shot(browser, "rewind-done")
+    # the data-dir console's late topic and segments pages, for the docs
+    browser.get(dir_console.url("/topics/late", step=60_000))
+    assert browser.find_elements("css selector", "svg#timeline rect.late")
+    shot(browser, "timeline-late")
+    browser.get(dir_console.url("/topics/late/segments"))
+    assert browser.find_elements("css selector", "g.segment")
+    shot(browser, "segments")
+    assert LATE_BASE < when
