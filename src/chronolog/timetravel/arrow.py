@@ -413,23 +413,27 @@ def _raw_fetchable(source) -> str | None:
 
 
 def window_records(source, topic: str, partition: int, start: int, end: int, lo: int | None = None,
-                   hi_excl: int | None = None) -> Iterator:
-    """`source.read(topic, partition, start, end)` restricted to lo <= timestamp < hi_excl, decoded by the
-    columnar decoder (a data dir, or a broker the raw fetcher can reach as configured): what the tools that
-    print records (`chronolog consume`) walk. Other sources read as before, filtered here. Needs no
-    pyarrow."""
+                   hi_excl: int | None = None, *, isolation: str = "read_uncommitted") -> Iterator:
+    """`source.read(topic, partition, start, end, isolation=...)` restricted to lo <= timestamp < hi_excl,
+    decoded by the columnar decoder (a data dir, or a broker the raw fetcher can reach as configured): what
+    the tools that print records (`chronolog consume`) walk. Other sources read as before, filtered here.
+    Needs no pyarrow."""
+    from chronolog.protocol import fetch_client as fc
+
     hi = None if hi_excl is None else hi_excl - 1
     plog = None
     if hasattr(source, "log") and hasattr(source, "partitions"):
         plog = source.log(topic, partition)
-        columns = data_dir_columns(plog, start, end, lo=lo, hi=hi, names=("key", "value", "headers"))
+        columns = data_dir_columns(plog, start, end, lo=lo, hi=hi, names=("key", "value", "headers"),
+                                   isolation=isolation)
     elif (bootstrap := _raw_fetchable(source)) is not None:
         from chronolog.timetravel.fetcher import RawFetcher
-        fetcher = RawFetcher(bootstrap)
+        fetcher = RawFetcher(bootstrap, isolation_level=fc.READ_COMMITTED if isolation == "read_committed"
+                             else fc.READ_UNCOMMITTED)
         columns = _closing(broker_columns(fetcher, topic, partition, start, end, lo=lo, hi=hi,
                                           names=("key", "value", "headers")), fetcher)
     else:
-        for rec in source.read(topic, partition, start, end):
+        for rec in source.read(topic, partition, start, end, isolation=isolation):
             if (lo is None or rec.timestamp >= lo) and (hi is None or rec.timestamp <= hi):
                 yield rec
         return
