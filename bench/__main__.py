@@ -12,7 +12,7 @@ import sys
 import time
 
 AREAS = ("records", "storage", "broker", "start", "testing", "peer", "spark", "load", "console", "quotas",
-         "cleaner")
+         "cleaner", "partitions")
 
 
 def main(argv: list[str]) -> int:

@@ -151,6 +151,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("max.broker.partitions", "int", 10000,
        "chronolog (KIP-578's name): partitions the broker holds in all; CreateTopics, CreatePartitions and "
        "auto-creation beyond it get POLICY_VIOLATION instead of exhausting file descriptors and memory.", (), 1),
+    _d("num.recovery.threads.per.data.dir", "int", 2, "Threads that open (and after a crash recover) the "
+       "partitions of the data dir at start (Kafka's default since 4.0: 2).", (), 1),
+    _d("chronolog.log.open.files.max", "int", 0,
+       "chronolog (Kafka has none): most descriptors segment files (.log, index files and their maps, "
+       ".txnindex) hold at once; idle ones are closed, least recently used first, and reopened on use. "
+       "0: half the process's open-files limit (RLIMIT_NOFILE, raised to its hard limit at start); a "
+       "figure at or above that limit is refused.", (), 0),
     _d("chronolog.log.dir.low.space.bytes", "long", 1073741824,
        "chronolog (Kafka has none): WARN once when the data dir's file system has fewer free bytes than "
        "this (checked every second), and INFO when it has more again; 0 turns the warning off.", (), 0),

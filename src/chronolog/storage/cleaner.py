@@ -778,6 +778,8 @@ def swap_in(plog: PartitionLog, dest: _CleanedSegment, old: list, sizes: dict[in
         base = dest.base
         committed = False
         renamed: list[Path] = []
+        for seg in old:  # their files are renamed under them below: none may be closed and reopened by name
+            seg.keep_files_open()
         try:
             for name in _cleaned_order(base, CLEANED_SUFFIX):
                 src = directory / name

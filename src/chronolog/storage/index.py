@@ -11,6 +11,10 @@ would kill the process with SIGBUS. Entries are therefore written with `pwrite`,
 instead, and the map is only read (it sees the page cache the write went to). On tmpfs even a read of a
 sparse page through the map takes space (and so dies on a full one): a file left untrimmed by a crash
 counts as entries only its slots before the first hole (`_data_end`), which are the only ones ever written.
+
+The file and its map are opened on first use and may be closed again by the open-file cache
+(`storage.filecache`) when the index is idle: they are reached only through `_file` and `_mmap`, which
+reopen them (an mmap holds its own duplicate descriptor in CPython, so an index open costs two).
 """
 
 from __future__ import annotations
@@ -18,12 +22,14 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import threading
 from pathlib import Path
 from typing import NamedTuple
 
 from chronolog.diskio import pwrite_all
 from chronolog.errors import CorruptMessageError, KafkaError
 from chronolog.native import load_native
+from chronolog.storage import filecache
 
 _OFFSET_ENTRY = struct.Struct(">ii")    # relative offset, physical position
 _TIME_ENTRY = struct.Struct(">qi")      # timestamp, relative offset
@@ -71,13 +77,22 @@ class AbstractIndex:
 
     entry_size: int = 0
     _key_struct: struct.Struct
+    files_weight = 2  # the file and the map's own duplicate of its descriptor
+    _map_obj: mmap.mmap | None = None
+    _file_obj = None
+    _map_length = 0  # what `_mmap` maps when (re)opened; 0: nothing (closed, deleted or empty)
+    _dirty = False  # entries written since the last flush
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int = 10485760, writable: bool = True) -> None:
+    def __init__(self, path: Path, base_offset: int, max_index_size: int = 10485760, writable: bool = True,
+                 *, lock: threading.RLock | None = None) -> None:
+        """`lock`: the one its owner holds while using the index (the partition log's): the open-file
+        cache closes the file of an idle index only while it can take that lock. Without one the index
+        keeps its file until closed (a tool's or the cleaner's short-lived index, which no lock covers)."""
         self.path = Path(path)
         self.base_offset = base_offset
         self.writable = writable
-        self._mmap: mmap.mmap | None = None
-        self._file = None
+        self._cached = lock is not None
+        self.files_lock = lock or threading.RLock()
         exists = self.path.exists() and self.path.stat().st_size > 0
         if exists:
             length = self.path.stat().st_size
@@ -106,6 +121,8 @@ class AbstractIndex:
         self.path = path
         self.base_offset = base_offset
         self.writable = False
+        self._cached = False
+        self.files_lock = threading.RLock()
         self._file = None
         self._mmap = None
         self._length = self.max_index_size = len(data)
@@ -134,22 +151,62 @@ class AbstractIndex:
         return max(1, -(-used // self.entry_size)) if used else 0
 
     # -- mapping -------------------------------------------------------------------------------------
+    @property
+    def _mmap(self) -> mmap.mmap | None:
+        """The map, opened on first use (and again after the open-file cache closed it)."""
+        if self._map_obj is None:
+            if not self._map_length:
+                return None
+            self._map_file()
+        else:
+            filecache.cache().used(self)
+        return self._map_obj
+
+    @_mmap.setter
+    def _mmap(self, value: mmap.mmap | None) -> None:
+        self._map_obj = value
+
+    @property
+    def _file(self):
+        if self._file_obj is None and self._map_length:
+            self._map_file()
+        return self._file_obj
+
+    @_file.setter
+    def _file(self, value) -> None:
+        self._file_obj = value
+
+    def _map_file(self) -> None:
+        mode = "r+b" if self.writable else "rb"
+        f = open(self.path, mode)
+        try:
+            access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
+            self._map_obj = mmap.mmap(f.fileno(), self._map_length, access=access)
+        except BaseException:
+            f.close()
+            raise
+        self._file_obj = f
+        if self._cached:
+            filecache.cache().opened(self)
+
     def _open_map(self, length: int) -> None:
         self._close_map()
-        if length == 0:
-            return
-        mode = "r+b" if self.writable else "rb"
-        self._file = open(self.path, mode)
-        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
-        self._mmap = mmap.mmap(self._file.fileno(), length, access=access)
+        self._map_length = length  # mapped when first used
+
+    def close_files(self) -> None:
+        """Close the map and the file (the open-file cache, when the index is idle); `_mmap` reopens them."""
+        if self._map_obj is not None:
+            self._map_obj.close()
+            self._map_obj = None
+        if self._file_obj is not None:
+            self._file_obj.close()
+            self._file_obj = None
 
     def _close_map(self) -> None:
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        self._map_length = 0
+        if self._map_obj is not None or self._file_obj is not None:
+            filecache.cache().closed(self)
+            self.close_files()
 
     @property
     def entries(self) -> int:
@@ -183,8 +240,12 @@ class AbstractIndex:
         self.resize(self._entries * self.entry_size)
 
     def flush(self) -> None:
-        if self._mmap is not None and self.writable:
-            self._mmap.flush()
+        if not self.writable or (self._map_obj is None and not self._dirty):
+            return  # (an index the cache closed is mapped again only if entries were written since)
+        mm = self._mmap
+        if mm is not None:
+            mm.flush()
+        self._dirty = False
 
     def close(self, trim: bool = True) -> None:
         if trim and self.writable:
@@ -203,6 +264,7 @@ class AbstractIndex:
     def _write_slot(self, slot: int, entry: bytes) -> None:
         """One entry into its slot with pwrite (never a store into the map: see the module docstring)."""
         pwrite_all(self._file.fileno(), entry, slot * self.entry_size, self.path)  # type: ignore[union-attr]
+        self._dirty = True
 
     def truncate_entries(self, entries: int) -> None:
         self._entries = max(0, min(entries, self._entries))

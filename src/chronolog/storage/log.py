@@ -236,7 +236,8 @@ class PartitionLog:
             raise OffsetOutOfRangeError(f"no segments in {directory}")
         for base in bases:
             kwargs = {"index_interval_bytes": plog.config.index_interval_bytes,
-                      "max_index_size": plog.config.segment_index_bytes, "time_index_style": time_index_style}
+                      "max_index_size": plog.config.segment_index_bytes, "time_index_style": time_index_style,
+                      "lock": plog.lock}
             plog.segments.append(LogSegment(plog.dir, base, writable=False, **kwargs) if files is None
                                  else FilesSegment(files, plog.dir, base, **kwargs))
         for seg, nxt in zip(plog.segments, plog.segments[1:], strict=False):
@@ -288,10 +289,10 @@ class PartitionLog:
     def _segment_bases(self) -> list[int]:
         return offsets_named((entry.name for entry in self.dir.iterdir()), LOG_SUFFIX)
 
-    def _new_segment(self, base: int) -> LogSegment:
+    def _new_segment(self, base: int, *, check_indexes: bool = True) -> LogSegment:
         seg = LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
                          max_index_size=self.config.segment_index_bytes, time_index_style=self.time_index_style,
-                         rebuild_missing=False)
+                         rebuild_missing=False, lock=self.lock, check_indexes=check_indexes)
         self._segment_created_ms[base] = self.clock()
         return seg
 
@@ -313,13 +314,16 @@ class PartitionLog:
                 if not idx.exists() and (self.dir / f"{base:020d}.log").exists():
                     log.info("%s: missing %s, rebuilding", self.dir, idx.name)
         for i, base in enumerate(bases):
-            seg = self._new_segment(base)
+            needs_recovery = recover and (base >= recovery_point or
+                                          (i + 1 < len(bases) and bases[i + 1] > recovery_point))
+            # A segment about to be recovered rebuilds its indexes anyway: its index files are not checked
+            # first (LogLoader.loadSegmentFiles checks only after a clean shutdown or below the recovery
+            # point; a crashed active segment's preallocated index would fail the check and be rebuilt twice).
+            seg = self._new_segment(base, check_indexes=not needs_recovery)
             if i + 1 < len(bases):
                 seg.is_last = False
                 seg._offset_limit_after = bases[i + 1]
             self.segments.append(seg)
-            needs_recovery = recover and (base >= recovery_point or
-                                          (i + 1 < len(bases) and bases[i + 1] > recovery_point))
             if needs_recovery or seg.needs_rebuild:
                 # Unlike LogLoader, corruption does not end the log: only the last segment's torn tail is
                 # truncated; invalid bytes elsewhere become corrupt ranges that reads step over.

@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import json
 import logging
+import os
 import re
+import shutil
 import threading
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from chronolog.config import BrokerConfig, TopicConfig, validate_topic_overrides
-from chronolog.diskio import describe, disk_log, free_bytes, write_atomic
+from chronolog.diskio import describe, disk_log, free_bytes, fsync_dir, write_atomic
 from chronolog.errors import (
     ChronologError,
     InvalidPartitionsError,
@@ -27,6 +31,7 @@ from chronolog.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from chronolog.storage import filecache
 from chronolog.storage.checkpoints import (
     CLEAN_SHUTDOWN,
     LOG_START_OFFSET,
@@ -95,6 +100,7 @@ class LogManager:
             raise ChronologError(f"cannot create data dir {self.data_dir}: {exc.strerror}") from None
         self._dir_lock.acquire()
         try:
+            self._size_file_cache()
             self._open_logs()
         except BaseException:
             for plog in self._logs.values():
@@ -113,6 +119,21 @@ class LogManager:
                                                         daemon=True)
                 self._cleaner_thread.start()
 
+    def _size_file_cache(self) -> None:
+        """Raise the soft open-files limit to the hard one and size the open-file cache from it (or from
+        `chronolog.log.open.files.max`); one INFO line with the figures."""
+        soft, hard = filecache.raise_open_files_limit()
+        limit = filecache.nofile_limit()
+        wanted = self.broker_config["chronolog.log.open.files.max"]
+        if wanted >= limit:
+            raise ChronologError(f"chronolog.log.open.files.max={wanted} is not below the open-files limit {limit} "
+                                 "(ulimit -n): sockets and other files need descriptors too")
+        capacity = wanted or filecache.default_capacity(limit)
+        filecache.configure(capacity)
+        log.info("open files limit %d (hard %s); segment files hold at most %d descriptors "
+                 "(chronolog.log.open.files.max%s)", limit, "unlimited" if hard == filecache.RLIM_INFINITY else hard,
+                 capacity, "" if wanted else ": half the limit")
+
     def _open_logs(self) -> None:
         marker = self.data_dir / CLEAN_SHUTDOWN
         clean = marker.exists()
@@ -124,6 +145,7 @@ class LogManager:
                                  f"{RECOVERY_POINT} the start recovers every log; without {LOG_START_OFFSET} "
                                  "records deleted by retention or DeleteRecords become readable again)") from None
         self._topics = self._read_topics()
+        found = []
         for entry in sorted(self.data_dir.iterdir()):
             if not entry.is_dir():
                 continue
@@ -135,12 +157,30 @@ class LogManager:
                 # A partition dir without metadata (e.g. copied from Kafka): adopt it with defaults.
                 self._topics[topic] = {"partitions": 0, "configs": {}, "topic_id": _new_topic_id()}
             self._topics[topic]["partitions"] = max(self._topics[topic]["partitions"], partition + 1)
+            found.append((entry, topic, partition))
+        configs = {topic: self.topic_config(topic) for topic in {t for _, t, _ in found}}
+        expiration = self.broker_config["producer.id.expiration.ms"]
+
+        def open_one(item: tuple[Path, str, int]) -> PartitionLog:
+            entry, topic, partition = item
             key = (topic, partition)
             with self._refuse_start_on_io_error(entry):
-                self._logs[key] = self._tuned(PartitionLog.open(
-                    entry, self.topic_config(topic), recover=not clean,
-                    recovery_point=recovery.get(key, 0), log_start_offset=starts.get(key, 0),
-                    producer_expiration_ms=self.broker_config["producer.id.expiration.ms"]))
+                return self._tuned(PartitionLog.open(
+                    entry, configs[topic], recover=not clean, recovery_point=recovery.get(key, 0),
+                    log_start_offset=starts.get(key, 0), producer_expiration_ms=expiration))
+
+        # Kafka's num.recovery.threads.per.data.dir: partitions are opened (and recovered) by a pool.
+        threads = min(self.broker_config["num.recovery.threads.per.data.dir"], max(1, len(found)))
+        with ThreadPoolExecutor(threads, thread_name_prefix="chronolog-recovery") as pool:
+            futures = [(item, pool.submit(open_one, item)) for item in found]
+        failure = None
+        for (_, topic, partition), future in futures:
+            try:
+                self._logs[(topic, partition)] = future.result()
+            except BaseException as exc:  # the first one is raised once every log is closed again
+                failure = failure or exc
+        if failure is not None:
+            raise failure
         for topic, meta in self._topics.items():
             for p in range(meta["partitions"]):
                 if (topic, p) not in self._logs:
@@ -214,7 +254,8 @@ class LogManager:
         write_atomic(path, json.dumps(self._topics, indent=1, sort_keys=True).encode("utf-8"),
                      tmp=path.with_suffix(".tmp"))
 
-    def _create_log(self, topic: str, partition: int) -> PartitionLog:
+    def _create_log(self, topic: str, partition: int, *, sync: bool = True) -> PartitionLog:
+        """`sync=False`: partition.metadata is not fsynced here; the caller syncs a whole request's at once."""
         directory = self.data_dir / f"{topic}-{partition}"
         plog = self._tuned(PartitionLog.open(directory, self.topic_config(topic),
                                              producer_expiration_ms=self.broker_config["producer.id.expiration.ms"]))
@@ -222,26 +263,46 @@ class LogManager:
         if not meta.exists():
             # Kafka's PartitionMetadataFile: two lines, no trailing newline.
             try:
-                write_atomic(meta, f"version: 0\ntopic_id: {self._topics[topic]['topic_id']}".encode())
+                write_atomic(meta, f"version: 0\ntopic_id: {self._topics[topic]['topic_id']}".encode(), sync=sync)
             except BaseException:
                 plog.delete()
                 raise
         return plog
 
     def _create_logs(self, name: str, partitions: range) -> None:
-        """Make the partitions' logs and persist the topic list; on an I/O error (a full disk) the new
-        partitions are removed again and the request gets KAFKA_STORAGE_ERROR."""
+        """Make the partitions' logs and persist the topic list. When any of it fails (a full disk, no
+        descriptor left) nothing stays: the new partitions' logs and directories are removed again, the
+        request gets KAFKA_STORAGE_ERROR naming the cause with its figures, and one ERROR line says it."""
         made = []
+        new_dirs = []
         try:
             for p in partitions:
-                self._logs[(name, p)] = self._create_log(name, p)
+                directory = self.data_dir / f"{name}-{p}"
+                if not directory.exists():
+                    new_dirs.append(directory)
+                self._logs[(name, p)] = self._create_log(name, p, sync=False)
                 made.append(p)
+            _sync_all([self.data_dir / f"{name}-{p}" for p in made])
             self._write_topics()
-        except OSError as exc:
+        except BaseException as exc:
+            held = filecache.open_descriptors()  # before the rollback closes anything (-1: none left to look)
             for p in made:
-                self._logs.pop((name, p)).delete()
-            raise KafkaStorageErrorError(f"cannot create partitions of {name}: {exc.filename or self.data_dir}: "
-                                         f"{describe(exc)}; {free_bytes(self.data_dir)} bytes free") from None
+                with contextlib.suppress(OSError):
+                    self._logs.pop((name, p)).delete()
+            for directory in new_dirs:
+                shutil.rmtree(directory, ignore_errors=True)
+            if not isinstance(exc, OSError):
+                raise
+            message = f"cannot create partitions of {name}: {exc.filename or self.data_dir}: {describe(exc)}; "
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                limit = filecache.nofile_limit()
+                message += (f"{held if held >= 0 else limit} files open, limit {limit} "
+                            f"(ulimit -n); segment files hold at most {filecache.cache().capacity} "
+                            "(chronolog.log.open.files.max)")
+            else:
+                message += f"{free_bytes(self.data_dir)} bytes free in {self.data_dir}"
+            disk_log.error("%s; nothing of it was kept", message)
+            raise KafkaStorageErrorError(message) from None
 
     def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
         validate_topic_name(name)
@@ -256,7 +317,7 @@ class LogManager:
             self._topics[name] = {"partitions": partitions, "configs": overrides, "topic_id": _new_topic_id()}
             try:
                 self._create_logs(name, range(partitions))
-            except KafkaError:
+            except BaseException:  # nothing of a failed create stays in Metadata
                 del self._topics[name]
                 raise
 
@@ -288,7 +349,7 @@ class LogManager:
             self._topics[name]["partitions"] = total
             try:
                 self._create_logs(name, range(current, total))
-            except KafkaError:
+            except BaseException:
                 self._topics[name]["partitions"] = current
                 raise
 
@@ -489,6 +550,26 @@ class LogManager:
                     last_checkpoint = now
             except Exception:  # the background thread must survive one bad partition
                 log.exception("log manager background task failed")
+
+
+def _sync_all(directories: list[Path]) -> None:
+    """fsync each new partition's partition.metadata and directory, several at once (concurrent fsyncs
+    share the file system's journal commits: one request's thousand partitions cost a few commits, not
+    two thousand), then the data dir that holds them."""
+    def sync(directory: Path) -> None:
+        for path in (directory / "partition.metadata", directory):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    if not directories:
+        return
+    with ThreadPoolExecutor(min(8, len(directories)), thread_name_prefix="chronolog-create") as pool:
+        for _ in pool.map(sync, directories):
+            pass
+    fsync_dir(directories[0].parent)
 
 
 def _new_topic_id() -> str:

@@ -98,8 +98,9 @@ class FilesSegment(LogSegment):
             return
         self._tmpdir = tempfile.TemporaryDirectory(prefix="chronolog-idx-")
         private = Path(self._tmpdir.name)
-        self.offset_index = OffsetIndex(private / index_name, self.base_offset, self.max_index_size, True)
-        self.time_index = TimeIndex(private / time_name, self.base_offset, self.max_index_size, True)
+        lock = self.files_lock if self._cached else None
+        self.offset_index = OffsetIndex(private / index_name, self.base_offset, self.max_index_size, True, lock=lock)
+        self.time_index = TimeIndex(private / time_name, self.base_offset, self.max_index_size, True, lock=lock)
         self._rebuild_needed = True
         self.rebuild_indexes()
         self._rebuild_needed = False

@@ -26,6 +26,7 @@ from chronolog.native import load_native
 from chronolog.records import HEADER_SIZE, AnyBatch, LegacyBatch, RecordBatch, iter_batches
 from chronolog.records.batch import COMPRESSION_MASK, TIMESTAMP_TYPE_MASK, TimestampTable
 from chronolog.records.batch import HEADER as BATCH_HEADER
+from chronolog.storage import filecache
 from chronolog.storage.corruption import CorruptRange, find_next_valid_batch
 from chronolog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex, TimestampOffset
 from chronolog.storage.minima import CHUNK_BYTES, SegmentMinima, minima_path, read_minima, write_minima
@@ -57,13 +58,25 @@ class FoundTimestamp:
 
 
 class LogSegment:
-    """A `.log` file with its two indexes. Not thread-safe: the owning `PartitionLog` holds the lock."""
+    """A `.log` file with its two indexes. Not thread-safe: the owning `PartitionLog` holds the lock.
+
+    The `.log` descriptor is held through the open-file cache (`storage.filecache`): `_fd` reopens it
+    after the cache closed it for an idle segment, and is -1 only once the segment is closed."""
+
+    files_weight = 1
+    _log_fd = -1
+    _log_closed = True
 
     def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int = 4096,
                  max_index_size: int = 10485760, writable: bool = True, time_index_style: str = "batch_last",
-                 check_indexes: bool = True, rebuild_missing: bool = True) -> None:
+                 check_indexes: bool = True, rebuild_missing: bool = True,
+                 lock: threading.RLock | None = None) -> None:
         """With `rebuild_missing=False` missing indexes are left empty and `needs_rebuild` is set, for a
-        caller that is about to `recover()` anyway (one scan of the log instead of two)."""
+        caller that is about to `recover()` anyway (one scan of the log instead of two). `lock`: the one
+        held while the segment is used (its log's); the open-file cache closes idle files only under it.
+        Without one the segment's files stay open until it is closed (the cleaner's segments)."""
+        self._cached = lock is not None
+        self.files_lock = lock or threading.RLock()
         self.dir = Path(directory)
         self.base_offset = base_offset
         self.corrupt_ranges: list[CorruptRange] = []  # found by recovery or by a reader; skipped by reads
@@ -102,6 +115,51 @@ class LogSegment:
             self._fd = os.open(self.log_path, os.O_RDONLY)
         self.size = os.fstat(self._fd).st_size
 
+    @property
+    def _fd(self) -> int:
+        """The `.log` descriptor: reopened if the open-file cache closed it; -1 once the segment is closed.
+        Use it at once, under the log's lock; never keep it across a call that may open another file."""
+        fd = self._log_fd
+        if fd >= 0:
+            filecache.cache().used(self)
+            return fd
+        if self._log_closed:
+            return -1
+        self._fd = fd = os.open(self.log_path, os.O_RDWR if self.writable else os.O_RDONLY)
+        return fd
+
+    @_fd.setter
+    def _fd(self, fd: int) -> None:
+        if self._log_fd >= 0 and fd != self._log_fd:
+            filecache.cache().closed(self)
+        self._log_fd, self._log_closed = fd, fd < 0
+        if fd >= 0 and self._cached:
+            filecache.cache().opened(self)
+
+    def close_files(self) -> None:
+        """The open-file cache closes the idle segment's `.log`; `_fd` reopens it."""
+        fd, self._log_fd = self._log_fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def keep_files_open(self) -> None:
+        """Open the `.log` and both indexes now and keep them open, outside the open-file cache, until the
+        segment is closed: for a caller about to rename the files without telling the segment (the
+        cleaner's swap), which must go on reading it through the open files."""
+        for holder in (self, self.offset_index, self.time_index):
+            if holder is self:
+                self._fd  # noqa: B018  (reopens the .log if the cache closed it)
+            else:
+                holder._mmap  # noqa: B018
+            holder._cached = False
+            filecache.cache().closed(holder)
+
+    def _close_log(self) -> None:
+        fd = self._log_fd
+        self._fd = -1
+        if fd >= 0:
+            os.close(fd)
+
     def _open_indexes(self, writable: bool, force_private: bool = False) -> None:
         index_path = self.dir / segment_name(self.base_offset, INDEX_SUFFIX)
         time_path = self.dir / segment_name(self.base_offset, TIME_INDEX_SUFFIX)
@@ -116,15 +174,17 @@ class LogSegment:
         else:
             missing = not index_path.exists() or not time_path.exists()
             self._rebuild_needed = missing and self.size > 0
-        self.offset_index = OffsetIndex(index_path, self.base_offset, self.max_index_size, writable)
-        self.time_index = TimeIndex(time_path, self.base_offset, self.max_index_size, writable)
+        lock = self.files_lock if self._cached else None
+        self.offset_index = OffsetIndex(index_path, self.base_offset, self.max_index_size, writable, lock=lock)
+        self.time_index = TimeIndex(time_path, self.base_offset, self.max_index_size, writable, lock=lock)
         if self._rebuild_needed and (self._rebuild_missing or not writable):
             self.rebuild_indexes()
             self._rebuild_needed = False
 
     # -- reading the file ----------------------------------------------------------------------------
     def pread(self, position: int, size: int) -> bytes:
-        return os.pread(self._fd, size, position)
+        with self.files_lock:  # also called outside the log's lock (ReadSlice): the descriptor stays ours
+            return os.pread(self._fd, size, position)
 
     def batches_from(self, position: int = 0, end: int | None = None, *,
                      resync: bool = True) -> Iterator[tuple[int, AnyBatch]]:
@@ -635,7 +695,7 @@ class LogSegment:
                 self._txn_index.flush()
 
     def close(self) -> None:
-        if self._fd < 0:
+        if self._log_closed:
             return
         if self._tail_dirty:  # a failed append's bytes are still there: cut them, or the close is not clean
             os.ftruncate(self._fd, self.size)
@@ -646,17 +706,15 @@ class LogSegment:
         self.time_index.close(trim=self.writable)
         if "_txn_index" in self.__dict__:
             self._txn_index.close()
-        os.close(self._fd)
-        self._fd = -1
+        self._close_log()
 
     def close_for_delete(self) -> None:
         if "_txn_index" in self.__dict__:
             self._txn_index.close()
-        if self._fd >= 0:
+        if not self._log_closed:
             self.offset_index.close(trim=False)
             self.time_index.close(trim=False)
-            os.close(self._fd)
-            self._fd = -1
+            self._close_log()
 
     def files(self) -> list[Path]:
         """The segment's files, sidecar and transaction index included, so deletion renames and removes
@@ -679,7 +737,8 @@ class LogSegment:
         return found
 
     def _open_txn_index(self) -> TransactionIndex:
-        return TransactionIndex(self.txn_index_path, self.base_offset, writable=self.writable)
+        return TransactionIndex(self.txn_index_path, self.base_offset, writable=self.writable,
+                                lock=self.files_lock if self._cached else None)
 
     # -- recovery -----------------------------------------------------------------------------------
     def sanity_check(self) -> None:

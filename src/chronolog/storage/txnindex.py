@@ -17,9 +17,11 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import threading
 from pathlib import Path
 from typing import NamedTuple
 
+from chronolog.storage import filecache
 from chronolog.storage.index import IndexCorruptError
 
 log = logging.getLogger(__name__)
@@ -59,13 +61,18 @@ def parse_entries(data: bytes | memoryview, name: str = "transaction index") -> 
 class TransactionIndex:
     """A segment's aborted transactions. Not thread-safe: the owning log's lock covers it."""
 
+    files_weight = 1  # its descriptor, once an entry was written (storage.filecache)
+
     def __init__(self, path: Path, start_offset: int, *, writable: bool = True,
-                 data: bytes | None = None) -> None:
+                 data: bytes | None = None, lock: threading.RLock | None = None) -> None:
         """`data`: the file's bytes when they come from elsewhere than `path` (a read-only copy read
-        through an object store); None reads `path` if it exists."""
+        through an object store); None reads `path` if it exists. `lock`: the segment's (the open-file
+        cache closes the descriptor of an idle index under it)."""
         self.path = Path(path)
         self.start_offset = start_offset
         self.writable = writable
+        self._cached = lock is not None  # without a lock: kept open until closed, outside the cache
+        self.files_lock = lock or threading.RLock()
         self._fd = -1
         if data is None and self.path.exists():
             data = self.path.read_bytes()
@@ -84,7 +91,17 @@ class TransactionIndex:
             if not self.writable:
                 raise OSError(f"{self.path} is read-only")
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            if self._cached:
+                filecache.cache().opened(self)
+        else:
+            filecache.cache().used(self)
         return self._fd
+
+    def close_files(self) -> None:
+        """The open-file cache closes the idle index's descriptor; the next write reopens it."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
 
     def append(self, txn: AbortedTxn) -> None:
         """Add an entry; the file is created by the first one. Last offsets must grow
@@ -94,6 +111,7 @@ class TransactionIndex:
                              f"greater than {self.entries[-1].last_offset} in {self.path}")
         fd = self._open()
         os.pwrite(fd, txn.to_bytes(), self._size)
+        self._dirty = True
         self._size += ENTRY_SIZE
         self.entries.append(txn)
 
@@ -140,12 +158,22 @@ class TransactionIndex:
                 raise IndexCorruptError(f"last offset of aborted transaction {txn} in index {self.path} is less "
                                         f"than start offset {self.start_offset}")
 
+    _dirty = False
+
     def flush(self) -> None:
         if self._fd >= 0:
             os.fsync(self._fd)
+        elif self._dirty:  # closed by the open-file cache since the last entry was written
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._dirty = False
 
     def close(self) -> None:
         if self._fd >= 0:
+            filecache.cache().closed(self)
             os.close(self._fd)
             self._fd = -1
 
