@@ -461,6 +461,8 @@ def test_queued_max_requests_bounds_requests_in_flight(tmp_path):
         with socket.create_connection(address, timeout=5) as a, socket.create_connection(address, timeout=5) as b:
             a.sendall(_request(3, 1, 1, codec.build(load_request_schema(3, 1), {"topics": [{"name": "idle"}]})))
             assert any(t.name == "idle" for t in _response(3, 1, recv_frame(a)).topics)
+            # The Fetch must find the auto-created partition's log, or it is answered at once with an error.
+            assert poll_until(lambda: ("idle", 0) in embedded.broker.state.log_manager._logs, 10)
             fetch = codec.build(load_request_schema(1, 4), {
                 "replica_id": -1, "max_wait": 4000, "min_bytes": 1, "max_bytes": 1 << 20,
                 "topics": [{"topic": "idle", "partitions": [{"partition": 0, "fetch_offset": 0,
