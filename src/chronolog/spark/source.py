@@ -114,6 +114,14 @@ class ChronologDataSource(DataSource):
         from chronolog.spark.stream import ChronologStreamReader
         return ChronologStreamReader(SourceOptions.parse(self.options))
 
+    def writer(self, schema: StructType, overwrite: bool):
+        from chronolog.spark.sink import make_writer
+        return make_writer(self.options, schema, overwrite, streaming=False)
+
+    def streamWriter(self, schema: StructType, overwrite: bool):
+        from chronolog.spark.sink import make_writer
+        return make_writer(self.options, schema, overwrite, streaming=True)
+
 
 class ChronologReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
