@@ -191,6 +191,7 @@ class Rows:
     partitions: list
     timestamps: list
     headers: list
+    sizes: list | pa.Array  # bytes of key + value + headers + batch overhead, per row
 
     def __len__(self) -> int:
         return len(self.values)
@@ -208,7 +209,7 @@ def _bytes_column(table: pa.Table, name: str) -> list:
 def collect(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Rows:
     batches = list(batches)
     if not batches:
-        return Rows([], [], [], [], [], [])
+        return Rows([], [], [], [], [], [], [])
     table = pa.Table.from_batches(batches)
     table = table.rename_columns([n.lower() for n in table.column_names])  # Spark's names are case-insensitive
     n = table.num_rows
@@ -227,11 +228,21 @@ def collect(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Rows:
                                  "(0 means 'now' to the producer, negative means none)")
         timestamps = ms.to_pylist()
     partitions = table.column("partition").to_pylist() if "partition" in table.column_names else [None] * n
+    sizes = pa.array([BATCH_OVERHEAD] * n, pa.int64())
+    for name in ("key", "value"):
+        if name in table.column_names:
+            length = pc.binary_length(table.column(name)).cast(pa.int64())
+            sizes = pc.add(sizes, pc.fill_null(length, 0))
     headers = [None] * n
     if "headers" in table.column_names:
+        sizes = sizes.to_pylist()
         headers = [None if h is None else [(x["key"], x["value"]) for x in h]
                    for h in table.column("headers").to_pylist()]
-    return Rows(topics, _bytes_column(table, "key"), _bytes_column(table, "value"), partitions, timestamps, headers)
+        for i, h in enumerate(headers):
+            if h:  # a header: its varint lengths (at most 10 bytes) and its bytes
+                sizes[i] += sum(10 + len(k.encode()) + len(v or b"") for k, v in h)
+    return Rows(topics, _bytes_column(table, "key"), _bytes_column(table, "value"), partitions, timestamps, headers,
+                sizes)
 
 
 @functools.lru_cache(maxsize=64)
@@ -263,47 +274,62 @@ def _topic_facts(bootstrap: str, conf_items: tuple, topic: str) -> tuple[int, in
 
 
 def check_rows(options: SinkOptions, rows: Rows) -> None:
+    """Every row against its topic: the topic exists, the partition is one of its partitions, the record
+    fits max.message.bytes. Checked per topic over whole columns; a row is named only when one fails."""
     conf = tuple(sorted((k, str(v)) for k, v in options.producer_config().items()))
-    for topic in sorted(set(rows.topics)):
+    names = set(rows.topics)
+    for topic in sorted(names):
         count, limit = _topic_facts(options.bootstrap, conf, topic)
-        for i, (t, key, value, part, hdrs) in enumerate(zip(rows.topics, rows.keys, rows.values, rows.partitions,
-                                                            rows.headers, strict=True)):
-            if t != topic:
+        mine = range(len(rows)) if len(names) == 1 else [i for i, t in enumerate(rows.topics) if t == topic]
+        parts = [rows.partitions[i] for i in mine] if len(names) > 1 else rows.partitions
+        present = [q for q in parts if q is not None]
+        if present and (min(present) < 0 or max(present) >= count):
+            i = next(i for i in mine if rows.partitions[i] is not None and not 0 <= rows.partitions[i] < count)
+            raise ChronologError(f"row {i}: partition {rows.partitions[i]} does not exist in topic {topic!r} "
+                                 f"({count} partitions)")
+        if len(names) == 1 and not isinstance(rows.sizes, list):  # the common case, over the Arrow column
+            largest = pc.max(rows.sizes).as_py()
+            if largest is None or largest <= limit:
                 continue
-            if part is not None and not 0 <= part < count:
-                raise ChronologError(f"row {i}: partition {part} does not exist in topic {topic!r} "
-                                     f"({count} partitions)")
-            size = (len(key or b"") + len(value or b"") + BATCH_OVERHEAD
-                    + sum(len(k.encode()) + len(v or b"") + 10 for k, v in hdrs or ()))
-            if size > limit:
-                raise ChronologError(f"row {i}: a record of {size} bytes (key, value, headers and batch overhead) "
-                                     f"is over max.message.bytes={limit} of topic {topic!r}: nothing of this "
-                                     "task was written")
+        sizes = rows.sizes if isinstance(rows.sizes, list) else rows.sizes.to_pylist()
+        if any(sizes[i] > limit for i in mine):
+            i = next(i for i in mine if sizes[i] > limit)
+            raise ChronologError(f"row {i}: a record of {sizes[i]} bytes (key, value, headers and batch "
+                                 f"overhead) is over max.message.bytes={limit} of topic {topic!r}: nothing of "
+                                 "this task was written")
 
 
-def _send(producer, rows: Rows, failures: list) -> None:
+def _send(producer, rows: Rows) -> None:
+    """produce(topic, value, key, partition, callback, on_delivery, timestamp, headers) by position (no
+    per-row dict): -1 lets the partitioner choose, a timestamp of 0 is the producer's clock; delivery
+    errors come to the producer's on_delivery (errors only)."""
+    produce, poll = producer.produce, producer.poll
+    partitions = [-1 if q is None else q for q in rows.partitions]
+    timestamps = [0 if t is None else t for t in rows.timestamps]
+    for topic, value, key, part, ts, hdrs in zip(rows.topics, rows.values, rows.keys, partitions, timestamps,
+                                                 rows.headers, strict=True):
+        try:
+            produce(topic, value, key, part, None, None, ts, hdrs)
+        except BufferError:  # the local queue is full: serve delivery reports, then retry once there is room
+            while True:
+                poll(0.05)
+                try:
+                    produce(topic, value, key, part, None, None, ts, hdrs)
+                    break
+                except BufferError:
+                    continue
+
+
+def _producer(options: SinkOptions, failures: list, **more):
+    from confluent_kafka import Producer
+
     def report(err, _msg):
         if err is not None:
             failures.append(err)
 
-    produce, poll = producer.produce, producer.poll
-    for topic, key, value, part, ts, hdrs in zip(rows.topics, rows.keys, rows.values, rows.partitions,
-                                                 rows.timestamps, rows.headers, strict=True):
-        kwargs = {}
-        if part is not None:
-            kwargs["partition"] = part
-        if ts is not None:
-            kwargs["timestamp"] = ts
-        if hdrs:
-            kwargs["headers"] = hdrs
-        while True:
-            try:
-                produce(topic, value, key, on_delivery=report, **kwargs)
-                break
-            except BufferError:  # the local queue is full: serve delivery reports, then retry
-                poll(0.05)
-        if failures:
-            break
+    # delivery.report.only.error: reports cost a Python call per record; only failures need one here.
+    return Producer({"linger.ms": 5, "delivery.report.only.error": True, **options.producer_config(),
+                     "on_delivery": report, **more})
 
 
 def _raise_failures(failures: list) -> None:
@@ -313,17 +339,15 @@ def _raise_failures(failures: list) -> None:
 
 
 def write_partition(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id: int | None) -> SinkCommit:
-    from confluent_kafka import Producer
-
     rows = collect(options, batches)
     check_rows(options, rows)
     if options.exactly_once:
         return _write_transactional(options, rows, batch_id)
     if not len(rows):
         return SinkCommit(0)
-    producer = Producer({"linger.ms": 5, **options.producer_config()})
     failures: list = []
-    _send(producer, rows, failures)
+    producer = _producer(options, failures)
+    _send(producer, rows)
     left = producer.flush(DELIVERY_TIMEOUT_S)
     _raise_failures(failures)
     if left:
@@ -339,7 +363,7 @@ def transactional_id(options: SinkOptions, partition_id: int, query_id: str | No
 def _write_transactional(options: SinkOptions, rows: Rows, batch_id: int | None) -> SinkCommit:
     """One transaction per task: the rows and, for a micro-batch, the marker `batch_id + 1` committed as
     the offset of (topic option, partition 0) for the group named by the transactional id."""
-    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
     from pyspark import TaskContext
 
     from chronolog.timetravel.client import kafka_error_text
@@ -347,8 +371,9 @@ def _write_transactional(options: SinkOptions, rows: Rows, batch_id: int | None)
     partition_id = ctx.partitionId() if ctx is not None else 0
     query_id = ctx.getLocalProperty("sql.streaming.queryId") if ctx is not None else None  # StreamExecution.QUERY_ID_KEY
     txn_id = transactional_id(options, partition_id, query_id)
+    failures: list = []
     try:
-        producer = Producer({"linger.ms": 5, **options.producer_config(), "transactional.id": txn_id})
+        producer = _producer(options, failures, **{"transactional.id": txn_id})
         producer.init_transactions(60)  # fences an earlier attempt and aborts its open transaction
         marker = TopicPartition(options.topic, 0)
         group = None
@@ -360,8 +385,7 @@ def _write_transactional(options: SinkOptions, rows: Rows, batch_id: int | None)
                 group.close()
                 return SinkCommit(0, skipped=True)
         producer.begin_transaction()
-        failures: list = []
-        _send(producer, rows, failures)
+        _send(producer, rows)
         producer.flush(DELIVERY_TIMEOUT_S)
         if failures:
             producer.abort_transaction(60)
