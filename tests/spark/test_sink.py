@@ -236,3 +236,35 @@ def test_exactly_once_task_run_twice_writes_once(broker):
     got = sorted(r[2] for r in read_back(broker.bootstrap, topic, 2, expected=40))
     assert got == sorted(r[2] for r in first + second)
     assert b"zombie" not in [r[2] for r in read_back(broker.bootstrap, topic, 2)]
+
+
+def test_streaming_exactly_once_across_a_restart_that_runs_batches_again(spark, broker, tmp_path):
+    """A query whose driver died after its tasks committed but before Spark recorded the micro-batches
+    (their files removed from the checkpoint's commit log) runs them again on restart: under
+    read_committed every input row is in the output once."""
+    src, dst = create(broker.bootstrap, "eo-src", 2), create(broker.bootstrap, "eo-dst", 2)
+    rows = make_rows(9, 240, 2)
+    frame(spark, rows).coalesce(1).write.mode("append").format("chronolog") \
+        .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", src).save()
+    checkpoint = tmp_path / "ck"
+
+    def run() -> None:
+        query = (spark.readStream.format("chronolog").option("kafka.bootstrap.servers", broker.bootstrap)
+                 .option("subscribe", src).option("includeHeaders", "true").option("maxOffsetsPerTrigger", "60")
+                 .load().drop("topic").writeStream.format("chronolog")
+                 .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", dst)
+                 .option("exactlyOnce", "true").option("checkpointLocation", str(checkpoint))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(300)
+        assert query.exception() is None
+
+    run()
+    assert read_back(broker.bootstrap, dst, 2, expected=len(rows)) == per_partition(rows)
+    commits = sorted((checkpoint / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+    assert len(commits) >= 3
+    last = commits[-1]  # Spark runs the last micro-batch of the offset log again when it is not committed
+    last.unlink()
+    (last.parent / f".{last.name}.crc").unlink(missing_ok=True)
+    run()
+    assert last.exists()
+    assert read_back(broker.bootstrap, dst, 2) == per_partition(rows)

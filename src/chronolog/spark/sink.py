@@ -370,6 +370,9 @@ def _write_transactional(options: SinkOptions, rows: Rows, batch_id: int | None)
     ctx = TaskContext.get()
     partition_id = ctx.partitionId() if ctx is not None else 0
     query_id = ctx.getLocalProperty("sql.streaming.queryId") if ctx is not None else None  # StreamExecution.QUERY_ID_KEY
+    if batch_id is not None and query_id is None and options.transactional_prefix is None:
+        raise ChronologError("exactlyOnce: Spark gave this task no query id; set kafka.transactional.id (a prefix "
+                             "unique to this query)")
     txn_id = transactional_id(options, partition_id, query_id)
     failures: list = []
     try:
