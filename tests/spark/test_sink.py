@@ -113,6 +113,15 @@ def test_batch_write_reads_back_byte_equal(spark, broker):
     assert read_back(broker.bootstrap, topic, 3, expected=len(rows)) == per_partition(rows)
 
 
+def test_batch_write_exactly_once_reads_back_under_read_committed(spark, broker):
+    topic = create(broker.bootstrap, "batch-eo")
+    rows = make_rows(23, 300, 3)
+    (frame(spark, rows).repartition(2).write.mode("append").format("chronolog")
+     .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic).option("exactlyOnce", "true").save())
+    got = read_back(broker.bootstrap, topic, 3, expected=len(rows))
+    assert sorted(got, key=repr) == sorted(rows, key=repr)  # two tasks: each partition's order interleaves
+
+
 def test_topic_column_string_value_and_no_timestamp(spark, broker):
     """Spark's sink columns without ours: the topic per row, a string value; the CreateTime is the
     producer's clock. The `topic` option overrides the column (KafkaWriter)."""

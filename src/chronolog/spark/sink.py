@@ -24,8 +24,9 @@ such as `chronolog` or `kafka`, without a shuffle whose order differs between ru
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -176,6 +177,10 @@ def make_writer(raw: Mapping[str, str], schema: StructType, overwrite: bool, str
     options = SinkOptions.parse(raw)
     check_schema(schema, options)
     check_config(options)
+    if options.exactly_once and not streaming and options.transactional_prefix is None:
+        # a batch job has no query id: one prefix per job, chosen here on the driver, so two jobs writing
+        # at once do not fence each other's tasks
+        options = replace(options, transactional_prefix=f"chronolog-sink-{uuid.uuid4()}")
     return ChronologStreamWriter(options) if streaming else ChronologWriter(options)
 
 
