@@ -183,6 +183,8 @@ def test_bad_rows_and_options_are_one_line_errors_nothing_written(spark, broker)
     ok = [(0, b"k", b"v" * 10, (), BASE + i) for i in range(50)]
     too_big = ok[:30] + [(1, b"k", b"v" * 1990, (), BASE)] + ok[30:]
     assert "over max.message.bytes=2000 of topic 'guarded'" in write(frame(spark, too_big).coalesce(1), topic=topic)
+    plain = spark.createDataFrame([(b"v" * 10,)] * 30 + [(b"v" * 1990,)], "value binary").coalesce(1)  # no headers
+    assert "row 30: a record of 2072 bytes" in write(plain, topic=topic)
     assert "does not exist" in write(frame(spark, ok).coalesce(1), topic="no-such-topic")
     assert "partition 7 does not exist" in write(frame(spark, [(7, None, b"v", (), BASE)]).coalesce(1), topic=topic)
     assert "topic option required" in write(spark.createDataFrame([(b"v",)], "value binary"))
@@ -277,3 +279,14 @@ def test_streaming_exactly_once_across_a_restart_that_runs_batches_again(spark, 
     run()
     assert last.exists()
     assert read_back(broker.bootstrap, dst, 2) == per_partition(rows)
+
+
+def test_many_small_records_into_a_topic_with_a_small_max_message_bytes(broker):
+    """Batches are kept under the topic's max.message.bytes (librdkafka does not split a refused batch)."""
+    import pyarrow as pa
+    topic = create(broker.bootstrap, "small-limit", 1, **{"max.message.bytes": "2000"})
+    opts = SinkOptions.parse({"kafka.bootstrap.servers": broker.bootstrap, "topic": topic,
+                              "kafka.linger.ms": "50"})
+    values = [b"%04d" % i + b"x" * 96 for i in range(500)]
+    assert write_partition(opts, iter([pa.RecordBatch.from_pydict({"value": values})]), None).rows == 500
+    assert [r[2] for r in read_back(broker.bootstrap, topic, 1, expected=500)] == values

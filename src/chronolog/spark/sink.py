@@ -278,13 +278,16 @@ def _topic_facts(bootstrap: str, conf_items: tuple, topic: str) -> tuple[int, in
     return len(t.partitions), limit
 
 
-def check_rows(options: SinkOptions, rows: Rows) -> None:
+def check_rows(options: SinkOptions, rows: Rows) -> int | None:
     """Every row against its topic: the topic exists, the partition is one of its partitions, the record
-    fits max.message.bytes. Checked per topic over whole columns; a row is named only when one fails."""
+    fits max.message.bytes. Checked per topic over whole columns; a row is named only when one fails.
+    Returns the smallest max.message.bytes of the topics written (None when no rows)."""
     conf = tuple(sorted((k, str(v)) for k, v in options.producer_config().items()))
     names = set(rows.topics)
+    smallest = None
     for topic in sorted(names):
         count, limit = _topic_facts(options.bootstrap, conf, topic)
+        smallest = limit if smallest is None else min(smallest, limit)
         mine = range(len(rows)) if len(names) == 1 else [i for i, t in enumerate(rows.topics) if t == topic]
         parts = [rows.partitions[i] for i in mine] if len(names) > 1 else rows.partitions
         present = [q for q in parts if q is not None]
@@ -302,6 +305,7 @@ def check_rows(options: SinkOptions, rows: Rows) -> None:
             raise ChronologError(f"row {i}: a record of {sizes[i]} bytes (key, value, headers and batch "
                                  f"overhead) is over max.message.bytes={limit} of topic {topic!r}: nothing of "
                                  "this task was written")
+    return smallest
 
 
 def _send(producer, rows: Rows) -> None:
@@ -325,7 +329,7 @@ def _send(producer, rows: Rows) -> None:
                     continue
 
 
-def _producer(options: SinkOptions, failures: list, **more):
+def _producer(options: SinkOptions, failures: list, limit: int | None, **more):
     from confluent_kafka import Producer
 
     def report(err, _msg):
@@ -333,8 +337,12 @@ def _producer(options: SinkOptions, failures: list, **more):
             failures.append(err)
 
     # delivery.report.only.error: reports cost a Python call per record; only failures need one here.
-    return Producer({"linger.ms": 5, "delivery.report.only.error": True, **options.producer_config(),
-                     "on_delivery": report, **more})
+    # batch.size at most the topics' max.message.bytes: librdkafka does not split a batch the broker
+    # refuses as too large (the Java producer does), so small records batched past a small limit would fail.
+    defaults = {"linger.ms": 5, "delivery.report.only.error": True}
+    if limit is not None:
+        defaults["batch.size"] = max(1, min(1_000_000, limit - BATCH_OVERHEAD))
+    return Producer({**defaults, **options.producer_config(), "on_delivery": report, **more})
 
 
 def _raise_failures(failures: list) -> None:
@@ -345,13 +353,13 @@ def _raise_failures(failures: list) -> None:
 
 def write_partition(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id: int | None) -> SinkCommit:
     rows = collect(options, batches)
-    check_rows(options, rows)
+    limit = check_rows(options, rows)
     if options.exactly_once:
-        return _write_transactional(options, rows, batch_id)
+        return _write_transactional(options, rows, batch_id, limit)
     if not len(rows):
         return SinkCommit(0)
     failures: list = []
-    producer = _producer(options, failures)
+    producer = _producer(options, failures, limit)
     _send(producer, rows)
     left = producer.flush(DELIVERY_TIMEOUT_S)
     _raise_failures(failures)
@@ -365,7 +373,7 @@ def transactional_id(options: SinkOptions, partition_id: int, query_id: str | No
     return f"{prefix}-{partition_id}"
 
 
-def _write_transactional(options: SinkOptions, rows: Rows, batch_id: int | None) -> SinkCommit:
+def _write_transactional(options: SinkOptions, rows: Rows, batch_id: int | None, limit: int | None) -> SinkCommit:
     """One transaction per task: the rows and, for a micro-batch, the marker `batch_id + 1` committed as
     the offset of (topic option, partition 0) for the group named by the transactional id."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -381,7 +389,7 @@ def _write_transactional(options: SinkOptions, rows: Rows, batch_id: int | None)
     txn_id = transactional_id(options, partition_id, query_id)
     failures: list = []
     try:
-        producer = _producer(options, failures, **{"transactional.id": txn_id})
+        producer = _producer(options, failures, limit, **{"transactional.id": txn_id})
         producer.init_transactions(60)  # fences an earlier attempt and aborts its open transaction
         marker = TopicPartition(options.topic, 0)
         group = None
