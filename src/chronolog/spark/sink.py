@@ -339,7 +339,7 @@ def _producer(options: SinkOptions, failures: list, limit: int | None, **more):
     # delivery.report.only.error: reports cost a Python call per record; only failures need one here.
     # batch.size at most the topics' max.message.bytes: librdkafka does not split a batch the broker
     # refuses as too large (the Java producer does), so small records batched past a small limit would fail.
-    defaults = {"linger.ms": 5, "delivery.report.only.error": True}
+    defaults = {"linger.ms": 5, "delivery.report.only.error": True, "queue.buffering.max.messages": 1_000_000}
     if limit is not None:
         defaults["batch.size"] = max(1, min(1_000_000, limit - BATCH_OVERHEAD))
     return Producer({**defaults, **options.producer_config(), "on_delivery": report, **more})
