@@ -186,6 +186,7 @@ def test_bad_rows_and_options_are_one_line_errors_nothing_written(spark, broker)
     plain = spark.createDataFrame([(b"v" * 10,)] * 30 + [(b"v" * 1990,)], "value binary").coalesce(1)  # no headers
     assert "row 30: a record of 2072 bytes" in write(plain, topic=topic)
     assert "does not exist" in write(frame(spark, ok).coalesce(1), topic="no-such-topic")
+    assert "partition -1 does not exist" in write(frame(spark, [(-1, None, b"v", (), BASE)]).coalesce(1), topic=topic)
     assert "partition 7 does not exist" in write(frame(spark, [(7, None, b"v", (), BASE)]).coalesce(1), topic=topic)
     assert "topic option required" in write(spark.createDataFrame([(b"v",)], "value binary"))
     assert "value attribute type must be a string or binary" in write(spark.createDataFrame([(1,)], "value int"),

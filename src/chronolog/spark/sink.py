@@ -193,8 +193,8 @@ class Rows:
     topics: list[str]
     keys: list
     values: list
-    partitions: list
-    timestamps: list
+    partitions: list  # -1 where the row has none
+    timestamps: list  # ms; 0 where the row has none
     headers: list
     sizes: list | pa.Array  # bytes of key + value + headers + batch overhead, per row
 
@@ -225,14 +225,21 @@ def collect(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Rows:
         if col.null_count:
             raise ChronologError("null topic present in the data: every row needs a topic (or give the option 'topic')")
         topics = col.to_pylist()
-    timestamps = [None] * n
+    timestamps = [0] * n  # 0: the producer's clock
     if "timestamp" in table.column_names:
-        ms = pc.divide(table.column("timestamp").cast(pa.int64()), 1000) if n else pa.array([], pa.int64())
-        if n and pc.min(ms).as_py() is not None and pc.min(ms).as_py() <= 0:
+        ms = pc.divide(table.column("timestamp").cast(pa.int64()), 1000)
+        if pc.min(ms).as_py() is not None and pc.min(ms).as_py() <= 0:
             raise ChronologError("a timestamp at or before 1970-01-01T00:00:00Z cannot be a record's CreateTime "
                                  "(0 means 'now' to the producer, negative means none)")
-        timestamps = ms.to_pylist()
-    partitions = table.column("partition").to_pylist() if "partition" in table.column_names else [None] * n
+        timestamps = pc.fill_null(ms, 0).to_pylist()
+    partitions = [-1] * n  # -1: librdkafka's partitioner
+    if "partition" in table.column_names:
+        lowest = pc.min(table.column("partition")).as_py()
+        if lowest is not None and lowest < 0:
+            i = pc.index(table.column("partition"), lowest).as_py()
+            raise ChronologError(f"row {i}: partition {lowest} does not exist (a null partition lets the "
+                                 "producer choose)")
+        partitions = pc.fill_null(table.column("partition"), -1).to_pylist()
     sizes = pa.array([BATCH_OVERHEAD] * n, pa.int64())
     for name in ("key", "value"):
         if name in table.column_names:
@@ -290,9 +297,8 @@ def check_rows(options: SinkOptions, rows: Rows) -> int | None:
         smallest = limit if smallest is None else min(smallest, limit)
         mine = range(len(rows)) if len(names) == 1 else [i for i, t in enumerate(rows.topics) if t == topic]
         parts = [rows.partitions[i] for i in mine] if len(names) > 1 else rows.partitions
-        present = [q for q in parts if q is not None]
-        if present and (min(present) < 0 or max(present) >= count):
-            i = next(i for i in mine if rows.partitions[i] is not None and not 0 <= rows.partitions[i] < count)
+        if parts and max(parts) >= count:  # -1 is a null partition
+            i = next(i for i in mine if rows.partitions[i] != -1 and not 0 <= rows.partitions[i] < count)
             raise ChronologError(f"row {i}: partition {rows.partitions[i]} does not exist in topic {topic!r} "
                                  f"({count} partitions)")
         if len(names) == 1 and not isinstance(rows.sizes, list):  # the common case, over the Arrow column
@@ -313,10 +319,8 @@ def _send(producer, rows: Rows) -> None:
     per-row dict): -1 lets the partitioner choose, a timestamp of 0 is the producer's clock; delivery
     errors come to the producer's on_delivery (errors only)."""
     produce, poll = producer.produce, producer.poll
-    partitions = [-1 if q is None else q for q in rows.partitions]
-    timestamps = [0 if t is None else t for t in rows.timestamps]
-    for topic, value, key, part, ts, hdrs in zip(rows.topics, rows.values, rows.keys, partitions, timestamps,
-                                                 rows.headers, strict=True):
+    for topic, value, key, part, ts, hdrs in zip(rows.topics, rows.values, rows.keys, rows.partitions,
+                                                 rows.timestamps, rows.headers, strict=True):
         try:
             produce(topic, value, key, part, None, None, ts, hdrs)
         except BufferError:  # the local queue is full: serve delivery reports, then retry once there is room
