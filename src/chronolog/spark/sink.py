@@ -398,7 +398,9 @@ def _write_transactional(options: SinkOptions, rows: Rows, batch_id: int | None,
         marker = TopicPartition(options.topic, 0)
         group = None
         if batch_id is not None:
-            group = Consumer({"bootstrap.servers": options.bootstrap, "group.id": txn_id,
+            # the producer's settings carry the connection's (security.protocol, sasl.*, ssl.*); librdkafka
+            # only warns about the producer-only ones
+            group = Consumer({**options.producer_config(), "group.id": txn_id,
                               "isolation.level": "read_committed", "enable.auto.commit": False})
             done = group.committed([marker], timeout=30)[0].offset
             if done > batch_id:  # this task's rows of this micro-batch are already committed
