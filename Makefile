@@ -4,9 +4,9 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DATA   := $(CURDIR)/var/run-data
 
-.PHONY: install sysdeps nodedeps test run bench lint clean
+.PHONY: install sysdeps nodedeps faustdeps test run bench lint clean
 
-$(STAMP): pyproject.toml setup.py src/chronolog/records/_walk.c src/chronolog/storage/_headers.c
+$(STAMP): pyproject.toml setup.py src/chronolog/records/_walk.c src/chronolog/records/_columns.c src/chronolog/storage/_headers.c
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools
 	$(PY) -m pip install -q -e '.[dev,spark,clients]'
@@ -20,7 +20,17 @@ nodedeps:
 	@if command -v npm >/dev/null 2>&1 && [ ! -d tests/compat/js/node_modules ]; then \
 		cd tests/compat/js && npm ci --no-audit --no-fund --silent; fi
 
-install: $(STAMP) sysdeps nodedeps
+# faust-streaming (the exactly-once compat test's stream processor) pins click<8.4, which typer's click here is
+# past: it goes into a directory of its own beside the venv, put on PYTHONPATH only for the faust worker the
+# test starts (the rest of its requirements are in the venv already).
+FAUST_LIB := $(VENV)/faust-lib
+faustdeps: $(STAMP)
+	@test -d $(FAUST_LIB)/faust || $(PY) -m pip install -q --no-deps --target $(FAUST_LIB) \
+		faust-streaming==0.15.3 mode-streaming==0.7.1 venusian==3.1.0 terminaltables==3.1.10 croniter==5.0.1 \
+		pytz intervaltree==3.2.1 colorlog==6.12.0 mypy_extensions aiohttp-cors==0.8.1 'aiohttp>=3.9,<4' \
+		multidict yarl frozenlist aiosignal propcache aiohappyeyeballs
+
+install: $(STAMP) sysdeps nodedeps faustdeps
 
 test: install
 	$(PY) -m pytest -q

@@ -1,6 +1,7 @@
 """Only the optional C extensions live here; everything else is in pyproject.toml.
 
-`chronolog.records._walk` speeds up the per-record walk of append validation, `chronolog.storage._headers`
+`chronolog.records._walk` speeds up the per-record walk of append validation, `chronolog.records._columns`
+the columnar decoder of readers (Spark, the Arrow reader, consume), `chronolog.storage._headers`
 the batch-header walk that finds a fetch's byte range and recovery's walk over valid batches. Both are
 optional: where no compiler or Python
 headers exist the build skips them and the pure-Python walks are used (same results)."""
@@ -9,6 +10,8 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[
     Extension("chronolog.records._walk", ["src/chronolog/records/_walk.c"], optional=True,
+              extra_compile_args=["-O2"]),
+    Extension("chronolog.records._columns", ["src/chronolog/records/_columns.c"], optional=True,
               extra_compile_args=["-O2"]),
     Extension("chronolog.storage._headers", ["src/chronolog/storage/_headers.c"], optional=True,
               extra_compile_args=["-O2"]),

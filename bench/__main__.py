@@ -11,7 +11,8 @@ import importlib
 import sys
 import time
 
-AREAS = ("records", "storage", "broker", "start", "testing", "peer", "spark", "sink", "load", "console")
+AREAS = ("records", "storage", "broker", "start", "testing", "peer", "spark", "sink", "load", "console", "quotas",
+         "cleaner")
 
 
 def main(argv: list[str]) -> int:

@@ -63,6 +63,53 @@ def produce(bootstrap: str, topic: str, size: int, count: int) -> tuple[float, f
     return end - start, end - flushing
 
 
+def produce_in_transactions(bootstrap: str, topic: str, size: int, count: int, per_txn: int | None,
+                            txn_id: str) -> float:
+    """Seconds for `count` records of `size` bytes from confluent-kafka: in transactions of `per_txn`
+    records each committed (a transactional.id), or with `per_txn` None by an idempotent producer (the
+    same acks=all and in-flight limit a transactional producer has), flushed at the end."""
+    conf = {"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000, "enable.idempotence": True}
+    if per_txn is not None:
+        conf["transactional.id"] = txn_id
+    p = Producer(conf)
+    payload = b"x" * size
+    start = time.perf_counter()
+    if per_txn is not None:
+        p.init_transactions(30)
+    step = per_txn or count
+    for first in range(0, count, step):
+        if per_txn is not None:
+            p.begin_transaction()
+        for i in range(first, min(first + step, count)):
+            while True:
+                try:
+                    p.produce(topic, value=payload, partition=0, timestamp=T0 + i)
+                    break
+                except BufferError:
+                    p.poll(0.01)
+        if per_txn is not None:
+            p.commit_transaction(60)
+    assert p.flush(120) == 0
+    return time.perf_counter() - start
+
+
+def transaction_rows(bootstrap: str) -> list[tuple]:
+    """Transactional produce (KIP-98) against idempotent produce of the same records, interleaved runs,
+    best of three each: transactions of 100 and of 10,000 records of 100 B."""
+    rows = []
+    for per_txn, count in ((100, 50_000), (10_000, 200_000)):
+        txn, idem = [], []
+        for i in range(3):
+            idem.append(produce_in_transactions(bootstrap, "t100", 100, count, None, ""))
+            txn.append(produce_in_transactions(bootstrap, "t100", 100, count, per_txn, f"bench-{per_txn}-{i}"))
+        t, b = min(txn), min(idem)
+        target = " (target >= 0.5)" if per_txn == 10_000 else ""
+        rows.append((f"transactional produce, {count // per_txn:,} transactions of {per_txn:,} x 100 B",
+                     f"{count / t:,.0f} rec/s", f"{count / b:,.0f} rec/s idempotent", f"{b / t:.2f}{target}"))
+    return rows
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds a process has used so far (/proc/PID/stat)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -392,7 +439,7 @@ def main() -> None:
         helpers: list[BrokerProcess] = []
         try:
             admin = AdminClient({"bootstrap.servers": proc.bootstrap})
-            topics = [f"{kind}{size}" for kind in ("b", "k", "r") for size in (100, 1024)] + ["c1024", "c10240"]
+            topics = [f"{kind}{size}" for kind in ("b", "k", "r", "t") for size in (100, 1024)] + ["c1024", "c10240"]
             for future in admin.create_topics([NewTopic(t, 1, 1, config={
                     "message.timestamp.after.max.ms": str(2**62)}) for t in topics]).values():
                 future.result(15)
@@ -511,6 +558,7 @@ def main() -> None:
                          f"p99 {raw[int(len(raw) * 0.99)] * 1e3:.2f} ms", "(target p50 <= 1 ms)"))
             rows.append(("  same via librdkafka offsets_for_times", f"p50 {statistics.median(timings) * 1e3:.2f} ms",
                          f"p99 {timings[int(len(timings) * 0.99)] * 1e3:.2f} ms", "client-side overhead included"))
+            rows.extend(transaction_rows(proc.bootstrap))
         finally:
             for p in [proc, *helpers]:
                 p.stop()

@@ -4,7 +4,9 @@
 - a 1-hour window out of 24 vs the full scan (target: <= 2x the proportional share + the fixed cost, the
   fixed cost being a query whose plan is empty), with the driver's planning time on its own, and the same
   window over a copy of the files without the minima sidecars;
-- pushdown vs Spark filtering after a full read (the source without its time bounds).
+- pushdown vs Spark filtering after a full read (the source without its time bounds);
+- then `bench_arrow`: the columnar readers against a zero-work Arrow source and Parquet, `consume`, and a
+  1-hour `chronolog sql` against Spark and DuckDB over Parquet.
 """
 
 from __future__ import annotations
@@ -167,6 +169,11 @@ def main() -> None:
             proc.stop()
         spark.stop()
     print_table(rows)
+    print(f"after: {load_note()}", flush=True)
+    # Columnar reading on its own data set (1.2 million ~180-byte records written by the broker).
+    from bench import bench_arrow
+    print(f"\ncolumnar reading, before: {load_note()}", flush=True)
+    bench_arrow.main()
     print(f"after: {load_note()}", flush=True)
 
 

@@ -59,8 +59,18 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
        synonym_negative=-1),  # KafkaConfig.logRetentionTimeMillis: any negative broker value is -1
     _d("retention.bytes", "long", -1, "Delete oldest segments while the partition exceeds this (-1: never).",
        ("log.retention.bytes",)),
-    _d("cleanup.policy", "list", "delete", "delete (compact is accepted but not implemented).",
-       ("log.cleanup.policy",), choices=("delete", "compact")),
+    _d("cleanup.policy", "list", "delete", "delete: retention removes old segments; compact: the log cleaner "
+       "keeps the last record of each key; compact,delete: both.", ("log.cleanup.policy",),
+       choices=("delete", "compact")),
+    # -- compaction (LogConfig, CleanerConfig; docs/compaction.md) --
+    _d("delete.retention.ms", "long", 86400000, "How long a tombstone (and an empty transaction's marker) is "
+       "kept after the cleaner first met it (KIP-534 delete horizon).", ("log.cleaner.delete.retention.ms",), 0),
+    _d("min.compaction.lag.ms", "long", 0, "A segment whose largest timestamp is younger is not cleaned "
+       "(KIP-58).", ("log.cleaner.min.compaction.lag.ms",), 0),
+    _d("max.compaction.lag.ms", "long", LONG_MAX, "A dirty segment whose first batch is older is cleaned even "
+       "below min.cleanable.dirty.ratio (KIP-354).", ("log.cleaner.max.compaction.lag.ms",), 1),
+    _d("min.cleanable.dirty.ratio", "double", 0.5, "Clean a log when its dirty part is at least this share "
+       "of the cleanable bytes.", ("log.cleaner.min.cleanable.ratio",), 0),
     _d("message.timestamp.type", "string", "CreateTime", "CreateTime keeps the producer's timestamp; "
        "LogAppendTime stamps batches with the broker clock.", ("log.message.timestamp.type",),
        choices=("CreateTime", "LogAppendTime")),
@@ -102,6 +112,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("group.initial.rebalance.delay.ms", "int", 3000, "Delay of the first rebalance of a new group.", (), 0),
     _d("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for.", (), 0),
     _d("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for.", (), 0),
+    # -- consumer groups of KIP-848 (GroupCoordinatorConfig; server/consumer_group.py) --
+    _d("group.consumer.heartbeat.interval.ms", "int", 5000, "How often consumer-protocol members heartbeat.",
+       (), 1),
+    _d("group.consumer.session.timeout.ms", "int", 45000, "A consumer-protocol member silent this long is "
+       "removed from its group.", (), 1),
+    _d("group.consumer.assignors", "list", "uniform,range", "Server-side assignors; the first is the default.",
+       (), choices=("uniform", "range")),
+    _d("group.consumer.migration.policy", "string", "disabled", "Only `disabled`: a non-empty group of one "
+       "protocol refuses members of the other (an empty one changes type).", (), choices=("disabled",)),
     # -- transactions (KIP-98; TransactionStateManagerConfig, TransactionLogConfig; docs/transactions.md) --
     _d("transaction.max.timeout.ms", "int", 900000, "Largest transaction.timeout.ms a producer may ask for "
        "(InitProducerId answers INVALID_TRANSACTION_TIMEOUT above it).", (), 1),
@@ -116,6 +135,17 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("transaction.state.log.segment.bytes", "int", 104857600, "segment.bytes of __transaction_state.", (), 14),
     _d("transaction.partition.verification.enable", "boolean", True, "Refuse transactional batches for a "
        "partition their transaction did not add (KIP-890 part 1).", ()),
+    # -- the log cleaner (CleanerConfig; docs/compaction.md) --
+    _d("log.cleaner.enable", "boolean", True, "Run the log cleaner (compacted topics are only compacted "
+       "while it runs).", ()),
+    _d("log.cleaner.threads", "int", 1, "Cleaner threads: one is supported (more are refused).", (), 1),
+    _d("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory for the offset map, 24 bytes per key "
+       "(16-byte MD5 + offset); a dirty part with more keys is cleaned in several passes.", (), 0),
+    _d("log.cleaner.io.buffer.load.factor", "double", 0.9, "Share of the offset map's slots filled before a "
+       "pass stops.", (), 0),
+    _d("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, "Read plus write bytes per "
+       "second the cleaner may use.", (), 0),
+    _d("log.cleaner.backoff.ms", "long", 15000, "Sleep of the cleaner when no log needs cleaning.", (), 0),
     _d("offsets.retention.minutes", "int", 10080, "Committed offsets of empty groups are kept this long.", (), 1),
     _d("delete.topic.enable", "boolean", True, "Allow DeleteTopics.", ()),
     _d("max.broker.partitions", "int", 10000,
@@ -166,8 +196,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("connections.max.idle.ms", "long", 600000, "Close a connection that has neither sent nor been sent a "
        "byte for this long, unless a request of it is being served (negative: never).", ()),
     _d("connections.failed.authentication.delay.ms", "int", 100,
-       "Delay before closing a connection whose authentication failed (KIP-306): slows password guessing, "
-       "and lets the client read the error before the close.", (), 0),
+       "How long the answer to a failed authentication is held back before it is sent and the connection "
+       "closed (KIP-306): slows password guessing.", (), 0),
+    _d("quota.window.num", "int", 11, "Samples a client quota rate is measured over.", (), 1),
+    _d("quota.window.size.seconds", "int", 1, "Length of one client quota sample.", (), 1),
+    _d("connections.max.reauth.ms", "long", 0, "Lifetime of a SASL session (KIP-368), sent to clients in "
+       "SaslAuthenticate; a connection that has not re-authenticated by then is closed at its next request "
+       "(0: sessions never expire).", (), 0),
 )}
 
 
@@ -207,6 +242,15 @@ def _coerce(defn: ConfigDef, raw: Any, scale: int = 1) -> Any:
             if defn.type == "int" and value > 2**31 - 1:
                 raise InvalidConfigError(f"Invalid value {raw} for configuration {defn.name}: not an int32")
             return value
+        if defn.type == "double":
+            value = float(str(raw).strip())
+            if value != value or (defn.minimum is not None and value < defn.minimum):
+                raise InvalidConfigError(f"Invalid value {raw} for configuration {defn.name}: "
+                                         f"Value must be at least {defn.minimum}")
+            if defn.name in _RATIOS and value > 1:
+                raise InvalidConfigError(f"Invalid value {raw} for configuration {defn.name}: "
+                                         "Value must be no more than 1")
+            return value
         if defn.type == "boolean":
             text = str(raw).strip().lower()
             if text not in ("true", "false"):
@@ -228,6 +272,9 @@ def _coerce(defn: ConfigDef, raw: Any, scale: int = 1) -> Any:
                                  f"expected a {defn.type}") from None
 
 
+_RATIOS = ("min.cleanable.dirty.ratio", "log.cleaner.io.buffer.load.factor")
+
+
 def _attr(name: str) -> str:
     return name.replace(".", "_")
 
@@ -245,6 +292,10 @@ class TopicConfig:
     retention_ms: int = 604800000
     retention_bytes: int = -1
     cleanup_policy: str = "delete"
+    delete_retention_ms: int = 86400000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
     message_timestamp_type: str = "CreateTime"
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = 3600000
@@ -328,6 +379,9 @@ class BrokerConfig:
             else:
                 raise InvalidConfigError(f"Unknown broker config name: {key}")
         TopicConfig.from_kafka(self._topic_defaults)
+        if self._values["log.cleaner.threads"] != 1:
+            raise InvalidConfigError(f"Invalid value {self._values['log.cleaner.threads']} for configuration "
+                                     "log.cleaner.threads: chronolog runs one cleaner thread (set 1)")
 
     @staticmethod
     def _rank(key: str, synonym_of: Mapping[str, tuple[ConfigDef, str]]) -> int:

@@ -109,6 +109,13 @@ class ErrorCode(IntEnum):
     DUPLICATE_RESOURCE = 92
     UNACCEPTABLE_CREDENTIAL = 93
     UNKNOWN_TOPIC_ID = 100
+    FENCED_MEMBER_EPOCH = 110
+    UNRELEASED_INSTANCE_ID = 111
+    UNSUPPORTED_ASSIGNOR = 112
+    STALE_MEMBER_EPOCH = 113
+    MISMATCHED_ENDPOINT_TYPE = 114
+    UNSUPPORTED_ENDPOINT_TYPE = 115
+    INVALID_REGULAR_EXPRESSION = 128
 
 
 RETRIABLE: frozenset[ErrorCode] = frozenset({
@@ -141,9 +148,12 @@ class ChronologError(Exception):
 
 
 class KafkaError(ChronologError):
-    """An error with a Kafka wire code; the message is what a client or a CLI user sees."""
+    """An error with a Kafka wire code; the message is what a client or a CLI user sees. `record_errors`
+    are Kafka's `RecordValidationException` ones (KIP-467): (index of the record in its batch, message),
+    which Produce v8+ answers per partition."""
 
     code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+    record_errors: tuple[tuple[int, str], ...] = ()
 
     def __init__(self, message: str = "", *, code: ErrorCode | None = None) -> None:
         if code is not None:

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,6 +25,7 @@ pytestmark = pytest.mark.compat
 TXN_CONFIGS = {"transaction.state.log.num.partitions": "4",
                "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
 JS_DIR = Path(__file__).parent / "js"
+FAUST_LIB = Path(sys.prefix) / "faust-lib"  # `make faustdeps`: beside the venv, for its click<8.4 pin
 
 
 @pytest.fixture
@@ -247,3 +251,160 @@ def test_kafkajs_transactions(txn_broker):
     assert report["committedOffset"] == "20"
     out = read(bs, "js-out", 1, "read_committed", expected=21)
     assert out[0] == [b"js-committed"] + [b"y%d" % i for i in range(20)]
+
+
+def test_cli_consume_and_offsets_isolation_levels(txn_broker):
+    """`chronolog consume` replays a window read_committed by default (aborted and open transactions
+    left out), `--isolation-level read_uncommitted` shows everything; `offsets` stops at the LSO under
+    read_committed. Over the broker and over its data dir."""
+    from typer.testing import CliRunner
+
+    from chronolog.cli.main import app
+
+    bs = txn_broker.bootstrap
+    create_topics(bs, "cli", partitions=1)
+    p = producer(bs, "cli-app")
+    for kind in ("c1", "a1", "c2", "open"):
+        p.begin_transaction()
+        p.produce("cli", value=kind.encode(), partition=0, timestamp=1_700_000_000_000)
+        if kind.startswith("a"):
+            p.flush(10)
+            p.abort_transaction(20)
+        elif kind.startswith("c"):
+            p.commit_transaction(20)
+    p.flush(10)
+
+    def values(*args: str) -> list[str]:
+        result = CliRunner().invoke(app, ["consume", "cli", "--from", "1699999999000", "--format", "json", *args])
+        assert result.exit_code == 0, result.output
+        return [json.loads(line)["value"] for line in result.output.splitlines() if line.startswith("{")]
+
+    assert values("--bootstrap-server", bs) == ["c1", "c2"]
+    assert values("--bootstrap-server", bs, "--isolation-level", "read_uncommitted") == ["c1", "a1", "c2", "open"]
+    result = CliRunner().invoke(app, ["offsets", "cli", "--time", "1699999999000", "--json", "--bootstrap-server", bs,
+                                      "--isolation-level", "read_committed"])
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.output)["partitions"]
+    assert (row["offset"], row["end_offset"]) == (0, 6)  # the open transaction starts at offset 6 (after 3 markers)
+    bad = CliRunner().invoke(app, ["consume", "cli", "--from", "0", "--bootstrap-server", bs,
+                                   "--isolation-level", "committed"])
+    assert bad.exit_code != 0 and "read_committed or read_uncommitted" in bad.output + str(bad.exception)
+    p.commit_transaction(20)
+    txn_broker.stop()
+    data = str(txn_broker.data_dir)
+    assert values("--data-dir", data) == ["c1", "c2", "open"]
+    assert values("--data-dir", data, "--isolation-level", "read_uncommitted") == ["c1", "a1", "c2", "open"]
+
+
+def test_kafka_python_transactional_producer(txn_broker):
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTP
+
+    bs = txn_broker.bootstrap
+    create_topics(bs, "kp", partitions=1)
+    p = KafkaProducer(bootstrap_servers=bs, transactional_id="kp-app")
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(3):
+            p.send("kp", b"k%d" % i, partition=0)
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send("kp", b"dropped", partition=0)
+        p.flush()
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send("kp", b"end", partition=0)
+        p.commit_transaction()
+    finally:
+        p.close(timeout=10)
+    c = KafkaConsumer(bootstrap_servers=bs, isolation_level="read_committed", enable_auto_commit=False,
+                      auto_offset_reset="earliest", consumer_timeout_ms=3000)
+    c.assign([KTP("kp", 0)])
+    try:
+        assert [m.value for m in c] == [b"k0", b"k1", b"k2", b"end"]
+    finally:
+        c.close()
+
+
+@pytest.mark.skipif(not (FAUST_LIB / "faust").is_dir(),
+                    reason="faust-streaming is installed by `make faustdeps` (beside the venv: it pins click<8.4)")
+def test_faust_streaming_exactly_once(txn_broker, tmp_path):
+    """A faust-streaming worker with processing_guarantee="exactly_once" counts records per key in a table,
+    is SIGKILLed part way and started again: the table's changelog, read read_committed, ends with every
+    key's exact count, and it was written in transactions (commit markers between its records)."""
+    bs = txn_broker.bootstrap
+    create_topics(bs, "f-in")
+    keys = [f"k{i}" for i in range(10)]
+    per_key = 1000
+    seed = Producer({"bootstrap.servers": bs})
+    for n in range(per_key):
+        for i, key in enumerate(keys):
+            seed.produce("f-in", key=key.encode(), value=b"%d" % n, partition=i % 2)
+    assert seed.flush(10) == 0
+    env = {**os.environ, "BROKER": bs, "PYTHONPATH": str(FAUST_LIB)}
+    changelog = "eos-faust-counts-changelog"
+    app = str(Path(__file__).parent / "faust_eos_app.py")
+
+    def start(n: int) -> subprocess.Popen:
+        log = open(tmp_path / f"faust-{n}.log", "wb")
+        return subprocess.Popen([sys.executable, app, "worker", "-l", "warn", "--without-web"], cwd=tmp_path,
+                                env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    def counts() -> dict[str, int]:
+        last: dict[str, int] = {}
+        for values in read_keyed(bs, changelog, 2).values():
+            for key, value in values:
+                last[json.loads(key)] = json.loads(value)
+        return last
+
+    worker = start(1)
+    try:
+        deadline = time.monotonic() + 90  # part way: then a crash
+        while time.monotonic() < deadline and sum(counts().values()) < per_key * len(keys) // 10:
+            time.sleep(0.3)
+        worker.kill()
+        worker.wait(10)
+        assert 0 < sum(counts().values()) < per_key * len(keys)
+        worker = start(2)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and counts() != {k: per_key for k in keys}:
+            time.sleep(0.5)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait(10)
+    logs = "".join((tmp_path / f"faust-{n}.log").read_text(errors="replace")[-1500:] for n in (1, 2))
+    assert counts() == {k: per_key for k in keys}, logs
+    records = sum(len(v) for v in read_keyed(bs, changelog, 2, isolation="read_uncommitted").values())
+    assert sum(latest(bs, changelog, p, committed=False) for p in (0, 1)) > records  # markers in between
+
+
+def read_keyed(bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed"
+               ) -> dict[int, list[tuple[bytes, bytes]]]:
+    """(key, value) of every record a consumer of this isolation level gets, to the end of each partition."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                  "isolation.level": isolation, "enable.auto.commit": False, "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: dict[int, list] = {p: [] for p in range(partitions)}
+    at_end: set[int] = set()
+    deadline = time.monotonic() + 15
+    try:
+        while time.monotonic() < deadline and len(at_end) < partitions:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == -191:  # _PARTITION_EOF
+                    at_end.add(m.partition())
+                elif m.error().code() == 3:  # the changelog does not exist yet
+                    break
+                continue
+            at_end.discard(m.partition())
+            out[m.partition()].append((m.key(), m.value()))
+    finally:
+        c.close()
+    return out

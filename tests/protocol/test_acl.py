@@ -115,7 +115,9 @@ def test_authorize_by_resource_type_and_init_producer_id(store):
     auth = AclAuthorizer(store, parse_super_users("User:admin"))
     assert auth.authorize_by_resource_type("User:alice", "write", "topic")
     assert not auth.authorize_by_resource_type("User:bob", "write", "topic")
-    assert auth.authorize_by_resource_type("User:bob", "describe", "topic")  # Read implies Describe
+    # Kafka's rule counts bindings of the operation itself or All: Read on a topic does not imply Describe
+    # here (the made-up "hardcode" resource is not "logs" either).
+    assert not auth.authorize_by_resource_type("User:bob", "describe", "topic")
     assert not auth.authorize_by_resource_type("User:mallory", "write", "topic")  # denied on every topic
     assert auth.authorize_by_resource_type("User:admin", "write", "topic")
     assert not auth.authorize_by_resource_type("User:alice", "read", "group")
@@ -199,3 +201,39 @@ def test_connection_quotas(tmp_path):
     assert broker._admit("10.0.0.1") is None and broker._admit("10.9.9.9") is None
     with pytest.raises(ChronologError, match="overrides"):
         Broker(tmp_path, configs={"max.connections.per.ip.overrides": "127.0.0.1"})
+
+
+@pytest.mark.parametrize(("bindings", "expected"), [
+    # an ALLOW prefix dominated by a shorter DENY prefix: nothing is writable
+    ([("Allow", "PREFIXED", "app-"), ("Deny", "PREFIXED", "app")], False),
+    # a longer DENY prefix leaves the rest of the ALLOW prefix
+    ([("Allow", "PREFIXED", "app-"), ("Deny", "PREFIXED", "app-secret")], True),
+    # a LITERAL ALLOW is cancelled by a LITERAL DENY on the same name or a DENY prefix of it
+    ([("Allow", "LITERAL", "logs"), ("Deny", "LITERAL", "logs")], False),
+    ([("Allow", "LITERAL", "logs"), ("Deny", "PREFIXED", "lo")], False),
+    ([("Allow", "LITERAL", "logs"), ("Deny", "PREFIXED", "lo"), ("Allow", "LITERAL", "metrics")], True),
+    # a LITERAL DENY does not dominate a PREFIXED ALLOW (other names under the prefix stay writable)
+    ([("Allow", "PREFIXED", "app-"), ("Deny", "LITERAL", "app-")], True),
+    # wildcards: DENY `*` denies whatever is allowed; ALLOW `*` allows whatever prefix is denied
+    ([("Allow", "LITERAL", "*"), ("Deny", "PREFIXED", "a")], True),
+    ([("Allow", "PREFIXED", "app-"), ("Deny", "LITERAL", "*")], False),
+])
+def test_authorize_by_resource_type_weighs_deny_prefixes_as_kafka(store, bindings, expected):
+    """`Authorizer.authorizeByResourceType`'s default rule, case by case (AuthorizerInterfaceDefaultTest)."""
+    store.add([acl("User:dora", "Write", "Topic", name, perm=perm, pattern=pattern) for perm, pattern, name in bindings])
+    auth = AclAuthorizer(store)
+    assert auth.authorize_by_resource_type("User:dora", "write", "topic", "127.0.0.1") is expected
+
+
+def test_authorize_by_resource_type_hosts_operations_and_no_acl_found(store):
+    store.add([acl("User:erin", "Write", "Topic", "a", host="10.0.0.1"), acl("User:finn", "All", "Topic", "b"),
+               acl("User:gus", "Write", "Topic", "c", perm="Deny", pattern="PREFIXED")])
+    auth = AclAuthorizer(store)
+    assert not auth.authorize_by_resource_type("User:erin", "write", "topic", "127.0.0.1")  # another host
+    assert auth.authorize_by_resource_type("User:erin", "write", "topic", "10.0.0.1")
+    assert auth.authorize_by_resource_type("User:finn", "write", "topic", "127.0.0.1")  # All covers Write
+    assert not auth.authorize_by_resource_type("User:gus", "write", "topic", "127.0.0.1")
+    # allow.everyone.if.no.acl.found: no ACL applies to the made-up name, so every principal may
+    open_auth = AclAuthorizer(store, allow_everyone_if_no_acl_found=True)
+    assert open_auth.authorize_by_resource_type("User:gus", "write", "topic", "127.0.0.1")
+    assert open_auth.authorize_by_resource_type("User:gus", "read", "group", "127.0.0.1")

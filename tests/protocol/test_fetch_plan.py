@@ -105,6 +105,20 @@ def test_a_planned_answer_is_framed_as_the_encoder_frames_it(tmp_path, version):
         os.close(fd)
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_read_committed_gets_no_plan_and_the_lso_is_framed(version):
+    """A read_committed Fetch stops at the LSO and lists aborted transactions: the handler answers it,
+    never the plan. A planned (read_uncommitted) answer reports the LSO as the encoder does."""
+    assert _plan(_frame(version, fetch_offset=1234)) is not None
+    assert _plan(_frame(version, fetch_offset=1234, isolation_level=1)) is None
+    plan = _plan(_frame(version, fetch_offset=1234))
+    values = {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "error_code": 0, "high_watermark": 90, "last_stable_offset": 40,
+         "log_start_offset": 3, "aborted_transactions": None, "preferred_read_replica": -1,
+         "records": b"abc"}]}]}
+    assert plan.response(7, 90, 3, b"abc", 40) == codec.encode_fetch_response(version, 7, values)
+
+
 # -- recognising the request ------------------------------------------------------------------------------
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_same_request_at_another_offset_is_recognised_and_nothing_else(version):

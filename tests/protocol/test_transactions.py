@@ -14,6 +14,7 @@ import pytest
 
 from chronolog.config import BrokerConfig
 from chronolog.errors import ErrorCode
+from chronolog.protocol import codec
 from chronolog.protocol import groups as group_api
 from chronolog.protocol import transactions as txn_api
 from chronolog.protocol.core import fetch, list_offsets, produce
@@ -325,7 +326,7 @@ def test_transactional_offset_commits(env):
     assert _txn_commit(env, pid, 0, 10) == 0
     assert _fetch_offset(env, require_stable=True) == (ErrorCode.UNSTABLE_OFFSET_COMMIT, -1)
     assert _fetch_offset(env, require_stable=False) == (0, -1)
-    env = _reopen(env)  # pending offsets survive a restart
+    env = _reopen(_reopen(env))  # pending offsets survive restarts (and the offsets file's compaction at each)
     try:
         assert _fetch_offset(env, require_stable=True)[0] == ErrorCode.UNSTABLE_OFFSET_COMMIT
         assert env.end(pid, 0, commit=True) == 0
@@ -359,7 +360,11 @@ def test_expiration_and_admin_apis(env):
     assert (found["transaction_state"], found["producer_id"], found["topics"]) == \
         ("Ongoing", pid, [{"topic": "t", "partitions": [1]}])
     assert missing["error_code"] == 105  # TRANSACTIONAL_ID_NOT_FOUND
+    # the answers encode (kio's non-nullable start time: -1 for the missing id)
+    raw = codec.encode_values(65, 0, 1, described)
+    assert raw.count(b"\xff" * 8) >= 2 and codec.encode_values(66, 2, 1, listed)
     producers = txn_api.describe_producers(NS(topics=[NS(name="t", partition_indexes=[1])]), env.ctx(61, 0))
+    assert codec.encode_values(61, 0, 1, producers)
     (state,) = producers["topics"][0]["partitions"][0]["active_producers"]
     assert (state["producer_id"], state["current_txn_start_offset"]) == (pid, 0)
     # transactional.id.expiration.ms: only ids without a transaction expire
@@ -403,3 +408,73 @@ def test_acl_checks(tmp_path):
         assert described["transaction_states"][0]["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     finally:
         env.close()
+
+
+def test_a_failed_marker_write_is_retried_by_the_timer(env, monkeypatch):
+    r = env.init()
+    pid = r["producer_id"]
+    env.add(pid, 0, {"t": [0]})
+    env.produce(pid, 0, 0)
+    plog = env.log()
+    real = plog.append_control
+    calls = []
+
+    def failing(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 1:
+            raise OSError(28, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plog, "append_control", failing)
+    assert env.end(pid, 0, commit=True) == ErrorCode.COORDINATOR_NOT_AVAILABLE  # retriable for the client
+    assert env.txns.txns[TXN].state == TxnState.PREPARE_COMMIT
+    assert env.end(pid, 0, commit=True) == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert plog.last_stable_offset == 0
+    env.txns.abort_timed_out()  # the periodic job completes it
+    assert env.txns.txns[TXN].state == TxnState.COMPLETE_COMMIT
+    assert plog.last_stable_offset == plog.high_watermark
+    assert env.end(pid, 0, commit=True) == 0
+
+
+def test_a_grown_state_partition_is_rewritten_at_load(env):
+    """Our stand-in for compaction: a partition holding far more records than live ids gets its live
+    records appended again and everything before them dropped, and loads the same state afterwards."""
+    for _ in range(1010):
+        last = env.init()
+    plog = env.manager.get_log(TRANSACTION_STATE_TOPIC, partition_for(TXN, 4))
+    assert plog.log_end_offset == 1010 and plog.log_start_offset == 0
+    env = _reopen(env)
+    try:
+        plog = env.manager.get_log(TRANSACTION_STATE_TOPIC, partition_for(TXN, 4))
+        assert plog.log_start_offset == 1010 and plog.log_end_offset == 1011
+        assert (env.txns.txns[TXN].producer_id, env.txns.txns[TXN].producer_epoch) == \
+            (last["producer_id"], last["producer_epoch"])
+    finally:
+        env.close()
+    env = _reopen(env)
+    try:
+        assert env.txns.txns[TXN].producer_epoch == last["producer_epoch"]
+        assert env.init()["producer_epoch"] == last["producer_epoch"] + 1
+    finally:
+        env.close()
+
+
+def test_an_exhausted_epoch_rotates_the_producer_id(env):
+    """TransactionMetadata.prepareProducerIdRotation: at epoch 32766 the next InitProducerId gives a new
+    producer id with epoch 0; a KIP-360 retry of that request (the old id and its exhausted epoch) gets the
+    same answer, an anonymous one was not recorded for retries."""
+    first = env.init()
+    meta = env.txns.txns[TXN].copy()
+    meta.producer_epoch = 32766
+    env.txns._write(meta, TXN)
+    rotated = env.init(pid=first["producer_id"], epoch=32766)
+    assert rotated["producer_id"] != first["producer_id"] and rotated["producer_epoch"] == 0
+    assert env.txns.txns[TXN].previous_producer_id == first["producer_id"]
+    retry = env.init(pid=first["producer_id"], epoch=32766)
+    assert (retry["error_code"], retry["producer_id"], retry["producer_epoch"]) == (0, rotated["producer_id"], 0)
+    meta = env.txns.txns[TXN].copy()
+    meta.producer_epoch = 32766
+    env.txns._write(meta, TXN)
+    again = env.init()
+    assert again["producer_id"] not in (first["producer_id"], rotated["producer_id"]) and again["producer_epoch"] == 0
+    assert env.init(pid=rotated["producer_id"], epoch=32766)["error_code"] == ErrorCode.PRODUCER_FENCED

@@ -584,6 +584,13 @@ def test_acl_admin_apis(secure_broker, pki):
     deleted = list(admin.delete_acls([match]).values())[0].result(10)
     assert [(b.name, b.principal) for b in deleted] == [("api-", "User:zed")]
     assert not any(b.principal == "User:zed" for b in AclStore(secure_broker.data_dir).list())
+    # The audit trail: one INFO line per change, naming who made it (alice's refused attempt changed nothing).
+    log_text = secure_broker.log_path.read_text()
+    for action in ("CreateAcls", "DeleteAcls"):
+        lines = [line for line in log_text.splitlines() if "chronolog.audit" in line and f" {action} " in line
+                 and "'User:zed'" in line]
+        assert len(lines) == 1 and lines[0].startswith("INFO chronolog.audit: User:admin from 127.0.0.1"), lines
+        assert "Allow 'User:zed' Read from host '*' on Topic:PREFIXED:'api-'" in lines[0]
 
 
 def test_scram_credential_admin_apis(secure_broker, pki):
@@ -616,3 +623,7 @@ def test_scram_credential_admin_apis(secure_broker, pki):
     for future in admin.alter_user_scram_credentials([delete]).values():
         assert future.result(10) is None
     assert "frank" not in CredentialStore(secure_broker.data_dir).users()
+    audit = [line for line in secure_broker.log_path.read_text().splitlines()
+             if line.startswith("INFO chronolog.audit: User:admin") and "user 'frank'" in line]
+    assert len(audit) == 2 and "set SCRAM-SHA-512 credential" in audit[0] and "deleted SCRAM-SHA-512" in audit[1]
+    assert "frank-pw" not in secure_broker.log_path.read_text()

@@ -208,7 +208,7 @@ def test_delete_records_and_reads_below_log_start(tmp_path):
 
 def test_specials_and_unknown_negative_target(tmp_path):
     plog = open_log(tmp_path)
-    assert plog.offset_for_timestamp(-3).offset == -1
+    assert plog.offset_for_timestamp(-3) is None  # no batch holds a max timestamp: no answer, as UnifiedLog
     plog.append(batch(NOW + 3, NOW + 9, NOW + 9), now=NOW)
     plog.append(batch(NOW + 1), now=NOW)
     assert plog.offset_for_timestamp(-1).offset == 4

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 
+from chronolog.records import SimpleRecord, build_batch
 from chronolog.storage.retention import EXPIRED_ARRIVAL_WARNING_EVERY_MS
 from chronolog.timetravel.sources import DataDirSource
 from tests.storage.helpers import NOW, B, batch, open_log, write_data_dir
@@ -41,7 +42,8 @@ def test_no_warning_when_history_is_kept_or_time_is_the_brokers(tmp_path, caplog
     for name, overrides in (("keep", {"retention_ms": -1}), ("append", {"message_timestamp_type": "LogAppendTime"}),
                             ("compact", {"cleanup_policy": "compact"})):
         plog = open_log(tmp_path / name, **overrides)
-        plog.append(batch(YEAR_2005), now=NOW)
+        keyed = build_batch([SimpleRecord(YEAR_2005, b"key", b"v")])  # a compacted topic needs keys
+        plog.append(keyed if name == "compact" else batch(YEAR_2005), now=NOW)
         plog.close()
     assert _warnings(caplog) == []
 

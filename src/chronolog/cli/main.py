@@ -27,7 +27,9 @@ COMMAND_MODULES = (
     "demo",        # demo (storage-only walk through loghub)
     "pipeline",    # pipeline
     "security",    # users, acls
+    "quotas",      # quotas describe / alter (client quotas)
     "console",     # console (the web console)
+    "sql",         # sql (DuckDB over a time window; the sql extra)
 )
 
 _app: Any = None

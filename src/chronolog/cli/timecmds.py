@@ -26,6 +26,16 @@ from chronolog.timetravel.client import ClientSource
 from chronolog.timetravel.sources import OffsetAtTime, parse_topic_partitions
 from chronolog.timetravel.timefmt import format_time, now_ms, parse_duration, parse_time
 
+ISOLATION_HELP = ("read_committed: stop at the last stable offset and leave out aborted transactions' records "
+                  "(a consumer's isolation.level=read_committed); read_uncommitted: everything written.")
+
+
+def _isolation(value: str) -> str:
+    value = value.strip().lower().replace("-", "_")
+    if value not in ("read_committed", "read_uncommitted"):
+        raise ChronologError(f"--isolation-level is read_committed or read_uncommitted (got {value!r})")
+    return value
+
 
 def _parts(spec: str | None) -> list[int] | None:
     if not spec:
@@ -65,13 +75,18 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
         x: list[str] = XOpt,
         command_config: Path | None = CommandConfigOpt,
+        isolation_level: str = typer.Option("read_uncommitted", "--isolation-level", help=ISOLATION_HELP +
+                                            " Default read_uncommitted, as Kafka's GetOffsetShell."),
     ) -> None:
         """Per partition: the first offset with timestamp >= TIME and that record's timestamp. A partition
-        with nothing at or after TIME says so and gives its end offset."""
+        with nothing at or after TIME says so and gives its end offset (under read_committed: the last
+        stable offset, and never an offset at or past it, as ListOffsets answers with isolation_level 1)."""
         ts = parse_time(time)
+        isolation = _isolation(isolation_level)
         source = open_source(bootstrap_server, data_dir, x, command_config)
         try:
-            answers = source.offsets_for_time(topic, ts, _check_parts(source, topic, _parts(partitions)))
+            answers = source.offsets_for_time(topic, ts, _check_parts(source, topic, _parts(partitions)),
+                                              isolation=isolation)
         finally:
             source.close()
         rows = [{"partition": a.partition, "offset": a.offset, "timestamp": a.timestamp if a.found else None,
@@ -81,7 +96,8 @@ def register(app: typer.Typer) -> None:
                                                "" if a.found else "no record at or after T: end offset") if n)}
                 for a in answers.values()]
         if as_json:
-            emit_json({"topic": topic, "time": format_time(ts), "timestamp": ts, "partitions": rows})
+            emit_json({"topic": topic, "time": format_time(ts), "timestamp": ts, "isolation_level": isolation,
+                       "partitions": rows})
         else:
             table(f"{topic}: first record at or after {format_time(ts)}",
                   ["partition", "offset", "record time", "end offset", "note"],
@@ -108,11 +124,17 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
         x: list[str] = XOpt,
         command_config: Path | None = CommandConfigOpt,
+        isolation_level: str = typer.Option("read_committed", "--isolation-level", help=ISOLATION_HELP +
+                                            " Default read_committed: a replayed window holds what consumers "
+                                            "of committed data saw."),
     ) -> None:
         """Every record with FROM <= timestamp < TO, from every partition, exactly once, in offset order
         per partition. Reads from the first offset at/after FROM to the end offset seen at start, so a late
-        (out-of-order) CreateTime record below TO is printed even after records >= TO. With --follow it
-        then keeps printing new records of the window as they arrive."""
+        (out-of-order) CreateTime record below TO is printed even after records >= TO. Under
+        read_committed (the default) the end is the last stable offset and records of aborted transactions
+        are left out; transaction markers are never printed. With --follow it then keeps printing new
+        records of the window as they arrive."""
+        isolation = _isolation(isolation_level)
         if from_ is None and not follow:
             raise ChronologError("give --from (the window's start), or --follow to print new records")
         t1 = parse_time(from_) if from_ is not None else None
@@ -142,9 +164,9 @@ def register(app: typer.Typer) -> None:
             parts = _check_parts(source, topic, _parts(partitions)) or source.partitions(topic)
             if t1 is None:
                 starts = {p: OffsetAtTime(p, hi, -1, False, lo, hi)
-                          for p in parts for lo, hi in [source.watermarks(topic, p)]}
+                          for p in parts for lo, hi in [source.watermarks(topic, p, isolation=isolation)]}
             else:
-                starts = source.offsets_for_time(topic, t1, parts)
+                starts = source.offsets_for_time(topic, t1, parts, isolation=isolation)
             for a in starts.values():
                 note = _deleted_note(a, t1) if t1 is not None else ""
                 if note:
@@ -157,7 +179,8 @@ def register(app: typer.Typer) -> None:
                     if not going or not a.found:
                         positions[p] = a.end_offset if going else a.offset
                         continue
-                    for rec in source.read(topic, p, a.offset, a.end_offset):
+                    for rec in _window_records(source, topic, p, a.offset, a.end_offset, t1, t2,
+                                               isolation=isolation):
                         tick()
                         positions[p] = rec.offset + 1
                         going = show(p, rec)
@@ -167,7 +190,7 @@ def register(app: typer.Typer) -> None:
                         positions[p] = a.end_offset
             sys.stdout.flush()
             if follow and going:
-                _follow(source, topic, positions, show, timeout_ms)
+                _follow(source, topic, positions, show, timeout_ms, isolation)
             if group:
                 if not isinstance(source, ClientSource):
                     raise ChronologError("--group needs a broker (--bootstrap-server)")
@@ -243,16 +266,17 @@ def register(app: typer.Typer) -> None:
                   [[r["topic"], r["partition"], r["current"], r["new"], r["note"]] for r in rows])
 
 
-def _follow(source: ClientSource, topic: str, positions: dict[int, int], show, timeout_ms: int | None) -> None:
+def _follow(source: ClientSource, topic: str, positions: dict[int, int], show, timeout_ms: int | None,
+            isolation: str = "read_uncommitted") -> None:
     """Tail the partitions from `positions` (updated as records are printed) until Ctrl-C, `show` says
-    stop, or nothing came for `timeout_ms`."""
+    stop, or nothing came for `timeout_ms`, with a consumer of that isolation level."""
     import time as _time
 
     from confluent_kafka import KafkaError, TopicPartition
 
     from chronolog.records import Record
 
-    consumer = source.consumer
+    consumer = source._consumer(isolation)
     consumer.assign([TopicPartition(topic, p, o) for p, o in positions.items()])
     idle_since = _time.monotonic()
     try:
@@ -280,6 +304,11 @@ def _follow(source: ClientSource, topic: str, positions: dict[int, int], show, t
 
 def _text(b: bytes | None) -> str:
     return "" if b is None else b.decode("utf-8", "replace")
+
+
+def _window_records(*args, **kwargs):
+    from chronolog.timetravel.arrow import window_records  # the columnar decoder (records.columns)
+    return window_records(*args, **kwargs)
 
 
 def _print_record(topic: str, partition: int, rec, fmt: str) -> None:

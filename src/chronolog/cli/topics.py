@@ -144,11 +144,15 @@ def register(app: typer.Typer) -> None:
         if plot is not None:
             writable_file(plot, "--plot")
         source = open_data_dir(data_dir)
+        checkpoints = _cleaner_checkpoints(data_dir)
         rows = []
         for p in source.partitions(topic):
-            for seg in source.log(topic, p).segments:
+            segs = source.log(topic, p).segments
+            for i, seg in enumerate(segs):
                 first = seg.first_timestamp()
+                nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
                 rows.append({"partition": p, "base_offset": seg.base_offset, "size": seg.size,
+                             "cleaned": _cleaned_state(checkpoints.get((topic, p)), seg.base_offset, nxt),
                              "first_timestamp": first, "largest_timestamp": seg.max_timestamp_so_far,
                              "time_index_entries": seg.time_index.entries,
                              "time_index_first": seg.time_index.entry(0).timestamp if seg.time_index.entries else None,
@@ -158,12 +162,35 @@ def register(app: typer.Typer) -> None:
         if as_json:
             emit_json(rows)
             return
-        table(f"{topic}: segments", ["partition", "base offset", "bytes", "first record time", "largest timestamp",
-                                     "time index entries", "time index covers"],
-              [[r["partition"], r["base_offset"], r["size"], format_time(r["first_timestamp"]),
+        table(f"{topic}: segments", ["partition", "base offset", "bytes", "compaction", "first record time",
+                                     "largest timestamp", "time index entries", "time index covers"],
+              [[r["partition"], r["base_offset"], r["size"], r["cleaned"] or "-", format_time(r["first_timestamp"]),
                 format_time(r["largest_timestamp"]), r["time_index_entries"],
                 f"{format_time(r['time_index_first'])} .. {format_time(r['time_index_last'])}"
                 if r["time_index_entries"] else "-"] for r in rows])
+
+
+def _cleaner_checkpoints(data_dir: str) -> dict[tuple[str, int], int]:
+    """The log cleaner's first dirty offset per partition (`cleaner-offset-checkpoint`) of a local data dir;
+    empty for a URI or a dir the cleaner never wrote to."""
+    from chronolog.storage.checkpoints import read_checkpoint
+    from chronolog.storage.cleaner import CLEANER_CHECKPOINT
+
+    path = Path(data_dir) / CLEANER_CHECKPOINT
+    try:
+        return read_checkpoint(path) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _cleaned_state(first_dirty: int | None, base: int, next_base: int | None) -> str | None:
+    """'cleaned' for a segment wholly below the cleaner's first dirty offset, 'dirty' for one at or after it,
+    'partly' for the one it falls in; None for a partition the cleaner has not cleaned."""
+    if first_dirty is None:
+        return None
+    if base >= first_dirty:
+        return "dirty"
+    return "cleaned" if next_base is not None and next_base <= first_dirty else "partly"
 
 
 def segment_lanes(rows: list[dict]) -> dict[tuple[int, int], int]:
@@ -220,16 +247,20 @@ def _plot(topic: str, rows: list[dict], path: Path) -> dict:
         ypos = band[r["partition"]] + lanes[key]
         width = max(end - start, timedelta(seconds=1))  # a one-record segment is still visible
         ax.barh(ypos, width, left=start, height=0.8, edgecolor="black", alpha=0.8,
-                color=f"C{r['partition'] % 10}")  # one colour per partition band
+                color=f"C{r['partition'] % 10}",  # one colour per partition band
+                hatch="//" if r.get("cleaned") in ("dirty", "partly") else None)  # not yet compacted
         ax.text(start, ypos, f" {r['base_offset']}", va="center", fontsize=7)
-        drawn.append({"partition": r["partition"], "base_offset": r["base_offset"], "lane": lanes[key], "y": ypos})
+        drawn.append({"partition": r["partition"], "base_offset": r["base_offset"], "lane": lanes[key], "y": ypos,
+                      "hatched": r.get("cleaned") in ("dirty", "partly")})
     ticks = [band[p] + (depth[p] - 1) / 2 for p in parts]
     ax.set_yticks(ticks, [str(p) for p in parts])
     ax.set_ylabel("partition")
     ax.invert_yaxis()
     ax.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d %H:%M:%S", tz=UTC))
     ax.set_xlabel("record time (UTC)")
-    ax.set_title(f"{topic}: segments from first record time to largest timestamp (label: base offset)")
+    compacted = any(r.get("cleaned") for r in rows)
+    ax.set_title(f"{topic}: segments from first record time to largest timestamp (label: base offset"
+                 + ("; hatched: not yet compacted)" if compacted else ")"))
     fig.autofmt_xdate()
     fig.tight_layout()
     fig.savefig(path)

@@ -10,6 +10,7 @@ from typing import Any
 from chronolog.errors import ChronologError, ErrorCode
 from chronolog.protocol.registry import RequestContext, register
 from chronolog.security import acl
+from chronolog.security.audit import audit
 
 ANY, MATCH = 1, 2
 _OPS = {v: k for k, v in acl.OPERATIONS.items()}
@@ -43,6 +44,11 @@ def _filter(f: Any) -> acl.AclFilter:
                          name=f.resource_name_filter, principal=f.principal_filter, host=f.host_filter,
                          operation=pick(f.operation, _OPS, "operation"),
                          permission=pick(f.permission_type, _PERMS, "permission type"))
+
+
+def _describe(b: acl.AclBinding) -> str:
+    return (f"{b.permission} {b.principal!r} {b.operation} from host {b.host!r} on "
+            f"{b.resource_type}:{b.pattern_type}:{b.name!r}")
 
 
 def _wire(b: acl.AclBinding) -> dict:
@@ -103,7 +109,8 @@ def create_acls(req: Any, ctx: RequestContext) -> dict:
         except ChronologError as exc:
             results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(exc)})
     if valid:
-        store.add(valid)
+        for b in store.add(valid):
+            audit(ctx, "CreateAcls", _describe(b))
     return {"throttle_time": 0, "results": results}
 
 
@@ -125,6 +132,8 @@ def delete_acls(req: Any, ctx: RequestContext) -> dict:
         except ChronologError as exc:
             results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(exc), "matching_acls": []})
             continue
+        for b in removed:
+            audit(ctx, "DeleteAcls", _describe(b))
         results.append({"error_code": 0, "error_message": None,
                         "matching_acls": [{"error_code": 0, "error_message": None, **_wire(b)} for b in removed]})
     return {"throttle_time": 0, "filter_results": results}

@@ -18,6 +18,14 @@ SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 _KAFKA_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
 
 
+def _take_mutations(ctx: RequestContext, partitions: int) -> None:
+    """KIP-599's strict controller mutation quota (server.quotas): THROTTLING_QUOTA_EXCEEDED for this topic
+    once the client's bucket is used up."""
+    take = getattr(ctx.state.quotas, "take_mutations", None)
+    if take is not None and partitions > 0:
+        take(ctx, partitions)
+
+
 def _denied(ctx: RequestContext, op: str, name: str) -> KafkaError | None:
     if not ctx.allowed(op, "topic", name):
         return KafkaError(f"not authorized to {op} topic {name}", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -50,6 +58,7 @@ def create_topics(req: Any, ctx: RequestContext) -> dict:
                     raise KafkaError(f"Topic '{t.name}' already exists.", code=ErrorCode.TOPIC_ALREADY_EXISTS)
                 ctx.log_manager.check_partition_budget(partitions)
             else:
+                _take_mutations(ctx, partitions)
                 ctx.log_manager.create_topic(t.name, partitions, configs)
                 out["topic_id"] = topic_uuid(ctx, t.name)
             out.update(num_partitions=partitions, replication_factor=1)
@@ -72,6 +81,7 @@ def delete_topics(req: Any, ctx: RequestContext) -> dict:
             if denied:
                 raise denied
             out["topic_id"] = topic_uuid(ctx, name) if ctx.log_manager.has_topic(name) else None
+            _take_mutations(ctx, ctx.log_manager.topics().get(name, 0))
             ctx.log_manager.delete_topic(name)
         except Exception as exc:
             out.update(error_code=error_of(exc), error_message=str(exc))
@@ -88,6 +98,8 @@ def create_partitions(req: Any, ctx: RequestContext) -> dict:
             denied = _denied(ctx, "alter", t.name)
             if denied:
                 raise denied
+            if not req.validate_only:
+                _take_mutations(ctx, int(t.count) - ctx.log_manager.topics().get(t.name, int(t.count)))
             ctx.log_manager.create_partitions(t.name, int(t.count), validate_only=bool(req.validate_only))
         except Exception as exc:
             out.update(error_code=error_of(exc), error_message=str(exc))

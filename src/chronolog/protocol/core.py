@@ -13,12 +13,14 @@ import base64
 import collections
 import datetime
 import os
+import struct
 import time
 import uuid
 from typing import Any
 
 from chronolog.errors import (
     ErrorCode,
+    InvalidRecordError,
     InvalidRequiredAcksError,
     InvalidTopicExceptionError,
     KafkaError,
@@ -27,6 +29,7 @@ from chronolog.errors import (
 )
 from chronolog.protocol import codec
 from chronolog.protocol.fetch_plan import FetchPlan
+from chronolog.protocol.operations import NOT_ASKED, TOPIC, authorized, cluster_operations
 from chronolog.protocol.registry import HANDLERS, RequestContext, register
 from chronolog.protocol.txn_batches import transactional_batch
 from chronolog.storage.log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, LEADER_EPOCH
@@ -62,7 +65,7 @@ def api_versions(req: Any, ctx: RequestContext) -> dict:
 
 
 # -- Metadata ----------------------------------------------------------------------------------------
-def _topic_metadata(ctx: RequestContext, name: str, error: int = 0) -> dict:
+def _topic_metadata(ctx: RequestContext, name: str, error: int = 0, operations: bool = False) -> dict:
     partitions = []
     if not error:
         count = ctx.log_manager.topics()[name]
@@ -71,22 +74,33 @@ def _topic_metadata(ctx: RequestContext, name: str, error: int = 0) -> dict:
                        "isr_nodes": [ctx.state.node_id], "offline_replicas": []} for p in range(count)]
     return {"error_code": error, "name": name, "topic_id": topic_uuid(ctx, name) if not error else uuid.UUID(int=0),
             "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
-            "topic_authorized_operations": -2147483648}
+            "topic_authorized_operations": authorized(ctx, "topic", name, TOPIC) if operations and not error
+            else NOT_ASKED}
 
 
 @register(3, 0, 12)
 def metadata(req: Any, ctx: RequestContext) -> dict:
     manager = ctx.log_manager
     requested = req.topics
+    topic_ops = bool(getattr(req, "include_topic_authorized_operations", False))  # v8+ (KIP-430)
     if requested is None or (ctx.api_version == 0 and not requested):
         names = [n for n in sorted(manager.topics()) if ctx.allowed("describe", "topic", n)]
-        topics = [_topic_metadata(ctx, n) for n in names]
+        topics = [_topic_metadata(ctx, n, operations=topic_ops) for n in names]
     else:
         topics = []
         auto = bool(getattr(req, "allow_auto_topic_creation", True)) and \
             bool(ctx.broker_config["auto.create.topics.enable"])
+        by_id = None
         for t in requested:
             name = t.name
+            topic_id = getattr(t, "topic_id", None)
+            if name is None and topic_id is not None and topic_id.int:  # v12+ by id (KIP-516; KIP-848 clients)
+                by_id = by_id if by_id is not None else {topic_uuid(ctx, n): n for n in manager.topics()}
+                name = by_id.get(topic_id)
+                if name is None or not ctx.allowed("describe", "topic", name):
+                    topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id,
+                                   "partitions": []})
+                    continue
             if not ctx.allowed("describe", "topic", name):
                 topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": []})
                 continue
@@ -107,15 +121,35 @@ def metadata(req: Any, ctx: RequestContext) -> dict:
                     topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
                                    "partitions": []})
                     continue
-            topics.append(_topic_metadata(ctx, name))
+            topics.append(_topic_metadata(ctx, name, operations=topic_ops))
     node = ctx.state.node_id
     return {"throttle_time": 0,
             "brokers": [{"node_id": node, "host": ctx.advertised_host, "port": ctx.advertised_port, "rack": None}],
             "cluster_id": ctx.state.cluster_id, "controller_id": node, "topics": topics,
-            "cluster_authorized_operations": -2147483648}
+            "cluster_authorized_operations": cluster_operations(  # v8-10 (KIP-430)
+                ctx, bool(getattr(req, "include_cluster_authorized_operations", False)))}
 
 
 # -- Produce -----------------------------------------------------------------------------------------
+def validate_records(version: int, records: Any) -> None:
+    """ProduceRequest.validateRecords (v3+, the versions we read): exactly one batch per partition, of magic
+    2, and no zstd before v7. KafkaApis answers these per partition, before the log sees the bytes."""
+    view = memoryview(records or b"").cast("B")
+    if len(view) < 17:
+        raise InvalidRecordError(f"Produce requests with version {version} must have at least one record batch "
+                                 "per partition")
+    if view[16] != 2:  # the magic byte sits at offset 16 in v0/v1 messages and v2 batches alike
+        raise InvalidRecordError(f"Produce requests with version {version} are only allowed to contain record "
+                                 "batches with magic version 2")
+    if version < 7 and len(view) > 22 and view[22] & 0x07 == 4:  # attributes: the codec bits; 4 is zstd
+        raise KafkaError(f"Produce requests with version {version} are not allowed to use ZStandard compression",
+                         code=ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+    (length,) = struct.unpack_from(">i", view, 8)
+    if 12 + length < len(view):
+        raise InvalidRecordError(f"Produce requests with version {version} are only allowed to contain exactly "
+                                 "one record batch per partition")
+
+
 @register(0, 0, 11, parse_min=3)
 def produce(req: Any, ctx: RequestContext) -> dict | None:
     acks = int(req.acks)
@@ -144,6 +178,7 @@ def produce(req: Any, ctx: RequestContext) -> dict | None:
                 if name in INTERNAL_TOPICS:  # ReplicaManager.appendRecords: only coordinators write these
                     raise KafkaError(f"cannot append to internal topic {name}", code=ErrorCode.INVALID_TOPIC_EXCEPTION)
                 plog = ctx.log_manager.get_log(name, pd.index)
+                validate_records(ctx.api_version, pd.records)
                 batch = transactional.get((name, pd.index))
                 if batch is not None and verify:
                     # ReplicaManager.appendRecords with transaction verification (KIP-890 part 1): a
@@ -161,7 +196,8 @@ def produce(req: Any, ctx: RequestContext) -> dict | None:
                 result.update(base_offset=info.first_offset, log_append_time=info.log_append_time,
                               log_start_offset=info.log_start_offset)
             except Exception as exc:  # every partition gets its own error code
-                result.update(error_code=error_of(exc), error_message=str(exc)[:500])
+                result.update(error_code=error_of(exc), error_message=str(exc)[:500], record_errors=[
+                    {"batch_index": i, "batch_index_error_message": m} for i, m in getattr(exc, "record_errors", ())])
             parts.append(result)
         responses.append({"name": name, "partition_responses": parts})
     if appended and ctx.state.data_waiters is not None:
@@ -292,6 +328,12 @@ async def fetch(req: Any, ctx: RequestContext) -> dict:
 
 
 # -- ListOffsets -------------------------------------------------------------------------------------
+# ReplicaManager.timestampMinSupportedVersion: a special timestamp only from the version that defines it
+# (latest -1 and earliest -2 from v1, max timestamp -3 from v7, earliest local -4 from v8, latest tiered -5
+# from v9); others, or older versions, answer UNSUPPORTED_VERSION for the partition.
+_SPECIAL_TIMESTAMP_MIN_VERSION = {-1: 1, -2: 1, -3: 7, -4: 8, -5: 9}
+
+
 @register(2, 1, 8)
 def list_offsets(req: Any, ctx: RequestContext) -> dict:
     """Every requested partition is answered (seed 001's empty answers crashed clients): a timestamp with
@@ -310,8 +352,11 @@ def list_offsets(req: Any, ctx: RequestContext) -> dict:
                     raise KafkaError("partition requested more than once", code=ErrorCode.INVALID_REQUEST)
                 if not ctx.allowed("describe", "topic", t.name):
                     raise KafkaError("not authorized", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                plog = ctx.log_manager.get_log(t.name, p.partition_index)
                 timestamp = int(p.timestamp)
+                if timestamp < 0 and ctx.api_version < _SPECIAL_TIMESTAMP_MIN_VERSION.get(timestamp, 1 << 15):
+                    raise KafkaError(f"timestamp {timestamp} needs a later ListOffsets version",
+                                     code=ErrorCode.UNSUPPORTED_VERSION)
+                plog = ctx.log_manager.get_log(t.name, p.partition_index)
                 if committed and timestamp == LATEST_TIMESTAMP:
                     # Partition.fetchOffsetForTimestamp: read_committed's latest is the last stable offset...
                     found = FoundTimestamp(-1, plog.last_stable_offset, LEADER_EPOCH)

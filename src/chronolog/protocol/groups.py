@@ -99,7 +99,7 @@ def leave_group(req: Any, ctx: RequestContext) -> dict:
     return {"throttle_time": 0, "error_code": error}
 
 
-@register(8, 2, 8)
+@register(8, 2, 9)  # v9: KIP-848 members commit with their member epoch
 def offset_commit(req: Any, ctx: RequestContext) -> dict:
     generation = int(getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1)))
     offsets, topics = [], []
@@ -114,7 +114,7 @@ def offset_commit(req: Any, ctx: RequestContext) -> dict:
         error = ErrorCode.GROUP_AUTHORIZATION_FAILED
     else:
         kept = [o for o in offsets if o[0] not in unreadable and ctx.log_manager.has_topic(o[0])]
-        error = ctx.coordinator.commit(req.group_id, generation, req.member_id or "", kept)
+        error = ctx.coordinator.commit(req.group_id, generation, req.member_id or "", kept, api_version=ctx.api_version)
 
     def topic_error(name: str) -> int:
         if name in unreadable:
@@ -154,13 +154,16 @@ def _offsets_for(ctx: RequestContext, group_id: str, topics: Any, require_stable
     return [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
 
 
-@register(9, 1, 8)
+@register(9, 1, 9)  # v9: KIP-848 members fetch with their member id and epoch
 def offset_fetch(req: Any, ctx: RequestContext) -> dict:
     if ctx.api_version >= 8:
         groups = []
         for g in req.groups:
             if _group_denied(ctx, "describe", g.group_id):
                 groups.append({"group_id": g.group_id, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
+            elif error := ctx.coordinator.consumer.validate_fetch(g.group_id, getattr(g, "member_id", None),
+                                                                 int(getattr(g, "member_epoch", -1))):
+                groups.append({"group_id": g.group_id, "topics": [], "error_code": error})
             else:
                 groups.append({"group_id": g.group_id, "error_code": 0, "topics": _offsets_for(
                     ctx, g.group_id, g.topics, bool(getattr(req, "require_stable", False)))})
@@ -205,7 +208,7 @@ def delete_groups(req: Any, ctx: RequestContext) -> dict:
 def offset_delete(req: Any, ctx: RequestContext) -> dict:
     if _group_denied(ctx, "delete", req.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time": 0, "topics": []}
-    if req.group_id not in ctx.coordinator.groups:
+    if req.group_id not in ctx.coordinator.groups and req.group_id not in ctx.coordinator.consumer.groups:
         return {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "throttle_time": 0, "topics": []}
     unreadable = {t.name for t in req.topics if not ctx.allowed("read", "topic", t.name)}  # KafkaApis
     wanted = [(t.name, p.partition_index) for t in req.topics if t.name not in unreadable for p in t.partitions]

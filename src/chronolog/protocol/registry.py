@@ -31,6 +31,7 @@ class ConnectionState:
     sasl: Any = None  # a chronolog.security.sasl.SaslSession on SASL_* listeners
     close_after_response: bool = False  # a failed authentication: answer, then close (Kafka does)
     fetch_plan: Any = None  # its last one-partition Fetch request (protocol.fetch_plan), for the next one
+    throttle_ms: int = 0  # client quotas (KIP-219): mute the connection this long after the answer
 
 
 @dataclass
@@ -47,6 +48,7 @@ class BrokerState:
     authorizer: Any = field(default_factory=AllowAll)
     data_waiters: Any = None  # set by the server: wakes Fetch long-polls when data arrives
     credentials: Any = None  # the SCRAM CredentialStore (Describe/AlterUserScramCredentials)
+    quotas: Any = None  # server.quotas.QuotaManager: its `store` (Describe/AlterClientQuotas), mutation quota
     # Producer ids must not repeat across restarts: start from the clock (ms), as unique as Kafka's blocks.
     producer_ids: itertools.count = field(default_factory=lambda: itertools.count(int(time.time() * 1000)))
 

@@ -10,6 +10,7 @@ from typing import Any
 from chronolog.errors import ChronologError, ErrorCode
 from chronolog.protocol.registry import RequestContext, register
 from chronolog.security import scram
+from chronolog.security.audit import audit
 
 MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # org.apache.kafka.clients.admin.ScramMechanism
 _BY_CODE = {v: k for k, v in MECHANISM_CODES.items()}
@@ -75,6 +76,7 @@ def alter_user_scram_credentials(req: Any, ctx: RequestContext) -> dict:
                     results[name] = (ErrorCode.RESOURCE_NOT_FOUND,
                                      f"Attempt to delete a user credential that does not exist: {name}")
                     continue
+                audit(ctx, "AlterUserScramCredentials", f"deleted {mechanism} credential of user {name!r}")
             else:
                 iterations = int(op.iterations)
                 if iterations < scram.MIN_ITERATIONS:
@@ -86,6 +88,8 @@ def alter_user_scram_credentials(req: Any, ctx: RequestContext) -> dict:
                 credential = scram.credential_from_salted(mechanism, bytes(op.salt), iterations,
                                                           bytes(op.salted_password))
                 store.put(name, mechanism, credential)
+                audit(ctx, "AlterUserScramCredentials", f"set {mechanism} credential of user {name!r} "
+                      f"({iterations} iterations)")
         except ChronologError as exc:
             results[name] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, str(exc))
             continue

@@ -10,6 +10,8 @@ version 1 as they do with Kafka 3.x.
 
 from __future__ import annotations
 
+import datetime
+import logging
 import re
 from typing import Any
 
@@ -17,12 +19,25 @@ from chronolog.errors import ErrorCode
 from chronolog.protocol.core import error_of, ms
 from chronolog.protocol.registry import RequestContext, register
 
+log = logging.getLogger(__name__)
+
 TRANSACTIONAL_ID = "transactional_id"
 # Kafka's TransactionState names, the ones ListTransactions filters by (TransactionState.name).
 KNOWN_STATES = frozenset({"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
                           "Dead", "PrepareEpochFence"})
 def _coordinator(ctx: RequestContext) -> Any:
     return ctx.state.transactions
+
+
+def _guarded(call, *args):
+    """A coordinator call whose state write failed (a disk error, a full disk) answers
+    COORDINATOR_NOT_AVAILABLE, which clients retry, as TransactionStateManager.appendTransactionToLog maps
+    storage errors; the state in memory changes only after its record was written."""
+    try:
+        return call(*args)
+    except Exception:
+        log.exception("transaction coordinator: %s failed", getattr(call, "__name__", call))
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
 def _denied(ctx: RequestContext, op: str, transactional_id: str) -> bool:
@@ -42,9 +57,9 @@ def init_producer_id(req: Any, ctx: RequestContext) -> dict:
         coordinator = _coordinator(ctx)
         if coordinator is None:
             return {**fail, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
-        error, pid, epoch = coordinator.init_producer_id(
-            txn_id, ms(req.transaction_timeout), int(getattr(req, "producer_id", -1)),
-            int(getattr(req, "producer_epoch", -1)))
+        answer = _guarded(coordinator.init_producer_id, txn_id, ms(req.transaction_timeout),
+                          int(getattr(req, "producer_id", -1)), int(getattr(req, "producer_epoch", -1)))
+        error, pid, epoch = answer if isinstance(answer, tuple) else (answer, -1, -1)
         return {"throttle_time": 0, "error_code": error, "producer_id": pid, "producer_epoch": epoch}
     if not ctx.allowed("idempotent_write", "cluster", "kafka-cluster") and not ctx.allowed_on_any("write", "topic"):
         return {**fail, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
@@ -75,7 +90,7 @@ def _add_partitions(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topi
         elif verify_only:
             errors = _coordinator(ctx).verify_partitions(txn_id, pid, epoch, set(wanted))
         else:
-            error = _coordinator(ctx).add_partitions(txn_id, pid, epoch, set(wanted))
+            error = _guarded(_coordinator(ctx).add_partitions, txn_id, pid, epoch, set(wanted))
             errors = {tp: error for tp in wanted}
     by_topic: dict[str, list[dict]] = {}
     for (name, p) in wanted:
@@ -110,8 +125,8 @@ def add_offsets_to_txn(req: Any, ctx: RequestContext) -> dict:
     elif _coordinator(ctx) is None:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
-        error = _coordinator(ctx).add_offsets(req.transactional_id, int(req.producer_id), int(req.producer_epoch),
-                                              req.group_id)
+        error = _guarded(_coordinator(ctx).add_offsets, req.transactional_id, int(req.producer_id),
+                         int(req.producer_epoch), req.group_id)
     return {"throttle_time": 0, "error_code": error}
 
 
@@ -123,8 +138,8 @@ def end_txn(req: Any, ctx: RequestContext) -> dict:
     elif _coordinator(ctx) is None:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
-        error = _coordinator(ctx).end_txn(req.transactional_id, int(req.producer_id), int(req.producer_epoch),
-                                          bool(req.committed))
+        error = _guarded(_coordinator(ctx).end_txn, req.transactional_id, int(req.producer_id),
+                         int(req.producer_epoch), bool(req.committed))
     return {"throttle_time": 0, "error_code": error}
 
 
@@ -148,10 +163,9 @@ def txn_offset_commit(req: Any, ctx: RequestContext) -> dict:
                         int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata)
                        for t in req.topics if t.name not in unreadable and ctx.log_manager.has_topic(t.name)
                        for p in t.partitions]
-            error = ctx.coordinator.txn_commit(req.group_id, int(getattr(req, "generation_id", -1)),
-                                               getattr(req, "member_id", "") or "",
-                                               getattr(req, "group_instance_id", None),
-                                               int(req.producer_id), offsets)
+            error = _guarded(ctx.coordinator.txn_commit, req.group_id, int(getattr(req, "generation_id", -1)),
+                             getattr(req, "member_id", "") or "", getattr(req, "group_instance_id", None),
+                             int(req.producer_id), offsets)
 
     def topic_error(name: str) -> int:
         if name in unreadable:
@@ -208,7 +222,10 @@ def describe_transactions(req: Any, ctx: RequestContext) -> dict:
         states.append({"error_code": out["error_code"], "transactional_id": out["transactional_id"],
                        "transaction_state": out["transaction_state"],
                        "transaction_timeout": out["transaction_timeout_ms"],
-                       "transaction_start_time": out["transaction_start_time_ms"],
+                       # kio's datetime_i64 is not nullable: -1 (no transaction) is written as the instant
+                       # 1 ms before the epoch, which it encodes as -1 again
+                       "transaction_start_time": datetime.datetime.fromtimestamp(
+                           out["transaction_start_time_ms"] / 1000, datetime.UTC),
                        "producer_id": out["producer_id"], "producer_epoch": out["producer_epoch"],
                        "topics": out["topics"]})
     return {"throttle_time": 0, "transaction_states": states}

@@ -184,7 +184,83 @@ done:
     Py_RETURN_NONE;
 }
 
+/* The cleaner's walk (storage.cleaner): for each record of an uncompressed records section, a tuple
+ * (offset delta, timestamp delta, start (of its length varint), end, key start, key length, value length),
+ * -1 lengths for null,
+ * exactly as batch._record_spans_py gives them; None for a body that walk rejects (the caller runs it for
+ * the error). Offsets need not be 0..n-1 here: a cleaned batch has gaps. */
+static PyObject *record_spans(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    long long count;
+    if (!PyArg_ParseTuple(args, "y*L", &view, &count))
+        return NULL;
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    const Py_ssize_t n = view.len;
+    PyObject *list = NULL;
+    Py_ssize_t pos = 0;
+    if (count < 0 || count > n)
+        goto fail;
+    list = PyList_New((Py_ssize_t)count);
+    if (list == NULL)
+        goto error;
+    for (long long i = 0; i < count; i++) {
+        uint64_t raw, ts_raw, off_raw, klen_raw, vlen_raw;
+        Py_ssize_t start = pos; /* the record's own length varint included: spans are copied whole */
+        if (!read_varint32(buf, n, &pos, &raw))
+            goto fail;
+        int64_t length = zigzag(raw);
+        if (length < 3 || length > n - pos)
+            goto fail;
+        Py_ssize_t end = pos + (Py_ssize_t)length;
+        Py_ssize_t p = pos + 1;
+        if (read_varint(buf, end, &p, &ts_raw) != 1 || !read_varint32(buf, end, &p, &off_raw))
+            goto fail;
+        if (!read_varint32(buf, end, &p, &klen_raw))
+            goto fail;
+        int64_t klen = (int32_t)zigzag(klen_raw);
+        Py_ssize_t kstart = p;
+        if (klen >= 0) {
+            if (klen > end - p)
+                goto fail;
+            p += (Py_ssize_t)klen;
+        } else {
+            klen = -1;
+        }
+        if (!read_varint32(buf, end, &p, &vlen_raw))
+            goto fail;
+        int64_t vlen = (int32_t)zigzag(vlen_raw);
+        if (vlen >= 0) {
+            if (vlen > end - p)
+                goto fail;
+        } else {
+            vlen = -1;
+        }
+        PyObject *item = Py_BuildValue("(LLnnnLL)", (long long)(int32_t)zigzag(off_raw), (long long)zigzag(ts_raw),
+                                       start, end, kstart, (long long)klen, (long long)vlen);
+        if (item == NULL)
+            goto error;
+        PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+        pos = end;
+    }
+    if (pos != n)
+        goto fail;
+    PyBuffer_Release(&view);
+    return list;
+fail:
+    Py_XDECREF(list);
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(list);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"record_spans", record_spans, METH_VARARGS,
+     "record_spans(body, count) -> [(offset delta, timestamp delta, start, end, key start, key length, "
+     "value length)] of an uncompressed records section, None for one the Python walk rejects."},
     {"scan_timestamps", scan_timestamps, METH_VARARGS,
      "scan_timestamps(body, count) -> (min delta, max delta) for a batch body the Python walk accepts, "
      "None for one it rejects, False for a valid one with a timestamp delta beyond 64 bits."},

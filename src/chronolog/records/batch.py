@@ -37,6 +37,7 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40  # KIP-534: the base timestamp holds the delete horizon set by the log cleaner
 
 
 class TimestampType(IntEnum):
@@ -134,6 +135,12 @@ class RecordBatch:
         return bool(self._h[5] & CONTROL_MASK)
 
     @property
+    def delete_horizon_ms(self) -> int | None:
+        """The delete horizon the log cleaner stored in the base timestamp (KIP-534,
+        `DefaultRecordBatch.deleteHorizonMs`), or None when the flag is not set."""
+        return self._h[7] if self._h[5] & DELETE_HORIZON_MASK else None
+
+    @property
     def raw(self) -> memoryview:
         return self._buf[self._pos:self._pos + self.size_in_bytes]
 
@@ -216,6 +223,10 @@ class RecordBatch:
                          tuple(headers))
         if pos != n:
             raise InvalidRecordError("bytes left after the last record of the batch")
+
+    def records_section(self, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> bytes | memoryview:
+        """The records' bytes after the header, decompressed if needed (a view when uncompressed)."""
+        return self._body(max_decompressed)
 
     def _body(self, max_decompressed: int) -> bytes | memoryview:
         """The records section, decompressed if needed; uncompressed it stays a view (no copy: indexing
@@ -553,13 +564,19 @@ def build_batch(records: Iterable[SimpleRecord | Record], *, base_offset: int = 
                 compression: int = CompressionType.NONE, timestamp_type: int = TimestampType.CREATE_TIME,
                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
                 partition_leader_epoch: int = -1, is_transactional: bool = False,
-                is_control: bool = False, max_timestamp: int | None = None) -> bytes:
+                is_control: bool = False, max_timestamp: int | None = None,
+                last_offset_delta: int | None = None, delete_horizon_ms: int | None = None) -> bytes:
     """Encode one v2 batch. `Record`s keep their offsets (delta = offset - base_offset); `SimpleRecord`s
-    get their position. Under LogAppendTime pass the broker time as `max_timestamp`."""
+    get their position. Under LogAppendTime pass the broker time as `max_timestamp`.
+
+    The log cleaner rebuilds a batch from the records it keeps as `MemoryRecordsBuilder` does: the
+    original `last_offset_delta` is kept (`overrideLastOffset`, so the producer's last sequence stays
+    right), and a `delete_horizon_ms` becomes the base timestamp with the KIP-534 flag set (record
+    timestamps stay exact: their deltas are taken from it)."""
     items = list(records)
     if not items:
         raise InvalidRecordError("a record batch needs at least one record")
-    first_ts = items[0].timestamp
+    first_ts = items[0].timestamp if delete_horizon_ms is None else delete_horizon_ms
     body = bytearray()
     deltas = []
     for i, rec in enumerate(items):
@@ -574,11 +591,100 @@ def build_batch(records: Iterable[SimpleRecord | Record], *, base_offset: int = 
         attributes |= TRANSACTIONAL_MASK
     if is_control:
         attributes |= CONTROL_MASK
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_MASK
     max_ts = max_timestamp if max_timestamp is not None else max(r.timestamp for r in items)
     batch_length = HEADER_SIZE - LOG_OVERHEAD + len(payload)
     buf = bytearray(HEADER_SIZE + len(payload))
     HEADER.pack_into(buf, 0, base_offset, batch_length, partition_leader_epoch, 2, 0, attributes,
-                     max(deltas), first_ts, max_ts, producer_id, producer_epoch, base_sequence, len(items))
+                     max(deltas) if last_offset_delta is None else last_offset_delta, first_ts, max_ts,
+                     producer_id, producer_epoch, base_sequence, len(items))
+    buf[HEADER_SIZE:] = payload
+    struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+    return bytes(buf)
+
+
+def build_empty_batch(*, base_offset: int, last_offset_delta: int, max_timestamp: int, timestamp_type: int,
+                      producer_id: int, producer_epoch: int, base_sequence: int, partition_leader_epoch: int,
+                      is_transactional: bool, is_control: bool) -> bytes:
+    """A batch header without records (`DefaultRecordBatch.writeEmptyHeader`): what the log cleaner keeps of
+    a producer's last batch, or of the last batch it cleans, once every record in it is gone."""
+    attributes = 0
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_MASK
+    if is_control:
+        attributes |= CONTROL_MASK
+    buf = bytearray(HEADER_SIZE)
+    HEADER.pack_into(buf, 0, base_offset, HEADER_SIZE - LOG_OVERHEAD, partition_leader_epoch, 2, 0, attributes,
+                     last_offset_delta, NO_TIMESTAMP, max_timestamp, producer_id, producer_epoch, base_sequence, 0)
+    struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+    return bytes(buf)
+
+
+def _record_spans_py(body, count: int) -> list[tuple[int, int, int, int, int, int, int]]:
+    """`record_spans` in Python: the answer for every body, InvalidRecordError for a bad one."""
+    n = len(body)
+    if count < 0 or count > n:
+        raise InvalidRecordError(f"batch claims {count} records in {n} bytes")
+    out = []
+    pos = 0
+    for _ in range(count):
+        start = pos  # the record's length varint included: a span is copied whole
+        length, pos = read_varint(body, pos, True)
+        end = pos + length
+        if length < 3 or end > n:
+            raise InvalidRecordError("record length runs past the batch")
+        p = pos + 1
+        ts_delta, p = read_varint(body, p)
+        off_delta, p = read_varint(body, p, True)
+        klen, p = read_varint(body, p, True)
+        kstart = p
+        if klen >= 0:
+            p += klen
+        else:
+            klen = -1
+        vlen, p = read_varint(body, p, True)
+        if vlen < 0:
+            vlen = -1
+        if p > end or (vlen > 0 and p + vlen > end):
+            raise InvalidRecordError("record fields run past the record")
+        out.append((off_delta, ts_delta, start, end, kstart, klen, vlen))
+        pos = end
+    if pos != n:
+        raise InvalidRecordError("bytes left after the last record of the batch")
+    return out
+
+
+_native_spans = load_native("chronolog.records._walk", "record_spans")
+
+
+def record_spans(body, count: int) -> list[tuple[int, int, int, int, int, int, int]]:
+    """(offset delta, timestamp delta, start, end, key start, key length, value length) of each record of an
+    uncompressed records section (lengths -1 for null; `start` is where its length varint begins): what the log cleaner needs to judge and copy records
+    without decoding them (C where the extension is built, the same answers)."""
+    if _native_spans is not None:
+        found = _native_spans(body, count)
+        if found is not None:
+            return found
+    return _record_spans_py(body, count)
+
+
+def splice_batch(batch: RecordBatch, body, spans: list[tuple[int, int, int, int, int, int, int]]) -> bytes:
+    """A copy of `batch` holding only the records at `spans` of its decompressed `body`, copied byte for byte:
+    base offset, last offset delta, base timestamp and producer fields unchanged (the records' deltas stay
+    valid), the max timestamp that of the records kept (the broker's under LogAppendTime), recompressed
+    with the batch's codec. The log cleaner's fast path; it must keep at least one record."""
+    payload = b"".join(bytes(body[s:e]) for _o, _t, s, e, _ks, _kl, _vl in spans)
+    codec = batch.compression
+    if codec != CompressionType.NONE:
+        payload = compress(codec, payload)
+    h = batch._h
+    max_ts = h[8] if h[5] & TIMESTAMP_TYPE_MASK else h[7] + max(t for _o, t, *_r in spans)
+    buf = bytearray(HEADER_SIZE + len(payload))
+    HEADER.pack_into(buf, 0, h[0], HEADER_SIZE - LOG_OVERHEAD + len(payload), h[2], 2, 0, h[5], h[6], h[7], max_ts,
+                     h[9], h[10], h[11], len(spans))
     buf[HEADER_SIZE:] = payload
     struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
     return bytes(buf)

@@ -185,3 +185,11 @@ def upconvert_to_v2(legacy: LegacyBatch, base_offset: int, compression: int | No
                        compression=legacy.compression if compression is None else compression,
                        timestamp_type=TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME,
                        max_timestamp=legacy.max_timestamp if log_append else None)
+
+
+def merge_to_v2(messages: list[LegacyBatch]) -> bytes:
+    """Uncompressed v0/v1 messages appended together become ONE v2 batch at base offset 0, as Kafka's
+    `LogValidator.convertAndAssignOffsetsNonCompressed` builds one batch for the whole set (each legacy
+    message is a "batch" of its own when iterated). CreateTime; v0 messages carry no timestamp (-1)."""
+    recs = [r for m in messages for r in m.records()]
+    return build_batch([Record(i, r.timestamp, r.key, r.value) for i, r in enumerate(recs)], base_offset=0)

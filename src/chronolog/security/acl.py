@@ -288,24 +288,44 @@ class AclAuthorizer:
 
     def authorize_by_resource_type(self, principal_: str, operation_: str, resource_type_: str,
                                    host: str = WILDCARD) -> bool:
-        """Authorizer.authorizeByResourceType, simplified: may the principal do `operation` on at least one
-        resource of the type? Yes for a super user, for an ALLOW binding (any pattern) that no DENY on all
-        such resources (`*` or an empty prefix) cancels, and when no ACL names the type and
-        allow.everyone.if.no.acl.found is set. InitProducerId asks this of Write on topics."""
+        """Kafka's `Authorizer.authorizeByResourceType` rule: may the principal do `operation` on at least
+        one resource of the type? InitProducerId asks this of Write on topics (an idempotent producer).
+
+        First `authorize` on a made-up name ("hardcode"), which grants super users, a wildcard ALLOW and
+        allow.everyone.if.no.acl.found. Then, over the bindings of the type naming this principal (or
+        User:*), this host (or *) and the operation (or All): a LITERAL `*` DENY denies; a LITERAL `*`
+        ALLOW allows; otherwise some ALLOW must not be dominated: a LITERAL allow by a DENY on the same
+        name or on a prefix of it, a PREFIXED allow by a PREFIXED DENY on a prefix of it."""
         op = operation(operation_)
         rtype = resource_type(resource_type_)
-        if principal_ in self.super_users:
+        if self.authorize(principal_, op, rtype, "hardcode", host):
             return True
         if self.auto_refresh or self._indexed < 0:
             self._index()
         bindings = [b for (t, _), bs in self._literal.items() if t == rtype for b in bs]
         bindings += list(self._other.get(rtype, ()))
-        if not bindings:
-            return self.allow_if_no_acl
-
-        deny_all = any(b.permission == "Deny" and _applies(b, principal_, host, {op}) and
-                       ((b.pattern_type == "LITERAL" and b.name == WILDCARD) or
-                        (b.pattern_type == "PREFIXED" and b.name == "")) for b in bindings)
-        if deny_all:
-            return False
-        return any(b.permission == "Allow" and _applies(b, principal_, host, IMPLIED_BY.get(op, {op})) for b in bindings)
+        deny: dict[str, set[str]] = {"LITERAL": set(), "PREFIXED": set()}
+        allow: dict[str, set[str]] = {"LITERAL": set(), "PREFIXED": set()}
+        wildcard_allow = False
+        for b in bindings:
+            if not _applies(b, principal_, host, {op}):
+                continue
+            if b.permission == "Deny":
+                if b.pattern_type == "LITERAL" and b.name == WILDCARD:
+                    return False
+                deny.setdefault(b.pattern_type, set()).add(b.name)
+            elif b.pattern_type == "LITERAL" and b.name == WILDCARD:
+                wildcard_allow = True
+            else:
+                allow.setdefault(b.pattern_type, set()).add(b.name)
+        if wildcard_allow:
+            return True
+        for pattern_type, names in allow.items():
+            for name in names:
+                if pattern_type == "LITERAL" and name in deny["LITERAL"]:
+                    continue
+                # A DENY prefix dominates when it is a non-empty prefix of the ALLOW's name (Kafka grows
+                # the prefix one character at a time, so an empty DENY prefix never matches here).
+                if not any(name[:i] in deny["PREFIXED"] for i in range(1, len(name) + 1)):
+                    return True
+        return False

@@ -234,6 +234,7 @@ class PlainServer:
         if len(parts) != 3:
             raise AuthenticationError(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(parts)}")
         authzid, user, password = parts
+        self.username = user or None  # as sent, for the failed-login log line; `complete` says if proved
         if not user:
             raise AuthenticationError("Authentication failed: username not specified")
         if not password:

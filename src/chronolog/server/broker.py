@@ -30,9 +30,12 @@ from chronolog.security import tls
 from chronolog.security.acl import AclAuthorizer, AclStore, parse_super_users
 from chronolog.security.credentials import CredentialStore
 from chronolog.security.listeners import ListenerSpec, parse_listeners
+from chronolog.security.quotas import QuotaStore
 from chronolog.security.sasl import SaslSession
 from chronolog.security.scram import AuthenticationError
+from chronolog.security.sessions import expired, linger, log_failed_login
 from chronolog.server.frames import FrameReader, FrameSizeError
+from chronolog.server.quotas import QuotaManager
 from chronolog.server.transactions import TransactionCoordinator
 from chronolog.storage import LogManager
 
@@ -42,7 +45,8 @@ log = logging.getLogger(__name__)
 def _load_handlers() -> None:
     import chronolog.protocol.core  # noqa: F401  (registers)
     for optional in ("chronolog.protocol.admin", "chronolog.protocol.groups", "chronolog.protocol.sasl",
-                     "chronolog.protocol.acls", "chronolog.protocol.scram_admin", "chronolog.protocol.transactions"):
+                     "chronolog.protocol.acls", "chronolog.protocol.scram_admin", "chronolog.protocol.transactions",
+                     "chronolog.protocol.consumer_groups"):
         with contextlib.suppress(ModuleNotFoundError):
             __import__(optional)
 
@@ -158,6 +162,8 @@ class Broker:
         self._inflight = asyncio.Semaphore(int(self.config["queued.max.requests"]))
         self._mapping_rules = tls.parse_mapping_rules(self.config["ssl.principal.mapping.rules"])
         self.credentials = CredentialStore(self.data_dir)
+        self.quotas = QuotaManager(QuotaStore(self.data_dir), int(self.config["quota.window.num"]),
+                                   int(self.config["quota.window.size.seconds"]))
         self._mechanisms = [m.strip() for m in str(self.config["sasl.enabled.mechanisms"]).split(",") if m.strip()]
         _load_handlers()
 
@@ -177,6 +183,8 @@ class Broker:
         if authorizer is not None:
             self.state.authorizer = authorizer
         self.state.credentials = self.credentials  # Describe/AlterUserScramCredentials
+        self.state.quotas = self.quotas  # Describe/AlterClientQuotas; an unreadable file stops the start
+        self.quotas.active()
         loop = asyncio.get_running_loop()
         try:
             for listener in listeners:
@@ -363,8 +371,8 @@ class Broker:
                         peer: tuple) -> None:
         max_request = int(self.config["socket.request.max.bytes"])
         max_unauthenticated = int(self.config["sasl.server.max.receive.size"])
-        # SocketServer's connections.failed.authentication.delay.ms (KIP-306): the close after a failed
-        # authentication waits, so guessing is slower and clients read the error before the connection ends.
+        # connections.failed.authentication.delay.ms (KIP-306): the answer to a failed authentication is
+        # held back that long (Selector's delayed close), then sent and the connection closed: guessing is slow.
         failed_auth_delay = int(self.config["connections.failed.authentication.delay.ms"]) / 1000.0
         # sendfile moves file bytes straight to a plain TCP socket; TLS must encrypt them in user space.
         zero_copy = conn.listener is None or conn.listener.ssl_context is None
@@ -383,29 +391,36 @@ class Broker:
                     log.warning("closing %s: %s size %d outside [%d, %d]", peer, what, exc.size, minimum, limit)
                     return
                 if raw_token:
-                    answer = self._raw_token(conn, frame, peer[0])
+                    answer = self._raw_token(conn, frame, peer)
                     if answer is None:
                         await asyncio.sleep(failed_auth_delay)
                         return
                     writer.write(struct.pack(">i", len(answer)) + answer)
                     await writer.drain()
                     continue
+                if expired(conn.sasl, frame):  # KIP-368: not re-authenticated within connections.max.reauth.ms
+                    log.info("closing the connection from %s: its SASL session expired", peer)
+                    return
                 frames.busy = True
                 try:
                     response = self._planned_fetch(conn, frame, peer[0])
                     if response is None:
                         async with self._inflight:  # queued.max.requests across all connections
                             response = await self._respond(frame, peer[0], conn)
+                    if conn.close_after_response:  # a failed authentication: logged, its answer held back
+                        log_failed_login(peer, conn.listener.name, conn.sasl)
+                        await asyncio.sleep(failed_auth_delay)
                     if isinstance(response, codec.ResponseParts):
                         await self._send_parts(writer, response, zero_copy)
                     elif response:
                         writer.write(response)
                         await writer.drain()
+                    await self.quotas.mute(conn)  # KIP-219: a throttled client's next request waits
                 finally:
                     frames.busy = False
                     frames.last_active = asyncio.get_running_loop().time()
-                if conn.close_after_response:  # a failed authentication
-                    await asyncio.sleep(failed_auth_delay)
+                if conn.close_after_response:  # a failed authentication: the client reads the answer, then
+                    await linger(frames, failed_auth_delay)  # the close (a client may drop data read with EOF)
                     return
         except (ConnectionResetError, BrokenPipeError) as exc:  # the client went away: nothing to report
             log.debug("connection from %s ended: %s", peer, exc)
@@ -416,17 +431,17 @@ class Broker:
         except Exception:
             log.exception("connection from %s failed", peer)
 
-    def _raw_token(self, conn: ConnectionState, token: bytes, client_host: str) -> bytes | None:
+    def _raw_token(self, conn: ConnectionState, token: bytes, peer: tuple) -> bytes | None:
         """One bare SASL token after a v0 handshake; a failure closes without an answer (Kafka cannot
         frame an error there either)."""
         try:
             answer = conn.sasl.authenticate(token)
-        except AuthenticationError as exc:
-            detail = f" ({exc.args[1]})" if len(exc.args) > 1 else ""
-            log.info("Failed authentication with %s (%s)%s", client_host, exc.args[0], detail)
+        except AuthenticationError:
+            log_failed_login(peer, conn.listener.name, conn.sasl)
             return None
         if conn.sasl.complete:
             conn.principal = conn.sasl.principal
+            conn.sasl.start_lifetime(int(self.config["connections.max.reauth.ms"]))
         return answer
 
     def _refresh_acls(self) -> None:
@@ -441,7 +456,7 @@ class Broker:
         ready (protocol.fetch_plan, core.planned_fetch), without parsing it; None: serve it as usual. Not
         while SASL is still running, nor when queued.max.requests are already being served."""
         plan = conn.fetch_plan
-        if plan is None or not self.plan_fetches or self._inflight.locked():
+        if plan is None or not self.plan_fetches or self._inflight.locked() or self.quotas.active():
             return None
         if conn.sasl is not None and not conn.sasl.complete:
             return None
@@ -530,8 +545,9 @@ class Broker:
             plan = conn.fetch_plan  # (still right when the plan matched but left the answer here: a long poll)
             if plan is None or plan.offset_of(frame) is None:
                 conn.fetch_plan = FetchPlan.build(frame, version, request.body)
-        if self.faults is not None:
+        if self.faults is not None:  # a test broker's programmed faults (quotas are not charged for them)
             return await self.faults.respond(handler, request.body, ctx)
+        quota_start = self.quotas.before(api_key, ctx)
         try:
             result = handler.fn(request.body, ctx)
             if inspect.isawaitable(result):
@@ -539,6 +555,7 @@ class Broker:
         except KafkaError as exc:
             log.warning("API %d v%d failed: %s", api_key, version, exc)
             raise ConnectionError(str(exc)) from None
+        self.quotas.account(api_key, ctx, frame, result, quota_start)  # client quotas: throttle_time
         if result is None:
             return None
         return codec.encode_values(api_key, version, correlation_id, result)

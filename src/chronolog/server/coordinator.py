@@ -34,6 +34,7 @@ from pathlib import Path
 from chronolog.config import BrokerConfig
 from chronolog.diskio import describe, disk_log, free_bytes, pwrite_all, write_atomic
 from chronolog.errors import ErrorCode, KafkaStorageErrorError
+from chronolog.server.consumer_group import ConsumerGroups
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +194,8 @@ class GroupCoordinator:
     def __init__(self, state_dir: Path, broker_config: BrokerConfig) -> None:
         self.config = broker_config
         self.store = OffsetStore(state_dir)
-        self.groups: dict[str, Group] = {}
+        self.groups: dict[str, Group] = {}  # classic groups; `consumer` holds the KIP-848 ones (one id, one type)
+        self.consumer = ConsumerGroups(self)
         self._reaper: asyncio.Task | None = None
 
     async def start(self) -> None:
@@ -222,6 +224,8 @@ class GroupCoordinator:
         if not (self.config["group.min.session.timeout.ms"] <= session_timeout
                 <= self.config["group.max.session.timeout.ms"]):
             return {"error_code": ErrorCode.INVALID_SESSION_TIMEOUT, "member_id": member_id}
+        if not self.consumer.give_way(group_id):  # a non-empty consumer group (migration policy disabled)
+            return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "member_id": member_id}
         group = self.group(group_id)
         if group.state == DEAD:
             return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "member_id": member_id}
@@ -388,6 +392,7 @@ class GroupCoordinator:
         while True:
             await asyncio.sleep(0.25)
             now = time.monotonic()
+            self.consumer.expire(now)
             for group in list(self.groups.values()):
                 for mid, m in list(group.members.items()):
                     waiting = m.join_future is not None and not m.join_future.done()
@@ -397,9 +402,14 @@ class GroupCoordinator:
 
     # -- offsets ------------------------------------------------------------------------------------
     def commit(self, group_id: str, generation: int, member_id: str,
-               offsets: list[tuple[str, int, int, int, str | None]]) -> int:
+               offsets: list[tuple[str, int, int, int, str | None]], api_version: int = 9) -> int:
         """Member commits need the current generation; simple commits (generation -1, no member id, as
         kafka-consumer-groups.sh and our reset-offsets send) need a group without active members."""
+        if group_id in self.consumer.groups:  # a KIP-848 group: member epochs instead of generations
+            error = self.consumer.validate_commit(group_id, member_id, generation, api_version)
+            if error:
+                return error
+            return self._store_commit(group_id, offsets)
         group = self.group(group_id)
         if generation < 0 and not member_id:
             if group.members:
@@ -412,6 +422,9 @@ class GroupCoordinator:
             if group.state == COMPLETING:
                 return ErrorCode.REBALANCE_IN_PROGRESS
             group.members[member_id].last_heartbeat = time.monotonic()
+        return self._store_commit(group_id, offsets)
+
+    def _store_commit(self, group_id: str, offsets: list[tuple[str, int, int, int, str | None]]) -> int:
         try:
             self.store.write([{"g": group_id, "t": t, "p": p, "o": o, "e": e, "m": m} for t, p, o, e, m in offsets])
         except KafkaStorageErrorError:
@@ -461,7 +474,7 @@ class GroupCoordinator:
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         group = self.groups.get(group_id)
-        subscribed = set()
+        subscribed = self.consumer.subscribed_topics(group_id)
         if group is not None:
             for m in group.members.values():
                 for _name, meta in m.protocols:
@@ -479,7 +492,13 @@ class GroupCoordinator:
     def delete_group(self, group_id: str) -> int:
         group = self.groups.get(group_id)
         if group is None:
-            return ErrorCode.GROUP_ID_NOT_FOUND
+            error = self.consumer.delete(group_id)
+            if error is None:
+                return ErrorCode.GROUP_ID_NOT_FOUND
+            if not error:
+                self.store.write([{"g": group_id, "t": t, "p": p, "o": None}
+                                  for (g, t, p) in list(self.store.offsets) if g == group_id])
+            return error
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
         self.store.write([{"g": group_id, "t": t, "p": p, "o": None}
@@ -502,4 +521,4 @@ class GroupCoordinator:
 
     def list_groups(self) -> list[dict]:
         return [{"group_id": g.group_id, "protocol_type": g.protocol_type or "consumer", "group_state": g.state,
-                 "group_type": "classic"} for g in self.groups.values()]
+                 "group_type": "classic"} for g in self.groups.values()] + self.consumer.list_groups()

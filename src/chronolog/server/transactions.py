@@ -174,7 +174,11 @@ class TransactionCoordinator:
             if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                 log.info("transactional id %s: completing its %s after a restart", meta.transactional_id,
                          meta.state.kafka_name)
-                self._complete(meta)
+                try:
+                    self._complete(meta)
+                except Exception:  # left in Prepare*: abort_timed_out's run completes it again
+                    log.exception("transactional id %s: completing its %s failed", meta.transactional_id,
+                                  meta.state.kafka_name)
             elif meta.state in (TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE):
                 self.txns.pop(meta.transactional_id, None)  # never logged by Kafka; nothing to resume
         log.info("loaded %d transactional ids from %s", len(self.txns), TRANSACTION_STATE_TOPIC)
@@ -400,11 +404,20 @@ class TransactionCoordinator:
     # -- timers -------------------------------------------------------------------------------------------
     def abort_timed_out(self) -> int:
         """TransactionStateManager.timedOutTransactions + abortTimedOutTransactions: an Ongoing transaction
-        older than its transaction.timeout.ms is aborted with a fenced (bumped) epoch."""
+        older than its transaction.timeout.ms is aborted with a fenced (bumped) epoch. A transaction left in
+        PrepareCommit/PrepareAbort because writing its markers failed is completed again (Kafka's marker
+        channel retries until the markers are written)."""
         now = self.clock()
         aborted = 0
         for meta in list(self.txns.values()):
-            if meta.state == TxnState.ONGOING and meta.start_ms + meta.timeout_ms < now:
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                log.info("transactional id %s: completing its %s again", meta.transactional_id, meta.state.kafka_name)
+                try:
+                    self._complete(meta)
+                except Exception:
+                    log.exception("transactional id %s: completing its %s failed again", meta.transactional_id,
+                                  meta.state.kafka_name)
+            elif meta.state == TxnState.ONGOING and meta.start_ms + meta.timeout_ms < now:
                 log.info("aborting the transaction of %s (producer %d epoch %d): older than its timeout of %d ms",
                          meta.transactional_id, meta.producer_id, meta.producer_epoch, meta.timeout_ms)
                 if not self._fence_and_abort(meta):

@@ -6,7 +6,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from chronolog.errors import ChronologError
 from chronolog.timetravel.timefmt import parse_time
@@ -36,6 +36,7 @@ class SourceOptions:
     fail_on_data_loss: bool
     include_headers: bool
     max_lateness_ms: int | None
+    kafka_conf: dict[str, str] = field(default_factory=dict)  # every `kafka.*` option but bootstrap.servers, without the prefix
 
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> SourceOptions:
@@ -44,14 +45,15 @@ class SourceOptions:
         if path is not None and "://" not in path:
             path = os.path.abspath(path)  # executors may run in another working directory
         bootstrap = opts.get("kafka.bootstrap.servers")
-        passed = sorted(k for k in opts if k.startswith("kafka.") and k != "kafka.bootstrap.servers")
-        if passed:
-            # Spark's Kafka source hands kafka.* to its consumers; ours has no such pass-through yet, and an
-            # option accepted but not honoured (kafka.security.protocol, kafka.sasl.*) would read the
-            # wrong way or not at all without a word.
-            raise ChronologError(f"option {', '.join(passed)}: the chronolog source takes no kafka.* client "
-                                 "options except kafka.bootstrap.servers (TLS/SASL brokers are not supported "
-                                 "by the Spark source yet)")
+        refused = sorted(k for k, v in opts.items() if _connection_option(k, v))
+        if refused:
+            # Spark's Kafka source hands kafka.* to its consumers, and so do our readers (raw Fetch, or
+            # librdkafka for what raw Fetch does not honour); but the planner reaches the broker as a
+            # plaintext client, so an option about the connection itself (TLS, SASL) would be accepted and
+            # not honoured there.
+            raise ChronologError(f"option {', '.join(refused)}: the chronolog source takes no kafka.* options "
+                                 "about the connection (TLS/SASL brokers are not supported by the Spark source "
+                                 "yet); other kafka.* client options are passed to the reader")
         if (path is None) == (bootstrap is None):
             raise ChronologError("give exactly one of the options 'path' (a data dir) and 'kafka.bootstrap.servers'")
         chosen = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
@@ -92,7 +94,12 @@ class SourceOptions:
             fail_on_data_loss=_boolean(opts, "failondataloss", "failOnDataLoss", True),
             include_headers=opts.get("includeheaders", "false").lower() == "true",
             max_lateness_ms=int(opts["maxlatenessms"]) if "maxlatenessms" in opts else None,
+            kafka_conf=_kafka_conf(raw),
         )
+
+    @property
+    def isolation_level(self) -> str:
+        return self.kafka_conf.get("isolation.level", "read_uncommitted")
 
     def topics(self, available: list[str]) -> list[tuple[str, list[int] | None]]:
         """(topic, partitions or None for all), per subscribe / subscribePattern / assign."""
@@ -102,6 +109,30 @@ class SourceOptions:
             return [(t, None) for t in self.subscribe]
         pattern = re.compile(self.subscribe_pattern or "")
         return [(t, None) for t in sorted(available) if pattern.fullmatch(t)]
+
+
+def _connection_option(key: str, value: str) -> bool:
+    """kafka.security.protocol other than plaintext, kafka.sasl.*, kafka.ssl.*: what the planner's client
+    would have to honour to reach the broker at all."""
+    key = key.lower()
+    if key == "kafka.security.protocol":
+        return str(value).strip().lower() != "plaintext"
+    return key.startswith(("kafka.sasl.", "kafka.ssl."))
+
+
+def _kafka_conf(raw: Mapping[str, str]) -> dict[str, str]:
+    """Spark passes `kafka.`-prefixed options to its Kafka consumer; so do we (to librdkafka, or to the raw
+    fetcher for the ones it honours). Names keep their case after the prefix (client options are
+    lower-case dotted names). `isolation.level` defaults to read_uncommitted, as Spark's Kafka source's
+    consumer (Kafka's `ConsumerConfig`) does."""
+    out = {}
+    for key, value in raw.items():
+        if key.lower().startswith("kafka.") and key.lower() != "kafka.bootstrap.servers":
+            out[key[len("kafka."):]] = str(value)
+    level = out.get("isolation.level")
+    if level is not None and level not in ("read_uncommitted", "read_committed"):
+        raise ChronologError("kafka.isolation.level is 'read_uncommitted' or 'read_committed'")
+    return out
 
 
 def _boolean(opts: Mapping[str, str], key: str, name: str, default: bool) -> bool:

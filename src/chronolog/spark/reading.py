@@ -1,60 +1,19 @@
-"""Executor-side reading of one offset range into Arrow record batches, with every bound applied exactly."""
+"""Executor-side reading of one offset range into Arrow record batches, with every bound applied exactly.
+
+Both modes build their Arrow batches from the columnar decoder (`records.columns`, through
+`timetravel.arrow`): `path` mode from segment bytes read in large slices, broker mode from raw Fetch
+answers (`timetravel.fetcher`). No Python object is made per record. Broker mode keeps librdkafka's
+consumer for queries whose `kafka.*` options the raw fetcher cannot honour (TLS, SASL ...): the driver
+logs once why (`source.ChronologReader.partitions`) and marks the ranges.
+"""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 
 import pyarrow as pa
 
-from chronolog.errors import ChronologError
 from chronolog.spark.source import ARROW_BATCH_ROWS, OffsetRange
-
-log = logging.getLogger(__name__)
-
-
-def _records(part: OffsetRange, start: int, end: int
-             ) -> Iterator[tuple[int, int, bytes | None, bytes | None, int, tuple]]:
-    """(offset, timestamp ms, key, value, timestamp type 0/1, headers) for offsets in [start, end)."""
-    if start >= end:
-        return
-    if part.mode == "path":
-        from chronolog.timetravel.sources import open_data_dir
-        source = open_data_dir(part.source)
-        try:
-            plog = source.log(part.topic, part.partition)
-            for batch in plog.read_batches(start, end):
-                kind = int(batch.timestamp_type == 1)
-                whole = start <= batch.base_offset and batch.last_offset < end
-                for rec in batch.records():
-                    if whole or start <= rec.offset < end:
-                        yield rec.offset, rec.timestamp, rec.key, rec.value, kind, rec.headers
-            _report_data_loss(part, plog, start, end)
-        finally:
-            source.close()
-    else:
-        from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-        consumer = Consumer({"bootstrap.servers": part.source, "group.id": "chronolog-spark",
-                             "enable.auto.commit": False, "enable.partition.eof": True})
-        try:
-            consumer.assign([TopicPartition(part.topic, part.partition, start)])
-            while True:
-                msg = consumer.poll(30)
-                if msg is None:
-                    raise TimeoutError(f"no data from {part.source} for {part.topic}-{part.partition}")
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        return
-                    raise RuntimeError(msg.error().str())
-                if msg.offset() >= end:
-                    return
-                kind, ts = msg.timestamp()
-                yield msg.offset(), ts, msg.key(), msg.value(), int(kind == 2), tuple(msg.headers() or ())
-                if msg.offset() >= end - 1:
-                    return
-        finally:
-            consumer.close()
 
 
 def _report_data_loss(part: OffsetRange, plog, start: int, end: int) -> None:
@@ -62,21 +21,9 @@ def _report_data_loss(part: OffsetRange, plog, start: int, end: int) -> None:
     since planning) or in a corrupt range (a batch failing its CRC, a segment cut short; the reader skipped
     it as the broker does, see `storage.corruption`). Spark's Kafka source (`KafkaDataConsumer.get`) fails
     the query on such a gap when `failOnDataLoss` is true and skips it with a warning when false."""
-    lost = []
-    if start < plog.log_start_offset:
-        lost.append(f"offsets {start}-{min(end, plog.log_start_offset) - 1} are below the log start offset "
-                    f"{plog.log_start_offset} (deleted by retention)")
-    for r in plog.corrupt_ranges():
-        if r.first_offset <= r.last_offset and r.first_offset < end and r.last_offset >= start:
-            lost.append(r.describe())
-    if not lost:
-        return
-    where = f"{part.topic}-{part.partition} in {part.source}"
-    if part.fail_on_data_loss:
-        raise ChronologError(f"{where}: data lost: {'; '.join(lost)}. The query fails because failOnDataLoss "
-                             "is true (Spark's default); set the option failOnDataLoss=false to skip them with a "
-                             "warning. `chronolog check --data-dir` lists every damaged range.")
-    log.warning("%s: skipping offsets that cannot be read (failOnDataLoss=false): %s", where, "; ".join(lost))
+    from chronolog.timetravel.arrow import check_data_loss, lost_offsets
+    check_data_loss(f"{part.topic}-{part.partition} in {part.source}", lost_offsets(plog, start, end),
+                    part.fail_on_data_loss)
 
 
 def _window(part: OffsetRange) -> tuple[int, int, int | None, int | None] | None:
@@ -93,44 +40,106 @@ def _window(part: OffsetRange) -> tuple[int, int, int | None, int | None] | None
 
 
 def read_range(part: OffsetRange, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of the records of `part` that its bounds keep. Columns are filled per record and
-    built once per Arrow batch; topic and partition are constants (`pa.repeat`)."""
+    """Arrow batches of the records of `part` that its bounds keep."""
+    from chronolog.timetravel.arrow import broker_columns, data_dir_columns, to_record_batch
+
     window = _window(part)
     if window is None:
         return
     start, end, lo, hi = window
-    headers_wanted = "headers" in schema.names
-    offsets: list[int] = []
-    stamps: list[int] = []
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    kinds: list[int] = []
-    headers: list[list[dict]] = []
+    if start >= end:
+        return
+    if part.mode == "path":
+        from chronolog.timetravel.sources import open_data_dir
+        source = open_data_dir(part.source)
+        try:
+            plog = source.log(part.topic, part.partition)
+            isolation = dict(part.kafka_conf).get("isolation.level", "read_uncommitted")
+            for cols in data_dir_columns(plog, start, end, lo=lo, hi=hi, names=schema.names, isolation=isolation):
+                yield to_record_batch(cols, part.topic, part.partition, schema)
+            _report_data_loss(part, plog, start, end)
+        finally:
+            source.close()
+        return
+    conf = dict(part.kafka_conf)
+    if not part.raw_fetch:
+        yield from _consumer_batches(part, schema, start, end, lo, hi, conf)
+        return
+    from chronolog.timetravel.fetcher import RawFetcher
+    fetcher = RawFetcher(part.source, client_id=conf.get("client.id", "chronolog-spark"),
+                         timeout=int(conf.get("socket.timeout.ms", 60000)) / 1000,
+                         max_bytes=int(conf.get("max.partition.fetch.bytes", conf.get("fetch.max.bytes", 8 << 20))),
+                         isolation_level=1 if conf.get("isolation.level") == "read_committed" else 0)
+    try:
+        for cols in broker_columns(fetcher, part.topic, part.partition, start, end, lo=lo, hi=hi,
+                                   names=schema.names):
+            yield to_record_batch(cols, part.topic, part.partition, schema)
+    finally:
+        fetcher.close()
+
+
+def _consumer_records(part: OffsetRange, start: int, end: int, conf: dict
+                      ) -> Iterator[tuple[int, int, bytes | None, bytes | None, int, tuple]]:
+    """(offset, timestamp ms, key, value, timestamp type 0/1, headers) for offsets in [start, end), by a
+    librdkafka consumer given the query's `kafka.*` options: the reader for what raw Fetch cannot do."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({**conf, "bootstrap.servers": part.source, "group.id": "chronolog-spark",
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "isolation.level": conf.get("isolation.level", "read_uncommitted")})
+    try:
+        consumer.assign([TopicPartition(part.topic, part.partition, start)])
+        while True:
+            msg = consumer.poll(30)
+            if msg is None:
+                raise TimeoutError(f"no data from {part.source} for {part.topic}-{part.partition}")
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    return
+                raise RuntimeError(msg.error().str())
+            if msg.offset() >= end:
+                return
+            kind, ts = msg.timestamp()
+            yield msg.offset(), ts, msg.key(), msg.value(), int(kind == 2), tuple(msg.headers() or ())
+            if msg.offset() >= end - 1:
+                return
+    finally:
+        consumer.close()
+
+
+def _consumer_batches(part: OffsetRange, schema: pa.Schema, start: int, end: int, lo: int | None, hi: int | None,
+                      conf: dict) -> Iterator[pa.RecordBatch]:
+    """Arrow batches from `_consumer_records`, columns filled per record (the fallback's cost)."""
+    names = set(schema.names)
+    rows: dict[str, list] = {n: [] for n in ("offset", "timestamp", "key", "value", "timestampType", "headers")}
 
     def flush() -> pa.RecordBatch:
-        n = len(offsets)
-        arrays = [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.repeat(part.topic, n),
-                  pa.repeat(pa.scalar(part.partition, pa.int32()), n), pa.array(offsets, pa.int64()),
-                  pa.array(stamps, pa.int64()).cast(schema.field("timestamp").type),
-                  pa.array(kinds, pa.int32())]
-        if headers_wanted:
-            arrays.append(pa.array(headers, schema.field("headers").type))
-        out = pa.RecordBatch.from_arrays(arrays, schema=schema)
-        for column in (offsets, stamps, keys, values, kinds, headers):
+        n = len(rows["offset"])
+        arrays = []
+        for f in schema:
+            if f.name == "topic":
+                arrays.append(pa.repeat(pa.scalar(part.topic, f.type), n))
+            elif f.name == "partition":
+                arrays.append(pa.repeat(pa.scalar(part.partition, f.type), n))
+            elif f.name == "timestamp":
+                arrays.append(pa.array([t * 1000 for t in rows["timestamp"]], pa.int64()).cast(f.type))
+            else:
+                arrays.append(pa.array(rows[f.name], f.type))
+        for column in rows.values():
             column.clear()
-        return out
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-    for offset, ts, key, value, kind, hdrs in _records(part, start, end):
+    for offset, ts, key, value, kind, hdrs in _consumer_records(part, start, end, conf):
         if (lo is not None and ts < lo) or (hi is not None and ts > hi):
             continue
-        offsets.append(offset)
-        stamps.append(ts * 1000)
-        keys.append(key)
-        values.append(value)
-        kinds.append(kind)
-        if headers_wanted:
-            headers.append([{"key": k, "value": v} for k, v in hdrs])
-        if len(offsets) >= ARROW_BATCH_ROWS:
+        rows["offset"].append(offset)
+        rows["timestamp"].append(ts)
+        rows["key"].append(key)
+        rows["value"].append(value)
+        rows["timestampType"].append(kind)
+        if "headers" in names:
+            rows["headers"].append([{"key": k, "value": v} for k, v in hdrs])
+        if len(rows["offset"]) >= ARROW_BATCH_ROWS:
             yield flush()
-    if offsets:
+    if rows["offset"]:
         yield flush()

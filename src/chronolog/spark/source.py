@@ -14,7 +14,9 @@ that of the query without pushdown. Rows leave as Arrow record batches.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -42,12 +44,8 @@ ARROW_BATCH_ROWS = 8192
 
 
 def _arrow_schema(include_headers: bool) -> pa.Schema:
-    fields = [pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("topic", pa.string()),
-              pa.field("partition", pa.int32()), pa.field("offset", pa.int64()),
-              pa.field("timestamp", pa.timestamp("us", tz="UTC")), pa.field("timestampType", pa.int32())]
-    if include_headers:
-        fields.append(pa.field("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))))
-    return pa.schema(fields)
+    from chronolog.timetravel.arrow import arrow_schema
+    return arrow_schema(include_headers)
 
 
 @dataclass(frozen=True)
@@ -79,6 +77,8 @@ class OffsetRange(InputPartition):
     bounds: Bounds = field(default_factory=Bounds)
     include_headers: bool = False
     fail_on_data_loss: bool = True  # Spark's default: offsets that cannot be read fail the query
+    kafka_conf: tuple[tuple[str, str], ...] = ()   # the query's `kafka.*` options but bootstrap.servers
+    raw_fetch: bool = True                         # broker mode: raw Fetch, or librdkafka's consumer
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,9 @@ class ChronologDataSource(DataSource):
         return BASE_SCHEMA + (HEADERS_SCHEMA if include else "")
 
     def reader(self, schema: StructType) -> ChronologReader:
-        return ChronologReader(SourceOptions.parse(self.options))
+        options = SourceOptions.parse(self.options)
+        _log_reader_choice(options)
+        return ChronologReader(options)
 
     def streamReader(self, schema: StructType):
         from chronolog.spark.stream import ChronologStreamReader
@@ -149,7 +151,7 @@ class ChronologReader(DataSourceReader):
 
     def partitions(self):
         from chronolog.spark.planning import plan
-        planned = plan(self.options, self.bounds)
+        planned = [_with_client_options(p, self.options) for p in plan(self.options, self.bounds)]
         if self.options.fail_on_data_loss:
             return planned
         return [_lenient(p) for p in planned]
@@ -162,6 +164,31 @@ class ChronologReader(DataSourceReader):
         elif isinstance(partition, OffsetRange):
             yield from read_range(partition, _arrow_schema(partition.include_headers))
         # else: an empty plan; Spark still runs one task with a bare InputPartition
+
+
+def _with_client_options(part, options: SourceOptions):
+    """A range with the query's `kafka.*` client options (`isolation.level` matters in both modes) and, in
+    broker mode, the reader that honours them: raw Fetch unless an option needs librdkafka (logged once
+    per query, on the driver)."""
+    from chronolog.timetravel.fetcher import unsupported_options
+    conf = tuple(sorted(options.kafka_conf.items()))
+    raw = options.bootstrap is None or not unsupported_options(options.kafka_conf)
+    if isinstance(part, RangeGroup):
+        return RangeGroup(tuple(dataclasses.replace(r, kafka_conf=conf, raw_fetch=raw) for r in part.ranges))
+    if isinstance(part, OffsetRange):
+        return dataclasses.replace(part, kafka_conf=conf, raw_fetch=raw)
+    return part
+
+
+def _log_reader_choice(options: SourceOptions) -> None:
+    from chronolog.timetravel.fetcher import unsupported_options
+    if options.bootstrap is None:
+        return
+    missing = unsupported_options(options.kafka_conf)
+    if missing:
+        logging.getLogger("chronolog.spark").warning(
+            "reading %s with librdkafka's consumer, not raw Fetch: the raw fetcher does not honour %s",
+            options.bootstrap, ", ".join(missing))
 
 
 def _lenient(part):

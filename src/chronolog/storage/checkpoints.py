@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from chronolog.diskio import write_atomic
+from chronolog.errors import ChronologError
 
 RECOVERY_POINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET = "log-start-offset-checkpoint"
@@ -24,20 +25,51 @@ def write_checkpoint(path: Path, offsets: dict[tuple[str, int], int]) -> None:
     write_atomic(path, ("\n".join(lines) + "\n").encode("utf-8"))
 
 
+class CheckpointError(ChronologError):
+    """A checkpoint file that cannot be read: Kafka's `CheckpointFileWithFailureHandler.read` takes the log
+    dir offline for it (and a broker whose every log dir is offline stops), rather than reading it as empty
+    (an empty log-start-offset checkpoint would make deleted records readable again)."""
+
+
 def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
-    """Entries of a checkpoint file; a missing or malformed file reads as empty (and is rewritten later)."""
+    """Entries of a checkpoint file (`CheckpointFile.read`): a missing or empty file has none; a wrong
+    version, a malformed line or a count that does not match the lines raises CheckpointError with
+    Kafka's message."""
+    path = Path(path)
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (FileNotFoundError, UnicodeDecodeError):
+        lines = path.read_bytes().decode("utf-8").splitlines()
+    except FileNotFoundError:
         return {}
-    try:
-        if int(lines[0]) != 0:
-            return {}
-        count = int(lines[1])
-        out = {}
-        for line in lines[2:2 + count]:
-            topic, partition, offset = line.rsplit(" ", 2)
-            out[(topic, int(partition))] = int(offset)
-        return out if len(out) == count else {}
-    except (IndexError, ValueError):
+    except UnicodeDecodeError:
+        raise CheckpointError(f"Malformed line in checkpoint file [{path}]: not UTF-8") from None
+
+    def malformed(line: str) -> CheckpointError:
+        return CheckpointError(f"Malformed line in checkpoint file [{path}]: {line}")
+
+    def to_int(line: str) -> int:
+        try:
+            return int(line)
+        except ValueError:
+            raise malformed(line) from None
+
+    if not lines:
         return {}
+    version = to_int(lines[0])
+    if version != 0:
+        raise CheckpointError(f"Unrecognised version:{version}, expected version: 0 in checkpoint file at: {path}")
+    if len(lines) < 2:
+        return {}
+    expected = to_int(lines[1])
+    out = {}
+    for line in lines[2:]:
+        parts = line.split()
+        if len(parts) != 3:
+            raise malformed(line)
+        try:
+            out[(parts[0], int(parts[1]))] = int(parts[2])
+        except ValueError:
+            raise malformed(line) from None
+    if len(lines) - 2 != expected:
+        raise CheckpointError(f"Expected [{expected}] entries in checkpoint file [{path}], but found only "
+                              f"[{len(lines) - 2}]")
+    return out

@@ -382,7 +382,9 @@ class TimeIndex(AbstractIndex):
         if self._entries > 0 and timestamp < last.timestamp:
             raise KafkaError(f"Attempt to append a timestamp ({timestamp}) smaller than the last one "
                              f"({last.timestamp}) to the time index {self.path}")
-        if self._entries == 0 or timestamp > last.timestamp:
+        # Only a timestamp above the last entry's, which is -1 for an empty index: data without timestamps
+        # (v0 messages, v2 records of -1) leaves the time index empty, as Kafka's.
+        if timestamp > last.timestamp:
             if self._entries >= self.max_entries:
                 raise KafkaError(f"time index {self.path} has no room for its final entry")
             self._write_slot(self._entries, _TIME_ENTRY.pack(timestamp, offset - self.base_offset))

@@ -22,7 +22,7 @@ import random
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +36,7 @@ from chronolog.errors import (
     KafkaStorageErrorError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
+    PolicyViolationError,
     RecordListTooLargeError,
     UnsupportedVersionError,
 )
@@ -50,6 +51,7 @@ from chronolog.records import (
     build_batch,
     crc32c,
     iter_batches,
+    merge_to_v2,
     set_base_offset,
     set_max_timestamp,
     set_partition_leader_epoch,
@@ -65,6 +67,7 @@ from chronolog.records.batch import (
 )
 from chronolog.records.batch import HEADER as BATCH_HEADER
 from chronolog.records.control import ControlType, EndTxnMarker, build_control_batch, marker_of
+from chronolog.storage.cleaner import SwapResolvedFiles, has_interrupted_swap, recover_swaps
 from chronolog.storage.index import IndexCorruptError
 from chronolog.storage.minima import MINIMA_SUFFIX
 from chronolog.storage.producers import (
@@ -164,8 +167,12 @@ class PartitionLog:
     """A partition's segments. Every public method takes the log's lock."""
 
     def __init__(self, directory: Path, config: TopicConfig, *, writable: bool = True,
-                 time_index_style: str = "batch_last") -> None:
+                 time_index_style: str = "batch_last", clock: Callable[[], int] = now_ms) -> None:
         self.dir = Path(directory)
+        # The one clock (ms) every time rule reads when no `now` is passed: segment creation (time rolling
+        # of segments without timestamps), truncation, DeleteRecords, flush.ms, producer expiry, as Kafka's
+        # `Time`; tests inject theirs. (The delayed removal of `.deleted` files runs on a real timer.)
+        self.clock = clock
         try:
             self.topic, self.partition = parse_log_dir_name(self.dir.name)
         except ValueError:
@@ -181,7 +188,7 @@ class PartitionLog:
         self.recovery_point = 0
         self._next_offset = 0
         self._unflushed_messages = 0
-        self._last_flush_ms = now_ms()
+        self._last_flush_ms = clock()
         self._segment_created_ms: dict[int, int] = {}
         self._jitter = 0
         self._closed = False
@@ -196,17 +203,18 @@ class PartitionLog:
     @classmethod
     def open(cls, directory: Path, config: TopicConfig | None = None, *, recover: bool = True,
              recovery_point: int = 0, log_start_offset: int = 0, now: int | None = None,
-             producer_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> PartitionLog:
+             producer_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
+             clock: Callable[[], int] = now_ms) -> PartitionLog:
         """Open or create a partition directory. With `recover`, segments from the recovery point on are
         validated: a torn tail is truncated, later segments dropped, indexes rebuilt (`LogLoader`). Then
         the idempotent producers' state is loaded (`_load_producers`)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        plog = cls(directory, config or TopicConfig())
+        plog = cls(directory, config or TopicConfig(), clock=clock)
         plog.producer_expiration_ms = producer_expiration_ms
         plog._load(recover=recover, recovery_point=recovery_point)
         plog.log_start_offset = max(log_start_offset, plog.segments[0].base_offset)
-        plog._load_producers(now_ms() if now is None else now)
+        plog._load_producers(plog.clock() if now is None else now)
         # LogLoader: after a clean stop everything is durable (recovery point = LEO); after recovery the
         # checkpoint stays, so data that was only in the page cache is validated again after another crash.
         plog.recovery_point = min(max(recovery_point, plog.log_start_offset), plog._next_offset) if recover \
@@ -220,6 +228,8 @@ class PartitionLog:
         is written; indexes that are missing are rebuilt in memory. With `files` the directory is read
         through that object (`storage.readonly`), e.g. from an object store; `directory` then only names it."""
         plog = cls(Path(directory), config or TopicConfig(), writable=False, time_index_style=time_index_style)
+        if files is None and has_interrupted_swap(plog.dir):
+            files = SwapResolvedFiles(plog.dir)  # read as the broker's next start will finish the swap
         plog._files = files
         bases = plog._segment_bases() if files is None else segment_bases(files)
         if not bases:
@@ -282,10 +292,11 @@ class PartitionLog:
         seg = LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
                          max_index_size=self.config.segment_index_bytes, time_index_style=self.time_index_style,
                          rebuild_missing=False)
-        self._segment_created_ms[base] = now_ms()
+        self._segment_created_ms[base] = self.clock()
         return seg
 
     def _load(self, recover: bool, recovery_point: int) -> None:
+        recover_swaps(self.dir)  # a clean interrupted by a crash: finished or undone (LogLoader)
         for entry in list(self.dir.iterdir()):
             # Leftovers of deletions and of interrupted index swaps go first (`LogLoader.removeTempFiles`).
             if entry.name.endswith((DELETED_SUFFIX, ".cleaned", ".swap", MINIMA_SUFFIX + ".tmp",
@@ -437,7 +448,7 @@ class PartitionLog:
         """Forget producers idle for `producer.id.expiration.ms` (the log manager calls this every
         `producer.id.expiration.check.interval.ms`)."""
         with self.lock:
-            return self.producers.expire(now_ms() if now is None else now, self.producer_expiration_ms)
+            return self.producers.expire(self.clock() if now is None else now, self.producer_expiration_ms)
 
     def _snapshot_producers(self, *, sync: bool = False) -> None:
         """A snapshot at the log end, unless one is there already or the log is empty
@@ -482,12 +493,17 @@ class PartitionLog:
 
     # -- append -------------------------------------------------------------------------------------
     def append(self, records: bytes | bytearray | memoryview, *, now: int | None = None,
-               assign_offsets: bool = True, origin_client: bool = True) -> AppendInfo:
-        """Validate, assign offsets and append (`UnifiedLog.appendAsLeader` + `LogValidator`)."""
+               origin_client: bool = True) -> AppendInfo:
+        """Validate, assign offsets and append (`UnifiedLog.appendAsLeader` + `LogValidator`). There is no
+        follower append (`appendAsFollower`, which keeps the leader's offsets): a single node has no leader
+        to follow. `origin_client` False is a coordinator's own write (`AppendOrigin.COORDINATOR`): control
+        batches allowed, no client-only checks."""
         if not self.writable:
             raise KafkaError("log is read-only")
-        now = now_ms() if now is None else now
+        now = self.clock() if now is None else now
         view = memoryview(records).cast("B")
+        if not len(view):  # UnifiedLog.append: no valid bytes, nothing appended, offsets unknown (-1)
+            return AppendInfo(-1, -1, -1, -1, -1, self.log_start_offset, 0)
         if len(view) >= HEADER_SIZE:
             h = BATCH_HEADER.unpack_from(view, 0)
             if h[3] == 2 and h[1] + LOG_OVERHEAD == len(view):
@@ -500,6 +516,15 @@ class PartitionLog:
         if not batches or consumed != len(buf):
             raise CorruptMessageError(f"produce payload of {len(buf)} bytes holds {consumed} bytes of "
                                       "complete batches")
+        if len(batches) > 1 and all(isinstance(b, LegacyBatch) for b in batches):
+            # LogValidator: a compressed legacy wrapper must come alone; uncompressed legacy messages are
+            # converted together into one v2 batch.
+            if any(b.compression != CompressionType.NONE for b in batches):
+                raise InvalidRecordError("Compressed outer record has more than one batch")
+            for b in batches:
+                b.validate()
+            buf = bytearray(merge_to_v2(batches))
+            batches = [RecordBatch(buf)]
         with self.lock:
             if self._closed:
                 raise KafkaError("log is closed")
@@ -516,6 +541,8 @@ class PartitionLog:
             if any(b.magic == 2 for b in batches) and len(batches) > 1 and origin_client:
                 raise InvalidRecordError("a produce request may carry only one v2 record batch per partition")
             for batch in batches:
+                if origin_client and not isinstance(batch, LegacyBatch) and batch.base_offset != 0:
+                    raise InvalidRecordError(_base_offset_message(self.topic, self.partition, batch.base_offset))
                 if isinstance(batch, LegacyBatch):
                     batch.validate()
                     data = bytearray(upconvert_to_v2(batch, offset))
@@ -533,18 +560,10 @@ class PartitionLog:
                 if origin_client and batch.magic == 2 and batch.producer_id >= 0 and batch.base_sequence < 0:
                     raise InvalidRecordError(f"invalid sequence number {batch.base_sequence} in a batch of producer "
                                              f"{batch.producer_id}")
+                if "compact" in cfg.cleanup_policy and not batch.is_control:
+                    self._check_keys(batch)
                 lo, batch_max, n_records = batch.scan_timestamps()
-                if not log_append:
-                    before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
-                    # Bounds are inclusive and -1 (no timestamp) bypasses them (LogValidator.validateTimestamp);
-                    # checking the batch's min and max is checking every record.
-                    for ts in (lo, batch_max):
-                        if ts != -1 and (now - ts > before or ts - now > after):
-                            raise InvalidTimestampError(
-                                f"timestamp {ts} in batch for {self.topic}-{self.partition} is out of range "
-                                f"(now {now}, message.timestamp.before.max.ms {before}, after.max.ms {after})")
-                    if lo == -1 and batch_max != -1:
-                        self._check_each_timestamp(batch, now, before, after)
+                self._validate_timestamps(batch, lo, batch_max, now)
                 idempotent = batch.magic == 2 and batch.producer_id >= 0 and not batch.is_control
                 if idempotent and origin_client:
                     retry = self._retried(batch.producer_id, batch.producer_epoch, batch.base_sequence,
@@ -552,7 +571,9 @@ class PartitionLog:
                     if retry is not None:
                         return retry  # the only batch (a client sends one per partition)
                     self.producers.check_transactional(batch.producer_id, batch.is_transactional)
-                codec = batch.compression if topic_codec is None else topic_codec
+                # A control batch (a coordinator's transaction marker) is kept as it is: recompressing it
+                # through build_batch would also drop its control bit.
+                codec = batch.compression if topic_codec is None or batch.is_control else topic_codec
                 if codec != batch.compression:
                     # A codec change is the one case that recompresses (LogValidator).
                     data = bytearray(build_batch(
@@ -622,21 +643,17 @@ class PartitionLog:
             if len(buf) > cfg.max_message_bytes:
                 raise MessageTooLargeError(f"batch of {len(buf)} bytes exceeds max.message.bytes "
                                            f"{cfg.max_message_bytes}")
+            if origin_client and h[0] != 0:  # UnifiedLog.analyzeAndValidateRecords (v2 only)
+                raise InvalidRecordError(_base_offset_message(self.topic, self.partition, h[0]))
             if attributes & CONTROL_MASK and origin_client:
                 raise InvalidRecordError("clients may not write control batches")
             if origin_client and h[9] >= 0 and h[11] < 0:  # LogValidator.validateBatch
                 raise InvalidRecordError(f"invalid sequence number {h[11]} in a batch of producer {h[9]}")
+            if "compact" in cfg.cleanup_policy and not attributes & CONTROL_MASK:
+                self._check_keys(RecordBatch(buf))
             lo, batch_max, n_records = scan_batch_timestamps(buf, h)
             log_append = cfg.log_append_time
-            if not log_append:
-                before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
-                for ts in (lo, batch_max):
-                    if ts != -1 and (now - ts > before or ts - now > after):
-                        raise InvalidTimestampError(
-                            f"timestamp {ts} in batch for {self.topic}-{self.partition} is out of range "
-                            f"(now {now}, message.timestamp.before.max.ms {before}, after.max.ms {after})")
-                if lo == -1 and batch_max != -1:
-                    self._check_each_timestamp(RecordBatch(buf), now, before, after)
+            self._validate_timestamps(buf, lo, batch_max, now, attributes)
             idempotent = h[9] >= 0 and not attributes & CONTROL_MASK
             if idempotent and origin_client:
                 retry = self._retried(h[9], h[10], h[11], h[6])
@@ -677,6 +694,14 @@ class PartitionLog:
             return AppendInfo(offset, last, max_ts, offset_of_max, now if log_append else -1,
                               self.log_start_offset, n_records)
 
+    def _check_keys(self, batch: RecordBatch) -> None:
+        """`LogValidator.validateKey`: the cleaner keeps records by key, so a compacted topic refuses one
+        without (INVALID_RECORD, the whole batch)."""
+        for record in batch.records():
+            if record.key is None:
+                raise InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition "
+                                         f"{self.topic}-{self.partition}.")
+
     def _check_retention_on_arrival(self, max_ts: int, now: int) -> None:
         """Records that time retention deletes at its next check are named in a warning now, not found
         missing later (`storage.retention.ExpiredArrivals`)."""
@@ -685,13 +710,45 @@ class PartitionLog:
                 and not cfg.log_append_time:
             self._expired_arrivals.note(self.topic, self.partition, max_ts, now, cfg.retention_ms)
 
-    def _check_each_timestamp(self, batch: RecordBatch, now: int, before: int, after: int) -> None:
-        """Records mixing -1 with real timestamps: the min/max shortcut cannot see the smallest real one."""
-        for rec in batch.records():
-            ts = rec.timestamp
-            if ts != -1 and (now - ts > before or ts - now > after):
-                raise InvalidTimestampError(f"timestamp {ts} of record {rec.offset - batch.base_offset} is out of "
-                                            f"range for {self.topic}-{self.partition}")
+    def _validate_timestamps(self, batch, lo: int, batch_max: int, now: int, attributes: int | None = None) -> None:
+        """LogValidator.validateTimestamp for a client's batch, with its record errors (KIP-467). The
+        batch's smallest and largest timestamps decide whether any record is out of bounds (bounds are
+        inclusive; -1, no timestamp, bypasses them); only then are the records walked to name each one.
+        A producer may not set the LogAppendTime bit: on a LogAppendTime topic every record is refused, on a
+        CreateTime topic those without a timestamp (Kafka reads a LogAppendTime batch's records as stamped
+        with its max timestamp, so it is that value that is checked). `batch`: a RecordBatch or the bytes
+        of one v2 batch (then `attributes` is its header's)."""
+        cfg = self.config
+        if attributes is None:
+            attributes = batch.attributes if batch.magic == 2 else 0
+        producer_lat = bool(attributes & TIMESTAMP_TYPE_MASK)
+        before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
+
+        def out_of_bounds(ts: int) -> bool:
+            return ts != -1 and (now - ts > before or ts - now > after)
+
+        if cfg.log_append_time:
+            if not producer_lat:
+                return
+        elif not producer_lat and not out_of_bounds(lo) and not out_of_bounds(batch_max) and \
+                not (lo == -1 and batch_max != -1):
+            return
+        if not isinstance(batch, RecordBatch):
+            batch = RecordBatch(bytearray(batch))
+        errors: list[tuple[int, str]] = []
+        for index, rec in enumerate(batch.records()):
+            ts = batch.max_timestamp if producer_lat else rec.timestamp
+            if not cfg.log_append_time and ts != -1:
+                if out_of_bounds(ts):
+                    errors.append((index, f"Timestamp {ts} of message with offset {rec.offset} is out of range. "
+                                          f"The timestamp should be within [{now - before}, {now + after}]"))
+            elif producer_lat:
+                errors.append((index, f"Invalid timestamp type in message with offset {rec.offset}. Producer "
+                                      "should not set timestamp type to LogAppendTime."))
+        if errors:
+            exc = InvalidTimestampError("One or more records have been rejected due to invalid timestamp")
+            exc.record_errors = tuple(errors)
+            raise exc
 
     # -- I/O errors (docs/reliability.md, "Disk full and I/O errors") --------------------------------
     _failure: OSError | None = None  # the write failure of the current incident; None: writes are healthy
@@ -758,7 +815,7 @@ class PartitionLog:
         Kafka."""
         if not self.writable:
             raise KafkaError("log is read-only")
-        now = now_ms() if now is None else now
+        now = self.clock() if now is None else now
         with self.lock:
             if self._closed:
                 raise KafkaError("log is closed")
@@ -1042,9 +1099,11 @@ class PartitionLog:
                 return None
             found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset, tables=TIME_TABLES,
                                                  key=self._time_tables_key())
-            if found is None and not self.writable:
+            if found is None:
                 # A read-only copy's time index may name a batch that fails its CRC (recovery would have
-                # dropped it from the index): the answer is then in a later segment, as the broker finds it.
+                # dropped it from the index), and on a compacted topic the segment's largest timestamp may
+                # be an empty batch's, whose records the cleaner removed: the answer is then in a later
+                # segment (Kafka answers none there).
                 for later in self.segments[self.segments.index(seg) + 1:]:
                     if later.max_timestamp_so_far >= timestamp:
                         found = later.find_offset_by_timestamp(timestamp, self.log_start_offset,
@@ -1086,8 +1145,8 @@ class PartitionLog:
         for seg in self.segments:
             if seg.max_timestamp_so_far >= 0 and (best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far):
                 best = seg
-        if best is None:
-            return FoundTimestamp(-1, -1, LEADER_EPOCH)
+        if best is None:  # UnifiedLog: no batch carries the max timestamp, so no answer (-1/-1, epoch -1)
+            return None
         target = best.max_timestamp_so_far
         found = best.find_offset_by_timestamp(target, self.log_start_offset, tables=TIME_TABLES,
                                               key=self._time_tables_key())
@@ -1096,15 +1155,15 @@ class PartitionLog:
 
     # -- retention, deletion, truncation -----------------------------------------------------------
     def delete_old_segments(self, now: int | None = None) -> int:
-        """Time, size and log-start-offset retention (`UnifiedLog.deleteOldSegments`)."""
-        now = now_ms() if now is None else now
+        """`UnifiedLog.deleteOldSegments` in Kafka's order (KAFKA-12177): segments below the log start offset
+        first, then retention.bytes (measured after them), then retention.ms; without the delete policy only
+        the first, so DeleteRecords frees space on a compacted topic too."""
+        now = self.clock() if now is None else now
         cfg = self.config
+        deleted = self._delete_segments(lambda s, n: n is not None and n.base_offset <= self.log_start_offset,
+                                        now, "log start offset")
         if "delete" not in cfg.cleanup_policy:
-            return 0
-        deleted = 0
-        if cfg.retention_ms >= 0:
-            deleted += self._delete_segments(lambda s, n: now - s.largest_timestamp > cfg.retention_ms, now,
-                                             "retention.ms")
+            return deleted
         if cfg.retention_bytes >= 0:
             diff = self.size - cfg.retention_bytes
             if diff > 0:
@@ -1116,8 +1175,9 @@ class PartitionLog:
                         return True
                     return False
                 deleted += self._delete_segments(breached, now, "retention.bytes")
-        deleted += self._delete_segments(lambda s, n: n is not None and n.base_offset <= self.log_start_offset,
-                                         now, "log start offset")
+        if cfg.retention_ms >= 0:
+            deleted += self._delete_segments(lambda s, n: now - s.largest_timestamp > cfg.retention_ms, now,
+                                             "retention.ms")
         return deleted
 
     def _delete_segments(self, predicate, now: int, reason: str) -> int:
@@ -1178,13 +1238,16 @@ class PartitionLog:
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: raise the log start offset (`UnifiedLog.deleteRecordsOnLeader`)."""
         with self.lock:
+            if "delete" not in self.config.cleanup_policy:  # ReplicaManager.deleteRecordsOnLocalLog
+                raise PolicyViolationError(f"Records of partition {self.topic}-{self.partition} can not be "
+                                           "deleted due to the configured policy")
             if offset == -1:
                 offset = self.high_watermark
             if offset > self.high_watermark or offset < 0:
                 raise OffsetOutOfRangeError(f"cannot delete before {offset}: high watermark {self.high_watermark}")
             if offset > self.log_start_offset:
                 self.log_start_offset = offset
-                self._delete_segments(lambda s, n: n is not None and n.base_offset <= offset, now_ms(),
+                self._delete_segments(lambda s, n: n is not None and n.base_offset <= offset, self.clock(),
                                       "delete records")
             return self.log_start_offset
 
@@ -1206,11 +1269,11 @@ class PartitionLog:
             self.active.make_active()
             self._segments_version += 1
             if self.active.size == 0:
-                self._segment_created_ms[self.active.base_offset] = now_ms()  # LogSegment.truncateTo
+                self._segment_created_ms[self.active.base_offset] = self.clock()  # LogSegment.truncateTo
             self._next_offset = max(offset, self.active.base_offset)
             self.log_start_offset = min(self.log_start_offset, self._next_offset)
             self.recovery_point = min(self.recovery_point, self._next_offset)
-            self._load_producers(now_ms())  # `ProducerStateManager.truncateAndReload`
+            self._load_producers(self.clock())  # `ProducerStateManager.truncateAndReload`
 
     # -- flush and close ----------------------------------------------------------------------------
     def flush(self) -> None:
@@ -1226,13 +1289,13 @@ class PartitionLog:
     def _flushed(self) -> None:
         self.recovery_point = self._next_offset
         self._unflushed_messages = 0
-        self._last_flush_ms = now_ms()
+        self._last_flush_ms = self.clock()
 
     def _segment_base_of(self, offset: int) -> int:
         return self.segments[self._segment_for(offset)].base_offset
 
     def maybe_flush(self, now: int | None = None) -> None:
-        now = now_ms() if now is None else now
+        now = self.clock() if now is None else now
         if self._unflushed_messages and now - self._last_flush_ms >= self.config.flush_ms:
             self.flush()
 
@@ -1303,6 +1366,10 @@ _BASE_AND_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength (rewritten as
 # Below this size a producer's batch is copied and patched for one pwrite: about 1 us cheaper than a pwritev
 # of a patched header and the rest at 1 KiB; from about 4 KiB the copy costs more.
 _COPY_BELOW = 2048
+
+
+def _base_offset_message(topic: str, partition: int, base_offset: int) -> str:
+    return f"The baseOffset of the record batch in the append to {topic}-{partition} should be 0, but it is {base_offset}"
 
 
 def _check_offset_range(last_offset_delta: int, count: int) -> None:

@@ -1,6 +1,7 @@
 """The data dir: topics, their partition logs, persisted topic configs, and the background work
 (retention every `log.retention.check.interval.ms`, `flush.ms` flushing, recovery-point checkpoints) that
-Kafka's `LogManager` schedules."""
+Kafka's `LogManager` schedules, and the log cleaner's thread (`LogCleaner.CleanerThread`) for compacted
+topics."""
 
 from __future__ import annotations
 
@@ -31,8 +32,16 @@ from chronolog.storage.checkpoints import (
     LOG_START_OFFSET,
     RECOVERY_POINT,
     REPLICATION_OFFSET,
+    CheckpointError,
     read_checkpoint,
     write_checkpoint,
+)
+from chronolog.storage.cleaner import (
+    CLEANER_CHECKPOINT,
+    Cleaner,
+    CleanerStats,
+    CleaningAbortedError,
+    choose_log,
 )
 from chronolog.storage.dirlock import DataDirLock
 from chronolog.storage.log import PartitionLog, now_ms, parse_log_dir_name
@@ -67,6 +76,12 @@ class LogManager:
         self.started = False
         self._checkpoint_failure: OSError | None = None
         self._low_space = False
+        self._cleaner_thread: threading.Thread | None = None
+        self._cleaner_lock = threading.Lock()
+        self._cleaner_checkpoints: dict[tuple[str, int], int] = {}
+        self._uncleanable: set[tuple[str, int]] = set()
+        self.cleaner_clock = now_ms  # tests inject a clock (min/max.compaction.lag.ms, delete.retention.ms)
+        self.last_clean: tuple[tuple[str, int], int, CleanerStats] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def startup(self, background: bool = True) -> None:
@@ -88,15 +103,26 @@ class LogManager:
             self._dir_lock.release()
             raise
         self.started = True
+        self._cleaner_checkpoints = {k: v for k, v in read_checkpoint(self.data_dir / CLEANER_CHECKPOINT).items()
+                                     if k in self._logs}
         if background:
             self._thread = threading.Thread(target=self._background, name="chronolog-log-manager", daemon=True)
             self._thread.start()
+            if self.broker_config["log.cleaner.enable"]:
+                self._cleaner_thread = threading.Thread(target=self._clean_loop, name="chronolog-log-cleaner",
+                                                        daemon=True)
+                self._cleaner_thread.start()
 
     def _open_logs(self) -> None:
         marker = self.data_dir / CLEAN_SHUTDOWN
         clean = marker.exists()
-        recovery = read_checkpoint(self.data_dir / RECOVERY_POINT)
-        starts = read_checkpoint(self.data_dir / LOG_START_OFFSET)
+        try:
+            recovery = read_checkpoint(self.data_dir / RECOVERY_POINT)
+            starts = read_checkpoint(self.data_dir / LOG_START_OFFSET)
+        except CheckpointError as exc:  # Kafka takes the log dir offline; our only one: refuse to start
+            raise ChronologError(f"log dir {self.data_dir} is offline: {exc}; repair the file or remove it (without "
+                                 f"{RECOVERY_POINT} the start recovers every log; without {LOG_START_OFFSET} "
+                                 "records deleted by retention or DeleteRecords become readable again)") from None
         self._topics = self._read_topics()
         for entry in sorted(self.data_dir.iterdir()):
             if not entry.is_dir():
@@ -147,6 +173,8 @@ class LogManager:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        if self._cleaner_thread is not None:
+            self._cleaner_thread.join(timeout=30)  # the cleaner stops between two batches
         with self._lock:
             clean = True
             for plog in self._logs.values():
@@ -240,6 +268,8 @@ class LogManager:
                 plog = self._logs.pop((name, p), None)
                 if plog is not None:
                     plog.delete()
+                self._cleaner_checkpoints.pop((name, p), None)
+                self._uncleanable.discard((name, p))
             del self._topics[name]
             self._write_topics()
 
@@ -331,6 +361,66 @@ class LogManager:
             except (KafkaError, OSError) as exc:
                 log.error("retention failed for %s-%d: %s", plog.topic, plog.partition, exc)
         return deleted
+
+    def run_cleaner_once(self, now: int | None = None) -> tuple[tuple[str, int], int, CleanerStats] | None:
+        """One `LogCleaner.CleanerThread.tryCleanFilthiestLog`: clean the filthiest compacted log, if one is
+        due, and write `cleaner-offset-checkpoint`. Returns (partition, new checkpoint, stats) or None. A
+        log whose cleaning fails is left alone until the next start (`markPartitionUncleanable`)."""
+        cfg = self.broker_config
+        with self._cleaner_lock:
+            now = self.cleaner_clock() if now is None else now
+            ltc, resets = choose_log(self.logs(), self._cleaner_checkpoints, now, self._uncleanable)
+            if resets:
+                self._cleaner_checkpoints.update(resets)
+                self._write_cleaner_checkpoints()
+            if ltc is None:
+                return None
+            cleaner = Cleaner(cfg["log.cleaner.dedupe.buffer.size"], cfg["log.cleaner.io.buffer.load.factor"],
+                              cfg["log.cleaner.io.max.bytes.per.second"], should_stop=self._stop.is_set,
+                              sleep=self._stop.wait)  # a throttled cleaner wakes up for a shutdown
+            try:
+                end, stats = cleaner.clean(ltc, now)
+            except CleaningAbortedError as exc:
+                log.info("cleaning of %s-%d aborted: %s", ltc.key[0], ltc.key[1], exc)
+                return None
+            except (KafkaError, OSError, ValueError) as exc:
+                if ltc.log._closed:  # the topic was deleted under it
+                    return None
+                log.error("cleaning of %s-%d failed, it is not cleaned again until the next start: %s",
+                          ltc.key[0], ltc.key[1], describe(exc) if isinstance(exc, OSError) else exc)
+                self._uncleanable.add(ltc.key)
+                return None
+            self._cleaner_checkpoints[ltc.key] = end
+            self._write_cleaner_checkpoints()
+            mb = stats.bytes_read / 1e6
+            log.info("Log cleaner: cleaned %s-%d up to offset %d: %.1f MB in %.3f s (%.1f MB/s), %d of %d records "
+                     "kept, %d segment(s) in %d group(s)", ltc.key[0], ltc.key[1], end, mb, stats.seconds,
+                     mb / stats.seconds if stats.seconds else 0.0, stats.records_retained, stats.records_read,
+                     stats.segments, stats.groups)
+            self.last_clean = (ltc.key, end, stats)
+            return self.last_clean
+
+    def cleaner_checkpoints(self) -> dict[tuple[str, int], int]:
+        """First dirty offset of each compacted partition cleaned so far (`cleaner-offset-checkpoint`)."""
+        with self._cleaner_lock:
+            return dict(self._cleaner_checkpoints)
+
+    def _write_cleaner_checkpoints(self) -> None:
+        try:
+            write_checkpoint(self.data_dir / CLEANER_CHECKPOINT, self._cleaner_checkpoints)
+        except OSError as exc:  # the next cleaning starts further back: more work, never a wrong answer
+            disk_log.warning("%s not written: %s", CLEANER_CHECKPOINT, describe(exc))
+
+    def _clean_loop(self) -> None:
+        backoff = self.broker_config["log.cleaner.backoff.ms"] / 1000.0
+        while not self._stop.is_set():
+            try:
+                done = self.run_cleaner_once()
+            except Exception:  # the cleaner thread must survive one bad partition
+                log.exception("log cleaner failed")
+                done = None
+            if done is None:
+                self._stop.wait(backoff)
 
     def flush_all(self) -> None:
         for plog in self.logs().values():

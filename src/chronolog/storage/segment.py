@@ -449,7 +449,8 @@ class LogSegment:
             known = _best_minima(self, self._read_sidecar())
         entries: list[MinEntry] = []
         if known is not None:
-            ends = [c.position for c in known.chunks[1:]] + [known.covered_end]
+            # (no chunks: every batch is empty, as the log cleaner leaves some: nothing to describe)
+            ends = [c.position for c in known.chunks[1:]] + ([known.covered_end] if known.chunks else [])
             entries = [MinEntry(c.position, end, c.base_offset, c.min_timestamp, 0)
                        for c, end in zip(known.chunks, ends, strict=True)]
         start = known.covered_end if known is not None else 0
@@ -590,9 +591,9 @@ class LogSegment:
                     last_offset: int, messages_size: int, now_ms: int, created_ms: int) -> bool:
         """`LogSegment.shouldRoll`: size, time since the first batch's max timestamp, full indexes, or an
         offset that no longer fits in 32 bits relative to the base."""
-        if self.rolling_based_timestamp is not None:
+        if self.rolling_based_timestamp is not None and self.rolling_based_timestamp >= 0:
             waited = max_timestamp - self.rolling_based_timestamp
-        else:
+        else:  # no first batch, or one without a timestamp (-1): the segment's age (`timeWaitedForRoll`)
             waited = now_ms - created_ms
         reached_ms = waited > segment_ms - jitter_ms
         return (self.size > segment_bytes - messages_size

@@ -1,0 +1,450 @@
+"""Consumer groups of the KIP-848 protocol (ConsumerGroupHeartbeat): the broker assigns partitions.
+
+Kafka's `GroupMetadataManager.consumerGroupHeartbeat` with its `CurrentAssignmentBuilder`, for one broker:
+every change of the group (a member joining, leaving or changing its subscription, a subscribed topic
+gaining partitions) bumps the group epoch and computes a new target assignment with the group's assignor
+(`uniform` or `range`, the `group.consumer.assignors` of Kafka). Each member then reconciles towards its
+target on its own heartbeats: partitions it must give up are revoked first (it keeps its epoch until it
+reports them released), partitions still owned by another member are handed over only once that member
+released them, and the member's epoch becomes the target's epoch. A member silent for
+`group.consumer.session.timeout.ms`, or not revoking within its rebalance timeout, is fenced.
+
+A group id names one group: classic (server/coordinator.py) or consumer (here). The `GroupCoordinator`
+owns both; an empty group of one type becomes the other type on a join (Kafka's
+`maybeDeleteEmptyClassicGroup`), a non-empty one refuses the other protocol (Kafka with
+`group.consumer.migration.policy=disabled`). Committed offsets are shared: one store keyed by group id.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from chronolog.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2  # ConsumerGroupHeartbeatRequest.LEAVE_GROUP_(STATIC_)MEMBER_EPOCH
+EMPTY, ASSIGNING, RECONCILING, STABLE = "Empty", "Assigning", "Reconciling", "Stable"
+
+Assignment = dict[str, frozenset[int]]  # topic name -> partitions
+
+
+@dataclass
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed: tuple[str, ...]  # what the member reads: its topic names and the topics its regex matches
+    assignor: str | None
+    rebalance_timeout_ms: int
+    names: tuple[str, ...] = ()  # SubscribedTopicNames as sent
+    regex: str | None = None     # SubscribedTopicRegex (v1), resolved against the topics at every heartbeat
+    epoch: int = 0
+    previous_epoch: int = -1
+    assigned: Assignment = field(default_factory=dict)   # what the member was told it owns
+    revoking: Assignment = field(default_factory=dict)   # what it must release before its next epoch
+    revoke_deadline: float | None = None
+    static_left: bool = False  # left with epoch -2: its instance may come back under a new member id
+    last_heartbeat: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class ConsumerGroup:
+    group_id: str
+    epoch: int = 0
+    assignment_epoch: int = 0
+    assignor: str = "uniform"
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    target: dict[str, Assignment] = field(default_factory=dict)
+    topic_sizes: dict[str, int] = field(default_factory=dict)  # subscribed topics' partition counts
+
+    @property
+    def state(self) -> str:
+        if not self.members:
+            return EMPTY
+        if self.assignment_epoch != self.epoch:
+            return ASSIGNING
+        if any(m.epoch != self.assignment_epoch or m.revoking or m.assigned != self.target.get(m.member_id, {})
+               for m in self.members.values()):
+            return RECONCILING
+        return STABLE
+
+
+class HeartbeatError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+# -- assignors (org.apache.kafka.coordinator.group.assignor) ------------------------------------------
+def range_assign(members: dict[str, ConsumerMember], sizes: dict[str, int]) -> dict[str, Assignment]:
+    """RangeAssignor: per topic, its subscribers in member-id order get contiguous ranges; the first
+    (partitions % subscribers) get one more. Co-partitioned topics land on the same members."""
+    out: dict[str, dict[str, set[int]]] = {m: {} for m in members}
+    for topic, count in sorted(sizes.items()):
+        subs = sorted(m for m, x in members.items() if topic in x.subscribed)
+        if not subs:
+            continue
+        quota, extra = divmod(count, len(subs))
+        start = 0
+        for i, m in enumerate(subs):
+            n = quota + (1 if i < extra else 0)
+            if n:
+                out[m][topic] = set(range(start, start + n))
+            start += n
+    return {m: {t: frozenset(p) for t, p in a.items()} for m, a in out.items()}
+
+
+def uniform_assign(members: dict[str, ConsumerMember], sizes: dict[str, int]) -> dict[str, Assignment]:
+    """UniformAssignor: balanced (member counts differ by at most one among members with the same
+    subscription) and sticky (a member keeps what it holds while that stays balanced)."""
+    counts = {m: 0 for m in members}
+    owner: dict[tuple[str, int], str] = {}
+    partitions = [(t, p) for t, n in sorted(sizes.items()) for p in range(n)
+                  if any(t in x.subscribed for x in members.values())]
+    total_subs = {m: sum(sizes.get(t, 0) for t in x.subscribed) for m, x in members.items()}
+    quota = {m: -(-sum(1 for t, _p in partitions if t in members[m].subscribed)
+                   // max(1, sum(1 for x in members.values() if set(x.subscribed) & set(members[m].subscribed))))
+             for m in members} if members else {}
+    # Sticky pass: keep current owners up to the quota.
+    for (t, p) in partitions:
+        for m, x in members.items():
+            held = t in x.assigned and p in x.assigned[t]
+            if held and t in x.subscribed and counts[m] < quota[m] and (t, p) not in owner:
+                owner[(t, p)] = m
+                counts[m] += 1
+    # The rest go to the least loaded subscriber (ties: fewest subscribed partitions, then member id).
+    for (t, p) in partitions:
+        if (t, p) in owner:
+            continue
+        subs = [m for m, x in members.items() if t in x.subscribed]
+        m = min(subs, key=lambda m: (counts[m], total_subs[m], m))
+        owner[(t, p)] = m
+        counts[m] += 1
+    out: dict[str, dict[str, set[int]]] = {m: {} for m in members}
+    for (t, p), m in owner.items():
+        out[m].setdefault(t, set()).add(p)
+    return {m: {t: frozenset(ps) for t, ps in a.items()} for m, a in out.items()}
+
+
+ASSIGNORS = {"uniform": uniform_assign, "range": range_assign}
+
+
+def _minus(a: Assignment, b: Assignment) -> Assignment:
+    out = {t: ps - b.get(t, frozenset()) for t, ps in a.items()}
+    return {t: ps for t, ps in out.items() if ps}
+
+
+def _inter(a: Assignment, b: Assignment) -> Assignment:
+    out = {t: ps & b.get(t, frozenset()) for t, ps in a.items()}
+    return {t: ps for t, ps in out.items() if ps}
+
+
+def _union(a: Assignment, b: Assignment) -> Assignment:
+    out = dict(a)
+    for t, ps in b.items():
+        out[t] = out.get(t, frozenset()) | ps
+    return {t: ps for t, ps in out.items() if ps}
+
+
+class ConsumerGroups:
+    """The consumer-protocol half of the group coordinator (its `consumer` attribute)."""
+
+    def __init__(self, owner) -> None:
+        self.owner = owner  # the GroupCoordinator: config, classic groups, the offset store
+        self.groups: dict[str, ConsumerGroup] = {}
+
+    @property
+    def config(self):
+        return self.owner.config
+
+    def assignors(self) -> list[str]:
+        return [a.strip() for a in str(self.config["group.consumer.assignors"]).split(",") if a.strip()]
+
+    def heartbeat(self, group_id: str, member_id: str, member_epoch: int, *, instance_id: str | None,
+                  rack_id: str | None, rebalance_timeout_ms: int, subscribed: list[str] | None,
+                  regex: str | None, assignor: str | None, owned: Assignment | None, client_id: str,
+                  client_host: str, topics: dict[str, int]) -> dict:
+        """One ConsumerGroupHeartbeat; the response values (assignment None when unchanged)."""
+        try:
+            self._validate(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
+                           subscribed, regex, assignor, owned)
+            return self._heartbeat(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
+                                   subscribed, regex, assignor, owned, client_id, client_host, topics)
+        except HeartbeatError as exc:
+            log.debug("consumer group %s: heartbeat of %s refused: %s", group_id, member_id, exc.message)
+            return {"error_code": exc.code, "error_message": exc.message, "member_id": member_id or None,
+                    "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
+
+    def _validate(self, group_id, member_id, epoch, instance_id, rack_id, rebalance_timeout_ms, subscribed,
+                  regex, assignor, owned) -> None:
+        """GroupMetadataManager.throwIfConsumerGroupHeartbeatRequestIsInvalid."""
+        bad = ErrorCode.INVALID_REQUEST
+        if not group_id:
+            raise HeartbeatError(ErrorCode.INVALID_GROUP_ID, "GroupId can't be empty.")
+        if instance_id == "":
+            raise HeartbeatError(bad, "InstanceId can't be empty.")
+        if rack_id == "":
+            raise HeartbeatError(bad, "RackId can't be empty.")
+        if regex:  # librdkafka sends "" when it subscribes by names
+            try:
+                re.compile(regex)
+            except re.error as exc:
+                raise HeartbeatError(ErrorCode.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{regex}` "
+                                     f"is not a valid regular expression: {exc}.") from None
+        if epoch > 0 or epoch == LEAVE_EPOCH:
+            if not member_id:
+                raise HeartbeatError(bad, "MemberId can't be empty.")
+        elif epoch == 0:
+            if rebalance_timeout_ms == -1:
+                raise HeartbeatError(bad, "RebalanceTimeoutMs must be provided in first request.")
+            if owned is None or owned:
+                raise HeartbeatError(bad, "TopicPartitions must be empty when (re-)joining.")
+            if not subscribed and not regex:
+                raise HeartbeatError(bad, "SubscribedTopicNames or SubscribedTopicRegex must be set in first "
+                                     "request.")
+        elif epoch == STATIC_LEAVE_EPOCH:
+            if not member_id:
+                raise HeartbeatError(bad, "MemberId can't be empty.")
+            if instance_id is None:
+                raise HeartbeatError(bad, "InstanceId can't be null.")
+        else:
+            raise HeartbeatError(bad, "MemberEpoch is invalid.")
+        if assignor is not None and assignor not in self.assignors():
+            raise HeartbeatError(ErrorCode.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {assignor} is not supported. "
+                                 f"Supported assignors: {', '.join(self.assignors())}.")
+
+    def _group(self, group_id: str, create: bool) -> ConsumerGroup:
+        """getOrMaybeCreateConsumerGroup: an empty classic group gives way; a non-empty one refuses."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            return group
+        classic = self.owner.groups.get(group_id)
+        if classic is not None and classic.members:
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
+        if not create:
+            # Kafka answers GROUP_ID_NOT_FOUND, in a state it cannot reach: it keeps groups in
+            # __consumer_offsets. Ours live in memory, so after a restart members find their group gone;
+            # UNKNOWN_MEMBER_ID makes them rejoin (epoch 0) instead of failing (docs/differences.md).
+            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Consumer group {group_id} not found: its "
+                                 "members rejoin.")
+        if classic is not None:
+            if classic.rebalance_task is not None:
+                classic.rebalance_task.cancel()
+            del self.owner.groups[group_id]
+        group = self.groups[group_id] = ConsumerGroup(group_id, assignor=self.assignors()[0])
+        return group
+
+    def _heartbeat(self, group_id, member_id, epoch, instance_id, rack_id, rebalance_timeout_ms, subscribed,
+                   regex, assignor, owned, client_id, client_host, topics) -> dict:
+        group = self._group(group_id, create=epoch == 0)
+        interval = int(self.config["group.consumer.heartbeat.interval.ms"])
+        if epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            if member_id not in group.members:
+                raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of "
+                                     f"group {group_id}.")
+            if epoch == STATIC_LEAVE_EPOCH and group.members[member_id].instance_id is not None:
+                # A static member's temporary leave: it keeps its partitions until its session times out or
+                # its instance rejoins (consumerGroupStaticMemberGroupLeave); no rebalance.
+                group.members[member_id].static_left = True
+            else:
+                self._remove(group, member_id, "left")
+            return {"error_code": 0, "error_message": None, "member_id": member_id, "member_epoch": epoch,
+                    "heartbeat_interval_ms": 0, "assignment": None}
+        changed = False
+        member = group.members.get(member_id) if member_id else None
+        if epoch == 0:
+            if not member_id:  # version 0: the coordinator names the member
+                member_id = str(uuid.uuid4())
+            static = next((m for m in group.members.values() if instance_id is not None
+                           and m.instance_id == instance_id and m.member_id != member_id), None)
+            if static is not None:
+                if not static.static_left:
+                    raise HeartbeatError(ErrorCode.UNRELEASED_INSTANCE_ID, f"Static member {member_id} with "
+                                         f"instance id {instance_id} cannot join the group because the instance "
+                                         f"id is owned by {static.member_id} member.")
+                member = self._replace_static(group, static, member_id, rack_id, client_id, client_host)
+            elif member is None:
+                member = ConsumerMember(member_id, instance_id, rack_id, client_id, client_host, (), assignor,
+                                        rebalance_timeout_ms)
+                group.members[member_id] = member
+                changed = True
+            else:  # a rejoin (after a fencing the client lost): starts from nothing
+                member.assigned, member.revoking, member.epoch, member.previous_epoch = {}, {}, 0, -1
+        else:
+            if member is None:
+                raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of "
+                                     f"group {group_id}.")
+            self._check_epoch(member, epoch, owned)
+        member.last_heartbeat = time.monotonic()
+        member.client_id, member.client_host = client_id, client_host
+        if rebalance_timeout_ms > 0:
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+        if subscribed is not None:
+            member.names = tuple(subscribed)
+        if regex is not None:
+            member.regex = regex or None
+        for m in group.members.values():  # regexes see topics created since (GroupMetadataManager's refresh)
+            matched = {t for t in topics if not t.startswith("__") and re.fullmatch(m.regex, t)} if m.regex else set()
+            effective = tuple(sorted(set(m.names) | matched))
+            if effective != m.subscribed:
+                m.subscribed, changed = effective, True
+        if assignor is not None and assignor != member.assignor:
+            member.assignor, changed = assignor, True
+        sizes = {t: topics[t] for m in group.members.values() for t in m.subscribed if t in topics}
+        if sizes != group.topic_sizes:
+            group.topic_sizes, changed = sizes, True
+        if changed:
+            self._new_target(group)
+        before = member.assigned
+        self._reconcile(group, member, owned)
+        send = epoch == 0 or member.assigned != before or (owned is not None and owned != member.assigned)
+        return {"error_code": 0, "error_message": None, "member_id": member_id, "member_epoch": member.epoch,
+                "heartbeat_interval_ms": interval, "assignment": member.assigned if send else None}
+
+    @staticmethod
+    def _replace_static(group: ConsumerGroup, old: ConsumerMember, member_id: str, rack_id: str | None,
+                        client_id: str, client_host: str) -> ConsumerMember:
+        """A static member's instance back under a new member id takes over its predecessor: assignment,
+        epochs, subscription and target; no new group epoch (GroupMetadataManager's static rejoin)."""
+        new = ConsumerMember(member_id, old.instance_id, rack_id, client_id, client_host, old.subscribed,
+                             old.assignor, old.rebalance_timeout_ms, epoch=old.epoch,
+                             previous_epoch=old.previous_epoch, names=old.names, regex=old.regex)
+        new.assigned, new.revoking, new.revoke_deadline = old.assigned, old.revoking, old.revoke_deadline
+        del group.members[old.member_id]
+        group.members[member_id] = new
+        if old.member_id in group.target:
+            group.target[member_id] = group.target.pop(old.member_id)
+        log.info("consumer group %s: static member %s (instance %s) replaced by %s", group.group_id,
+                 old.member_id, old.instance_id, member_id)
+        return new
+
+    @staticmethod
+    def _check_epoch(member: ConsumerMember, epoch: int, owned: Assignment | None) -> None:
+        """throwIfMemberEpochIsInvalid: the current epoch, or the previous one when the member did not get
+        the last response (its owned partitions are then a subset of what it was given)."""
+        if epoch == member.epoch:
+            return
+        if epoch == member.previous_epoch and owned is not None and not _minus(owned, member.assigned):
+            return
+        raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member "
+                             f"epoch ({epoch}) than the one known by the group coordinator ({member.epoch}). "
+                             f"The member must abandon all its partitions and rejoin."
+                             if epoch < member.epoch else f"The consumer group member has a greater member "
+                             f"epoch ({epoch}) than the one known by the group coordinator ({member.epoch}). "
+                             f"The member must abandon all its partitions and rejoin.")
+
+    def _new_target(self, group: ConsumerGroup) -> None:
+        """A new group epoch and its target assignment (the group's assignor: the members' most common
+        choice, else the first configured)."""
+        group.epoch += 1
+        chosen = [m.assignor for m in group.members.values() if m.assignor]
+        group.assignor = max(sorted(set(chosen)), key=chosen.count) if chosen else self.assignors()[0]
+        group.target = ASSIGNORS[group.assignor](group.members, group.topic_sizes) if group.members else {}
+        group.assignment_epoch = group.epoch
+
+    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None) -> None:
+        """CurrentAssignmentBuilder: revoke first, then take the target's partitions as others free them."""
+        if member.revoking and owned is not None and not _inter(owned, member.revoking):
+            member.revoking, member.revoke_deadline = {}, None  # released: the next epoch may start
+        if member.revoking:
+            return  # UNREVOKED_PARTITIONS: wait for the member to release them
+        target = group.target.get(member.member_id, {})
+        if member.epoch != group.assignment_epoch:
+            revoke = _minus(member.assigned, target)
+            if revoke:
+                member.assigned, member.revoking = _inter(member.assigned, target), revoke
+                member.revoke_deadline = time.monotonic() + member.rebalance_timeout_ms / 1000.0
+                return
+            member.previous_epoch, member.epoch = member.epoch, group.assignment_epoch
+        held_by_others: Assignment = {}
+        for other in group.members.values():
+            if other is not member:
+                held_by_others = _union(held_by_others, _union(other.assigned, other.revoking))
+        member.assigned = _union(member.assigned, _minus(target, held_by_others))
+
+    def _remove(self, group: ConsumerGroup, member_id: str, why: str) -> None:
+        log.info("consumer group %s: member %s %s", group.group_id, member_id, why)
+        group.members.pop(member_id, None)
+        self._new_target(group)
+
+    def expire(self, now: float) -> None:
+        """Members silent past the session timeout, or not revoking within the rebalance timeout, are
+        fenced (GroupMetadataManager's session and rebalance timers)."""
+        session = int(self.config["group.consumer.session.timeout.ms"]) / 1000.0
+        for group in list(self.groups.values()):
+            for mid, m in list(group.members.items()):
+                if now - m.last_heartbeat > session:
+                    self._remove(group, mid, "expired (session timeout)")
+                elif m.revoke_deadline is not None and now > m.revoke_deadline:
+                    self._remove(group, mid, "fenced (did not revoke within its rebalance timeout)")
+
+    # -- the rest of the coordinator asks these ------------------------------------------------------
+    def validate_commit(self, group_id: str, member_id: str, epoch: int, api_version: int) -> int:
+        """ConsumerGroup.validateOffsetCommit: 0 or the error code."""
+        group = self.groups[group_id]
+        if epoch < 0 and not group.members:
+            return 0  # an admin client's or a manually assigned consumer's commit to an empty group
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if api_version < 9:  # "OffsetCommit version 9 or above must be used by members using the modern ..."
+            return ErrorCode.UNSUPPORTED_VERSION
+        if epoch > member.epoch:
+            return ErrorCode.FENCED_MEMBER_EPOCH
+        if epoch < member.epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return 0
+
+    def validate_fetch(self, group_id: str, member_id: str | None, epoch: int) -> int:
+        """ConsumerGroup.validateOffsetFetch (OffsetFetch v9): without a member id and epoch (an admin
+        client) any fetch goes; a member must be known and at its epoch. 0 or the error code."""
+        group = self.groups.get(group_id)
+        if group is None or (member_id is None and epoch < 0):
+            return 0
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if epoch > member.epoch:
+            return ErrorCode.FENCED_MEMBER_EPOCH
+        if epoch < member.epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return 0
+
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        group = self.groups.get(group_id)
+        return {t for m in group.members.values() for t in m.subscribed} if group else set()
+
+    def delete(self, group_id: str) -> int | None:
+        """DeleteGroups of a consumer group: None when it is not one."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        del self.groups[group_id]
+        return 0
+
+    def give_way(self, group_id: str) -> bool:
+        """A classic JoinGroup for this id: an empty consumer group is dropped (maybeDeleteEmptyConsumerGroup)
+        and True returned; a non-empty one answers False (the join is refused)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return True
+        if group.members:
+            return False
+        del self.groups[group_id]
+        return True
+
+    def describe(self, group_id: str) -> ConsumerGroup | None:
+        return self.groups.get(group_id)
+
+    def list_groups(self) -> list[dict]:
+        return [{"group_id": g.group_id, "protocol_type": "consumer", "group_state": g.state,
+                 "group_type": "consumer"} for g in self.groups.values()]

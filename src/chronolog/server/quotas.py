@@ -1,0 +1,232 @@
+"""Enforcing client quotas the way Kafka's `ClientQuotaManager`, `ClientRequestQuotaManager` and
+`ControllerMutationQuotaManager` do since KIP-219: each request is recorded against the quota that applies
+to its user and client id (security.quotas), the answer goes out at once carrying `throttle_time_ms`, and the
+connection is then muted for that long (the next request is not read). Clients back off by the same time.
+
+    producer_byte_rate        Produce request bytes per second
+    consumer_byte_rate        Fetch response bytes per second; a throttled Fetch is answered empty and its
+                              bytes unrecorded (`FetchContext.getThrottledResponse`)
+    request_percentage        handler time as a percentage of one thread (KIP-124); ApiVersions and the SASL
+                              requests are exempt; throttling bounded by one quota window
+    controller_mutation_rate  partitions created or deleted per second by CreateTopics, CreatePartitions and
+                              DeleteTopics, as a token bucket (KIP-599). Strict for CreateTopics v6+,
+                              DeleteTopics v5+, CreatePartitions v3+: once the bucket is below zero each further
+                              topic is refused with THROTTLING_QUOTA_EXCEEDED (the handlers ask `take_mutations`);
+                              permissive for older versions: served, then throttled
+
+Rates are Kafka's `Rate` over `quota.window.num` samples of `quota.window.size.seconds`, so throttle time is
+`(rate - quota) / quota * window` as `QuotaUtils.throttleTime` computes it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from chronolog.errors import ErrorCode, KafkaError
+from chronolog.protocol import (
+    client_quotas,  # noqa: F401  (registers DescribeClientQuotas / AlterClientQuotas)
+    codec,
+)
+from chronolog.security.quotas import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    QuotaStore,
+)
+
+log = logging.getLogger(__name__)
+
+EXEMPT_FROM_REQUEST_QUOTA = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
+MUTATING_APIS = frozenset({19, 20, 37})  # CreateTopics, DeleteTopics, CreatePartitions
+STRICT_FROM = {19: 6, 20: 5, 37: 3}  # the versions that can carry THROTTLING_QUOTA_EXCEEDED (KIP-599)
+
+
+class Rate:
+    """Kafka's `Rate` over a `SampledStat`: `samples` windows of `window_ms`; a young measurement is
+    spread over at least `samples - 1` full windows, so a fresh client is not throttled by its first burst."""
+
+    def __init__(self, samples: int, window_ms: float) -> None:
+        self.samples, self.window_ms = samples, window_ms
+        self._windows: list[list[float]] = []  # [start_ms, value]
+
+    def _purge(self, now_ms: float) -> None:
+        horizon = self.samples * self.window_ms
+        self._windows = [w for w in self._windows if now_ms - w[0] < horizon]
+
+    def record(self, value: float, now_ms: float) -> None:
+        self._purge(now_ms)
+        if not self._windows or now_ms - self._windows[-1][0] >= self.window_ms:
+            self._windows.append([now_ms, 0.0])
+        self._windows[-1][1] += value
+
+    def window_size_ms(self, now_ms: float) -> float:
+        self._purge(now_ms)
+        oldest = self._windows[0][0] if self._windows else now_ms
+        elapsed = now_ms - oldest
+        full = int(elapsed // self.window_ms)
+        if full < self.samples - 1:
+            elapsed += (self.samples - 1 - full) * self.window_ms
+        return elapsed
+
+    def per_second(self, now_ms: float) -> float:
+        size = self.window_size_ms(now_ms)
+        return sum(v for _, v in self._windows) / (size / 1000.0) if size > 0 else 0.0
+
+    def throttle_ms(self, bound: float, now_ms: float) -> int:
+        """0 within the bound, else `QuotaUtils.throttleTime`."""
+        rate = self.per_second(now_ms)
+        if rate <= bound:
+            return 0
+        return round((rate - bound) / bound * self.window_size_ms(now_ms))
+
+
+class TokenBucket:
+    """KIP-599's bucket: `rate` tokens a second up to a burst of rate * samples * window; a request may take
+    it below zero and is throttled until it is back at zero."""
+
+    def __init__(self, samples: int, window_ms: float) -> None:
+        self.samples, self.window_ms = samples, window_ms
+        self.tokens: float | None = None
+        self._last_ms = 0.0
+
+    def record(self, value: float, rate: float, now_ms: float) -> int:
+        self.deficit_ms(rate, now_ms)
+        self.tokens -= value
+        return self.deficit_ms(rate, now_ms)
+
+    def deficit_ms(self, rate: float, now_ms: float) -> int:
+        """Refill to `now_ms`; the time until the bucket is back at zero (0: not below zero)."""
+        burst = rate * self.samples * self.window_ms / 1000.0
+        if self.tokens is None:
+            self.tokens = burst
+        else:
+            self.tokens = min(burst, self.tokens + (now_ms - self._last_ms) / 1000.0 * rate)
+        self._last_ms = now_ms
+        return 0 if self.tokens >= 0 else round(-self.tokens / rate * 1000.0)
+
+
+class QuotaManager:
+    """One per broker. `before` and `account` run around each handled request; `mute` after its answer."""
+
+    def __init__(self, store: QuotaStore, samples: int, window_s: int) -> None:
+        self.store = store
+        self.samples, self.window_ms = samples, window_s * 1000.0
+        self._rates: dict[tuple[str, str, str], Rate] = {}
+        self._buckets: dict[tuple[str, str], TokenBucket] = {}
+
+    def active(self) -> bool:
+        """Is any quota configured? (one stat of the quota file)"""
+        return bool(self.store.all())
+
+    def _rate(self, key: str, user: str, client_id: str) -> Rate:
+        rate = self._rates.get((key, user, client_id))
+        if rate is None:
+            rate = self._rates[(key, user, client_id)] = Rate(self.samples, self.window_ms)
+        return rate
+
+    def before(self, api_key: int, ctx: Any) -> Any:
+        """What `account` needs from before the handler ran: the thread time, and for the topic-mutating
+        APIs the partition counts (their difference afterwards is the number of mutations)."""
+        permissive = api_key in MUTATING_APIS and ctx.api_version < STRICT_FROM[api_key]
+        topics = ctx.log_manager.topics() if permissive and self.active() else None
+        return time.thread_time(), topics
+
+    def account(self, api_key: int, ctx: Any, frame: bytes, result: dict | None, started: Any) -> None:
+        """Record this request against its quotas, put the largest throttle time in the answer's
+        `throttle_time` and remember it on the connection for `mute`."""
+        if not self.active():
+            return
+        cpu_started, topics_before = started
+        user = ctx.principal.split(":", 1)[1] if ":" in ctx.principal else ctx.principal
+        client_id = ctx.client_id or ""
+        now = time.monotonic() * 1000.0
+        throttle = 0
+        if api_key == codec.PRODUCE_KEY:
+            throttle = max(throttle, self._bytes(PRODUCER_BYTE_RATE, user, client_id, len(frame), now))
+        elif api_key == codec.FETCH_KEY and result is not None:
+            size = _fetch_bytes(result)
+            fetch_throttle = self._bytes(CONSUMER_BYTE_RATE, user, client_id, size, now)
+            if fetch_throttle:
+                applied = self.store.resolve(user, client_id, CONSUMER_BYTE_RATE)
+                self._rate(CONSUMER_BYTE_RATE, applied.user, applied.client_id).record(-size, now)
+                _empty_fetch(result)
+            throttle = max(throttle, fetch_throttle)
+        if api_key not in EXEMPT_FROM_REQUEST_QUOTA:
+            applied = self.store.resolve(user, client_id, REQUEST_PERCENTAGE)
+            if applied is not None:
+                rate = self._rate(REQUEST_PERCENTAGE, applied.user, applied.client_id)
+                rate.record((time.thread_time() - cpu_started) * 100.0, now)  # seconds -> percent of a second
+                throttle = max(throttle, min(rate.throttle_ms(applied.limit, now), int(self.window_ms)))
+        if api_key in MUTATING_APIS:
+            applied = self.store.resolve(user, client_id, CONTROLLER_MUTATION_RATE)
+            if applied is not None:
+                bucket = self._bucket(applied)
+                if topics_before is not None:  # permissive: what the request did, recorded afterwards
+                    after = ctx.log_manager.topics()
+                    mutations = sum(abs(after.get(n, 0) - topics_before.get(n, 0))
+                                    for n in set(after) | set(topics_before))
+                    throttle = max(throttle, bucket.record(mutations, applied.limit, now))
+                else:  # strict: the handler recorded each topic (take_mutations)
+                    throttle = max(throttle, bucket.deficit_ms(applied.limit, now))
+        if throttle and ctx.connection is not None:
+            ctx.connection.throttle_ms = throttle
+        if throttle and result is not None and "throttle_time" in result:
+            result["throttle_time"] = throttle
+
+    def _bucket(self, applied: Any) -> TokenBucket:
+        return self._buckets.setdefault((applied.user, applied.client_id), TokenBucket(self.samples, self.window_ms))
+
+    def take_mutations(self, ctx: Any, partitions: int) -> None:
+        """A strict request (STRICT_FROM) about to create or delete `partitions` partitions of one topic:
+        THROTTLING_QUOTA_EXCEEDED when the bucket is already below zero, else they are recorded
+        (`StrictControllerMutationQuota.record`). Older versions are recorded by `account` instead."""
+        if ctx.api_version < STRICT_FROM.get(ctx.api_key, 1 << 15) or not self.active():
+            return
+        user = ctx.principal.split(":", 1)[1] if ":" in ctx.principal else ctx.principal
+        applied = self.store.resolve(user, ctx.client_id or "", CONTROLLER_MUTATION_RATE)
+        if applied is None:
+            return
+        bucket = self._bucket(applied)
+        now = time.monotonic() * 1000.0
+        if bucket.deficit_ms(applied.limit, now):
+            raise KafkaError("The throttling quota has been exceeded.", code=ErrorCode.THROTTLING_QUOTA_EXCEEDED)
+        bucket.record(partitions, applied.limit, now)
+
+    def _bytes(self, key: str, user: str, client_id: str, size: int, now: float) -> int:
+        applied = self.store.resolve(user, client_id, key)
+        if applied is None:
+            return 0
+        rate = self._rate(key, applied.user, applied.client_id)
+        rate.record(size, now)
+        return rate.throttle_ms(applied.limit, now)
+
+    @staticmethod
+    async def mute(conn: Any) -> None:
+        """KIP-219: the channel stays muted for the throttle time after the answer was sent."""
+        throttle, conn.throttle_ms = conn.throttle_ms, 0
+        if throttle > 0:
+            await asyncio.sleep(throttle / 1000.0)
+
+
+def _fetch_bytes(result: dict) -> int:
+    total = 0
+    for topic in result.get("responses") or ():
+        for p in topic.get("partitions") or ():
+            records = p.get("records")
+            if isinstance(records, codec.FileRegion):
+                total += records.size
+            elif records:
+                total += len(records)
+    return total
+
+
+def _empty_fetch(result: dict) -> None:
+    """A throttled Fetch carries no data (its file regions are released)."""
+    for topic in result.get("responses") or ():
+        for p in topic.get("partitions") or ():
+            if isinstance(p.get("records"), codec.FileRegion):
+                p["records"].close()
+    result["responses"] = []

@@ -1,0 +1,982 @@
+"""Log compaction: Kafka's `LogCleaner` (`Cleaner`, `SkimpyOffsetMap`, `CleanedTransactionMetadata`), the
+choice of the log to clean (`LogCleanerManager`) and the `.cleaned` / `.swap` file protocol that makes a
+swap survive a crash at any step (`LocalLog.replaceSegments`, `LogLoader`).
+
+One pass over a log:
+1. `cleanable_offsets`: the dirty part runs from the cleaner checkpoint (or the log start) up to the first
+   uncleanable offset: the active segment, the last stable offset, and the first segment whose largest
+   record timestamp is younger than `min.compaction.lag.ms` (KIP-58).
+2. An offset map (key hash -> last offset) is built over the dirty part, bounded by
+   `log.cleaner.dedupe.buffer.size`; a dirty part with more keys is cleaned in several passes.
+3. The segments from the log start to the end of the map are grouped (`segment.bytes`, index sizes,
+   32-bit relative offsets) and each group is copied into one `<base>.log.cleaned` (with its `.index`,
+   `.timeindex` and `.txnindex`), keeping of each key only its last record, offsets and timestamps
+   unchanged. Tombstones and the markers of transactions left empty get a delete horizon (KIP-534:
+   `delete.retention.ms` after the first cleaning that meets them) and go at the first cleaning after
+   it; records of aborted transactions go at once.
+4. The swap: `.cleaned` -> `.swap` (the `.log` last: its rename commits the swap), the old segments ->
+   `.deleted` (their `.log` last), `.swap` -> final names (the `.log` last). `recover_swaps` finishes an
+   interrupted swap when the partition is opened, or undoes one that had not committed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import heapq
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from hashlib import md5
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from chronolog.errors import KafkaError
+from chronolog.records import LOG_OVERHEAD, RecordBatch, TimestampType, build_batch, iter_batches
+from chronolog.records.batch import build_empty_batch, record_spans, splice_batch
+from chronolog.records.control import ControlType, control_type_of
+from chronolog.storage.index import OffsetIndex, TimeIndex, TimestampOffset
+from chronolog.storage.txnindex import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
+
+if TYPE_CHECKING:
+    from chronolog.storage.log import PartitionLog
+    from chronolog.storage.segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+CLEANED_SUFFIX = ".cleaned"  # LogFileUtils.CLEANED_FILE_SUFFIX
+SWAP_SUFFIX = ".swap"  # LogFileUtils.SWAP_FILE_SUFFIX
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"  # LogCleanerManager.offsetCheckpointFile
+_LOG = ".log"
+_OTHER_SUFFIXES = (".index", ".timeindex", TXN_INDEX_SUFFIX, ".chronolog-minima")
+_ENTRY_BYTES = 24  # SkimpyOffsetMap: a 16-byte MD5 and an 8-byte offset per slot
+_READ_CHUNK = 1 << 20
+
+# Test seam: called with the name of each step of a swap (`cleaned`, `swap:<file>`, `deleted:<base>`,
+# `final:<file>`), so that tests can raise or die there.
+STEP_HOOK: Callable[[str], None] | None = None
+
+
+def _step(name: str) -> None:
+    if STEP_HOOK is not None:
+        STEP_HOOK(name)
+
+
+class CleaningAbortedError(Exception):
+    """The cleaning of a log stopped (shutdown, the log changed under it): nothing was swapped."""
+
+
+# -- the offset map ------------------------------------------------------------------------------------
+class OffsetMap:
+    """Kafka's `SkimpyOffsetMap`: MD5 of each key -> the last offset seen for it, sized by memory
+    (`log.cleaner.dedupe.buffer.size` / 24 bytes a slot) and filled to `load_factor` of its slots."""
+
+    def __init__(self, memory: int, load_factor: float = 0.9) -> None:
+        self.slots = memory // _ENTRY_BYTES
+        self.max_entries = int(self.slots * load_factor)
+        if self.max_entries < 1:
+            raise KafkaError("offset map is too small to fit in even a single message: increase "
+                             "log.cleaner.dedupe.buffer.size")
+        self._map: dict[bytes, int] = {}
+        self.latest_offset = -1
+        self.peak_bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    @property
+    def full(self) -> bool:
+        return len(self._map) >= self.max_entries
+
+    def put(self, key: bytes, offset: int) -> None:
+        self._map[hashlib.md5(key).digest()] = offset
+        self.latest_offset = offset
+
+    def put_digest(self, digest: bytes, offset: int) -> None:
+        self._map[digest] = offset
+        self.latest_offset = offset
+
+    def get_digest(self, digest: bytes) -> int:
+        return self._map.get(digest, -1)
+
+    def get(self, key: bytes) -> int:
+        return self._map.get(hashlib.md5(key).digest(), -1)
+
+    def clear(self) -> None:
+        self._note_memory()
+        self._map.clear()
+        self.latest_offset = -1
+
+    def _note_memory(self) -> None:
+        # The dict, its 16-byte digests (49 bytes as Python objects) and the offsets (small ints are
+        # shared, the others 32 bytes each).
+        used = sys.getsizeof(self._map) + len(self._map) * (49 + 32)
+        self.peak_bytes = max(self.peak_bytes, used)
+
+    @property
+    def utilization(self) -> float:
+        return len(self._map) / self.slots if self.slots else 0.0
+
+
+# -- choosing a log ------------------------------------------------------------------------------------
+@dataclass
+class LogToClean:
+    """A log and its cleanable range (`LogToClean`): clean bytes before `first_dirty`, cleanable bytes from
+    there to `first_uncleanable` (whole segments)."""
+
+    key: tuple[str, int]
+    log: PartitionLog
+    first_dirty: int
+    first_uncleanable: int
+    clean_bytes: int
+    cleanable_bytes: int
+    needs_compaction_now: bool = False
+
+    @property
+    def total_bytes(self) -> int:
+        return self.clean_bytes + self.cleanable_bytes
+
+    @property
+    def cleanable_ratio(self) -> float:
+        return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
+
+
+def _first_batch_max_timestamp(seg: LogSegment) -> int:
+    """`LogSegment.getFirstBatchTimestamp`: the first batch's max timestamp (-1 without one)."""
+    if seg.rolling_based_timestamp is not None:
+        return seg.rolling_based_timestamp
+    head = seg.pread(0, 61)
+    if len(head) < 61 or head[16] != 2:
+        return -1
+    return int.from_bytes(head[35:43], "big", signed=True)
+
+
+def cleanable_offsets(plog: PartitionLog, last_clean: int | None, now: int) -> tuple[int, int, bool]:
+    """(first dirty offset, first uncleanable offset, checkpoint needs resetting) as
+    `LogCleanerManager.cleanableOffsets` finds them. Called with the log's lock held."""
+    start, end = plog.log_start_offset, plog.log_end_offset
+    first_dirty, reset = (last_clean, False) if last_clean is not None else (start, False)
+    if first_dirty < start or first_dirty > end:
+        if first_dirty > end or "delete" not in plog.config.cleanup_policy:
+            log.warning("Resetting first dirty offset of %s-%d to log start offset %d since the checkpointed "
+                        "offset %d is invalid.", plog.topic, plog.partition, start, first_dirty)
+        first_dirty, reset = start, True
+    limits = [plog.last_stable_offset, plog.active.base_offset]
+    lag = max(plog.config.min_compaction_lag_ms, 0)
+    if lag > 0:
+        for seg in _non_active_from(plog, first_dirty):
+            if seg.largest_timestamp > now - lag:
+                limits.append(seg.base_offset)
+                break
+    return first_dirty, max(first_dirty, min(limits)), reset
+
+
+def _non_active_from(plog: PartitionLog, offset: int) -> list[LogSegment]:
+    segs = plog.segments[:-1]
+    return [s for i, s in enumerate(segs)
+            if (segs[i + 1].base_offset if i + 1 < len(segs) else plog.active.base_offset) > offset]
+
+
+def max_compaction_delay(plog: PartitionLog, first_dirty: int, now: int) -> int:
+    """`LogCleanerManager.maxCompactionDelay`: how long past `max.compaction.lag.ms` the oldest dirty
+    segment's first batch is (0 when none is), judged by record timestamps (KIP-354)."""
+    stamps = [t for t in (_first_batch_max_timestamp(s) for s in _non_active_from(plog, first_dirty)) if t > 0]
+    if not stamps:
+        return 0
+    clean_until = now - max(plog.config.max_compaction_lag_ms, 0)
+    earliest = min(stamps)
+    return clean_until - earliest if earliest < clean_until else 0
+
+
+def log_to_clean(key: tuple[str, int], plog: PartitionLog, last_clean: int | None, now: int
+                 ) -> tuple[LogToClean, bool]:
+    """The cleanable range of one log and whether its checkpoint must be reset (`grabFilthiestCompactedLog`
+    and `calculateCleanableBytes`)."""
+    with plog.lock:
+        first_dirty, uncleanable, reset = cleanable_offsets(plog, last_clean, now)
+        delay = max_compaction_delay(plog, first_dirty, now)
+        # calculateCleanableBytes: whole segments, up to the first one the uncleanable offset lies in
+        later = _non_active_from(plog, uncleanable)
+        first_unclean_seg = later[0] if later else plog.active
+        upto = first_unclean_seg.base_offset
+        lo = min(first_dirty, upto)
+        segs = plog.segments
+        cleanable = sum(s.size for i, s in enumerate(segs)
+                        if s.base_offset < upto and (i + 1 == len(segs) or segs[i + 1].base_offset > lo))
+        clean = sum(s.size for s in segs if s.base_offset < first_dirty)  # logSegments(-1, firstDirtyOffset)
+        return LogToClean(key, plog, first_dirty, upto, clean, cleanable, delay > 0), reset
+
+
+def choose_log(logs: dict[tuple[str, int], PartitionLog], checkpoints: dict[tuple[str, int], int], now: int,
+               skip: set[tuple[str, int]] = frozenset()) -> tuple[LogToClean | None, dict[tuple[str, int], int]]:
+    """The filthiest compacted log above its `min.cleanable.dirty.ratio`, or one past
+    `max.compaction.lag.ms` with cleanable bytes (`LogCleanerManager.grabFilthiestCompactedLog`); also the
+    checkpoints that must be reset."""
+    candidates = []
+    resets = {}
+    for key, plog in logs.items():
+        if "compact" not in plog.config.cleanup_policy or key in skip or plog._closed:
+            continue
+        ltc, reset = log_to_clean(key, plog, checkpoints.get(key), now)
+        if reset:
+            resets[key] = ltc.first_dirty
+        if ltc.total_bytes > 0:
+            candidates.append(ltc)
+    ready = [c for c in candidates if (c.needs_compaction_now and c.cleanable_bytes > 0)
+             or c.cleanable_ratio > c.log.config.min_cleanable_dirty_ratio]
+    if not ready:
+        return None, resets
+    return max(ready, key=lambda c: c.cleanable_ratio), resets
+
+
+# -- transactions --------------------------------------------------------------------------------------
+class _AbortedMeta:
+    __slots__ = ("txn", "last_observed")
+
+    def __init__(self, txn: AbortedTxn) -> None:
+        self.txn = txn
+        self.last_observed: int | None = None
+
+
+class CleanedTransactionMetadata:
+    """Kafka's `CleanedTransactionMetadata`: which batches belong to aborted transactions (discarded), and
+    which markers may go (a COMMIT whose transaction has no batch left, an ABORT once its batches are
+    gone). Retained aborted transactions are written to the cleaned segment's `.txnindex`."""
+
+    def __init__(self) -> None:
+        self.ongoing_committed: set[int] = set()
+        self.ongoing_aborted: dict[int, _AbortedMeta] = {}
+        self._aborted: list[tuple[int, int, AbortedTxn]] = []
+        self._seq = 0
+        self.cleaned_index: list[AbortedTxn] | None = None
+
+    def add_aborted(self, txns: list[AbortedTxn]) -> None:
+        for txn in txns:
+            self._seq += 1
+            heapq.heappush(self._aborted, (txn.first_offset, self._seq, txn))
+
+    def _consume_up_to(self, offset: int) -> None:
+        while self._aborted and self._aborted[0][0] <= offset:
+            txn = heapq.heappop(self._aborted)[2]
+            self.ongoing_aborted.setdefault(txn.producer_id, _AbortedMeta(txn))
+
+    def on_control_batch(self, batch: RecordBatch) -> bool:
+        """True when the control batch can be discarded (`onControlBatchRead`)."""
+        self._consume_up_to(batch.last_offset)
+        first = next(iter(batch.records()), None)
+        if first is None:
+            return True  # an empty control batch was already cleaned
+        kind = control_type_of(first.key)
+        pid = batch.producer_id
+        if kind == ControlType.ABORT:
+            meta = self.ongoing_aborted.pop(pid, None)
+            if meta is not None and meta.last_observed is not None:
+                if self.cleaned_index is not None:
+                    self.cleaned_index.append(meta.txn)
+                return False
+            return True
+        if kind == ControlType.COMMIT:
+            if pid in self.ongoing_committed:
+                self.ongoing_committed.discard(pid)
+                return False
+            return True
+        return False
+
+    def on_batch(self, batch: RecordBatch) -> bool:
+        """True when the data batch belongs to an aborted transaction (`onBatchRead`)."""
+        self._consume_up_to(batch.last_offset)
+        if not batch.is_transactional:
+            return False
+        meta = self.ongoing_aborted.get(batch.producer_id)
+        if meta is not None:
+            meta.last_observed = batch.last_offset
+            return True
+        self.ongoing_committed.add(batch.producer_id)
+        return False
+
+
+# -- throttling and statistics -------------------------------------------------------------------------
+class Throttler:
+    """`log.cleaner.io.max.bytes.per.second` over reads and writes (Kafka's `Throttler`): sleeps when the
+    bytes since the last check came faster than the rate."""
+
+    def __init__(self, bytes_per_second: float, sleep: Callable[[float], object] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = bytes_per_second
+        self._sleep, self._clock = sleep, clock
+        self._start = clock()
+        self._bytes = 0.0
+        self.slept = 0.0
+
+    def maybe_throttle(self, n: int) -> None:
+        if self.rate >= 1e300:
+            return
+        self._bytes += n
+        elapsed = self._clock() - self._start
+        if elapsed < 0.01 and self._bytes < self.rate * 0.01:
+            return
+        wanted = self._bytes / self.rate
+        if wanted > elapsed:
+            self._sleep(wanted - elapsed)
+            self.slept += wanted - elapsed
+        self._start, self._bytes = self._clock(), 0.0
+
+
+@dataclass
+class CleanerStats:
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_retained: int = 0
+    map_records: int = 0
+    map_bytes_read: int = 0
+    segments: int = 0
+    groups: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+# -- reading a segment without the log's lock ----------------------------------------------------------
+class _SegmentReader:
+    """The batches of an inactive segment through a file descriptor of our own: retention may rename or
+    remove the segment meanwhile, and our descriptor still reads the bytes it had."""
+
+    def __init__(self, seg: LogSegment) -> None:
+        self.seg = seg
+        self.base_offset = seg.base_offset
+        self.size = seg.size
+        self._fd = os.open(seg.log_path, os.O_RDONLY)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def batches(self, position: int = 0) -> Iterator[tuple[int, object]]:
+        pos = position
+        while pos < self.size:
+            chunk = os.pread(self._fd, min(_READ_CHUNK, self.size - pos), pos)
+            if not chunk:
+                return
+            consumed = 0
+            for batch in iter_batches(chunk):
+                yield pos + consumed, batch
+                consumed += batch.size_in_bytes
+            if consumed == 0:
+                if len(chunk) >= 12:
+                    size = LOG_OVERHEAD + int.from_bytes(chunk[8:12], "big", signed=True)
+                    if pos + size <= self.size:
+                        chunk = os.pread(self._fd, size, pos)
+                        batch = next(iter_batches(chunk), None)
+                        if batch is not None:
+                            yield pos, batch
+                            pos += batch.size_in_bytes
+                            continue
+                return  # a torn tail (recovery has cut it on a writable log)
+            pos += consumed
+
+
+# -- the cleaned segment -------------------------------------------------------------------------------
+class _CleanedSegment:
+    """`<base>.log.cleaned` and its indexes, appended batch by batch with `LogSegment.append`'s index rule
+    (an entry after more than `index.interval.bytes`, the time index only when the max grows, a final
+    time-index entry when done: `onBecomeInactiveSegment`)."""
+
+    def __init__(self, directory: Path, base: int, index_interval: int, max_index_size: int) -> None:
+        self.dir, self.base = directory, base
+        self.paths = {s: directory / f"{base:020d}{s}{CLEANED_SUFFIX}" for s in (_LOG, ".index", ".timeindex",
+                                                                               TXN_INDEX_SUFFIX)}
+        for p in self.paths.values():
+            p.unlink(missing_ok=True)
+        self._fd = os.open(self.paths[_LOG], os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.offset_index = OffsetIndex(self.paths[".index"], base, max_index_size, True)
+        self.time_index = TimeIndex(self.paths[".timeindex"], base, max_index_size, True)
+        self.interval = index_interval
+        self.size = 0
+        self.since_entry = 0
+        self.max_ts = TimestampOffset(-1, -1)
+        self.aborted: list[AbortedTxn] = []
+        self.last_offset = base - 1
+
+    def append(self, data: bytes | memoryview, last_offset: int, max_timestamp: int) -> None:
+        if not 0 <= last_offset - self.base <= 0x7FFFFFFF:
+            raise KafkaError(f"offset {last_offset} cannot be stored relative to base {self.base}")
+        if max_timestamp > self.max_ts.timestamp:
+            self.max_ts = TimestampOffset(max_timestamp, last_offset)  # KAFKA-16310: the batch's last offset
+        if self.since_entry > self.interval:
+            self.offset_index.append(last_offset, self.size)
+            self.time_index.maybe_append(self.max_ts.timestamp, self.max_ts.offset)
+            self.since_entry = 0
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.pwrite(self._fd, view[written:], self.size + written)
+        self.size += len(view)
+        self.since_entry += len(view)
+        self.last_offset = last_offset
+
+    def finish(self) -> None:
+        """Final time-index entry, trimmed indexes, the `.txnindex`, everything fsynced."""
+        if self.max_ts.timestamp >= 0:
+            self.time_index.maybe_append(self.max_ts.timestamp, self.max_ts.offset, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self.offset_index.flush()
+        self.time_index.flush()
+        os.fsync(self._fd)
+        if self.aborted:
+            txn_index = TransactionIndex(self.paths[TXN_INDEX_SUFFIX], self.base)
+            for txn in self.aborted:
+                txn_index.append(txn)
+            txn_index.flush()
+            txn_index.close()
+        self.close()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+            self.offset_index.close(trim=False)
+            self.time_index.close(trim=False)
+
+    def discard(self) -> None:
+        self.close()
+        for p in self.paths.values():
+            p.unlink(missing_ok=True)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# -- the cleaner ---------------------------------------------------------------------------------------
+_RETAIN_EMPTY, _DELETE, _DELETE_EMPTY = "retain_empty", "delete", "delete_empty"
+
+
+class Cleaner:
+    """Cleans one log at a time (Kafka's `Cleaner`). `should_stop` is polled between batches (shutdown)."""
+
+    def __init__(self, dedupe_buffer_size: int = 134217728, load_factor: float = 0.9,
+                 max_io_bytes_per_second: float = 1.7976931348623157e308, *,
+                 should_stop: Callable[[], bool] = lambda: False,
+                 sleep: Callable[[float], object] = time.sleep) -> None:
+        self.offset_map = OffsetMap(dedupe_buffer_size, load_factor)
+        self.throttler = Throttler(max_io_bytes_per_second, sleep)
+        self.should_stop = should_stop
+
+    def _check_done(self, plog: PartitionLog) -> None:
+        if self.should_stop() or plog._closed:
+            raise CleaningAbortedError(f"cleaning of {plog.topic}-{plog.partition} stopped")
+
+    def clean(self, ltc: LogToClean, now: int) -> tuple[int, CleanerStats]:
+        """Clean `ltc.log` up to the end of the offset map; returns the offset the next cleaning starts at
+        (the new cleaner checkpoint) and statistics (`Cleaner.doClean`)."""
+        plog = ltc.log
+        stats = CleanerStats()
+        started = time.monotonic()
+        with plog.lock:
+            if any(seg.corrupt_ranges for seg in plog.segments[:-1]):
+                raise KafkaError(f"{plog.topic}-{plog.partition} has corrupt ranges; not cleaned")
+            plog._ensure_producers()
+            sizes = {s.base_offset: s.size for s in plog.segments}
+            segs = [s for s in plog.segments if s.base_offset < ltc.first_uncleanable and s is not plog.active]
+            active_producers = {pid: ((e.batches[-1].last_offset if e.batches else None), e.epoch)
+                                for pid, e in plog.producers.producers.items()}
+            nexts = {s.base_offset: (plog.segments[i + 1].base_offset if i + 1 < len(plog.segments)
+                                     else plog.log_end_offset) for i, s in enumerate(plog.segments)}
+        readers = {s.base_offset: _SegmentReader(s) for s in segs}
+        try:
+            end = self._build_offset_map(plog, readers, segs, ltc.first_dirty, ltc.first_uncleanable, nexts, stats)
+            groups = group_segments([s for s in segs if s.base_offset < end], plog.config.segment_bytes,
+                                    plog.config.segment_index_bytes, ltc.first_uncleanable, nexts)
+            txn = CleanedTransactionMetadata()
+            for group in groups:
+                self._check_done(plog)
+                self._clean_group(plog, group, readers, nexts, txn, active_producers, ltc.first_uncleanable,
+                                  now, sizes, stats)
+                stats.groups += 1
+                stats.segments += len(group)
+        finally:
+            for reader in readers.values():
+                reader.close()
+            self.offset_map.clear()
+        stats.seconds = time.monotonic() - started
+        return end, stats
+
+    def _build_offset_map(self, plog: PartitionLog, readers: dict, segs: list, start: int, end: int,
+                          nexts: dict, stats: CleanerStats) -> int:
+        """`Cleaner.buildOffsetMap`: keys of the dirty part, skipping aborted transactions; stops when the
+        map is full. Returns the offset after the last one mapped."""
+        omap = self.offset_map
+        omap.clear()
+        dirty = [s for s in segs if nexts[s.base_offset] > start and s.base_offset < end]
+        txn = CleanedTransactionMetadata()
+        txn.add_aborted(plog.aborted_txns(start, end))
+        for seg in dirty:
+            reader = readers[seg.base_offset]
+            for _pos, batch in reader.batches(0):
+                self._check_done(plog)
+                if batch.last_offset < start:
+                    continue
+                if batch.base_offset >= end:
+                    break
+                stats.map_bytes_read += batch.size_in_bytes
+                self.throttler.maybe_throttle(batch.size_in_bytes)
+                if not isinstance(batch, RecordBatch):
+                    continue  # v0/v1 message sets are kept as they are
+                if batch.is_control or txn.on_batch(batch):
+                    if batch.is_control:
+                        txn.on_control_batch(batch)
+                    omap.latest_offset = max(omap.latest_offset, batch.last_offset)
+                    continue
+                body = batch.records_section()
+                base = batch.base_offset
+                for off_delta, _t, _s, _e, kstart, klen, _vl in record_spans(body, batch.records_count):
+                    if klen >= 0 and base + off_delta >= start:
+                        if omap.full:
+                            omap._note_memory()
+                            return omap.latest_offset + 1
+                        omap.put_digest(md5(body[kstart:kstart + klen]).digest(), base + off_delta)
+                    stats.map_records += 1
+                omap.latest_offset = max(omap.latest_offset, batch.last_offset)
+        omap._note_memory()
+        return omap.latest_offset + 1 if omap.latest_offset >= 0 else start
+
+    def _clean_group(self, plog: PartitionLog, group: list, readers: dict, nexts: dict,
+                     txn: CleanedTransactionMetadata, active_producers: dict, upper_bound: int, now: int,
+                     sizes: dict[int, int], stats: CleanerStats) -> None:
+        """`Cleaner.cleanSegments` + `cleanInto`: one group into one `.cleaned` segment, then the swap."""
+        cfg = plog.config
+        base = group[0].base_offset
+        dest = _CleanedSegment(plog.dir, base, cfg.index_interval_bytes, cfg.segment_index_bytes)
+        txn.cleaned_index = dest.aborted
+        try:
+            for seg in group:
+                txn.add_aborted(plog.aborted_txns(seg.base_offset, nexts[seg.base_offset]))
+                batches = list(_with_next(readers[seg.base_offset].batches(0)))
+                for batch, is_last in batches:
+                    self._check_done(plog)
+                    stats.bytes_read += batch.size_in_bytes
+                    self.throttler.maybe_throttle(batch.size_in_bytes)
+                    out = self._filter_batch(batch, txn, active_producers, upper_bound, now, cfg, stats,
+                                             last_of_group=is_last and seg is group[-1])
+                    if out is not None:
+                        data, max_ts = out
+                        dest.append(data, batch.last_offset, max_ts)
+                        stats.bytes_written += len(data)
+                        self.throttler.maybe_throttle(len(data))
+            dest.finish()
+            # `cleaned.setLastModified`: the group's last modification time, which retention falls back to
+            # when no record carries a timestamp
+            with contextlib.suppress(OSError):
+                mtime = max(os.stat(seg.log_path).st_mtime for seg in group)
+                os.utime(dest.paths[_LOG], (mtime, mtime))
+            _step("cleaned")
+        except BaseException:
+            dest.discard()
+            raise
+        swap_in(plog, dest, group, sizes)
+
+    def _filter_batch(self, batch, txn: CleanedTransactionMetadata, active_producers: dict, upper_bound: int,
+                      now: int, cfg, stats: CleanerStats, last_of_group: bool) -> tuple[bytes, int] | None:
+        """`MemoryRecords.filterTo` with the cleaner's `RecordFilter`: the bytes to keep of one batch (the
+        batch itself when nothing changes) and their max timestamp, or None."""
+        if not isinstance(batch, RecordBatch):
+            return bytes(batch.raw), getattr(batch, "max_timestamp", -1)
+        can_discard = txn.on_control_batch(batch) if batch.is_control else txn.on_batch(batch)
+        horizon = batch.delete_horizon_ms
+        if batch.is_control:
+            discard_records = can_discard and horizon is not None and horizon <= now
+        else:
+            discard_records = can_discard
+        last = active_producers.get(batch.producer_id)
+        last_of_producer = last is not None and (
+            batch.last_offset == last[0] if last[0] is not None
+            else batch.is_control and batch.producer_epoch == last[1])
+        if batch.producer_id >= 0 and last_of_producer:
+            retention = _RETAIN_EMPTY
+        elif batch.next_offset == upper_bound or last_of_group:
+            # Kafka keeps the round's last batch; chronolog also each group's, so that the swap covers the
+            # offsets of every segment it replaces (what `recover_swaps` relies on after a crash).
+            retention = _RETAIN_EMPTY
+        elif discard_records:
+            retention = _DELETE
+        else:
+            retention = _DELETE_EMPTY
+        if retention == _DELETE:
+            stats.records_read += batch.records_count
+            return None
+        omap = self.offset_map
+        if not batch.is_control and not discard_records:
+            fast = self._filter_by_spans(batch, horizon, now, stats)
+            if fast is _NOTHING_KEPT:
+                return _empty_batch(batch) if retention == _RETAIN_EMPTY else None
+            if fast is not None:
+                return fast
+        kept = []
+        tombstones = False
+        changed = False
+        for record in batch.records():
+            stats.records_read += 1
+            if discard_records:
+                keep = False
+            elif batch.is_control:
+                keep = True
+            elif record.offset > omap.latest_offset:
+                keep = True
+            elif record.key is None:
+                keep = False
+            else:
+                retain_deletes = horizon is None or now < horizon
+                keep = record.offset >= omap.get(record.key) and (record.value is not None or retain_deletes)
+            if keep:
+                kept.append(record)
+                tombstones = tombstones or (record.value is None and not batch.is_control)
+            else:
+                changed = True
+        stats.records_retained += len(kept)
+        if kept:
+            needs_horizon = (tombstones or (can_discard and batch.is_control)) and horizon is None
+            if not changed and not needs_horizon:
+                return bytes(batch.raw), batch.max_timestamp
+            new_horizon = now + cfg.delete_retention_ms if needs_horizon else horizon
+            log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+            data = build_batch(kept, base_offset=batch.base_offset, compression=batch.compression,
+                               timestamp_type=batch.timestamp_type, producer_id=batch.producer_id,
+                               producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
+                               partition_leader_epoch=batch.partition_leader_epoch,
+                               is_transactional=batch.is_transactional, is_control=batch.is_control,
+                               max_timestamp=batch.max_timestamp if log_append else None,
+                               last_offset_delta=batch.last_offset_delta, delete_horizon_ms=new_horizon)
+            return data, RecordBatch(data).max_timestamp
+        if retention == _RETAIN_EMPTY:
+            return _empty_batch(batch)
+        return None
+
+
+    def _filter_by_spans(self, batch: RecordBatch, horizon: int | None, now: int, stats: CleanerStats
+                         ) -> tuple[bytes, int] | None:
+        """The data-batch case of `_filter_batch` without decoding records: each record judged from its key's
+        bytes, the kept ones copied byte for byte (`splice_batch`). None when the batch needs the slow path:
+        nothing kept (an empty batch may have to stay) or a tombstone that needs its delete horizon set."""
+        omap = self.offset_map
+        body = batch.records_section()
+        spans = record_spans(body, batch.records_count)
+        base = batch.base_offset
+        latest = omap.latest_offset
+        retain_deletes = horizon is None or now < horizon
+        kept = []
+        tombstones = False
+        for span in spans:
+            offset = base + span[0]
+            klen, vlen = span[5], span[6]
+            if offset > latest:
+                keep = True
+            elif klen < 0:
+                keep = False
+            else:
+                keep = offset >= omap.get_digest(md5(body[span[4]:span[4] + klen]).digest()) and (
+                    vlen >= 0 or retain_deletes)
+            if keep:
+                kept.append(span)
+                tombstones = tombstones or vlen < 0
+        if tombstones and horizon is None:
+            return None  # decided again, record by record, by the general path
+        stats.records_read += len(spans)
+        stats.records_retained += len(kept)
+        if not kept:
+            return _NOTHING_KEPT
+        if len(kept) == len(spans):
+            return bytes(batch.raw), batch.max_timestamp
+        data = splice_batch(batch, body, kept)
+        return data, RecordBatch(data).max_timestamp
+
+
+_NOTHING_KEPT = (b"", -1)
+
+
+def _empty_batch(batch: RecordBatch) -> tuple[bytes, int]:
+    data = build_empty_batch(base_offset=batch.base_offset, last_offset_delta=batch.last_offset_delta,
+                             max_timestamp=batch.max_timestamp, timestamp_type=batch.timestamp_type,
+                             producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+                             base_sequence=batch.base_sequence, partition_leader_epoch=batch.partition_leader_epoch,
+                             is_transactional=batch.is_transactional, is_control=batch.is_control)
+    return data, batch.max_timestamp
+
+
+def _with_next(it: Iterator[tuple[int, object]]) -> Iterator[tuple[object, bool]]:
+    """Each batch with whether it is the last one."""
+    prev = None
+    for _pos, batch in it:
+        if prev is not None:
+            yield prev, False
+        prev = batch
+    if prev is not None:
+        yield prev, True
+
+
+def group_segments(segs: list, max_size: int, max_index_size: int, first_uncleanable: int, nexts: dict
+                   ) -> list[list]:
+    """`Cleaner.groupSegmentsBySize`: consecutive segments whose total log size stays within `segment.bytes`,
+    each index within `segment.index.bytes`, and offsets within 32 bits of the group's base."""
+    groups: list[list] = []
+    rest = list(segs)
+    while rest:
+        group = [rest.pop(0)]
+        size = group[0].size
+        index_size = group[0].offset_index.entries * 8
+        time_size = group[0].time_index.entries * 12
+        while rest:
+            nxt = rest[0]
+            last_offset = (rest[1].base_offset - 1) if len(rest) > 1 else first_uncleanable - 1
+            if not (size + nxt.size <= max_size and index_size + nxt.offset_index.entries * 8 <= max_index_size
+                    and time_size + (nxt.time_index.entries + 1) * 12 <= max_index_size
+                    and (nxt.size == 0 or last_offset - group[0].base_offset <= 0x7FFFFFFF)):
+                break
+            group.append(rest.pop(0))
+            size += nxt.size
+            index_size += nxt.offset_index.entries * 8
+            time_size += nxt.time_index.entries * 12
+        groups.append(group)
+    return groups
+
+
+# -- the swap ------------------------------------------------------------------------------------------
+def _cleaned_order(base: int, suffix: str) -> list[str]:
+    """File names of a segment, its `.log` last: the `.log`'s rename is the step that commits."""
+    return [f"{base:020d}{s}{suffix}" for s in (".index", ".timeindex", TXN_INDEX_SUFFIX, _LOG)]
+
+
+class _SwapNotCommitted(Exception):
+    pass
+
+
+def swap_in(plog: PartitionLog, dest: _CleanedSegment, old: list, sizes: dict[int, int]) -> None:
+    """`LocalLog.replaceSegments` under the log's lock: `.cleaned` -> `.swap` (the `.log` last: that rename
+    commits), the old segments' files -> `.deleted` (their `.log` last), `.swap` -> final names (the
+    `.log` last); only then does the in-memory segment list change, so a failure part way leaves the
+    running log reading the old segments through their open files, and the next open finishes the swap
+    (`recover_swaps`). Aborts with nothing swapped when a replaced segment changed since the cleaning
+    began (retention, DeleteRecords, truncation, deletion of the topic)."""
+    from chronolog.storage.segment import DELETED_SUFFIX, LogSegment
+
+    directory = plog.dir
+    with plog.lock:
+        # Appends and rolls go on meanwhile; what invalidates the copy is a replaced segment that retention,
+        # DeleteRecords or truncation removed, or a truncation that made it active and cut it.
+        if plog._closed or any(s not in plog.segments or s is plog.active or s.size != sizes[s.base_offset]
+                               for s in old):
+            raise CleaningAbortedError(f"{plog.topic}-{plog.partition} changed while it was cleaned")
+        base = dest.base
+        committed = False
+        renamed: list[Path] = []
+        try:
+            for name in _cleaned_order(base, CLEANED_SUFFIX):
+                src = directory / name
+                if src.exists():
+                    os.replace(src, directory / (name[:-len(CLEANED_SUFFIX)] + SWAP_SUFFIX))
+                    committed = name.endswith(_LOG + CLEANED_SUFFIX)
+                    _step("swap:" + name[:-len(CLEANED_SUFFIX)])
+            _fsync_dir(directory)
+            # Committed: from here a crash is finished by `recover_swaps` at the next open.
+            for seg in old:
+                for path in sorted(seg.files(), key=lambda p: p.name.endswith(_LOG)):
+                    if path.exists():
+                        target = path.with_name(path.name + DELETED_SUFFIX)
+                        os.replace(path, target)
+                        renamed.append(target)
+                _step(f"deleted:{seg.base_offset}")
+            for name in _cleaned_order(base, SWAP_SUFFIX):
+                src = directory / name
+                if src.exists():
+                    os.replace(src, directory / name[:-len(SWAP_SUFFIX)])
+                    _step("final:" + name[:-len(SWAP_SUFFIX)])
+            _fsync_dir(directory)
+        except BaseException as exc:
+            if not committed:
+                _undo_swap(directory, base)
+                raise
+            # Committed: finish the swap now as the next open would (the old segments stay readable
+            # through their open files until the segment list changes below).
+            log.warning("%s-%d: the swap of cleaned segment %d failed after it was committed (%s); finishing it",
+                        plog.topic, plog.partition, base, exc)
+            try:
+                recover_swaps(directory)
+            except BaseException:
+                log.error("%s-%d: the swap of cleaned segment %d could not be finished; the next start finishes "
+                          "it", plog.topic, plog.partition, base)
+                raise
+        cfg = plog.config
+        seg = LogSegment(directory, base, index_interval_bytes=cfg.index_interval_bytes,
+                         max_index_size=cfg.segment_index_bytes, time_index_style=plog.time_index_style)
+        at = plog.segments.index(old[0])
+        for old_seg in old:
+            plog.segments.remove(old_seg)
+            old_seg.close_for_delete()
+        seg.is_last = False
+        seg._offset_limit_after = plog.segments[at].base_offset
+        seg.on_become_inactive(loading=True)
+        plog.segments.insert(at, seg)
+        plog._segment_created_ms.setdefault(base, int(time.time() * 1000))
+        plog._segments_version += 1
+        _remove_later(renamed, plog.config.file_delete_delay_ms)
+        log.info("%s-%d: swapped in cleaned segment %d for segment(s) %s", plog.topic, plog.partition, base,
+                 [s.base_offset for s in old])
+
+
+def _undo_swap(directory: Path, base: int) -> None:
+    for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX):
+        for name in _cleaned_order(base, suffix):
+            (directory / name).unlink(missing_ok=True)
+
+
+def _remove_later(paths: list[Path], delay_ms: int) -> None:
+    """Remove `.deleted` files after `file.delete.delay.ms` (`LocalLog.deleteSegmentFiles`)."""
+    def remove() -> None:
+        for path in paths:
+            path.unlink(missing_ok=True)
+    if delay_ms <= 0:
+        remove()
+    else:
+        timer = threading.Timer(delay_ms / 1000.0, remove)
+        timer.daemon = True
+        timer.start()
+
+
+def _next_offset_of(path: Path) -> int | None:
+    """The offset after the last whole batch of a `.log` file (headers only), None when it has none."""
+    nxt = None
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        pos = 0
+        while pos + 27 <= size:
+            f.seek(pos)
+            head = f.read(27)
+            base = int.from_bytes(head[0:8], "big", signed=True)
+            length = int.from_bytes(head[8:12], "big", signed=True)
+            if length < 14 or pos + 12 + length > size:
+                break
+            delta = int.from_bytes(head[23:27], "big", signed=True) if head[16] == 2 else 0
+            nxt = base + delta + 1
+            pos += 12 + length
+    return nxt
+
+
+def recover_swaps(directory: Path) -> None:
+    """`LogLoader`'s handling of an interrupted clean: `.cleaned` files go; `.swap` files without a
+    `<base>.log.swap` go (the swap had not committed: the old segments are intact); a `<base>.log.swap`
+    replaces every segment whose base offset lies in its offset range, and its files take their final
+    names. Idempotent, so a crash during this repair is repaired the same way at the next open."""
+    names = [e.name for e in directory.iterdir()]
+    for name in names:
+        if name.endswith(CLEANED_SUFFIX):
+            (directory / name).unlink(missing_ok=True)
+    swap_bases = {int(n[:20]) for n in names if n.endswith(_LOG + SWAP_SUFFIX) and n[:20].isdigit()}
+    for name in names:
+        if name.endswith(SWAP_SUFFIX) and not name.endswith(_LOG + SWAP_SUFFIX) and \
+                (not name[:20].isdigit() or int(name[:20]) not in swap_bases):
+            (directory / name).unlink(missing_ok=True)
+    for base in sorted(swap_bases):
+        swap_log = directory / f"{base:020d}{_LOG}{SWAP_SUFFIX}"
+        end = _next_offset_of(swap_log)
+        end = base if end is None else end
+        log_bases = sorted(int(n[:20]) for n in os.listdir(directory)
+                           if n.endswith(_LOG) and len(n) == 24 and n[:20].isdigit())
+        for old in log_bases:
+            if base <= old < max(end, base + 1):
+                for suffix in _OTHER_SUFFIXES:  # its other files first, the .log last
+                    (directory / f"{old:020d}{suffix}").unlink(missing_ok=True)
+                (directory / f"{old:020d}{_LOG}").unlink(missing_ok=True)
+        for name in _cleaned_order(base, SWAP_SUFFIX):
+            src = directory / name
+            if src.exists():
+                os.replace(src, directory / name[:-len(SWAP_SUFFIX)])
+        with contextlib.suppress(OSError):
+            _fsync_dir(directory)
+        log.info("%s: completed the swap of cleaned segment %d interrupted by a crash (offsets %d-%d)",
+                 directory, base, base, end - 1)
+
+
+# -- reading a directory an interrupted swap left (read-only) ------------------------------------------
+class _LocalFile:
+    """A local file as `storage.readonly.RandomAccess`."""
+
+    def __init__(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_RDONLY)
+
+    def read_at(self, nbytes: int, offset: int) -> bytes:
+        return os.pread(self._fd, nbytes, offset)
+
+    def size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class SwapResolvedFiles:
+    """A partition directory as the next writable open will see it after `recover_swaps`, without changing
+    it (`storage.readonly.ReadOnlyFiles`): a `<base>.log.swap` and its `.swap` indexes stand for the
+    segment at `base`, the segments in its offset range are hidden, `.cleaned` files and unmatched `.swap`
+    files are ignored. So a tool reading a copy of a data dir a crash left mid-swap (or a live one at that
+    moment) answers as the broker will."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = Path(directory)
+        real = os.listdir(self.dir)
+        swap_bases = {int(n[:20]) for n in real if n.endswith(_LOG + SWAP_SUFFIX) and n[:20].isdigit()}
+        hidden: set[int] = set()
+        for base in swap_bases:
+            end = _next_offset_of(self.dir / f"{base:020d}{_LOG}{SWAP_SUFFIX}")
+            end = base + 1 if end is None else max(end, base + 1)
+            hidden |= {int(n[:20]) for n in real if n.endswith(_LOG) and len(n) == 24 and n[:20].isdigit()
+                       and base <= int(n[:20]) < end}
+        self._map: dict[str, str] = {}
+        for name in real:
+            if name.endswith(CLEANED_SUFFIX) or (name[:20].isdigit() and int(name[:20]) in hidden):
+                continue
+            if name.endswith(SWAP_SUFFIX):
+                if name[:20].isdigit() and int(name[:20]) in swap_bases:
+                    self._map[name[:-len(SWAP_SUFFIX)]] = name
+                continue
+            self._map.setdefault(name, name)
+
+    def names(self) -> list[str]:
+        return list(self._map)
+
+    def open(self, name: str) -> _LocalFile:
+        return _LocalFile(self.dir / self._map.get(name, name))
+
+    def read(self, name: str) -> bytes | None:
+        real = self._map.get(name)
+        if real is None:
+            return None
+        try:
+            return (self.dir / real).read_bytes()
+        except OSError:
+            return None
+
+    def mtime_ms(self, name: str) -> int:
+        return int(os.stat(self.dir / self._map.get(name, name)).st_mtime * 1000)
+
+    def identity(self, name: str) -> tuple:
+        st = os.stat(self.dir / self._map.get(name, name))
+        return ("swap-resolved", str(self.dir / self._map.get(name, name)), st.st_size, st.st_mtime_ns)
+
+
+def has_interrupted_swap(directory: Path) -> bool:
+    """Whether a partition directory holds files of a swap a crash interrupted (`.swap` or `.cleaned`)."""
+    try:
+        return any(n.endswith((SWAP_SUFFIX, CLEANED_SUFFIX)) for n in os.listdir(directory))
+    except OSError:
+        return False
