@@ -128,11 +128,9 @@ class ChronologDataSource(DataSource):
 class ChronologReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
+        # Only pushed filters bound the rows exactly; Spark's timestamp options select offset ranges
+        # (planning._plan_partition), as Spark's Kafka source does.
         self.bounds = Bounds()
-        if options.starting_timestamp is not None:
-            self.bounds = _tighten(self.bounds, ts_min_us=options.starting_timestamp * 1000)
-        if options.ending_timestamp is not None:
-            self.bounds = _tighten(self.bounds, ts_max_us=options.ending_timestamp * 1000 - 1)
 
     def pushFilters(self, filters):
         """Timestamp, partition and offset comparisons narrow the plan and are applied exactly in the
