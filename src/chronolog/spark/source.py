@@ -1,10 +1,9 @@
 """The `chronolog` Python data source: Spark's Kafka source schema and options over a time range.
 
-Planning (driver): per Kafka partition, a start offset from the time index (the first offset with
-timestamp >= the lower bound, from `startingTimestamp`, the per-partition variants, or a pushed
-`timestamp >=`/`>`/`=` filter) and an end offset (the log end, or the first offset at or after
-`endingTimestamp + maxLatenessMs` when a lateness bound is given). A partition with nothing at or after
-the start time contributes nothing.
+Planning (driver): per Kafka partition, the offset range Spark's options select (`startingTimestamp` /
+`endingTimestamp` and the per-partition variants are offsets, as in Spark's Kafka source), narrowed by the
+pushed `timestamp`/`offset`/`partition` filters (a start offset from the time index, an end offset proven
+from segment minima in `path` mode or from `maxLatenessMs`).
 
 Reading (executors): records in [start, end) are read from segment files (`path` mode) or fetched from any
 Kafka-protocol broker (`kafka.bootstrap.servers` mode) and every time/partition/offset filter is applied
