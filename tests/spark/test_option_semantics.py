@@ -128,3 +128,25 @@ def test_starting_strategy(spark, data_dir, broker, mode):
     with pytest.raises(PySparkException, match="No offset matched"):
         load(startingTimestamp=after).collect()
     assert got(load(startingTimestamp=after, startingOffsetsByTimestampStrategy="latest")) == set()
+
+
+def test_streaming_start_is_an_offset_and_follows_the_strategy(spark, data_dir, tmp_path):
+    t1 = BASE + 20_000
+
+    def run(name: str, **options):
+        reader = spark.readStream.format("chronolog").option("path", str(data_dir)).option("subscribe", "late")
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        query = (reader.load().select("partition", "offset").writeStream.format("memory").queryName(name)
+                 .option("checkpointLocation", str(tmp_path / name)).trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        return query
+
+    query = run("from_t1", startingTimestamp=str(t1))
+    assert query.exception() is None
+    assert {(r.partition, r.offset) for r in spark.sql("SELECT * FROM from_t1").collect()} == spark_rows(t1, None)
+    after = str(BASE + N * 100 + 60_000)
+    with pytest.raises(PySparkException, match="No offset matched"):
+        run("after_error", startingTimestamp=after)
+    assert run("after_latest", startingTimestamp=after, startingOffsetsByTimestampStrategy="latest").exception() is None
+    assert spark.sql("SELECT * FROM after_latest").count() == 0
