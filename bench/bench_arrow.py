@@ -189,7 +189,7 @@ def main() -> None:
             "import sys; from chronolog.spark import session; from pyspark.sql import functions as F\n"
             "s = session('local[2]', 'hour', {'spark.ui.showConsoleProgress': 'false'})\n"
             f"df = s.read.format('chronolog').option('path', {str(data)!r}).option('subscribe', 'logs')"
-            f".option('startingTimestamp', '{lo}').option('endingTimestamp', '{hi}').load()\n"
+            f".load().where('timestamp >= timestamp_millis({lo}) AND timestamp < timestamp_millis({hi})')\n"
             "r = df.agg(F.count('*').alias('n'), F.sum(F.length('value')), F.max('timestamp')).collect()[0]\n"
             "print(r.n); s.stop()\n")
         t_spark, out = timed(lambda: subprocess.run([_python(), "-c", spark_code], capture_output=True, text=True,

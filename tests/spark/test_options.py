@@ -1,13 +1,14 @@
 """Spark's Kafka source options on the `chronolog` source, each against the records it must select:
 subscribePattern, assign, per-partition timestamps and offsets (JSON, with -2/-1), ISO-8601 times, Spark's
 precedence (startingTimestamp over startingOffsetsByTimestamp over startingOffsets), and a partition with
-nothing after the start time contributing nothing."""
+nothing after the start time under startingOffsetsByTimestampStrategy."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from pyspark.errors import PySparkException
 
 from chronolog.config import BrokerConfig
 from chronolog.records import SimpleRecord, build_batch
@@ -92,9 +93,14 @@ def test_iso_times_and_precedence(spark, data_dir):
     assert got == want({("alpha", 0)}, start={("alpha", 0): 20})
 
 
-def test_a_partition_with_nothing_after_the_start_contributes_nothing(spark, data_dir):
-    """From second 15 only alpha-0 and alpha-1 have records (alpha-2, beta-0 and gamma-0 end before): the
-    others contribute nothing and the query answers (Spark's own source fails it with strategy 'error')."""
-    got = select(spark, data_dir, subscribePattern=".*", startingTimestamp=str(BASE + 15_000))
+def test_a_partition_with_nothing_after_the_start_follows_the_strategy(spark, data_dir):
+    """From second 15 only alpha-0 and alpha-1 have records (alpha-2, beta-0 and gamma-0 end before): with
+    startingOffsetsByTimestampStrategy=latest the others contribute nothing; with Spark's default (error)
+    the query fails, as Spark's Kafka source fails it."""
+    got = select(spark, data_dir, subscribePattern=".*", startingTimestamp=str(BASE + 15_000),
+                 startingOffsetsByTimestampStrategy="latest")
     assert got == want({("alpha", 0), ("alpha", 1)}, start={("alpha", 0): 15, ("alpha", 1): 15})
-    assert select(spark, data_dir, subscribe="beta", startingTimestamp=str(BASE + 10**9)) == set()
+    assert select(spark, data_dir, subscribe="beta", startingTimestamp=str(BASE + 10**9),
+                  startingOffsetsByTimestampStrategy="latest") == set()
+    with pytest.raises(PySparkException, match="No offset matched from request of topic-partition beta-0"):
+        select(spark, data_dir, subscribe="beta", startingTimestamp=str(BASE + 10**9))

@@ -27,11 +27,14 @@ def run(
     bootstrap_server: str | None = typer.Option(None, "--bootstrap-server",
                                                 help="Use this broker instead of starting an embedded one."),
     rows: int = typer.Option(25, help="Rows of the per-hour table to print (all are in report.json)."),
+    replay_to: str | None = typer.Option(None, "--replay-to", metavar="TOPIC",
+                                         help="Also re-ingest the window into TOPIC with its original timestamps "
+                                              "(through the Spark sink; created if missing, appended to if not)."),
 ) -> None:
     """Ingest syslog files with their syslog times as CreateTime, then parse, count and chart a window
     with Spark through the chronolog source."""
     from chronolog.server.embedded import EmbeddedBroker
-    from chronolog.spark.pipeline import ingest, prepare_out, read_syslog_files, run_job
+    from chronolog.spark.pipeline import ingest, prepare_out, read_syslog_files, replay_window, run_job
 
     files = sorted(Path(input_dir).glob("*.log"))
     if not files:
@@ -62,6 +65,9 @@ def run(
         try:
             with con.status("running the Spark job"):
                 report = run_job(spark, bootstrap_server, files, t1, t2, out, log)
+            if replay_to:
+                with con.status(f"replaying the window into {replay_to}"):
+                    report["replayed"] = replay_window(spark, bootstrap_server, t1, t2, replay_to, log)
         finally:
             spark.stop()
     finally:

@@ -159,6 +159,50 @@ def run_job(spark, bootstrap: str, files: list[Path], t1: int | None, t2: int | 
     return report
 
 
+def replay_window(spark, bootstrap: str, t1: int | None, t2: int | None, target: str,
+                  log: Callable[[str], None], source: str = TOPIC) -> int:
+    """Re-ingest the records of `source` with t1 <= timestamp < t2 into `target` through the chronolog sink,
+    each with its key, value, headers and original timestamp (as CreateTime), and in the same partition
+    when `target` has as many partitions. `target` is created like the ingest topic (same partition count,
+    time retention off: the replayed times are old) when it does not exist; otherwise the window is
+    appended to it."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from pyspark.sql import functions as F
+
+    from chronolog.timetravel.client import client_config, kafka_error_text, probe
+
+    if target == source:
+        raise ChronologError(f"--replay-to {target}: the window would be appended to the topic it is read from")
+    probe(bootstrap)
+    admin = AdminClient(client_config(bootstrap))
+    topics = admin.list_topics(timeout=15).topics
+    if source not in topics:
+        raise ChronologError(f"topic {source!r} does not exist on {bootstrap}")
+    count = len(topics[source].partitions)
+    if target not in topics:
+        try:
+            admin.create_topics([NewTopic(target, count, 1, config={"retention.ms": "-1"})])[target].result(15)
+        except Exception as exc:  # KafkaException: one line with the broker's reason
+            raise ChronologError(f"cannot create topic {target}: {kafka_error_text(exc)}") from None
+        log(f"created topic {target} ({count} partitions, retention.ms=-1)")
+    same = target not in topics or len(topics[target].partitions) == count
+    df = (spark.read.format("chronolog").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
+          .option("includeHeaders", "true").load())
+    if t1 is not None:
+        df = df.where(F.col("timestamp") >= F.timestamp_millis(F.lit(t1)))
+    if t2 is not None:
+        df = df.where(F.col("timestamp") < F.timestamp_millis(F.lit(t2)))
+    columns = ["key", "value", "headers", "timestamp"] + (["partition"] if same else [])
+    window = df.select(*columns).cache()
+    n = window.count()
+    window.write.mode("append").format("chronolog").option("kafka.bootstrap.servers", bootstrap) \
+        .option("topic", target).save()
+    window.unpersist()
+    log(f"replayed {n} records of {source} into {target} with their original timestamps"
+        + ("" if same else " (partitions differ: the producer's partitioner chose by key)"))
+    return n
+
+
 # Spark's date_trunc units and their lengths, finest first.
 BUCKETS = (("minute", 60_000), ("hour", 3_600_000), ("day", 86_400_000), ("week", 7 * 86_400_000),
            ("month", 31 * 86_400_000), ("year", 366 * 86_400_000))

@@ -44,26 +44,34 @@ def _plan_partition(source, mode: str, options: SourceOptions, bounds: Bounds, t
                     p: int) -> OffsetRange | None:
     low, high = source.watermarks(topic, p)
     start, end = low, high
-    # Per-partition timestamps (startingOffsetsByTimestamp) tighten the time bounds of this range only.
-    per_start = _spec(options.starting_by_timestamp, topic, p)
-    per_end = _spec(options.ending_by_timestamp, topic, p)
     b = bounds
-    if per_start is not None and options.starting_timestamp is None:
-        b = dataclasses.replace(b, ts_min_us=max(b.ts_min_us or -(2**62), int(per_start) * 1000))
-    if per_end is not None and options.ending_timestamp is None:
-        b = dataclasses.replace(b, ts_max_us=min(b.ts_max_us if b.ts_max_us is not None else 2**62,
-                                                 int(per_end) * 1000 - 1))
-    if b.ts_min_us is None:
+    # Spark's timestamp options select offsets, not a time filter (KafkaOffsetReaderAdmin
+    # .fetchSpecificTimestampBasedOffsets): from the first offset whose timestamp is >= the start to the
+    # first offset whose timestamp is >= the end, exclusive. Precedence as Spark's: startingTimestamp over
+    # startingOffsetsByTimestamp over startingOffsets (the same for the ending options).
+    start_ts = options.starting_timestamp
+    if start_ts is None:
+        start_ts = _spec(options.starting_by_timestamp, topic, p)
+    end_ts = options.ending_timestamp
+    if end_ts is None:
+        end_ts = _spec(options.ending_by_timestamp, topic, p)
+    if start_ts is not None:
+        start = max(low, starting_offset_for_time(source, topic, p, int(start_ts), options.strategy, high))
+    else:
         so = options.starting_offsets
         explicit = _spec(so, topic, p)
         if so == "latest" or explicit == -1:
             start = high
         elif explicit is not None and explicit >= 0:
             start = max(low, int(explicit))
-    eo = options.ending_offsets
-    explicit_end = _spec(eo, topic, p)
-    if explicit_end is not None and explicit_end >= 0:
-        end = min(high, int(explicit_end))
+    if end_ts is not None:
+        found = source.offsets_for_time(topic, int(end_ts), [p])[p]
+        end = found.offset if found.found else high  # no record at or after the end: the latest offset
+    else:
+        eo = options.ending_offsets
+        explicit_end = _spec(eo, topic, p)
+        if explicit_end is not None and explicit_end >= 0:
+            end = min(high, int(explicit_end))
     if b.offset_min is not None:
         start = max(start, b.offset_min)
     if b.offset_max is not None:
@@ -87,6 +95,20 @@ def _plan_partition(source, mode: str, options: SourceOptions, bounds: Bounds, t
         return None
     target = options.path or options.bootstrap or ""
     return OffsetRange(topic, p, start, end, target, mode, b, options.include_headers)
+
+
+def starting_offset_for_time(source, topic: str, p: int, ts: int, strategy: str, high: int) -> int:
+    """The first offset whose timestamp is >= ts; when there is none, Spark's
+    startingOffsetsByTimestampStrategy: `error` (its default, and ours) fails the query, `latest` starts
+    at the latest offset (the partition then contributes nothing to a batch query)."""
+    found = source.offsets_for_time(topic, ts, [p])[p]
+    if found.found:
+        return found.offset
+    if strategy == "latest":
+        return high
+    raise ChronologError(f"No offset matched from request of topic-partition {topic}-{p} and timestamp {ts} "
+                         "(startingTimestamp / startingOffsetsByTimestamp); set "
+                         "startingOffsetsByTimestampStrategy=latest to start at the latest offset instead")
 
 
 def _proven_end(plog, start: int, window_end_ms: int) -> int:

@@ -1,10 +1,9 @@
 """The `chronolog` Python data source: Spark's Kafka source schema and options over a time range.
 
-Planning (driver): per Kafka partition, a start offset from the time index (the first offset with
-timestamp >= the lower bound, from `startingTimestamp`, the per-partition variants, or a pushed
-`timestamp >=`/`>`/`=` filter) and an end offset (the log end, or the first offset at or after
-`endingTimestamp + maxLatenessMs` when a lateness bound is given). A partition with nothing at or after
-the start time contributes nothing.
+Planning (driver): per Kafka partition, the offset range Spark's options select (`startingTimestamp` /
+`endingTimestamp` and the per-partition variants are offsets, as in Spark's Kafka source), narrowed by the
+pushed `timestamp`/`offset`/`partition` filters (a start offset from the time index, an end offset proven
+from segment minima in `path` mode or from `maxLatenessMs`).
 
 Reading (executors): records in [start, end) are read from segment files (`path` mode) or fetched from any
 Kafka-protocol broker (`kafka.bootstrap.servers` mode) and every time/partition/offset filter is applied
@@ -116,15 +115,21 @@ class ChronologDataSource(DataSource):
         from chronolog.spark.stream import ChronologStreamReader
         return ChronologStreamReader(SourceOptions.parse(self.options))
 
+    def writer(self, schema: StructType, overwrite: bool):
+        from chronolog.spark.sink import make_writer
+        return make_writer(self.options, schema, overwrite, streaming=False)
+
+    def streamWriter(self, schema: StructType, overwrite: bool):
+        from chronolog.spark.sink import make_writer
+        return make_writer(self.options, schema, overwrite, streaming=True)
+
 
 class ChronologReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
+        # Only pushed filters bound the rows exactly; Spark's timestamp options select offset ranges
+        # (planning._plan_partition), as Spark's Kafka source does.
         self.bounds = Bounds()
-        if options.starting_timestamp is not None:
-            self.bounds = _tighten(self.bounds, ts_min_us=options.starting_timestamp * 1000)
-        if options.ending_timestamp is not None:
-            self.bounds = _tighten(self.bounds, ts_max_us=options.ending_timestamp * 1000 - 1)
 
     def pushFilters(self, filters):
         """Timestamp, partition and offset comparisons narrow the plan and are applied exactly in the

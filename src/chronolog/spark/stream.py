@@ -11,6 +11,7 @@ from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
 from chronolog.spark.options import SourceOptions
+from chronolog.spark.planning import _spec, starting_offset_for_time
 from chronolog.spark.source import Bounds, OffsetRange, _arrow_schema
 from chronolog.timetravel.sources import BrokerSource, open_data_dir
 
@@ -41,9 +42,12 @@ class ChronologStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             for topic, wanted in self.options.topics(list(source.topics())):
                 for p in wanted if wanted is not None else source.partitions(topic):
                     low, high = source.watermarks(topic, p)
-                    if self.options.starting_timestamp is not None:
-                        out[f"{topic}:{p}"] = source.offsets_for_time(topic, self.options.starting_timestamp,
-                                                                      [p])[p].offset
+                    start_ts = self.options.starting_timestamp
+                    if start_ts is None:
+                        start_ts = _spec(self.options.starting_by_timestamp, topic, p)
+                    if start_ts is not None:
+                        out[f"{topic}:{p}"] = max(low, starting_offset_for_time(source, topic, p, int(start_ts),
+                                                                                self.options.strategy, high))
                     else:
                         out[f"{topic}:{p}"] = high if self.options.starting_offsets == "latest" else low
             return out

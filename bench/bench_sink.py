@@ -1,0 +1,94 @@
+"""The Spark sink: rows/s of `df.write.format("chronolog")` (keys, values, partitions and CreateTimes, through
+a broker on loopback) as a ratio to confluent-kafka producing the same rows from one Python process, in the
+same run against the same broker (target >= 0.5). Best of a few rounds each; every round writes a new topic.
+The sink's time includes Spark's job (tasks, Arrow hand-over) but not building the DataFrame (cached).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import print_table
+
+ROWS = 200_000
+PARTITIONS = 3
+ROUNDS = 2
+T0 = 1_700_000_000_000
+
+
+def main() -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from tests.brokerproc import BrokerProcess
+
+    from chronolog.spark import session
+
+    one, five, _ = os.getloadavg()
+    print(f"before: load average {one:.2f} / {five:.2f} on {os.cpu_count()} cores", flush=True)
+    with tempfile.TemporaryDirectory(prefix="chronolog-bench-sink-") as tmp:
+        proc = BrokerProcess(Path(tmp) / "data").start()
+        spark = session("local[2]", "chronolog-bench-sink", {"spark.ui.showConsoleProgress": "false"})
+        try:
+            admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+            counter = iter(range(1000))
+
+            def topic() -> str:
+                name = f"sink-{next(counter)}"
+                admin.create_topics([NewTopic(name, PARTITIONS, 1, config={
+                    "message.timestamp.after.max.ms": str(2**62)})])[name].result(15)
+                return name
+
+            df = (spark.range(0, ROWS, numPartitions=2)
+                  .selectExpr(f"cast(id % {PARTITIONS} as int) as partition",
+                              "cast(lpad(cast(id as string), 8, '0') as binary) as key",
+                              "cast(repeat('x', 80) as binary) as value",
+                              f"timestamp_millis({T0} + id) as timestamp").cache())
+            assert df.count() == ROWS
+            keys = [b"%08d" % i for i in range(ROWS)]
+            value = b"x" * 80
+
+            def sink() -> float:
+                name = topic()
+                start = time.perf_counter()
+                df.write.mode("append").format("chronolog").option("kafka.bootstrap.servers", proc.bootstrap) \
+                    .option("topic", name).save()
+                return time.perf_counter() - start
+
+            def python() -> float:
+                name = topic()
+                producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 5})
+                start = time.perf_counter()
+                for i in range(ROWS):
+                    while True:
+                        try:
+                            producer.produce(name, value, keys[i], partition=i % PARTITIONS, timestamp=T0 + i)
+                            break
+                        except BufferError:
+                            producer.poll(0.05)
+                assert producer.flush(120) == 0
+                return time.perf_counter() - start
+
+            sink()  # warm up the Python workers
+            sink_s, py_s = [], []
+            for _ in range(ROUNDS):  # interleaved: a busy neighbour slows both alike
+                sink_s.append(sink())
+                py_s.append(python())
+            s, p = min(sink_s), min(py_s)
+            ratio = p / s
+            rows = [("measure", "chronolog sink", "confluent-kafka, one process", "ratio"),
+                    (f"{ROWS} rows (8 B key, 80 B value, CreateTime), {PARTITIONS} partitions",
+                     f"{ROWS / s:,.0f} rows/s", f"{ROWS / p:,.0f} rows/s",
+                     f"{ratio:.2f} (target >= 0.5: {'met' if ratio >= 0.5 else 'missed'})")]
+            print_table(rows)
+        finally:
+            spark.stop()
+            proc.stop()
+    one, five, _ = os.getloadavg()
+    print(f"after: load average {one:.2f} / {five:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,422 @@
+"""The `chronolog` sink: `df.write` / `df.writeStream.format("chronolog")` into any Kafka-protocol broker.
+
+Spark's Kafka sink columns and options (KafkaWriter.validateQuery, KafkaSourceProvider): `value` (binary or
+string, required), `key`, `topic`, `partition` (int), `headers` (array<struct<key: string, value: binary>>);
+the `topic` option overrides the `topic` column; `kafka.bootstrap.servers` and the other `kafka.*` options go
+to the producer (librdkafka's names). Beyond Spark's sink: a `timestamp` column (timestamp) is written as the
+record's CreateTime, so a window read from one topic and written to another keeps its event times.
+
+Atomicity: a task checks every row of its Spark partition (types, nulls, topic existence, size against the
+topic's `max.message.bytes`) before it sends any, so a bad row fails the query with a one-line message and
+nothing of that task is written; rows of tasks that already finished stay written, as in Spark's sink.
+
+Delivery: at-least-once by default, as Spark's sink. With `exactlyOnce=true` every task writes inside a
+Kafka transaction (KIP-98) whose transactional id is fixed per query and Spark partition
+(`<prefix>-<partition id>`, prefix `kafka.transactional.id` or `chronolog-sink-<query id>`); the same
+transaction commits, as a group offset of the group named by that id, the number of the micro-batch it
+wrote. A task of a micro-batch that Spark runs again after a restart first fences the earlier attempt
+(InitProducerId aborts its open transaction), then finds the batch already committed and writes nothing.
+So a read_committed consumer sees every row once, provided the query is deterministic (the same rows in
+the same Spark partition when a micro-batch is run again: true of a source that replays offset ranges,
+such as `chronolog` or `kafka`, without a shuffle whose order differs between runs).
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    StringType,
+    StructType,
+    TimestampType,
+)
+
+from chronolog.errors import ChronologError
+
+# Spark's Kafka sink refuses these (KafkaSourceProvider.validateGeneralOptions / kafkaParamsForProducer):
+# keys and values are bytes, and the sink owns the serializers.
+REFUSED = {"key.serializer": "keys are written as bytes (binary or UTF-8 string column)",
+           "value.serializer": "values are written as bytes (binary or UTF-8 string column)"}
+# RecordBatch v2 overhead over key + value + headers for a batch of one record (DefaultRecordBatch
+# RECORD_BATCH_OVERHEAD 61 + the record's varint lengths, at most ~21 bytes): a value that passes this
+# check with the largest overhead fits max.message.bytes alone in a batch.
+BATCH_OVERHEAD = 61 + 21
+KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1048588  # LogConfig DEFAULT_MAX_MESSAGE_BYTES
+DELIVERY_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    bootstrap: str
+    topic: str | None
+    producer: dict[str, str] = field(default_factory=dict)
+    exactly_once: bool = False
+    transactional_prefix: str | None = None
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, str]) -> SinkOptions:
+        opts = {k.lower(): (k, v) for k, v in raw.items()}
+        if "path" in opts:
+            raise ChronologError("the chronolog sink writes through a broker: give kafka.bootstrap.servers, not path")
+        bootstrap = opts.get("kafka.bootstrap.servers", (None, None))[1]
+        if not bootstrap:
+            raise ChronologError("option kafka.bootstrap.servers is required to write")
+        producer: dict[str, str] = {}
+        for low, (_name, value) in opts.items():
+            if low.startswith("kafka.") and low != "kafka.bootstrap.servers":
+                key = low[len("kafka."):]
+                if key in REFUSED:
+                    raise ChronologError(f"option kafka.{key} is not supported: {REFUSED[key]}")
+                producer[key] = value
+        exactly = opts.get("exactlyonce", (None, "false"))[1].strip().lower()
+        if exactly not in ("true", "false"):
+            raise ChronologError(f"option exactlyOnce takes true or false, got {exactly!r}")
+        prefix = producer.pop("transactional.id", None)
+        if prefix is not None and exactly != "true":
+            raise ChronologError("option kafka.transactional.id is the prefix of the sink's transactional ids: "
+                                 "it needs exactlyOnce=true")
+        known = {"kafka.bootstrap.servers", "topic", "exactlyonce", "checkpointlocation"}  # the last is Spark's
+        unknown = sorted(name for low, (name, _v) in opts.items() if low not in known and not low.startswith("kafka."))
+        if unknown:
+            raise ChronologError(f"option {', '.join(unknown)}: not a sink option (topic, kafka.*, exactlyOnce)")
+        topic = opts.get("topic", (None, None))[1] or None
+        if exactly == "true" and topic is None:
+            raise ChronologError("exactlyOnce=true needs the option 'topic' (the batch markers are kept against it)")
+        return cls(bootstrap=bootstrap, topic=topic, producer=producer, exactly_once=exactly == "true",
+                   transactional_prefix=prefix)
+
+    def producer_config(self) -> dict:
+        return {"bootstrap.servers": self.bootstrap, **self.producer}
+
+
+def check_schema(schema: StructType, options: SinkOptions) -> None:
+    """KafkaWriter.validateQuery's rules (plus `timestamp`), on the driver before any task runs."""
+    fields = {f.name.lower(): f.dataType for f in schema.fields}
+    if "value" not in fields:
+        raise ChronologError("required attribute 'value' not found: the sink writes the column 'value'")
+
+    def expect(name: str, ok: bool, wanted: str) -> None:
+        if name in fields and not ok:
+            raise ChronologError(f"{name} attribute type must be {wanted}, got {fields[name].simpleString()}")
+
+    expect("value", isinstance(fields.get("value"), StringType | BinaryType), "a string or binary")
+    expect("key", isinstance(fields.get("key"), StringType | BinaryType), "a string or binary")
+    expect("topic", isinstance(fields.get("topic"), StringType), "a string")
+    expect("partition", isinstance(fields.get("partition"), IntegerType), "an int")
+    expect("timestamp", isinstance(fields.get("timestamp"), TimestampType), "a timestamp")
+    headers = fields.get("headers")
+    ok = (isinstance(headers, ArrayType) and isinstance(headers.elementType, StructType)
+          and [(f.name, type(f.dataType)) for f in headers.elementType.fields]
+          == [("key", StringType), ("value", BinaryType)])
+    expect("headers", ok, "array<struct<key: string, value: binary>>")
+    if options.topic is None and "topic" not in fields:
+        raise ChronologError("topic option required when no 'topic' attribute is present in the data")
+
+
+def check_config(options: SinkOptions) -> None:
+    """librdkafka refuses an unknown or malformed setting when the producer is made: make one on the
+    driver so a bad kafka.* option is one line before any task starts."""
+    from confluent_kafka import KafkaException, Producer
+
+    from chronolog.timetravel.client import kafka_error_text
+    try:
+        Producer(options.producer_config())
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise ChronologError(f"kafka.* producer option: {kafka_error_text(exc)}") from None
+
+
+@dataclass
+class SinkCommit(WriterCommitMessage):
+    rows: int
+    skipped: bool = False  # a micro-batch this task had already committed (exactlyOnce)
+
+
+class ChronologWriter(DataSourceArrowWriter):
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
+        return write_partition(self.options, iterator, batch_id=None)
+
+
+class ChronologStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
+        from pyspark import TaskContext
+        ctx = TaskContext.get()
+        raw = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None  # StreamExecution.BATCH_ID_KEY
+        return write_partition(self.options, iterator, batch_id=int(raw) if raw is not None else None)
+
+    def commit(self, messages, batchId: int) -> None:
+        """Each task committed its own transaction (or flushed); nothing is left for the driver."""
+
+    def abort(self, messages, batchId: int) -> None:
+        """An open transaction of a failed task is aborted when the batch runs again (InitProducerId with
+        the same transactional id) or by the coordinator after transaction.timeout.ms."""
+
+
+def make_writer(raw: Mapping[str, str], schema: StructType, overwrite: bool, streaming: bool):
+    if overwrite:
+        # KafkaSourceProvider.createRelation: only Append and ErrorIfExists for a topic.
+        raise ChronologError("save mode overwrite is not allowed for chronolog: use append")
+    options = SinkOptions.parse(raw)
+    check_schema(schema, options)
+    check_config(options)
+    if options.exactly_once and not streaming and options.transactional_prefix is None:
+        # a batch job has no query id: one prefix per job, chosen here on the driver, so two jobs writing
+        # at once do not fence each other's tasks
+        options = replace(options, transactional_prefix=f"chronolog-sink-{uuid.uuid4()}")
+    return ChronologStreamWriter(options) if streaming else ChronologWriter(options)
+
+
+# -- one task -----------------------------------------------------------------------------------------
+
+@dataclass
+class Rows:
+    """One task's rows as Python lists, checked and ready to send."""
+
+    topics: list[str]
+    keys: list
+    values: list
+    partitions: list  # -1 where the row has none
+    timestamps: list  # ms; 0 where the row has none
+    headers: list
+    sizes: list | pa.Array  # bytes of key + value + headers + batch overhead, per row
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def _bytes_column(table: pa.Table, name: str) -> list:
+    if name not in table.column_names:
+        return [None] * table.num_rows
+    col = table.column(name)
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        col = col.cast(pa.binary())
+    return col.to_pylist()
+
+
+def collect(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Rows:
+    batches = list(batches)
+    if not batches:
+        return Rows([], [], [], [], [], [], [])
+    table = pa.Table.from_batches(batches)
+    table = table.rename_columns([n.lower() for n in table.column_names])  # Spark's names are case-insensitive
+    n = table.num_rows
+    if options.topic is not None:
+        topics = [options.topic] * n
+    else:
+        col = table.column("topic")
+        if col.null_count:
+            raise ChronologError("null topic present in the data: every row needs a topic (or give the option 'topic')")
+        topics = col.to_pylist()
+    timestamps = [0] * n  # 0: the producer's clock
+    if "timestamp" in table.column_names:
+        ms = pc.divide(table.column("timestamp").cast(pa.int64()), 1000)
+        if pc.min(ms).as_py() is not None and pc.min(ms).as_py() <= 0:
+            raise ChronologError("a timestamp at or before 1970-01-01T00:00:00Z cannot be a record's CreateTime "
+                                 "(0 means 'now' to the producer, negative means none)")
+        timestamps = pc.fill_null(ms, 0).to_pylist()
+    partitions = [-1] * n  # -1: librdkafka's partitioner
+    if "partition" in table.column_names:
+        lowest = pc.min(table.column("partition")).as_py()
+        if lowest is not None and lowest < 0:
+            i = pc.index(table.column("partition"), lowest).as_py()
+            raise ChronologError(f"row {i}: partition {lowest} does not exist (a null partition lets the "
+                                 "producer choose)")
+        partitions = pc.fill_null(table.column("partition"), -1).to_pylist()
+    sizes = pa.array([BATCH_OVERHEAD] * n, pa.int64())
+    for name in ("key", "value"):
+        if name in table.column_names:
+            length = pc.binary_length(table.column(name)).cast(pa.int64())
+            sizes = pc.add(sizes, pc.fill_null(length, 0))
+    headers = [None] * n
+    if "headers" in table.column_names:
+        sizes = sizes.to_pylist()
+        headers = [None if h is None else [(x["key"], x["value"]) for x in h]
+                   for h in table.column("headers").to_pylist()]
+        for i, h in enumerate(headers):
+            if h:  # a header: its varint lengths (at most 10 bytes) and its bytes
+                sizes[i] += sum(10 + len(k.encode()) + len(v or b"") for k, v in h)
+    return Rows(topics, _bytes_column(table, "key"), _bytes_column(table, "value"), partitions, timestamps, headers,
+                sizes)
+
+
+@functools.lru_cache(maxsize=64)
+def _topic_facts(bootstrap: str, conf_items: tuple, topic: str) -> tuple[int, int]:
+    """(partition count, max.message.bytes) of a topic; a missing topic is a clear error (the sink does not
+    create topics: a mistyped name would otherwise become a new topic with the broker's defaults)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    from chronolog.timetravel.client import kafka_error_text
+    admin = AdminClient(dict(conf_items))
+    try:
+        md = admin.list_topics(timeout=15)  # all topics: a request for one may create it (auto.create.topics.enable)
+    except KafkaException as exc:
+        raise ChronologError(f"cannot reach {bootstrap}: {kafka_error_text(exc)}") from None
+    t = md.topics.get(topic)
+    if t is None or t.error is not None or not t.partitions:
+        raise ChronologError(f"topic {topic!r} does not exist on {bootstrap}: create it first "
+                             "(the chronolog sink does not create topics)")
+    limit = KAFKA_DEFAULT_MAX_MESSAGE_BYTES
+    try:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        configs = admin.describe_configs([resource])[resource].result(15)
+        if "max.message.bytes" in configs:
+            limit = int(configs["max.message.bytes"].value)
+    except KafkaException as exc:
+        raise ChronologError(f"cannot read the configs of topic {topic!r}: {kafka_error_text(exc)}") from None
+    return len(t.partitions), limit
+
+
+def check_rows(options: SinkOptions, rows: Rows) -> int | None:
+    """Every row against its topic: the topic exists, the partition is one of its partitions, the record
+    fits max.message.bytes. Checked per topic over whole columns; a row is named only when one fails.
+    Returns the smallest max.message.bytes of the topics written (None when no rows)."""
+    conf = tuple(sorted((k, str(v)) for k, v in options.producer_config().items()))
+    names = set(rows.topics)
+    smallest = None
+    for topic in sorted(names):
+        count, limit = _topic_facts(options.bootstrap, conf, topic)
+        smallest = limit if smallest is None else min(smallest, limit)
+        mine = range(len(rows)) if len(names) == 1 else [i for i, t in enumerate(rows.topics) if t == topic]
+        parts = [rows.partitions[i] for i in mine] if len(names) > 1 else rows.partitions
+        if parts and max(parts) >= count:  # -1 is a null partition
+            i = next(i for i in mine if rows.partitions[i] != -1 and not 0 <= rows.partitions[i] < count)
+            raise ChronologError(f"row {i}: partition {rows.partitions[i]} does not exist in topic {topic!r} "
+                                 f"({count} partitions)")
+        if len(names) == 1 and not isinstance(rows.sizes, list):  # the common case, over the Arrow column
+            largest = pc.max(rows.sizes).as_py()
+            if largest is None or largest <= limit:
+                continue
+        sizes = rows.sizes if isinstance(rows.sizes, list) else rows.sizes.to_pylist()
+        if any(sizes[i] > limit for i in mine):
+            i = next(i for i in mine if sizes[i] > limit)
+            raise ChronologError(f"row {i}: a record of {sizes[i]} bytes (key, value, headers and batch "
+                                 f"overhead) is over max.message.bytes={limit} of topic {topic!r}: nothing of "
+                                 "this task was written")
+    return smallest
+
+
+def _send(producer, rows: Rows) -> None:
+    """produce(topic, value, key, partition, callback, on_delivery, timestamp, headers) by position (no
+    per-row dict): -1 lets the partitioner choose, a timestamp of 0 is the producer's clock; delivery
+    errors come to the producer's on_delivery (errors only)."""
+    produce, poll = producer.produce, producer.poll
+    for topic, value, key, part, ts, hdrs in zip(rows.topics, rows.values, rows.keys, rows.partitions,
+                                                 rows.timestamps, rows.headers, strict=True):
+        try:
+            produce(topic, value, key, part, None, None, ts, hdrs)
+        except BufferError:  # the local queue is full: serve delivery reports, then retry once there is room
+            while True:
+                poll(0.05)
+                try:
+                    produce(topic, value, key, part, None, None, ts, hdrs)
+                    break
+                except BufferError:
+                    continue
+
+
+def _producer(options: SinkOptions, failures: list, limit: int | None, **more):
+    from confluent_kafka import Producer
+
+    def report(err, _msg):
+        if err is not None:
+            failures.append(err)
+
+    # delivery.report.only.error: reports cost a Python call per record; only failures need one here.
+    # batch.size at most the topics' max.message.bytes: librdkafka does not split a batch the broker
+    # refuses as too large (the Java producer does), so small records batched past a small limit would fail.
+    defaults = {"linger.ms": 5, "delivery.report.only.error": True, "queue.buffering.max.messages": 1_000_000}
+    if limit is not None:
+        defaults["batch.size"] = max(1, min(1_000_000, limit - BATCH_OVERHEAD))
+    return Producer({**defaults, **options.producer_config(), "on_delivery": report, **more})
+
+
+def _raise_failures(failures: list) -> None:
+    if failures:
+        raise ChronologError(f"write failed: {failures[0].str() if hasattr(failures[0], 'str') else failures[0]} "
+                             f"({len(failures)} record(s) not delivered)")
+
+
+def write_partition(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id: int | None) -> SinkCommit:
+    rows = collect(options, batches)
+    limit = check_rows(options, rows)
+    if options.exactly_once:
+        return _write_transactional(options, rows, batch_id, limit)
+    if not len(rows):
+        return SinkCommit(0)
+    failures: list = []
+    producer = _producer(options, failures, limit)
+    _send(producer, rows)
+    left = producer.flush(DELIVERY_TIMEOUT_S)
+    _raise_failures(failures)
+    if left:
+        raise ChronologError(f"write failed: {left} record(s) not delivered within {DELIVERY_TIMEOUT_S:.0f}s")
+    return SinkCommit(len(rows))
+
+
+def transactional_id(options: SinkOptions, partition_id: int, query_id: str | None) -> str:
+    prefix = options.transactional_prefix or f"chronolog-sink-{query_id or 'batch'}"
+    return f"{prefix}-{partition_id}"
+
+
+def _write_transactional(options: SinkOptions, rows: Rows, batch_id: int | None, limit: int | None) -> SinkCommit:
+    """One transaction per task: the rows and, for a micro-batch, the marker `batch_id + 1` committed as
+    the offset of (topic option, partition 0) for the group named by the transactional id."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from pyspark import TaskContext
+
+    from chronolog.timetravel.client import kafka_error_text
+    ctx = TaskContext.get()
+    partition_id = ctx.partitionId() if ctx is not None else 0
+    query_id = ctx.getLocalProperty("sql.streaming.queryId") if ctx is not None else None  # StreamExecution.QUERY_ID_KEY
+    if batch_id is not None and query_id is None and options.transactional_prefix is None:
+        raise ChronologError("exactlyOnce: Spark gave this task no query id; set kafka.transactional.id (a prefix "
+                             "unique to this query)")
+    txn_id = transactional_id(options, partition_id, query_id)
+    failures: list = []
+    try:
+        producer = _producer(options, failures, limit, **{"transactional.id": txn_id})
+        producer.init_transactions(60)  # fences an earlier attempt and aborts its open transaction
+        marker = TopicPartition(options.topic, 0)
+        group = None
+        if batch_id is not None:
+            # the producer's settings carry the connection's (security.protocol, sasl.*, ssl.*); librdkafka
+            # only warns about the producer-only ones
+            group = Consumer({**options.producer_config(), "group.id": txn_id,
+                              "isolation.level": "read_committed", "enable.auto.commit": False})
+            done = group.committed([marker], timeout=30)[0].offset
+            if done > batch_id:  # this task's rows of this micro-batch are already committed
+                group.close()
+                return SinkCommit(0, skipped=True)
+        producer.begin_transaction()
+        _send(producer, rows)
+        producer.flush(DELIVERY_TIMEOUT_S)
+        if failures:
+            producer.abort_transaction(60)
+            _raise_failures(failures)
+        if group is not None:
+            producer.send_offsets_to_transaction([TopicPartition(options.topic, 0, batch_id + 1)],
+                                                 group.consumer_group_metadata(), 60)
+            group.close()
+        producer.commit_transaction(60)
+    except KafkaException as exc:
+        raise ChronologError(f"transactional write ({txn_id}): {kafka_error_text(exc)}") from None
+    return SinkCommit(len(rows))
