@@ -11,33 +11,18 @@ the least any Python broker pays before its first answer.
 from __future__ import annotations
 
 import signal
-import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from tests.brokerproc import free_port
+from tests.brokerproc import answers_metadata, free_port
 
 from bench.common import print_table
 
 TRIES = 5
-METADATA_V0 = struct.pack(">hhi", 3, 0, 1) + struct.pack(">h", 5) + b"bench" + struct.pack(">i", 0)
-
-
-def answers_metadata(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-            s.sendall(struct.pack(">i", len(METADATA_V0)) + METADATA_V0)
-            head = s.recv(8)
-            return len(head) == 8 and struct.unpack(">i", head[4:8])[0] == 1
-    except OSError:
-        return False
-
-
 def first_metadata_seconds(proc: subprocess.Popen, port: int, started: float, timeout: float = 120) -> float:
     """Seconds from `started` (just before exec) until a Metadata v0 request to `port` is answered; polled
     every millisecond, so the figure is at most about a millisecond late."""

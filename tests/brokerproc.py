@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -26,6 +27,21 @@ TEST_CONFIGS = {
     "group.min.session.timeout.ms": "1000",
     "log.retention.check.interval.ms": "300000",
 }
+
+
+METADATA_V0 = struct.pack(">hhi", 3, 0, 1) + struct.pack(">h", 6) + b"probes" + struct.pack(">i", 0)
+
+
+def answers_metadata(port: int) -> bool:
+    """A Metadata v0 request (no topics) to 127.0.0.1:`port` is answered: the broker has opened its logs and
+    serves (what a client or a test fixture waits for after a start)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(struct.pack(">i", len(METADATA_V0)) + METADATA_V0)
+            head = s.recv(8)
+            return len(head) == 8 and struct.unpack(">i", head[4:8])[0] == 1
+    except OSError:
+        return False
 
 
 def free_port() -> int:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import os
 import resource
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -25,23 +23,9 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.brokerproc import free_port
+from tests.brokerproc import answers_metadata, free_port
 
 BASE_TS = 1_700_000_000_000  # record i of every partition has timestamp BASE_TS + i
-METADATA_V0 = struct.pack(">hhi", 3, 0, 1) + struct.pack(">h", 4) + b"many" + struct.pack(">i", 0)
-
-
-def answers_metadata(port: int) -> bool:
-    """A Metadata v0 request (no topics) is answered: the broker has opened its logs and serves."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-            s.sendall(struct.pack(">i", len(METADATA_V0)) + METADATA_V0)
-            head = s.recv(8)
-            return len(head) == 8 and struct.unpack(">i", head[4:8])[0] == 1
-    except OSError:
-        return False
-
-
 def nofile_limit(limit: int):
     def preexec() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
