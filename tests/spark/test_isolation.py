@@ -17,7 +17,13 @@ def txn_data(tmp_path_factory):
     """Per partition: committed, aborted and committed again, then a transaction left open."""
     root = tmp_path_factory.mktemp("txn-spark") / "data"
     proc = BrokerProcess(root, TXN_CONFIGS).start()
-    bs = proc.bootstrap
+    try:
+        yield (proc, root, *_write_transactions(proc.bootstrap))
+    finally:
+        proc.stop()
+
+
+def _write_transactions(bs: str) -> tuple[list[str], list[str]]:
     create_topics(bs, "tx")
     p = producer(bs, "spark-isolation")
     committed: list[str] = []
@@ -40,8 +46,7 @@ def txn_data(tmp_path_factory):
         p.produce("tx", value=f"open-{i}".encode(), partition=i % 2)
         everything.append(f"open-{i}")
     p.flush(30)
-    yield proc, root, committed, everything
-    proc.stop()
+    return committed, everything
 
 
 def _values(spark, isolation: str, where: dict[str, str]) -> list[str]:
