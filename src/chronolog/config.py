@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chronolog.errors import InvalidConfigError
+from chronolog.errors import ChronologError, InvalidConfigError
 
 LONG_MAX = 9223372036854775807
 
@@ -416,3 +416,12 @@ class BrokerConfig:
         return dict(self._raw)
 
 
+def parse_pairs(items: list[str], option: str = "--config") -> dict[str, str]:
+    """`key=value` items as given on a command line (`--config`, `-X`), one clear error for anything else."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ChronologError(f"{option} takes key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from chronolog.config import parse_pairs
 from chronolog.errors import ChronologError
 
 _OPTIONS = {"--data-dir": "data_dir", "--host": "host", "--port": "port", "--config": "config", "-c": "config",
@@ -18,13 +19,7 @@ _OPTIONS = {"--data-dir": "data_dir", "--host": "host", "--port": "port", "--con
 
 
 def parse_configs(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ChronologError(f"--config takes key=value, got {item!r}")
-        out[key.strip()] = value.strip()
-    return out
+    return parse_pairs(items, "--config")
 
 
 def parse(argv: list[str]) -> dict | None:

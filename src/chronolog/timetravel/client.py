@@ -17,6 +17,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+from chronolog.config import parse_pairs
 from chronolog.errors import ChronologError, UnknownTopicOrPartitionError
 from chronolog.records import Record
 from chronolog.timetravel.sources import BrokerSource, OffsetAtTime
@@ -41,16 +42,6 @@ def read_properties(path: Path) -> dict[str, str]:
         if cut < 0:
             raise ChronologError(f"{path}:{n}: expected key=value, got {line!r}")
         out[line[:cut].strip()] = line[cut + 1:].strip()
-    return out
-
-
-def parse_pairs(items: list[str], option: str = "-X") -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ChronologError(f"{option} takes key=value, got {item!r}")
-        out[key.strip()] = value.strip()
     return out
 
 
@@ -86,7 +77,7 @@ def client_config(bootstrap: str, extra: list[str] | None = None, command_config
     conf: dict = {"bootstrap.servers": bootstrap}
     if command_config is not None:
         conf.update(read_properties(command_config))
-    conf.update(parse_pairs(extra or []))
+    conf.update(parse_pairs(extra or [], "-X"))
     conf = from_java(conf)
     conf["logger"] = LOGGER
     return conf
