@@ -8,6 +8,7 @@ import math
 from chronolog.errors import ChronologError
 from chronolog.spark.options import SourceOptions
 from chronolog.spark.source import Bounds, OffsetRange, RangeGroup
+from chronolog.timetravel.arrow import proven_end as _proven_end  # the window end's proof, shared
 from chronolog.timetravel.sources import BrokerSource, open_data_dir
 
 
@@ -109,47 +110,6 @@ def starting_offset_for_time(source, topic: str, p: int, ts: int, strategy: str,
     raise ChronologError(f"No offset matched from request of topic-partition {topic}-{p} and timestamp {ts} "
                          "(startingTimestamp / startingOffsetsByTimestamp); set "
                          "startingOffsetsByTimestampStrategy=latest to start at the latest offset instead")
-
-
-def _proven_end(plog, start: int, window_end_ms: int) -> int:
-    """The smallest offset after `start` from which every record has timestamp >= window_end_ms.
-
-    Segment minimum timestamps (from each segment's `.chronolog-minima` sidecar when it still matches the
-    file, else from a scan of the timestamp deltas) are combined from the newest segment backwards until
-    the suffix minimum drops below the window end; inside that boundary segment the same is done chunk by
-    chunk from the end, and only the chunk where it drops is read batch by batch. Exact for any lateness
-    (no assumption about order); the log end when nothing can be proven."""
-    end = plog.log_end_offset
-    suffix: int | None = None
-    boundary = None
-    for seg in reversed(plog.segments):
-        entries = seg.time_minima()
-        low = min((e.min_timestamp for e in entries), default=None)
-        with_seg = suffix if low is None else (low if suffix is None else min(suffix, low))
-        if seg.base_offset <= start or (with_seg is not None and with_seg < window_end_ms):
-            boundary = (seg, entries)
-            break
-        suffix = with_seg
-        end = seg.base_offset
-    if boundary is None:
-        return end
-    seg, entries = boundary
-    for entry in reversed(entries):
-        with_entry = entry.min_timestamp if suffix is None else min(suffix, entry.min_timestamp)
-        if entry.first_offset > start and with_entry >= window_end_ms:
-            suffix, end = with_entry, entry.first_offset
-            continue
-        if entry.batches != 1:
-            # The drop (or `start`) lies inside this chunk: the same walk over its batches.
-            for base, low in seg.batch_minima(entry.position, entry.end):
-                if base <= start:
-                    break
-                suffix = low if suffix is None else min(suffix, low)
-                if suffix < window_end_ms:
-                    break
-                end = base
-        break
-    return end
 
 
 def _split(ranges: list[OffsetRange], options: SourceOptions) -> list[OffsetRange]:
