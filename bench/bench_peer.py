@@ -27,6 +27,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.brokerproc import free_port
 
+from bench.bench_broker import produce
 from bench.bench_start import first_metadata_seconds, rss_mb
 from bench.common import print_table
 
@@ -89,22 +90,9 @@ def create(bootstrap: str, topic: str) -> None:
 
 
 def produce_mb_s(bootstrap: str | None, topic: str) -> float:
-    """MB/s of 1 KiB records from one Python loop; with no bootstrap, to librdkafka's own in-process mock
-    broker (a broker that costs almost nothing: the client's ceiling)."""
-    where = {"bootstrap.servers": bootstrap} if bootstrap else {"test.mock.num.brokers": 1}
-    p = Producer({**where, "linger.ms": 5, "batch.size": 1_000_000, "acks": 1,
-                  "queue.buffering.max.messages": 1_000_000})
-    payload = b"x" * SIZE
-    start = time.perf_counter()
-    for i in range(RECORDS):
-        while True:
-            try:
-                p.produce(topic, value=payload, partition=0, timestamp=T0 + i)
-                break
-            except BufferError:
-                p.poll(0.01)
-    assert p.flush(120) == 0
-    return RECORDS * SIZE / (time.perf_counter() - start) / 1e6
+    """MB/s of 1 KiB records from one Python loop (bench_broker.produce; no bootstrap: the mock broker)."""
+    seconds, _flush = produce(bootstrap, topic, SIZE, RECORDS)
+    return RECORDS * SIZE / seconds / 1e6
 
 
 def consume_mb_s(bootstrap: str, topic: str) -> float:
