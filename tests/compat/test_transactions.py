@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, 
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from tests.brokerproc import BrokerProcess
+from tests.consuming import read_messages
 
 pytestmark = pytest.mark.compat
 TXN_CONFIGS = {"transaction.state.log.num.partitions": "4",
@@ -50,32 +51,10 @@ def producer(bootstrap: str, txn_id: str, **extra) -> Producer:
 
 def read(bootstrap: str, topic: str, partitions: int, isolation: str, expected: int | None = None,
          timeout: float = 15.0) -> dict[int, list[bytes]]:
-    """Every record a consumer with this isolation level gets (until `expected` arrived, or until it
+    """Every record value a consumer with this isolation level gets (until `expected` arrived, or until it
     reached the end of every partition), per partition in order."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
-                  "isolation.level": isolation, "enable.auto.commit": False, "enable.partition.eof": True})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
-    at_end: set[int] = set()
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == -191:  # _PARTITION_EOF
-                    at_end.add(m.partition())
-                    if expected is None and len(at_end) == partitions:
-                        break
-                continue
-            at_end.discard(m.partition())
-            out[m.partition()].append(m.value())
-            if expected is not None and sum(map(len, out.values())) >= expected:
-                break
-    finally:
-        c.close()
-    return out
+    got = read_messages(bootstrap, topic, partitions, isolation, expected, timeout)
+    return {p: [m.value() for m in msgs] for p, msgs in got.items()}
 
 
 def latest(bootstrap: str, topic: str, partition: int, committed: bool) -> int:
@@ -393,25 +372,5 @@ def test_faust_streaming_exactly_once(txn_broker, tmp_path):
 def read_keyed(bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed"
                ) -> dict[int, list[tuple[bytes, bytes]]]:
     """(key, value) of every record a consumer of this isolation level gets, to the end of each partition."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
-                  "isolation.level": isolation, "enable.auto.commit": False, "enable.partition.eof": True})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out: dict[int, list] = {p: [] for p in range(partitions)}
-    at_end: set[int] = set()
-    deadline = time.monotonic() + 15
-    try:
-        while time.monotonic() < deadline and len(at_end) < partitions:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == -191:  # _PARTITION_EOF
-                    at_end.add(m.partition())
-                elif m.error().code() == 3:  # the changelog does not exist yet
-                    break
-                continue
-            at_end.discard(m.partition())
-            out[m.partition()].append((m.key(), m.value()))
-    finally:
-        c.close()
-    return out
+    got = read_messages(bootstrap, topic, partitions, isolation)
+    return {p: [(m.key(), m.value()) for m in msgs] for p, msgs in got.items()}

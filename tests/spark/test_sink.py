@@ -9,13 +9,13 @@ import random
 import time
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.errors import PySparkException
 
 from chronolog.errors import ChronologError
 from chronolog.spark.sink import SinkOptions, write_partition
 from tests.brokerproc import BrokerProcess
+from tests.consuming import read_messages
 
 pytestmark = pytest.mark.spark
 BASE = 1_700_000_000_000
@@ -41,30 +41,9 @@ def read_back(bootstrap: str, topic: str, partitions: int, expected: int | None 
               timeout: float = 30.0) -> list[tuple]:
     """(partition, key, value, headers, timestamp ms) of every committed record, per partition in order,
     until `expected` arrived or every partition reached its end."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False, "enable.partition.eof": True})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out: list[tuple] = []
-    at_end: set[int] = set()
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == -191:  # _PARTITION_EOF
-                    at_end.add(m.partition())
-                    if expected is None and len(at_end) == partitions:
-                        break
-                continue
-            at_end.discard(m.partition())
-            out.append((m.partition(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]))
-            if expected is not None and len(out) >= expected:
-                break
-    finally:
-        c.close()
-    return sorted(out, key=lambda r: r[0])  # stable: keeps each partition's order
+    got = read_messages(bootstrap, topic, partitions, "read_committed", expected, timeout)
+    return [(p, m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1])
+            for p in sorted(got) for m in got[p]]
 
 
 def make_rows(seed: int, n: int, partitions: int) -> list[tuple]:
