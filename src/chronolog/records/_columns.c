@@ -709,7 +709,130 @@ static PyTypeObject BuilderType = {
     .tp_doc = "Builder(keys=True, values=True, headers=False): column buffers of decoded records",
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_columns", NULL, -1, NULL};
+/* ---- late records across bucket edges (the console's exact timeline) ----------------------------- */
+
+/* place_late(body, count, base_offset, base_ts, offsets, edges, first, log_end, counts, late) -> int | None
+ *
+ * For one uncompressed (or decompressed) CreateTime records section: every record at an offset in
+ * [first, log_end) whose timestamp lies below the edge of the bucket its offset gives it (bucket k holds
+ * offsets [offsets[k], offsets[k+1]), offsets[n] on being the tail) is moved to the bucket of its own
+ * timestamp: counts[k] -= 1 (k < n), counts[own] += 1 and late[own] += 1, or counted in the returned
+ * number when it is older than edges[0]. `offsets` and `edges` are int64 arrays of n + 1 items, `counts`
+ * and `late` writable int64 arrays of n. None (nothing changed) when the body does not walk cleanly: the
+ * caller's Python walk then answers, raising as it does. timetravel/timeline.py `_place_late_records` is
+ * the caller and `late_moves_py` in records/columns.py the twin. */
+static PyObject *place_late(PyObject *self, PyObject *args)
+{
+    Py_buffer body, offs, edg, cnt, lat;
+    long long count, base_offset, base_ts, first, log_end;
+    if (!PyArg_ParseTuple(args, "y*LLLy*y*LLw*w*", &body, &count, &base_offset, &base_ts, &offs, &edg, &first,
+                          &log_end, &cnt, &lat))
+        return NULL;
+    PyObject *result = Py_None;
+    int32_t *moves = NULL;
+    Py_ssize_t nmoves = 0;
+    const Py_ssize_t nb = edg.len / 8 - 1; /* buckets */
+    if (nb < 1 || offs.len != edg.len || cnt.len / 8 != nb || lat.len / 8 != nb) {
+        PyErr_SetString(PyExc_ValueError, "offsets and edges need n + 1 items, counts and late n");
+        result = NULL;
+        goto done;
+    }
+    const uint8_t *buf = (const uint8_t *)body.buf;
+    const Py_ssize_t n = body.len;
+    const int64_t *offsets = (const int64_t *)offs.buf, *edges = (const int64_t *)edg.buf;
+    if (count < 0 || count > n)
+        goto done;
+    moves = PyMem_Malloc(sizeof(int32_t) * 2 * (size_t)(count ? count : 1));
+    if (!moves) {
+        result = PyErr_NoMemory();
+        goto done;
+    }
+    /* k = bisect_right(offsets, max(base_offset, first)) - 1 */
+    int64_t at = base_offset > first ? base_offset : first;
+    Py_ssize_t lo = 0, hi = nb + 1;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (at < offsets[mid])
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    Py_ssize_t k = lo - 1;
+    if (k < 0)
+        k = 0;
+    Fail f;
+    Py_ssize_t pos = 0;
+    for (long long i = 0; i < count; i++) {
+        int64_t length, ts_delta, off_delta;
+        if (varint(buf, &pos, n, 1, &length, &f) < 0 || length < 3 || length > n - pos)
+            goto invalid;
+        Py_ssize_t rend = pos + (Py_ssize_t)length;
+        Py_ssize_t p = pos + 1;
+        if (varint(buf, &p, rend, 0, &ts_delta, &f) < 0 || varint(buf, &p, rend, 1, &off_delta, &f) < 0)
+            goto invalid;
+        pos = rend;
+        int64_t off, ts;
+        if (__builtin_add_overflow((int64_t)base_offset, off_delta, &off) ||
+            __builtin_add_overflow((int64_t)base_ts, ts_delta, &ts))
+            goto invalid;
+        if (off < first || off >= log_end)
+            continue;
+        while (k < nb && offsets[k + 1] <= off)
+            k++;
+        if (ts >= edges[k])
+            continue;
+        /* own = bisect_right(edges, ts) - 1, below k since ts < edges[k] */
+        Py_ssize_t a = 0, b = k;
+        while (a < b) {
+            Py_ssize_t mid = (a + b) / 2;
+            if (ts < edges[mid])
+                b = mid;
+            else
+                a = mid + 1;
+        }
+        moves[2 * nmoves] = (int32_t)k;
+        moves[2 * nmoves + 1] = (int32_t)(a - 1);
+        nmoves++;
+    }
+    {
+        int64_t *counts = (int64_t *)cnt.buf, *late = (int64_t *)lat.buf;
+        long long before = 0;
+        for (Py_ssize_t m = 0; m < nmoves; m++) {
+            int32_t from = moves[2 * m], own = moves[2 * m + 1];
+            if (from < nb)
+                counts[from] -= 1;
+            if (own < 0) {
+                before++;
+            } else {
+                counts[own] += 1;
+                late[own] += 1;
+            }
+        }
+        result = PyLong_FromLongLong(before);
+    }
+    goto done;
+invalid:
+    if (PyErr_Occurred())
+        result = NULL;
+done:
+    PyMem_Free(moves);
+    PyBuffer_Release(&body);
+    PyBuffer_Release(&offs);
+    PyBuffer_Release(&edg);
+    PyBuffer_Release(&cnt);
+    PyBuffer_Release(&lat);
+    if (result == Py_None)
+        Py_INCREF(Py_None);
+    return result;
+}
+
+static PyMethodDef module_methods[] = {
+    {"place_late", place_late, METH_VARARGS,
+     "place_late(body, count, base_offset, base_ts, offsets, edges, first, log_end, counts, late) -> int | None"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_columns", NULL, -1, module_methods};
 
 PyMODINIT_FUNC PyInit__columns(void)
 {

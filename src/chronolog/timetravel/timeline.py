@@ -17,11 +17,14 @@ time index's count and says so (`Timeline.exact` is False).
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from chronolog.errors import ChronologError
 from chronolog.records import Record
+from chronolog.records.columns import place_late
+from chronolog.timetravel.arrow import proven_end
 
 # Bucket widths a timeline picks from, so edges fall on round times (days down to seconds).
 STEPS_MS = (1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 900_000,
@@ -169,10 +172,14 @@ def batch_low(batch) -> int | None:
 def _offsets_and_stamps(batch):
     """(offset, timestamp) of each record, reading only what the time lookups read (the batch's
     `timestamp_table` walk) where it applies; other batches are decoded."""
-    if hasattr(batch, "timestamp_table") and int(batch.timestamp_type) == 0 and not batch.is_control:
+    if _create_time_v2(batch):
         table = batch.timestamp_table()
         return zip(table.offsets, table.timestamps, strict=True)
     return ((r.offset, r.timestamp) for r in batch.records())
+
+
+def _create_time_v2(batch) -> bool:
+    return hasattr(batch, "timestamp_table") and int(batch.timestamp_type) == 0 and not batch.is_control
 
 
 def _place_late_records(plog, line: PartitionLine, edges: list[int]) -> None:
@@ -180,13 +187,16 @@ def _place_late_records(plog, line: PartitionLine, edges: list[int]) -> None:
     own timestamp. A record at an offset in [offsets[k], offsets[k+1]) is late across a bucket edge exactly
     when its timestamp is below edges[k]; records at or after offsets[-1] are late into the timeline when
     below edges[-1]. Runs whose minimum timestamp reaches the edge of the last bucket they touch are
-    skipped whole; only batches that may hold a late record are decoded."""
+    skipped whole; only batches that may hold a late record are decoded, and a v2 CreateTime batch's
+    records are walked in C (`records.columns.place_late`: no Python object per record), the others by
+    `_place_batch`, its twin."""
     offsets = line.offsets
-    n = len(edges) - 1
     first, log_end = offsets[0], plog.log_end_offset
     if first >= log_end:
         line.late_checked = True
         return
+    offs, edge_arr = array("q", offsets), array("q", edges)
+    counts, late = array("q", line.counts), array("q", line.late)
 
     def threshold(offset: int) -> int:
         return edges[bisect.bisect_right(offsets, offset) - 1]
@@ -207,23 +217,40 @@ def _place_late_records(plog, line: PartitionLine, edges: list[int]) -> None:
                 low = batch_low(batch)
                 if low is None or low >= threshold(min(batch.last_offset, log_end - 1)):
                     continue
-                k = bisect.bisect_right(offsets, max(batch.base_offset, first)) - 1
-                for off, ts in _offsets_and_stamps(batch):
-                    if off < first or off >= log_end:
-                        continue
-                    while k < n and offsets[k + 1] <= off:
-                        k += 1
-                    if ts >= edges[k]:
-                        continue
-                    if k < n:
-                        line.counts[k] -= 1
-                    own = bisect.bisect_right(edges, ts) - 1
-                    if own < 0:
-                        line.late_before += 1
-                    elif own < n:
-                        line.counts[own] += 1
-                        line.late[own] += 1
+                moved = None
+                if _create_time_v2(batch):
+                    moved = place_late(batch.records_section(), batch.records_count, batch.base_offset,
+                                       batch.base_timestamp, offs, edge_arr, first, log_end, counts, late)
+                if moved is None:
+                    moved = _place_batch(batch, offsets, edges, first, log_end, counts, late)
+                line.late_before += moved
+    line.counts, line.late = counts.tolist(), late.tolist()
     line.late_checked = True
+
+
+def _place_batch(batch, offsets: list[int], edges: list[int], first: int, log_end: int, counts, late) -> int:
+    """`place_late` record by record: the path for batches C does not walk (legacy, LogAppendTime, or
+    bytes it refuses, which the record walk then reports as it always has). Returns the records moved
+    to before the timeline's start."""
+    n = len(edges) - 1
+    before = 0
+    k = bisect.bisect_right(offsets, max(batch.base_offset, first)) - 1
+    for off, ts in _offsets_and_stamps(batch):
+        if off < first or off >= log_end:
+            continue
+        while k < n and offsets[k + 1] <= off:
+            k += 1
+        if ts >= edges[k]:
+            continue
+        if k < n:
+            counts[k] -= 1
+        own = bisect.bisect_right(edges, ts) - 1
+        if own < 0:
+            before += 1
+        elif own < n:
+            counts[own] += 1
+            late[own] += 1
+    return before
 
 
 # -- a window's records -----------------------------------------------------------------------------------
@@ -250,7 +277,7 @@ def window_ranges(source, topic: str, t1: int, t2: int, partitions: list[int] | 
         for p in parts:
             a = starts[p]
             begin = a.offset if a.found else a.end_offset
-            out[p] = (begin, max(begin, _proven_end(source.log(topic, p), t2)))
+            out[p] = (begin, max(begin, proven_end(source.log(topic, p), begin, t2)))
         return out, True
     ends = None if to_log_end else source.offsets_for_time(topic, t2, parts)
     for p in parts:
@@ -259,20 +286,6 @@ def window_ranges(source, topic: str, t1: int, t2: int, partitions: list[int] | 
         stop = a.end_offset if ends is None else ends[p].offset
         out[p] = (begin, max(begin, stop))
     return out, to_log_end
-
-
-def _proven_end(plog, t2: int) -> int:
-    """One past the last record with a timestamp below t2 (the log start when there is none): runs whose
-    minimum reaches t2 are skipped from the end, and only the run where it drops is read batch by batch."""
-    for seg in reversed(list(plog.segments)):
-        for entry in reversed(seg.time_minima()):
-            if entry.min_timestamp >= t2:
-                continue
-            for _pos, batch in reversed(list(seg.batches_from(entry.position, entry.end))):
-                low = batch_low(batch)
-                if low is not None and low < t2:
-                    return min(plog.log_end_offset, batch.last_offset + 1)
-    return plog.log_start_offset
 
 
 def window_page(source, topic: str, t1: int, t2: int, ranges: dict[int, tuple[int, int]],
