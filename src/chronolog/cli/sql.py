@@ -14,7 +14,16 @@ from pathlib import Path
 
 import typer
 
-from chronolog.cli.common import BOOTSTRAP_HELP, DATA_DIR_HELP, TIME_HELP, console, writable_file
+from chronolog.cli.common import (
+    BOOTSTRAP_HELP,
+    DATA_DIR_HELP,
+    TIME_HELP,
+    CommandConfigOpt,
+    XOpt,
+    client_conf,
+    console,
+    writable_file,
+)
 from chronolog.errors import ChronologError
 
 FORMATS = ("table", "csv", "json", "parquet")
@@ -36,7 +45,7 @@ def _mentions(query: str, table: str) -> int:
 
 def run_query(query: str, source: str, topic: str, start: int | None, end: int | None, *,
               partitions: list[int] | None = None, include_headers: bool = False,
-              isolation_level: str = "read_uncommitted"):
+              isolation_level: str = "read_uncommitted", client_conf: dict | None = None):
     """(duckdb connection, relation) of `query` over the window; the caller prints or copies it."""
     try:
         import duckdb
@@ -47,7 +56,7 @@ def run_query(query: str, source: str, topic: str, start: int | None, end: int |
     names = arrow_schema(include_headers).names
     columns = _used_columns(query, names)
     reader = read_window(source, topic, start, end, partitions=partitions, include_headers=include_headers,
-                         columns=columns, isolation_level=isolation_level)
+                         columns=columns, isolation_level=isolation_level, client_conf=client_conf)
     con = duckdb.connect()
     data = reader if _mentions(query, topic) + _mentions(query, "records") <= 1 else reader.read_all()
     con.register("records", data)
@@ -99,6 +108,8 @@ def register(app: typer.Typer) -> None:
         limit: int = typer.Option(1000, "--limit", min=0, help="Rows printed as a table (0: all)."),
         bootstrap_server: str = typer.Option("127.0.0.1:9092", "--bootstrap-server", "-b", help=BOOTSTRAP_HELP),
         data_dir: str | None = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
+        x: list[str] = XOpt,
+        command_config: Path | None = CommandConfigOpt,
     ) -> None:
         """Run one SQL query in DuckDB over the records of TOPIC with FROM <= timestamp < TO (late records
         included), read from a broker or a data dir without Spark, and print the result as a table, or
@@ -122,9 +133,14 @@ def register(app: typer.Typer) -> None:
         source = data_dir if data_dir is not None else bootstrap_server
         if data_dir is not None and "://" not in data_dir and not Path(data_dir).is_dir():
             raise ChronologError(f"data dir {data_dir} does not exist")
+        if data_dir is not None and (x or command_config):
+            raise ChronologError("-X and --command-config are client configs: they go with --bootstrap-server, "
+                                 "not --data-dir")
+        conf = client_conf(bootstrap_server, x, command_config) if data_dir is None else None
         import duckdb
         con, rel = run_query(query, source, topic, t1, t2, partitions=parts, include_headers=headers,
-                             isolation_level="read_committed" if read_committed else "read_uncommitted")
+                             isolation_level="read_committed" if read_committed else "read_uncommitted",
+                             client_conf=conf)
         try:
             if rel is None:
                 return  # a statement without a result

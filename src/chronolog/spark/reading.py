@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from chronolog.spark.source import ARROW_BATCH_ROWS, OffsetRange
+from chronolog.spark.source import OffsetRange
 
 
 def _report_data_loss(part: OffsetRange, plog, start: int, end: int) -> None:
@@ -78,68 +78,11 @@ def read_range(part: OffsetRange, schema: pa.Schema) -> Iterator[pa.RecordBatch]
         fetcher.close()
 
 
-def _consumer_records(part: OffsetRange, start: int, end: int, conf: dict
-                      ) -> Iterator[tuple[int, int, bytes | None, bytes | None, int, tuple]]:
-    """(offset, timestamp ms, key, value, timestamp type 0/1, headers) for offsets in [start, end), by a
-    librdkafka consumer given the query's `kafka.*` options: the reader for what raw Fetch cannot do."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    consumer = Consumer({**conf, "bootstrap.servers": part.source, "group.id": "chronolog-spark",
-                         "enable.auto.commit": False, "enable.partition.eof": True,
-                         "isolation.level": conf.get("isolation.level", "read_uncommitted")})
-    try:
-        consumer.assign([TopicPartition(part.topic, part.partition, start)])
-        while True:
-            msg = consumer.poll(30)
-            if msg is None:
-                raise TimeoutError(f"no data from {part.source} for {part.topic}-{part.partition}")
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    return
-                raise RuntimeError(msg.error().str())
-            if msg.offset() >= end:
-                return
-            kind, ts = msg.timestamp()
-            yield msg.offset(), ts, msg.key(), msg.value(), int(kind == 2), tuple(msg.headers() or ())
-            if msg.offset() >= end - 1:
-                return
-    finally:
-        consumer.close()
-
-
 def _consumer_batches(part: OffsetRange, schema: pa.Schema, start: int, end: int, lo: int | None, hi: int | None,
                       conf: dict) -> Iterator[pa.RecordBatch]:
-    """Arrow batches from `_consumer_records`, columns filled per record (the fallback's cost)."""
-    names = set(schema.names)
-    rows: dict[str, list] = {n: [] for n in ("offset", "timestamp", "key", "value", "timestampType", "headers")}
-
-    def flush() -> pa.RecordBatch:
-        n = len(rows["offset"])
-        arrays = []
-        for f in schema:
-            if f.name == "topic":
-                arrays.append(pa.repeat(pa.scalar(part.topic, f.type), n))
-            elif f.name == "partition":
-                arrays.append(pa.repeat(pa.scalar(part.partition, f.type), n))
-            elif f.name == "timestamp":
-                arrays.append(pa.array([t * 1000 for t in rows["timestamp"]], pa.int64()).cast(f.type))
-            else:
-                arrays.append(pa.array(rows[f.name], f.type))
-        for column in rows.values():
-            column.clear()
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-    for offset, ts, key, value, kind, hdrs in _consumer_records(part, start, end, conf):
-        if (lo is not None and ts < lo) or (hi is not None and ts > hi):
-            continue
-        rows["offset"].append(offset)
-        rows["timestamp"].append(ts)
-        rows["key"].append(key)
-        rows["value"].append(value)
-        rows["timestampType"].append(kind)
-        if "headers" in names:
-            rows["headers"].append([{"key": k, "value": v} for k, v in hdrs])
-        if len(rows["offset"]) >= ARROW_BATCH_ROWS:
-            yield flush()
-    if rows["offset"]:
-        yield flush()
+    """Arrow batches by a librdkafka consumer given the query's `kafka.*` options, columns filled per
+    record (`timetravel.arrow.consumer_records`, the fallback's cost)."""
+    from chronolog.timetravel.arrow import consumer_records, record_batches
+    rows = consumer_records(part.source, {**conf, "group.id": "chronolog-spark"}, part.topic, part.partition, start,
+                            end, conf.get("isolation.level", "read_uncommitted"), 30)
+    yield from record_batches(rows, part.topic, part.partition, schema, lo, hi)

@@ -280,15 +280,18 @@ def _is_data_dir(source) -> bool:
 def read_window(source, topic: str, start=None, end=None, *, partitions: Iterable[int] | None = None,
                 include_headers: bool = False, columns: Iterable[str] | None = None,
                 max_lateness_ms: int | None = None, isolation_level: str = "read_uncommitted",
-                fail_on_data_loss: bool = True, timeout: float = 30.0) -> pa.RecordBatchReader:
+                fail_on_data_loss: bool = True, timeout: float = 30.0,
+                client_conf: dict | None = None) -> pa.RecordBatchReader:
     """The records of `topic` with start <= timestamp < end (epoch ms, a datetime, or text such as
     '2024-06-14T15:00:00Z' or '2h ago'; None: unbounded) as Arrow batches in the Spark source's schema,
     from a data dir (a path or URI) or a broker ('host:port,...'). `columns` picks a subset (a
     `count(*)` need not copy values); `isolation_level` 'read_committed' skips aborted transactions and
     stops at the last stable offset. In a data dir, offsets that cannot be read (corrupt, or deleted since
     the window was planned) fail the read, or are skipped with a warning with `fail_on_data_loss=False`,
-    as Spark's source does with `failOnDataLoss`. Errors (no such topic, unreachable broker) are raised
-    here, before the reader is returned."""
+    as Spark's source does with `failOnDataLoss`. `client_conf`: librdkafka client configs for a broker
+    (TLS, SASL ... as the tools' -X takes them); when the raw fetcher cannot honour one, the window is
+    read by a librdkafka consumer instead, with one log line saying why. Errors (no such topic,
+    unreachable broker) are raised here, before the reader is returned."""
     import pyarrow as pa
     lo, hi_excl = _millis(start), _millis(end)
     if lo is not None and hi_excl is not None and hi_excl <= lo:
@@ -303,8 +306,15 @@ def read_window(source, topic: str, start=None, end=None, *, partitions: Iterabl
         raise ChronologError(f"unknown column(s) {', '.join(unknown)}; the columns are {', '.join(full.names)}")
     schema = pa.schema([full.field(c) for c in names])
     if _is_data_dir(source):
+        if client_conf:
+            raise ChronologError("client configs go with a broker, not a data dir")
         return _data_dir_reader(source, topic, lo, hi, partitions, schema, max_lateness_ms, isolation_level,
                                 fail_on_data_loss)
+    from chronolog.timetravel.fetcher import unsupported_options
+    conf = {k: str(v) for k, v in (client_conf or {}).items() if k not in _HARMLESS}
+    if unsupported_options(conf):
+        return _consumer_reader(str(source), client_conf, topic, lo, hi, partitions, schema, max_lateness_ms,
+                                isolation_level, timeout)
     return _broker_reader(str(source), topic, lo, hi, partitions, schema, max_lateness_ms, isolation_level, timeout)
 
 
@@ -368,21 +378,7 @@ def _broker_reader(bootstrap, topic, lo, hi, partitions, schema, max_lateness_ms
     parts = list(partitions) if partitions is not None else known
     src = BrokerSource(bootstrap, timeout=min(timeout, 15.0))
     try:
-        ranges = []
-        starts = src.offsets_for_time(topic, lo, parts) if lo is not None else {}
-        ends = src.offsets_for_time(topic, hi + 1 + max_lateness_ms, parts) \
-            if hi is not None and max_lateness_ms is not None else {}
-        for p in parts:
-            low, high = src.watermarks(topic, p)
-            first, last = low, high
-            if lo is not None:
-                if not starts[p].found:
-                    continue
-                first = max(first, starts[p].offset)
-            if p in ends and ends[p].found:
-                last = min(last, ends[p].offset)
-            if first < last:
-                ranges.append(PartitionRange(p, first, last))
+        ranges = _broker_ranges(src, topic, lo, hi, parts, max_lateness_ms)
     except BaseException:
         fetcher.close()
         raise
@@ -401,14 +397,137 @@ def _broker_reader(bootstrap, topic, lo, hi, partitions, schema, max_lateness_ms
     return pa.RecordBatchReader.from_batches(schema, batches())
 
 
+def _broker_ranges(src, topic: str, lo: int | None, hi: int | None, parts: list[int],
+                   max_lateness_ms: int | None) -> list[PartitionRange]:
+    """Per partition, from the first offset at or after the window's start (ListOffsets by time) to the
+    log end, or to the first offset at or after end + the asserted lateness."""
+    ranges = []
+    starts = src.offsets_for_time(topic, lo, parts) if lo is not None else {}
+    ends = src.offsets_for_time(topic, hi + 1 + max_lateness_ms, parts) \
+        if hi is not None and max_lateness_ms is not None else {}
+    for p in parts:
+        low, high = src.watermarks(topic, p)
+        first, last = low, high
+        if lo is not None:
+            if not starts[p].found:
+                continue
+            first = max(first, starts[p].offset)
+        if p in ends and ends[p].found:
+            last = min(last, ends[p].offset)
+        if first < last:
+            ranges.append(PartitionRange(p, first, last))
+    return ranges
+
+
+def _consumer_reader(bootstrap, client_conf, topic, lo, hi, partitions, schema, max_lateness_ms, isolation_level,
+                     timeout) -> pa.RecordBatchReader:
+    """`read_window` through librdkafka, for client configs the raw fetcher cannot honour (TLS, SASL ...):
+    planned with the tools' client (`timetravel.client.ClientSource`), read by a consumer per partition,
+    Arrow columns filled per record (the fallback's cost)."""
+    import pyarrow as pa
+
+    from chronolog.timetravel.client import ClientSource
+    from chronolog.timetravel.fetcher import unsupported_options
+    conf = {k: str(v) for k, v in client_conf.items() if k not in _HARMLESS}
+    logging.getLogger("chronolog.timetravel.arrow").info(
+        "reading %s through librdkafka: raw Fetch cannot honour %s", topic, ", ".join(unsupported_options(conf)))
+    src = ClientSource(bootstrap, client_conf, timeout=min(timeout, 15.0))
+    try:
+        parts = list(partitions) if partitions is not None else src.partitions(topic)
+        ranges = _broker_ranges(src, topic, lo, hi, parts, max_lateness_ms)
+    finally:
+        src.close()
+    consumer_conf = {k: v for k, v in client_conf.items() if k != "logger"}
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for r in ranges:
+            rows = consumer_records(bootstrap, consumer_conf, topic, r.partition, r.start, r.end,
+                                    isolation_level, timeout)
+            yield from record_batches(rows, topic, r.partition, schema, lo, hi)
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def consumer_records(bootstrap: str, conf: dict, topic: str, partition: int, start: int, end: int,
+                     isolation_level: str = "read_uncommitted", timeout: float = 30.0
+                     ) -> Iterator[tuple[int, int, bytes | None, bytes | None, int, tuple]]:
+    """(offset, timestamp ms, key, value, timestamp type 0/1, headers) for offsets in [start, end), by a
+    librdkafka consumer given `conf` (TLS, SASL ...): the reader for what raw Fetch cannot do."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({**conf, "bootstrap.servers": bootstrap, "group.id": conf.get("group.id", "chronolog-reader"),
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "isolation.level": isolation_level})
+    try:
+        consumer.assign([TopicPartition(topic, partition, start)])
+        while True:
+            msg = consumer.poll(timeout)
+            if msg is None:
+                raise ChronologError(f"no data from {bootstrap} for {topic}-{partition} in {timeout:g} s")
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    return
+                raise ChronologError(f"reading {topic}-{partition}: {msg.error().str()}")
+            if msg.offset() >= end:
+                return
+            kind, ts = msg.timestamp()
+            yield msg.offset(), ts, msg.key(), msg.value(), int(kind == 2), tuple(msg.headers() or ())
+            if msg.offset() >= end - 1:
+                return
+    finally:
+        consumer.close()
+
+
+def record_batches(rows: Iterable[tuple], topic: str, partition: int, schema: pa.Schema, lo: int | None,
+                   hi: int | None) -> Iterator[pa.RecordBatch]:
+    """Arrow batches in `schema` from `consumer_records` rows with lo <= timestamp <= hi (inclusive ms),
+    columns filled per record."""
+    import pyarrow as pa
+    names = set(schema.names)
+    cols: dict[str, list] = {n: [] for n in ("offset", "timestamp", "key", "value", "timestampType", "headers")}
+
+    def flush() -> pa.RecordBatch:
+        n = len(cols["offset"])
+        arrays = []
+        for f in schema:
+            if f.name == "topic":
+                arrays.append(pa.repeat(pa.scalar(topic, f.type), n))
+            elif f.name == "partition":
+                arrays.append(pa.repeat(pa.scalar(partition, f.type), n))
+            elif f.name == "timestamp":
+                arrays.append(pa.array([t * 1000 for t in cols["timestamp"]], pa.int64()).cast(f.type))
+            else:
+                arrays.append(pa.array(cols[f.name], f.type))
+        for column in cols.values():
+            column.clear()
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    for offset, ts, key, value, kind, hdrs in rows:
+        if (lo is not None and ts < lo) or (hi is not None and ts > hi):
+            continue
+        cols["offset"].append(offset)
+        cols["timestamp"].append(ts)
+        cols["key"].append(key)
+        cols["value"].append(value)
+        cols["timestampType"].append(kind)
+        if "headers" in names:
+            cols["headers"].append([{"key": k, "value": v} for k, v in hdrs])
+        if len(cols["offset"]) >= ARROW_BATCH_ROWS:
+            yield flush()
+    if cols["offset"]:
+        yield flush()
+
+
+_HARMLESS = frozenset({"logger", "socket.connection.setup.timeout.ms", "bootstrap.servers"})  # the tools' defaults
+
+
 def _raw_fetchable(source) -> str | None:
     """The bootstrap servers of a broker source the raw fetcher can read as configured, else None."""
     from chronolog.timetravel.fetcher import unsupported_options
     bootstrap = getattr(source, "bootstrap", None)
     if not isinstance(bootstrap, str):
         return None
-    harmless = {"logger", "socket.connection.setup.timeout.ms", "bootstrap.servers"}  # the tools' own defaults
-    conf = {k: str(v) for k, v in (getattr(source, "conf", None) or {}).items() if k not in harmless}
+    conf = {k: str(v) for k, v in (getattr(source, "conf", None) or {}).items() if k not in _HARMLESS}
     return None if unsupported_options(conf) else bootstrap
 
 
