@@ -318,3 +318,42 @@ def test_records_of_legacy_compressed_wrapper_keep_inner_offsets():
     assert cols["offset"].to_pylist() == [8, 9] and cols["timestamp"].to_pylist() == [777, 777]
     assert cols["timestampType"].to_pylist() == [1, 1]
     assert [r.offset for r in next(iter_batches(buf)).records()] == [7, 8, 9]
+
+
+@pytest.mark.skipif(not columns_module.NATIVE_COLUMNS, reason="the C extension was not built here")
+@SETTINGS
+@given(seed=st.integers(0, 2**32 - 1))
+def test_lookup_by_time_in_c_answers_as_the_python_walk(seed):
+    """`RecordBatch.first_at_or_after` (the time index's inner loop) with its C walk and without it, for
+    random batches with late records in every codec, random targets and minimum offsets, and bytes
+    mutated or cut short (where C declines and the Python walk answers or raises)."""
+    import random
+
+    from chronolog.records import batch as batch_module
+    rng = random.Random(seed)
+    stamps = [BASE_TS + i * 10 - (rng.randint(0, 500) if rng.random() < 0.2 else 0) for i in range(rng.randint(1, 40))]
+    raw = bytearray(build_batch([SimpleRecord(t, None, b"v" * rng.randint(0, 200)) for t in stamps],
+                                base_offset=rng.randint(0, 1000), compression=rng.choice(list(CompressionType))))
+    if rng.random() < 0.3 and len(raw) > 62:  # damage the records section (the CRC is not the lookup's business)
+        raw[rng.randrange(61, len(raw))] = rng.randrange(256)
+    batch = RecordBatch(bytes(raw))
+
+    def answers():
+        out = []
+        for _ in range(8):
+            target = rng.choice([min(stamps) - 1, max(stamps), rng.randint(min(stamps) - 50, max(stamps) + 50)])
+            min_offset = batch.base_offset + rng.randint(-2, len(stamps) + 2)
+            try:
+                out.append(batch.first_at_or_after(target, min_offset))
+            except (InvalidRecordError, CorruptMessageError) as exc:
+                out.append(type(exc))
+        return out
+
+    state = rng.getstate()
+    fast = answers()
+    rng.setstate(state)
+    native, batch_module._native_first = batch_module._native_first, None
+    try:
+        assert answers() == fast
+    finally:
+        batch_module._native_first = native

@@ -826,7 +826,62 @@ done:
     return result;
 }
 
+/* first_at_or_after(body, count, base_offset, base_ts, target, min_offset) -> (offset, ts) | None | False
+ *
+ * `RecordBatch.first_at_or_after` over one CreateTime records section (the lookup by time's inner loop,
+ * run for each bucket edge of a timeline): the first record with timestamp >= target and offset >=
+ * min_offset, None when there is none. Like the Python walk it reads only lengths, timestamp deltas and
+ * offset deltas and stops at the first record that qualifies; False when the bytes do not walk cleanly
+ * (or a value leaves 64 bits) before that record: the Python walk then answers, raising as it does.
+ * tests/records/test_columns.py checks it against the Python walk. */
+static PyObject *first_at_or_after(PyObject *self, PyObject *args)
+{
+    Py_buffer body;
+    long long count, base_offset, base_ts, target, min_offset;
+    if (!PyArg_ParseTuple(args, "y*LLLLL", &body, &count, &base_offset, &base_ts, &target, &min_offset))
+        return NULL;
+    const uint8_t *buf = (const uint8_t *)body.buf;
+    const Py_ssize_t n = body.len;
+    PyObject *result = NULL;
+    Fail f;
+    Py_ssize_t pos = 0;
+    for (long long i = 0; i < count; i++) {
+        int64_t length, ts_delta, off_delta, ts, off;
+        if (varint(buf, &pos, n, 1, &length, &f) < 0)
+            goto python;
+        Py_ssize_t rend = pos + (Py_ssize_t)length;
+        Py_ssize_t p = pos + 1;
+        if (varint(buf, &p, n, 0, &ts_delta, &f) < 0 || __builtin_add_overflow((int64_t)base_ts, ts_delta, &ts))
+            goto python;
+        if (ts >= target) {
+            if (varint(buf, &p, n, 1, &off_delta, &f) < 0 ||
+                __builtin_add_overflow((int64_t)base_offset, off_delta, &off))
+                goto python;
+            if (off >= min_offset) {
+                result = Py_BuildValue("(LL)", (long long)off, (long long)ts);
+                goto done;
+            }
+        }
+        if (length > n - pos || length < 3)
+            goto python; /* Python: end > n or end < pos + 3 */
+        pos = rend;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+    goto done;
+python:
+    if (!PyErr_Occurred()) {
+        result = Py_False;
+        Py_INCREF(result);
+    }
+done:
+    PyBuffer_Release(&body);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
+    {"first_at_or_after", first_at_or_after, METH_VARARGS,
+     "first_at_or_after(body, count, base_offset, base_ts, target, min_offset) -> (offset, ts) | None | False"},
     {"place_late", place_late, METH_VARARGS,
      "place_late(body, count, base_offset, base_ts, offsets, edges, first, log_end, counts, late) -> int | None"},
     {NULL, NULL, 0, NULL},

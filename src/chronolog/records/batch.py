@@ -393,6 +393,10 @@ class RecordBatch:
             return (max(base_off, min_offset), self._h[8]) if self.last_offset >= min_offset else None
         body = self._body(max_decompressed)
         base_ts = self._h[7]
+        if _native_first is not None and -(1 << 63) <= target < 1 << 63 and -(1 << 63) <= min_offset < 1 << 63:
+            found = _native_first(body, self._h[12], base_off, base_ts, target, min_offset)
+            if found is not False:  # False: bytes C does not walk; the loop below answers (and raises)
+                return found
         pos, n = 0, len(body)
         try:
             for _ in range(self._h[12]):
@@ -446,6 +450,8 @@ class RecordBatch:
 # rejects (Python then raises the precise error), False for the one valid case C cannot hold (a timestamp
 # delta beyond 64 bits).
 _native_scan = load_native("chronolog.records._walk", "scan_timestamps")
+# The lookup by time's inner loop in C (records/_columns.c), for the time index's many lookups.
+_native_first = load_native("chronolog.records._columns", "first_at_or_after")
 NATIVE_WALK = _native_scan is not None
 
 
