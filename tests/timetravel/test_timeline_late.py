@@ -84,6 +84,14 @@ def lines(directory, topic: str, start: int, end: int, step: int) -> list[tuple]
     return [(line.counts, line.late, line.late_before) for line in tl.partitions]
 
 
+def record_walk_lines(monkeypatch, directory, topic: str, start: int, end: int, step: int) -> list[tuple]:
+    """`lines` with the C walks switched off: every batch by the record walk."""
+    with monkeypatch.context() as m:
+        m.setattr(timeline, "place_late", lambda *args: None)
+        m.setattr(timeline, "place_late_batches", lambda *args: None)
+        return lines(directory, topic, start, end, step)
+
+
 @pytest.mark.parametrize("seed", [3, 4])
 def test_exact_counts_in_c_equal_the_record_walk_and_brute_force(tmp_path, monkeypatch, seed):
     build(tmp_path, seed)
@@ -91,9 +99,7 @@ def test_exact_counts_in_c_equal_the_record_walk_and_brute_force(tmp_path, monke
              (BASE - 5_000_000, BASE + 9_000_000, 1_000_000)]
     for start, end, step in spans:
         fast = lines(tmp_path, "t", start, end, step)
-        with monkeypatch.context() as m:
-            m.setattr(timeline, "place_late", lambda *args: None)  # every batch by the record walk
-            slow = lines(tmp_path, "t", start, end, step)
+        slow = record_walk_lines(monkeypatch, tmp_path, "t", start, end, step)
         assert fast == slow
         edges = timeline.bucket_edges(start, end, step)
         for p, (counts, _late, before) in enumerate(fast):
@@ -126,3 +132,27 @@ def test_place_late_refuses_bytes_it_cannot_walk(tmp_path):
     assert (list(counts), list(late)) == ([7, 3], [2, 0])
     edges[0] = BASE + 1  # and offset 0 before the timeline's start
     assert place_late(body, 10, 0, BASE, offs, edges, 0, 10, array("q", [5, 5]), array("q", [0, 0])) == 1
+
+
+def test_a_damaged_segment_is_stepped_over_alike(tmp_path, monkeypatch):
+    """A batch whose CRC fails is skipped by the segments' own walk (a corrupt range), in the C path as
+    in the record walk: the runs that hold it are not read whole."""
+    import shutil
+    build(tmp_path / "good", 5)
+    data = tmp_path / "bad"
+    shutil.copytree(tmp_path / "good", data)
+    seg = sorted((data / "t-0").glob("*.log"))[0]
+    raw = bytearray(seg.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    seg.write_bytes(bytes(raw))
+    # and in partition 1, a batch length that cannot be (the walk resyncs after it)
+    seg = sorted((data / "t-1").glob("*.log"))[-1]
+    raw = bytearray(seg.read_bytes())
+    third = [b for b in iter_batches(bytes(raw))][2]
+    at = bytes(raw).index(bytes(third.raw)[:12])
+    raw[at + 8:at + 12] = (1 << 30).to_bytes(4, "big")
+    seg.write_bytes(bytes(raw))
+    args = (BASE + 200_000, BASE + 3_000_000, 60_000)
+    fast = lines(data, "t", *args)
+    assert fast == record_walk_lines(monkeypatch, data, "t", *args)
+    assert fast != lines(tmp_path / "good", "t", *args)  # the damaged batch's records are not counted

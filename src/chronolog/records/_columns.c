@@ -721,72 +721,63 @@ static PyTypeObject BuilderType = {
  * and `late` writable int64 arrays of n. None (nothing changed) when the body does not walk cleanly: the
  * caller's Python walk then answers, raising as it does. timetravel/timeline.py `_place_late_records` is
  * the caller and `late_moves_py` in records/columns.py the twin. */
-static PyObject *place_late(PyObject *self, PyObject *args)
+typedef struct {
+    const int64_t *offsets, *edges;
+    int64_t *counts, *late;
+    Py_ssize_t nb; /* buckets */
+    int64_t first, log_end;
+} Buckets;
+
+/* One records section's moves (see place_late): 0 with `*before` increased, 1 when the bytes do not walk
+ * cleanly (nothing changed), -1 with a Python error. */
+static int place_body(Buckets *b, const uint8_t *buf, Py_ssize_t n, int64_t count, int64_t base_offset,
+                      int64_t base_ts, long long *before)
 {
-    Py_buffer body, offs, edg, cnt, lat;
-    long long count, base_offset, base_ts, first, log_end;
-    if (!PyArg_ParseTuple(args, "y*LLLy*y*LLw*w*", &body, &count, &base_offset, &base_ts, &offs, &edg, &first,
-                          &log_end, &cnt, &lat))
-        return NULL;
-    PyObject *result = Py_None;
-    int32_t *moves = NULL;
-    Py_ssize_t nmoves = 0;
-    const Py_ssize_t nb = edg.len / 8 - 1; /* buckets */
-    if (nb < 1 || offs.len != edg.len || cnt.len / 8 != nb || lat.len / 8 != nb) {
-        PyErr_SetString(PyExc_ValueError, "offsets and edges need n + 1 items, counts and late n");
-        result = NULL;
-        goto done;
-    }
-    const uint8_t *buf = (const uint8_t *)body.buf;
-    const Py_ssize_t n = body.len;
-    const int64_t *offsets = (const int64_t *)offs.buf, *edges = (const int64_t *)edg.buf;
     if (count < 0 || count > n)
-        goto done;
-    moves = PyMem_Malloc(sizeof(int32_t) * 2 * (size_t)(count ? count : 1));
+        return 1;
+    int32_t *moves = PyMem_Malloc(sizeof(int32_t) * 2 * (size_t)(count ? count : 1));
     if (!moves) {
-        result = PyErr_NoMemory();
-        goto done;
+        PyErr_NoMemory();
+        return -1;
     }
+    Py_ssize_t nmoves = 0;
     /* k = bisect_right(offsets, max(base_offset, first)) - 1 */
-    int64_t at = base_offset > first ? base_offset : first;
-    Py_ssize_t lo = 0, hi = nb + 1;
+    int64_t at = base_offset > b->first ? base_offset : b->first;
+    Py_ssize_t lo = 0, hi = b->nb + 1;
     while (lo < hi) {
         Py_ssize_t mid = (lo + hi) / 2;
-        if (at < offsets[mid])
+        if (at < b->offsets[mid])
             hi = mid;
         else
             lo = mid + 1;
     }
-    Py_ssize_t k = lo - 1;
-    if (k < 0)
-        k = 0;
+    Py_ssize_t k = lo > 0 ? lo - 1 : 0;
     Fail f;
     Py_ssize_t pos = 0;
-    for (long long i = 0; i < count; i++) {
+    for (int64_t i = 0; i < count; i++) {
         int64_t length, ts_delta, off_delta;
         if (varint(buf, &pos, n, 1, &length, &f) < 0 || length < 3 || length > n - pos)
-            goto invalid;
+            goto refused;
         Py_ssize_t rend = pos + (Py_ssize_t)length;
         Py_ssize_t p = pos + 1;
         if (varint(buf, &p, rend, 0, &ts_delta, &f) < 0 || varint(buf, &p, rend, 1, &off_delta, &f) < 0)
-            goto invalid;
+            goto refused;
         pos = rend;
         int64_t off, ts;
-        if (__builtin_add_overflow((int64_t)base_offset, off_delta, &off) ||
-            __builtin_add_overflow((int64_t)base_ts, ts_delta, &ts))
-            goto invalid;
-        if (off < first || off >= log_end)
+        if (__builtin_add_overflow(base_offset, off_delta, &off) || __builtin_add_overflow(base_ts, ts_delta, &ts))
+            goto refused;
+        if (off < b->first || off >= b->log_end)
             continue;
-        while (k < nb && offsets[k + 1] <= off)
+        while (k < b->nb && b->offsets[k + 1] <= off)
             k++;
-        if (ts >= edges[k])
+        if (ts >= b->edges[k])
             continue;
         /* own = bisect_right(edges, ts) - 1, below k since ts < edges[k] */
-        Py_ssize_t a = 0, b = k;
-        while (a < b) {
-            Py_ssize_t mid = (a + b) / 2;
-            if (ts < edges[mid])
-                b = mid;
+        Py_ssize_t a = 0, c = k;
+        while (a < c) {
+            Py_ssize_t mid = (a + c) / 2;
+            if (ts < b->edges[mid])
+                c = mid;
             else
                 a = mid + 1;
         }
@@ -794,35 +785,124 @@ static PyObject *place_late(PyObject *self, PyObject *args)
         moves[2 * nmoves + 1] = (int32_t)(a - 1);
         nmoves++;
     }
-    {
-        int64_t *counts = (int64_t *)cnt.buf, *late = (int64_t *)lat.buf;
-        long long before = 0;
-        for (Py_ssize_t m = 0; m < nmoves; m++) {
-            int32_t from = moves[2 * m], own = moves[2 * m + 1];
-            if (from < nb)
-                counts[from] -= 1;
-            if (own < 0) {
-                before++;
-            } else {
-                counts[own] += 1;
-                late[own] += 1;
-            }
+    for (Py_ssize_t m = 0; m < nmoves; m++) {
+        int32_t from = moves[2 * m], own = moves[2 * m + 1];
+        if (from < b->nb)
+            b->counts[from] -= 1;
+        if (own < 0) {
+            (*before)++;
+        } else {
+            b->counts[own] += 1;
+            b->late[own] += 1;
         }
-        result = PyLong_FromLongLong(before);
     }
-    goto done;
-invalid:
-    if (PyErr_Occurred())
-        result = NULL;
-done:
     PyMem_Free(moves);
+    return 0;
+refused:
+    PyMem_Free(moves);
+    if (PyErr_Occurred())
+        return -1;
+    return 1;
+}
+
+static int buckets_from(Buckets *b, Py_buffer *offs, Py_buffer *edg, Py_buffer *cnt, Py_buffer *lat, long long first,
+                        long long log_end)
+{
+    b->nb = edg->len / 8 - 1;
+    if (b->nb < 1 || offs->len != edg->len || cnt->len / 8 != b->nb || lat->len / 8 != b->nb) {
+        PyErr_SetString(PyExc_ValueError, "offsets and edges need n + 1 items, counts and late n");
+        return -1;
+    }
+    b->offsets = (const int64_t *)offs->buf;
+    b->edges = (const int64_t *)edg->buf;
+    b->counts = (int64_t *)cnt->buf;
+    b->late = (int64_t *)lat->buf;
+    b->first = first;
+    b->log_end = log_end;
+    return 0;
+}
+
+static PyObject *place_late(PyObject *self, PyObject *args)
+{
+    Py_buffer body, offs, edg, cnt, lat;
+    long long count, base_offset, base_ts, first, log_end;
+    if (!PyArg_ParseTuple(args, "y*LLLy*y*LLw*w*", &body, &count, &base_offset, &base_ts, &offs, &edg, &first,
+                          &log_end, &cnt, &lat))
+        return NULL;
+    PyObject *result = NULL;
+    Buckets b;
+    long long before = 0;
+    if (buckets_from(&b, &offs, &edg, &cnt, &lat, first, log_end) == 0) {
+        int r = place_body(&b, (const uint8_t *)body.buf, body.len, count, base_offset, base_ts, &before);
+        if (r == 0)
+            result = PyLong_FromLongLong(before);
+        else if (r == 1)
+            result = Py_NewRef(Py_None);
+    }
     PyBuffer_Release(&body);
     PyBuffer_Release(&offs);
     PyBuffer_Release(&edg);
     PyBuffer_Release(&cnt);
     PyBuffer_Release(&lat);
-    if (result == Py_None)
-        Py_INCREF(Py_None);
+    return result;
+}
+
+/* place_late_batches(buf, pos, offsets, edges, first, log_end, counts, late) -> (pos, before, stopped)
+ *
+ * `place_late` over the whole batches of a buffer from `pos` (a run of a segment whose CRCs the caller
+ * checked): uncompressed CreateTime v2 batches are placed here, control batches stepped over (they hold no
+ * records a reader sees); at any other batch (compressed, LogAppendTime, legacy, or one whose records do
+ * not walk cleanly) it stops with `stopped` true and `pos` at that batch, for the caller's batch-by-batch
+ * path. `stopped` false: no whole batch is left at `pos`. */
+static PyObject *place_late_batches(PyObject *self, PyObject *args)
+{
+    Py_buffer data, offs, edg, cnt, lat;
+    Py_ssize_t pos;
+    long long first, log_end;
+    if (!PyArg_ParseTuple(args, "y*ny*y*LLw*w*", &data, &pos, &offs, &edg, &first, &log_end, &cnt, &lat))
+        return NULL;
+    PyObject *result = NULL;
+    Buckets b;
+    long long before = 0;
+    int stopped = 0;
+    const uint8_t *buf = (const uint8_t *)data.buf;
+    const Py_ssize_t n = data.len;
+    if (buckets_from(&b, &offs, &edg, &cnt, &lat, first, log_end) < 0)
+        goto done;
+    while (pos >= 0 && n - pos >= 61) {
+        int64_t base_offset = be64(buf + pos);
+        int32_t length = be32(buf + pos + 8);
+        if (length < 49 || (int64_t)length > (int64_t)(n - pos - 12) || buf[pos + 16] != 2) {
+            stopped = length >= 0 && (int64_t)length <= (int64_t)(n - pos - 12); /* a whole non-v2 batch */
+            break;
+        }
+        int16_t attributes = be16(buf + pos + 21);
+        Py_ssize_t size = 12 + (Py_ssize_t)length;
+        if (attributes & 0x20) { /* a control batch */
+            pos += size;
+            continue;
+        }
+        if (attributes & 0x0F) { /* compressed or LogAppendTime */
+            stopped = 1;
+            break;
+        }
+        int r = place_body(&b, buf + pos + 61, size - 61, be32(buf + pos + 57), base_offset, be64(buf + pos + 27),
+                           &before);
+        if (r < 0)
+            goto done;
+        if (r == 1) {
+            stopped = 1;
+            break;
+        }
+        pos += size;
+    }
+    result = Py_BuildValue("(nLO)", pos, before, stopped ? Py_True : Py_False);
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&offs);
+    PyBuffer_Release(&edg);
+    PyBuffer_Release(&cnt);
+    PyBuffer_Release(&lat);
     return result;
 }
 
@@ -882,6 +962,8 @@ done:
 static PyMethodDef module_methods[] = {
     {"first_at_or_after", first_at_or_after, METH_VARARGS,
      "first_at_or_after(body, count, base_offset, base_ts, target, min_offset) -> (offset, ts) | None | False"},
+    {"place_late_batches", place_late_batches, METH_VARARGS,
+     "place_late_batches(buf, pos, offsets, edges, first, log_end, counts, late) -> (pos, before, stopped)"},
     {"place_late", place_late, METH_VARARGS,
      "place_late(body, count, base_offset, base_ts, offsets, edges, first, log_end, counts, late) -> int | None"},
     {NULL, NULL, 0, NULL},

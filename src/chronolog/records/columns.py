@@ -290,6 +290,19 @@ def place_late(body, count: int, base_offset: int, base_ts: int, offsets, edges,
     if _native_place_late is None:
         return None
     return _native_place_late(body, count, base_offset, base_ts, offsets, edges, first, log_end, counts, late)
+_native_place_late_batches = load_native("chronolog.records._columns", "place_late_batches")
+
+
+def place_late_batches(buf, pos: int, offsets, edges, first: int, log_end: int, counts, late
+                       ) -> tuple[int, int, bool] | None:
+    """`place_late` over the whole batches of `buf` from `pos` (see `place_late_batches` in _columns.c):
+    (position reached, records moved before the first edge, stopped at a batch C leaves to the caller).
+    None when the extension is not built."""
+    if _native_place_late_batches is None:
+        return None
+    return _native_place_late_batches(buf, pos, offsets, edges, first, log_end, counts, late)
+
+
 NATIVE_COLUMNS = _NativeBuilder is not None
 
 

@@ -21,10 +21,11 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from chronolog.errors import ChronologError
-from chronolog.records import Record
-from chronolog.records.columns import place_late
-from chronolog.timetravel.arrow import proven_end
+from chronolog.errors import ChronologError, KafkaError
+from chronolog.records import Record, RecordBatch
+from chronolog.records.columns import place_late, place_late_batches
+from chronolog.records.legacy import LegacyBatch
+from chronolog.timetravel.arrow import first_bad_crc, proven_end
 
 # Bucket widths a timeline picks from, so edges fall on round times (days down to seconds).
 STEPS_MS = (1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 900_000,
@@ -201,6 +202,9 @@ def _place_late_records(plog, line: PartitionLine, edges: list[int]) -> None:
     def threshold(offset: int) -> int:
         return edges[bisect.bisect_right(offsets, offset) - 1]
 
+    # Runs are read whole and placed in C when the log knows no corrupt range (else the segments' own
+    # batch walk steps over them, as every reader does).
+    whole_runs = not plog.corrupt_ranges()
     segments = list(plog.segments)
     for i, seg in enumerate(segments):
         seg_last = (segments[i + 1].base_offset if i + 1 < len(segments) else log_end) - 1
@@ -211,7 +215,15 @@ def _place_late_records(plog, line: PartitionLine, edges: list[int]) -> None:
             last = entries[j + 1].first_offset - 1 if j + 1 < len(entries) else seg_last
             if last < first or entry.min_timestamp >= threshold(min(last, log_end - 1)):
                 continue
-            for _pos, batch in seg.batches_from(entry.position, entry.end):
+            batches = None
+            if whole_runs:
+                data = seg.pread(entry.position, entry.end - entry.position)
+                if first_bad_crc(data) is None:
+                    def rest(at: int, seg=seg, entry=entry) -> Iterator:
+                        return (b for _pos, b in seg.batches_from(entry.position + at, entry.end))
+                    batches = _run_batches(data, offs, edge_arr, first, log_end, counts, late, line, rest)
+            for batch in batches if batches is not None else (b for _pos, b in seg.batches_from(entry.position,
+                                                                                                  entry.end)):
                 if batch.last_offset < first:
                     continue
                 low = batch_low(batch)
@@ -226,6 +238,35 @@ def _place_late_records(plog, line: PartitionLine, edges: list[int]) -> None:
                 line.late_before += moved
     line.counts, line.late = counts.tolist(), late.tolist()
     line.late_checked = True
+
+
+def _run_batches(data, offs, edges, first: int, log_end: int, counts, late, line: PartitionLine,
+                 rest) -> Iterator:
+    """The batches of one run of a segment (bytes whose CRCs all hold): uncompressed CreateTime batches
+    are placed by `place_late_batches` in C without a Python object per batch; the others (compressed,
+    LogAppendTime, legacy, bytes C refuses) are yielded for the batch-by-batch path. Bytes that are not
+    whole batches hand the rest of the run to the segment's own walk (`rest(position)`), which steps over
+    them as every reader does."""
+    view = memoryview(data)
+    pos = 0
+    while True:
+        found = place_late_batches(view, pos, offs, edges, first, log_end, counts, late)
+        if found is None:  # the extension is not built: every batch takes the batch-by-batch path
+            yield from rest(pos)
+            return
+        pos, before, stopped = found
+        line.late_before += before
+        if not stopped:
+            if pos < len(view):
+                yield from rest(pos)
+            return
+        try:
+            batch = RecordBatch(view, pos) if view[pos + 16] == 2 else LegacyBatch(view, pos)
+        except KafkaError:
+            yield from rest(pos)
+            return
+        yield batch
+        pos += batch.size_in_bytes
 
 
 def _place_batch(batch, offsets: list[int], edges: list[int], first: int, log_end: int, counts, late) -> int:
