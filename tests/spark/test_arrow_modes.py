@@ -75,8 +75,8 @@ def test_the_reader_choice_per_range():
     assert all(not r.raw_fetch and dict(r.kafka_conf)["fetch.min.bytes"] == "1000" for r in chosen.ranges)
     assert SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t",
                                 "kafka.security.protocol": "PLAINTEXT"}).kafka_conf == {"security.protocol": "PLAINTEXT"}
-    with pytest.raises(Exception, match="kafka.ssl.ca.location: the chronolog source takes no kafka.. options"):
-        SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.ssl.ca.location": "ca"})
+    tls = SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.ssl.ca.location": "ca"})
+    assert not _with_client_options(part, tls).raw_fetch  # the raw fetcher speaks plaintext: librdkafka reads
     plain = SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.client.id": "me"})
     assert _with_client_options(part, plain).raw_fetch
     assert plain.isolation_level == "read_uncommitted" and opts.isolation_level == "read_committed"

@@ -23,8 +23,16 @@ def test_planning_a_mistyped_topic_does_not_create_it(broker):  # noqa: F811
     assert not (broker.data_dir / "typo-0").exists()
 
 
-def test_kafka_client_options_that_are_not_passed_on_are_refused():
+def test_kafka_connection_options_reach_the_client_in_librdkafka_words():
+    """TLS/SASL options are the planner's and the reader's (tests/spark/test_sasl_read.py reads through
+    them); the Java client's JAAS line becomes librdkafka's username and password, and a JKS truststore,
+    which librdkafka cannot read, is one line naming the PEM option."""
     base = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"}
     assert SourceOptions.parse(base).bootstrap == "127.0.0.1:9092"
-    with pytest.raises(ChronologError, match="kafka.sasl.mechanism, kafka.security.protocol: the chronolog source"):
-        SourceOptions.parse({**base, "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "PLAIN"})
+    conf = SourceOptions.parse({**base, "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-512",
+                                "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule '
+                                                          'required username="alice" password="s3cret";'}).kafka_conf
+    assert (conf["security.protocol"], conf["sasl.username"], conf["sasl.password"]) == ("SASL_SSL", "alice", "s3cret")
+    assert "sasl.jaas.config" not in conf
+    with pytest.raises(ChronologError, match="ssl.truststore.location"):
+        SourceOptions.parse({**base, "kafka.ssl.truststore.location": "/x.jks"})

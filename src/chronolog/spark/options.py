@@ -45,15 +45,6 @@ class SourceOptions:
         if path is not None and "://" not in path:
             path = os.path.abspath(path)  # executors may run in another working directory
         bootstrap = opts.get("kafka.bootstrap.servers")
-        refused = sorted(k for k, v in opts.items() if _connection_option(k, v))
-        if refused:
-            # Spark's Kafka source hands kafka.* to its consumers, and so do our readers (raw Fetch, or
-            # librdkafka for what raw Fetch does not honour); but the planner reaches the broker as a
-            # plaintext client, so an option about the connection itself (TLS, SASL) would be accepted and
-            # not honoured there.
-            raise ChronologError(f"option {', '.join(refused)}: the chronolog source takes no kafka.* options "
-                                 "about the connection (TLS/SASL brokers are not supported by the Spark source "
-                                 "yet); other kafka.* client options are passed to the reader")
         if (path is None) == (bootstrap is None):
             raise ChronologError("give exactly one of the options 'path' (a data dir) and 'kafka.bootstrap.servers'")
         chosen = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
@@ -94,7 +85,7 @@ class SourceOptions:
             fail_on_data_loss=_boolean(opts, "failondataloss", "failOnDataLoss", True),
             include_headers=opts.get("includeheaders", "false").lower() == "true",
             max_lateness_ms=int(opts["maxlatenessms"]) if "maxlatenessms" in opts else None,
-            kafka_conf=_kafka_conf(raw),
+            kafka_conf=_client_conf(_kafka_conf(raw)),
         )
 
     @property
@@ -111,13 +102,12 @@ class SourceOptions:
         return [(t, None) for t in sorted(available) if pattern.fullmatch(t)]
 
 
-def _connection_option(key: str, value: str) -> bool:
-    """kafka.security.protocol other than plaintext, kafka.sasl.*, kafka.ssl.*: what the planner's client
-    would have to honour to reach the broker at all."""
-    key = key.lower()
-    if key == "kafka.security.protocol":
-        return str(value).strip().lower() != "plaintext"
-    return key.startswith(("kafka.sasl.", "kafka.ssl."))
+def _client_conf(conf: dict[str, str]) -> dict[str, str]:
+    """The Java client's names Spark users give (`kafka.sasl.jaas.config` with a PLAIN or SCRAM login module)
+    in librdkafka's words, which the planner's client and the librdkafka reader take; a JKS truststore is
+    one line naming the PEM option to use (`timetravel.client.from_java`)."""
+    from chronolog.timetravel.client import from_java
+    return from_java(conf)
 
 
 def _kafka_conf(raw: Mapping[str, str]) -> dict[str, str]:

@@ -19,8 +19,19 @@ def _spec(table, topic: str, partition: int):
     return value.get(str(partition), value.get(partition)) if isinstance(value, dict) else None
 
 
+def broker_source(options: SourceOptions):
+    """The planner's client: plaintext librdkafka admin and consumer, or, when the query's `kafka.*`
+    options say how to connect (`security.protocol`, `sasl.*`, `ssl.*`), the tools' client with them."""
+    conf = options.kafka_conf
+    if any(k.startswith(("sasl.", "ssl.")) for k in conf) or \
+            conf.get("security.protocol", "plaintext").lower() != "plaintext":
+        from chronolog.timetravel.client import ClientSource
+        return ClientSource(options.bootstrap, conf)
+    return BrokerSource(options.bootstrap)
+
+
 def plan(options: SourceOptions, bounds: Bounds) -> list[OffsetRange]:
-    source = open_data_dir(options.path) if options.path else BrokerSource(options.bootstrap)
+    source = open_data_dir(options.path) if options.path else broker_source(options)
     mode = "path" if options.path else "kafka"
     try:
         available = list(source.topics())

@@ -13,7 +13,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 from chronolog.spark.options import SourceOptions
 from chronolog.spark.planning import _spec, starting_offset_for_time
 from chronolog.spark.source import Bounds, OffsetRange, _arrow_schema
-from chronolog.timetravel.sources import BrokerSource, open_data_dir
+from chronolog.timetravel.sources import open_data_dir
 
 
 class ChronologStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -22,7 +22,8 @@ class ChronologStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._target: dict[str, int] | None = None
 
     def _source(self):
-        return open_data_dir(self.options.path) if self.options.path else BrokerSource(self.options.bootstrap)
+        from chronolog.spark.planning import broker_source
+        return open_data_dir(self.options.path) if self.options.path else broker_source(self.options)
 
     def _ends(self) -> dict[str, int]:
         source = self._source()
