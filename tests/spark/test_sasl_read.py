@@ -18,3 +18,20 @@ def test_a_time_window_through_sasl_ssl(spark, sasl_broker):  # noqa: F811
           .where(f"timestamp >= timestamp_millis({BASE + 5_000}) AND timestamp < timestamp_millis({BASE + 15_000})"))
     rows = sorted((r.offset, bytes(r.value)) for r in df.select("offset", "value").collect())
     assert rows == [(i, b"%d" % i) for i in range(5, 15)]
+
+
+def test_a_stream_through_sasl_ssl(spark, sasl_broker, tmp_path):  # noqa: F811
+    """Streaming plans and reads with the same connection options (Trigger.AvailableNow, one run)."""
+    proc, conf, base = sasl_broker
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    query = (spark.readStream.format("chronolog").option("kafka.bootstrap.servers", conf["bootstrap.servers"])
+             .option("kafka.security.protocol", "SASL_SSL").option("kafka.sasl.mechanism", "SCRAM-SHA-512")
+             .option("kafka.sasl.username", "admin").option("kafka.sasl.password", "admin-secret")
+             .option("kafka.ssl.ca.location", str(base / "ca.pem")).option("subscribe", "secure").load()
+             .selectExpr("offset", "value")
+             .writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.exception() is None
+    rows = sorted((r.offset, bytes(r.value)) for r in spark.read.parquet(str(out)).collect())
+    assert rows == [(i, b"%d" % i) for i in range(40)]

@@ -12,7 +12,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 
 from chronolog.spark.options import SourceOptions
 from chronolog.spark.planning import _spec, starting_offset_for_time
-from chronolog.spark.source import Bounds, OffsetRange, _arrow_schema
+from chronolog.spark.source import Bounds, OffsetRange, _arrow_schema, _with_client_options
 from chronolog.timetravel.sources import open_data_dir
 
 
@@ -84,8 +84,9 @@ class ChronologStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             topic, _, p = key.rpartition(":")
             begin = start.get(key, 0)
             if stop > begin:
-                ranges.append(OffsetRange(topic, int(p), begin, stop, target, mode, Bounds(),
-                                          self.options.include_headers))
+                # the query's kafka.* options and the reader that honours them (TLS/SASL: librdkafka)
+                ranges.append(_with_client_options(OffsetRange(topic, int(p), begin, stop, target, mode, Bounds(),
+                                                               self.options.include_headers), self.options))
         return ranges
 
     def read(self, partition):
