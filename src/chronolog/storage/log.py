@@ -831,18 +831,24 @@ class PartitionLog:
             if self.config.log_append_time:
                 data = bytearray(data)
                 set_max_timestamp(data, 0, TimestampType.LOG_APPEND_TIME, now)
-            with self._writing():  # a failed write: KAFKA_STORAGE_ERROR, the marker cut back, the coordinator retries
+            done = self.producers.completed_by_marker(producer_id, offset, commit)
+            # A failed write (the marker's or its abort's `.txnindex` entry): KAFKA_STORAGE_ERROR, both cut back,
+            # the coordinator retries. Never a marker without its entry: read_committed readers would see the
+            # aborted records until the segment was recovered.
+            with self._writing():
                 self._maybe_roll(len(data), now, offset, now)
                 segment = self.active
+                mark = segment.write_mark()
                 self._append_active(1, offset, now, offset, data, now)
+                if done is not None and done[0].is_aborted:
+                    try:
+                        segment.txn_index.append(AbortedTxn(producer_id, done[0].first_offset, offset, done[1]))
+                    except BaseException:
+                        with contextlib.suppress(OSError):  # (a cut that failed is made by the next append)
+                            segment.undo_to(mark)
+                        raise
             self._next_offset = offset + 1
-            done = self.producers.apply_marker(producer_id, producer_epoch, coordinator_epoch, offset, now, commit)
-            if done is not None and done[0].is_aborted:
-                txn, lso = done
-                # (A failure here leaves the marker written and its abort unindexed until the segment is
-                # recovered: a known gap, docs/transactions.md.)
-                with self._writing():
-                    segment.txn_index.append(AbortedTxn(producer_id, txn.first_offset, offset, lso))
+            self.producers.apply_marker(producer_id, producer_epoch, coordinator_epoch, offset, now, commit)
             self._unflushed_messages += 1
             if self._unflushed_messages >= self.config.flush_messages:
                 self._flushed()

@@ -192,14 +192,10 @@ class ProducerStates:
         a new epoch forgets the batches). Returns the completed transaction and the last stable offset just
         after it (`ProducerStateManager.lastStableOffset`: the first offset of the oldest other open
         transaction, else the marker's offset + 1), None when no transaction was open (an empty one)."""
+        done = self.completed_by_marker(producer_id, offset, commit)
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(producer_id, epoch)
-        done = None
-        if entry.txn_first_offset >= 0:
-            others = [first for pid, first in self.ongoing.items() if pid != producer_id]
-            done = (CompletedTxn(producer_id, entry.txn_first_offset, offset, not commit),
-                    min(others) if others else offset + 1)
         if epoch != entry.epoch:
             entry.epoch = epoch
             entry.batches = []
@@ -208,6 +204,16 @@ class ProducerStates:
         entry.last_timestamp = timestamp
         self.ongoing.pop(producer_id, None)
         return done
+
+    def completed_by_marker(self, producer_id: int, offset: int, commit: bool) -> tuple[CompletedTxn, int] | None:
+        """What `apply_marker` would return for a marker at `offset`, changing nothing: the log writes an
+        aborted transaction's `.txnindex` entry together with its marker, before the state moves on."""
+        entry = self.producers.get(producer_id)
+        if entry is None or entry.txn_first_offset < 0:
+            return None
+        others = [first for pid, first in self.ongoing.items() if pid != producer_id]
+        return (CompletedTxn(producer_id, entry.txn_first_offset, offset, not commit),
+                min(others) if others else offset + 1)
 
     def first_undecided_offset(self) -> int | None:
         """The first offset of the oldest open transaction (`ProducerStateManager.firstUndecidedOffset`)."""
