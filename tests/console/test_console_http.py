@@ -136,7 +136,7 @@ def read_window(console, topic: str, t1: int, t2: int, **extra) -> tuple[list[tu
         pages += 1
         assert pages < 200
         out += [(int(p), int(o), int(ts)) for p, o, ts in re.findall(
-            r'<tr><td class="num">(\d+)</td><td class="num">(\d+)</td><td>[^<]*</td><td class="num">(\d+)</td>', page)]
+            r'<tr><td class="num">(\d+)</td><td class="num">(\d+)</td><td class="time">[^<]*</td><td class="num">(\d+)</td>', page)]
         nxt = re.search(r'<a id="next" href="([^"]+)"', page)
         url = console.url("") + html.unescape(nxt[1]) if nxt else None
     return out, pages
