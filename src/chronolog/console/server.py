@@ -32,7 +32,8 @@ def make_server(target: Target, host: str = "127.0.0.1", port: int = 8080):
     from chronolog.console.web import create_app, is_loopback
     sock = _bind(host, port)
     config = uvicorn.Config(create_app(target, loopback_only=is_loopback(host)), log_config=None,
-                            access_log=False, lifespan="off", ws="none", server_header=False, log_level="warning")
+                            access_log=False, lifespan="off", ws="none", server_header=False, log_level="warning",
+                            timeout_graceful_shutdown=5)  # a page stuck on a broker does not hold up a stop
     return uvicorn.Server(config), sock
 
 
