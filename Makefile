@@ -9,7 +9,7 @@ DATA   := $(CURDIR)/var/run-data
 $(STAMP): pyproject.toml setup.py src/chronolog/records/_walk.c src/chronolog/records/_columns.c src/chronolog/storage/_headers.c
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools
-	$(PY) -m pip install -q -e '.[dev,spark,clients]'
+	$(PY) -m pip install -q -e '.[dev,spark,clients,console]'
 	@touch $(STAMP)
 
 sysdeps:
