@@ -100,6 +100,24 @@ def test_rate_and_throttle_time_as_kafka_computes_them():
     assert rate.per_second(20_000.0) == 0.0
 
 
+def test_rate_is_consistent_after_the_first_window():
+    """Kafka's RateTest.testRateIsConsistentAfterTheFirstWindow (apache/kafka#15889): an event every 100 ms
+    over 2 one-second samples measures 10-11 a second from the second window on; a sample that started
+    before the monitored span but overlaps it still counts (purging by start time measured spikes)."""
+    rate = Rate(2, 1000.0)
+    steps = [0, 99, 100, 100, 100, 100, 100, 100, 100, 100, 100]
+    now = 0.0
+    for step in steps:
+        now += step
+        rate.record(1, now)
+    now += 101
+    for step in steps:
+        now += step
+        rate.record(1, now)
+        assert 10 <= rate.per_second(now) <= 11
+        assert rate.per_second(now) == rate.per_second(now)
+
+
 def test_token_bucket_lets_a_burst_through_then_throttles():
     """KIP-599: burst = rate * samples * window; below zero the throttle time is the time to refill."""
     bucket = TokenBucket(11, 1000.0)

@@ -45,35 +45,51 @@ STRICT_FROM = {19: 6, 20: 5, 37: 3}  # the versions that can carry THROTTLING_QU
 
 
 class Rate:
-    """Kafka's `Rate` over a `SampledStat`: `samples` windows of `window_ms`; a young measurement is
-    spread over at least `samples - 1` full windows, so a fresh client is not throttled by its first burst."""
+    """Kafka's `Rate` over a `SampledStat` as of Kafka 3.8 (apache/kafka#15889, "Fix rate metric spikes"):
+    `samples` windows of `window_ms`, each starting at its first event; a sample is kept while its last event
+    is within `samples * window_ms` (one that started before that span but overlaps it still counts, so the
+    measured span may exceed it), in a ring of `samples + 1`. A young measurement is spread over at least
+    `samples - 1` full windows plus the current fraction, so a fresh client is not throttled by its first
+    burst. The span is thus 10-11 windows with Kafka's defaults, and so is the allowance a throttled
+    client gets per cycle."""
 
     def __init__(self, samples: int, window_ms: float) -> None:
         self.samples, self.window_ms = samples, window_ms
-        self._windows: list[list[float]] = []  # [start_ms, value]
+        self._ring: list[list[float]] = []  # [start_ms, last_event_ms, value]
+        self._current = 0
 
     def _purge(self, now_ms: float) -> None:
         horizon = self.samples * self.window_ms
-        self._windows = [w for w in self._windows if now_ms - w[0] < horizon]
+        for sample in self._ring:
+            if now_ms - sample[1] >= horizon:
+                sample[:] = [now_ms, now_ms, 0.0]
 
     def record(self, value: float, now_ms: float) -> None:
-        self._purge(now_ms)
-        if not self._windows or now_ms - self._windows[-1][0] >= self.window_ms:
-            self._windows.append([now_ms, 0.0])
-        self._windows[-1][1] += value
+        if not self._ring:
+            self._ring.append([now_ms, now_ms, 0.0])
+        sample = self._ring[self._current]
+        if now_ms - sample[0] >= self.window_ms:  # complete: the next slot of the ring starts here
+            self._current = (self._current + 1) % (self.samples + 1)
+            if self._current == len(self._ring):
+                self._ring.append([now_ms, now_ms, 0.0])
+            else:
+                self._ring[self._current][:] = [now_ms, now_ms, 0.0]
+            sample = self._ring[self._current]
+        sample[1] = now_ms
+        sample[2] += value
 
     def window_size_ms(self, now_ms: float) -> float:
         self._purge(now_ms)
-        oldest = self._windows[0][0] if self._windows else now_ms
+        oldest = min((s[0] for s in self._ring), default=now_ms)
         elapsed = now_ms - oldest
         full = int(elapsed // self.window_ms)
         if full < self.samples - 1:
             elapsed += (self.samples - 1 - full) * self.window_ms
-        return elapsed
+        return max(elapsed, 1.0)
 
     def per_second(self, now_ms: float) -> float:
         size = self.window_size_ms(now_ms)
-        return sum(v for _, v in self._windows) / (size / 1000.0) if size > 0 else 0.0
+        return sum(s[2] for s in self._ring) / (size / 1000.0)
 
     def throttle_ms(self, bound: float, now_ms: float) -> int:
         """0 within the bound, else `QuotaUtils.throttleTime`."""
