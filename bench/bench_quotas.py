@@ -130,6 +130,49 @@ def main() -> None:
                      " ".join(f"{w:.2f}" for w in windows), " ".join(f"{w:.2f}" for w in tens),
                      f"{alone:.1f}", f"{together:.1f}", f"{together / alone:.2f}"))
     print_table(rows)
+    print_table(_fetch_rows())
+
+
+FETCHES = 20_000
+
+
+def _fetch_rows() -> list[tuple]:
+    """A consumer with no quota of its own on a broker where another client id has one: Kafka charges it
+    nothing, and it keeps the planned Fetch path (its quotas resolved once per connection). The same raw
+    Fetch loop (one record per request, so the broker's cost per request is most of the time) with no quota
+    file and with a quota for another client id, alternated on one broker, best of 3 each."""
+    from bench.bench_broker import raw_fetch
+    from chronolog.security.quotas import CLIENT_ID, QuotaStore, entity
+
+    with tempfile.TemporaryDirectory(prefix="chronolog-bench-quotas-") as tmp:
+        data = Path(tmp) / "data"
+        data.mkdir()
+        proc = BrokerProcess(data).start()
+        try:
+            producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 5, "batch.num.messages": 1})
+            for _ in range(FETCHES):
+                while True:
+                    try:
+                        producer.produce("fetched", b"f" * 100, partition=0)
+                        break
+                    except BufferError:
+                        producer.poll(0.01)
+            assert producer.flush(60) == 0
+            del producer
+            store, other = QuotaStore(data), entity([(CLIENT_ID, "someone-else")])
+            best = {"none": float("inf"), "other": float("inf")}
+            for _ in range(3):
+                for case in ("none", "other"):
+                    store.alter([(other, {"producer_byte_rate": 1e6 if case == "other" else None})])
+                    took = raw_fetch(proc.port, "fetched", FETCHES, partition_max_bytes=1)
+                    best[case] = min(best[case], took)
+        finally:
+            proc.stop()
+    per = {case: FETCHES / seconds for case, seconds in best.items()}
+    return [("raw Fetch loop, one record per request", "no quotas req/s", "a quota on another client id req/s",
+             "ratio (target >= 0.95)"),
+            ("", f"{per['none']:,.0f}", f"{per['other']:,.0f}", f"{per['other'] / per['none']:.2f}")]
+
 
 if __name__ == "__main__":
     main()

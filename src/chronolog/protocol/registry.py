@@ -32,6 +32,7 @@ class ConnectionState:
     close_after_response: bool = False  # a failed authentication: answer, then close (Kafka does)
     fetch_plan: Any = None  # its last one-partition Fetch request (protocol.fetch_plan), for the next one
     throttle_ms: int = 0  # client quotas (KIP-219): mute the connection this long after the answer
+    quotas: Any = None  # the client quotas resolved for it (server.quotas.ConnectionQuotas)
 
 
 @dataclass
