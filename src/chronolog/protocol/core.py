@@ -84,7 +84,7 @@ def metadata(req: Any, ctx: RequestContext) -> dict:
     requested = req.topics
     topic_ops = bool(getattr(req, "include_topic_authorized_operations", False))  # v8+ (KIP-430)
     if requested is None or (ctx.api_version == 0 and not requested):
-        names = [n for n in sorted(manager.topics()) if ctx.allowed("describe", "topic", n)]
+        names = [n for n in sorted(manager.topics()) if ctx.allowed("describe", "topic", n, log_if_denied=False)]
         topics = [_topic_metadata(ctx, n, operations=topic_ops) for n in names]
     else:
         topics = []

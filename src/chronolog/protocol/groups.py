@@ -137,7 +137,7 @@ def _offsets_for(ctx: RequestContext, group_id: str, topics: Any, require_stable
                                           for p in t.partition_indexes]
     found = ctx.coordinator.fetch_offsets(group_id, wanted)
     if topics is None:  # all of the group's topics: leave out those it may not describe (once per topic)
-        visible = {t for t in {t for t, _p in found} if ctx.allowed("describe", "topic", t)}
+        visible = {t for t in {t for t, _p in found} if ctx.allowed("describe", "topic", t, log_if_denied=False)}
         found = {tp: v for tp, v in found.items() if tp[0] in visible}
     by_topic: dict[str, list[dict]] = {}
     for (t, p), (offset, epoch, meta) in found.items():

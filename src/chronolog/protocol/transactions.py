@@ -218,7 +218,8 @@ def describe_transactions(req: Any, ctx: RequestContext) -> dict:
                    "producer_id": -1, "producer_epoch": -1, "topics": []}
         else:
             out = _coordinator(ctx).describe(txn_id)
-            out["topics"] = [t for t in out["topics"] if ctx.allowed("describe", "topic", t["topic"])]
+            out["topics"] = [t for t in out["topics"]
+                             if ctx.allowed("describe", "topic", t["topic"], log_if_denied=False)]
         states.append({"error_code": out["error_code"], "transactional_id": out["transactional_id"],
                        "transaction_state": out["transaction_state"],
                        "transaction_timeout": out["transaction_timeout_ms"],

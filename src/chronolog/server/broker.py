@@ -454,9 +454,11 @@ class Broker:
                        ) -> bytes | codec.ResponseParts | None:
         """The answer to `frame` if it is the connection's planned Fetch at another offset with records
         ready (protocol.fetch_plan, core.planned_fetch), without parsing it; None: serve it as usual. Not
-        while SASL is still running, nor when queued.max.requests are already being served."""
+        while SASL is still running, nor when queued.max.requests are already being served, nor when a
+        client quota bounds this connection's Fetch (server.quotas: those are recorded on the full path)."""
         plan = conn.fetch_plan
-        if plan is None or not self.plan_fetches or self._inflight.locked() or self.quotas.active():
+        if (plan is None or not self.plan_fetches or self._inflight.locked()
+                or not self.quotas.fetch_free(conn, frame)):
             return None
         if conn.sasl is not None and not conn.sasl.complete:
             return None
