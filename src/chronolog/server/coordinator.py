@@ -345,11 +345,13 @@ class GroupCoordinator:
             for mid, m in group.members.items():
                 m.assignment = assignments.get(mid, b"")
             group.state = STABLE
+            now = time.monotonic()
             for m in group.members.values():
                 if m.sync_future is not None and not m.sync_future.done():
                     m.sync_future.set_result({"error_code": 0, "assignment": m.assignment,
                                               "protocol_type": group.protocol_type,
                                               "protocol_name": group.protocol_name})
+                    m.last_heartbeat = now  # its session restarts with the answer (propagateAssignment)
         return await future
 
     def heartbeat(self, group_id: str, generation: int, member_id: str) -> int:
@@ -378,6 +380,10 @@ class GroupCoordinator:
         member = group.members.pop(member_id, None)
         if member is not None and member.join_future is not None and not member.join_future.done():
             member.join_future.set_result({"error_code": ErrorCode.UNKNOWN_MEMBER_ID, "member_id": member_id})
+        if member is not None and member.sync_future is not None and not member.sync_future.done():
+            # Its SyncGroup is answered, not left pending: a pending answer holds the member's connection,
+            # whose requests are answered in order, until the client gives up on it.
+            member.sync_future.set_result({"error_code": ErrorCode.UNKNOWN_MEMBER_ID})
         if not group.members:
             if group.rebalance_task is not None:
                 group.rebalance_task.cancel()
@@ -393,12 +399,19 @@ class GroupCoordinator:
             await asyncio.sleep(0.25)
             now = time.monotonic()
             self.consumer.expire(now)
-            for group in list(self.groups.values()):
-                for mid, m in list(group.members.items()):
-                    waiting = m.join_future is not None and not m.join_future.done()
-                    if not waiting and now - m.last_heartbeat > m.session_timeout_ms / 1000.0:
-                        log.info("group %s: member %s expired", group.group_id, mid)
-                        self._remove_member(group, mid)
+            self.expire_members(now)
+
+    def expire_members(self, now: float) -> None:
+        """Remove classic members silent for their session timeout (monotonic `now`). A member waiting for
+        its JoinGroup or SyncGroup answer is not expired (`ClassicGroupMember.hasSatisfiedHeartbeat`: "members
+        that are awaiting a rebalance automatically satisfy expected heartbeats"): it cannot heartbeat then,
+        and a follower waits in SyncGroup for as long as its leader takes to assign."""
+        for group in list(self.groups.values()):
+            for mid, m in list(group.members.items()):
+                waiting = any(f is not None and not f.done() for f in (m.join_future, m.sync_future))
+                if not waiting and now - m.last_heartbeat > m.session_timeout_ms / 1000.0:
+                    log.info("group %s: member %s expired", group.group_id, mid)
+                    self._remove_member(group, mid)
 
     # -- offsets ------------------------------------------------------------------------------------
     def commit(self, group_id: str, generation: int, member_id: str,
