@@ -121,8 +121,9 @@ def test_consumer_group_range_assignor_and_describe(kbroker):
 
 def test_mixed_group_empty_group_changes_type_nonempty_refuses(kbroker):
     """As Kafka with the migration policy disabled: offsets committed by a classic group are read by the
-    consumer group that takes the (empty) id over; while that group has members a classic JoinGroup is
-    refused (INCONSISTENT_GROUP_PROTOCOL); once it is empty again a classic consumer takes it back."""
+    consumer group that takes the (empty) id over; once it is empty again a classic consumer takes it back.
+    While that group has members a classic JoinGroup is refused (INCONSISTENT_GROUP_PROTOCOL), where Kafka
+    would take the classic member into the consumer group (docs/differences.md)."""
     _topic(kbroker.bootstrap, "mixed", 2)
     _produce(kbroker.bootstrap, "mixed", 2, 3)
     classic = _consumer(kbroker.bootstrap, "gmix", "classic")
