@@ -320,8 +320,11 @@ class TopicConfig:
 
     @classmethod
     def from_kafka(cls, overrides: Mapping[str, str] | None = None,
-                   defaults: Mapping[str, str] | None = None) -> TopicConfig:
+                   defaults: Mapping[str, str] | None = None, *, validate_values: bool = True) -> TopicConfig:
         """Topic-level overrides on top of broker-level defaults (already in topic names).
+
+        `validate_values=False` skips the rules between configs (`validate_values`), for configs already
+        stored: a data dir written before a rule existed still opens (each value is still checked).
 
         The deprecated `message.timestamp.difference.max.ms` fills the before/after bounds only where they
         were not set explicitly, as `LogConfig.getMessageTimestampBeforeMaxMs` did in Kafka 3.6-3.9.
@@ -338,7 +341,8 @@ class TopicConfig:
             values.setdefault("message_timestamp_before_max_ms", diff)
             values.setdefault("message_timestamp_after_max_ms", diff)
         config = cls(**values)
-        config.validate_values()
+        if validate_values:
+            config.validate_values()
         return config
 
     def validate_values(self) -> None:

@@ -68,3 +68,22 @@ def test_segment_index_bytes_below_one_time_index_entry_is_refused_at_creation(t
     with LogManager(tmp_path) as manager:
         log = manager.get_log("ok", 0)
         assert log.log_end_offset == 4 and len(log.segments) == 4
+
+
+def test_stored_configs_from_before_a_rule_still_open(tmp_path):
+    """A data dir whose stored topic config breaks a rule between configs added later (here the compaction
+    lag rule) still starts and serves its log: the rule applies to creation and alteration."""
+    import json
+    with LogManager(tmp_path) as manager:
+        manager.create_topic("old", 1, {"max.compaction.lag.ms": "1000"})
+        manager.get_log("old", 0).append(batch(NOW), now=NOW)
+    topics_file = next(tmp_path.glob("chronolog-topics.json"))
+    stored = json.loads(topics_file.read_text())
+    assert stored["old"]["configs"] == {"max.compaction.lag.ms": "1000"}
+    stored["old"]["configs"]["min.compaction.lag.ms"] = "2000"
+    topics_file.write_text(json.dumps(stored))
+    with LogManager(tmp_path) as manager:
+        assert manager.get_log("old", 0).log_end_offset == 1
+        assert manager.topic_config("old").min_compaction_lag_ms == 2000
+        with pytest.raises(InvalidConfigError, match="conflict topic config setting"):
+            manager.alter_topic_config("old", {"segment.ms": "60000"})
