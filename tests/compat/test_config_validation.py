@@ -7,7 +7,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-from tests.brokerproc import broker  # noqa: F401  (fixture)
+from tests.brokerproc import BrokerProcess, broker  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.compat
 
@@ -32,6 +32,11 @@ def test_create_and_alter_answer_invalid_config_with_kafkas_message(broker):  # 
         err = _error(futures[name])
         assert err.code() == KafkaError.INVALID_CONFIG and err.str() == message, name
     assert not set(cases) & set(admin.list_topics(timeout=15).topics)
+    futures = admin.create_topics([NewTopic(name, 1, 1, config=cfg) for name, (cfg, _) in cases.items()],
+                                  validate_only=True)
+    for name, (_, message) in cases.items():
+        err = _error(futures[name])
+        assert err.code() == KafkaError.INVALID_CONFIG and err.str() == message, name
 
     admin.create_topics([NewTopic("ok", 1, 1, config={"max.compaction.lag.ms": "1000"})])["ok"].result(15)
     resource = ConfigResource(ConfigResource.Type.TOPIC, "ok", incremental_configs=[
@@ -46,3 +51,19 @@ def test_create_and_alter_answer_invalid_config_with_kafkas_message(broker):  # 
     described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "ok")])
     configs = list(described.values())[0].result(15)
     assert (configs["min.compaction.lag.ms"].value, configs["segment.index.bytes"].value) == ("0", "10485760")
+
+
+def test_validate_only_checks_against_the_broker_defaults(tmp_path):
+    """CreateTopics with validate_only answers what the creation itself would: the request's configs on top
+    of the broker's defaults (here `log.cleaner.max.compaction.lag.ms`) break LogConfig.validateValues' rule."""
+    proc = BrokerProcess(tmp_path / "data", {"log.cleaner.max.compaction.lag.ms": "1000"}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+        message = "conflict topic config setting min.compaction.lag.ms (2000) > max.compaction.lag.ms (1000)"
+        for validate_only in (True, False):
+            future = admin.create_topics([NewTopic("t", 1, 1, config={"min.compaction.lag.ms": "2000"})],
+                                         validate_only=validate_only)["t"]
+            err = _error(future)
+            assert (err.code(), err.str()) == (KafkaError.INVALID_CONFIG, message), validate_only
+    finally:
+        proc.stop()
