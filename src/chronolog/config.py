@@ -122,8 +122,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
        "removed from its group.", (), 1),
     _d("group.consumer.assignors", "list", "uniform,range", "Server-side assignors; the first is the default.",
        (), choices=("uniform", "range")),
-    _d("group.consumer.migration.policy", "string", "disabled", "Only `disabled`: a non-empty group of one "
-       "protocol refuses members of the other (an empty one changes type).", (), choices=("disabled",)),
+    _d("group.consumer.migration.policy", "string", "disabled", "Only `disabled`: a non-empty classic group "
+       "refuses consumer-protocol members (an empty one changes type); classic members may join a consumer "
+       "group.", (), choices=("disabled",)),
     # -- transactions (KIP-98; TransactionStateManagerConfig, TransactionLogConfig; docs/transactions.md) --
     _d("transaction.max.timeout.ms", "int", 900000, "Largest transaction.timeout.ms a producer may ask for "
        "(InitProducerId answers INVALID_TRANSACTION_TIMEOUT above it).", (), 1),

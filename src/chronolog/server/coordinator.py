@@ -218,14 +218,19 @@ class GroupCoordinator:
 
     async def join(self, group_id: str, member_id: str, instance_id: str | None, client_id: str, client_host: str,
                    session_timeout: int, rebalance_timeout: int, protocol_type: str,
-                   protocols: list[tuple[str, bytes]], require_known_member: bool) -> dict:
+                   protocols: list[tuple[str, bytes]], require_known_member: bool,
+                   topics: dict[str, int] | None = None) -> dict:
+        """`topics`: partition counts, for a classic member joining a consumer group."""
         if not group_id:
             return {"error_code": ErrorCode.INVALID_GROUP_ID}
         if not (self.config["group.min.session.timeout.ms"] <= session_timeout
                 <= self.config["group.max.session.timeout.ms"]):
             return {"error_code": ErrorCode.INVALID_SESSION_TIMEOUT, "member_id": member_id}
-        if not self.consumer.give_way(group_id):  # a non-empty consumer group (migration policy disabled)
-            return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "member_id": member_id}
+        if self.consumer.has_members(group_id):  # Kafka: classicGroupJoinToConsumerGroup, any migration policy
+            return self.consumer.classic_join(group_id, member_id, instance_id, client_id, client_host,
+                                              session_timeout, rebalance_timeout, protocol_type, protocols,
+                                              require_known_member, topics)
+        self.consumer.give_way(group_id)  # an empty consumer group becomes a classic one
         group = self.group(group_id)
         if group.state == DEAD:
             return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "member_id": member_id}
@@ -328,6 +333,8 @@ class GroupCoordinator:
 
     async def sync(self, group_id: str, generation: int, member_id: str,
                    assignments: dict[str, bytes]) -> dict:
+        if group_id in self.consumer.groups:
+            return self.consumer.classic_sync(group_id, generation, member_id)
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return {"error_code": ErrorCode.UNKNOWN_MEMBER_ID}
@@ -355,6 +362,8 @@ class GroupCoordinator:
         return await future
 
     def heartbeat(self, group_id: str, generation: int, member_id: str) -> int:
+        if group_id in self.consumer.groups:
+            return self.consumer.classic_heartbeat(group_id, generation, member_id)
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -366,6 +375,8 @@ class GroupCoordinator:
         return 0
 
     def leave(self, group_id: str, member_ids: list[str]) -> list[int]:
+        if group_id in self.consumer.groups:
+            return [self.consumer.classic_leave(group_id, mid) for mid in member_ids]
         group = self.groups.get(group_id)
         results = []
         for mid in member_ids:
