@@ -4,6 +4,8 @@ a topic; an epoch in seconds where milliseconds are expected is named both ways.
 from __future__ import annotations
 
 import json
+import socket
+import threading
 
 import pytest
 
@@ -97,3 +99,30 @@ def test_librdkafka_logs_only_with_verbose(tb):
     assert quiet.rc == 0 and quiet.err == ""
     loud = chronolog("-v", "topics", "list", "-b", tb, "-X", "debug=broker")
     assert loud.rc == 0 and "chronolog.librdkafka" in loud.err
+
+
+def test_broker_that_drops_connections_gives_one_line_without_librdkafka_lines():
+    """Past the TCP probe: a port that accepts and at once closes every connection (not a Kafka broker)
+    makes librdkafka log a FAIL line per attempt; they go to Python logging (shown with -v), and the
+    terminal gets one line."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(50)
+    stop = threading.Event()
+
+    def drop() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.close()
+    thread = threading.Thread(target=drop, daemon=True)
+    thread.start()
+    try:
+        r = chronolog("topics", "list", "-b", f"127.0.0.1:{server.getsockname()[1]}")
+    finally:
+        stop.set()
+        server.close()
+    assert_one_line_error(r, "cannot reach")
+    assert "%3|" not in r.err and "FAIL|" not in r.err
