@@ -58,7 +58,8 @@ async def join_group(req: Any, ctx: RequestContext) -> dict:
     result = await ctx.coordinator.join(
         req.group_id, req.member_id, getattr(req, "group_instance_id", None), ctx.client_id or "",
         ctx.client_host, session, rebalance, req.protocol_type,
-        [(p.name, bytes(p.metadata)) for p in req.protocols], require_known_member=ctx.api_version >= 4)
+        [(p.name, bytes(p.metadata)) for p in req.protocols], require_known_member=ctx.api_version >= 4,
+        topics=ctx.log_manager.topics())
     base = {"throttle_time": 0, "generation_id": -1, "protocol_type": None, "protocol_name": None,
             "leader": "", "member_id": "", "members": []}
     base.update(result)

@@ -218,14 +218,19 @@ class GroupCoordinator:
 
     async def join(self, group_id: str, member_id: str, instance_id: str | None, client_id: str, client_host: str,
                    session_timeout: int, rebalance_timeout: int, protocol_type: str,
-                   protocols: list[tuple[str, bytes]], require_known_member: bool) -> dict:
+                   protocols: list[tuple[str, bytes]], require_known_member: bool,
+                   topics: dict[str, int] | None = None) -> dict:
+        """`topics`: partition counts, for a classic member joining a consumer group."""
         if not group_id:
             return {"error_code": ErrorCode.INVALID_GROUP_ID}
         if not (self.config["group.min.session.timeout.ms"] <= session_timeout
                 <= self.config["group.max.session.timeout.ms"]):
             return {"error_code": ErrorCode.INVALID_SESSION_TIMEOUT, "member_id": member_id}
-        if not self.consumer.give_way(group_id):  # a non-empty consumer group (migration policy disabled)
-            return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "member_id": member_id}
+        if self.consumer.has_members(group_id):  # Kafka: classicGroupJoinToConsumerGroup, any migration policy
+            return self.consumer.classic_join(group_id, member_id, instance_id, client_id, client_host,
+                                              session_timeout, rebalance_timeout, protocol_type, protocols,
+                                              require_known_member, topics)
+        self.consumer.give_way(group_id)  # an empty consumer group becomes a classic one
         group = self.group(group_id)
         if group.state == DEAD:
             return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "member_id": member_id}
@@ -328,6 +333,8 @@ class GroupCoordinator:
 
     async def sync(self, group_id: str, generation: int, member_id: str,
                    assignments: dict[str, bytes]) -> dict:
+        if group_id in self.consumer.groups:
+            return self.consumer.classic_sync(group_id, generation, member_id)
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return {"error_code": ErrorCode.UNKNOWN_MEMBER_ID}
@@ -345,14 +352,18 @@ class GroupCoordinator:
             for mid, m in group.members.items():
                 m.assignment = assignments.get(mid, b"")
             group.state = STABLE
+            now = time.monotonic()
             for m in group.members.values():
                 if m.sync_future is not None and not m.sync_future.done():
                     m.sync_future.set_result({"error_code": 0, "assignment": m.assignment,
                                               "protocol_type": group.protocol_type,
                                               "protocol_name": group.protocol_name})
+                    m.last_heartbeat = now  # its session restarts with the answer (propagateAssignment)
         return await future
 
     def heartbeat(self, group_id: str, generation: int, member_id: str) -> int:
+        if group_id in self.consumer.groups:
+            return self.consumer.classic_heartbeat(group_id, generation, member_id)
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -364,6 +375,8 @@ class GroupCoordinator:
         return 0
 
     def leave(self, group_id: str, member_ids: list[str]) -> list[int]:
+        if group_id in self.consumer.groups:
+            return [self.consumer.classic_leave(group_id, mid) for mid in member_ids]
         group = self.groups.get(group_id)
         results = []
         for mid in member_ids:
@@ -378,6 +391,10 @@ class GroupCoordinator:
         member = group.members.pop(member_id, None)
         if member is not None and member.join_future is not None and not member.join_future.done():
             member.join_future.set_result({"error_code": ErrorCode.UNKNOWN_MEMBER_ID, "member_id": member_id})
+        if member is not None and member.sync_future is not None and not member.sync_future.done():
+            # Its SyncGroup is answered, not left pending: a pending answer holds the member's connection,
+            # whose requests are answered in order, until the client gives up on it.
+            member.sync_future.set_result({"error_code": ErrorCode.UNKNOWN_MEMBER_ID})
         if not group.members:
             if group.rebalance_task is not None:
                 group.rebalance_task.cancel()
@@ -393,12 +410,19 @@ class GroupCoordinator:
             await asyncio.sleep(0.25)
             now = time.monotonic()
             self.consumer.expire(now)
-            for group in list(self.groups.values()):
-                for mid, m in list(group.members.items()):
-                    waiting = m.join_future is not None and not m.join_future.done()
-                    if not waiting and now - m.last_heartbeat > m.session_timeout_ms / 1000.0:
-                        log.info("group %s: member %s expired", group.group_id, mid)
-                        self._remove_member(group, mid)
+            self.expire_members(now)
+
+    def expire_members(self, now: float) -> None:
+        """Remove classic members silent for their session timeout (monotonic `now`). A member waiting for
+        its JoinGroup or SyncGroup answer is not expired (`ClassicGroupMember.hasSatisfiedHeartbeat`: "members
+        that are awaiting a rebalance automatically satisfy expected heartbeats"): it cannot heartbeat then,
+        and a follower waits in SyncGroup for as long as its leader takes to assign."""
+        for group in list(self.groups.values()):
+            for mid, m in list(group.members.items()):
+                waiting = any(f is not None and not f.done() for f in (m.join_future, m.sync_future))
+                if not waiting and now - m.last_heartbeat > m.session_timeout_ms / 1000.0:
+                    log.info("group %s: member %s expired", group.group_id, mid)
+                    self._remove_member(group, mid)
 
     # -- offsets ------------------------------------------------------------------------------------
     def commit(self, group_id: str, generation: int, member_id: str,

@@ -27,7 +27,6 @@ import heapq
 import logging
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -827,9 +826,9 @@ def swap_in(plog: PartitionLog, dest: _CleanedSegment, old: list, sizes: dict[in
         seg._offset_limit_after = plog.segments[at].base_offset
         seg.on_become_inactive(loading=True)
         plog.segments.insert(at, seg)
-        plog._segment_created_ms.setdefault(base, int(time.time() * 1000))
+        plog._segment_created_ms.setdefault(base, plog.clock())
         plog._segments_version += 1
-        _remove_later(renamed, plog.config.file_delete_delay_ms)
+        plog.remove_after_delay(renamed)
         log.info("%s-%d: swapped in cleaned segment %d for segment(s) %s", plog.topic, plog.partition, base,
                  [s.base_offset for s in old])
 
@@ -838,19 +837,6 @@ def _undo_swap(directory: Path, base: int) -> None:
     for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX):
         for name in _cleaned_order(base, suffix):
             (directory / name).unlink(missing_ok=True)
-
-
-def _remove_later(paths: list[Path], delay_ms: int) -> None:
-    """Remove `.deleted` files after `file.delete.delay.ms` (`LocalLog.deleteSegmentFiles`)."""
-    def remove() -> None:
-        for path in paths:
-            path.unlink(missing_ok=True)
-    if delay_ms <= 0:
-        remove()
-    else:
-        timer = threading.Timer(delay_ms / 1000.0, remove)
-        timer.daemon = True
-        timer.start()
 
 
 def _next_offset_of(path: Path) -> int | None:

@@ -171,8 +171,12 @@ class PartitionLog:
         self.dir = Path(directory)
         # The one clock (ms) every time rule reads when no `now` is passed: segment creation (time rolling
         # of segments without timestamps), truncation, DeleteRecords, flush.ms, producer expiry, as Kafka's
-        # `Time`; tests inject theirs. (The delayed removal of `.deleted` files runs on a real timer.)
+        # `Time`; tests inject theirs. The delayed removal of `.deleted` files reads it too: a timer only
+        # wakes `delete_due_files`, which decides by this clock.
         self.clock = clock
+        self._due_deletions: list[tuple[int, list[Path]]] = []  # (due ms on `clock`, `.deleted` files)
+        self._deletion_lock = threading.Lock()
+        self._deletion_timer: threading.Timer | None = None
         try:
             self.topic, self.partition = parse_log_dir_name(self.dir.name)
         except ValueError:
@@ -1234,16 +1238,55 @@ class PartitionLog:
                 os.replace(path, target)
                 renamed.append(target)
 
-        def remove() -> None:
-            for path in renamed:
-                path.unlink(missing_ok=True)
-        delay = self.config.file_delete_delay_ms / 1000.0
+        self.remove_after_delay(renamed)
+
+    def remove_after_delay(self, paths: list[Path]) -> None:
+        """Remove renamed `.deleted` files once `file.delete.delay.ms` has passed on the log's clock
+        (Kafka schedules `LocalLog.deleteSegmentFiles` on its `Scheduler`, whose time tests mock). Files
+        still waiting when the broker stops are removed when the log is next loaded, as in Kafka."""
+        delay = self.config.file_delete_delay_ms
         if delay <= 0:
-            remove()
-        else:
-            timer = threading.Timer(delay, remove)
+            _unlink_all(paths)
+            return
+        with self._deletion_lock:
+            self._due_deletions.append((self.clock() + delay, list(paths)))
+        self._arm_deletion_timer(delay)
+
+    def delete_due_files(self, now: int | None = None) -> int:
+        """Remove the `.deleted` files whose delay has passed at `now` (default: the log's clock); returns
+        how many files were removed. The timer calls it; tests call it after moving their clock."""
+        now = self.clock() if now is None else now
+        with self._deletion_lock:
+            due = [paths for at, paths in self._due_deletions if at <= now]
+            self._due_deletions = [(at, paths) for at, paths in self._due_deletions if at > now]
+        for paths in due:
+            _unlink_all(paths)
+        return sum(len(paths) for paths in due)
+
+    def _arm_deletion_timer(self, delay_ms: int) -> None:
+        with self._deletion_lock:
+            if self._deletion_timer is not None or self._closed:
+                return  # the armed timer re-arms itself for what is still waiting
+            timer = threading.Timer(max(delay_ms, 1) / 1000.0, self._on_deletion_timer)
             timer.daemon = True
-            timer.start()
+            self._deletion_timer = timer
+        timer.start()
+
+    def _on_deletion_timer(self) -> None:
+        with self._deletion_lock:
+            self._deletion_timer = None
+        self.delete_due_files()
+        with self._deletion_lock:
+            if not self._due_deletions:
+                return
+            wait = min(at for at, _ in self._due_deletions) - self.clock()
+        self._arm_deletion_timer(wait)
+
+    def _cancel_deletion_timer(self) -> None:
+        with self._deletion_lock:
+            timer, self._deletion_timer = self._deletion_timer, None
+        if timer is not None:
+            timer.cancel()
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: raise the log start offset (`UnifiedLog.deleteRecordsOnLeader`)."""
@@ -1332,6 +1375,7 @@ class PartitionLog:
                                    self.partition, seg.log_path.name, describe(exc))
                     seg.close_for_delete()  # the descriptors at least
             self._closed = True
+        self._cancel_deletion_timer()
 
     closed_cleanly = True  # False once `close` could not flush or trim everything
 
@@ -1342,7 +1386,13 @@ class PartitionLog:
             for seg in self.segments:
                 seg.close_for_delete()
             self._closed = True
+            self._cancel_deletion_timer()
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _unlink_all(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
 
 
 class _WriteGuard:

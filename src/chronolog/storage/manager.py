@@ -383,8 +383,10 @@ class LogManager:
             return dict(self._topics[name]["configs"])
 
     def topic_config(self, name: str) -> TopicConfig:
+        """The stored overrides on the broker's defaults; the rules between configs were checked when the
+        overrides were stored (create, alter) and the defaults at broker start, not again here."""
         overrides = self._topics.get(name, {}).get("configs", {})
-        return TopicConfig.from_kafka(overrides, self.broker_config.topic_defaults())
+        return TopicConfig.from_kafka(overrides, self.broker_config.topic_defaults(), validate_values=False)
 
     def alter_topic_config(self, name: str, set_: dict[str, str] | None = None,
                            delete: list[str] | None = None, *, replace: bool = False) -> None:
