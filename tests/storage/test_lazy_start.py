@@ -155,20 +155,23 @@ def test_a_stop_before_a_crashed_log_is_recovered_leaves_the_recovery_to_the_nex
 
 
 def test_a_partition_that_cannot_be_opened_is_offline_and_the_others_are_served(tmp_path, monkeypatch, caplog):
+    """t-0 cannot be opened: its requests get KAFKA_STORAGE_ERROR, the others are served, one ERROR line
+    says why, and its checkpoint entries stay (its log start offset, moved by DeleteRecords, is not lost)."""
     _write(tmp_path, clean=False)
-    GatedOpen(monkeypatch, fail="t-4")
+    GatedOpen(monkeypatch, fail="t-0")
     with caplog.at_level(logging.ERROR, logger="chronolog.logdir"):
         manager = _lazy(tmp_path, threads=2)
         try:
             assert manager.wait_loaded(30)
-            with pytest.raises(KafkaStorageErrorError, match="t-4 is offline"):
-                manager.get_log("t", 4)
+            with pytest.raises(KafkaStorageErrorError, match="t-0 is offline"):
+                manager.get_log("t", 0)
             assert manager.get_log("t", 5).log_end_offset == 6
         finally:
             manager.shutdown()
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
-    assert len(errors) == 1 and "t-4" in errors[0] and "Input/output error" in errors[0], errors
+    assert len(errors) == 1 and "t-0" in errors[0] and "Input/output error" in errors[0], errors
     assert not (tmp_path / ".kafka_cleanshutdown").exists()  # the failed partition is recovered next time
+    assert read_checkpoint(tmp_path / "log-start-offset-checkpoint")[("t", 0)] == 1
 
 
 def test_deleting_a_topic_whose_partitions_are_not_opened_yet_removes_them(tmp_path, monkeypatch):

@@ -92,7 +92,9 @@ class LogManager:
         # Lazy start (`startup(lazy=True)`): partitions found on disk and not opened yet, with what opening
         # them needs; opened by the recovery threads in the background or by the first request for them.
         self._pending: dict[tuple[str, int], _Pending] = {}
-        self._failed: dict[tuple[str, int], str] = {}  # partitions whose open failed: KAFKA_STORAGE_ERROR
+        # Partitions whose open failed (KAFKA_STORAGE_ERROR), with what the start read for them: their
+        # checkpoint entries stay as they were until a start opens them.
+        self._failed: dict[tuple[str, int], _Pending] = {}
         self._load_locks = [threading.Lock() for _ in range(64)]  # striped by partition: one opener each
         self._loaders: list[threading.Thread] = []
         self._clean_start = True
@@ -277,7 +279,7 @@ class LogManager:
                 message = (f"cannot open {where}: {exc.filename or where}: {describe(exc)}; "
                            f"{free_bytes(self.data_dir)} bytes free in {self.data_dir}")
                 disk_log.error("%s; the partition is offline until the next start", message)
-                self._failed[key] = message
+                self._failed[key] = pending
                 self._pending.pop(key, None)
                 return None
             # Published before it leaves `_pending`, so a reader copying `_pending` then `_logs` (the
@@ -625,7 +627,7 @@ class LogManager:
         # A partition not opened yet keeps what the start read for it (its high watermark is not known:
         # replication-offset-checkpoint is informational on a single node). `_pending` is copied first: a
         # partition opened meanwhile is in `_logs` before it leaves `_pending`.
-        pending = dict(self._pending)
+        pending = {**self._failed, **self._pending}
         logs = dict(self._logs)
         recovery = {k: v.recovery_point for k, v in pending.items()}
         recovery.update((k, v.recovery_point) for k, v in logs.items())
