@@ -178,7 +178,7 @@ class Broker:
         authorizer = self._authorizer()
         advertised = self._advertised()
         manager = LogManager(self.data_dir, self.config)
-        await asyncio.to_thread(manager.startup)
+        await asyncio.to_thread(manager.startup, lazy=True)  # partitions open in the background
         self.state = BrokerState(manager, self.config, self.host, self.port, data_waiters=DataSignal())
         if authorizer is not None:
             self.state.authorizer = authorizer

@@ -252,6 +252,7 @@ class PartitionLog:
         return plog
 
     _files: ReadOnlyFiles | None = None  # where a read-only log's files come from, if not `dir`
+    _snapshots_at_load: list[int] | None = None  # snapshot offsets `_load` listed, for `_load_producers`
     _readonly_producers_loaded = False
 
     def _load_producers_readonly(self) -> None:
@@ -301,25 +302,38 @@ class PartitionLog:
         return seg
 
     def _load(self, recover: bool, recovery_point: int) -> None:
-        recover_swaps(self.dir)  # a clean interrupted by a crash: finished or undone (LogLoader)
-        for entry in list(self.dir.iterdir()):
+        # One listing of the directory serves every decision below (a start opens thousands of partitions:
+        # a listing or a stat more per partition is seconds more).
+        names = os.listdir(self.dir)
+        if any(n.endswith((".cleaned", ".swap")) for n in names):
+            recover_swaps(self.dir)  # a clean interrupted by a crash: finished or undone (LogLoader)
+            names = os.listdir(self.dir)
+        kept = []
+        for name in names:
             # Leftovers of deletions and of interrupted index swaps go first (`LogLoader.removeTempFiles`).
-            if entry.name.endswith((DELETED_SUFFIX, ".cleaned", ".swap", MINIMA_SUFFIX + ".tmp",
-                                    SNAPSHOT_SUFFIX + ".tmp")):
-                entry.unlink(missing_ok=True)
-        bases = self._segment_bases()
-        for entry in self.dir.glob("*" + MINIMA_SUFFIX):
+            if name.endswith((DELETED_SUFFIX, ".cleaned", ".swap", MINIMA_SUFFIX + ".tmp", SNAPSHOT_SUFFIX + ".tmp")):
+                (self.dir / name).unlink(missing_ok=True)
+            else:
+                kept.append(name)
+        bases = offsets_named(kept, LOG_SUFFIX)
+        known = set(bases)
+        for name in kept:
             # A sidecar whose segment is gone (deleted by a broker that does not know it) goes too.
-            if not entry.name[:-len(MINIMA_SUFFIX)].isdigit() or int(entry.name[:-len(MINIMA_SUFFIX)]) not in bases:
-                entry.unlink(missing_ok=True)
+            if name.endswith(MINIMA_SUFFIX) and (not name[:-len(MINIMA_SUFFIX)].isdigit()
+                                                 or int(name[:-len(MINIMA_SUFFIX)]) not in known):
+                (self.dir / name).unlink(missing_ok=True)
+        present = set(kept)
         for base in bases:
             for suffix in (".index", ".timeindex"):
-                idx = self.dir / f"{base:020d}{suffix}"
-                if not idx.exists() and (self.dir / f"{base:020d}.log").exists():
-                    log.info("%s: missing %s, rebuilding", self.dir, idx.name)
+                if segment_name(base, suffix) not in present:
+                    log.info("%s: missing %s, rebuilding", self.dir, segment_name(base, suffix))
+        self._snapshots_at_load = offsets_named(kept, SNAPSHOT_SUFFIX)
         for i, base in enumerate(bases):
-            needs_recovery = recover and (base >= recovery_point or
-                                          (i + 1 < len(bases) and bases[i + 1] > recovery_point))
+            # The segments from the one holding the recovery point on (LogLoader.recoverLog:
+            # `segments.values(recoveryPoint, Long.MAX_VALUE)`), so the last one always; the ones before
+            # it were flushed before the checkpoint was written and are only sanity-checked.
+            needs_recovery = recover and (base >= recovery_point or i + 1 == len(bases)
+                                          or bases[i + 1] > recovery_point)
             # A segment about to be recovered rebuilds its indexes anyway: its index files are not checked
             # first (LogLoader.loadSegmentFiles checks only after a clean shutdown or below the recovery
             # point; a crashed active segment's preallocated index would fail the check and be rebuilt twice).
@@ -385,7 +399,8 @@ class PartitionLog:
         rebuild = self._txn_rebuild_from
         self._txn_rebuild_from = None
         loaded = self.producers.load_snapshot(self.dir, self.log_start_offset, self._next_offset, now,
-                                              self.producer_expiration_ms)
+                                              self.producer_expiration_ms, offsets=self._snapshots_at_load)
+        self._snapshots_at_load = None  # the first load may have deleted some
         if loaded is None:
             loaded = self.log_start_offset
         if rebuild is not None and loaded > rebuild:

@@ -269,14 +269,15 @@ class ProducerStates:
         return path
 
     def load_snapshot(self, directory: Path, log_start: int, log_end: int, now: int, expiration_ms: int, *,
-                      delete_outside: bool = True) -> int | None:
+                      delete_outside: bool = True, offsets: list[int] | None = None) -> int | None:
         """Replace the state with the newest usable snapshot's and return its offset (None: there is none).
         Snapshots outside (log start, log end] are deleted first (unless not `delete_outside`: then only
         skipped) and corrupt ones when met, falling back to the next older
-        (`ProducerStateManager.truncateAndReload` / `loadFromSnapshot`); expired producers are not loaded."""
+        (`ProducerStateManager.truncateAndReload` / `loadFromSnapshot`); expired producers are not loaded.
+        `offsets`: the snapshot files' offsets when the caller has just listed the directory."""
         self._reset([])
         usable = []
-        for offset in snapshot_offsets(directory):
+        for offset in snapshot_offsets(directory) if offsets is None else offsets:
             if log_start < offset <= log_end:
                 usable.append(offset)
             elif delete_outside:
