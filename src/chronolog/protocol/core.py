@@ -35,7 +35,7 @@ from chronolog.protocol.txn_batches import transactional_batch
 from chronolog.storage.log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, LEADER_EPOCH
 from chronolog.storage.segment import FoundTimestamp
 
-INTERNAL_TOPICS: frozenset[str] = frozenset({"__transaction_state"})
+INTERNAL_TOPICS: frozenset[str] = frozenset({"__transaction_state", "__consumer_offsets"})
 READ_COMMITTED = 1  # isolation_level (IsolationLevel.READ_COMMITTED)
 
 
