@@ -100,6 +100,7 @@ class OffsetStore:
         # producer id -> (group, topic, partition) -> offset: TxnOffsetCommit offsets awaiting their marker.
         self.pending: dict[int, dict[Key, Committed]] = {}
         self._pending_times: dict[int, dict[Key, int]] = {}
+        self._ready = False  # the topic exists and num_partitions is its count
 
     # -- topic ----------------------------------------------------------------------------------------------
     def partition_for(self, group: str) -> int:
@@ -108,22 +109,30 @@ class OffsetStore:
     def exists(self) -> bool:
         return self.logs.has_topic(CONSUMER_OFFSETS_TOPIC)
 
-    def _ensure_topic(self) -> None:
+    def ensure_topic(self) -> None:
+        """Creates the topic if needed (the first group write, or a Metadata request naming it)."""
+        if self._ready:
+            return
         if self.exists():
+            self.num_partitions = self.logs.topics()[CONSUMER_OFFSETS_TOPIC]
+            self._ready = True
             return
         try:
             self.logs.create_topic(CONSUMER_OFFSETS_TOPIC, self.num_partitions, {
                 "cleanup.policy": "compact", "compression.type": "producer", "flush.messages": "1",
                 "segment.bytes": str(self.config["offsets.topic.segment.bytes"])})
         except TopicAlreadyExistsError:
+            self.num_partitions = self.logs.topics()[CONSUMER_OFFSETS_TOPIC]
+            self._ready = True
             return
         except OSError as exc:
             raise KafkaStorageErrorError(f"{CONSUMER_OFFSETS_TOPIC} not created: {exc}") from exc
+        self._ready = True
         log.info("created %s with %d partitions", CONSUMER_OFFSETS_TOPIC, self.num_partitions)
 
     def _append(self, group: str, records: list[SimpleRecord], now: int, producer_id: int = -1,
                 producer_epoch: int = -1) -> None:
-        self._ensure_topic()
+        self.ensure_topic()
         plog = self._log(self.partition_for(group))
         data = build_batch(records, producer_id=producer_id, producer_epoch=producer_epoch,
                            base_sequence=0 if producer_id >= 0 else -1, is_transactional=producer_id >= 0)
@@ -144,7 +153,7 @@ class OffsetStore:
     def load(self) -> None:
         """GroupMetadataManager.loadGroupsAndOffsets for every partition, then the one-time migration."""
         if self.exists():
-            self.num_partitions = self.logs.topics()[CONSUMER_OFFSETS_TOPIC]
+            self.ensure_topic()
             records = 0
             for p in range(self.num_partitions):
                 records += self._load_partition(p)
@@ -226,8 +235,8 @@ class OffsetStore:
         self._append(group, [SimpleRecord(now, offset_commit_key(group, t, p),
                                           offset_commit_value(OffsetCommitValue(o, m or "", now, e)))
                              for t, p, o, e, m in items], now)
-        for t, p, o, e, m in items:
-            self.offsets[(group, t, p)] = (o, e, m)
+        for t, p, o, e, m in items:  # a null metadata is stored as "" (OffsetAndMetadata.NO_METADATA)
+            self.offsets[(group, t, p)] = (o, e, m or "")
             self.commit_times[(group, t, p)] = now
 
     def txn_commit(self, group: str, producer_id: int, producer_epoch: int,
@@ -241,7 +250,7 @@ class OffsetStore:
                                           offset_commit_value(OffsetCommitValue(o, m or "", now, e)))
                              for t, p, o, e, m in items], now, producer_id, max(producer_epoch, 0))
         for t, p, o, e, m in items:
-            self.pending.setdefault(producer_id, {})[(group, t, p)] = (o, e, m)
+            self.pending.setdefault(producer_id, {})[(group, t, p)] = (o, e, m or "")
             self._pending_times.setdefault(producer_id, {})[(group, t, p)] = now
 
     def delete_offsets(self, group: str, partitions: Iterable[tuple[str, int]]) -> None:
