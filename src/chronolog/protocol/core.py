@@ -78,7 +78,6 @@ def _topic_metadata(ctx: RequestContext, name: str, error: int = 0, operations: 
             else NOT_ASKED}
 
 
-@register(3, 0, 12)
 def _create_internal(ctx: RequestContext, name: str) -> None:
     """AutoTopicCreationManager: an internal topic asked for by name is created by its coordinator, with
     the coordinator's partition count and configs (never `num.partitions`)."""
@@ -90,6 +89,7 @@ def _create_internal(ctx: RequestContext, name: str) -> None:
         raise KafkaError(f"{name} is not available", code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
+@register(3, 0, 12)
 def metadata(req: Any, ctx: RequestContext) -> dict:
     manager = ctx.log_manager
     requested = req.topics
