@@ -107,19 +107,21 @@ def test_commits_of_real_clients_survive_a_sigkill(tmp_path):
         assert _committed(broker.bootstrap, "ck-group") == ck
         assert _committed(broker.bootstrap, "kp-group") == kp
         # the group's records are in Kafka's schemas in its partition: a consumer of the internal topic reads them
-        from chronolog.records.group_records import OffsetCommitKey, read_key
+        from chronolog.records.group_records import GroupMetadataKey, OffsetCommitKey, read_key
         from chronolog.server.txn_log import partition_for
         reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "reader", "enable.auto.commit": False})
         reader.assign([TopicPartition("__consumer_offsets", partition_for("ck-group", 50), 0)])
         keys = []
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not any(isinstance(k, OffsetCommitKey) and k.group == "ck-group"
-                                                      for k in keys):
+        while time.monotonic() < deadline and not (
+                GroupMetadataKey("ck-group") in keys
+                and any(isinstance(k, OffsetCommitKey) and k.group == "ck-group" for k in keys)):
             msg = reader.poll(0.5)
             if msg is not None and not msg.error():
                 keys.append(read_key(msg.key()))
         reader.close()
         assert OffsetCommitKey("ck-group", TOPIC, 0) in keys or OffsetCommitKey("ck-group", TOPIC, 1) in keys
+        assert GroupMetadataKey("ck-group") in keys  # written when its rebalance completed
     finally:
         broker.stop()
 

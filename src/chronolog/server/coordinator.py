@@ -105,10 +105,9 @@ class GroupCoordinator:
     async def start(self) -> None:
         self.store.load()
         for g, meta in self.store.groups.items():
-            if meta.protocol_type == "consumer" or not meta.members:
-                # members are not brought back: they find themselves unknown and rejoin (generation goes on)
-                self.groups[g] = Group(g, generation=meta.generation, protocol_type=meta.protocol_type or None,
-                                       new_group=False)
+            # its members are not brought back: they find themselves unknown and rejoin (the generation goes on)
+            self.groups[g] = Group(g, generation=meta.generation, protocol_type=meta.protocol_type or None,
+                                   new_group=False)
         for g, _t, _p in self.store.offsets:
             self.groups.setdefault(g, Group(g, new_group=False))
         self._reaper = asyncio.create_task(self._expire_members())
@@ -128,9 +127,10 @@ class GroupCoordinator:
         return self.store.partition_for(group_id)
 
     def _has_members(self, group_id: str) -> bool:
-        group = self.groups.get(group_id)
-        return bool(group is not None and group.members) or bool(self.consumer.subscribed_topics(group_id)) \
-            or group_id in self.consumer.groups and bool(getattr(self.consumer.groups[group_id], "members", None))
+        """A classic or KIP-848 group with members: its offsets do not expire."""
+        classic = self.groups.get(group_id)
+        consumer = self.consumer.groups.get(group_id)
+        return bool(classic is not None and classic.members) or bool(consumer is not None and consumer.members)
 
     async def _expire_offsets(self) -> None:
         """GroupMetadataManager's offsets-retention task: every offsets.retention.check.interval.ms."""
@@ -329,6 +329,7 @@ class GroupCoordinator:
                 group.rebalance_task.cancel()
             group.state, group.leader = EMPTY, None
             group.generation += 1
+            self._store_group(group)  # as Kafka's rebalance of a group left empty stores it without members
         elif group.state in (STABLE, COMPLETING):
             self._prepare_rebalance(group)
         else:
