@@ -133,6 +133,12 @@ def test_the_internal_topic_is_listed_as_internal_and_refuses_producers(tmp_path
     try:
         _setup(broker.bootstrap)
         _committed(broker.bootstrap, "g")  # no commit yet: nothing created
+        assert not (tmp_path / "data" / "__consumer_offsets-0").exists()
+        # a Metadata request naming it (a producer's: auto-creation allowed) has the coordinator create it,
+        # with offsets.topic.num.partitions, never num.partitions (AutoTopicCreationManager)
+        asked = Producer({"bootstrap.servers": broker.bootstrap}).list_topics("__consumer_offsets", timeout=15)
+        assert poll_until(lambda: (tmp_path / "data" / "__consumer_offsets-49").is_dir(), 15)
+        assert len(asked.topics["__consumer_offsets"].partitions) == 50
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g", "enable.auto.commit": False})
         consumer.commit(offsets=[TopicPartition(TOPIC, 0, 3)], asynchronous=False)
         consumer.close()
