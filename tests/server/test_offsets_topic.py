@@ -323,3 +323,32 @@ def test_unreadable_values_are_refused_with_kafkas_error(value):
     from chronolog.errors import CorruptMessageError
     with pytest.raises(CorruptMessageError):
         read_offset_commit_value(value)
+
+
+def test_a_full_disk_at_the_topics_creation_answers_not_coordinator_and_keeps_nothing(tmp_path, monkeypatch):
+    """The first group write creates the topic; on a full disk nothing of it stays, the commit is answered
+    NOT_COORDINATOR (the client retries), and the next commit once there is space creates it and is kept."""
+    import errno
+
+    from chronolog.errors import ErrorCode
+    from tests.storage.test_write_faults import Faults
+
+    async def run():
+        coord = GroupCoordinator(tmp_path / "state", CFG)
+        await coord.start()
+        faults = Faults(errno.ENOSPC, 1, True).install(monkeypatch)
+        first = coord.commit("g", -1, "", [("t", 0, 5, -1, None)])
+        made = coord.store.exists()
+        faults.on = False
+        second = coord.commit("g", -1, "", [("t", 0, 6, -1, None)])
+        await coord.stop()
+        monkeypatch.undo()
+        again = GroupCoordinator(tmp_path / "state", CFG)
+        await again.start()
+        got = again.fetch_offsets("g", [("t", 0)])
+        await again.stop()
+        return first, made, faults.hits, second, got
+
+    first, made, hits, second, got = asyncio.run(run())
+    assert hits > 0 and first == ErrorCode.NOT_COORDINATOR and not made
+    assert second == 0 and got[("t", 0)][0] == 6
