@@ -150,7 +150,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, "Read plus write bytes per "
        "second the cleaner may use.", (), 0),
     _d("log.cleaner.backoff.ms", "long", 15000, "Sleep of the cleaner when no log needs cleaning.", (), 0),
-    _d("offsets.retention.minutes", "int", 10080, "Committed offsets of empty groups are kept this long.", (), 1),
+    _d("offsets.retention.minutes", "int", 10080, "Committed offsets of groups without members are kept this "
+       "long after their last commit (then tombstoned in __consumer_offsets).", (), 1),
+    _d("offsets.retention.check.interval.ms", "long", 600000, "How often expired offsets are looked for.", (), 1),
+    _d("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets (used when the topic is "
+       "created, on the first group write; an existing topic keeps its count).", (), 1),
+    _d("offsets.topic.segment.bytes", "int", 104857600, "segment.bytes of __consumer_offsets.", (), 14),
     _d("delete.topic.enable", "boolean", True, "Allow DeleteTopics.", ()),
     _d("max.broker.partitions", "int", 10000,
        "chronolog (KIP-578's name): partitions the broker holds in all; CreateTopics, CreatePartitions and "

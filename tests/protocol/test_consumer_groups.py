@@ -148,7 +148,7 @@ def test_consumer_group_heartbeat_with_non_empty_classic_group(coord):
     coord.commit("idle", -1, "", [("foo", 0, 7, -1, None)])
     assert join(coord, "m1", group="idle")["error_code"] == 0
     assert "idle" not in coord.groups and "idle" in coord.consumer.groups
-    assert coord.fetch_offsets("idle", [("foo", 0)]) == {("foo", 0): (7, -1, None)}
+    assert coord.fetch_offsets("idle", [("foo", 0)]) == {("foo", 0): (7, -1, "")}  # null metadata is kept as ""
     assert coord.consumer.give_way("idle") is False  # while it has members a classic join joins it instead
     hb(coord, "m1", -1, group="idle")
     assert coord.consumer.give_way("idle") is True and "idle" not in coord.consumer.groups

@@ -165,7 +165,7 @@ def txn_offset_commit(req: Any, ctx: RequestContext) -> dict:
                        for p in t.partitions]
             error = _guarded(ctx.coordinator.txn_commit, req.group_id, int(getattr(req, "generation_id", -1)),
                              getattr(req, "member_id", "") or "", getattr(req, "group_instance_id", None),
-                             int(req.producer_id), offsets)
+                             int(req.producer_id), offsets, int(req.producer_epoch))
 
     def topic_error(name: str) -> int:
         if name in unreadable:

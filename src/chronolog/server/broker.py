@@ -209,7 +209,8 @@ class Broker:
         self.state.host, self.state.port = first.advertised_host, first.advertised_port
         coordinator_cls = _optional_coordinator()
         if coordinator_cls is not None:
-            self.state.coordinator = coordinator_cls(self.data_dir / "__consumer_offsets-state", self.config)
+            self.state.coordinator = coordinator_cls(self.data_dir / "__consumer_offsets-state", self.config,
+                                                     manager)
             await self.state.coordinator.start()
         self.state.transactions = TransactionCoordinator(manager, self.config, self.state.producer_ids,
                                                          self.state.coordinator, self.state.data_waiters.notify)
