@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.brokerproc import BrokerProcess, free_port
 from tests.consuming import read_messages
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # slow: a JVM of its own (CI runs every marker)
 BASE = 1_700_000_000_000
 PARTITIONS = 3
 START_WAIT_S = 400.0  # a JVM start on a loaded two-core machine

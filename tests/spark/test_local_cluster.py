@@ -17,7 +17,7 @@ from chronolog.storage import LogManager
 from tests.brokerproc import BrokerProcess
 from tests.consuming import read_messages
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # slow: a JVM of its own (CI runs every marker)
 BASE = 1_700_000_000_000
 
 JOB = textwrap.dedent("""
