@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from chronolog.spark.source import ARROW_BATCH_ROWS, OffsetRange
+from chronolog.spark.ranges import ARROW_BATCH_ROWS, OffsetRange
 
 
 def _report_data_loss(part: OffsetRange, plog, start: int, end: int) -> None:
