@@ -4,12 +4,12 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DATA   := $(CURDIR)/var/run-data
 
-.PHONY: install sysdeps nodedeps faustdeps test run bench lint clean
+.PHONY: install bytecode sysdeps nodedeps faustdeps test run bench lint clean
 
-$(STAMP): pyproject.toml setup.py src/chronolog/records/_walk.c src/chronolog/records/_columns.c src/chronolog/storage/_headers.c
+$(STAMP): pyproject.toml setup.py src/chronolog/records/_walk.c src/chronolog/records/_clean.c src/chronolog/records/_recordwalk.h src/chronolog/records/_columns.c src/chronolog/storage/_headers.c
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools
-	$(PY) -m pip install -q -e '.[dev,spark,clients]'
+	$(PY) -m pip install -q -e '.[dev,spark,clients,console]'
 	@touch $(STAMP)
 
 sysdeps:
@@ -30,7 +30,13 @@ faustdeps: $(STAMP)
 		pytz intervaltree==3.2.1 colorlog==6.12.0 mypy_extensions aiohttp-cors==0.8.1 'aiohttp>=3.9,<4' \
 		multidict yarl frozenlist aiosignal propcache aiohappyeyeballs
 
-install: $(STAMP) sysdeps nodedeps faustdeps
+# Byte-compile the package, as pip does for an installed one: a broker then starts from cached bytecode
+# instead of compiling its modules on every start where PYTHONDONTWRITEBYTECODE is set (docs/benchmarks.md,
+# "Start"). Only changed files are compiled again.
+bytecode: $(STAMP)
+	@$(PY) -m compileall -q src/chronolog
+
+install: $(STAMP) bytecode sysdeps nodedeps faustdeps
 
 test: install
 	$(PY) -m pytest -q

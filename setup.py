@@ -2,7 +2,8 @@
 
 `chronolog.records._walk` speeds up the per-record walk of append validation, `chronolog.records._columns`
 the columnar decoder of readers (Spark, the Arrow reader, consume), `chronolog.storage._headers`
-the batch-header walk that finds a fetch's byte range and recovery's walk over valid batches. Both are
+the batch-header walk that finds a fetch's byte range and recovery's walk over valid batches,
+`chronolog.records._clean` the log cleaner's offset map and copy. All are
 optional: where no compiler or Python
 headers exist the build skips them and the pure-Python walks are used (same results)."""
 
@@ -10,7 +11,9 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[
     Extension("chronolog.records._walk", ["src/chronolog/records/_walk.c"], optional=True,
-              extra_compile_args=["-O2"]),
+              depends=["src/chronolog/records/_recordwalk.h"], extra_compile_args=["-O2"]),
+    Extension("chronolog.records._clean", ["src/chronolog/records/_clean.c"], optional=True,
+              depends=["src/chronolog/records/_recordwalk.h"], extra_compile_args=["-O2"]),
     Extension("chronolog.records._columns", ["src/chronolog/records/_columns.c"], optional=True,
               extra_compile_args=["-O2"]),
     Extension("chronolog.storage._headers", ["src/chronolog/storage/_headers.c"], optional=True,

@@ -65,7 +65,7 @@ def main() -> None:
     from chronolog.spark import session
     from chronolog.spark.options import SourceOptions
     from chronolog.spark.planning import plan
-    from chronolog.spark.source import Bounds
+    from chronolog.spark.ranges import Bounds
     from chronolog.storage.minima import MINIMA_SUFFIX
 
     rows = [("measure", "chronolog", "baseline", "ratio / note")]

@@ -10,6 +10,8 @@ the least any Python broker pays before its first answer.
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -53,16 +55,29 @@ def _embedded(data_dir: Path, port: int) -> list[str]:
     return [sys.executable, "-c", code]
 
 
-def timed_start(args_for, data_dir: Path, *, kill: bool = False) -> float:
+def timed_start(args_for, data_dir: Path, *, kill: bool = False, env: dict | None = None) -> float:
     port = free_port()
     started = time.perf_counter()
     proc = subprocess.Popen(args_for(data_dir, port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            stdin=subprocess.DEVNULL)
+                            stdin=subprocess.DEVNULL, env=env)
     try:
         return first_metadata_seconds(proc, port, started)
     finally:
         proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
         proc.wait(60)
+
+
+def uncompiled_env(tmp: Path) -> dict:
+    """An environment whose `chronolog` is a copy of the package without bytecode caches, which Python may
+    not write: every start compiles its modules from source, as the first start after an edit does (or
+    every start, where PYTHONDONTWRITEBYTECODE is set and nothing byte-compiled the package: `make`
+    does, as pip does for an installed package)."""
+    import chronolog
+
+    copy = tmp / "uncompiled"
+    shutil.copytree(Path(chronolog.__file__).parent, copy / "chronolog",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return {**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def python_floor() -> float:
@@ -107,6 +122,9 @@ def main() -> None:
         cases = []
         empty = [timed_start(_serve, Path(tempfile.mkdtemp(dir=tmp))) for _ in range(TRIES)]
         cases.append(("serve, empty data dir", empty, 0.15))
+        env = uncompiled_env(tmp)
+        uncompiled = [timed_start(_serve, Path(tempfile.mkdtemp(dir=tmp)), env=env) for _ in range(TRIES)]
+        cases.append(("serve, empty, package not byte-compiled", uncompiled, None))
         embedded = [timed_start(_embedded, Path(tempfile.mkdtemp(dir=tmp))) for _ in range(TRIES)]
         cases.append(("EmbeddedBroker in a new process, empty", embedded, 0.15))
         full = tmp / "400"

@@ -49,8 +49,11 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
        ("log.roll.ms", "log.roll.hours"), 1, scale={"log.roll.hours": _HOUR}),
     _d("segment.jitter.ms", "long", 0, "Random jitter subtracted from segment.ms per segment.",
        ("log.roll.jitter.ms", "log.roll.jitter.hours"), 0, scale={"log.roll.jitter.hours": _HOUR}),
+    # Kafka's validator says atLeast(4), but a .timeindex below one 12-byte entry has no slot for the final
+    # entry `LogSegment.onBecomeInactiveSegment` writes, so Kafka's first roll of such a topic fails
+    # (BufferOverflowException in `TimeIndex.maybeAppend`). Refused here instead (docs/differences.md).
     _d("segment.index.bytes", "int", 10485760, "Preallocated size of each .index and .timeindex file.",
-       ("log.index.size.max.bytes",), 4),
+       ("log.index.size.max.bytes",), 12),
     _d("index.interval.bytes", "int", 4096, "Bytes appended between two offset/time index entries.",
        ("log.index.interval.bytes",), 0),
     _d("retention.ms", "long", 604800000, "Delete a segment when its largest timestamp is older (-1: never).",
@@ -119,8 +122,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
        "removed from its group.", (), 1),
     _d("group.consumer.assignors", "list", "uniform,range", "Server-side assignors; the first is the default.",
        (), choices=("uniform", "range")),
-    _d("group.consumer.migration.policy", "string", "disabled", "Only `disabled`: a non-empty group of one "
-       "protocol refuses members of the other (an empty one changes type).", (), choices=("disabled",)),
+    _d("group.consumer.migration.policy", "string", "disabled", "Only `disabled`: a non-empty classic group "
+       "refuses consumer-protocol members (an empty one changes type); classic members may join a consumer "
+       "group.", (), choices=("disabled",)),
     # -- transactions (KIP-98; TransactionStateManagerConfig, TransactionLogConfig; docs/transactions.md) --
     _d("transaction.max.timeout.ms", "int", 900000, "Largest transaction.timeout.ms a producer may ask for "
        "(InitProducerId answers INVALID_TRANSACTION_TIMEOUT above it).", (), 1),
@@ -146,7 +150,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, "Read plus write bytes per "
        "second the cleaner may use.", (), 0),
     _d("log.cleaner.backoff.ms", "long", 15000, "Sleep of the cleaner when no log needs cleaning.", (), 0),
-    _d("offsets.retention.minutes", "int", 10080, "Committed offsets of empty groups are kept this long.", (), 1),
+    _d("offsets.retention.minutes", "int", 10080, "Committed offsets of groups without members are kept this "
+       "long after their last commit (then tombstoned in __consumer_offsets).", (), 1),
+    _d("offsets.retention.check.interval.ms", "long", 600000, "How often expired offsets are looked for.", (), 1),
+    _d("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets (used when the topic is "
+       "created, on the first group write; an existing topic keeps its count).", (), 1),
+    _d("offsets.topic.segment.bytes", "int", 104857600, "segment.bytes of __consumer_offsets.", (), 14),
     _d("delete.topic.enable", "boolean", True, "Allow DeleteTopics.", ()),
     _d("max.broker.partitions", "int", 10000,
        "chronolog (KIP-578's name): partitions the broker holds in all; CreateTopics, CreatePartitions and "
@@ -317,8 +326,11 @@ class TopicConfig:
 
     @classmethod
     def from_kafka(cls, overrides: Mapping[str, str] | None = None,
-                   defaults: Mapping[str, str] | None = None) -> TopicConfig:
+                   defaults: Mapping[str, str] | None = None, *, validate_values: bool = True) -> TopicConfig:
         """Topic-level overrides on top of broker-level defaults (already in topic names).
+
+        `validate_values=False` skips the rules between configs (`validate_values`), for configs already
+        stored: a data dir written before a rule existed still opens (each value is still checked).
 
         The deprecated `message.timestamp.difference.max.ms` fills the before/after bounds only where they
         were not set explicitly, as `LogConfig.getMessageTimestampBeforeMaxMs` did in Kafka 3.6-3.9.
@@ -334,7 +346,18 @@ class TopicConfig:
         if diff is not None:
             values.setdefault("message_timestamp_before_max_ms", diff)
             values.setdefault("message_timestamp_after_max_ms", diff)
-        return cls(**values)
+        config = cls(**values)
+        if validate_values:
+            config.validate_values()
+        return config
+
+    def validate_values(self) -> None:
+        """The rules between configs (`LogConfig.validateValues`), checked on the merged config at creation,
+        alteration and broker start, as Kafka does."""
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise InvalidConfigError(f"conflict topic config setting min.compaction.lag.ms "
+                                     f"({self.min_compaction_lag_ms}) > max.compaction.lag.ms "
+                                     f"({self.max_compaction_lag_ms})")
 
     def to_kafka(self) -> dict[str, str]:
         out = {}

@@ -5,7 +5,7 @@ Every write the broker makes goes through these few functions. They either write
 `OSError` (with the file's name in it): a short write is finished or turned into an error, never taken for
 success. `write_atomic` writes a temporary file, fsyncs it and checks its size before renaming it over the
 old one, so a file that was not wholly written never takes the place of a good one. Callers that append in
-place (segments, indexes, the offsets file) truncate back to their last good size when these raise.
+place (segments, indexes) truncate back to their last good size when these raise.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ a topic; an epoch in seconds where milliseconds are expected is named both ways.
 from __future__ import annotations
 
 import json
+import socket
+import threading
 
 import pytest
 
@@ -25,13 +27,21 @@ def test_unknown_partition_is_one_line(tb):
     assert_one_line_error(r, "no partition 5")
 
 
-def test_broker_down_fails_at_once_without_librdkafka_lines(tmp_path):
+@pytest.mark.parametrize("args", [["topics", "create", "x"], ["topics", "list"], ["topics", "describe", "x"],
+                                  ["topics", "alter", "x", "--config", "retention.ms=1"], ["topics", "delete", "x"],
+                                  ["offsets", "x", "--time", "now"], ["consume", "x", "--from", "now"],
+                                  ["consume", "x", "--from", "now", "--follow"],
+                                  ["reset-offsets", "--group", "g", "--topic", "x", "--to-earliest"],
+                                  ["groups", "list"], ["groups", "describe", "g"], ["groups", "delete", "g"],
+                                  ["sql", "-t", "x", "select 1"], ["produce", "x", "FILE"]],
+                         ids=lambda a: " ".join(a[:2]) + (" --follow" if "--follow" in a else ""))
+def test_broker_down_fails_at_once_without_librdkafka_lines(tmp_path, args):
+    """Issue 18's last rule: a command whose broker is not there prints one clear line on stderr, never
+    librdkafka's own log lines (`%3|...|FAIL|...`), which go to Python logging (shown only with -v)."""
     dead = f"127.0.0.1:{free_port()}"
-    for args in (["topics", "create", "x"], ["topics", "list"], ["offsets", "x", "--time", "now"],
-                 ["groups", "list"], ["produce", "x", str(tmp_path / "nothing")]):
-        r = chronolog(*args, "-b", dead)
-        assert_one_line_error(r, "cannot connect to " + dead, "Connection refused")
-        assert "rdkafka" not in r.err and "%3|" not in r.err
+    r = chronolog(*[str(tmp_path / "nothing") if a == "FILE" else a for a in args], "-b", dead)
+    assert_one_line_error(r, "cannot connect to " + dead, "Connection refused")
+    assert "rdkafka" not in r.err and "%3|" not in r.err and "FAIL|" not in r.err
 
 
 @pytest.mark.parametrize("text, words", [("99999999999999999999", "after year 9999"),
@@ -89,3 +99,30 @@ def test_librdkafka_logs_only_with_verbose(tb):
     assert quiet.rc == 0 and quiet.err == ""
     loud = chronolog("-v", "topics", "list", "-b", tb, "-X", "debug=broker")
     assert loud.rc == 0 and "chronolog.librdkafka" in loud.err
+
+
+def test_broker_that_drops_connections_gives_one_line_without_librdkafka_lines():
+    """Past the TCP probe: a port that accepts and at once closes every connection (not a Kafka broker)
+    makes librdkafka log a FAIL line per attempt; they go to Python logging (shown with -v), and the
+    terminal gets one line."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(50)
+    stop = threading.Event()
+
+    def drop() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.close()
+    thread = threading.Thread(target=drop, daemon=True)
+    thread.start()
+    try:
+        r = chronolog("topics", "list", "-b", f"127.0.0.1:{server.getsockname()[1]}")
+    finally:
+        stop.set()
+        server.close()
+    assert_one_line_error(r, "cannot reach")
+    assert "%3|" not in r.err and "FAIL|" not in r.err

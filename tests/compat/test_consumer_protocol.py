@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicCollection, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.brokerproc import BrokerProcess
@@ -119,10 +119,13 @@ def test_consumer_group_range_assignor_and_describe(kbroker):
     b.close()
 
 
-def test_mixed_group_empty_group_changes_type_nonempty_refuses(kbroker):
-    """As Kafka with the migration policy disabled: offsets committed by a classic group are read by the
-    consumer group that takes the (empty) id over; while that group has members a classic JoinGroup is
-    refused (INCONSISTENT_GROUP_PROTOCOL); once it is empty again a classic consumer takes it back."""
+def test_mixed_group_classic_member_in_consumer_group(kbroker):
+    """As Kafka 4.x (classicGroupJoinToConsumerGroup, whatever the migration policy): offsets committed by a
+    classic group are read by the consumer group that takes the (empty) id over; a classic librdkafka
+    consumer then joins that non-empty consumer group and the server-side assignor shares the partitions
+    between the two kinds of member (the consumer-protocol member revokes first); each reads and commits its
+    own; when the classic member leaves its partition goes back; once the group is empty a classic consumer
+    takes the id back, offsets and all."""
     _topic(kbroker.bootstrap, "mixed", 2)
     _produce(kbroker.bootstrap, "mixed", 2, 3)
     classic = _consumer(kbroker.bootstrap, "gmix", "classic")
@@ -137,28 +140,30 @@ def test_mixed_group_empty_group_changes_type_nonempty_refuses(kbroker):
     resumed = _poll_all([modern], lambda r: len(r[0]) >= 2)
     assert sorted((m.partition(), m.offset()) for m in resumed[0]) == [(0, 2), (1, 2)]
 
-    intruder = _consumer(kbroker.bootstrap, "gmix", "classic")
-    intruder.subscribe(["mixed"])
-    errors: list[KafkaError] = []
+    mixed = _consumer(kbroker.bootstrap, "gmix", "classic")
+    mixed.subscribe(["mixed"])
 
-    def refused() -> bool:
+    def shared() -> bool:
         modern.poll(0.05)
-        m = intruder.poll(0.1)
-        if m is not None and m.error():
-            errors.append(m.error())
-        return any(e.code() == KafkaError.INCONSISTENT_GROUP_PROTOCOL for e in errors)
-
-    assert poll_until(refused, 30), errors
-    assert not intruder.assignment()
-    intruder.close()
-    modern.commit(offsets=[TopicPartition("mixed", p, 3) for p in range(2)], asynchronous=False)
+        mixed.poll(0.05)
+        return len(_parts(modern)) == 1 and len(_parts(mixed)) == 1
+    assert poll_until(shared, 30), (_parts(modern), _parts(mixed))
+    assert _parts(modern) | _parts(mixed) == {0, 1}
+    _produce(kbroker.bootstrap, "mixed", 2, 2)  # offsets 3 and 4 of each partition
+    read = _poll_all([modern, mixed], lambda r: len(r[0]) >= 2 and len(r[1]) >= 2)
+    for i, c in enumerate((modern, mixed)):
+        (part,) = _parts(c)
+        assert sorted((m.partition(), m.offset()) for m in read[i] if m.offset() >= 3) == [(part, 3), (part, 4)]
+        c.commit(offsets=[TopicPartition("mixed", part, 5)], asynchronous=False)
+    mixed.close()
+    assert poll_until(lambda: (modern.poll(0.05), _parts(modern) == {0, 1})[1], 30)
     modern.close()
 
     again = _consumer(kbroker.bootstrap, "gmix", "classic")
     again.subscribe(["mixed"])
     assert poll_until(lambda: (again.poll(0.1), len(again.assignment()) == 2)[1], 30)
     committed = again.committed([TopicPartition("mixed", p) for p in range(2)], timeout=10)
-    assert [tp.offset for tp in committed] == [3, 3]
+    assert [tp.offset for tp in committed] == [5, 5]
     again.close()
 
 

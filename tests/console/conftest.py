@@ -152,7 +152,7 @@ def get(url: str, data: dict | None = None) -> tuple[int, str]:
 
 
 def csrf_of(page: str) -> str:
-    m = re.search(r"name=csrf value='([^']+)'", page)
+    m = re.search(r'name="csrf" value="([^"]+)"', page)
     assert m, "no CSRF token on the page"
     return m.group(1)
 

@@ -15,7 +15,8 @@ import pytest
 
 from tests.console.conftest import LATE_BASE
 from tests.console.test_console_groups import commit_at_end, committed
-from tests.console.test_console_http import exact_counts, index_counts
+from tests.console.test_console_http import exact_counts, index_counts, late_counts
+from tests.waiting import poll_until
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
@@ -56,9 +57,14 @@ def wait_for(driver, css: str, timeout: float = 60):
     return WebDriverWait(driver, timeout).until(expected_conditions.presence_of_element_located(("css selector", css)))
 
 
-def bars(driver) -> list[tuple[int, int, int]]:
-    return [(int(g.get_attribute("data-start")), int(g.get_attribute("data-end")), int(g.get_attribute("data-count")))
-            for g in driver.find_elements("css selector", "g.bucket")]
+def drawn(driver) -> dict:
+    """What the page's uPlot chart holds and drew: its x values (bucket starts), the end of its x scale (the
+    last edge), its series, whether the late series is shown, and the size of the canvas it painted."""
+    wait_for(driver, "#timeline canvas")
+    return driver.execute_script(
+        "var u = window.chronologTimeline; var c = u.root.querySelector('canvas');"
+        "return {starts: u.data[0], totals: u.data[1], late: u.data[2], end: u.scales.x.max,"
+        " late_shown: u.series.length > 2 && u.series[2].show, canvas: [c.width, c.height]};")
 
 
 @pytest.mark.parametrize("mode", ["data-dir", "broker"])
@@ -72,16 +78,27 @@ def test_timeline_and_a_dragged_window_in_a_browser(browser, loaded, broker_cons
     shot(browser, f"topics-{mode}")
     browser.find_element("css selector", "#topics a[href='/topics/linux']").click()
     wait_for(browser, "#partitions")
-    drawn = bars(browser)
-    edges = [b[0] for b in drawn] + [drawn[-1][1]]
-    assert len(drawn) > 20
+    chart = drawn(browser)
+    edges = chart["starts"] + [chart["end"]]
+    assert len(chart["starts"]) > 20 and min(chart["canvas"]) > 100
     want = exact_counts(every, edges) if mode == "data-dir" else \
         [sum(c) for c in zip(*(index_counts(s, edges) for s in stamps.values()), strict=True)]
-    assert [b[2] for b in drawn] == want and sum(want) == len(every)
+    assert chart["totals"] == want and sum(want) == len(every)
+    assert chart["late_shown"] == (mode == "data-dir")  # a broker's counts cannot tell late records
     shot(browser, f"timeline-{mode}")
 
+    # a click on the chart zooms into the bucket under the cursor
+    over = browser.find_element("css selector", "#timeline .u-over")
+    ActionChains(browser).move_to_element(over).click().perform()
+    assert poll_until(lambda: "from=" in browser.current_url, 60)
+    q = parse_qs(urlparse(browser.current_url).query)
+    a, b = int(q["from"][0]), int(q["to"][0])
+    assert a in chart["starts"] and b == edges[edges.index(a) + 1]
+    browser.back()
+    wait_for(browser, "#partitions")
+
     # drag across the middle of the chart: the records page of that window opens
-    chart = browser.find_element("css selector", "svg#timeline")
+    chart = browser.find_element("css selector", "#timeline .u-over")
     width = chart.size["width"]
     ActionChains(browser).move_to_element_with_offset(chart, int(-width * 0.25), 0).click_and_hold() \
         .move_by_offset(int(width * 0.2), 0).release().perform()
@@ -89,7 +106,8 @@ def test_timeline_and_a_dragged_window_in_a_browser(browser, loaded, broker_cons
     assert "/topics/linux/records" in browser.current_url
     q = parse_qs(urlparse(browser.current_url).query)
     t1, t2 = int(q["from"][0]), int(q["to"][0])
-    assert t1 < t2
+    span = edges[-1] - edges[0]  # the window is the dragged part of the axis: from 25% to 45% of it
+    assert 0.2 < (t1 - edges[0]) / span < 0.3 and 0.15 < (t2 - t1) / span < 0.25
     if mode == "broker":  # ask for late records too: the window must then be exact over the protocol
         browser.get(browser.current_url + "&late=1")
     got = []
@@ -140,7 +158,12 @@ def test_rewind_a_group_in_a_browser(browser, loaded, broker_console, dir_consol
     shot(browser, "rewind-done")
     # the data-dir console's late topic and segments pages, for the docs
     browser.get(dir_console.url("/topics/late", step=60_000))
-    assert browser.find_elements("css selector", "svg#timeline rect.late")
+    chart = drawn(browser)
+    edges = chart["starts"] + [chart["end"]]
+    every = [ts for p in stamps for ts in stamps[p]]
+    assert chart["totals"] == exact_counts(every, edges)
+    assert chart["late_shown"] and sum(chart["late"]) > 50
+    assert chart["late"] == [sum(c) for c in zip(*(late_counts(s, edges) for s in stamps.values()), strict=True)]
     shot(browser, "timeline-late")
     browser.get(dir_console.url("/topics/late/segments"))
     assert browser.find_elements("css selector", "g.segment")

@@ -19,6 +19,8 @@ from tests.brokerproc import BrokerProcess, free_port
 from tests.console.conftest import LATE_BASE, ConsoleProcess, csrf_of, get, wait_http
 from tests.waiting import poll_until
 
+STATE = 'state <b id="state">{}</b>'
+
 
 def committed(bootstrap: str, group: str, topic: str, parts: int) -> dict[int, int]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -36,7 +38,7 @@ def commit_at_end(bootstrap: str, group: str, topic: str, ends: dict[int, int]) 
 
 
 def rows_of(page: str, table_id: str) -> list[list[str]]:
-    body = page.split(f"<table id={table_id}>", 1)[1].split("</table>", 1)[0]
+    body = page.split(f'<table id="{table_id}">', 1)[1].split("</table>", 1)[0]
     return [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", body)[1:]]
 
 
@@ -46,9 +48,9 @@ def test_rewind_previews_then_commits_offsets_of_the_time(loaded, broker_console
     ends = {p: len(s) for p, s in stamps.items()}
     commit_at_end(bootstrap, "replayer", "late", ends)
     status, page = get(broker_console.url("/groups"))
-    assert status == 200 and "<a href='/groups/replayer'>replayer</a>" in page
+    assert status == 200 and '<a href="/groups/replayer">replayer</a>' in page
     status, page = get(broker_console.url("/groups/replayer"))
-    assert status == 200 and "state <b>EMPTY</b>" in page
+    assert status == 200 and STATE.format("EMPTY") in page
     assert [(r[0], int(r[1]), int(r[2]), int(r[4])) for r in rows_of(page, "offsets")] == \
         [("late", p, ends[p], 0) for p in sorted(ends)]
     token = csrf_of(page)
@@ -67,7 +69,7 @@ def test_rewind_previews_then_commits_offsets_of_the_time(loaded, broker_console
     assert [(int(r[1]), int(r[2]), int(r[3])) for r in rows_of(page, "rewind")] == \
         [(p, ends[p], want[p]) for p in sorted(want)]
     assert committed(bootstrap, "replayer", "late", 2) == ends  # a preview commits nothing
-    assert f"name=time value='{when}'" in page  # the confirmation carries the resolved time
+    assert f'name="time" value="{when}"' in page  # the confirmation carries the resolved time
 
     status, page = get(broker_console.url("/groups/replayer/rewind"),
                        {"csrf": token, "topic": "late", "time": str(when), "action": "apply"})
@@ -88,7 +90,7 @@ def test_rewind_is_refused_while_the_group_has_members(loaded, broker_console):
     try:
         assert poll_until(lambda: (c.poll(0.2), bool(c.assignment()))[1], 30)
         status, page = get(broker_console.url("/groups/busy"))
-        assert "state <b>STABLE</b>" in page and "<table id=members>" in page
+        assert STATE.format("STABLE") in page and '<table id="members">' in page
         status, page = get(broker_console.url("/groups/busy/rewind"),
                            {"csrf": csrf_of(page), "topic": "late", "time": str(LATE_BASE), "action": "apply"})
         assert status == 400 and "active member" in page and "stop its consumers first" in page
@@ -102,7 +104,7 @@ def test_read_only_console_shows_no_rewind_and_refuses_posts(loaded, tmp_path):
     console = ConsoleProcess("--bootstrap-server", loaded.broker.bootstrap, "--read-only", log=tmp_path / "ro.log")
     try:
         status, page = get(console.url("/groups/ro"))
-        assert status == 200 and "--read-only" in page and "name=csrf" not in page
+        assert status == 200 and "--read-only" in page and 'name="csrf"' not in page
         status, page = get(console.url("/groups/ro/rewind"), {"csrf": "x", "topic": "late", "time": str(LATE_BASE),
                                                               "action": "apply"})
         assert status == 403 and "--read-only: rewinding is turned off" in page
@@ -155,7 +157,7 @@ def test_serve_with_console_port_serves_both(tmp_path):
         status, page = get(f"http://127.0.0.1:{console_port}/api/topics/beside/timeline?step=10000")
         assert status == 200 and json.loads(page)["totals"] == [10, 10, 10] and json.loads(page)["exact"]
         status, page = get(f"http://127.0.0.1:{console_port}/groups/g")
-        assert status == 200 and "state <b>EMPTY</b>" in page
+        assert status == 200 and STATE.format("EMPTY") in page
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -184,7 +186,7 @@ def test_a_group_name_with_a_slash_and_a_space(loaded, broker_console):
     import html
     commit_at_end(loaded.broker.bootstrap, "team/replay x", "late", {0: 7, 1: 9})
     status, page = get(broker_console.url("/groups"))
-    link = re.search(r"<a href='([^']+)'>team/replay x</a>", page)
+    link = re.search(r'<a href="([^"]+)">team/replay x</a>', page)
     assert status == 200 and link and link[1] == "/groups/team%2Freplay%20x"
     status, page = get(broker_console.url(html.unescape(link[1])))
     assert status == 200 and "group team/replay x" in page

@@ -5,6 +5,8 @@ DescribeTopicPartitionsRequestHandlerTest)."""
 
 from __future__ import annotations
 
+import asyncio
+import struct
 import time
 import uuid
 from types import SimpleNamespace as NS
@@ -146,8 +148,8 @@ def test_consumer_group_heartbeat_with_non_empty_classic_group(coord):
     coord.commit("idle", -1, "", [("foo", 0, 7, -1, None)])
     assert join(coord, "m1", group="idle")["error_code"] == 0
     assert "idle" not in coord.groups and "idle" in coord.consumer.groups
-    assert coord.fetch_offsets("idle", [("foo", 0)]) == {("foo", 0): (7, -1, None)}
-    assert coord.consumer.give_way("idle") is False  # a classic join to it is refused while it has members
+    assert coord.fetch_offsets("idle", [("foo", 0)]) == {("foo", 0): (7, -1, "")}  # null metadata is kept as ""
+    assert coord.consumer.give_way("idle") is False  # while it has members a classic join joins it instead
     hb(coord, "m1", -1, group="idle")
     assert coord.consumer.give_way("idle") is True and "idle" not in coord.consumer.groups
 
@@ -321,3 +323,63 @@ def test_validate_offset_fetch(coord):
     assert (v("g", None, -1), v("g", "m1", 1), v("classic-or-absent", "x", 3)) == (0, 0, 0)
     assert v("g", "zz", 1) == ErrorCode.UNKNOWN_MEMBER_ID
     assert (v("g", "m1", 0), v("g", "m1", 2)) == (ErrorCode.STALE_MEMBER_EPOCH, ErrorCode.FENCED_MEMBER_EPOCH)
+
+
+def _classic_join(coord, member_id="", require_known=True, group="g", topics=("foo",), owned=None):
+    """A classic JoinGroup with a ConsumerProtocolSubscription v1 (topics, owned partitions)."""
+    meta = struct.pack(">hi", 1, len(topics)) + b"".join(struct.pack(">h", len(t)) + t.encode() for t in topics)
+    meta += struct.pack(">i", -1)
+    owned = owned or {}
+    meta += struct.pack(">i", len(owned)) + b"".join(
+        struct.pack(">h", len(t)) + t.encode() + struct.pack(f">i{len(ps)}i", len(ps), *sorted(ps))
+        for t, ps in owned.items())
+    return asyncio.run(coord.join(group, member_id, None, "classic", "/127.0.0.1", 10_000, 60_000, "consumer",
+                                  [("range", meta)], require_known, topics=TOPICS))
+
+
+def _assignment(raw: bytes) -> dict[str, frozenset[int]]:
+    version, count = struct.unpack_from(">hi", raw)
+    pos, out = 6, {}
+    for _ in range(count):
+        (n,) = struct.unpack_from(">h", raw, pos)
+        topic = raw[pos + 2:pos + 2 + n].decode()
+        pos += 2 + n
+        (k,) = struct.unpack_from(">i", raw, pos)
+        out[topic] = frozenset(struct.unpack_from(f">{k}i", raw, pos + 4))
+        pos += 4 + 4 * k
+    return out
+
+
+def test_classic_group_join_to_consumer_group(coord):
+    """GroupMetadataManagerTest's classic members in a consumer group (classicGroupJoinToConsumerGroup,
+    classicGroupSyncToConsumerGroup, classicGroupHeartbeatToConsumerGroup), whatever the migration policy:
+    a classic member joins a non-empty consumer group as a follower (generation = its member epoch), is
+    assigned by the server-side assignor once the consumer member released its share, learns of it through
+    REBALANCE_IN_PROGRESS on its heartbeat and a rejoin, commits with its generation, and its leave hands
+    the partitions back."""
+    join(coord, "m1")
+    hb(coord, "m1", 1, None, {"foo": frozenset({0, 1, 2, 3})})
+    first = _classic_join(coord)
+    assert first["error_code"] == ErrorCode.MEMBER_ID_REQUIRED
+    cid = first["member_id"]
+    joined = _classic_join(coord, cid)
+    assert (joined["error_code"], joined["leader"], joined["members"], joined["protocol_name"]) == (0, "", [], "range")
+    gen = joined["generation_id"]
+    assert gen == coord.consumer.groups["g"].epoch == 2
+    synced = asyncio.run(coord.sync("g", gen, cid, {}))
+    assert synced["error_code"] == 0 and _assignment(synced["assignment"]) == {}  # its share is still m1's
+    assert coord.heartbeat("g", gen, cid) == ErrorCode.REBALANCE_IN_PROGRESS
+    r1 = hb(coord, "m1", 1, None, {"foo": frozenset({0, 1, 2, 3})})
+    kept = r1["assignment"]["foo"]
+    hb(coord, "m1", 1, None, {"foo": kept})  # released
+    rejoined = _classic_join(coord, cid)
+    assert rejoined["generation_id"] == gen
+    synced = asyncio.run(coord.sync("g", gen, cid, {}))
+    assert _assignment(synced["assignment"]) == {"foo": frozenset({0, 1, 2, 3}) - kept}
+    assert coord.heartbeat("g", gen, cid) == 0
+    assert coord.heartbeat("g", gen + 1, cid) == ErrorCode.ILLEGAL_GENERATION
+    assert coord.commit("g", gen, cid, [("foo", 0, 5, -1, None)], api_version=8) == 0
+    assert coord.commit("g", gen - 1, cid, [("foo", 0, 5, -1, None)], api_version=8) == ErrorCode.ILLEGAL_GENERATION
+    assert coord.leave("g", [cid]) == [0]
+    r1 = hb(coord, "m1", 2, None, {"foo": kept})
+    assert r1["assignment"] == {"foo": frozenset({0, 1, 2, 3})}

@@ -100,9 +100,89 @@ def test_rate_and_throttle_time_as_kafka_computes_them():
     assert rate.per_second(20_000.0) == 0.0
 
 
+def test_rate_is_consistent_after_the_first_window():
+    """Kafka's RateTest.testRateIsConsistentAfterTheFirstWindow (apache/kafka#15889): an event every 100 ms
+    over 2 one-second samples measures 10-11 a second from the second window on; a sample that started
+    before the monitored span but overlaps it still counts (purging by start time measured spikes)."""
+    rate = Rate(2, 1000.0)
+    steps = [0, 99, 100, 100, 100, 100, 100, 100, 100, 100, 100]
+    now = 0.0
+    for step in steps:
+        now += step
+        rate.record(1, now)
+    now += 101
+    for step in steps:
+        now += step
+        rate.record(1, now)
+        assert 10 <= rate.per_second(now) <= 11
+        assert rate.per_second(now) == rate.per_second(now)
+
+
 def test_token_bucket_lets_a_burst_through_then_throttles():
     """KIP-599: burst = rate * samples * window; below zero the throttle time is the time to refill."""
     bucket = TokenBucket(11, 1000.0)
     assert bucket.record(22, 2.0, 0.0) == 0  # the whole burst (2/s * 11 s)
     assert bucket.record(4, 2.0, 0.0) == 2000  # 4 tokens short at 2/s
     assert bucket.record(0, 2.0, 2000.0) == 0  # refilled
+
+
+def test_an_unthrottled_connection_keeps_the_planned_fetch(tmp_path, monkeypatch):
+    """With a quota for another client id only, a consumer reading on is answered from its fetch plan
+    (server.quotas.fetch_free); once a consumer_byte_rate for its client id is written mid-connection, its
+    next Fetch goes through the full path, is recorded and, over the quota, throttled (throttle_time_ms)."""
+    import asyncio
+    import socket
+    import struct
+
+    from chronolog.records import SimpleRecord, build_batch
+    from chronolog.server import broker as broker_module
+    from chronolog.server.broker import Broker
+    from tests.brokerproc import TEST_CONFIGS
+    from tests.frames import recv_frame
+    from tests.protocol.test_fetch_plan import NOW, _frame
+
+    data = tmp_path / "data"
+    store = QuotaStore(data)
+    _set(store, client="other", producer_byte_rate=1000)
+    loop = asyncio.new_event_loop()
+    b = Broker(data, "127.0.0.1", 0, {**TEST_CONFIGS})
+    loop.run_until_complete(b.start())
+    try:
+        b.state.log_manager.create_topic("t", 1, {"message.timestamp.after.max.ms": str(2**62)})
+        plog = b.state.log_manager.get_log("t", 0)
+        for i in range(80):  # batches of 20 records of 1 KB
+            plog.append(build_batch([SimpleRecord(NOW + i, None, b"v" * 1000) for _ in range(20)]))
+        planned: list[bool] = []
+        original = broker_module.planned_fetch
+
+        def counting(ctx, plan, offset):
+            answer = original(ctx, plan, offset)
+            planned.append(answer is not None)
+            return answer
+        monkeypatch.setattr(broker_module, "planned_fetch", counting)
+        frames = [_frame(11, fetch_offset=o, partition_max_bytes=16384, correlation_id=k)
+                  for k, o in enumerate(range(0, 80 * 20, 20))]
+
+        def talk() -> tuple[int, int, list[int]]:
+            throttles = []
+            with socket.create_connection(("127.0.0.1", b.listeners[0].port), timeout=10) as sock:
+                def ask(frame: bytes) -> int:
+                    sock.sendall(struct.pack(">i", len(frame)) + frame)
+                    return struct.unpack_from(">i", recv_frame(sock), 4)[0]  # after the correlation id
+                for frame in frames[:30]:
+                    assert ask(frame) == 0
+                before = len(planned)
+                _set(store, client="rdkafka", consumer_byte_rate=50_000)  # 500 KB over the padded 10 s
+                for frame in frames[30:]:
+                    throttles.append(ask(frame))
+                    if throttles[-1]:
+                        break
+            return before, len(planned), throttles
+
+        before, after, throttles = loop.run_until_complete(loop.run_in_executor(None, talk))
+    finally:
+        loop.run_until_complete(b.stop())
+        loop.close()
+    assert sum(planned[:before]) >= 25, planned  # the first Fetch builds the plan, the rest use it
+    assert after == before, planned[before:]  # never planned once a Fetch quota applies
+    assert throttles and throttles[-1] > 0, throttles

@@ -51,7 +51,7 @@ class Env:
         self.manager.startup(background=False)
         if not self.manager.has_topic("t"):
             self.manager.create_topic("t", 2)
-        self.groups = GroupCoordinator(tmp_path / "__consumer_offsets-state", self.config)
+        self.groups = GroupCoordinator(tmp_path / "__consumer_offsets-state", self.config, self.manager)
         self.groups.store.load()
         self.state = BrokerState(self.manager, self.config, "127.0.0.1", 9092, coordinator=self.groups)
         if authorizer is not None:

@@ -86,9 +86,9 @@ class _GroupReader:
         c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group,
                           auto_offset_reset="earliest", fetch_max_wait_ms=50, session_timeout_ms=10_000)
         # Subscribe once the client knows the topic's partitions. Subscribed before, kafka-python 3.0.12's
-        # leader assigns nothing in generation 1, rejoins when its metadata arrives, and in about one run of
-        # three never finishes generation 2's SyncGroup (seen on this session's base commit too; cause not
-        # found, noted in docs/reliability.md): the load test is about delivery, not that rejoin.
+        # leader assigns nothing in generation 1 and rejoins; if a poll returns while that rejoin is in
+        # flight the client never applies generation 2's assignment (a client bug: docs/reliability.md,
+        # "Known client issue"). The load test is about delivery, not that rejoin.
         deadline = time.monotonic() + 30
         while not c.partitions_for_topic(TOPIC) and time.monotonic() < deadline:
             time.sleep(0.05)

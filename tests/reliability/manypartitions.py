@@ -5,12 +5,15 @@ The broker is a subprocess whose RLIMIT_NOFILE (soft and hard, as `ulimit -n` se
 exec; a sampler thread reads its open descriptors (/proc/<pid>/fd) and memory (/proc/<pid>/status) every
 20 ms. Clients are confluent-kafka (librdkafka): CreateTopics, a producer writing `records` records into
 every partition, one ListOffsets by time over all partitions, a consumer assigned every partition from
-its start, then a clean restart and a restart after SIGKILL, each timed to the first answered Metadata.
+its start, then a clean restart and a restart after SIGKILL, each timed to the first answered Metadata
+and to the broker's line saying every partition is opened (the start is lazy: partitions open in the
+background, a request for one not opened yet opens it or waits for it).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -106,6 +109,22 @@ class LimitedBroker:
                 self.peak_fds = max(self.peak_fds, s.fds)
             self._stop.wait(0.02)
 
+    def opened_all(self, since: int, timeout: float = 300.0) -> float:
+        """Seconds the broker took to open every partition, from its "N partitions opened in S s" line
+        written after byte `since` of its log (bounded wait)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.search(r"\d+ partitions opened in ([0-9.]+) s", self.log_text()[since:])
+            if found:
+                return float(found.group(1))
+            if self.proc is not None and self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError("the broker never said every partition was opened")
+
+    def log_size(self) -> int:
+        return self.log_path.stat().st_size if self.log_path.exists() else 0
+
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
 
@@ -143,7 +162,9 @@ class ManyResult:
     hwm_mb: float = 0.0
     clean_stop_s: float = 0.0
     clean_restart_s: float = 0.0
+    clean_opened_s: float = 0.0  # the broker's own figure: start of the opening to the last partition opened
     kill_restart_s: float = 0.0
+    kill_opened_s: float = 0.0
     after_restarts_records: int = 0
     errors: list = field(default_factory=list)
 
@@ -257,9 +278,13 @@ def run(data_dir: Path, *, topics: int, per_topic: int, limit: int, records: int
         t = time.perf_counter()
         broker.stop()
         res.clean_stop_s = time.perf_counter() - t
+        mark = broker.log_size()
         res.clean_restart_s = broker.start()
+        res.clean_opened_s = broker.opened_all(mark)
         broker.stop(signal.SIGKILL)
+        mark = broker.log_size()
         res.kill_restart_s = broker.start()
+        res.kill_opened_s = broker.opened_all(mark)
         if read_back:
             res.after_restarts_records, missing = read_all(broker.bootstrap, topics, per_topic, records)
             res.read_missing += missing

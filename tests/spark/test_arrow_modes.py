@@ -12,13 +12,8 @@ import pytest
 from chronolog.config import TopicConfig
 from chronolog.records import SimpleRecord, build_batch
 from chronolog.spark.options import SourceOptions
-from chronolog.spark.source import (
-    ChronologDataSource,
-    OffsetRange,
-    RangeGroup,
-    _log_reader_choice,
-    _with_client_options,
-)
+from chronolog.spark.ranges import OffsetRange, RangeGroup
+from chronolog.spark.source import ChronologDataSource, _log_reader_choice, _with_client_options
 from chronolog.storage import PartitionLog
 from tests.brokerproc import BrokerProcess
 from tests.timetravel.test_arrow_reader import _legacy_dir, reseal

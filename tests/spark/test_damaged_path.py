@@ -12,14 +12,14 @@ import pytest
 
 from chronolog.errors import ChronologError
 from chronolog.spark.options import SourceOptions
+from chronolog.spark.ranges import OffsetRange, range_schema
 from chronolog.spark.reading import read_range
-from chronolog.spark.source import OffsetRange, _arrow_schema
 from chronolog.timetravel.sources import DataDirSource
 from tests.reliability.test_damaged_copy import TOTAL, _flipped, _truncated
 
 
 def _offsets(part) -> list[int]:
-    return [o for b in read_range(part, _arrow_schema(False)) for o in b.column("offset").to_pylist()]
+    return [o for b in read_range(part, range_schema(False)) for o in b.column("offset").to_pylist()]
 
 
 @pytest.mark.parametrize("damage", [_flipped, _truncated], ids=["flipped-bytes", "truncated"])

@@ -94,7 +94,7 @@ def test_proof_stays_exact_when_late_records_arrive_after_the_sidecar(tmp_path):
 def test_small_ranges_share_tasks_big_ones_keep_their_own():
     from chronolog.spark.options import SourceOptions
     from chronolog.spark.planning import PACK_RECORDS, _pack
-    from chronolog.spark.source import OffsetRange, RangeGroup
+    from chronolog.spark.ranges import OffsetRange, RangeGroup
 
     def r(p, n):
         return OffsetRange("t", p, 0, n, "/d", "path")

@@ -6,8 +6,8 @@ import os
 
 from chronolog.config import TopicConfig
 from chronolog.records import SimpleRecord, build_batch
+from chronolog.spark.ranges import Bounds, OffsetRange, range_schema
 from chronolog.spark.reading import read_range
-from chronolog.spark.source import Bounds, OffsetRange, _arrow_schema
 from chronolog.storage import PartitionLog
 
 BASE = 1_700_000_000_000
@@ -28,7 +28,7 @@ def test_bounds_in_microseconds_match_keep_and_no_files_are_left_open(tmp_path):
                                             (BASE * 1000 + 49_001, None, None, None)):
         bounds = Bounds(lo_us, hi_us, off_min, off_max)
         part = OffsetRange("t", 0, 5, 290, str(tmp_path / "t-0"), "path", bounds)
-        got = [(o, t) for b in read_range(part, _arrow_schema(False))
+        got = [(o, t) for b in read_range(part, range_schema(False))
                for o, t in zip(b.column("offset").to_pylist(), b.column("timestamp").cast("int64").to_pylist(),
                                strict=True)]
         want = [(o, ts * 1000) for o, ts in enumerate(stamps) if 5 <= o < 290 and bounds.keep(0, o, ts)]

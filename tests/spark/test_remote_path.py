@@ -11,7 +11,7 @@ import pytest
 from chronolog.records import SimpleRecord, build_batch
 from chronolog.spark.options import SourceOptions
 from chronolog.spark.planning import plan
-from chronolog.spark.source import Bounds
+from chronolog.spark.ranges import Bounds
 from tests.storage.helpers import write_data_dir
 
 pytestmark = pytest.mark.spark

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import random
 import time
+from dataclasses import replace
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -270,3 +271,24 @@ def test_many_small_records_into_a_topic_with_a_small_max_message_bytes(broker):
     values = [b"%04d" % i + b"x" * 96 for i in range(500)]
     assert write_partition(opts, iter([pa.RecordBatch.from_pydict({"value": values})]), None).rows == 500
     assert [r[2] for r in read_back(broker.bootstrap, topic, 1, expected=500)] == values
+
+
+def test_the_topic_option_is_looked_up_once_on_the_driver(broker):
+    """With the `topic` option the driver asks the broker for the topic's partitions and max.message.bytes
+    once (a missing topic is an error before any task), and tasks check their rows against that answer."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from chronolog.spark.sink import Rows, check_rows, make_writer
+    topic = create(broker.bootstrap, "looked-up", 2, **{"max.message.bytes": "3000"})
+    schema = StructType([StructField("value", BinaryType())])
+    raw = {"kafka.bootstrap.servers": broker.bootstrap, "topic": topic}
+    writer = make_writer(raw, schema, overwrite=False, streaming=False)
+    assert writer.options.facts == ((topic, 2, 3000),)
+    with pytest.raises(ChronologError, match="does not exist"):
+        make_writer({**raw, "topic": "never-created"}, schema, overwrite=False, streaming=False)
+    # the tasks use the driver's answer: a (made-up) smaller limit refuses what the broker's would take
+    narrowed = replace(writer.options, facts=((topic, 2, 1000),))
+    rows = Rows([topic], [None], [b"v" * 1500], [-1], [0], [None], [1500 + 82])
+    assert check_rows(writer.options, rows) == 3000
+    with pytest.raises(ChronologError, match="over max.message.bytes=1000"):
+        check_rows(narrowed, rows)

@@ -114,8 +114,9 @@ def test_a_rewritten_log_under_an_old_sidecar_is_detected(tmp_path):
 
 
 def reopen_clean(plog: PartitionLog) -> PartitionLog:
-    """Open again as after a clean shutdown (recovery point = log end: nothing is recovered)."""
-    return PartitionLog.open(plog.dir, plog.config, recovery_point=plog.log_end_offset)
+    """Open again as after a clean shutdown (the manager opens without recovery then; with recovery the
+    active segment, which holds the recovery point, would be recovered as LogLoader does)."""
+    return PartitionLog.open(plog.dir, plog.config, recover=False, recovery_point=plog.log_end_offset)
 
 
 def test_truncation_and_retention_remove_sidecars(tmp_path):

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from chronolog.config import TopicConfig
 from chronolog.storage import PartitionLog
 from tests.storage.helpers import NOW, WIDE, batch
@@ -65,3 +67,51 @@ def test_append_of_an_empty_record_set(tmp_path):
     assert (info.first_offset, info.last_offset, info.records_count) == (-1, -1, 0)
     assert plog.log_end_offset == 1 and plog.active.size == len(batch(NOW))
     plog.close()
+
+
+def test_async_delete(tmp_path):
+    """UnifiedLogTest.testAsyncDelete: segments removed by retention are renamed `.deleted` at once and
+    removed when `file.delete.delay.ms` has passed on the log's clock (Kafka's mock time drives its
+    scheduler; here the clock decides and the timer only wakes the check): not a millisecond before."""
+    clock = Clock(NOW)
+    plog = _log(tmp_path / "t-0", clock, **{"segment.bytes": "120", "retention.ms": "999",
+                                            "file.delete.delay.ms": "1000"})
+    for _ in range(5):
+        plog.append(batch(NOW - 1000), now=NOW)
+    assert plog.delete_old_segments() == 5 and len(plog.segments) == 1  # the active one too: rolled first
+    deleted = sorted((tmp_path / "t-0").glob("*.deleted"))
+    assert {p.suffixes[0] for p in deleted} >= {".log", ".index", ".timeindex"} and len(deleted) >= 12
+    assert not any(p.with_suffix("").exists() for p in deleted)
+    clock.ms += 999
+    assert plog.delete_due_files() == 0 and all(p.exists() for p in deleted)
+    clock.ms += 1
+    assert plog.delete_due_files() == len(deleted) and not any(p.exists() for p in deleted)
+    plog.close()
+
+
+def test_async_delete_timer_waits_for_the_clock(tmp_path):
+    """The timer armed for `file.delete.delay.ms` removes nothing while the log's clock has not moved: it
+    re-arms itself, and the files go at the first wake-up after the clock has passed the due time."""
+    clock = Clock(NOW)
+    plog = _log(tmp_path / "t-0", clock, **{"segment.bytes": "120", "retention.ms": "0",
+                                            "file.delete.delay.ms": "50"})
+    plog.append(batch(NOW - 10), now=NOW)
+    plog.append(batch(NOW - 5), now=NOW)
+    assert plog.delete_old_segments() >= 1
+    deleted = list((tmp_path / "t-0").glob("*.deleted"))
+    woken = threading.Event()
+    original = plog._on_deletion_timer
+
+    def counting() -> None:
+        original()
+        woken.set()
+    plog._on_deletion_timer = counting
+    plog._cancel_deletion_timer()
+    plog._arm_deletion_timer(50)
+    assert woken.wait(10)
+    assert all(p.exists() for p in deleted) and plog._deletion_timer is not None  # re-armed, clock unmoved
+    woken.clear()
+    clock.ms += 50
+    assert woken.wait(10) and not any(p.exists() for p in deleted)
+    plog.close()
+    assert plog._deletion_timer is None

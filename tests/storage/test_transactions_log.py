@@ -459,3 +459,37 @@ def test_marker_on_a_log_append_time_topic_and_a_marker_that_rolls(tmp_path):
     assert txnindex_files(plog) == {"00000000000000000002.txnindex": AbortedTxn(P, 0, 2, 3).to_bytes()}
     assert plog.aborted_transactions(0, 2) == [(P, 0)]  # found in the next segment's index
     plog.close()
+
+
+@pytest.mark.parametrize("reopen", [False, True])
+def test_an_abort_whose_txnindex_write_fails_leaves_no_marker(tmp_path, monkeypatch, reopen):
+    """The ABORT marker and its `.txnindex` entry are one write: when the entry cannot be written the marker
+    is cut back and KAFKA_STORAGE_ERROR answered (the coordinator retries), so no marker is ever on disk
+    with its abort unindexed (read_committed readers would see the aborted records until recovery)."""
+    from chronolog.errors import KafkaStorageErrorError
+    from chronolog.storage.txnindex import TransactionIndex
+
+    plog = open_log(tmp_path)
+    plog.write_retry_ms = 0
+    plog.append(plain(2), now=NOW)
+    plog.append(txn(P, 0), now=NOW)  # P opens at 2
+    before = (plog.log_end_offset, plog.ongoing_transactions(), plog.active.size)
+    real = TransactionIndex.append
+
+    def full(self, entry):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(TransactionIndex, "append", full)
+    with pytest.raises(KafkaStorageErrorError):
+        plog.append_control(P, 0, False, 0, now=NOW)
+    assert (plog.log_end_offset, plog.ongoing_transactions(), plog.active.size) == before
+    assert all_aborted(plog) == []
+    monkeypatch.setattr(TransactionIndex, "append", real)
+    if reopen:
+        plog.close()
+        plog = open_log(tmp_path)
+        plog.write_retry_ms = 0
+    info = plog.append_control(P, 0, False, 0, now=NOW)  # the coordinator's retry
+    assert info.first_offset == 4 and plog.ongoing_transactions() == []
+    assert all_aborted(plog) == [AbortedTxn(P, 2, 4, 5)]
+    assert plog.aborted_transactions(0, plog.log_end_offset) == [(P, 2)]

@@ -27,6 +27,8 @@ def register(app: typer.Typer) -> None:
         command_config: Path | None = CommandConfigOpt,
     ) -> None:
         """Serve the web console until Ctrl-C."""
+        from chronolog.console import check_installed
+        check_installed()
         from chronolog.console.app import Target
         from chronolog.console.server import serve_forever
 

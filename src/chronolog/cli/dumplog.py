@@ -11,6 +11,7 @@ from pathlib import Path, PurePosixPath
 
 import typer
 
+from chronolog.cli import offsets_decoder
 from chronolog.cli.common import TIME_HELP, emit_json
 from chronolog.errors import ChronologError, KafkaError
 from chronolog.records.control import ControlType, control_type_of, parse_control_record
@@ -39,11 +40,17 @@ def register(app: typer.Typer) -> None:
         to: str | None = typer.Option(None, "--to", help="Only records before this. " + TIME_HELP),
         print_data: bool = typer.Option(False, "--print-data", help="Print every record."),
         as_json: bool = typer.Option(False, "--json"),
+        offsets_decoder: bool = typer.Option(False, "--offsets-decoder", help="Decode the records as "
+                                             "__consumer_offsets records, as kafka-dump-log.sh does (implies "
+                                             "--print-data)."),
     ) -> None:
         """Print segment files and producer snapshots; exit code 1 when verification finds mismatches or a
         snapshot is corrupt."""
         t1 = parse_time(from_) if from_ else None
         t2 = parse_time(to) if to else None
+        global _DECODE
+        _DECODE = offsets_decoder
+        print_data = print_data or offsets_decoder
         problems = 0
         output = []
         with tempfile.TemporaryDirectory(prefix="chronolog-dump-") as tmp:
@@ -145,10 +152,9 @@ def _dump_log(path: Path, t1: int | None, t2: int | None, print_data: bool, as_j
             if batch.is_control:
                 info["control"] = _control_records(batch)
         if print_data:
-            info["records"] = [{"offset": r.offset, "timestamp": r.timestamp,
-                                "key": None if r.key is None else r.key.decode("utf-8", "replace"),
-                                "value": None if r.value is None else r.value.decode("utf-8", "replace")}
-                               for r in recs if (t1 is None or r.timestamp >= t1) and (t2 is None or r.timestamp < t2)]
+            info["records"] = [{"offset": r.offset, "timestamp": r.timestamp, **_key_and_value(r)}
+                               for r in recs if (t1 is None or r.timestamp >= t1) and (t2 is None or r.timestamp < t2)
+                               and not (_DECODE and getattr(batch, "is_control", False))]
         out["batches"].append(info)
         if not as_json:
             sys.stdout.write(f"baseOffset: {info['base_offset']} lastOffset: {info['last_offset']} count: {info['count']} "
@@ -161,8 +167,8 @@ def _dump_log(path: Path, t1: int | None, t2: int | None, print_data: bool, as_j
                 sys.stdout.write(f"| offset: {c['offset']} {kind}: {c['timestamp']} keySize: {c['key_size']} "
                                  f"valueSize: {c['value_size']} sequence: -1 headerKeys: [] {c['text']}\n")
             for r in info.get("records", []):
-                sys.stdout.write(f"| offset: {r['offset']} CreateTime: {r['timestamp']} key: {r['key']} "
-                                 f"payload: {r['value']}\n")
+                payload = "" if _DECODE and r["value"] is None else f" payload: {r['value']}"
+                sys.stdout.write(f"| offset: {r['offset']} CreateTime: {r['timestamp']} key: {r['key']}{payload}\n")
     return out
 
 
@@ -189,6 +195,17 @@ class _RecordWalk:
         while self.next < len(self.rows) and self.rows[self.next].offset <= batch.last_offset:
             self.next += 1
         return self.rows[first:self.next]
+
+
+_DECODE = False  # --offsets-decoder
+
+
+def _key_and_value(r) -> dict:
+    if _DECODE:
+        key, payload = offsets_decoder.parse(r.key, r.value, r.offset)
+        return {"key": key, "value": payload}
+    return {"key": None if r.key is None else r.key.decode("utf-8", "replace"),
+            "value": None if r.value is None else r.value.decode("utf-8", "replace")}
 
 
 def _control_records(batch) -> list[dict]:

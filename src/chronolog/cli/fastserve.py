@@ -9,6 +9,7 @@ caller hands the command line to typer, whose help and error messages stay the o
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from chronolog.config import parse_pairs
@@ -73,7 +74,35 @@ def start(data_dir: Path, host: str, port: int, configs: dict[str, str], console
     ours = logging.getLogger("chronolog")
     if ours.getEffectiveLevel() > logging.INFO:
         ours.setLevel(logging.INFO)
+    configure_logging(os.environ.get(LOG_CONFIG_ENV))
     serve(data_dir, host, port, configs)
+
+
+LOG_CONFIG_ENV = "CHRONOLOG_LOG_CONFIG"
+
+
+def configure_logging(path: str | None) -> None:
+    """An operator's logging configuration on top of the INFO default, as Kafka reads log4j.properties
+    (`KAFKA_LOG4J_OPTS`): a `.json` file is a `logging.config.dictConfig`, any other a `fileConfig` (INI).
+    It can route a logger to a file of its own, e.g. the authorizer's audit trail (`chronolog.authorizer`)."""
+    if not path:
+        return
+    import configparser
+    import json
+    import logging.config
+
+    try:
+        if path.endswith(".json"):
+            with open(path, encoding="utf-8") as f:
+                config = json.load(f)
+            config.setdefault("disable_existing_loggers", False)
+            logging.config.dictConfig(config)
+        else:
+            if not os.path.isfile(path):
+                raise OSError(f"no such file: {path}")
+            logging.config.fileConfig(path, disable_existing_loggers=False)
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError, configparser.Error) as exc:
+        raise ChronologError(f"{LOG_CONFIG_ENV}={path}: invalid logging configuration: {exc}") from None
 
 
 def run(argv: list[str]) -> bool:

@@ -7,9 +7,20 @@ from pathlib import Path
 
 import typer
 
-from chronolog.cli.common import BootstrapOpt, CommandConfigOpt, XOpt, broker, emit_json, table
+from chronolog.cli.common import (
+    TIME_HELP,
+    BootstrapOpt,
+    CommandConfigOpt,
+    DataDirOpt,
+    XOpt,
+    broker,
+    emit_json,
+    open_source,
+    table,
+)
 from chronolog.errors import ChronologError
 from chronolog.timetravel.client import kafka_error_text
+from chronolog.timetravel.timefmt import format_time, parse_time
 
 groups_app = typer.Typer(help="List, describe and delete consumer groups.", no_args_is_help=True)
 
@@ -137,5 +148,68 @@ def delete(groups: list[str] = typer.Argument(..., help="Group ids."), bootstrap
 
 
 
+def lag(group: str = typer.Option(..., "--group"), bootstrap_server: str = BootstrapOpt,
+        as_json: bool = typer.Option(False, "--json"), x: list[str] = XOpt,
+        command_config: Path | None = CommandConfigOpt) -> None:
+    """How far behind a group is, per partition: in records and in record time (the lag `groups
+    describe` shows, without the members)."""
+    source = broker(bootstrap_server, x, command_config)
+    try:
+        info = describe_group(source, group)
+    finally:
+        source.close()
+    rows = [{k: r[k] for k in ("topic", "partition", "committed", "log_end", "lag", "lag_ms")}
+            for r in info["partitions"]]
+    if as_json:
+        emit_json({"group": group, "state": info["state"], "partitions": rows})
+        return
+    table(f"lag of group {group} ({info['state']})",
+          ["topic", "partition", "committed", "log end", "lag (records)", "lag (record time)"],
+          [[r["topic"], r["partition"], r["committed"], r["log_end"], r["lag"], _duration(r["lag_ms"])] for r in rows])
+
+
+def group_history(group: str = typer.Option(..., "--group"),
+                  topic: str | None = typer.Option(None, "--topic", help="Only this topic's partitions."),
+                  at: str | None = typer.Option(None, "--at", help="Committed positions as of this time (without "
+                                                "it: every commit still in the topic). " + TIME_HELP),
+                  bootstrap_server: str = BootstrapOpt, data_dir: str | None = DataDirOpt,
+                  as_json: bool = typer.Option(False, "--json"), x: list[str] = XOpt,
+                  command_config: Path | None = CommandConfigOpt) -> None:
+    """Where a group was at a time: its commits in __consumer_offsets replayed up to --at (over a broker or
+    a data dir). The history reaches as far back as compaction left it."""
+    from chronolog.timetravel.group_history import group_events, positions_at
+
+    when = parse_time(at) if at is not None else None
+    source = open_source(bootstrap_server, data_dir, x, command_config)
+    try:
+        events = [e for e in group_events(source, group) if topic is None or e.topic == topic]
+    finally:
+        source.close()
+    if when is None:
+        rows = [{"time": e.timestamp, "topic": e.topic, "partition": e.partition, "offset": e.offset}
+                for e in events]
+        if as_json:
+            emit_json({"group": group, "commits": rows})
+        else:
+            table(f"commits of group {group}", ["time", "topic", "partition", "offset"],
+                  [[format_time(r["time"]), r["topic"], r["partition"],
+                    "deleted" if r["offset"] is None else r["offset"]] for r in rows])
+        return
+    found = positions_at(events, when, topic)
+    rows = [{"topic": t, "partition": p, "offset": pos.offset, "committed_at": pos.committed_at}
+            for (t, p), pos in sorted(found.items())]
+    if as_json:
+        emit_json({"group": group, "at": when, "partitions": rows})
+        return
+    if not rows:
+        typer.echo(f"group {group} had no committed offsets{f' for {topic}' if topic else ''} at "
+                   f"{format_time(when)} (in what __consumer_offsets still holds)")
+        return
+    table(f"group {group} at {format_time(when)}", ["topic", "partition", "committed offset", "committed at"],
+          [[r["topic"], r["partition"], r["offset"], format_time(r["committed_at"])] for r in rows])
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(groups_app, name="groups")
+    app.command("lag")(lag)
+    app.command("group-history")(group_history)

@@ -208,6 +208,9 @@ def register(app: typer.Typer) -> None:
         to_latest: bool = typer.Option(False, "--to-latest"),
         to_offset: int | None = typer.Option(None, "--to-offset"),
         shift_by: int | None = typer.Option(None, "--shift-by"),
+        to_group_position_at: str | None = typer.Option(
+            None, "--to-group-position-at", help="Where the group itself was at this time (its commits in "
+            "__consumer_offsets): undoes a bad deploy. " + TIME_HELP),
         execute: bool = typer.Option(False, "--execute", help="Commit the new offsets."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Only show them (the default)."),
         bootstrap_server: str = BootstrapOpt,
@@ -217,11 +220,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Rewind or move a consumer group, like kafka-consumer-groups.sh --reset-offsets. Refused while
         the group has active members. A partition with no record after the time goes to its end offset."""
-        chosen = [x for x in (to_datetime, by_duration, to_offset, shift_by) if x is not None]
+        chosen = [x for x in (to_datetime, by_duration, to_offset, shift_by, to_group_position_at) if x is not None]
         chosen += [x for x in (to_earliest, to_latest) if x]
         if len(chosen) != 1:
             raise ChronologError("choose exactly one of --to-datetime, --by-duration, --to-earliest, --to-latest, "
-                                 "--to-offset, --shift-by")
+                                 "--to-offset, --shift-by, --to-group-position-at")
+        position_at = parse_time(to_group_position_at) if to_group_position_at is not None else None
         if execute and dry_run:
             raise ChronologError("--execute and --dry-run exclude each other")
         name, parts = parse_topic_partitions(topic)
@@ -239,9 +243,19 @@ def register(app: typer.Typer) -> None:
                 for p, a in source.offsets_for_time(name, ts, parts).items():
                     targets[p] = (a.offset, "; ".join(n for n in (
                         _deleted_note(a, ts), "" if a.found else "no record at or after T: end offset") if n))
+            if position_at is not None:
+                from chronolog.timetravel.group_history import group_events, positions_at
+                then = positions_at(group_events(source, group), position_at, name)
             for p in parts:
                 low, high = source.watermarks(name, p)
-                if to_earliest:
+                if position_at is not None:
+                    pos = then.get((name, p))
+                    if pos is None:
+                        continue  # no commit then: left as it is
+                    targets[p] = (min(max(pos.offset, low), high),
+                                  f"committed {format_time(pos.committed_at)}"
+                                  + ("" if low <= pos.offset <= high else "; clamped"))
+                elif to_earliest:
                     targets[p] = (low, "")
                 elif to_latest:
                     targets[p] = (high, "")

@@ -53,7 +53,7 @@ def create_topics(req: Any, ctx: RequestContext) -> dict:
                 from chronolog.config import TopicConfig
                 from chronolog.storage.manager import validate_topic_name
                 validate_topic_name(t.name)
-                TopicConfig.from_kafka(configs)
+                TopicConfig.from_kafka(configs, ctx.broker_config.topic_defaults())  # as create_topic checks
                 if ctx.log_manager.has_topic(t.name):
                     raise KafkaError(f"Topic '{t.name}' already exists.", code=ErrorCode.TOPIC_ALREADY_EXISTS)
                 ctx.log_manager.check_partition_budget(partitions)

@@ -113,7 +113,7 @@ def describe_topic_partitions(req: Any, ctx: RequestContext) -> dict:
     if req.topics:
         names = sorted({t.name for t in req.topics})
     else:
-        names = sorted(n for n in manager.topics() if ctx.allowed("describe", "topic", n))
+        names = sorted(n for n in manager.topics() if ctx.allowed("describe", "topic", n, log_if_denied=False))
     cursor = req.cursor
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]

@@ -35,7 +35,7 @@ from chronolog.protocol.txn_batches import transactional_batch
 from chronolog.storage.log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, LEADER_EPOCH
 from chronolog.storage.segment import FoundTimestamp
 
-INTERNAL_TOPICS: frozenset[str] = frozenset({"__transaction_state"})
+INTERNAL_TOPICS: frozenset[str] = frozenset({"__transaction_state", "__consumer_offsets"})
 READ_COMMITTED = 1  # isolation_level (IsolationLevel.READ_COMMITTED)
 
 
@@ -78,13 +78,24 @@ def _topic_metadata(ctx: RequestContext, name: str, error: int = 0, operations: 
             else NOT_ASKED}
 
 
+def _create_internal(ctx: RequestContext, name: str) -> None:
+    """AutoTopicCreationManager: an internal topic asked for by name is created by its coordinator, with
+    the coordinator's partition count and configs (never `num.partitions`)."""
+    if name == "__transaction_state" and ctx.state.transactions is not None:
+        ctx.state.transactions.ensure_ready()
+    elif name == "__consumer_offsets" and ctx.coordinator is not None:
+        ctx.coordinator.store.ensure_topic()
+    else:
+        raise KafkaError(f"{name} is not available", code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
 @register(3, 0, 12)
 def metadata(req: Any, ctx: RequestContext) -> dict:
     manager = ctx.log_manager
     requested = req.topics
     topic_ops = bool(getattr(req, "include_topic_authorized_operations", False))  # v8+ (KIP-430)
     if requested is None or (ctx.api_version == 0 and not requested):
-        names = [n for n in sorted(manager.topics()) if ctx.allowed("describe", "topic", n)]
+        names = [n for n in sorted(manager.topics()) if ctx.allowed("describe", "topic", n, log_if_denied=False)]
         topics = [_topic_metadata(ctx, n, operations=topic_ops) for n in names]
     else:
         topics = []
@@ -107,7 +118,10 @@ def metadata(req: Any, ctx: RequestContext) -> dict:
             if not manager.has_topic(name):
                 if auto and ctx.allowed("create", "topic", name):
                     try:
-                        manager.create_topic(name, int(ctx.broker_config["num.partitions"]))
+                        if name in INTERNAL_TOPICS:
+                            _create_internal(ctx, name)
+                        else:
+                            manager.create_topic(name, int(ctx.broker_config["num.partitions"]))
                     except InvalidTopicExceptionError:
                         topics.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name,
                                        "partitions": []})

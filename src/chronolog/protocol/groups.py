@@ -58,7 +58,8 @@ async def join_group(req: Any, ctx: RequestContext) -> dict:
     result = await ctx.coordinator.join(
         req.group_id, req.member_id, getattr(req, "group_instance_id", None), ctx.client_id or "",
         ctx.client_host, session, rebalance, req.protocol_type,
-        [(p.name, bytes(p.metadata)) for p in req.protocols], require_known_member=ctx.api_version >= 4)
+        [(p.name, bytes(p.metadata)) for p in req.protocols], require_known_member=ctx.api_version >= 4,
+        topics=ctx.log_manager.topics())
     base = {"throttle_time": 0, "generation_id": -1, "protocol_type": None, "protocol_name": None,
             "leader": "", "member_id": "", "members": []}
     base.update(result)
@@ -137,7 +138,7 @@ def _offsets_for(ctx: RequestContext, group_id: str, topics: Any, require_stable
                                           for p in t.partition_indexes]
     found = ctx.coordinator.fetch_offsets(group_id, wanted)
     if topics is None:  # all of the group's topics: leave out those it may not describe (once per topic)
-        visible = {t for t in {t for t, _p in found} if ctx.allowed("describe", "topic", t)}
+        visible = {t for t in {t for t, _p in found} if ctx.allowed("describe", "topic", t, log_if_denied=False)}
         found = {tp: v for tp, v in found.items() if tp[0] in visible}
     by_topic: dict[str, list[dict]] = {}
     for (t, p), (offset, epoch, meta) in found.items():

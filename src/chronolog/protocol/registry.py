@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chronolog.config import BrokerConfig
+from chronolog.security.audit import authorization
 from chronolog.storage import LogManager
 
 
@@ -32,6 +33,7 @@ class ConnectionState:
     close_after_response: bool = False  # a failed authentication: answer, then close (Kafka does)
     fetch_plan: Any = None  # its last one-partition Fetch request (protocol.fetch_plan), for the next one
     throttle_ms: int = 0  # client quotas (KIP-219): mute the connection this long after the answer
+    quotas: Any = None  # the client quotas resolved for it (server.quotas.ConnectionQuotas)
 
 
 @dataclass
@@ -95,14 +97,16 @@ class RequestContext:
         listener = self.connection.listener if self.connection is not None else None
         return listener.advertised_port if listener is not None else self.state.port
 
-    def allowed(self, operation: str, resource_type: str, name: str) -> bool:
-        """Operations and resource types by Kafka's names in any case (`describe_configs`, `Topic`)."""
-        if self._authorize(operation, resource_type, name):
+    def allowed(self, operation: str, resource_type: str, name: str, *, log_if_denied: bool = True) -> bool:
+        """Operations and resource types by Kafka's names in any case (`describe_configs`, `Topic`).
+        `log_if_denied=False` where Kafka passes it: a check that filters what the client is shown, whose
+        denials are not INFO lines of the authorizer's audit trail (security.audit)."""
+        # KafkaApis (CreateTopics, Metadata auto-creation): CREATE on the cluster covers every topic; it is
+        # asked first, without a denial line.
+        if (operation.lower() == "create" and resource_type.lower() == "topic"
+                and self._authorize("create", "cluster", "kafka-cluster", log_if_denied=False)):
             return True
-        # KafkaApis (CreateTopics, Metadata auto-creation): CREATE on the cluster covers every topic.
-        if operation.lower() == "create" and resource_type.lower() == "topic":
-            return self._authorize("create", "cluster", "kafka-cluster")
-        return False
+        return self._authorize(operation, resource_type, name, log_if_denied=log_if_denied)
 
     def allowed_on_any(self, operation: str, resource_type: str) -> bool:
         """Authorizer.authorizeByResourceType: may this principal do `operation` on some resource of the
@@ -114,11 +118,15 @@ class RequestContext:
             return by_type(self.principal, operation, resource_type, host=self.client_host)
         return by_type(self.principal, operation, resource_type)
 
-    def _authorize(self, operation: str, resource_type: str, name: str) -> bool:
+    def _authorize(self, operation: str, resource_type: str, name: str, log_if_denied: bool = True) -> bool:
         auth = self.state.authorizer
         if getattr(auth, "matches_hosts", False):  # ACLs may name client hosts; plain 4-argument hooks too
-            return auth.authorize(self.principal, operation, resource_type, name, host=self.client_host)
-        return auth.authorize(self.principal, operation, resource_type, name)
+            allowed = auth.authorize(self.principal, operation, resource_type, name, host=self.client_host)
+        else:
+            allowed = auth.authorize(self.principal, operation, resource_type, name)
+        if getattr(auth, "audited", False):  # the ACL authorizer's decisions (not the allow-all default)
+            authorization(self, allowed, operation, resource_type, name, log_if_denied)
+        return allowed
 
 
 Handler = Callable[[Any, RequestContext], dict | Awaitable[dict]]

@@ -165,7 +165,7 @@ def txn_offset_commit(req: Any, ctx: RequestContext) -> dict:
                        for p in t.partitions]
             error = _guarded(ctx.coordinator.txn_commit, req.group_id, int(getattr(req, "generation_id", -1)),
                              getattr(req, "member_id", "") or "", getattr(req, "group_instance_id", None),
-                             int(req.producer_id), offsets)
+                             int(req.producer_id), offsets, int(req.producer_epoch))
 
     def topic_error(name: str) -> int:
         if name in unreadable:
@@ -218,7 +218,8 @@ def describe_transactions(req: Any, ctx: RequestContext) -> dict:
                    "producer_id": -1, "producer_epoch": -1, "topics": []}
         else:
             out = _coordinator(ctx).describe(txn_id)
-            out["topics"] = [t for t in out["topics"] if ctx.allowed("describe", "topic", t["topic"])]
+            out["topics"] = [t for t in out["topics"]
+                             if ctx.allowed("describe", "topic", t["topic"], log_if_denied=False)]
         states.append({"error_code": out["error_code"], "transactional_id": out["transactional_id"],
                        "transaction_state": out["transaction_state"],
                        "transaction_timeout": out["transaction_timeout_ms"],

@@ -11,85 +11,7 @@
  * tests/records/test_native_walk.py checks these three answers against the Python walk on random valid
  * and corrupted batches.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-
-/* An int varint as Kafka reads it (`ByteUtils.readVarint`, Python's `read_raw_varint(..., int32=True)`):
- * at most 5 bytes, bits beyond 32 dropped; 0 when it runs past `n` or goes on after 5 bytes. Record lengths, offset deltas,
- * key, value and header sizes and header counts. */
-static inline int read_varint32(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *pos, uint64_t *out)
-{
-    uint64_t raw = 0;
-    Py_ssize_t p = *pos;
-    if (p + 1 < n) { /* one or two bytes: every length under 8 KiB, every delta under 8192 */
-        if (buf[p] < 0x80) {
-            *out = buf[p];
-            *pos = p + 1;
-            return 1;
-        }
-        if (buf[p + 1] < 0x80) {
-            *out = (uint64_t)(buf[p] & 0x7F) | ((uint64_t)buf[p + 1] << 7);
-            *pos = p + 2;
-            return 1;
-        }
-    }
-    for (int shift = 0; shift <= 28; shift += 7) {
-        if (p >= n)
-            return 0;
-        uint8_t b = buf[p++];
-        raw |= (uint64_t)(b & 0x7F) << shift;
-        if (!(b & 0x80)) {
-            *pos = p;
-            *out = raw & 0xFFFFFFFFu;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* A long varint (the timestamp delta; Python's `read_raw_varint`), at most 10 bytes: 1 with its value, WIDE
- * when its 10th byte carries bits beyond 64 (Python reads a bigger integer: `out` then holds the low 64
- * bits, so its lowest bit, the zigzag sign, is right, and the value is at least 2**64), 0 when it runs
- * past `n` or goes on after 10 bytes (Python raises). */
-#define WIDE 2
-static inline int read_varint(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *pos, uint64_t *out)
-{
-    uint64_t raw = 0;
-    int shift = 0;
-    Py_ssize_t p = *pos;
-    if (p + 1 < n) {
-        if (buf[p] < 0x80) {
-            *out = buf[p];
-            *pos = p + 1;
-            return 1;
-        }
-        if (buf[p + 1] < 0x80) {
-            *out = (uint64_t)(buf[p] & 0x7F) | ((uint64_t)buf[p + 1] << 7);
-            *pos = p + 2;
-            return 1;
-        }
-    }
-    for (;;) {
-        if (p >= n)
-            return 0;
-        uint8_t b = buf[p++];
-        raw |= (uint64_t)(b & 0x7F) << shift;
-        if (!(b & 0x80)) {
-            *pos = p;
-            *out = raw;
-            return shift == 63 && (b & 0x7E) ? WIDE : 1;
-        }
-        shift += 7;
-        if (shift > 63)
-            return 0;
-    }
-}
-
-static inline int64_t zigzag(uint64_t raw)
-{
-    return (int64_t)((raw >> 1) ^ (~(raw & 1) + 1));
-}
+#include "_recordwalk.h"
 
 /* Skips a length-prefixed field: odd raw values are negative lengths (null), even ones are followed by
  * raw/2 bytes. 0 when the length itself cannot be read or runs past the body. */
@@ -121,25 +43,17 @@ static PyObject *scan_timestamps(PyObject *self, PyObject *args)
     if (count <= 0 || count > n)
         goto done;
     for (long long i = 0; i < count; i++) {
-        uint64_t raw;
-        if (!read_varint32(buf, n, &pos, &raw))
+        RecordHead r;
+        if (!record_head(buf, n, pos, &r))
             goto done;
-        int64_t length = zigzag(raw);
-        if (length < 3 || length > n)
-            goto done; /* Python: end < pos + 3 or end > n */
-        Py_ssize_t end = pos + (Py_ssize_t)length;
-        if (end > n)
+        if (r.offset_raw != (uint64_t)(2 * i))
             goto done;
-        Py_ssize_t p = pos + 1; /* after the attributes byte */
-        uint64_t ts_raw, off_raw;
-        int ts_got = read_varint(buf, n, &p, &ts_raw);
-        if (!ts_got || !read_varint32(buf, n, &p, &off_raw))
-            goto done;
-        if (off_raw != (uint64_t)(2 * i))
-            goto done;
-        /* key and value (a negative length is null), then the headers. */
-        if (!skip_field(buf, n, &p, 0) || !skip_field(buf, n, &p, 0))
-            goto done;
+        Py_ssize_t end = r.end;
+        Py_ssize_t p = r.value_start; /* the value, then the headers */
+        if (r.value_len > 0)
+            p += (Py_ssize_t)r.value_len;
+        int ts_got = r.ts_status;
+        uint64_t ts_raw = r.ts_raw;
         uint64_t hraw;
         if (!read_varint32(buf, n, &p, &hraw))
             goto done;
@@ -205,43 +119,15 @@ static PyObject *record_spans(PyObject *self, PyObject *args)
     if (list == NULL)
         goto error;
     for (long long i = 0; i < count; i++) {
-        uint64_t raw, ts_raw, off_raw, klen_raw, vlen_raw;
-        Py_ssize_t start = pos; /* the record's own length varint included: spans are copied whole */
-        if (!read_varint32(buf, n, &pos, &raw))
+        RecordHead r;
+        if (!record_head(buf, n, pos, &r) || r.ts_status != 1)
             goto fail;
-        int64_t length = zigzag(raw);
-        if (length < 3 || length > n - pos)
-            goto fail;
-        Py_ssize_t end = pos + (Py_ssize_t)length;
-        Py_ssize_t p = pos + 1;
-        if (read_varint(buf, end, &p, &ts_raw) != 1 || !read_varint32(buf, end, &p, &off_raw))
-            goto fail;
-        if (!read_varint32(buf, end, &p, &klen_raw))
-            goto fail;
-        int64_t klen = (int32_t)zigzag(klen_raw);
-        Py_ssize_t kstart = p;
-        if (klen >= 0) {
-            if (klen > end - p)
-                goto fail;
-            p += (Py_ssize_t)klen;
-        } else {
-            klen = -1;
-        }
-        if (!read_varint32(buf, end, &p, &vlen_raw))
-            goto fail;
-        int64_t vlen = (int32_t)zigzag(vlen_raw);
-        if (vlen >= 0) {
-            if (vlen > end - p)
-                goto fail;
-        } else {
-            vlen = -1;
-        }
-        PyObject *item = Py_BuildValue("(LLnnnLL)", (long long)(int32_t)zigzag(off_raw), (long long)zigzag(ts_raw),
-                                       start, end, kstart, (long long)klen, (long long)vlen);
+        PyObject *item = Py_BuildValue("(LLnnnLL)", (long long)r.offset_delta, (long long)r.ts_delta, r.start, r.end,
+                                       r.key_start, (long long)r.key_len, (long long)r.value_len);
         if (item == NULL)
             goto error;
         PyList_SET_ITEM(list, (Py_ssize_t)i, item);
-        pos = end;
+        pos = r.end;
     }
     if (pos != n)
         goto fail;

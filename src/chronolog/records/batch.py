@@ -16,8 +16,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum
 
-import crc32c as _crc32c
-
 from chronolog.errors import CorruptMessageError, InvalidRecordError
 from chronolog.native import load_native
 from chronolog.records.compression import DEFAULT_MAX_DECOMPRESSED, CompressionType, compress, decompress
@@ -65,8 +63,24 @@ class SimpleRecord:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
+_crc32c_impl = None
+
+
 def crc32c(data) -> int:
-    return _crc32c.crc32c(data)
+    # The crc32c package is imported on the first checksum, not at import: its own import reads every
+    # installed distribution's metadata (about 15 ms), a tenth of a broker's start (issue "fast start").
+    impl = _crc32c_impl
+    if impl is None:
+        impl = _load_crc32c()
+    return impl(data)
+
+
+def _load_crc32c():
+    global _crc32c_impl
+    from crc32c import crc32c as impl
+
+    _crc32c_impl = impl
+    return impl
 
 
 class RecordBatch:

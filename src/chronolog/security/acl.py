@@ -232,6 +232,7 @@ class AclAuthorizer:
     """The decision procedure above over an AclStore, re-indexed whenever the file changed."""
 
     matches_hosts = True  # RequestContext passes the client's address
+    audited = True  # RequestContext logs each decision on chronolog.authorizer (security.audit)
 
     def __init__(self, store: AclStore, super_users: Iterable[str] = (),
                  allow_everyone_if_no_acl_found: bool = False) -> None:

@@ -178,7 +178,7 @@ class Broker:
         authorizer = self._authorizer()
         advertised = self._advertised()
         manager = LogManager(self.data_dir, self.config)
-        await asyncio.to_thread(manager.startup)
+        await asyncio.to_thread(manager.startup, lazy=True)  # partitions open in the background
         self.state = BrokerState(manager, self.config, self.host, self.port, data_waiters=DataSignal())
         if authorizer is not None:
             self.state.authorizer = authorizer
@@ -209,7 +209,8 @@ class Broker:
         self.state.host, self.state.port = first.advertised_host, first.advertised_port
         coordinator_cls = _optional_coordinator()
         if coordinator_cls is not None:
-            self.state.coordinator = coordinator_cls(self.data_dir / "__consumer_offsets-state", self.config)
+            self.state.coordinator = coordinator_cls(self.data_dir / "__consumer_offsets-state", self.config,
+                                                     manager)
             await self.state.coordinator.start()
         self.state.transactions = TransactionCoordinator(manager, self.config, self.state.producer_ids,
                                                          self.state.coordinator, self.state.data_waiters.notify)
@@ -454,9 +455,11 @@ class Broker:
                        ) -> bytes | codec.ResponseParts | None:
         """The answer to `frame` if it is the connection's planned Fetch at another offset with records
         ready (protocol.fetch_plan, core.planned_fetch), without parsing it; None: serve it as usual. Not
-        while SASL is still running, nor when queued.max.requests are already being served."""
+        while SASL is still running, nor when queued.max.requests are already being served, nor when a
+        client quota bounds this connection's Fetch (server.quotas: those are recorded on the full path)."""
         plan = conn.fetch_plan
-        if plan is None or not self.plan_fetches or self._inflight.locked() or self.quotas.active():
+        if (plan is None or not self.plan_fetches or self._inflight.locked()
+                or not self.quotas.fetch_free(conn, frame)):
             return None
         if conn.sasl is not None and not conn.sasl.complete:
             return None

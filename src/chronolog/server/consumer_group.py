@@ -11,14 +11,17 @@ released them, and the member's epoch becomes the target's epoch. A member silen
 
 A group id names one group: classic (server/coordinator.py) or consumer (here). The `GroupCoordinator`
 owns both; an empty group of one type becomes the other type on a join (Kafka's
-`maybeDeleteEmptyClassicGroup`), a non-empty one refuses the other protocol (Kafka with
-`group.consumer.migration.policy=disabled`). Committed offsets are shared: one store keyed by group id.
+`maybeDeleteEmptyClassicGroup`); a non-empty classic group refuses consumer-protocol members (Kafka with
+`group.consumer.migration.policy=disabled`), while a non-empty consumer group takes classic members, as
+Kafka does under any policy (`classicGroupJoinToConsumerGroup`). Committed offsets are shared: one store
+keyed by group id.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import struct
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -52,6 +55,10 @@ class ConsumerMember:
     revoke_deadline: float | None = None
     static_left: bool = False  # left with epoch -2: its instance may come back under a new member id
     last_heartbeat: float = field(default_factory=time.monotonic)
+    # A classic member (JoinGroup/SyncGroup/Heartbeat) in this consumer group: its protocols and session
+    # timeout (Kafka's ClassicMemberMetadata); None for a consumer-protocol member.
+    classic_protocols: list[tuple[str, bytes]] | None = None
+    session_timeout_ms: int | None = None
 
 
 @dataclass
@@ -151,6 +158,48 @@ def _union(a: Assignment, b: Assignment) -> Assignment:
     for t, ps in b.items():
         out[t] = out.get(t, frozenset()) | ps
     return {t: ps for t, ps in out.items() if ps}
+
+
+def parse_subscription(metadata: bytes) -> tuple[tuple[str, ...], Assignment]:
+    """ConsumerProtocolSubscription: (topics, owned partitions of v1+). Raises ValueError if malformed."""
+    try:
+        pos = 0
+        (version, count) = struct.unpack_from(">hi", metadata, pos)
+        pos += 6
+        topics = []
+        for _ in range(max(count, 0)):
+            (n,) = struct.unpack_from(">h", metadata, pos)
+            topics.append(metadata[pos + 2:pos + 2 + n].decode())
+            pos += 2 + n
+        (n,) = struct.unpack_from(">i", metadata, pos)  # user data
+        pos += 4 + max(n, 0)
+        owned: dict[str, frozenset[int]] = {}
+        if version >= 1 and pos < len(metadata):
+            (count,) = struct.unpack_from(">i", metadata, pos)
+            pos += 4
+            for _ in range(max(count, 0)):
+                (n,) = struct.unpack_from(">h", metadata, pos)
+                topic = metadata[pos + 2:pos + 2 + n].decode()
+                pos += 2 + n
+                (k,) = struct.unpack_from(">i", metadata, pos)
+                parts = struct.unpack_from(f">{max(k, 0)}i", metadata, pos + 4)
+                pos += 4 + 4 * max(k, 0)
+                if parts:
+                    owned[topic] = frozenset(parts)
+        return tuple(topics), owned
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise ValueError(f"malformed consumer protocol subscription: {exc}") from None
+
+
+def encode_assignment(assigned: Assignment) -> bytes:
+    """ConsumerProtocolAssignment v0: what SyncGroup hands a classic member."""
+    out = [struct.pack(">hi", 0, len(assigned))]
+    for topic in sorted(assigned):
+        name = topic.encode()
+        parts = sorted(assigned[topic])
+        out.append(struct.pack(">h", len(name)) + name + struct.pack(f">i{len(parts)}i", len(parts), *parts))
+    out.append(struct.pack(">i", -1))
+    return b"".join(out)
 
 
 class ConsumerGroups:
@@ -380,10 +429,105 @@ class ConsumerGroups:
         session = int(self.config["group.consumer.session.timeout.ms"]) / 1000.0
         for group in list(self.groups.values()):
             for mid, m in list(group.members.items()):
-                if now - m.last_heartbeat > session:
+                timeout = session if m.session_timeout_ms is None else m.session_timeout_ms / 1000.0
+                if now - m.last_heartbeat > timeout:
                     self._remove(group, mid, "expired (session timeout)")
                 elif m.revoke_deadline is not None and now > m.revoke_deadline:
                     self._remove(group, mid, "fenced (did not revoke within its rebalance timeout)")
+
+    # -- classic members in a consumer group (GroupMetadataManager.classicGroup*ToConsumerGroup) ----------
+    def has_members(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    def classic_join(self, group_id: str, member_id: str, instance_id: str | None, client_id: str,
+                     client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+                     protocols: list[tuple[str, bytes]], require_known_member: bool,
+                     topics: dict[str, int] | None) -> dict:
+        """A classic JoinGroup to a non-empty consumer group (`classicGroupJoinToConsumerGroup`, whatever
+        `group.consumer.migration.policy` says): the member joins with the subscription of its consumer
+        protocol metadata and is assigned by the group's server-side assignor. Its JoinGroup answer names
+        no leader and no members (the member is a follower); its generation is its member epoch, and its
+        SyncGroup returns its assignment."""
+        group = self.groups[group_id]
+        if protocol_type != "consumer" or not protocols:
+            return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "member_id": member_id}
+        try:
+            subscribed, owned = parse_subscription(protocols[0][1])
+        except ValueError:
+            return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "member_id": member_id}
+        if instance_id is not None:  # static classic members in a consumer group: not done
+            return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "member_id": member_id}
+        member = group.members.get(member_id) if member_id else None
+        if member is not None and member.classic_protocols is None:
+            return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "member_id": member_id}
+        if not member_id:
+            member_id = str(uuid.uuid4())
+            if require_known_member:  # KIP-394: the id first; the member joins again with it
+                return {"error_code": ErrorCode.MEMBER_ID_REQUIRED, "member_id": member_id}
+        changed = False
+        if member is None:
+            member = ConsumerMember(member_id, None, None, client_id, client_host, (), None, rebalance_timeout_ms)
+            group.members[member_id] = member
+            changed = True
+        member.classic_protocols, member.session_timeout_ms = list(protocols), session_timeout_ms
+        member.client_id, member.client_host = client_id, client_host
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.last_heartbeat = time.monotonic()
+        if tuple(subscribed) != member.names:
+            member.names = tuple(subscribed)
+        effective = tuple(sorted(set(member.names)))
+        if effective != member.subscribed:
+            member.subscribed, changed = effective, True
+        sizes = topics if topics is not None else group.topic_sizes
+        sizes = {t: sizes[t] for m in group.members.values() for t in m.subscribed if t in sizes}
+        if sizes != group.topic_sizes:
+            group.topic_sizes, changed = sizes, True
+        if changed:
+            self._new_target(group)
+        self._reconcile(group, member, owned)
+        if member.revoking and not _inter(owned, member.revoking):
+            self._reconcile(group, member, owned)  # an eager member rejoins having revoked everything
+        return {"error_code": 0, "generation_id": member.epoch, "protocol_type": "consumer",
+                "protocol_name": protocols[0][0], "leader": "", "member_id": member_id, "members": [],
+                "skip_assignment": False}
+
+    def _classic_member(self, group_id: str, member_id: str, generation: int) -> tuple[ConsumerMember | None, int]:
+        group = self.groups[group_id]
+        member = group.members.get(member_id)
+        if member is None or member.classic_protocols is None:
+            return None, ErrorCode.UNKNOWN_MEMBER_ID
+        if generation != member.epoch:
+            return None, ErrorCode.ILLEGAL_GENERATION
+        member.last_heartbeat = time.monotonic()
+        return member, 0
+
+    def classic_sync(self, group_id: str, generation: int, member_id: str) -> dict:
+        """`classicGroupSyncToConsumerGroup`: the member's current assignment."""
+        member, error = self._classic_member(group_id, member_id, generation)
+        if member is None:
+            return {"error_code": error}
+        return {"error_code": 0, "assignment": encode_assignment(member.assigned), "protocol_type": "consumer",
+                "protocol_name": member.classic_protocols[0][0]}
+
+    def classic_heartbeat(self, group_id: str, generation: int, member_id: str) -> int:
+        """`classicGroupHeartbeatToConsumerGroup`: REBALANCE_IN_PROGRESS while the member is not
+        reconciled to the group's target (it learns revocations and new partitions by rejoining)."""
+        member, error = self._classic_member(group_id, member_id, generation)
+        if member is None:
+            return error
+        group = self.groups[group_id]
+        if (member.epoch != group.assignment_epoch or member.revoking
+                or member.assigned != group.target.get(member_id, {})):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return 0
+
+    def classic_leave(self, group_id: str, member_id: str) -> int:
+        group = self.groups[group_id]
+        if member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        self._remove(group, member_id, "left")
+        return 0
 
     # -- the rest of the coordinator asks these ------------------------------------------------------
     def validate_commit(self, group_id: str, member_id: str, epoch: int, api_version: int) -> int:
@@ -394,6 +538,8 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.classic_protocols is not None:  # a classic member commits with its generation, any version
+            return 0 if epoch == member.epoch else ErrorCode.ILLEGAL_GENERATION
         if api_version < 9:  # "OffsetCommit version 9 or above must be used by members using the modern ..."
             return ErrorCode.UNSUPPORTED_VERSION
         if epoch > member.epoch:
@@ -433,7 +579,7 @@ class ConsumerGroups:
 
     def give_way(self, group_id: str) -> bool:
         """A classic JoinGroup for this id: an empty consumer group is dropped (maybeDeleteEmptyConsumerGroup)
-        and True returned; a non-empty one answers False (the join is refused)."""
+        and True returned; a non-empty one answers False (the coordinator sends the join to `classic_join`)."""
         group = self.groups.get(group_id)
         if group is None:
             return True

@@ -5,41 +5,38 @@ starts a rebalance; it completes when every known member has rejoined or the reb
 (members that did not rejoin are removed); the leader gets the members' metadata, SyncGroup hands out its
 assignments. Members that stop heartbeating for their session timeout are removed.
 
-Committed offsets are durable: an append-only file of length-prefixed, CRC-checked JSON records, fsynced
-before a commit is acknowledged; a torn tail is truncated on load, and the file is compacted on start. A
-commit that could not be written (a full disk) is cut off again and answered NOT_COORDINATOR, as Kafka's
-`GroupMetadataManager.storeOffsets` answers a KAFKA_STORAGE_ERROR of the offsets topic: the client looks the
-coordinator up again and retries.
-Transactional offset commits (TxnOffsetCommit, KIP-98/447) are records of the same file that carry the
-producer id ("pid"): pending until a marker record for that producer ({"pid", "commit"}) applies them
-(commit) or drops them (abort), as Kafka's offsets log holds them as transactional records until the
-coordinator's marker; pending ones survive a restart and compaction, and the transaction coordinator
-completes or aborts their transaction after it.
+Committed offsets and group metadata are durable in the internal topic `__consumer_offsets`
+(server.offsets_topic, Kafka's GroupMetadataManager): a commit is appended in Kafka's record schemas and
+fsynced before it is acknowledged. A commit that could not be written (a full disk) is answered
+NOT_COORDINATOR, as Kafka's `GroupMetadataManager.storeOffsets` answers a KAFKA_STORAGE_ERROR of the offsets
+topic: the client looks the coordinator up again and retries.
+Transactional offset commits (TxnOffsetCommit, KIP-98/447) are transactional batches of the producer in the
+group's offsets partition: pending until the transaction's marker there applies them (commit) or drops them
+(abort); pending ones survive a restart, and the transaction coordinator completes or aborts their
+transaction after it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import struct
 import time
 import uuid
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from chronolog.config import BrokerConfig
-from chronolog.diskio import describe, disk_log, free_bytes, pwrite_all, write_atomic
-from chronolog.errors import ErrorCode, KafkaStorageErrorError
+from chronolog.errors import ErrorCode, KafkaError, KafkaStorageErrorError
+from chronolog.records.group_records import GroupMetadataValue, MemberMetadata
 from chronolog.server.consumer_group import ConsumerGroups
+from chronolog.server.offsets_topic import OffsetStore
 
 log = logging.getLogger(__name__)
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
-OFFSETS_FILE = "offsets.log"
 
 
 @dataclass
@@ -88,129 +85,76 @@ def subscribed_topics(metadata: bytes) -> set[str]:
         return set()
 
 
-class OffsetStore:
-    """Committed offsets: (group, topic, partition) -> (offset, leader epoch, metadata), durable."""
-
-    def __init__(self, directory: Path) -> None:
-        self.dir = Path(directory)
-        self.path = self.dir / OFFSETS_FILE
-        self.offsets: dict[tuple[str, str, int], tuple[int, int, str | None]] = {}
-        self._fd = -1
-        self._size = 0            # bytes of whole records: every write goes there
-        self._tail_dirty = False  # bytes of a failed write may follow `_size`: cut them before the next
-        self._failure: OSError | None = None
-        # producer id -> (group, topic, partition) -> (offset, leader epoch, metadata): TxnOffsetCommit
-        # offsets waiting for their transaction's end.
-        self.pending: dict[int, dict[tuple[str, str, int], tuple[int, int, str | None]]] = {}
-
-    def load(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        data = self.path.read_bytes() if self.path.exists() else b""
-        pos = 0
-        while pos + 8 <= len(data):
-            length, crc = struct.unpack_from(">II", data, pos)
-            body = data[pos + 8:pos + 8 + length]
-            if len(body) < length or zlib.crc32(body) != crc:
-                log.warning("%s: truncating a torn or corrupt tail at byte %d", self.path, pos)
-                break
-            self._apply(json.loads(body))
-            pos += 8 + length
-        # Compact: rewrite the live state (pending transactional offsets too), atomically. On a full disk the
-        # file stays as it is (its good part).
-        live = b"".join(self._frame({"g": g, "t": t, "p": p, "o": o, "e": e, "m": m})
-                        for (g, t, p), (o, e, m) in self.offsets.items())
-        live += b"".join(self._frame({"g": g, "t": t, "p": p, "o": o, "e": e, "m": m, "pid": pid})
-                         for pid, entries in self.pending.items() for (g, t, p), (o, e, m) in entries.items())
-        try:
-            write_atomic(self.path, live, tmp=self.path.with_suffix(".tmp"))
-            self._size = len(live)
-        except OSError as exc:
-            log.warning("%s not compacted: %s", self.path, describe(exc))
-            self._size = pos
-            self._tail_dirty = pos < len(data)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
-
-    @staticmethod
-    def _frame(record: dict) -> bytes:
-        body = json.dumps(record, separators=(",", ":")).encode()
-        return struct.pack(">II", len(body), zlib.crc32(body)) + body
-
-    def _apply(self, rec: dict) -> None:
-        pid = rec.get("pid")
-        if pid is not None:
-            if "commit" in rec:  # a transaction's end: its pending offsets apply or vanish
-                entries = self.pending.pop(pid, {})
-                if rec["commit"]:
-                    self.offsets.update(entries)
-            else:
-                self.pending.setdefault(pid, {})[(rec["g"], rec["t"], rec["p"])] = (rec["o"], rec.get("e", -1),
-                                                                                     rec.get("m"))
-            return
-        key = (rec["g"], rec["t"], rec["p"])
-        if rec.get("o") is None:
-            self.offsets.pop(key, None)
-        else:
-            self.offsets[key] = (rec["o"], rec.get("e", -1), rec.get("m"))
-
-    def write(self, records: list[dict]) -> None:
-        """Append and fsync the records, then apply them. On an I/O error nothing is applied, the file is cut
-        back to its last whole record and KafkaStorageErrorError is raised (one ERROR line per incident)."""
-        if not records:
-            return
-        data = b"".join(self._frame(r) for r in records)
-        try:
-            if self._tail_dirty:
-                os.ftruncate(self._fd, self._size)
-                self._tail_dirty = False
-            pwrite_all(self._fd, data, self._size, self.path)
-            os.fsync(self._fd)
-        except OSError as exc:
-            self._tail_dirty = True
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, self._size)
-                self._tail_dirty = False
-            if self._failure is None:
-                disk_log.error("group offsets not written to %s: %s; %d bytes free; commits get NOT_COORDINATOR",
-                               exc.filename or self.path, describe(exc), free_bytes(self.dir))
-            self._failure = exc
-            raise KafkaStorageErrorError(f"offsets not written: {describe(exc)}") from exc
-        self._size += len(data)
-        if self._failure is not None:
-            disk_log.info("group offsets written again to %s", self.path)
-            self._failure = None
-        for r in records:
-            self._apply(r)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            if self._tail_dirty:  # a failed record's bytes: cut them (else the next load stops at them)
-                with contextlib.suppress(OSError):
-                    os.ftruncate(self._fd, self._size)
-            os.close(self._fd)
-            self._fd = -1
-
-
 class GroupCoordinator:
-    def __init__(self, state_dir: Path, broker_config: BrokerConfig) -> None:
+    def __init__(self, state_dir: Path, broker_config: BrokerConfig, logs: Any = None) -> None:
+        """`logs` is the broker's LogManager (where `__consumer_offsets` lives); without one (a coordinator
+        on its own, in tests) the coordinator keeps its own in `state_dir`. `state_dir` is where the file of
+        earlier versions is found for its migration."""
         self.config = broker_config
-        self.store = OffsetStore(state_dir)
+        own = logs is None
+        if own:
+            from chronolog.storage import LogManager
+            logs = LogManager(state_dir, broker_config)
+            logs.startup(background=False)
+        self.store = OffsetStore(logs, broker_config, legacy_dir=state_dir, owns_logs=own)
         self.groups: dict[str, Group] = {}  # classic groups; `consumer` holds the KIP-848 ones (one id, one type)
         self.consumer = ConsumerGroups(self)
         self._reaper: asyncio.Task | None = None
+        self._retention: asyncio.Task | None = None
 
     async def start(self) -> None:
         self.store.load()
+        for g, meta in self.store.groups.items():
+            # its members are not brought back: they find themselves unknown and rejoin (the generation goes on)
+            self.groups[g] = Group(g, generation=meta.generation, protocol_type=meta.protocol_type or None,
+                                   new_group=False)
         for g, _t, _p in self.store.offsets:
             self.groups.setdefault(g, Group(g, new_group=False))
         self._reaper = asyncio.create_task(self._expire_members())
+        self._retention = asyncio.create_task(self._expire_offsets())
 
     async def stop(self) -> None:
-        if self._reaper is not None:
-            self._reaper.cancel()
+        for task in (self._reaper, self._retention):
+            if task is not None:
+                task.cancel()
         for group in self.groups.values():
             if group.rebalance_task is not None:
                 group.rebalance_task.cancel()
         self.store.close()
+
+    def partition_for(self, group_id: str) -> int:
+        """The group's `__consumer_offsets` partition (GroupMetadataManager.partitionFor)."""
+        return self.store.partition_for(group_id)
+
+    def _has_members(self, group_id: str) -> bool:
+        """A classic or KIP-848 group with members: its offsets do not expire."""
+        classic = self.groups.get(group_id)
+        consumer = self.consumer.groups.get(group_id)
+        return bool(classic is not None and classic.members) or bool(consumer is not None and consumer.members)
+
+    async def _expire_offsets(self) -> None:
+        """GroupMetadataManager's offsets-retention task: every offsets.retention.check.interval.ms."""
+        while True:
+            await asyncio.sleep(int(self.config["offsets.retention.check.interval.ms"]) / 1000.0)
+            try:
+                self.store.expire(int(time.time() * 1000), int(self.config["offsets.retention.minutes"]) * 60000,
+                                  self._has_members)
+            except Exception:
+                log.exception("offsets retention failed")
+
+    def _store_group(self, group: Group) -> None:
+        """GroupMetadataManager.storeGroup: the group's generation, protocol, leader and members (with their
+        assignments) once a rebalance completed; a failure is logged (the members' state is in memory)."""
+        members = tuple(MemberMetadata(m.member_id, m.client_id, m.client_host, m.session_timeout_ms,
+                                       dict(m.protocols).get(group.protocol_name or "", b""), m.assignment,
+                                       m.rebalance_timeout_ms, m.group_instance_id)
+                        for m in group.members.values())
+        value = GroupMetadataValue(group.protocol_type or "", group.generation, group.protocol_name, group.leader,
+                                   int(time.time() * 1000), members)
+        try:
+            self.store.store_group(group.group_id, value)
+        except (KafkaStorageErrorError, KafkaError) as exc:
+            log.warning("group %s: metadata of generation %d not written: %s", group.group_id, group.generation, exc)
 
     # -- membership ---------------------------------------------------------------------------------
     def group(self, group_id: str) -> Group:
@@ -218,14 +162,19 @@ class GroupCoordinator:
 
     async def join(self, group_id: str, member_id: str, instance_id: str | None, client_id: str, client_host: str,
                    session_timeout: int, rebalance_timeout: int, protocol_type: str,
-                   protocols: list[tuple[str, bytes]], require_known_member: bool) -> dict:
+                   protocols: list[tuple[str, bytes]], require_known_member: bool,
+                   topics: dict[str, int] | None = None) -> dict:
+        """`topics`: partition counts, for a classic member joining a consumer group."""
         if not group_id:
             return {"error_code": ErrorCode.INVALID_GROUP_ID}
         if not (self.config["group.min.session.timeout.ms"] <= session_timeout
                 <= self.config["group.max.session.timeout.ms"]):
             return {"error_code": ErrorCode.INVALID_SESSION_TIMEOUT, "member_id": member_id}
-        if not self.consumer.give_way(group_id):  # a non-empty consumer group (migration policy disabled)
-            return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "member_id": member_id}
+        if self.consumer.has_members(group_id):  # Kafka: classicGroupJoinToConsumerGroup, any migration policy
+            return self.consumer.classic_join(group_id, member_id, instance_id, client_id, client_host,
+                                              session_timeout, rebalance_timeout, protocol_type, protocols,
+                                              require_known_member, topics)
+        self.consumer.give_way(group_id)  # an empty consumer group becomes a classic one
         group = self.group(group_id)
         if group.state == DEAD:
             return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "member_id": member_id}
@@ -308,6 +257,7 @@ class GroupCoordinator:
         if not joined:
             group.state, group.leader, group.protocol_name = EMPTY, None, None
             group.generation += 1
+            self._store_group(group)
             return
         group.generation += 1
         group.state = COMPLETING
@@ -328,6 +278,8 @@ class GroupCoordinator:
 
     async def sync(self, group_id: str, generation: int, member_id: str,
                    assignments: dict[str, bytes]) -> dict:
+        if group_id in self.consumer.groups:
+            return self.consumer.classic_sync(group_id, generation, member_id)
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return {"error_code": ErrorCode.UNKNOWN_MEMBER_ID}
@@ -345,14 +297,19 @@ class GroupCoordinator:
             for mid, m in group.members.items():
                 m.assignment = assignments.get(mid, b"")
             group.state = STABLE
+            now = time.monotonic()
+            self._store_group(group)
             for m in group.members.values():
                 if m.sync_future is not None and not m.sync_future.done():
                     m.sync_future.set_result({"error_code": 0, "assignment": m.assignment,
                                               "protocol_type": group.protocol_type,
                                               "protocol_name": group.protocol_name})
+                    m.last_heartbeat = now  # its session restarts with the answer (propagateAssignment)
         return await future
 
     def heartbeat(self, group_id: str, generation: int, member_id: str) -> int:
+        if group_id in self.consumer.groups:
+            return self.consumer.classic_heartbeat(group_id, generation, member_id)
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -364,6 +321,8 @@ class GroupCoordinator:
         return 0
 
     def leave(self, group_id: str, member_ids: list[str]) -> list[int]:
+        if group_id in self.consumer.groups:
+            return [self.consumer.classic_leave(group_id, mid) for mid in member_ids]
         group = self.groups.get(group_id)
         results = []
         for mid in member_ids:
@@ -378,11 +337,16 @@ class GroupCoordinator:
         member = group.members.pop(member_id, None)
         if member is not None and member.join_future is not None and not member.join_future.done():
             member.join_future.set_result({"error_code": ErrorCode.UNKNOWN_MEMBER_ID, "member_id": member_id})
+        if member is not None and member.sync_future is not None and not member.sync_future.done():
+            # Its SyncGroup is answered, not left pending: a pending answer holds the member's connection,
+            # whose requests are answered in order, until the client gives up on it.
+            member.sync_future.set_result({"error_code": ErrorCode.UNKNOWN_MEMBER_ID})
         if not group.members:
             if group.rebalance_task is not None:
                 group.rebalance_task.cancel()
             group.state, group.leader = EMPTY, None
             group.generation += 1
+            self._store_group(group)  # as Kafka's rebalance of a group left empty stores it without members
         elif group.state in (STABLE, COMPLETING):
             self._prepare_rebalance(group)
         else:
@@ -393,12 +357,19 @@ class GroupCoordinator:
             await asyncio.sleep(0.25)
             now = time.monotonic()
             self.consumer.expire(now)
-            for group in list(self.groups.values()):
-                for mid, m in list(group.members.items()):
-                    waiting = m.join_future is not None and not m.join_future.done()
-                    if not waiting and now - m.last_heartbeat > m.session_timeout_ms / 1000.0:
-                        log.info("group %s: member %s expired", group.group_id, mid)
-                        self._remove_member(group, mid)
+            self.expire_members(now)
+
+    def expire_members(self, now: float) -> None:
+        """Remove classic members silent for their session timeout (monotonic `now`). A member waiting for
+        its JoinGroup or SyncGroup answer is not expired (`ClassicGroupMember.hasSatisfiedHeartbeat`: "members
+        that are awaiting a rebalance automatically satisfy expected heartbeats"): it cannot heartbeat then,
+        and a follower waits in SyncGroup for as long as its leader takes to assign."""
+        for group in list(self.groups.values()):
+            for mid, m in list(group.members.items()):
+                waiting = any(f is not None and not f.done() for f in (m.join_future, m.sync_future))
+                if not waiting and now - m.last_heartbeat > m.session_timeout_ms / 1000.0:
+                    log.info("group %s: member %s expired", group.group_id, mid)
+                    self._remove_member(group, mid)
 
     # -- offsets ------------------------------------------------------------------------------------
     def commit(self, group_id: str, generation: int, member_id: str,
@@ -426,14 +397,15 @@ class GroupCoordinator:
 
     def _store_commit(self, group_id: str, offsets: list[tuple[str, int, int, int, str | None]]) -> int:
         try:
-            self.store.write([{"g": group_id, "t": t, "p": p, "o": o, "e": e, "m": m} for t, p, o, e, m in offsets])
+            self.store.commit(group_id, offsets)
         except KafkaStorageErrorError:
             return ErrorCode.NOT_COORDINATOR  # GroupMetadataManager.storeOffsets: KAFKA_STORAGE_ERROR -> NOT_COORDINATOR
         return 0
 
     # -- transactional offsets (TxnOffsetCommit) ---------------------------------------------------------
     def txn_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
-                   producer_id: int, offsets: list[tuple[str, int, int, int, str | None]]) -> int:
+                   producer_id: int, offsets: list[tuple[str, int, int, int, str | None]],
+                   producer_epoch: int = 0) -> int:
         """GroupCoordinator.handleTxnCommitOffsets with KIP-447's checks: a member id or generation, when
         given, must be the group's current ones. The offsets stay pending until the transaction ends."""
         group = self.groups.get(group_id)
@@ -451,16 +423,22 @@ class GroupCoordinator:
         if group is None:
             self.group(group_id).new_group = False
         try:
-            self.store.write([{"g": group_id, "t": t, "p": p, "o": o, "e": e, "m": m, "pid": producer_id}
-                              for t, p, o, e, m in offsets])
+            self.store.txn_commit(group_id, producer_id, producer_epoch, offsets)
         except KafkaStorageErrorError:
             return ErrorCode.NOT_COORDINATOR  # as commit_offsets: the client finds the coordinator again and retries
         return 0
 
-    def complete_transaction(self, producer_id: int, commit: bool) -> None:
-        """The transaction marker for the offsets: pending offsets of `producer_id` applied or dropped."""
-        if producer_id in self.store.pending:
-            self.store.write([{"pid": producer_id, "commit": bool(commit)}])
+    def complete_transaction(self, producer_id: int, commit: bool, producer_epoch: int | None = None,
+                             partitions: set[int] | None = None) -> None:
+        """The transaction's markers in its `__consumer_offsets` partitions (`partitions`; None: those
+        holding its pending offsets), then its pending offsets applied or dropped
+        (GroupCoordinator.onTransactionCompleted). This coordinator owns the offsets partitions, so the
+        transaction coordinator's markers for them are appended here, as a partition leader appends
+        WriteTxnMarkers. Raises KafkaStorageErrorError when a marker could not be written."""
+        if producer_id not in self.store.pending and not partitions:
+            return
+        self.store.write_markers(producer_id, 0 if producer_epoch is None else producer_epoch, bool(commit),
+                                 partitions)
 
     def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
         """OffsetFetch with require_stable (KIP-447): is a transactional commit of this partition open?"""
@@ -479,14 +457,18 @@ class GroupCoordinator:
             for m in group.members.values():
                 for _name, meta in m.protocols:
                     subscribed |= subscribed_topics(meta)
-        out, records = {}, []
+        out, gone = {}, []
         for t, p in partitions:
             if t in subscribed:
                 out[(t, p)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
             else:
                 out[(t, p)] = 0
-                records.append({"g": group_id, "t": t, "p": p, "o": None})
-        self.store.write(records)
+                gone.append((t, p))
+        try:
+            self.store.delete_offsets(group_id, gone)
+        except KafkaStorageErrorError:
+            for tp in gone:
+                out[tp] = ErrorCode.NOT_COORDINATOR
         return out
 
     def delete_group(self, group_id: str) -> int:
@@ -496,13 +478,17 @@ class GroupCoordinator:
             if error is None:
                 return ErrorCode.GROUP_ID_NOT_FOUND
             if not error:
-                self.store.write([{"g": group_id, "t": t, "p": p, "o": None}
-                                  for (g, t, p) in list(self.store.offsets) if g == group_id])
+                try:
+                    self.store.store_group(group_id, None)
+                except KafkaStorageErrorError:
+                    return ErrorCode.NOT_COORDINATOR
             return error
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
-        self.store.write([{"g": group_id, "t": t, "p": p, "o": None}
-                          for (g, t, p) in list(self.store.offsets) if g == group_id])
+        try:
+            self.store.store_group(group_id, None)  # tombstones of its offsets and of the group
+        except KafkaStorageErrorError:
+            return ErrorCode.NOT_COORDINATOR
         del self.groups[group_id]
         return 0
 

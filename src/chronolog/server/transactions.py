@@ -53,7 +53,6 @@ from chronolog.server.txn_log import (
 log = logging.getLogger(__name__)
 
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
-OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions: names the partition AddOffsetsToTxn adds, as Kafka does
 COORDINATOR_EPOCH = 0  # the leader epoch of our one __transaction_state replica
 TRANSACTIONAL_ID_NOT_FOUND = 105  # Errors.TRANSACTIONAL_ID_NOT_FOUND (KIP-664)
 ENDED = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
@@ -310,7 +309,10 @@ class TransactionCoordinator:
                 for tp in partitions}
 
     def offsets_partition(self, group_id: str) -> tuple[str, int]:
-        return CONSUMER_OFFSETS_TOPIC, partition_for(group_id, OFFSETS_PARTITIONS)
+        """The group's `__consumer_offsets` partition (the group coordinator's count once the topic exists)."""
+        if self.groups is not None and hasattr(self.groups, "partition_for"):
+            return CONSUMER_OFFSETS_TOPIC, self.groups.partition_for(group_id)
+        return CONSUMER_OFFSETS_TOPIC, partition_for(group_id, int(self.config["offsets.topic.num.partitions"]))
 
     def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> int:
         """handleAddOffsetsToTxn: the group's __consumer_offsets partition joins the transaction."""
@@ -392,7 +394,9 @@ class TransactionCoordinator:
                 log.warning("transactional id %s: %s marker for %s-%d refused: %s", meta.transactional_id,
                             "commit" if commit else "abort", topic, partition, exc)
         if self.groups is not None:
-            self.groups.complete_transaction(meta.producer_id, commit)
+            # the markers of the offsets partitions: appended by the group coordinator, which owns them
+            self.groups.complete_transaction(meta.producer_id, commit, meta.producer_epoch,
+                                             {p for t, p in meta.partitions if t == CONSUMER_OFFSETS_TOPIC})
         done = meta.copy()
         done.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         done.partitions = set()

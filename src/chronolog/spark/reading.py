@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from chronolog.spark.source import OffsetRange
+from chronolog.spark.ranges import OffsetRange
 
 
 def _report_data_loss(part: OffsetRange, plog, start: int, end: int) -> None:

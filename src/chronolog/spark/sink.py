@@ -65,6 +65,9 @@ class SinkOptions:
     producer: dict[str, str] = field(default_factory=dict)
     exactly_once: bool = False
     transactional_prefix: str | None = None
+    # (topic, partition count, max.message.bytes) looked up once on the driver for the `topic` option, so
+    # tasks do not each ask the broker (a Python worker keeps what it looked up for the query's life anyway)
+    facts: tuple[tuple[str, int, int], ...] = ()
 
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> SinkOptions:
@@ -177,6 +180,9 @@ def make_writer(raw: Mapping[str, str], schema: StructType, overwrite: bool, str
     options = SinkOptions.parse(raw)
     check_schema(schema, options)
     check_config(options)
+    if options.topic is not None:  # a missing topic is then one line before any task starts
+        options = replace(options, facts=((options.topic, *_topic_facts(options.bootstrap, _conf_key(options),
+                                                                         options.topic)),))
     if options.exactly_once and not streaming and options.transactional_prefix is None:
         # a batch job has no query id: one prefix per job, chosen here on the driver, so two jobs writing
         # at once do not fence each other's tasks
@@ -285,15 +291,19 @@ def _topic_facts(bootstrap: str, conf_items: tuple, topic: str) -> tuple[int, in
     return len(t.partitions), limit
 
 
+def _conf_key(options: SinkOptions) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in options.producer_config().items()))
+
+
 def check_rows(options: SinkOptions, rows: Rows) -> int | None:
     """Every row against its topic: the topic exists, the partition is one of its partitions, the record
     fits max.message.bytes. Checked per topic over whole columns; a row is named only when one fails.
     Returns the smallest max.message.bytes of the topics written (None when no rows)."""
-    conf = tuple(sorted((k, str(v)) for k, v in options.producer_config().items()))
+    known = {topic: (count, limit) for topic, count, limit in options.facts}
     names = set(rows.topics)
     smallest = None
     for topic in sorted(names):
-        count, limit = _topic_facts(options.bootstrap, conf, topic)
+        count, limit = known[topic] if topic in known else _topic_facts(options.bootstrap, _conf_key(options), topic)
         smallest = limit if smallest is None else min(smallest, limit)
         mine = range(len(rows)) if len(names) == 1 else [i for i, t in enumerate(rows.topics) if t == topic]
         parts = [rows.partitions[i] for i in mine] if len(names) > 1 else rows.partitions

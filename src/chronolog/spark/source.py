@@ -17,7 +17,7 @@ import dataclasses
 import datetime
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -27,7 +27,6 @@ from pyspark.sql.datasource import (
     EqualTo,
     GreaterThan,
     GreaterThanOrEqual,
-    InputPartition,
     LessThan,
     LessThanOrEqual,
 )
@@ -35,58 +34,11 @@ from pyspark.sql.types import StructType
 
 from chronolog.errors import ChronologError
 from chronolog.spark.options import SourceOptions
+from chronolog.spark.ranges import Bounds, OffsetRange, RangeGroup, range_schema
 
 BASE_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
                "timestampType int")
 HEADERS_SCHEMA = ", headers array<struct<key: string, value: binary>>"
-ARROW_BATCH_ROWS = 8192
-
-
-def _arrow_schema(include_headers: bool) -> pa.Schema:
-    from chronolog.timetravel.arrow import arrow_schema
-    return arrow_schema(include_headers)
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """What the reader keeps: timestamps in microseconds (Spark's unit), offsets, partitions."""
-
-    ts_min_us: int | None = None      # inclusive
-    ts_max_us: int | None = None      # inclusive
-    offset_min: int | None = None
-    offset_max: int | None = None
-    partitions: frozenset[int] | None = None
-
-    def keep(self, partition: int, offset: int, ts_ms: int) -> bool:
-        us = ts_ms * 1000
-        return ((self.ts_min_us is None or us >= self.ts_min_us) and (self.ts_max_us is None or us <= self.ts_max_us)
-                and (self.offset_min is None or offset >= self.offset_min)
-                and (self.offset_max is None or offset <= self.offset_max)
-                and (self.partitions is None or partition in self.partitions))
-
-
-@dataclass(frozen=True)
-class OffsetRange(InputPartition):
-    topic: str
-    partition: int
-    start: int
-    end: int
-    source: str          # data dir or bootstrap servers
-    mode: str            # "path" | "kafka"
-    bounds: Bounds = field(default_factory=Bounds)
-    include_headers: bool = False
-    fail_on_data_loss: bool = True  # Spark's default: offsets that cannot be read fail the query
-    kafka_conf: tuple[tuple[str, str], ...] = ()   # the query's `kafka.*` options but bootstrap.servers
-    raw_fetch: bool = True                         # broker mode: raw Fetch, or librdkafka's consumer
-
-
-@dataclass(frozen=True)
-class RangeGroup(InputPartition):
-    """Small offset ranges read one after another by one task (see `planning._pack`)."""
-
-    ranges: tuple[OffsetRange, ...]
-
-
 def _micros(value) -> int | None:
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None:
@@ -157,9 +109,9 @@ class ChronologReader(DataSourceReader):
         from chronolog.spark.reading import read_range
         if isinstance(partition, RangeGroup):
             for part in partition.ranges:
-                yield from read_range(part, _arrow_schema(part.include_headers))
+                yield from read_range(part, range_schema(part.include_headers))
         elif isinstance(partition, OffsetRange):
-            yield from read_range(partition, _arrow_schema(partition.include_headers))
+            yield from read_range(partition, range_schema(partition.include_headers))
         # else: an empty plan; Spark still runs one task with a bare InputPartition
 
 

@@ -12,7 +12,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 
 from chronolog.spark.options import SourceOptions
 from chronolog.spark.planning import _spec, starting_offset_for_time
-from chronolog.spark.source import Bounds, OffsetRange, _arrow_schema, _with_client_options
+from chronolog.spark.ranges import Bounds, OffsetRange, range_schema
+from chronolog.spark.source import _with_client_options
 from chronolog.timetravel.sources import open_data_dir
 
 
@@ -93,7 +94,7 @@ class ChronologStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if not isinstance(partition, OffsetRange):
             return
         from chronolog.spark.reading import read_range
-        yield from read_range(partition, _arrow_schema(partition.include_headers))
+        yield from read_range(partition, range_schema(partition.include_headers))
 
     def commit(self, end: dict) -> None:
         pass

@@ -27,11 +27,9 @@ import heapq
 import logging
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from hashlib import md5
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,6 +39,11 @@ from chronolog.records.batch import build_empty_batch, record_spans, splice_batc
 from chronolog.records.control import ControlType, control_type_of
 from chronolog.storage.index import OffsetIndex, TimeIndex, TimestampOffset
 from chronolog.storage.txnindex import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
+
+try:  # the per-record work in C (records/_clean.c); the pure-Python path gives the same bytes
+    from chronolog.records import _clean as _native
+except ImportError:  # pragma: no cover - built without a compiler
+    _native = None
 
 if TYPE_CHECKING:
     from chronolog.storage.log import PartitionLog
@@ -120,6 +123,66 @@ class OffsetMap:
     @property
     def utilization(self) -> float:
         return len(self._map) / self.slots if self.slots else 0.0
+
+    def map_body(self, body, count: int, base: int, start: int) -> tuple[bool, int]:
+        return map_records(self, body, count, base, start)
+
+    def kept_spans(self, body, count: int, base: int, retain_deletes: bool) -> tuple[int, list, bool]:
+        return kept_records(self, body, count, base, retain_deletes)
+
+
+def map_records(omap, body, count: int, base: int, start: int) -> tuple[bool, int]:
+    """Puts the keyed records at or after `start` of a records section into `omap`; (the map filled,
+    records mapped before it did). The C map's `map_body` does the same; the walk's error for a bad body."""
+    mapped = 0
+    for off_delta, _t, _s, _e, kstart, klen, _vl in record_spans(body, count):
+        if klen >= 0 and base + off_delta >= start:
+            if omap.full:
+                return True, mapped
+            omap.put(bytes(body[kstart:kstart + klen]), base + off_delta)
+        mapped += 1
+    return False, mapped
+
+
+def kept_records(omap, body, count: int, base: int, retain_deletes: bool) -> tuple[int, list, bool]:
+    """(records, the spans of those that stay, whether a tombstone stays) of a records section: a record
+    stays when it is past the map or the last of its key (a tombstone only while `retain_deletes`); a
+    record without a key goes. The C map's `kept_spans` does the same."""
+    spans = record_spans(body, count)
+    latest = omap.latest_offset
+    kept = []
+    tombstones = False
+    for span in spans:
+        offset = base + span[0]
+        klen, vlen = span[5], span[6]
+        if offset > latest:
+            keep = True
+        elif klen < 0:
+            keep = False
+        else:
+            keep = offset >= omap.get(bytes(body[span[4]:span[4] + klen])) and (vlen >= 0 or retain_deletes)
+        if keep:
+            kept.append(span)
+            tombstones = tombstones or vlen < 0
+    return len(spans), kept, tombstones
+
+
+def new_offset_map(memory: int, load_factor: float = 0.9, native: bool | None = None):
+    """The C map (records/_clean.c: 128-bit hashes in an open-addressing table bounded by `memory`) where
+    the extension is built and `native` is not False, else the Python one (MD5 -> offset in a dict)."""
+    if native is False or _native is None:
+        if native:
+            raise KafkaError("the log cleaner's C extension is not built")
+        return OffsetMap(memory, load_factor)
+    if int(memory // _ENTRY_BYTES * load_factor) < 1:
+        raise KafkaError("offset map is too small to fit in even a single message: increase "
+                         "log.cleaner.dedupe.buffer.size")
+    return _native.OffsetMap(memory, load_factor, int.from_bytes(os.urandom(8), "little"))
+
+
+def _note_memory(omap) -> None:
+    if isinstance(omap, OffsetMap):
+        omap._note_memory()
 
 
 # -- choosing a log ------------------------------------------------------------------------------------
@@ -337,6 +400,7 @@ class CleanerStats:
     segments: int = 0
     groups: int = 0
     seconds: float = 0.0
+    sync_seconds: float = 0.0  # of `seconds`: the cleaned segments' fsyncs and the swaps (renames, dir fsyncs)
     notes: list[str] = field(default_factory=list)
 
 
@@ -355,6 +419,32 @@ class _SegmentReader:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+    def read(self, position: int, size: int) -> bytes:
+        return os.pread(self._fd, min(size, self.size - position), position)
+
+    def walk(self, handle: Callable[[bytes, bool], int]) -> None:
+        """Calls `handle(chunk, reaches_end)` over the segment in chunks; it returns the bytes of whole
+        batches it consumed (the next chunk starts there, grown to hold a batch larger than a chunk), or -1
+        to stop. Ends at the end of the segment or at a torn tail, as `batches` does."""
+        pos, want = 0, _READ_CHUNK
+        while pos < self.size:
+            chunk = self.read(pos, want)
+            if not chunk:
+                return
+            used = handle(chunk, pos + len(chunk) >= self.size)
+            if used < 0:
+                return
+            if used:
+                pos += used
+                want = _READ_CHUNK
+                continue
+            if len(chunk) >= LOG_OVERHEAD:
+                need = LOG_OVERHEAD + int.from_bytes(chunk[8:12], "big", signed=True)
+                if need > len(chunk) and pos + need <= self.size:
+                    want = need
+                    continue
+            return  # a torn tail (recovery has cut it on a writable log)
 
     def batches(self, position: int = 0) -> Iterator[tuple[int, object]]:
         pos = position
@@ -400,7 +490,6 @@ class _CleanedSegment:
         self.since_entry = 0
         self.max_ts = TimestampOffset(-1, -1)
         self.aborted: list[AbortedTxn] = []
-        self.last_offset = base - 1
 
     def append(self, data: bytes | memoryview, last_offset: int, max_timestamp: int) -> None:
         if not 0 <= last_offset - self.base <= 0x7FFFFFFF:
@@ -417,7 +506,20 @@ class _CleanedSegment:
             written += os.pwrite(self._fd, view[written:], self.size + written)
         self.size += len(view)
         self.since_entry += len(view)
-        self.last_offset = last_offset
+
+    def append_native(self, data: bytes, points: list[tuple[int, int, int, int]], size: int, since_entry: int,
+                      max_ts: int, max_ts_offset: int) -> None:
+        """What `append` does over many batches, as `filter_chunk` computed it: their bytes, the index
+        entries (last offset, position, max timestamp, its offset) and the state after them."""
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.pwrite(self._fd, view[written:], self.size + written)
+        for last_offset, position, ts, ts_offset in points:
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(ts, ts_offset)
+        self.size, self.since_entry = size, since_entry
+        self.max_ts = TimestampOffset(max_ts, max_ts_offset)
 
     def finish(self) -> None:
         """Final time-index entry, trimmed indexes, the `.txnindex`, everything fsynced."""
@@ -467,10 +569,16 @@ class Cleaner:
     def __init__(self, dedupe_buffer_size: int = 134217728, load_factor: float = 0.9,
                  max_io_bytes_per_second: float = 1.7976931348623157e308, *,
                  should_stop: Callable[[], bool] = lambda: False,
-                 sleep: Callable[[float], object] = time.sleep) -> None:
-        self.offset_map = OffsetMap(dedupe_buffer_size, load_factor)
+                 sleep: Callable[[float], object] = time.sleep, native: bool | None = None) -> None:
+        self.offset_map = new_offset_map(dedupe_buffer_size, load_factor, native)
+        self.native = not isinstance(self.offset_map, OffsetMap)
         self.throttler = Throttler(max_io_bytes_per_second, sleep)
         self.should_stop = should_stop
+
+    def _budget(self) -> int:
+        """Bytes the C walk reads between two throttle checks: 10 ms at the I/O limit (unlimited when off)."""
+        rate = self.throttler.rate
+        return 1 << 62 if rate >= 1e300 else max(int(rate / 100), 1)
 
     def _check_done(self, plog: PartitionLog) -> None:
         if self.should_stop() or plog._closed:
@@ -520,35 +628,94 @@ class Cleaner:
         dirty = [s for s in segs if nexts[s.base_offset] > start and s.base_offset < end]
         txn = CleanedTransactionMetadata()
         txn.add_aborted(plog.aborted_txns(start, end))
+        full = False
         for seg in dirty:
             reader = readers[seg.base_offset]
+            if self.native:
+                full = self._map_segment_native(plog, reader, txn, start, end, stats)
+                if full:
+                    break
+                continue
             for _pos, batch in reader.batches(0):
                 self._check_done(plog)
                 if batch.last_offset < start:
                     continue
                 if batch.base_offset >= end:
                     break
-                stats.map_bytes_read += batch.size_in_bytes
-                self.throttler.maybe_throttle(batch.size_in_bytes)
-                if not isinstance(batch, RecordBatch):
-                    continue  # v0/v1 message sets are kept as they are
-                if batch.is_control or txn.on_batch(batch):
-                    if batch.is_control:
-                        txn.on_control_batch(batch)
-                    omap.latest_offset = max(omap.latest_offset, batch.last_offset)
-                    continue
-                body = batch.records_section()
-                base = batch.base_offset
-                for off_delta, _t, _s, _e, kstart, klen, _vl in record_spans(body, batch.records_count):
-                    if klen >= 0 and base + off_delta >= start:
-                        if omap.full:
-                            omap._note_memory()
-                            return omap.latest_offset + 1
-                        omap.put_digest(md5(body[kstart:kstart + klen]).digest(), base + off_delta)
-                    stats.map_records += 1
-                omap.latest_offset = max(omap.latest_offset, batch.last_offset)
-        omap._note_memory()
+                if self._map_batch(batch, txn, start, stats):
+                    full = True
+                    break
+            if full:
+                break
+        _note_memory(omap)
+        if full:
+            return omap.latest_offset + 1
         return omap.latest_offset + 1 if omap.latest_offset >= 0 else start
+
+    def _map_batch(self, batch, txn: CleanedTransactionMetadata, start: int, stats: CleanerStats) -> bool:
+        """One batch into the map; True when the map filled in it."""
+        omap = self.offset_map
+        stats.map_bytes_read += batch.size_in_bytes
+        self.throttler.maybe_throttle(batch.size_in_bytes)
+        if not isinstance(batch, RecordBatch):
+            return False  # v0/v1 message sets are kept as they are
+        if batch.is_control or txn.on_batch(batch):
+            if batch.is_control:
+                txn.on_control_batch(batch)
+            omap.latest_offset = max(omap.latest_offset, batch.last_offset)
+            return False
+        body = batch.records_section()
+        got = omap.map_body(body, batch.records_count, batch.base_offset, start)
+        if got is None:  # one C leaves to the Python walk (its error, or a timestamp beyond 64 bits)
+            got = map_records(omap, body, batch.records_count, batch.base_offset, start)
+        full, mapped = got
+        stats.map_records += mapped
+        if full:
+            return True
+        omap.latest_offset = max(omap.latest_offset, batch.last_offset)
+        return False
+
+    def _map_segment_native(self, plog: PartitionLog, reader: _SegmentReader, txn: CleanedTransactionMetadata,
+                            start: int, end: int, stats: CleanerStats) -> bool:
+        """`_build_offset_map`'s loop over one segment with the common batches in C (`map_chunk`); True when
+        the map filled."""
+        omap = self.offset_map
+        budget = self._budget()
+        full = [False]
+
+        def handle(chunk: bytes, _reaches_end: bool) -> int:
+            off = 0
+            while True:
+                self._check_done(plog)
+                off, status, nbytes, records, last = omap.map_chunk(chunk, off, start, end, budget)
+                if nbytes:
+                    stats.map_bytes_read += nbytes
+                    stats.map_records += records
+                    self.throttler.maybe_throttle(nbytes)
+                if last >= 0:
+                    txn._consume_up_to(last)  # what `on_batch` does for a plain batch
+                if status == _native.FULL:
+                    full[0] = True
+                    return -1
+                if status == _native.END:
+                    return -1
+                if status == _native.PYTHON:
+                    batch = next(iter_batches(chunk, off))
+                    off += batch.size_in_bytes
+                    if batch.last_offset < start:
+                        continue
+                    if batch.base_offset >= end:
+                        return -1
+                    if self._map_batch(batch, txn, start, stats):
+                        full[0] = True
+                        return -1
+                    continue
+                if status == _native.BUDGET:
+                    continue
+                return off
+
+        reader.walk(handle)
+        return full[0]
 
     def _clean_group(self, plog: PartitionLog, group: list, readers: dict, nexts: dict,
                      txn: CleanedTransactionMetadata, active_producers: dict, upper_bound: int, now: int,
@@ -561,19 +728,18 @@ class Cleaner:
         try:
             for seg in group:
                 txn.add_aborted(plog.aborted_txns(seg.base_offset, nexts[seg.base_offset]))
-                batches = list(_with_next(readers[seg.base_offset].batches(0)))
-                for batch, is_last in batches:
+                reader = readers[seg.base_offset]
+                if self.native:
+                    self._copy_segment_native(plog, reader, dest, txn, active_producers, upper_bound, now, cfg,
+                                              stats, seg is group[-1])
+                    continue
+                for batch, is_last in _with_next(reader.batches(0)):
                     self._check_done(plog)
-                    stats.bytes_read += batch.size_in_bytes
-                    self.throttler.maybe_throttle(batch.size_in_bytes)
-                    out = self._filter_batch(batch, txn, active_producers, upper_bound, now, cfg, stats,
-                                             last_of_group=is_last and seg is group[-1])
-                    if out is not None:
-                        data, max_ts = out
-                        dest.append(data, batch.last_offset, max_ts)
-                        stats.bytes_written += len(data)
-                        self.throttler.maybe_throttle(len(data))
+                    self._copy_batch(batch, dest, txn, active_producers, upper_bound, now, cfg, stats,
+                                     is_last and seg is group[-1])
+            synced = time.monotonic()
             dest.finish()
+            stats.sync_seconds += time.monotonic() - synced
             # `cleaned.setLastModified`: the group's last modification time, which retention falls back to
             # when no record carries a timestamp
             with contextlib.suppress(OSError):
@@ -583,7 +749,60 @@ class Cleaner:
         except BaseException:
             dest.discard()
             raise
+        synced = time.monotonic()
         swap_in(plog, dest, group, sizes)
+        stats.sync_seconds += time.monotonic() - synced
+
+    def _copy_batch(self, batch, dest: _CleanedSegment, txn: CleanedTransactionMetadata, active_producers: dict,
+                    upper_bound: int, now: int, cfg, stats: CleanerStats, last_of_group: bool) -> None:
+        stats.bytes_read += batch.size_in_bytes
+        self.throttler.maybe_throttle(batch.size_in_bytes)
+        out = self._filter_batch(batch, txn, active_producers, upper_bound, now, cfg, stats, last_of_group)
+        if out is not None:
+            data, max_ts = out
+            dest.append(data, batch.last_offset, max_ts)
+            stats.bytes_written += len(data)
+            self.throttler.maybe_throttle(len(data))
+
+    def _copy_segment_native(self, plog: PartitionLog, reader: _SegmentReader, dest: _CleanedSegment,
+                             txn: CleanedTransactionMetadata, active_producers: dict, upper_bound: int, now: int,
+                             cfg, stats: CleanerStats, last_of_group: bool) -> None:
+        """`_clean_group`'s loop over one segment with the common batches in C (`filter_chunk`: judged,
+        copied or spliced, and indexed as `_CleanedSegment.append` does)."""
+        omap = self.offset_map
+        budget = self._budget()
+        last_offsets = {pid: last for pid, (last, _epoch) in active_producers.items()}
+
+        def handle(chunk: bytes, reaches_end: bool) -> int:
+            tail = last_of_group and reaches_end
+            off = 0
+            while True:
+                self._check_done(plog)
+                (off, status, nread, out, read, kept, last, points, size, since, max_ts,
+                 max_ts_offset) = omap.filter_chunk(chunk, off, tail, upper_bound, now, last_offsets, dest.base,
+                                                    dest.size, dest.since_entry, dest.max_ts.timestamp,
+                                                    dest.max_ts.offset, dest.interval, budget)
+                if nread:
+                    stats.bytes_read += nread
+                    stats.records_read += read
+                    stats.records_retained += kept
+                    self.throttler.maybe_throttle(nread)
+                    txn._consume_up_to(last)  # what `on_batch` does for a plain batch
+                if out:
+                    dest.append_native(out, points, size, since, max_ts, max_ts_offset)
+                    stats.bytes_written += len(out)
+                    self.throttler.maybe_throttle(len(out))
+                if status == _native.PYTHON:
+                    batch = next(iter_batches(chunk, off))
+                    off += batch.size_in_bytes
+                    is_last = tail and next(iter_batches(chunk, off), None) is None
+                    self._copy_batch(batch, dest, txn, active_producers, upper_bound, now, cfg, stats, is_last)
+                    continue
+                if status == _native.BUDGET:
+                    continue
+                return off
+
+        reader.walk(handle)
 
     def _filter_batch(self, batch, txn: CleanedTransactionMetadata, active_producers: dict, upper_bound: int,
                       now: int, cfg, stats: CleanerStats, last_of_group: bool) -> tuple[bytes, int] | None:
@@ -667,34 +886,19 @@ class Cleaner:
         """The data-batch case of `_filter_batch` without decoding records: each record judged from its key's
         bytes, the kept ones copied byte for byte (`splice_batch`). None when the batch needs the slow path:
         nothing kept (an empty batch may have to stay) or a tombstone that needs its delete horizon set."""
-        omap = self.offset_map
         body = batch.records_section()
-        spans = record_spans(body, batch.records_count)
-        base = batch.base_offset
-        latest = omap.latest_offset
         retain_deletes = horizon is None or now < horizon
-        kept = []
-        tombstones = False
-        for span in spans:
-            offset = base + span[0]
-            klen, vlen = span[5], span[6]
-            if offset > latest:
-                keep = True
-            elif klen < 0:
-                keep = False
-            else:
-                keep = offset >= omap.get_digest(md5(body[span[4]:span[4] + klen]).digest()) and (
-                    vlen >= 0 or retain_deletes)
-            if keep:
-                kept.append(span)
-                tombstones = tombstones or vlen < 0
+        got = self.offset_map.kept_spans(body, batch.records_count, batch.base_offset, retain_deletes)
+        if got is None:  # one C leaves to the Python walk (its error, or a timestamp beyond 64 bits)
+            got = kept_records(self.offset_map, body, batch.records_count, batch.base_offset, retain_deletes)
+        total, kept, tombstones = got
         if tombstones and horizon is None:
             return None  # decided again, record by record, by the general path
-        stats.records_read += len(spans)
+        stats.records_read += total
         stats.records_retained += len(kept)
         if not kept:
             return _NOTHING_KEPT
-        if len(kept) == len(spans):
+        if len(kept) == total:
             return bytes(batch.raw), batch.max_timestamp
         data = splice_batch(batch, body, kept)
         return data, RecordBatch(data).max_timestamp
@@ -827,9 +1031,9 @@ def swap_in(plog: PartitionLog, dest: _CleanedSegment, old: list, sizes: dict[in
         seg._offset_limit_after = plog.segments[at].base_offset
         seg.on_become_inactive(loading=True)
         plog.segments.insert(at, seg)
-        plog._segment_created_ms.setdefault(base, int(time.time() * 1000))
+        plog._segment_created_ms.setdefault(base, plog.clock())
         plog._segments_version += 1
-        _remove_later(renamed, plog.config.file_delete_delay_ms)
+        plog.remove_after_delay(renamed)
         log.info("%s-%d: swapped in cleaned segment %d for segment(s) %s", plog.topic, plog.partition, base,
                  [s.base_offset for s in old])
 
@@ -838,19 +1042,6 @@ def _undo_swap(directory: Path, base: int) -> None:
     for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX):
         for name in _cleaned_order(base, suffix):
             (directory / name).unlink(missing_ok=True)
-
-
-def _remove_later(paths: list[Path], delay_ms: int) -> None:
-    """Remove `.deleted` files after `file.delete.delay.ms` (`LocalLog.deleteSegmentFiles`)."""
-    def remove() -> None:
-        for path in paths:
-            path.unlink(missing_ok=True)
-    if delay_ms <= 0:
-        remove()
-    else:
-        timer = threading.Timer(delay_ms / 1000.0, remove)
-        timer.daemon = True
-        timer.start()
 
 
 def _next_offset_of(path: Path) -> int | None:

@@ -171,8 +171,12 @@ class PartitionLog:
         self.dir = Path(directory)
         # The one clock (ms) every time rule reads when no `now` is passed: segment creation (time rolling
         # of segments without timestamps), truncation, DeleteRecords, flush.ms, producer expiry, as Kafka's
-        # `Time`; tests inject theirs. (The delayed removal of `.deleted` files runs on a real timer.)
+        # `Time`; tests inject theirs. The delayed removal of `.deleted` files reads it too: a timer only
+        # wakes `delete_due_files`, which decides by this clock.
         self.clock = clock
+        self._due_deletions: list[tuple[int, list[Path]]] = []  # (due ms on `clock`, `.deleted` files)
+        self._deletion_lock = threading.Lock()
+        self._deletion_timer: threading.Timer | None = None
         try:
             self.topic, self.partition = parse_log_dir_name(self.dir.name)
         except ValueError:
@@ -248,6 +252,7 @@ class PartitionLog:
         return plog
 
     _files: ReadOnlyFiles | None = None  # where a read-only log's files come from, if not `dir`
+    _snapshots_at_load: list[int] | None = None  # snapshot offsets `_load` listed, for `_load_producers`
     _readonly_producers_loaded = False
 
     def _load_producers_readonly(self) -> None:
@@ -297,25 +302,38 @@ class PartitionLog:
         return seg
 
     def _load(self, recover: bool, recovery_point: int) -> None:
-        recover_swaps(self.dir)  # a clean interrupted by a crash: finished or undone (LogLoader)
-        for entry in list(self.dir.iterdir()):
+        # One listing of the directory serves every decision below (a start opens thousands of partitions:
+        # a listing or a stat more per partition is seconds more).
+        names = os.listdir(self.dir)
+        if any(n.endswith((".cleaned", ".swap")) for n in names):
+            recover_swaps(self.dir)  # a clean interrupted by a crash: finished or undone (LogLoader)
+            names = os.listdir(self.dir)
+        kept = []
+        for name in names:
             # Leftovers of deletions and of interrupted index swaps go first (`LogLoader.removeTempFiles`).
-            if entry.name.endswith((DELETED_SUFFIX, ".cleaned", ".swap", MINIMA_SUFFIX + ".tmp",
-                                    SNAPSHOT_SUFFIX + ".tmp")):
-                entry.unlink(missing_ok=True)
-        bases = self._segment_bases()
-        for entry in self.dir.glob("*" + MINIMA_SUFFIX):
+            if name.endswith((DELETED_SUFFIX, ".cleaned", ".swap", MINIMA_SUFFIX + ".tmp", SNAPSHOT_SUFFIX + ".tmp")):
+                (self.dir / name).unlink(missing_ok=True)
+            else:
+                kept.append(name)
+        bases = offsets_named(kept, LOG_SUFFIX)
+        known = set(bases)
+        for name in kept:
             # A sidecar whose segment is gone (deleted by a broker that does not know it) goes too.
-            if not entry.name[:-len(MINIMA_SUFFIX)].isdigit() or int(entry.name[:-len(MINIMA_SUFFIX)]) not in bases:
-                entry.unlink(missing_ok=True)
+            if name.endswith(MINIMA_SUFFIX) and (not name[:-len(MINIMA_SUFFIX)].isdigit()
+                                                 or int(name[:-len(MINIMA_SUFFIX)]) not in known):
+                (self.dir / name).unlink(missing_ok=True)
+        present = set(kept)
         for base in bases:
             for suffix in (".index", ".timeindex"):
-                idx = self.dir / f"{base:020d}{suffix}"
-                if not idx.exists() and (self.dir / f"{base:020d}.log").exists():
-                    log.info("%s: missing %s, rebuilding", self.dir, idx.name)
+                if segment_name(base, suffix) not in present:
+                    log.info("%s: missing %s, rebuilding", self.dir, segment_name(base, suffix))
+        self._snapshots_at_load = offsets_named(kept, SNAPSHOT_SUFFIX)
         for i, base in enumerate(bases):
-            needs_recovery = recover and (base >= recovery_point or
-                                          (i + 1 < len(bases) and bases[i + 1] > recovery_point))
+            # The segments from the one holding the recovery point on (LogLoader.recoverLog:
+            # `segments.values(recoveryPoint, Long.MAX_VALUE)`), so the last one always; the ones before
+            # it were flushed before the checkpoint was written and are only sanity-checked.
+            needs_recovery = recover and (base >= recovery_point or i + 1 == len(bases)
+                                          or bases[i + 1] > recovery_point)
             # A segment about to be recovered rebuilds its indexes anyway: its index files are not checked
             # first (LogLoader.loadSegmentFiles checks only after a clean shutdown or below the recovery
             # point; a crashed active segment's preallocated index would fail the check and be rebuilt twice).
@@ -381,7 +399,8 @@ class PartitionLog:
         rebuild = self._txn_rebuild_from
         self._txn_rebuild_from = None
         loaded = self.producers.load_snapshot(self.dir, self.log_start_offset, self._next_offset, now,
-                                              self.producer_expiration_ms)
+                                              self.producer_expiration_ms, offsets=self._snapshots_at_load)
+        self._snapshots_at_load = None  # the first load may have deleted some
         if loaded is None:
             loaded = self.log_start_offset
         if rebuild is not None and loaded > rebuild:
@@ -831,18 +850,24 @@ class PartitionLog:
             if self.config.log_append_time:
                 data = bytearray(data)
                 set_max_timestamp(data, 0, TimestampType.LOG_APPEND_TIME, now)
-            with self._writing():  # a failed write: KAFKA_STORAGE_ERROR, the marker cut back, the coordinator retries
+            done = self.producers.completed_by_marker(producer_id, offset, commit)
+            # A failed write (the marker's or its abort's `.txnindex` entry): KAFKA_STORAGE_ERROR, both cut back,
+            # the coordinator retries. Never a marker without its entry: read_committed readers would see the
+            # aborted records until the segment was recovered.
+            with self._writing():
                 self._maybe_roll(len(data), now, offset, now)
                 segment = self.active
+                mark = segment.write_mark()
                 self._append_active(1, offset, now, offset, data, now)
+                if done is not None and done[0].is_aborted:
+                    try:
+                        segment.txn_index.append(AbortedTxn(producer_id, done[0].first_offset, offset, done[1]))
+                    except BaseException:
+                        with contextlib.suppress(OSError):  # (a cut that failed is made by the next append)
+                            segment.undo_to(mark)
+                        raise
             self._next_offset = offset + 1
-            done = self.producers.apply_marker(producer_id, producer_epoch, coordinator_epoch, offset, now, commit)
-            if done is not None and done[0].is_aborted:
-                txn, lso = done
-                # (A failure here leaves the marker written and its abort unindexed until the segment is
-                # recovered: a known gap, docs/transactions.md.)
-                with self._writing():
-                    segment.txn_index.append(AbortedTxn(producer_id, txn.first_offset, offset, lso))
+            self.producers.apply_marker(producer_id, producer_epoch, coordinator_epoch, offset, now, commit)
             self._unflushed_messages += 1
             if self._unflushed_messages >= self.config.flush_messages:
                 self._flushed()
@@ -1228,16 +1253,55 @@ class PartitionLog:
                 os.replace(path, target)
                 renamed.append(target)
 
-        def remove() -> None:
-            for path in renamed:
-                path.unlink(missing_ok=True)
-        delay = self.config.file_delete_delay_ms / 1000.0
+        self.remove_after_delay(renamed)
+
+    def remove_after_delay(self, paths: list[Path]) -> None:
+        """Remove renamed `.deleted` files once `file.delete.delay.ms` has passed on the log's clock
+        (Kafka schedules `LocalLog.deleteSegmentFiles` on its `Scheduler`, whose time tests mock). Files
+        still waiting when the broker stops are removed when the log is next loaded, as in Kafka."""
+        delay = self.config.file_delete_delay_ms
         if delay <= 0:
-            remove()
-        else:
-            timer = threading.Timer(delay, remove)
+            _unlink_all(paths)
+            return
+        with self._deletion_lock:
+            self._due_deletions.append((self.clock() + delay, list(paths)))
+        self._arm_deletion_timer(delay)
+
+    def delete_due_files(self, now: int | None = None) -> int:
+        """Remove the `.deleted` files whose delay has passed at `now` (default: the log's clock); returns
+        how many files were removed. The timer calls it; tests call it after moving their clock."""
+        now = self.clock() if now is None else now
+        with self._deletion_lock:
+            due = [paths for at, paths in self._due_deletions if at <= now]
+            self._due_deletions = [(at, paths) for at, paths in self._due_deletions if at > now]
+        for paths in due:
+            _unlink_all(paths)
+        return sum(len(paths) for paths in due)
+
+    def _arm_deletion_timer(self, delay_ms: int) -> None:
+        with self._deletion_lock:
+            if self._deletion_timer is not None or self._closed:
+                return  # the armed timer re-arms itself for what is still waiting
+            timer = threading.Timer(max(delay_ms, 1) / 1000.0, self._on_deletion_timer)
             timer.daemon = True
-            timer.start()
+            self._deletion_timer = timer
+        timer.start()
+
+    def _on_deletion_timer(self) -> None:
+        with self._deletion_lock:
+            self._deletion_timer = None
+        self.delete_due_files()
+        with self._deletion_lock:
+            if not self._due_deletions:
+                return
+            wait = min(at for at, _ in self._due_deletions) - self.clock()
+        self._arm_deletion_timer(wait)
+
+    def _cancel_deletion_timer(self) -> None:
+        with self._deletion_lock:
+            timer, self._deletion_timer = self._deletion_timer, None
+        if timer is not None:
+            timer.cancel()
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: raise the log start offset (`UnifiedLog.deleteRecordsOnLeader`)."""
@@ -1326,6 +1390,7 @@ class PartitionLog:
                                    self.partition, seg.log_path.name, describe(exc))
                     seg.close_for_delete()  # the descriptors at least
             self._closed = True
+        self._cancel_deletion_timer()
 
     closed_cleanly = True  # False once `close` could not flush or trim everything
 
@@ -1336,7 +1401,13 @@ class PartitionLog:
             for seg in self.segments:
                 seg.close_for_delete()
             self._closed = True
+            self._cancel_deletion_timer()
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _unlink_all(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
 
 
 class _WriteGuard:

@@ -14,10 +14,12 @@ import os
 import re
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
 from chronolog.config import BrokerConfig, TopicConfig, validate_topic_overrides
 from chronolog.diskio import describe, disk_log, free_bytes, fsync_dir, write_atomic
@@ -87,11 +89,30 @@ class LogManager:
         self._uncleanable: set[tuple[str, int]] = set()
         self.cleaner_clock = now_ms  # tests inject a clock (min/max.compaction.lag.ms, delete.retention.ms)
         self.last_clean: tuple[tuple[str, int], int, CleanerStats] | None = None
+        # Lazy start (`startup(lazy=True)`): partitions found on disk and not opened yet, with what opening
+        # them needs; opened by the recovery threads in the background or by the first request for them.
+        self._pending: dict[tuple[str, int], _Pending] = {}
+        # Partitions whose open failed (KAFKA_STORAGE_ERROR), with what the start read for them: their
+        # checkpoint entries stay as they were until a start opens them.
+        self._failed: dict[tuple[str, int], _Pending] = {}
+        self._load_locks = [threading.Lock() for _ in range(64)]  # striped by partition: one opener each
+        self._loaders: list[threading.Thread] = []
+        self._clean_start = True
+        self._lazy = False
+        self.loaded = threading.Event()  # set once no partition is left to open
 
     # -- lifecycle ----------------------------------------------------------------------------------
-    def startup(self, background: bool = True) -> None:
+    def startup(self, background: bool = True, *, lazy: bool = False) -> None:
         """Open every partition. The data dir's `.lock` is taken first (Kafka's `lockLogDirs`): a second
-        writer on the same data dir is refused before it touches a file."""
+        writer on the same data dir is refused before it touches a file.
+
+        With `lazy` (the broker's start) the partitions are only listed here: `num.recovery.threads.per.data.dir`
+        threads open (and after a crash recover) them in the background, and a request for a partition not
+        opened yet opens it itself, or waits for the thread opening it, so it never sees a half-loaded log.
+        Kafka answers Metadata only once every log is loaded; the topics and partitions are known from the
+        data dir's listing, so here the broker serves at once and the start costs no time per partition.
+        A partition that cannot be opened (an I/O error) is then offline (KAFKA_STORAGE_ERROR, one ERROR
+        line) instead of stopping the start."""
         if self.data_dir.exists() and not self.data_dir.is_dir():
             raise ChronologError(f"data dir {self.data_dir} is not a directory")
         try:
@@ -101,6 +122,7 @@ class LogManager:
         self._dir_lock.acquire()
         try:
             self._size_file_cache()
+            self._lazy = lazy
             self._open_logs()
         except BaseException:
             for plog in self._logs.values():
@@ -110,7 +132,9 @@ class LogManager:
             raise
         self.started = True
         self._cleaner_checkpoints = {k: v for k, v in read_checkpoint(self.data_dir / CLEANER_CHECKPOINT).items()
-                                     if k in self._logs}
+                                     if k in self._logs or k in self._pending}
+        if lazy:
+            self._start_loaders()
         if background:
             self._thread = threading.Thread(target=self._background, name="chronolog-log-manager", daemon=True)
             self._thread.start()
@@ -135,8 +159,10 @@ class LogManager:
                  capacity, "" if wanted else ": half the limit")
 
     def _open_logs(self) -> None:
+        lazy = self._lazy
         marker = self.data_dir / CLEAN_SHUTDOWN
         clean = marker.exists()
+        self._clean_start = clean
         try:
             recovery = read_checkpoint(self.data_dir / RECOVERY_POINT)
             starts = read_checkpoint(self.data_dir / LOG_START_OFFSET)
@@ -146,44 +172,26 @@ class LogManager:
                                  "records deleted by retention or DeleteRecords become readable again)") from None
         self._topics = self._read_topics()
         found = []
-        for entry in sorted(self.data_dir.iterdir()):
-            if not entry.is_dir():
-                continue
+        # One listing of the data dir; the entries' types come with it (no stat per partition).
+        with os.scandir(self.data_dir) as entries:
+            dirs = sorted(entry.name for entry in entries if entry.is_dir())
+        for name in dirs:
             try:
-                topic, partition = parse_log_dir_name(entry.name)
+                topic, partition = parse_log_dir_name(name)
             except ValueError:
                 continue
             if topic not in self._topics:
                 # A partition dir without metadata (e.g. copied from Kafka): adopt it with defaults.
                 self._topics[topic] = {"partitions": 0, "configs": {}, "topic_id": _new_topic_id()}
             self._topics[topic]["partitions"] = max(self._topics[topic]["partitions"], partition + 1)
-            found.append((entry, topic, partition))
-        configs = {topic: self.topic_config(topic) for topic in {t for _, t, _ in found}}
-        expiration = self.broker_config["producer.id.expiration.ms"]
-
-        def open_one(item: tuple[Path, str, int]) -> PartitionLog:
-            entry, topic, partition = item
             key = (topic, partition)
-            with self._refuse_start_on_io_error(entry):
-                return self._tuned(PartitionLog.open(
-                    entry, configs[topic], recover=not clean, recovery_point=recovery.get(key, 0),
-                    log_start_offset=starts.get(key, 0), producer_expiration_ms=expiration))
-
-        # Kafka's num.recovery.threads.per.data.dir: partitions are opened (and recovered) by a pool.
-        threads = min(self.broker_config["num.recovery.threads.per.data.dir"], max(1, len(found)))
-        with ThreadPoolExecutor(threads, thread_name_prefix="chronolog-recovery") as pool:
-            futures = [(item, pool.submit(open_one, item)) for item in found]
-        failure = None
-        for (_, topic, partition), future in futures:
-            try:
-                self._logs[(topic, partition)] = future.result()
-            except BaseException as exc:  # the first one is raised once every log is closed again
-                failure = failure or exc
-        if failure is not None:
-            raise failure
+            self._pending[key] = _Pending(name, recovery.get(key, 0), starts.get(key, 0))
+            found.append(key)
+        if not lazy:
+            self._open_pending_now(found)
         for topic, meta in self._topics.items():
             for p in range(meta["partitions"]):
-                if (topic, p) not in self._logs:
+                if (topic, p) not in self._logs and (topic, p) not in self._pending:
                     with self._refuse_start_on_io_error(self.data_dir / f"{topic}-{p}"):
                         self._logs[(topic, p)] = self._create_log(topic, p)
         marker.unlink(missing_ok=True)
@@ -191,6 +199,99 @@ class LogManager:
             self._write_topics()
         except OSError as exc:  # what it would say is known in memory: written again at the next change
             disk_log.warning("%s not rewritten at start: %s", TOPICS_FILE, describe(exc))
+        if not self._pending:
+            self.loaded.set()
+
+    def _open_partition(self, key: tuple[str, int], pending: _Pending) -> PartitionLog:
+        return self._tuned(PartitionLog.open(
+            self.data_dir / pending.name, self.topic_config(key[0]), recover=not self._clean_start,
+            recovery_point=pending.recovery_point, log_start_offset=pending.log_start_offset,
+            producer_expiration_ms=self.broker_config["producer.id.expiration.ms"]))
+
+    def _open_pending_now(self, keys: list[tuple[str, int]]) -> None:
+        """The eager start: every partition opened before `startup` returns, by Kafka's
+        num.recovery.threads.per.data.dir threads; an I/O error stops the start with one line."""
+        def open_one(key: tuple[str, int]) -> PartitionLog:
+            pending = self._pending[key]
+            with self._refuse_start_on_io_error(self.data_dir / pending.name):
+                return self._open_partition(key, pending)
+
+        threads = min(self.broker_config["num.recovery.threads.per.data.dir"], max(1, len(keys)))
+        with ThreadPoolExecutor(threads, thread_name_prefix="chronolog-recovery") as pool:
+            futures = [(key, pool.submit(open_one, key)) for key in keys]
+        failure = None
+        for key, future in futures:
+            try:
+                self._logs[key] = future.result()
+                del self._pending[key]
+            except BaseException as exc:  # the first one is raised once every log is closed again
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    def _start_loaders(self) -> None:
+        """Kafka's num.recovery.threads.per.data.dir threads, opening the pending partitions in order."""
+        if not self._pending:
+            return
+        queue = list(self._pending)
+        queue.reverse()
+        started = time.monotonic()
+        left = [0]
+        left_lock = threading.Lock()
+
+        def work() -> None:
+            while not self._stop.is_set():
+                try:
+                    key = queue.pop()
+                except IndexError:
+                    break
+                self._load(key)
+            with left_lock:
+                left[0] -= 1
+                last = left[0] == 0
+            if last and not self._stop.is_set():
+                log.info("%d partitions opened in %.2f s (%s)", len(self._logs), time.monotonic() - started,
+                         "after a clean shutdown" if self._clean_start else "recovered from the recovery points")
+                self.loaded.set()
+
+        threads = min(self.broker_config["num.recovery.threads.per.data.dir"], len(queue))
+        self._loaders = [threading.Thread(target=work, name=f"chronolog-recovery-{i}", daemon=True)
+                         for i in range(threads)]
+        left[0] = threads
+        for thread in self._loaders:
+            thread.start()
+
+    def _load(self, key: tuple[str, int]) -> PartitionLog | None:
+        """Open a pending partition once: the caller that finds it pending opens it, another one asking
+        meanwhile waits on the same lock, and the log is published only once fully loaded. None when the
+        partition is not pending (opened meanwhile: see `_logs`; or deleted, or failed: see `_failed`)."""
+        with self._load_locks[hash(key) % len(self._load_locks)]:
+            plog = self._logs.get(key)
+            if plog is not None:
+                return plog
+            pending = self._pending.get(key)
+            if pending is None or self._stop.is_set():
+                return None
+            try:
+                plog = self._open_partition(key, pending)
+            except OSError as exc:
+                where = self.data_dir / pending.name
+                message = (f"cannot open {where}: {exc.filename or where}: {describe(exc)}; "
+                           f"{free_bytes(self.data_dir)} bytes free in {self.data_dir}")
+                disk_log.error("%s; the partition is offline until the next start", message)
+                self._failed[key] = pending
+                self._pending.pop(key, None)
+                return None
+            # Published before it leaves `_pending`, so a reader copying `_pending` then `_logs` (the
+            # checkpoints) always finds it in one of them. No manager lock here: a delete or config change
+            # holds it while it opens the topic's partitions through this method.
+            self._logs[key] = plog
+            self._pending.pop(key, None)
+            return plog
+
+    def wait_loaded(self, timeout: float | None = None) -> bool:
+        """Block until every partition found at start is opened (or failed); True when it is."""
+        return self.loaded.wait(timeout)
 
     @contextlib.contextmanager
     def _refuse_start_on_io_error(self, where: Path) -> Iterator[None]:
@@ -211,6 +312,8 @@ class LogManager:
         failing disk every file is still closed; the marker is left out when anything could not be made
         durable, so that the next start recovers (`LogManager.shutdown` writes it only after all went well)."""
         self._stop.set()
+        for loader in self._loaders:
+            loader.join()  # each stops after the partition it is opening
         if self._thread is not None:
             self._thread.join(timeout=30)
         if self._cleaner_thread is not None:
@@ -221,6 +324,9 @@ class LogManager:
                 plog.close()
                 clean = clean and plog.closed_cleanly
             clean = self.checkpoint() and clean
+            # Partitions never opened in this run are as the last stop left them: after a clean one that is
+            # still clean; after a crash they still need their recovery, so the marker is not written.
+            clean = clean and (self._clean_start or not self._pending) and not self._failed
             if clean:
                 try:
                     (self.data_dir / CLEAN_SHUTDOWN).touch()
@@ -325,7 +431,10 @@ class LogManager:
         with self._lock:
             if name not in self._topics:
                 raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist")
+            self._open_topic(name)
             for p in range(self._topics[name]["partitions"]):
+                if self._failed.pop((name, p), None) is not None:
+                    shutil.rmtree(self.data_dir / f"{name}-{p}", ignore_errors=True)
                 plog = self._logs.pop((name, p), None)
                 if plog is not None:
                     plog.delete()
@@ -383,8 +492,10 @@ class LogManager:
             return dict(self._topics[name]["configs"])
 
     def topic_config(self, name: str) -> TopicConfig:
+        """The stored overrides on the broker's defaults; the rules between configs were checked when the
+        overrides were stored (create, alter) and the defaults at broker start, not again here."""
         overrides = self._topics.get(name, {}).get("configs", {})
-        return TopicConfig.from_kafka(overrides, self.broker_config.topic_defaults())
+        return TopicConfig.from_kafka(overrides, self.broker_config.topic_defaults(), validate_values=False)
 
     def alter_topic_config(self, name: str, set_: dict[str, str] | None = None,
                            delete: list[str] | None = None, *, replace: bool = False) -> None:
@@ -399,24 +510,48 @@ class LogManager:
             config = TopicConfig.from_kafka(overrides, self.broker_config.topic_defaults())
             self._topics[name]["configs"] = overrides
             self._write_topics()
+            self._open_topic(name)
             for p in range(self._topics[name]["partitions"]):
-                self._logs[(name, p)].update_config(config)
+                plog = self._logs.get((name, p))
+                if plog is not None:
+                    plog.update_config(config)
 
     def get_log(self, topic: str, partition: int) -> PartitionLog:
-        plog = self._logs.get((topic, partition))
+        """The partition's log, opened first if the lazy start has not opened it yet (waiting for the
+        thread opening it, if one is). KAFKA_STORAGE_ERROR for a partition whose open failed."""
+        key = (topic, partition)
+        plog = self._logs.get(key)
+        if plog is None and key in self._pending:
+            plog = self._load(key)
         if plog is None:
+            plog = self._logs.get(key)
+        if plog is None:
+            failed = self._failed.get(key)
+            if failed is not None:
+                raise KafkaStorageErrorError(f"{topic}-{partition} is offline: it could not be opened at start")
             raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition: "
                                                f"{topic}-{partition}")
         return plog
 
+    def _open_topic(self, name: str) -> None:
+        """Open the topic's partitions the lazy start has not opened yet (before a change to all of them)."""
+        for key in [k for k in list(self._pending) if k[0] == name]:
+            self._load(key)
+
     def logs(self) -> dict[tuple[str, int], PartitionLog]:
-        with self._lock:
-            return dict(self._logs)
+        """Every partition's log; after a lazy start the ones not opened yet are opened first."""
+        for key in list(self._pending):
+            self._load(key)
+        return self.opened_logs()
+
+    def opened_logs(self) -> dict[tuple[str, int], PartitionLog]:
+        """The logs opened so far (the background work's: a partition not opened yet has nothing to do)."""
+        return dict(self._logs)
 
     # -- background work ----------------------------------------------------------------------------
     def run_retention_once(self, now: int | None = None) -> int:
         deleted = 0
-        for plog in self.logs().values():
+        for plog in self.opened_logs().values():
             try:
                 deleted += plog.delete_old_segments(now)
             except (KafkaError, OSError) as exc:
@@ -430,7 +565,7 @@ class LogManager:
         cfg = self.broker_config
         with self._cleaner_lock:
             now = self.cleaner_clock() if now is None else now
-            ltc, resets = choose_log(self.logs(), self._cleaner_checkpoints, now, self._uncleanable)
+            ltc, resets = choose_log(self.opened_logs(), self._cleaner_checkpoints, now, self._uncleanable)
             if resets:
                 self._cleaner_checkpoints.update(resets)
                 self._write_cleaner_checkpoints()
@@ -484,17 +619,25 @@ class LogManager:
                 self._stop.wait(backoff)
 
     def flush_all(self) -> None:
-        for plog in self.logs().values():
+        for plog in self.opened_logs().values():
             plog.flush()
         self.checkpoint()
 
     def checkpoint(self) -> bool:
         """Write the three checkpoint files; False when one could not be written (the old file stays,
         which only makes the next recovery start further back). One ERROR line per incident."""
-        logs = self.logs()
+        # A partition not opened yet keeps what the start read for it (its high watermark is not known:
+        # replication-offset-checkpoint is informational on a single node). `_pending` is copied first: a
+        # partition opened meanwhile is in `_logs` before it leaves `_pending`.
+        pending = {**self._failed, **self._pending}
+        logs = dict(self._logs)
+        recovery = {k: v.recovery_point for k, v in pending.items()}
+        recovery.update((k, v.recovery_point) for k, v in logs.items())
+        starts = {k: v.log_start_offset for k, v in pending.items()}
+        starts.update((k, v.log_start_offset) for k, v in logs.items())
         try:
-            write_checkpoint(self.data_dir / RECOVERY_POINT, {k: v.recovery_point for k, v in logs.items()})
-            write_checkpoint(self.data_dir / LOG_START_OFFSET, {k: v.log_start_offset for k, v in logs.items()})
+            write_checkpoint(self.data_dir / RECOVERY_POINT, recovery)
+            write_checkpoint(self.data_dir / LOG_START_OFFSET, starts)
             write_checkpoint(self.data_dir / REPLICATION_OFFSET, {k: v.high_watermark for k, v in logs.items()})
         except OSError as exc:
             if self._checkpoint_failure is None:
@@ -536,11 +679,11 @@ class LogManager:
                     self.run_retention_once(now)
                     last_retention = now
                 if now - last_expiration >= expiration_every:
-                    for plog in self.logs().values():
+                    for plog in self.opened_logs().values():
                         plog.expire_producers(now)
                     last_expiration = now
                 self.check_free_space()
-                for plog in self.logs().values():
+                for plog in self.opened_logs().values():
                     try:
                         plog.maybe_flush(now)
                     except OSError as exc:  # an fsync that failed: an incident of that partition
@@ -550,6 +693,15 @@ class LogManager:
                     last_checkpoint = now
             except Exception:  # the background thread must survive one bad partition
                 log.exception("log manager background task failed")
+
+
+class _Pending(NamedTuple):
+    """A partition found at start, not opened yet, with what its checkpoints said (a tuple: 10,000 of
+    them are made before the broker serves)."""
+
+    name: str  # the directory's
+    recovery_point: int
+    log_start_offset: int
 
 
 def _sync_all(directories: list[Path]) -> None:

@@ -192,14 +192,10 @@ class ProducerStates:
         a new epoch forgets the batches). Returns the completed transaction and the last stable offset just
         after it (`ProducerStateManager.lastStableOffset`: the first offset of the oldest other open
         transaction, else the marker's offset + 1), None when no transaction was open (an empty one)."""
+        done = self.completed_by_marker(producer_id, offset, commit)
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(producer_id, epoch)
-        done = None
-        if entry.txn_first_offset >= 0:
-            others = [first for pid, first in self.ongoing.items() if pid != producer_id]
-            done = (CompletedTxn(producer_id, entry.txn_first_offset, offset, not commit),
-                    min(others) if others else offset + 1)
         if epoch != entry.epoch:
             entry.epoch = epoch
             entry.batches = []
@@ -208,6 +204,16 @@ class ProducerStates:
         entry.last_timestamp = timestamp
         self.ongoing.pop(producer_id, None)
         return done
+
+    def completed_by_marker(self, producer_id: int, offset: int, commit: bool) -> tuple[CompletedTxn, int] | None:
+        """What `apply_marker` would return for a marker at `offset`, changing nothing: the log writes an
+        aborted transaction's `.txnindex` entry together with its marker, before the state moves on."""
+        entry = self.producers.get(producer_id)
+        if entry is None or entry.txn_first_offset < 0:
+            return None
+        others = [first for pid, first in self.ongoing.items() if pid != producer_id]
+        return (CompletedTxn(producer_id, entry.txn_first_offset, offset, not commit),
+                min(others) if others else offset + 1)
 
     def first_undecided_offset(self) -> int | None:
         """The first offset of the oldest open transaction (`ProducerStateManager.firstUndecidedOffset`)."""
@@ -263,14 +269,15 @@ class ProducerStates:
         return path
 
     def load_snapshot(self, directory: Path, log_start: int, log_end: int, now: int, expiration_ms: int, *,
-                      delete_outside: bool = True) -> int | None:
+                      delete_outside: bool = True, offsets: list[int] | None = None) -> int | None:
         """Replace the state with the newest usable snapshot's and return its offset (None: there is none).
         Snapshots outside (log start, log end] are deleted first (unless not `delete_outside`: then only
         skipped) and corrupt ones when met, falling back to the next older
-        (`ProducerStateManager.truncateAndReload` / `loadFromSnapshot`); expired producers are not loaded."""
+        (`ProducerStateManager.truncateAndReload` / `loadFromSnapshot`); expired producers are not loaded.
+        `offsets`: the snapshot files' offsets when the caller has just listed the directory."""
         self._reset([])
         usable = []
-        for offset in snapshot_offsets(directory):
+        for offset in snapshot_offsets(directory) if offsets is None else offsets:
             if log_start < offset <= log_end:
                 usable.append(offset)
             elif delete_outside:

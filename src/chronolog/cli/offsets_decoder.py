@@ -1,0 +1,166 @@
+"""`dump-log --offsets-decoder`: `__consumer_offsets` records as kafka-dump-log.sh prints them
+(DumpLogSegments.OffsetsMessageParser).
+
+A key prints as `{"type":"<key version>","data":{...}}` and a value as `{"version":"<value version>","data":
+{...}}`, the data in the schema's field order with only the fields of that version (Kafka's generated
+JsonConverters), bytes as base64; a tombstone's payload is `<DELETE>`. For a group of the consumer
+protocol, each member's subscription and assignment are decoded (ConsumerProtocolSubscription /
+ConsumerProtocolAssignment) as Kafka's parser does, and kept as base64 when they do not parse. Record types
+this broker does not write (KIP-848 and share-group records, key versions 3 and up) print as Kafka prints
+a type it cannot decode.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+
+from chronolog.errors import KafkaError
+from chronolog.records.group_records import (
+    GroupMetadataKey,
+    OffsetCommitKey,
+    key_version,
+    read_group_metadata_value,
+    read_key,
+    read_offset_commit_value,
+    value_version,
+)
+
+DELETE = "<DELETE>"
+
+
+def _json(obj: dict) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def parse(key: bytes | None, value: bytes | None, offset: int) -> tuple[str, str | None]:
+    """(key text, payload text or None) of one record, as OffsetsMessageParser.parse returns them."""
+    if key is None:
+        return (f"Error at offset {offset}, skipping. Failed to decode message at offset {offset} using offset "
+                "topic decoder (message had a missing key)", None)
+    try:
+        version = key_version(key)
+        parsed = read_key(key)
+        if parsed is None:
+            return f"Unknown record type {version} at offset {offset}, skipping.", None
+        if isinstance(parsed, OffsetCommitKey):
+            key_text = _json({"type": str(version), "data": {"group": parsed.group, "topic": parsed.topic,
+                                                             "partition": parsed.partition}})
+        else:
+            assert isinstance(parsed, GroupMetadataKey)
+            key_text = _json({"type": str(version), "data": {"group": parsed.group}})
+        if value is None:
+            return key_text, DELETE
+        vv = value_version(value)
+        if isinstance(parsed, OffsetCommitKey):
+            data = _offset_commit_json(value, vv)
+        else:
+            data = _group_metadata_json(value, vv)
+        return key_text, _json({"version": str(vv), "data": data})
+    except (KafkaError, struct.error, UnicodeDecodeError) as exc:
+        return f"Error at offset {offset}, skipping. {exc}", None
+
+
+def _offset_commit_json(value: bytes, version: int) -> dict:
+    v = read_offset_commit_value(value)
+    out: dict = {"offset": v.offset}
+    if version >= 3:
+        out["leaderEpoch"] = v.leader_epoch
+    out["metadata"] = v.metadata
+    out["commitTimestamp"] = v.commit_timestamp
+    if version == 1:
+        out["expireTimestamp"] = v.expire_timestamp
+    return out
+
+
+def _group_metadata_json(value: bytes, version: int) -> dict:
+    v = read_group_metadata_value(value)
+    out: dict = {"protocolType": v.protocol_type, "generation": v.generation, "protocol": v.protocol,
+                 "leader": v.leader}
+    if version >= 2:
+        out["currentStateTimestamp"] = v.current_state_timestamp
+    members = []
+    consumer = v.protocol_type == "consumer"
+    for m in v.members:
+        member: dict = {"memberId": m.member_id}
+        if version >= 3:
+            member["groupInstanceId"] = m.group_instance_id
+        member["clientId"] = m.client_id
+        member["clientHost"] = m.client_host
+        if version >= 1:
+            member["rebalanceTimeout"] = m.rebalance_timeout
+        member["sessionTimeout"] = m.session_timeout
+        member["subscription"] = (_decoded(m.subscription, _subscription) if consumer else _b64(m.subscription))
+        member["assignment"] = (_decoded(m.assignment, _assignment) if consumer else _b64(m.assignment))
+        members.append(member)
+    out["members"] = members
+    return out
+
+
+def _decoded(data: bytes, reader) -> object:
+    """The embedded consumer protocol structure, or the original bytes (base64) when it does not parse."""
+    try:
+        return reader(_Cursor(data))
+    except (struct.error, IndexError, UnicodeDecodeError, ValueError):
+        return _b64(data)
+
+
+class _Cursor:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def take(self, fmt: str) -> int:
+        (v,) = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return v
+
+    def string(self) -> str | None:
+        n = self.take(">h")
+        if n < 0:
+            return None
+        if self.pos + n > len(self.data):
+            raise ValueError("string past the end")
+        s = self.data[self.pos:self.pos + n].decode()
+        self.pos += n
+        return s
+
+    def bytes_(self) -> str | None:
+        n = self.take(">i")
+        if n < 0:
+            return None
+        if self.pos + n > len(self.data):
+            raise ValueError("bytes past the end")
+        b = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return _b64(b)
+
+    def topic_partitions(self) -> list[dict]:
+        out = []
+        for _ in range(self.take(">i")):
+            topic = self.string()
+            out.append({"topic": topic, "partitions": [self.take(">i") for _ in range(self.take(">i"))]})
+        return out
+
+
+def _subscription(c: _Cursor) -> dict:
+    """ConsumerProtocolSubscription v0-v3 (topics, userData; v1 ownedPartitions; v2 generationId; v3 rackId)."""
+    version = c.take(">h")
+    out: dict = {"topics": [c.string() for _ in range(c.take(">i"))], "userData": c.bytes_()}
+    if version >= 1:
+        out["ownedPartitions"] = c.topic_partitions() if c.pos < len(c.data) else []
+    if version >= 2:
+        out["generationId"] = c.take(">i") if c.pos < len(c.data) else -1
+    if version >= 3:
+        out["rackId"] = c.string() if c.pos < len(c.data) else None
+    return out
+
+
+def _assignment(c: _Cursor) -> dict:
+    """ConsumerProtocolAssignment (assignedPartitions, userData)."""
+    c.take(">h")
+    return {"assignedPartitions": c.topic_partitions(), "userData": c.bytes_()}

@@ -1,0 +1,886 @@
+/* The log cleaner's per-record work in C (storage.cleaner; Kafka's `Cleaner.buildOffsetMap` and
+ * `cleanInto` over `SkimpyOffsetMap`).
+ *
+ * OffsetMap is Kafka's SkimpyOffsetMap: 24 bytes a slot (a 128-bit hash of the key and the key's last
+ * offset), at most `log.cleaner.dedupe.buffer.size` / 24 slots, filled to the load factor. The hash is
+ * MurmurHash3's x64 128-bit construction seeded at random per map instead of Kafka's MD5: as many bits
+ * (two keys collide with about the probability MD5 gives, ~n^2 / 2^129; neither resists a producer crafting
+ * collisions, MD5 no more than this) at a fraction of MD5's cost on short keys. The table is open
+ * addressing with linear probing; it starts small and doubles while it is half full, up to the bound, so
+ * a small log does not touch 128 MiB. The pure-Python map (storage.cleaner.OffsetMap) keys a dict by MD5:
+ * without a collision both hold the same offsets, so both cleanings write the same bytes
+ * (tests/storage/test_cleaner_native.py).
+ *
+ * map_chunk and filter_chunk walk a buffer of a segment's batches and do, batch after batch, what the
+ * Python cleaner does for the common batch: v2, not compressed, not transactional, not control. They stop
+ * at any other batch (and at one the Python code must decide: a tombstone that needs its delete horizon, a
+ * batch that must stay as an empty batch, anything malformed) and return its position: the Python code
+ * handles it and calls again after it. What they return is exactly what the Python loop would have
+ * computed up to there.
+ */
+#include "_recordwalk.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* -- CRC-32C (Castagnoli), as `_headers.c` computes it ------------------------------------------------ */
+static uint32_t crc_table[256];
+
+static void crc_table_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+static uint32_t crc32c_table(const uint8_t *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    while (n--)
+        c = crc_table[(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_SSE42_CRC 1
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(const uint8_t *p, size_t n)
+{
+    uint64_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = __builtin_ia32_crc32di(c, v);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--)
+        c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return c32 ^ 0xFFFFFFFFu;
+}
+#endif
+
+static int use_sse42 = 0;
+
+static inline uint32_t crc32c(const uint8_t *p, size_t n)
+{
+#ifdef HAVE_SSE42_CRC
+    if (use_sse42)
+        return crc32c_sse42(p, n);
+#endif
+    return crc32c_table(p, n);
+}
+
+/* -- big-endian fields of a batch header ---------------------------------------------------------------- */
+static inline int64_t be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
+static inline int32_t be32(const uint8_t *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+
+static inline void put_be64(uint8_t *p, int64_t v)
+{
+    uint64_t u = (uint64_t)v;
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (uint8_t)u;
+        u >>= 8;
+    }
+}
+
+static inline void put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+#define LOG_OVERHEAD 12
+#define HEADER_SIZE 61
+#define V0_MIN 14 /* the smallest legal size of any message set entry (records.legacy.V0_MIN) */
+#define ATTR_CODEC 0x07
+#define ATTR_LOG_APPEND_TIME 0x08
+#define ATTR_TRANSACTIONAL 0x10
+#define ATTR_CONTROL 0x20
+#define ATTR_DELETE_HORIZON 0x40
+
+/* -- the hash ------------------------------------------------------------------------------------------- */
+static inline uint64_t rotl64(uint64_t x, int r)
+{
+    return (x << r) | (x >> (64 - r));
+}
+
+static inline uint64_t fmix64(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+}
+
+static inline uint64_t le64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+static void hash128(const uint8_t *data, size_t len, uint64_t seed, uint64_t *o1, uint64_t *o2)
+{
+    const uint64_t c1 = 0x87c37b91114253d5ULL, c2 = 0x4cf5ad432745937fULL;
+    uint64_t h1 = seed, h2 = seed, k1, k2;
+    size_t nblocks = len / 16;
+    for (size_t i = 0; i < nblocks; i++) {
+        k1 = le64(data + 16 * i);
+        k2 = le64(data + 16 * i + 8);
+        k1 *= c1; k1 = rotl64(k1, 31); k1 *= c2; h1 ^= k1;
+        h1 = rotl64(h1, 27); h1 += h2; h1 = h1 * 5 + 0x52dce729;
+        k2 *= c2; k2 = rotl64(k2, 33); k2 *= c1; h2 ^= k2;
+        h2 = rotl64(h2, 31); h2 += h1; h2 = h2 * 5 + 0x38495ab5;
+    }
+    const uint8_t *tail = data + 16 * nblocks;
+    k1 = k2 = 0;
+    switch (len & 15) {
+    case 15: k2 ^= (uint64_t)tail[14] << 48; /* fall through */
+    case 14: k2 ^= (uint64_t)tail[13] << 40; /* fall through */
+    case 13: k2 ^= (uint64_t)tail[12] << 32; /* fall through */
+    case 12: k2 ^= (uint64_t)tail[11] << 24; /* fall through */
+    case 11: k2 ^= (uint64_t)tail[10] << 16; /* fall through */
+    case 10: k2 ^= (uint64_t)tail[9] << 8; /* fall through */
+    case 9:
+        k2 ^= (uint64_t)tail[8];
+        k2 *= c2; k2 = rotl64(k2, 33); k2 *= c1; h2 ^= k2;
+        /* fall through */
+    case 8: k1 ^= (uint64_t)tail[7] << 56; /* fall through */
+    case 7: k1 ^= (uint64_t)tail[6] << 48; /* fall through */
+    case 6: k1 ^= (uint64_t)tail[5] << 40; /* fall through */
+    case 5: k1 ^= (uint64_t)tail[4] << 32; /* fall through */
+    case 4: k1 ^= (uint64_t)tail[3] << 24; /* fall through */
+    case 3: k1 ^= (uint64_t)tail[2] << 16; /* fall through */
+    case 2: k1 ^= (uint64_t)tail[1] << 8; /* fall through */
+    case 1:
+        k1 ^= (uint64_t)tail[0];
+        k1 *= c1; k1 = rotl64(k1, 31); k1 *= c2; h1 ^= k1;
+    }
+    h1 ^= (uint64_t)len;
+    h2 ^= (uint64_t)len;
+    h1 += h2;
+    h2 += h1;
+    h1 = fmix64(h1);
+    h2 = fmix64(h2);
+    h1 += h2;
+    h2 += h1;
+    *o1 = h1;
+    *o2 = h2;
+}
+
+/* -- the map -------------------------------------------------------------------------------------------- */
+typedef struct {
+    uint64_t h1, h2;
+    int64_t offset_plus_one; /* 0: an empty slot */
+} Slot;
+
+#define INITIAL_SLOTS 4096
+
+typedef struct {
+    PyObject_HEAD
+    Slot *table;
+    Py_ssize_t cap, slots, max_entries, count;
+    long long latest_offset, peak_bytes;
+    uint64_t seed;
+} OffsetMapObject;
+
+static inline Py_ssize_t slot_of(const OffsetMapObject *m, uint64_t h1)
+{
+    return (Py_ssize_t)(((unsigned __int128)h1 * (uint64_t)m->cap) >> 64);
+}
+
+static int map_alloc(OffsetMapObject *m, Py_ssize_t cap)
+{
+    Slot *t = (Slot *)calloc((size_t)cap, sizeof(Slot));
+    if (t == NULL)
+        return -1;
+    Slot *old = m->table;
+    Py_ssize_t old_cap = m->cap;
+    m->table = t;
+    m->cap = cap;
+    if (old != NULL) {
+        for (Py_ssize_t i = 0; i < old_cap; i++) {
+            if (!old[i].offset_plus_one)
+                continue;
+            Py_ssize_t j = slot_of(m, old[i].h1);
+            while (t[j].offset_plus_one)
+                j = j + 1 == cap ? 0 : j + 1;
+            t[j] = old[i];
+        }
+        free(old);
+    }
+    if ((long long)cap * (long long)sizeof(Slot) > m->peak_bytes)
+        m->peak_bytes = (long long)cap * (long long)sizeof(Slot);
+    return 0;
+}
+
+/* 0, or -1 when memory ran out (a Python error is set). The caller checked the map is not full. */
+static int map_put(OffsetMapObject *m, uint64_t h1, uint64_t h2, long long offset)
+{
+    if (m->count * 2 >= m->cap && m->cap < m->slots) {
+        Py_ssize_t cap = m->cap * 2 < m->slots ? m->cap * 2 : m->slots;
+        if (map_alloc(m, cap) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    Py_ssize_t j = slot_of(m, h1);
+    for (;;) {
+        Slot *s = &m->table[j];
+        if (!s->offset_plus_one) {
+            s->h1 = h1;
+            s->h2 = h2;
+            s->offset_plus_one = offset + 1;
+            m->count++;
+            break;
+        }
+        if (s->h1 == h1 && s->h2 == h2) {
+            s->offset_plus_one = offset + 1;
+            break;
+        }
+        j = j + 1 == m->cap ? 0 : j + 1;
+    }
+    m->latest_offset = offset;
+    return 0;
+}
+
+static inline long long map_get(const OffsetMapObject *m, uint64_t h1, uint64_t h2)
+{
+    Py_ssize_t j = slot_of(m, h1);
+    for (Py_ssize_t probes = 0; probes < m->cap; probes++) { /* a load factor of 1 fills every slot */
+        const Slot *s = &m->table[j];
+        if (!s->offset_plus_one)
+            return -1;
+        if (s->h1 == h1 && s->h2 == h2)
+            return s->offset_plus_one - 1;
+        j = j + 1 == m->cap ? 0 : j + 1;
+    }
+    return -1;
+}
+
+static int map_reset(OffsetMapObject *m)
+{
+    free(m->table);
+    m->table = NULL;
+    m->cap = 0;
+    m->count = 0;
+    m->latest_offset = -1;
+    return map_alloc(m, m->slots < INITIAL_SLOTS ? m->slots : INITIAL_SLOTS);
+}
+
+static int OffsetMap_init(OffsetMapObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"memory", "load_factor", "seed", NULL};
+    long long memory;
+    double load_factor = 0.9;
+    unsigned long long seed = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "L|dK", kwlist, &memory, &load_factor, &seed))
+        return -1;
+    self->slots = (Py_ssize_t)(memory / (long long)sizeof(Slot));
+    self->max_entries = (Py_ssize_t)((double)self->slots * load_factor);
+    if (self->max_entries > self->slots)
+        self->max_entries = self->slots; /* map_put needs a free slot for every new key */
+    if (self->max_entries < 1) {
+        PyErr_SetString(PyExc_ValueError, "offset map is too small to fit in even a single message: increase "
+                                          "log.cleaner.dedupe.buffer.size");
+        return -1;
+    }
+    self->seed = seed;
+    self->peak_bytes = 0;
+    if (map_reset(self) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void OffsetMap_dealloc(OffsetMapObject *self)
+{
+    free(self->table);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *OffsetMap_clear(OffsetMapObject *self, PyObject *unused)
+{
+    if (map_reset(self) < 0)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+static PyObject *OffsetMap_put(OffsetMapObject *self, PyObject *args)
+{
+    Py_buffer key;
+    long long offset;
+    if (!PyArg_ParseTuple(args, "y*L", &key, &offset))
+        return NULL;
+    uint64_t h1, h2;
+    hash128((const uint8_t *)key.buf, (size_t)key.len, self->seed, &h1, &h2);
+    PyBuffer_Release(&key);
+    if (map_put(self, h1, h2, offset) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *OffsetMap_get(OffsetMapObject *self, PyObject *args)
+{
+    Py_buffer key;
+    if (!PyArg_ParseTuple(args, "y*", &key))
+        return NULL;
+    uint64_t h1, h2;
+    hash128((const uint8_t *)key.buf, (size_t)key.len, self->seed, &h1, &h2);
+    PyBuffer_Release(&key);
+    return PyLong_FromLongLong(map_get(self, h1, h2));
+}
+
+/* Puts the keyed records at or after `start` of an uncompressed records section; stops at the first one
+ * that finds the map full. 1 done, 0 full, -1 a body the Python walk rejects, -2 a Python error. */
+static int map_records(OffsetMapObject *m, const uint8_t *body, Py_ssize_t n, long long count, long long base,
+                       long long start, long long *records)
+{
+    Py_ssize_t pos = 0;
+    if (count < 0 || count > n)
+        return -1;
+    for (long long i = 0; i < count; i++) {
+        RecordHead r;
+        if (!record_head(body, n, pos, &r) || r.ts_status != 1)
+            return -1;
+        long long offset = base + r.offset_delta;
+        if (r.key_len >= 0 && offset >= start) {
+            if (m->count >= m->max_entries) {
+                /* full: the rest of the body must still be one the Python walk accepts */
+                for (pos = r.end, i++; i < count; i++) {
+                    if (!record_head(body, n, pos, &r) || r.ts_status != 1)
+                        return -1;
+                    pos = r.end;
+                }
+                return pos == n ? 0 : -1;
+            }
+            uint64_t h1, h2;
+            hash128(body + r.key_start, (size_t)r.key_len, m->seed, &h1, &h2);
+            if (map_put(m, h1, h2, offset) < 0)
+                return -2;
+        }
+        (*records)++;
+        pos = r.end;
+    }
+    return pos == n ? 1 : -1;
+}
+
+/* map_body(body, count, base, start) -> (full, records mapped) for one decompressed records section, None
+ * for a body the Python walk rejects. */
+static PyObject *OffsetMap_map_body(OffsetMapObject *self, PyObject *args)
+{
+    Py_buffer view;
+    long long count, base, start, records = 0;
+    if (!PyArg_ParseTuple(args, "y*LLL", &view, &count, &base, &start))
+        return NULL;
+    int got = map_records(self, (const uint8_t *)view.buf, view.len, count, base, start, &records);
+    PyBuffer_Release(&view);
+    if (got == -2)
+        return NULL;
+    if (got == -1)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(OL)", got == 0 ? Py_True : Py_False, records);
+}
+
+enum { ST_MORE = 0, ST_PYTHON = 1, ST_BUDGET = 2, ST_END = 3, ST_FULL = 4 };
+
+/* The frame of the batch at `off`: 1 a whole v2 batch (its size in *size), 0 not whole in the buffer,
+ * -1 one the Python code must see (a legacy batch, a size or magic iter_batches refuses). */
+static inline int frame(const uint8_t *buf, Py_ssize_t n, Py_ssize_t off, Py_ssize_t *size)
+{
+    if (n - off < LOG_OVERHEAD)
+        return 0;
+    int32_t len = be32(buf + off + 8);
+    if (len < V0_MIN)
+        return -1;
+    if (n - off < LOG_OVERHEAD + (Py_ssize_t)len || n - off < 17)
+        return 0;
+    if (buf[off + 16] != 2 || len < HEADER_SIZE - LOG_OVERHEAD)
+        return -1;
+    *size = LOG_OVERHEAD + (Py_ssize_t)len;
+    return 1;
+}
+
+/* map_chunk(chunk, off, start, end, budget) -> (off, status, bytes, records, last offset): `Cleaner.
+ * _build_offset_map`'s loop over the batches of `chunk` from `off` (bytes and records counted as it counts
+ * them; `last offset` is that of the last batch processed, -1 for none). Status: MORE (the rest of the
+ * chunk holds no whole batch), PYTHON (the batch at `off` is the Python code's), BUDGET (`budget` bytes
+ * were read: throttle, then call again), END (the batch at `off` starts at or after `end`), FULL (the map
+ * filled in the batch at `off`: the map ends at latest_offset). */
+static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t off;
+    long long start, end, budget, bytes = 0, records = 0, last_done = -1;
+    if (!PyArg_ParseTuple(args, "y*nLLL", &view, &off, &start, &end, &budget))
+        return NULL;
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    const Py_ssize_t n = view.len;
+    int status = ST_MORE;
+    while (off < n) {
+        Py_ssize_t size;
+        int f = frame(buf, n, off, &size);
+        if (f == 0)
+            break;
+        if (f < 0) {
+            status = ST_PYTHON;
+            break;
+        }
+        const uint8_t *h = buf + off;
+        long long base = be64(h), last = base + be32(h + 23);
+        if (last < start) {
+            off += size;
+            continue;
+        }
+        if (base >= end) {
+            status = ST_END;
+            break;
+        }
+        if (bytes >= budget) {
+            status = ST_BUDGET;
+            break;
+        }
+        int attrs = (h[21] << 8) | h[22];
+        if (attrs & (ATTR_CODEC | ATTR_TRANSACTIONAL | ATTR_CONTROL)) {
+            status = ST_PYTHON;
+            break;
+        }
+        long long mapped = 0;
+        int got = map_records(self, h + HEADER_SIZE, size - HEADER_SIZE, be32(h + 57), base, start, &mapped);
+        if (got == -2) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        if (got == -1) {
+            status = ST_PYTHON;
+            break;
+        }
+        bytes += size;
+        records += mapped;
+        if (got == 0) {
+            status = ST_FULL;
+            break;
+        }
+        if (last > self->latest_offset)
+            self->latest_offset = last;
+        last_done = last;
+        off += size;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(niLLL)", off, status, bytes, records, last_done);
+}
+
+/* Whether a whole batch follows at `off` (iter_batches would yield one); -1 when iter_batches would raise. */
+static inline int whole_batch_at(const uint8_t *buf, Py_ssize_t n, Py_ssize_t off)
+{
+    if (n - off < LOG_OVERHEAD)
+        return 0;
+    int32_t len = be32(buf + off + 8);
+    if (len < V0_MIN)
+        return -1;
+    if (n - off < LOG_OVERHEAD + (Py_ssize_t)len || n - off < 17)
+        return 0;
+    uint8_t magic = buf[off + 16];
+    if (magic > 2 || (magic == 2 && len < HEADER_SIZE - LOG_OVERHEAD))
+        return -1;
+    return 1;
+}
+
+#define MAX_KEPT_STACK 64
+
+/* filter_chunk(chunk, off, tail, upper_bound, now, producers, dest_base, size, since_entry, max_ts,
+ *              max_ts_offset, index_interval, budget)
+ *   -> (off, status, bytes read, output, records read, records retained, last offset, index points,
+ *       size, since_entry, max_ts, max_ts_offset)
+ * `Cleaner._clean_group`'s loop with `_filter_batch` and `_CleanedSegment.append` over the batches of
+ * `chunk` from `off`: the bytes to write, and the index entries (last offset, position, max timestamp,
+ * its offset) the append rule adds, with the cleaned segment's state after them. `tail`: the chunk ends
+ * where the group's last segment ends (its last batch keeps an empty batch). `producers`: producer id ->
+ * the last offset of its last batch (None for none). Status MORE, PYTHON or BUDGET as map_chunk. */
+static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t off;
+    int tail;
+    long long upper_bound, now, dest_base, size_out, since_entry, max_ts, max_ts_off, interval, budget;
+    PyObject *producers;
+    if (!PyArg_ParseTuple(args, "y*npLLO!LLLLLLL", &view, &off, &tail, &upper_bound, &now, &PyDict_Type,
+                          &producers, &dest_base, &size_out, &since_entry, &max_ts, &max_ts_off, &interval,
+                          &budget))
+        return NULL;
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    const Py_ssize_t n = view.len;
+    long long bytes = 0, rec_read = 0, rec_kept = 0, last_done = -1;
+    int status = ST_MORE;
+    PyObject *points = PyList_New(0);
+    uint8_t *out = (uint8_t *)malloc((size_t)(n - off > 0 ? n - off : 1));
+    Py_ssize_t out_len = 0;
+    Py_ssize_t kept_stack[2 * MAX_KEPT_STACK];
+    Py_ssize_t *kept = kept_stack;
+    long long kept_cap = MAX_KEPT_STACK;
+    if (points == NULL || out == NULL)
+        goto error;
+    while (off < n) {
+        Py_ssize_t size;
+        int f = frame(buf, n, off, &size);
+        if (f == 0)
+            break;
+        if (f < 0) {
+            status = ST_PYTHON;
+            break;
+        }
+        if (bytes >= budget) {
+            status = ST_BUDGET;
+            break;
+        }
+        const uint8_t *h = buf + off;
+        int attrs = (h[21] << 8) | h[22];
+        if (attrs & (ATTR_CODEC | ATTR_TRANSACTIONAL | ATTR_CONTROL)) {
+            status = ST_PYTHON;
+            break;
+        }
+        long long base = be64(h), last = base + be32(h + 23);
+        long long base_ts = be64(h + 27), header_max_ts = be64(h + 35), pid = be64(h + 43);
+        long long count = be32(h + 57);
+        if (last - dest_base < 0 || last - dest_base > 0x7FFFFFFF) {
+            status = ST_PYTHON; /* the Python append raises */
+            break;
+        }
+        /* the retention of an emptied batch (`_filter_batch`) */
+        int retain_empty = last + 1 == upper_bound;
+        if (!retain_empty && tail) {
+            int next = whole_batch_at(buf, n, off + size);
+            if (next < 0) {
+                status = ST_PYTHON;
+                break;
+            }
+            retain_empty = !next;
+        }
+        if (!retain_empty && pid >= 0) {
+            PyObject *key = PyLong_FromLongLong(pid);
+            if (key == NULL)
+                goto error;
+            PyObject *v = PyDict_GetItemWithError(producers, key);
+            Py_DECREF(key);
+            if (v == NULL && PyErr_Occurred())
+                goto error;
+            if (v != NULL && v != Py_None) {
+                long long plast = PyLong_AsLongLong(v);
+                if (plast == -1 && PyErr_Occurred())
+                    goto error;
+                retain_empty = plast == last;
+            }
+        }
+        /* the records (`_filter_by_spans`) */
+        const uint8_t *body = h + HEADER_SIZE;
+        Py_ssize_t blen = size - HEADER_SIZE, pos = 0;
+        if (count < 0 || count > blen) {
+            status = ST_PYTHON;
+            break;
+        }
+        if (count > kept_cap) {
+            Py_ssize_t *grown = (Py_ssize_t *)malloc(sizeof(Py_ssize_t) * 2 * (size_t)count);
+            if (grown == NULL)
+                goto error;
+            if (kept != kept_stack)
+                free(kept);
+            kept = grown;
+            kept_cap = count;
+        }
+        int horizon = (attrs & ATTR_DELETE_HORIZON) != 0;
+        int retain_deletes = !horizon || now < base_ts;
+        long long latest = self->latest_offset, nkept = 0;
+        int64_t kept_max_delta = 0;
+        int tombstones = 0, bad = 0;
+        for (long long i = 0; i < count; i++) {
+            RecordHead r;
+            if (!record_head(body, blen, pos, &r) || r.ts_status != 1) {
+                bad = 1;
+                break;
+            }
+            long long offset = base + r.offset_delta;
+            int keep;
+            if (offset > latest) {
+                keep = 1;
+            } else if (r.key_len < 0) {
+                keep = 0;
+            } else {
+                uint64_t h1, h2;
+                hash128(body + r.key_start, (size_t)r.key_len, self->seed, &h1, &h2);
+                keep = offset >= map_get(self, h1, h2) && (r.value_len >= 0 || retain_deletes);
+            }
+            if (keep) {
+                kept[2 * nkept] = r.start;
+                kept[2 * nkept + 1] = r.end;
+                if (nkept == 0 || r.ts_delta > kept_max_delta)
+                    kept_max_delta = r.ts_delta;
+                nkept++;
+                tombstones |= r.value_len < 0;
+            }
+            pos = r.end;
+        }
+        if (bad || pos != blen || (tombstones && !horizon) || (nkept == 0 && retain_empty)) {
+            status = ST_PYTHON; /* a malformed body, a delete horizon to set, an empty batch to keep */
+            break;
+        }
+        long long batch_max_ts = -1;
+        Py_ssize_t written = 0;
+        if (nkept == 0) {
+            /* dropped: an empty batch goes too (a cleaned one's last batch, kept empty, that is no longer) */
+        } else if (nkept == count) {
+            memcpy(out + out_len, h, (size_t)size);
+            written = size;
+            batch_max_ts = header_max_ts;
+        } else {
+            /* `splice_batch`: the header with the new length, max timestamp and count, the kept records */
+            uint8_t *o = out + out_len;
+            memcpy(o, h, HEADER_SIZE);
+            Py_ssize_t p = HEADER_SIZE;
+            for (long long k = 0; k < nkept; k++) {
+                Py_ssize_t s = kept[2 * k], e = kept[2 * k + 1];
+                memcpy(o + p, body + s, (size_t)(e - s));
+                p += e - s;
+            }
+            batch_max_ts = (attrs & ATTR_LOG_APPEND_TIME) ? header_max_ts : base_ts + kept_max_delta;
+            put_be32(o + 8, (uint32_t)(p - LOG_OVERHEAD));
+            o[16] = 2;
+            put_be64(o + 35, batch_max_ts);
+            put_be32(o + 57, (uint32_t)nkept);
+            put_be32(o + 17, crc32c(o + 21, (size_t)(p - 21)));
+            written = p;
+        }
+        rec_read += count;
+        rec_kept += nkept;
+        if (written) {
+            /* `_CleanedSegment.append`'s index rule */
+            if (batch_max_ts > max_ts) {
+                max_ts = batch_max_ts;
+                max_ts_off = last;
+            }
+            if (since_entry > interval) {
+                PyObject *pt = Py_BuildValue("(LLLL)", last, size_out, max_ts, max_ts_off);
+                if (pt == NULL || PyList_Append(points, pt) < 0) {
+                    Py_XDECREF(pt);
+                    goto error;
+                }
+                Py_DECREF(pt);
+                since_entry = 0;
+            }
+            out_len += written;
+            size_out += written;
+            since_entry += written;
+        }
+        bytes += size;
+        last_done = last;
+        off += size;
+    }
+    PyBuffer_Release(&view);
+    if (kept != kept_stack)
+        free(kept);
+    PyObject *data = PyBytes_FromStringAndSize((const char *)out, out_len);
+    free(out);
+    if (data == NULL) {
+        Py_DECREF(points);
+        return NULL;
+    }
+    return Py_BuildValue("(niLNLLLNLLLL)", off, status, bytes, data, rec_read, rec_kept, last_done, points,
+                         size_out, since_entry, max_ts, max_ts_off);
+error:
+    PyBuffer_Release(&view);
+    if (kept != kept_stack)
+        free(kept);
+    free(out);
+    Py_XDECREF(points);
+    return NULL;
+}
+
+/* kept_spans(body, count, base, retain_deletes) -> (records, kept spans, a tombstone kept) for one
+ * decompressed records section (`_filter_by_spans` for a compressed batch); the spans are record_spans'
+ * tuples. None for a body the Python walk rejects. */
+static PyObject *OffsetMap_kept_spans(OffsetMapObject *self, PyObject *args)
+{
+    Py_buffer view;
+    long long count, base;
+    int retain_deletes;
+    if (!PyArg_ParseTuple(args, "y*LLp", &view, &count, &base, &retain_deletes))
+        return NULL;
+    const uint8_t *body = (const uint8_t *)view.buf;
+    const Py_ssize_t n = view.len;
+    PyObject *kept = NULL;
+    int tombstones = 0;
+    Py_ssize_t pos = 0;
+    long long latest = self->latest_offset;
+    if (count < 0 || count > n)
+        goto reject;
+    kept = PyList_New(0);
+    if (kept == NULL)
+        goto error;
+    for (long long i = 0; i < count; i++) {
+        RecordHead r;
+        if (!record_head(body, n, pos, &r) || r.ts_status != 1)
+            goto reject;
+        long long offset = base + r.offset_delta;
+        int keep;
+        if (offset > latest) {
+            keep = 1;
+        } else if (r.key_len < 0) {
+            keep = 0;
+        } else {
+            uint64_t h1, h2;
+            hash128(body + r.key_start, (size_t)r.key_len, self->seed, &h1, &h2);
+            keep = offset >= map_get(self, h1, h2) && (r.value_len >= 0 || retain_deletes);
+        }
+        if (keep) {
+            PyObject *span = Py_BuildValue("(LLnnnLL)", (long long)r.offset_delta, (long long)r.ts_delta, r.start,
+                                           r.end, r.key_start, (long long)r.key_len, (long long)r.value_len);
+            if (span == NULL || PyList_Append(kept, span) < 0) {
+                Py_XDECREF(span);
+                goto error;
+            }
+            Py_DECREF(span);
+            tombstones |= r.value_len < 0;
+        }
+        pos = r.end;
+    }
+    if (pos != n)
+        goto reject;
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(LNO)", count, kept, tombstones ? Py_True : Py_False);
+reject:
+    Py_XDECREF(kept);
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(kept);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+static Py_ssize_t OffsetMap_len(OffsetMapObject *self)
+{
+    return self->count;
+}
+
+static PyObject *get_latest(OffsetMapObject *self, void *c)
+{
+    return PyLong_FromLongLong(self->latest_offset);
+}
+
+static int set_latest(OffsetMapObject *self, PyObject *v, void *c)
+{
+    long long x = v == NULL ? -1 : PyLong_AsLongLong(v);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    self->latest_offset = x;
+    return 0;
+}
+
+static PyObject *get_full(OffsetMapObject *self, void *c)
+{
+    return PyBool_FromLong(self->count >= self->max_entries);
+}
+
+static PyObject *get_peak(OffsetMapObject *self, void *c)
+{
+    return PyLong_FromLongLong(self->peak_bytes);
+}
+
+static PyObject *get_slots(OffsetMapObject *self, void *c)
+{
+    return PyLong_FromSsize_t(self->slots);
+}
+
+static PyObject *get_max_entries(OffsetMapObject *self, void *c)
+{
+    return PyLong_FromSsize_t(self->max_entries);
+}
+
+static PyObject *get_utilization(OffsetMapObject *self, void *c)
+{
+    return PyFloat_FromDouble(self->slots ? (double)self->count / (double)self->slots : 0.0);
+}
+
+static PyGetSetDef getset[] = {
+    {"latest_offset", (getter)get_latest, (setter)set_latest, "the last offset put, or advanced past", NULL},
+    {"full", (getter)get_full, NULL, "whether the map holds its maximum of entries", NULL},
+    {"peak_bytes", (getter)get_peak, NULL, "the most memory the table has held", NULL},
+    {"slots", (getter)get_slots, NULL, "slots the memory bound allows", NULL},
+    {"max_entries", (getter)get_max_entries, NULL, "entries before the map is full", NULL},
+    {"utilization", (getter)get_utilization, NULL, "entries per slot of the bound", NULL},
+    {NULL},
+};
+
+static PyMethodDef map_methods[] = {
+    {"put", (PyCFunction)OffsetMap_put, METH_VARARGS, "put(key, offset)"},
+    {"get", (PyCFunction)OffsetMap_get, METH_VARARGS, "get(key) -> the key's offset, -1 for none"},
+    {"clear", (PyCFunction)OffsetMap_clear, METH_NOARGS, "empty the map (its peak is kept)"},
+    {"map_body", (PyCFunction)OffsetMap_map_body, METH_VARARGS, NULL},
+    {"map_chunk", (PyCFunction)OffsetMap_map_chunk, METH_VARARGS, NULL},
+    {"filter_chunk", (PyCFunction)OffsetMap_filter_chunk, METH_VARARGS, NULL},
+    {"kept_spans", (PyCFunction)OffsetMap_kept_spans, METH_VARARGS, NULL},
+    {NULL},
+};
+
+static PySequenceMethods map_sequence = {.sq_length = (lenfunc)OffsetMap_len};
+
+static PyTypeObject OffsetMapType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chronolog.records._clean.OffsetMap",
+    .tp_basicsize = sizeof(OffsetMapObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Kafka's SkimpyOffsetMap: 128-bit key hash -> last offset, bounded by memory / 24 slots.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)OffsetMap_init,
+    .tp_dealloc = (destructor)OffsetMap_dealloc,
+    .tp_methods = map_methods,
+    .tp_getset = getset,
+    .tp_as_sequence = &map_sequence,
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_clean", NULL, -1, NULL};
+
+PyMODINIT_FUNC PyInit__clean(void)
+{
+    crc_table_init();
+#ifdef HAVE_SSE42_CRC
+    __builtin_cpu_init();
+    use_sse42 = __builtin_cpu_supports("sse4.2");
+#endif
+    if (PyType_Ready(&OffsetMapType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&OffsetMapType);
+    if (PyModule_AddObject(m, "OffsetMap", (PyObject *)&OffsetMapType) < 0) {
+        Py_DECREF(&OffsetMapType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyModule_AddIntConstant(m, "MORE", ST_MORE);
+    PyModule_AddIntConstant(m, "PYTHON", ST_PYTHON);
+    PyModule_AddIntConstant(m, "BUDGET", ST_BUDGET);
+    PyModule_AddIntConstant(m, "END", ST_END);
+    PyModule_AddIntConstant(m, "FULL", ST_FULL);
+    return m;
+}

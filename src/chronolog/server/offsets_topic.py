@@ -1,0 +1,410 @@
+"""Committed offsets and group metadata in the internal compacted topic `__consumer_offsets`, as Kafka's
+`GroupMetadataManager` keeps them.
+
+A group's records go to partition `abs(hashCode(group)) % offsets.topic.num.partitions`
+(`GroupMetadataManager.partitionFor`), written through our own PartitionLog in Kafka's schemas
+(records.group_records): OffsetCommit records on every commit, GroupMetadata records when a rebalance
+completes, null values (tombstones) for deleted offsets and groups; the log cleaner compacts the topic like
+any `cleanup.policy=compact` topic. Transactional offset commits (TxnOffsetCommit) are transactional batches
+of the producer; they become the group's offsets when the COMMIT marker is appended to the partition and
+vanish with an ABORT marker, as in Kafka. On start the partitions are read from their start: the last
+record of each key wins, markers settle the transactional ones, an open transaction's stay pending.
+
+The topic is created lazily, on the first write of any group, with Kafka's internal-topic configs
+(`GroupCoordinator.offsetsTopicConfigs`: cleanup.policy=compact, segment.bytes=offsets.topic.segment.bytes)
+and `flush.messages=1`: a commit is fsynced before it is acknowledged (one node, no replica to keep it).
+A broker that never sees a group opens no file for it (a start of an empty data dir stays quick). Kafka
+creates it on the first FindCoordinator(GROUP); the partition a group maps to is the same either way.
+
+The JSON file of earlier versions (`offsets.log` in the coordinator's state dir) is migrated once: its
+offsets are written as commit records, its pending transactional offsets as transactional batches, and the
+file is renamed `offsets.log.migrated`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import struct
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from chronolog.config import BrokerConfig
+from chronolog.errors import KafkaError, KafkaStorageErrorError, TopicAlreadyExistsError
+from chronolog.records.batch import SimpleRecord, build_batch
+from chronolog.records.control import marker_of
+from chronolog.records.group_records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    group_metadata_key,
+    group_metadata_value,
+    offset_commit_key,
+    offset_commit_value,
+    read_group_metadata_value,
+    read_key,
+    read_offset_commit_value,
+)
+from chronolog.server.txn_log import partition_for
+
+log = logging.getLogger(__name__)
+
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+LEGACY_FILE = "offsets.log"
+COORDINATOR_EPOCH = 0  # the coordinator epoch of markers (our one transaction coordinator)
+
+Key = tuple[str, str, int]           # group, topic, partition
+Committed = tuple[int, int, str | None]  # offset, leader epoch, metadata
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class CommitEvent:
+    """One committed position as read back from the topic (group-history)."""
+
+    timestamp: int       # the record's timestamp: when the coordinator wrote it
+    group: str
+    topic: str
+    partition: int
+    offset: int | None   # None: a tombstone (the offset was deleted)
+    commit_timestamp: int
+
+
+class OffsetStore:
+    """(group, topic, partition) -> (offset, leader epoch, metadata), durable in `__consumer_offsets`.
+
+    Writes raise KafkaStorageErrorError when the log could not take them (a full disk); nothing is applied
+    then, and the coordinator answers NOT_COORDINATOR as Kafka's `GroupMetadataManager.storeOffsets` does."""
+
+    def __init__(self, logs: Any, config: BrokerConfig, legacy_dir: Path | None = None,
+                 clock: Callable[[], int] = _now, owns_logs: bool = False) -> None:
+        self.logs = logs
+        self._owns_logs = owns_logs
+        self.config = config
+        self.legacy_dir = None if legacy_dir is None else Path(legacy_dir)
+        self.clock = clock
+        self.num_partitions = int(config["offsets.topic.num.partitions"])
+        self.offsets: dict[Key, Committed] = {}
+        self.commit_times: dict[Key, int] = {}  # the commit timestamp of each offset (offsets.retention.minutes)
+        self.groups: dict[str, GroupMetadataValue] = {}
+        # producer id -> (group, topic, partition) -> offset: TxnOffsetCommit offsets awaiting their marker.
+        self.pending: dict[int, dict[Key, Committed]] = {}
+        self._pending_times: dict[int, dict[Key, int]] = {}
+        self._ready = False  # the topic exists and num_partitions is its count
+
+    # -- topic ----------------------------------------------------------------------------------------------
+    def partition_for(self, group: str) -> int:
+        return partition_for(group, self.num_partitions)
+
+    def exists(self) -> bool:
+        return self.logs.has_topic(CONSUMER_OFFSETS_TOPIC)
+
+    def ensure_topic(self) -> None:
+        """Creates the topic if needed (the first group write, or a Metadata request naming it)."""
+        if self._ready:
+            return
+        if self.exists():
+            self.num_partitions = self.logs.topics()[CONSUMER_OFFSETS_TOPIC]
+            self._ready = True
+            return
+        try:
+            self.logs.create_topic(CONSUMER_OFFSETS_TOPIC, self.num_partitions, {
+                "cleanup.policy": "compact", "compression.type": "producer", "flush.messages": "1",
+                "segment.bytes": str(self.config["offsets.topic.segment.bytes"])})
+        except TopicAlreadyExistsError:
+            self.num_partitions = self.logs.topics()[CONSUMER_OFFSETS_TOPIC]
+            self._ready = True
+            return
+        except OSError as exc:
+            raise KafkaStorageErrorError(f"{CONSUMER_OFFSETS_TOPIC} not created: {exc}") from exc
+        self._ready = True
+        log.info("created %s with %d partitions", CONSUMER_OFFSETS_TOPIC, self.num_partitions)
+
+    def _append(self, group: str, records: list[SimpleRecord], now: int, producer_id: int = -1,
+                producer_epoch: int = -1) -> None:
+        self.ensure_topic()
+        plog = self._log(self.partition_for(group))
+        data = build_batch(records, producer_id=producer_id, producer_epoch=producer_epoch,
+                           base_sequence=0 if producer_id >= 0 else -1, is_transactional=producer_id >= 0)
+        try:
+            plog.append(data, now=now, origin_client=False)
+        except OSError as exc:
+            raise KafkaStorageErrorError(f"offsets not written: {exc}") from exc
+
+    def _log(self, partition: int) -> Any:
+        """An offsets partition. Its writes are tried again at once after a failure (no pause between
+        tries as for client appends): the coordinator is its only writer and each try is one small commit
+        the client retries after NOT_COORDINATOR anyway, as the earlier offsets file did."""
+        plog = self.logs.get_log(CONSUMER_OFFSETS_TOPIC, partition)
+        plog.write_retry_ms = 0
+        return plog
+
+    # -- loading --------------------------------------------------------------------------------------------
+    def load(self) -> None:
+        """GroupMetadataManager.loadGroupsAndOffsets for every partition, then the one-time migration."""
+        if self.exists():
+            self.ensure_topic()
+            records = 0
+            for p in range(self.num_partitions):
+                records += self._load_partition(p)
+            log.info("loaded %d offsets of %d groups from %d records of %s", len(self.offsets),
+                     len({g for g, _, _ in self.offsets} | set(self.groups)), records, CONSUMER_OFFSETS_TOPIC)
+        self._migrate()
+
+    def _load_partition(self, p: int) -> int:
+        plog = self.logs.get_log(CONSUMER_OFFSETS_TOPIC, p)
+        count = 0
+        for batch in plog.read_batches(plog.log_start_offset):
+            if getattr(batch, "is_control", False):
+                marker = marker_of(batch)
+                if marker is not None:
+                    self._settle(batch.producer_id, marker.is_commit, {p})
+                continue
+            pid = batch.producer_id if getattr(batch, "is_transactional", False) else -1
+            for rec in batch.records():
+                count += 1
+                try:
+                    self._apply_record(rec.key, rec.value, pid)
+                except (KafkaError, struct.error) as exc:
+                    log.warning("%s-%d: skipping an unreadable record at offset %d: %s", CONSUMER_OFFSETS_TOPIC, p,
+                                rec.offset, exc)
+        return count
+
+    def _apply_record(self, key_bytes: bytes | None, value: bytes | None, pid: int) -> None:
+        if key_bytes is None:
+            return
+        key = read_key(key_bytes)
+        if isinstance(key, OffsetCommitKey):
+            k = (key.group, key.topic, key.partition)
+            if value is None:
+                if pid >= 0:
+                    self.pending.get(pid, {}).pop(k, None)
+                else:
+                    self.offsets.pop(k, None)
+                    self.commit_times.pop(k, None)
+                return
+            v = read_offset_commit_value(value)
+            entry = (v.offset, v.leader_epoch, v.metadata)
+            if pid >= 0:
+                self.pending.setdefault(pid, {})[k] = entry
+                self._pending_times.setdefault(pid, {})[k] = v.commit_timestamp
+            else:
+                self.offsets[k] = entry
+                self.commit_times[k] = v.commit_timestamp
+        elif isinstance(key, GroupMetadataKey):
+            if value is None:
+                self.groups.pop(key.group, None)
+            else:
+                self.groups[key.group] = read_group_metadata_value(value)
+        # other key versions (KIP-848 and share-group records) are not kept by this coordinator
+
+    def _settle(self, pid: int, commit: bool, partitions: set[int] | None) -> None:
+        """A marker for `pid` in these offsets partitions (None: all): its pending offsets there are applied
+        (COMMIT) or dropped (ABORT), GroupMetadataManager.handleTxnCompletion."""
+        entries = self.pending.get(pid)
+        if not entries:
+            return
+        times = self._pending_times.get(pid, {})
+        for k in [k for k in entries if partitions is None or self.partition_for(k[0]) in partitions]:
+            entry = entries.pop(k)
+            ts = times.pop(k, -1)
+            if commit:
+                self.offsets[k] = entry
+                self.commit_times[k] = ts
+        if not entries:
+            self.pending.pop(pid, None)
+            self._pending_times.pop(pid, None)
+
+    # -- writes ---------------------------------------------------------------------------------------------
+    def commit(self, group: str, offsets: Iterable[tuple[str, int, int, int, str | None]]) -> None:
+        """One batch of OffsetCommit records, appended (and fsynced) before the offsets apply."""
+        items = list(offsets)
+        if not items:
+            return
+        now = self.clock()
+        self._append(group, [SimpleRecord(now, offset_commit_key(group, t, p),
+                                          offset_commit_value(OffsetCommitValue(o, m or "", now, e)))
+                             for t, p, o, e, m in items], now)
+        for t, p, o, e, m in items:  # a null metadata is stored as "" (OffsetAndMetadata.NO_METADATA)
+            self.offsets[(group, t, p)] = (o, e, m or "")
+            self.commit_times[(group, t, p)] = now
+
+    def txn_commit(self, group: str, producer_id: int, producer_epoch: int,
+                   offsets: Iterable[tuple[str, int, int, int, str | None]]) -> None:
+        """TxnOffsetCommit: a transactional batch of the producer; pending until its marker."""
+        items = list(offsets)
+        if not items:
+            return
+        now = self.clock()
+        self._append(group, [SimpleRecord(now, offset_commit_key(group, t, p),
+                                          offset_commit_value(OffsetCommitValue(o, m or "", now, e)))
+                             for t, p, o, e, m in items], now, producer_id, max(producer_epoch, 0))
+        for t, p, o, e, m in items:
+            self.pending.setdefault(producer_id, {})[(group, t, p)] = (o, e, m or "")
+            self._pending_times.setdefault(producer_id, {})[(group, t, p)] = now
+
+    def delete_offsets(self, group: str, partitions: Iterable[tuple[str, int]]) -> None:
+        """Tombstones (`newOffsetCommitTombstoneRecord`) for offsets that exist."""
+        gone = [(t, p) for t, p in partitions if (group, t, p) in self.offsets]
+        if not gone:
+            return
+        now = self.clock()
+        self._append(group, [SimpleRecord(now, offset_commit_key(group, t, p), None) for t, p in gone], now)
+        for t, p in gone:
+            self.offsets.pop((group, t, p), None)
+            self.commit_times.pop((group, t, p), None)
+
+    def store_group(self, group: str, value: GroupMetadataValue | None) -> None:
+        """A GroupMetadata record (None: the group's tombstone, written with tombstones of its offsets, as
+        GroupMetadataManager.cleanupGroupMetadata does for a deleted group)."""
+        now = self.clock()
+        if value is None:
+            if group not in self.groups and not any(g == group for g, _, _ in self.offsets):
+                return
+            records = [SimpleRecord(now, offset_commit_key(g, t, p), None) for g, t, p in self.offsets if g == group]
+            records.append(SimpleRecord(now, group_metadata_key(group), None))
+            self._append(group, records, now)
+            for k in [k for k in self.offsets if k[0] == group]:
+                self.offsets.pop(k)
+                self.commit_times.pop(k, None)
+            self.groups.pop(group, None)
+            return
+        self._append(group, [SimpleRecord(now, group_metadata_key(group), group_metadata_value(value))], now)
+        self.groups[group] = value
+
+    def write_markers(self, producer_id: int, producer_epoch: int, commit: bool, partitions: set[int] | None) -> None:
+        """The transaction's markers in the offsets partitions it added (None: those holding its pending
+        offsets), then its pending offsets settle. A marker that could not be written raises
+        (KafkaStorageErrorError) and nothing is applied: the transaction coordinator completes again later."""
+        entries = self.pending.get(producer_id, {})
+        if partitions is None:
+            partitions = {self.partition_for(g) for g, _, _ in entries}
+        if not self.exists():
+            partitions = set()
+        now = self.clock()
+        for p in sorted(partitions):
+            plog = self._log(p)
+            try:
+                plog.append_control(producer_id, producer_epoch, commit, COORDINATOR_EPOCH, now=now)
+            except OSError as exc:
+                raise KafkaStorageErrorError(f"marker not written: {exc}") from exc
+        self._settle(producer_id, commit, None)
+
+    def expire(self, now: int, retention_ms: int, active: Callable[[str], bool]) -> int:
+        """offsets.retention.minutes (GroupMetadataManager.cleanupGroupMetadata with KIP-211): offsets of a
+        group without members whose last commit is older than the retention get tombstones. The number
+        expired."""
+        by_group: dict[str, list[tuple[str, int]]] = {}
+        for (g, t, p), ts in self.commit_times.items():
+            if ts >= 0 and ts + retention_ms <= now and not active(g):
+                by_group.setdefault(g, []).append((t, p))
+        expired = 0
+        for g, tps in by_group.items():
+            try:
+                self.delete_offsets(g, tps)
+                expired += len(tps)
+            except KafkaStorageErrorError as exc:
+                log.warning("offsets of group %s not expired: %s", g, exc)
+        if expired:
+            log.info("expired %d offsets (offsets.retention.minutes)", expired)
+        return expired
+
+    def close(self) -> None:
+        """Shuts the log manager down when the store made it (a coordinator on its own); the broker's is
+        the broker's to close."""
+        if self._owns_logs:
+            self._owns_logs = False
+            self.logs.shutdown()
+
+    # -- history --------------------------------------------------------------------------------------------
+    def history(self, group: str) -> Iterator[CommitEvent]:
+        """Every commit record of the group still in the topic, oldest first (read_committed: aborted
+        transactional commits are left out)."""
+        if not self.exists():
+            return
+        plog = self.logs.get_log(CONSUMER_OFFSETS_TOPIC, self.partition_for(group))
+        yield from commit_events(plog.read_records(plog.log_start_offset, isolation="read_committed"), group)
+
+    # -- migration ------------------------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        if self.legacy_dir is None:
+            return
+        path = self.legacy_dir / LEGACY_FILE
+        if not path.exists():
+            return
+        offsets, pending = read_legacy_file(path)
+        for group in sorted({g for g, _, _ in offsets}):
+            self.commit(group, [(t, p, o, e, m) for (g, t, p), (o, e, m) in sorted(offsets.items()) if g == group])
+        for pid, entries in pending.items():
+            for group in sorted({g for g, _, _ in entries}):
+                # the epoch is not in the old file: 0, at or below the producer's; its marker is higher
+                self.txn_commit(group, pid, 0, [(t, p, o, e, m) for (g, t, p), (o, e, m) in entries.items()
+                                                if g == group])
+        target = path.with_name(LEGACY_FILE + ".migrated")
+        os.replace(path, target)
+        log.info("migrated %d committed offsets and %d pending transactional ones from %s to %s (the old "
+                 "file is now %s)", len(offsets), sum(len(v) for v in pending.values()), path,
+                 CONSUMER_OFFSETS_TOPIC, target.name)
+
+
+def commit_events(records: Iterable[Any], group: str | None = None) -> Iterator[CommitEvent]:
+    """Commit records (and their tombstones) of `__consumer_offsets` as events; other records skipped."""
+    for rec in records:
+        if rec.key is None:
+            continue
+        try:
+            key = read_key(rec.key)
+            if not isinstance(key, OffsetCommitKey) or (group is not None and key.group != group):
+                continue
+            if rec.value is None:
+                yield CommitEvent(rec.timestamp, key.group, key.topic, key.partition, None, -1)
+            else:
+                v = read_offset_commit_value(rec.value)
+                yield CommitEvent(rec.timestamp, key.group, key.topic, key.partition, v.offset, v.commit_timestamp)
+        except (KafkaError, struct.error):
+            continue
+
+
+def read_legacy_file(path: Path) -> tuple[dict[Key, Committed], dict[int, dict[Key, Committed]]]:
+    """The length-prefixed, CRC-checked JSON records of the old store, replayed (a torn tail ends it)."""
+    data = path.read_bytes()
+    offsets: dict[Key, Committed] = {}
+    pending: dict[int, dict[Key, Committed]] = {}
+    pos = 0
+    while pos + 8 <= len(data):
+        length, crc = struct.unpack_from(">II", data, pos)
+        body = data[pos + 8:pos + 8 + length]
+        if len(body) < length or zlib.crc32(body) != crc:
+            log.warning("%s: ignoring a torn or corrupt tail at byte %d", path, pos)
+            break
+        with contextlib.suppress(ValueError):
+            _apply_legacy(json.loads(body), offsets, pending)
+        pos += 8 + length
+    return offsets, pending
+
+
+def _apply_legacy(rec: dict, offsets: dict, pending: dict) -> None:
+    pid = rec.get("pid")
+    if pid is not None:
+        if "commit" in rec:
+            entries = pending.pop(pid, {})
+            if rec["commit"]:
+                offsets.update(entries)
+        else:
+            pending.setdefault(pid, {})[(rec["g"], rec["t"], rec["p"])] = (rec["o"], rec.get("e", -1), rec.get("m"))
+        return
+    key = (rec["g"], rec["t"], rec["p"])
+    if rec.get("o") is None:
+        offsets.pop(key, None)
+    else:
+        offsets[key] = (rec["o"], rec.get("e", -1), rec.get("m"))

@@ -1,0 +1,80 @@
+"""The spark package's modules import one another without a circle: the option types live in
+`spark.ranges`, below `source`, `planning`, `reading`, `stream` and `sink`."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import chronolog.spark
+
+PACKAGE = Path(chronolog.spark.__file__).parent
+MODULES = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+
+
+def _imports(module: str) -> set[str]:
+    """Every `chronolog.spark.X` module that `module` imports, at the top or inside a function (a lazy
+    import is still an edge: it only hides a circle until the function runs)."""
+    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for name in names:
+            if name.startswith("chronolog.spark."):
+                stem = name.split(".")[2]
+                if stem in MODULES and stem != module:
+                    out.add(stem)
+    return out
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                return stack[stack.index(n):] + [n]
+            if n not in state and (found := visit(n)):
+                return found
+        stack.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (found := visit(m)):
+            return found
+    return None
+
+
+def test_no_import_circle():
+    graph = {m: _imports(m) for m in MODULES}
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+    # The shared types have one home, which imports none of its users.
+    assert graph["ranges"] <= {"options"}
+    for user in ("source", "planning", "reading", "stream"):
+        assert "ranges" in graph[user], user
+
+
+def test_cycle_finder_finds_one():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_each_module_imports_alone(module):
+    """Each module imported first, in a fresh interpreter (an import circle that ran at the top would
+    fail here on a partly initialised module)."""
+    done = subprocess.run([sys.executable, "-c", f"import chronolog.spark.{module}"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
