@@ -12,8 +12,8 @@ import pytest
 from chronolog.config import TopicConfig
 from chronolog.records import SimpleRecord, build_batch
 from chronolog.spark.options import SourceOptions
-from chronolog.spark.ranges import OffsetRange, RangeGroup
-from chronolog.spark.source import ChronologDataSource, _log_reader_choice, _with_client_options
+from chronolog.spark.ranges import OffsetRange, RangeGroup, with_client_options
+from chronolog.spark.source import ChronologDataSource, _log_reader_choice
 from chronolog.storage import PartitionLog
 from tests.brokerproc import BrokerProcess
 from tests.timetravel.test_arrow_reader import _legacy_dir, reseal
@@ -66,14 +66,14 @@ def test_the_reader_choice_per_range():
     opts = SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t",
                                 "kafka.fetch.min.bytes": "1000", "kafka.isolation.level": "read_committed"})
     part = OffsetRange("t", 0, 0, 10, "h:1", "kafka")
-    chosen = _with_client_options(RangeGroup((part, part)), opts)
+    chosen = with_client_options(RangeGroup((part, part)), opts)
     assert all(not r.raw_fetch and dict(r.kafka_conf)["fetch.min.bytes"] == "1000" for r in chosen.ranges)
     assert SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t",
                                 "kafka.security.protocol": "PLAINTEXT"}).kafka_conf == {"security.protocol": "PLAINTEXT"}
     tls = SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.ssl.ca.location": "ca"})
-    assert not _with_client_options(part, tls).raw_fetch  # the raw fetcher speaks plaintext: librdkafka reads
+    assert not with_client_options(part, tls).raw_fetch  # the raw fetcher speaks plaintext: librdkafka reads
     plain = SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.client.id": "me"})
-    assert _with_client_options(part, plain).raw_fetch
+    assert with_client_options(part, plain).raw_fetch
     assert plain.isolation_level == "read_uncommitted" and opts.isolation_level == "read_committed"
     _log_reader_choice(plain)  # nothing to say
     with pytest.raises(Exception, match="kafka.isolation.level is"):

@@ -7,6 +7,7 @@ imported back). The ranges are pickled to executors, so they hold only plain val
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -61,3 +62,17 @@ def range_schema(include_headers: bool) -> pa.Schema:
 
 
 __all__ = ["ARROW_BATCH_ROWS", "Bounds", "OffsetRange", "RangeGroup", "range_schema"]
+
+
+def with_client_options(part, options):
+    """A range with the query's `kafka.*` client options (`isolation.level` matters in both modes) and, in
+    broker mode, the reader that honours them: raw Fetch unless an option needs librdkafka (logged once
+    per query, on the driver)."""
+    from chronolog.timetravel.fetcher import unsupported_options
+    conf = tuple(sorted(options.kafka_conf.items()))
+    raw = options.bootstrap is None or not unsupported_options(options.kafka_conf)
+    if isinstance(part, RangeGroup):
+        return RangeGroup(tuple(dataclasses.replace(r, kafka_conf=conf, raw_fetch=raw) for r in part.ranges))
+    if isinstance(part, OffsetRange):
+        return dataclasses.replace(part, kafka_conf=conf, raw_fetch=raw)
+    return part

@@ -13,7 +13,6 @@ that of the query without pushdown. Rows leave as Arrow record batches.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import logging
 from collections.abc import Iterator
@@ -34,7 +33,7 @@ from pyspark.sql.types import StructType
 
 from chronolog.errors import ChronologError
 from chronolog.spark.options import SourceOptions
-from chronolog.spark.ranges import Bounds, OffsetRange, RangeGroup, range_schema
+from chronolog.spark.ranges import Bounds, OffsetRange, RangeGroup, range_schema, with_client_options
 
 BASE_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
                "timestampType int")
@@ -100,7 +99,7 @@ class ChronologReader(DataSourceReader):
 
     def partitions(self):
         from chronolog.spark.planning import plan
-        planned = [_with_client_options(p, self.options) for p in plan(self.options, self.bounds)]
+        planned = [with_client_options(p, self.options) for p in plan(self.options, self.bounds)]
         if self.options.fail_on_data_loss:
             return planned
         return [_lenient(p) for p in planned]
@@ -113,20 +112,6 @@ class ChronologReader(DataSourceReader):
         elif isinstance(partition, OffsetRange):
             yield from read_range(partition, range_schema(partition.include_headers))
         # else: an empty plan; Spark still runs one task with a bare InputPartition
-
-
-def _with_client_options(part, options: SourceOptions):
-    """A range with the query's `kafka.*` client options (`isolation.level` matters in both modes) and, in
-    broker mode, the reader that honours them: raw Fetch unless an option needs librdkafka (logged once
-    per query, on the driver)."""
-    from chronolog.timetravel.fetcher import unsupported_options
-    conf = tuple(sorted(options.kafka_conf.items()))
-    raw = options.bootstrap is None or not unsupported_options(options.kafka_conf)
-    if isinstance(part, RangeGroup):
-        return RangeGroup(tuple(dataclasses.replace(r, kafka_conf=conf, raw_fetch=raw) for r in part.ranges))
-    if isinstance(part, OffsetRange):
-        return dataclasses.replace(part, kafka_conf=conf, raw_fetch=raw)
-    return part
 
 
 def _log_reader_choice(options: SourceOptions) -> None:

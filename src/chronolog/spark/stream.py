@@ -12,8 +12,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 
 from chronolog.spark.options import SourceOptions
 from chronolog.spark.planning import _spec, starting_offset_for_time
-from chronolog.spark.ranges import Bounds, OffsetRange, range_schema
-from chronolog.spark.source import _with_client_options
+from chronolog.spark.ranges import Bounds, OffsetRange, range_schema, with_client_options
 from chronolog.timetravel.sources import open_data_dir
 
 
@@ -86,7 +85,7 @@ class ChronologStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             begin = start.get(key, 0)
             if stop > begin:
                 # the query's kafka.* options and the reader that honours them (TLS/SASL: librdkafka)
-                ranges.append(_with_client_options(OffsetRange(topic, int(p), begin, stop, target, mode, Bounds(),
+                ranges.append(with_client_options(OffsetRange(topic, int(p), begin, stop, target, mode, Bounds(),
                                                                self.options.include_headers), self.options))
         return ranges
 
