@@ -132,8 +132,7 @@ def test_the_internal_topic_is_listed_as_internal_and_refuses_producers(tmp_path
     broker = BrokerProcess(tmp_path / "data").start()
     try:
         _setup(broker.bootstrap)
-        _committed(broker.bootstrap, "g")  # no commit yet: nothing created
-        assert not (tmp_path / "data" / "__consumer_offsets-0").exists()
+        assert not (tmp_path / "data" / "__consumer_offsets-0").exists()  # no group yet: nothing created
         # a Metadata request naming it (a producer's: auto-creation allowed) has the coordinator create it,
         # with offsets.topic.num.partitions, never num.partitions (AutoTopicCreationManager)
         asked = Producer({"bootstrap.servers": broker.bootstrap}).list_topics("__consumer_offsets", timeout=15)
@@ -154,5 +153,20 @@ def test_the_internal_topic_is_listed_as_internal_and_refuses_producers(tmp_path
         producer.flush(15)
         assert poll_until(lambda: errors, 15)
         assert errors[0] is not None and errors[0].code() == KafkaError.TOPIC_EXCEPTION
+    finally:
+        broker.stop()
+
+
+def test_looking_for_a_group_coordinator_creates_the_topic(tmp_path):
+    """KafkaApis.handleFindCoordinatorRequest creates `__consumer_offsets` when a client first looks for a
+    group's coordinator, before the group's first rebalance needs it (here in a thread, off the event loop:
+    a rebalance under load timed out while 50 partitions were made inside SyncGroup)."""
+    broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        _setup(broker.bootstrap)
+        assert not (tmp_path / "data" / "__consumer_offsets-0").exists()
+        _committed(broker.bootstrap, "g")  # FindCoordinator, then OffsetFetch: nothing committed
+        assert poll_until(lambda: (tmp_path / "data" / "__consumer_offsets-49").is_dir(), 15)
+        assert TOPIC in Producer({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=15).topics
     finally:
         broker.stop()

@@ -3,6 +3,7 @@ loopback-only rule for listeners without authentication."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -159,7 +160,7 @@ def test_transactional_id_acls(store):
     # allowed, then no coordinator in this bare state (15); denied: TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert [init_producer_id(Req(), ctx(22, p))["error_code"] for p in ("User:alice", "User:carol", "User:dave")] \
         == [15, 53, 53]
-    assert [find_coordinator(Req(), ctx(10, p))["error_code"] for p in ("User:alice", "User:carol", "User:dave")] \
+    assert [asyncio.run(find_coordinator(Req(), ctx(10, p)))["error_code"] for p in ("User:alice", "User:carol", "User:dave")] \
         == [15, 53, 15]
 
 

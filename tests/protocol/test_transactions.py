@@ -401,9 +401,9 @@ def test_acl_checks(tmp_path):
         assert env.add(pid, 0, {"t": [0]}, txn_id="denied") == {("t", 0): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
         assert env.end(pid, 0, True, txn_id="denied") == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         assert env.produce(pid, 0, 0, txn_id="denied")["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        find = group_api.find_coordinator(NS(key="denied", key_type=1), env.ctx(10, 3))
+        find = asyncio.run(group_api.find_coordinator(NS(key="denied", key_type=1), env.ctx(10, 3)))
         assert find["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        assert group_api.find_coordinator(NS(key="allowed", key_type=1), env.ctx(10, 3))["error_code"] == 0
+        assert asyncio.run(group_api.find_coordinator(NS(key="allowed", key_type=1), env.ctx(10, 3)))["error_code"] == 0
         described = txn_api.describe_transactions(NS(transactional_ids=["denied"]), env.ctx(65, 0))
         assert described["transaction_states"][0]["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     finally:

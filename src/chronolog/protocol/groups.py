@@ -31,19 +31,27 @@ def _coordinator_denied(ctx: RequestContext, key_type: int, key: str) -> int:
     return ErrorCode.GROUP_AUTHORIZATION_FAILED if _group_denied(ctx, "describe", key) else 0
 
 
+async def _group_coordinator_ready(ctx: RequestContext, key_type: int, error: int) -> int:
+    """The group coordinator is ready once `__consumer_offsets` exists; a failed creation is
+    COORDINATOR_NOT_AVAILABLE, which clients retry."""
+    if error or key_type != 0 or ctx.coordinator is None:
+        return error
+    return 0 if await ctx.coordinator.offsets_topic_ready() else ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
 @register(10, 0, 4)
-def find_coordinator(req: Any, ctx: RequestContext) -> dict:
+async def find_coordinator(req: Any, ctx: RequestContext) -> dict:
     node = {"node_id": ctx.state.node_id, "host": ctx.advertised_host, "port": ctx.advertised_port}
     nowhere = {"node_id": -1, "host": "", "port": -1}
     key_type = int(getattr(req, "key_type", 0))
     if ctx.api_version >= 4:
         coordinators = []
         for k in req.coordinator_keys:
-            error = _coordinator_denied(ctx, key_type, k)
+            error = await _group_coordinator_ready(ctx, key_type, _coordinator_denied(ctx, key_type, k))
             coordinators.append({"key": k, "error_code": error, "error_message": ErrorCode(error).name if error else None,
                                  **(nowhere if error else node)})
         return {"throttle_time": 0, "coordinators": coordinators}
-    error = _coordinator_denied(ctx, key_type, req.key)
+    error = await _group_coordinator_ready(ctx, key_type, _coordinator_denied(ctx, key_type, req.key))
     if error:
         return {"throttle_time": 0, "error_code": error, "error_message": ErrorCode(error).name, **nowhere}
     return {"throttle_time": 0, "error_code": 0, "error_message": None, **node}

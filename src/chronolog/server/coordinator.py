@@ -101,6 +101,24 @@ class GroupCoordinator:
         self.consumer = ConsumerGroups(self)
         self._reaper: asyncio.Task | None = None
         self._retention: asyncio.Task | None = None
+        self._creating: asyncio.Future | None = None
+
+    async def offsets_topic_ready(self) -> bool:
+        """Kafka creates `__consumer_offsets` when a client first looks for a group's coordinator
+        (`KafkaApis.handleFindCoordinatorRequest`), not in the middle of the group's first rebalance. Its
+        partitions are made in a thread, so the event loop goes on answering (heartbeats of other groups
+        included) while they are created and fsynced. False when it could not be created (COORDINATOR_NOT_AVAILABLE,
+        the client asks again)."""
+        if self.store.ready:
+            return True
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.ensure_future(asyncio.to_thread(self.store.ensure_topic))
+        try:
+            await asyncio.shield(self._creating)
+        except Exception as exc:  # noqa: BLE001 (a failed creation is answered, never raised out of the handler)
+            log.warning("%s not created: %s", "__consumer_offsets", exc)
+            return False
+        return True
 
     async def start(self) -> None:
         self.store.load()

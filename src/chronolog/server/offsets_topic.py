@@ -106,6 +106,10 @@ class OffsetStore:
     def partition_for(self, group: str) -> int:
         return partition_for(group, self.num_partitions)
 
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
     def exists(self) -> bool:
         return self.logs.has_topic(CONSUMER_OFFSETS_TOPIC)
 
