@@ -7,10 +7,12 @@ Rows: A's acknowledged payload bytes per window of the quota's own span as a rat
 A running as a ratio to B alone, measured first in the same run (target <= 2). Without the quota, the same A
 row shows what A takes when nothing holds it back.
 
-The windows are `quota.window.num` x `quota.window.size.seconds` long (11 s with Kafka's defaults), not 10 s:
-Kafka's `Rate` spreads what it saw over the N-1 full samples plus the current one, so a client held at its
-quota is let through one span's worth (11 s of quota) in a burst once per span, and any 10 s window holds
-one such burst: 1.10 by construction, with the server exactly at its quota over time."""
+The windows are the quota's own span, `quota.window.num` x `quota.window.size.seconds`, and the broker runs
+with `quota.window.num=10` so that span is the issue's 10 s. With Kafka's default of 11 samples a client held
+at its quota is let through one span's worth (11 s of quota) in a burst once per span (`Rate` spreads what it
+saw over the N-1 full samples plus the current one), so any 10 s window holds one such burst and reads 1.10
+by construction while the server is exactly at its quota over time; measured against its own span it reads
+1.00-1.09 (docs/benchmarks.md). The "per 10 s window" column is kept beside it."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ RECORD = 10 * 1024
 # librdkafka batches up to 1 MB: with several such requests in flight, each recorded before it is checked,
 # A overshoots by their size; 64 KiB batches (the Java client uses 16 KiB) keep that small.
 BATCH = 64 * 1024
-QUOTA_SAMPLES, QUOTA_SAMPLE_S = 11, 1  # quota.window.num, quota.window.size.seconds: Kafka's defaults
+QUOTA_SAMPLES, QUOTA_SAMPLE_S = 10, 1  # quota.window.num (Kafka's default 11), quota.window.size.seconds
 WINDOW_S = QUOTA_SAMPLES * QUOTA_SAMPLE_S
 WINDOWS = 3
 # A without a quota writes some 200 MB/s: retention keeps the data dir within a few hundred MB.
