@@ -13,9 +13,10 @@ setup(ext_modules=[
     Extension("chronolog.records._walk", ["src/chronolog/records/_walk.c"], optional=True,
               depends=["src/chronolog/records/_recordwalk.h"], extra_compile_args=["-O2"]),
     Extension("chronolog.records._clean", ["src/chronolog/records/_clean.c"], optional=True,
-              depends=["src/chronolog/records/_recordwalk.h"], extra_compile_args=["-O2"]),
+              depends=["src/chronolog/records/_recordwalk.h", "src/chronolog/records/_crc32c.h"],
+              extra_compile_args=["-O2"]),
     Extension("chronolog.records._columns", ["src/chronolog/records/_columns.c"], optional=True,
               extra_compile_args=["-O2"]),
     Extension("chronolog.storage._headers", ["src/chronolog/storage/_headers.c"], optional=True,
-              extra_compile_args=["-O2"]),
+              depends=["src/chronolog/records/_crc32c.h"], extra_compile_args=["-O2"]),
 ])

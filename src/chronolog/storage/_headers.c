@@ -155,55 +155,7 @@ static PyObject *floor_slot(PyObject *self, PyObject *args)
  * CRC, a torn tail, the end) is left to the Python loop, which carries on from that position exactly as
  * before; tests/storage/test_native_recovery.py compares the two on clean and damaged segments. */
 
-static uint32_t crc_table[256];
-
-static void crc_table_init(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-        crc_table[i] = c;
-    }
-}
-
-static uint32_t crc32c_table(const uint8_t *p, size_t n)
-{
-    uint32_t c = 0xFFFFFFFFu;
-    while (n--)
-        c = crc_table[(c ^ *p++) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
-}
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define HAVE_SSE42_CRC 1
-__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(const uint8_t *p, size_t n)
-{
-    uint64_t c = 0xFFFFFFFFu;
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        c = __builtin_ia32_crc32di(c, v);
-        p += 8;
-        n -= 8;
-    }
-    uint32_t c32 = (uint32_t)c;
-    while (n--)
-        c32 = __builtin_ia32_crc32qi(c32, *p++);
-    return c32 ^ 0xFFFFFFFFu;
-}
-#endif
-
-static int use_sse42 = 0;
-
-static inline uint32_t crc32c(const uint8_t *p, size_t n)
-{
-#ifdef HAVE_SSE42_CRC
-    if (use_sse42)
-        return crc32c_sse42(p, n);
-#endif
-    return crc32c_table(p, n);
-}
+#include "../records/_crc32c.h"
 
 typedef struct {
     long long last_offset, position, max_ts, max_offset;
