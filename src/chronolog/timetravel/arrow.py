@@ -453,27 +453,19 @@ def consumer_records(bootstrap: str, conf: dict, topic: str, partition: int, sta
                      ) -> Iterator[tuple[int, int, bytes | None, bytes | None, int, tuple]]:
     """(offset, timestamp ms, key, value, timestamp type 0/1, headers) for offsets in [start, end), by a
     librdkafka consumer given `conf` (TLS, SASL ...): the reader for what raw Fetch cannot do."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
+
+    from chronolog.timetravel.sources import poll_range
 
     consumer = Consumer({**conf, "bootstrap.servers": bootstrap, "group.id": conf.get("group.id", "chronolog-reader"),
                          "enable.auto.commit": False, "enable.partition.eof": True,
                          "isolation.level": isolation_level})
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
-        while True:
-            msg = consumer.poll(timeout)
-            if msg is None:
-                raise ChronologError(f"no data from {bootstrap} for {topic}-{partition} in {timeout:g} s")
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    return
-                raise ChronologError(f"reading {topic}-{partition}: {msg.error().str()}")
-            if msg.offset() >= end:
-                return
+        for msg in poll_range(consumer, topic, partition, end, timeout,
+                              f"no data from {bootstrap} for {topic}-{partition} in {timeout:g} s"):
             kind, ts = msg.timestamp()
             yield msg.offset(), ts, msg.key(), msg.value(), int(kind == 2), tuple(msg.headers() or ())
-            if msg.offset() >= end - 1:
-                return
     finally:
         consumer.close()
 

@@ -238,27 +238,17 @@ class BrokerSource:
              isolation: str = READ_UNCOMMITTED) -> Iterator[Record]:
         """Records with start <= offset < end, by assign + poll, with a consumer of that isolation level
         (under read_committed the partition's end is its LSO, and aborted records are skipped by librdkafka)."""
-        from confluent_kafka import KafkaError, TopicPartition
+        from confluent_kafka import TopicPartition
 
         if start >= end:
             return
         consumer = self._consumer(isolation)
         consumer.assign([TopicPartition(topic, partition, start)])
         try:
-            while True:
-                msg = consumer.poll(self.timeout)
-                if msg is None:
-                    raise ChronologError(f"timed out reading {topic}-{partition} at offsets [{start}, {end})")
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        return
-                    raise ChronologError(f"reading {topic}-{partition}: {msg.error().str()}")
-                if msg.offset() >= end:
-                    return
+            for msg in poll_range(consumer, topic, partition, end, self.timeout,
+                                  f"timed out reading {topic}-{partition} at offsets [{start}, {end})"):
                 headers = tuple((k, v) for k, v in (msg.headers() or []))
                 yield Record(msg.offset(), msg.timestamp()[1], msg.key(), msg.value(), headers)
-                if msg.offset() >= end - 1:
-                    return
         finally:
             consumer.unassign()
 
@@ -312,3 +302,23 @@ def parse_topic_partitions(spec: str) -> tuple[str, list[int] | None]:
     if not m:
         raise ChronologError(f"cannot read {spec!r} as TOPIC or TOPIC:P,P")
     return m.group(1), [int(p) for p in m.group(2).split(",")] if m.group(2) else None
+
+
+def poll_range(consumer, topic: str, partition: int, end: int, timeout: float, timed_out: str) -> Iterator:
+    """The messages of an assigned partition up to `end` (exclusive), polled one by one: the end of the
+    partition (an EOF event) or `end` stops it, an error or `timeout` s without a message is one line."""
+    from confluent_kafka import KafkaError
+
+    while True:
+        msg = consumer.poll(timeout)
+        if msg is None:
+            raise ChronologError(timed_out)
+        if msg.error():
+            if msg.error().code() == KafkaError._PARTITION_EOF:
+                return
+            raise ChronologError(f"reading {topic}-{partition}: {msg.error().str()}")
+        if msg.offset() >= end:
+            return
+        yield msg
+        if msg.offset() >= end - 1:
+            return
