@@ -16,7 +16,7 @@ setup(ext_modules=[
               depends=["src/chronolog/records/_recordwalk.h", "src/chronolog/records/_crc32c.h"],
               extra_compile_args=["-O2"]),
     Extension("chronolog.records._columns", ["src/chronolog/records/_columns.c"], optional=True,
-              extra_compile_args=["-O2"]),
+              depends=["src/chronolog/records/_recordwalk.h"], extra_compile_args=["-O2"]),
     Extension("chronolog.storage._headers", ["src/chronolog/storage/_headers.c"], optional=True,
               depends=["src/chronolog/records/_crc32c.h"], extra_compile_args=["-O2"]),
 ])

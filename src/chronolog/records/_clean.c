@@ -25,18 +25,6 @@
 #include "_crc32c.h"
 
 /* -- big-endian fields of a batch header ---------------------------------------------------------------- */
-static inline int64_t be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = (v << 8) | p[i];
-    return (int64_t)v;
-}
-
-static inline int32_t be32(const uint8_t *p)
-{
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
-}
 
 static inline void put_be64(uint8_t *p, int64_t v)
 {

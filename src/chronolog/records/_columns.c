@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_recordwalk.h"
+
 #define DONE 0
 #define FULL 1
 #define PYTHON 2
@@ -414,18 +416,6 @@ static PyObject *Builder_row(Builder *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-static inline int64_t be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = (v << 8) | p[i];
-    return (int64_t)v;
-}
-
-static inline int32_t be32(const uint8_t *p)
-{
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
-}
 
 static inline int16_t be16(const uint8_t *p)
 {

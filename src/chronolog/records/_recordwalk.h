@@ -9,6 +9,20 @@
 #include <Python.h>
 #include <stdint.h>
 
+/* Big-endian fields of a batch header. */
+static inline int64_t be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
+static inline int32_t be32(const uint8_t *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+
 /* An int varint as Kafka reads it (`ByteUtils.readVarint`, Python's `read_raw_varint(..., int32=True)`):
  * at most 5 bytes, bits beyond 32 dropped; 0 when it runs past `n` or goes on after 5 bytes. Record lengths,
  * offset deltas, key, value and header sizes and header counts. */
