@@ -16,9 +16,11 @@ Every version is read.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
-from chronolog.errors import CorruptMessageError
+from chronolog.errors import CorruptMessageError, KafkaError
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -317,3 +319,54 @@ def read_group_metadata_value(value: bytes | memoryview) -> GroupMetadataValue:
                                       rebalance, instance))
     r.skip_tags()
     return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, tuple(members))
+
+
+# -- where a group's records go, and reading commits back (the offsets topic's layout, used by the
+# coordinator in `server` and by the time-travel tools, which read the topic without a broker's objects) --
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def java_string_hash(s: str) -> int:
+    """java.lang.String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    data = s.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(key: str, partitions: int) -> int:
+    """TransactionStateManager.partitionFor / GroupMetadataManager.partitionFor:
+    `Utils.abs(key.hashCode) % partitions` (Utils.abs maps Integer.MIN_VALUE to 0)."""
+    h = java_string_hash(key)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+@dataclass(frozen=True)
+class CommitEvent:
+    """One committed position as read back from the topic (group-history)."""
+
+    timestamp: int       # the record's timestamp: when the coordinator wrote it
+    group: str
+    topic: str
+    partition: int
+    offset: int | None   # None: a tombstone (the offset was deleted)
+    commit_timestamp: int
+
+
+def commit_events(records: Iterable[Any], group: str | None = None) -> Iterator[CommitEvent]:
+    """Commit records (and their tombstones) of `__consumer_offsets` as events; other records skipped."""
+    for rec in records:
+        if rec.key is None:
+            continue
+        try:
+            key = read_key(rec.key)
+            if not isinstance(key, OffsetCommitKey) or (group is not None and key.group != group):
+                continue
+            if rec.value is None:
+                yield CommitEvent(rec.timestamp, key.group, key.topic, key.partition, None, -1)
+            else:
+                v = read_offset_commit_value(rec.value)
+                yield CommitEvent(rec.timestamp, key.group, key.topic, key.partition, v.offset, v.commit_timestamp)
+        except (KafkaError, struct.error):
+            continue

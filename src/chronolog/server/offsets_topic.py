@@ -31,7 +31,6 @@ import struct
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,23 +39,25 @@ from chronolog.errors import KafkaError, KafkaStorageErrorError, TopicAlreadyExi
 from chronolog.records.batch import SimpleRecord, build_batch
 from chronolog.records.control import marker_of
 from chronolog.records.group_records import (
+    CONSUMER_OFFSETS_TOPIC,
+    CommitEvent,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
+    commit_events,
     group_metadata_key,
     group_metadata_value,
     offset_commit_key,
     offset_commit_value,
+    partition_for,
     read_group_metadata_value,
     read_key,
     read_offset_commit_value,
 )
-from chronolog.server.txn_log import partition_for
 
 log = logging.getLogger(__name__)
 
-CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 LEGACY_FILE = "offsets.log"
 COORDINATOR_EPOCH = 0  # the coordinator epoch of markers (our one transaction coordinator)
 
@@ -66,18 +67,6 @@ Committed = tuple[int, int, str | None]  # offset, leader epoch, metadata
 
 def _now() -> int:
     return int(time.time() * 1000)
-
-
-@dataclass(frozen=True)
-class CommitEvent:
-    """One committed position as read back from the topic (group-history)."""
-
-    timestamp: int       # the record's timestamp: when the coordinator wrote it
-    group: str
-    topic: str
-    partition: int
-    offset: int | None   # None: a tombstone (the offset was deleted)
-    commit_timestamp: int
 
 
 class OffsetStore:
@@ -359,24 +348,6 @@ class OffsetStore:
         log.info("migrated %d committed offsets and %d pending transactional ones from %s to %s (the old "
                  "file is now %s)", len(offsets), sum(len(v) for v in pending.values()), path,
                  CONSUMER_OFFSETS_TOPIC, target.name)
-
-
-def commit_events(records: Iterable[Any], group: str | None = None) -> Iterator[CommitEvent]:
-    """Commit records (and their tombstones) of `__consumer_offsets` as events; other records skipped."""
-    for rec in records:
-        if rec.key is None:
-            continue
-        try:
-            key = read_key(rec.key)
-            if not isinstance(key, OffsetCommitKey) or (group is not None and key.group != group):
-                continue
-            if rec.value is None:
-                yield CommitEvent(rec.timestamp, key.group, key.topic, key.partition, None, -1)
-            else:
-                v = read_offset_commit_value(rec.value)
-                yield CommitEvent(rec.timestamp, key.group, key.topic, key.partition, v.offset, v.commit_timestamp)
-        except (KafkaError, struct.error):
-            continue
 
 
 def read_legacy_file(path: Path) -> tuple[dict[Key, Committed], dict[int, dict[Key, Committed]]]:

@@ -15,6 +15,7 @@ import struct
 from dataclasses import dataclass, field
 
 from chronolog.errors import CorruptMessageError
+from chronolog.records.group_records import java_string_hash, partition_for  # noqa: F401 (used here and by importers)
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 NO_PRODUCER_ID = -1
@@ -70,22 +71,6 @@ class TxnMetadata:
     def epoch_exhausted(self) -> bool:
         """TransactionMetadata.isEpochExhausted: the last two epochs are kept for fencing."""
         return self.producer_epoch >= MAX_EPOCH - 1
-
-
-def java_string_hash(s: str) -> int:
-    """java.lang.String.hashCode over UTF-16 code units, as a signed 32-bit int."""
-    data = s.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(key: str, partitions: int) -> int:
-    """TransactionStateManager.partitionFor / GroupMetadataManager.partitionFor:
-    `Utils.abs(key.hashCode) % partitions` (Utils.abs maps Integer.MIN_VALUE to 0)."""
-    h = java_string_hash(key)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 # -- TransactionLogKey / TransactionLogValue --------------------------------------------------------------

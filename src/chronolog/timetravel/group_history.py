@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chronolog.errors import ChronologError
-from chronolog.server.offsets_topic import CONSUMER_OFFSETS_TOPIC, CommitEvent, commit_events
-from chronolog.server.txn_log import partition_for
+from chronolog.records.group_records import CONSUMER_OFFSETS_TOPIC, CommitEvent, commit_events, partition_for
 
 READ_COMMITTED = "read_committed"
 
