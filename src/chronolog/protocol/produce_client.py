@@ -1,0 +1,86 @@
+"""The client side of Produce, sans I/O: a request frame out of ready record batches, per-partition
+answers in. For writers that build their own v2 batches (the Spark sink's Arrow path) instead of handing
+records one by one to a client library.
+
+Versions: v3 (the first that carries v2 batches and a transactional id) to v8, the last non-flexible
+one, so the frame is written by hand with classic lengths: request header v1, then transactional_id
+(null), acks, timeout_ms, topic_data (ProduceRequest.json). Every broker from Kafka 0.11 answers one of
+them; Kafka 4.0 dropped only v0-v2 (KIP-896). The response is read with kio (ProduceResponse.json).
+With acks=0 the broker sends no response at all (Kafka's KafkaApis.handleProduceRequest).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kio.index import load_response_schema
+from kio.serial import entity_reader
+
+from chronolog.errors import CorruptMessageError
+
+PRODUCE = 0
+PRODUCE_MIN, PRODUCE_MAX = 3, 8
+_HEAD = struct.Struct(">ihhi")       # size, api key, version, correlation id
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_ACKS = struct.Struct(">hhi")        # transactional_id null (-1), acks, timeout_ms
+
+
+@dataclass(frozen=True)
+class PartitionAnswer:
+    error_code: int
+    base_offset: int
+    message: str | None
+
+
+def _string(out: bytearray, s: str) -> None:
+    raw = s.encode()
+    out += _I16.pack(len(raw))
+    out += raw
+
+
+def produce_request(version: int, correlation_id: int, client_id: str, acks: int, timeout_ms: int,
+                    batches: Mapping[str, Mapping[int, bytes]]) -> list[bytes | bytearray]:
+    """The frame of one Produce request as pieces to send in turn (the batches are not copied into one
+    buffer): one batch per partition, as Kafka requires for v2 batches (LogValidator: "one and only one
+    batch is allowed")."""
+    if not PRODUCE_MIN <= version <= PRODUCE_MAX:
+        raise ValueError(f"Produce v{version} is not written here")
+    head = bytearray(_HEAD.size)
+    _string(head, client_id)
+    head += _ACKS.pack(-1, acks, timeout_ms)
+    head += _I32.pack(len(batches))
+    pieces: list[bytes | bytearray] = [head]
+    tail = head
+    for topic, parts in batches.items():
+        _string(tail, topic)
+        tail += _I32.pack(len(parts))
+        for partition, batch in parts.items():
+            tail += _I32.pack(partition)
+            tail += _I32.pack(len(batch))
+            pieces.append(batch)
+            tail = bytearray()
+            pieces.append(tail)
+    total = sum(len(p) for p in pieces) - 4
+    _HEAD.pack_into(head, 0, total, PRODUCE, version, correlation_id)
+    return [p for p in pieces if len(p)]
+
+
+def read_produce(version: int, frame: bytes, correlation_id: int) -> dict[tuple[str, int], PartitionAnswer]:
+    """(topic, partition) -> the broker's answer, from a size-stripped response frame."""
+    (got,) = _I32.unpack_from(frame, 0)
+    if got != correlation_id:
+        raise CorruptMessageError(f"response correlation id {got}, expected {correlation_id}")
+    cls = load_response_schema(PRODUCE, version)
+    try:
+        body, _used = entity_reader(cls)(frame, 4)
+    except Exception as exc:  # kio raises SerialError, ValueError ... on bytes that are not this response
+        raise CorruptMessageError(f"cannot decode {cls.__name__} v{version}: {exc}") from None
+    out = {}
+    for t in body.responses:
+        for p in t.partition_responses:
+            out[(t.name, int(p.index))] = PartitionAnswer(int(p.error_code.value), int(p.base_offset),
+                                                          getattr(p, "error_message", None))
+    return out

@@ -1,0 +1,57 @@
+"""Record batches from column buffers, for writers that hold their rows as Arrow columns (the Spark
+sink's own Produce path): `_encode.c` writes the v2 batches with no Python object per record.
+
+A column is handed over as the tuple of its Arrow buffers (see `_encode.c`); the caller (which knows
+pyarrow) builds the tuples, so this layer stays free of pyarrow. Without the C extension (no compiler
+where chronolog was installed) `AVAILABLE` is False and writers keep their client-library path.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from chronolog.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, crc32c
+from chronolog.records.compression import CompressionType, compress
+
+try:
+    from chronolog.records._encode import encode_batches as _encode_batches
+    from chronolog.records._encode import key_partitions as _key_partitions
+    AVAILABLE = True
+except ImportError:  # pragma: no cover - the build skipped the optional extension
+    _encode_batches = _key_partitions = None
+    AVAILABLE = False
+
+_LENGTH = struct.Struct(">i")
+_ATTRIBUTES = struct.Struct(">h")
+
+
+def encode_batches(rows: int, key, value, timestamps, headers, now_ms: int, max_bytes: int,
+                   codec: int = CompressionType.NONE) -> list[bytes]:
+    """v2 batches of `rows` records (CreateTime, no producer id), each at most `max_bytes` before
+    compression unless one record alone is bigger. A compressed batch that does not shrink is sent
+    uncompressed, as librdkafka does (rd_kafka_compress_MessageSet_buf)."""
+    batches = _encode_batches(rows, key, value, timestamps, headers, now_ms, max_bytes)
+    if codec == CompressionType.NONE:
+        return batches
+    return [compress_batch(b, codec) for b in batches]
+
+
+def compress_batch(batch: bytes, codec: int) -> bytes:
+    """The same batch with its records compressed: new length, attributes and CRC
+    (DefaultRecordBatch: the CRC covers attributes to the end)."""
+    body = compress(codec, memoryview(batch)[HEADER_SIZE:])
+    if len(body) >= len(batch) - HEADER_SIZE:
+        return batch
+    out = bytearray(batch[:HEADER_SIZE])
+    out += body
+    _LENGTH.pack_into(out, 8, len(out) - 12)
+    (attributes,) = _ATTRIBUTES.unpack_from(out, ATTRIBUTES_OFFSET)
+    _ATTRIBUTES.pack_into(out, ATTRIBUTES_OFFSET, (attributes & ~0x07) | int(codec))
+    struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+def key_partitions(rows: int, key, count: int) -> bytes:
+    """librdkafka's default partitioner (consistent_random) for every row: CRC-32 of the key modulo
+    `count` as int32s in native order, -1 where the key is null or empty (the caller picks those)."""
+    return _key_partitions(rows, key, count)
