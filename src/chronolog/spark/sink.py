@@ -24,6 +24,8 @@ such as `chronolog` or `kafka`, without a shuffle whose order differs between ru
 from __future__ import annotations
 
 import functools
+import random
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -45,6 +47,8 @@ from pyspark.sql.types import (
 )
 
 from chronolog.errors import ChronologError
+from chronolog.records import encode
+from chronolog.spark.native_writer import NativeProducer, NativeSettings, unsupported_settings
 
 # Spark's Kafka sink refuses these (KafkaSourceProvider.validateGeneralOptions / kafkaParamsForProducer):
 # keys and values are bytes, and the sink owns the serializers.
@@ -54,6 +58,7 @@ REFUSED = {"key.serializer": "keys are written as bytes (binary or UTF-8 string 
 # RECORD_BATCH_OVERHEAD 61 + the record's varint lengths, at most ~21 bytes): a value that passes this
 # check with the largest overhead fits max.message.bytes alone in a batch.
 BATCH_OVERHEAD = 61 + 21
+PATHS = ("auto", "native", "librdkafka")
 KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1048588  # LogConfig DEFAULT_MAX_MESSAGE_BYTES
 DELIVERY_TIMEOUT_S = 120.0
 
@@ -65,6 +70,7 @@ class SinkOptions:
     producer: dict[str, str] = field(default_factory=dict)
     exactly_once: bool = False
     transactional_prefix: str | None = None
+    path: str = "auto"  # the `producer` option: auto, native or librdkafka
     # (topic, partition count, max.message.bytes) looked up once on the driver for the `topic` option, so
     # tasks do not each ask the broker (a Python worker keeps what it looked up for the query's life anyway)
     facts: tuple[tuple[str, int, int], ...] = ()
@@ -91,7 +97,17 @@ class SinkOptions:
         if prefix is not None and exactly != "true":
             raise ChronologError("option kafka.transactional.id is the prefix of the sink's transactional ids: "
                                  "it needs exactlyOnce=true")
-        known = {"kafka.bootstrap.servers", "topic", "exactlyonce", "checkpointlocation"}  # the last is Spark's
+        path = opts.get("producer", (None, "auto"))[1].strip().lower()
+        if path not in PATHS:
+            raise ChronologError(f"option producer takes {', '.join(PATHS)}, got {path!r}")
+        if path == "native":
+            refused = unsupported_settings(producer)
+            if exactly == "true":
+                raise ChronologError("option producer=native: exactlyOnce writes through librdkafka's transactions")
+            if refused:
+                raise ChronologError(f"option producer=native cannot honour kafka.{', kafka.'.join(refused)}: "
+                                     "leave producer unset (librdkafka then writes) or drop them")
+        known = {"kafka.bootstrap.servers", "topic", "exactlyonce", "producer", "checkpointlocation"}  # the last is Spark's
         unknown = sorted(name for low, (name, _v) in opts.items() if low not in known and not low.startswith("kafka."))
         if unknown:
             raise ChronologError(f"option {', '.join(unknown)}: not a sink option (topic, kafka.*, exactlyOnce)")
@@ -99,7 +115,7 @@ class SinkOptions:
         if exactly == "true" and topic is None:
             raise ChronologError("exactlyOnce=true needs the option 'topic' (the batch markers are kept against it)")
         return cls(bootstrap=bootstrap, topic=topic, producer=producer, exactly_once=exactly == "true",
-                   transactional_prefix=prefix)
+                   transactional_prefix=prefix, path=path)
 
     def producer_config(self) -> dict:
         return {"bootstrap.servers": self.bootstrap, **self.producer}
@@ -145,6 +161,7 @@ def check_config(options: SinkOptions) -> None:
 class SinkCommit(WriterCommitMessage):
     rows: int
     skipped: bool = False  # a micro-batch this task had already committed (exactlyOnce)
+    path: str = "librdkafka"  # or "native": chronolog's own Produce requests
 
 
 class ChronologWriter(DataSourceArrowWriter):
@@ -193,8 +210,32 @@ def make_writer(raw: Mapping[str, str], schema: StructType, overwrite: bool, str
 # -- one task -----------------------------------------------------------------------------------------
 
 @dataclass
+class Columns:
+    """One task's rows as Arrow columns, checked row by row in Arrow (no Python object per row)."""
+
+    table: pa.Table                 # the task's rows, column names lowercased
+    topics: pa.Array | None         # per row; None: every row goes to the `topic` option
+    partitions: pa.Array            # int32, null where the row has none
+    timestamps: pa.Array | None     # int64 ms, null where the row has none; None: no timestamp column
+    sizes: pa.Array                 # int64: key + value + headers + batch overhead, per row
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def column(self, name: str) -> pa.Array | None:
+        """One column as a single Arrow array (binary for string columns), None when absent."""
+        if name not in self.table.column_names:
+            return None
+        col = self.table.column(name)
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_large_binary(col.type):
+            col = col.cast(pa.binary())
+        return col
+
+
+@dataclass
 class Rows:
-    """One task's rows as Python lists, checked and ready to send."""
+    """One task's rows as Python lists, for librdkafka's produce()."""
 
     topics: list[str]
     keys: list
@@ -208,59 +249,87 @@ class Rows:
         return len(self.values)
 
 
-def _bytes_column(table: pa.Table, name: str) -> list:
-    if name not in table.column_names:
-        return [None] * table.num_rows
-    col = table.column(name)
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        col = col.cast(pa.binary())
-    return col.to_pylist()
+def _header_sizes(headers: pa.Array) -> pa.Array:
+    """Per row: each header's varint lengths (at most 10 bytes), key and value bytes; a null or
+    refused header is a one-line error naming its row."""
+    flat = headers.flatten()  # the headers of non-null rows, in row order
+    if len(flat):
+        keys = flat.field("key")
+        if flat.null_count or keys.null_count:
+            bad = pc.or_(pc.is_null(flat), pc.is_null(keys))
+            row = pc.list_parent_indices(headers).take(pc.indices_nonzero(bad))[0].as_py()
+            raise ChronologError(f"row {row}: a header with a null key (a header needs a string key)")
+    entry = pc.add(pc.add(pc.binary_length(flat.field("key")).cast(pa.int64()),
+                          pc.fill_null(pc.binary_length(flat.field("value")), 0).cast(pa.int64())), 10) \
+        if len(flat) else pa.array([], pa.int64())
+    running = pa.concat_arrays([pa.array([0], pa.int64()), pc.cumulative_sum(entry)]) if len(entry) \
+        else pa.array([0], pa.int64())
+    # flatten() drops null rows; a row's headers are [start, end) of the non-null rows' lengths
+    lengths = pc.fill_null(pc.list_value_length(headers), 0).cast(pa.int64())
+    ends = pc.cumulative_sum(lengths)
+    starts = pc.subtract(ends, lengths)
+    return pc.subtract(running.take(ends), running.take(starts))
 
 
-def collect(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Rows:
+def prepare(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Columns:
     batches = list(batches)
     if not batches:
-        return Rows([], [], [], [], [], [], [])
+        return Columns(pa.table({"value": pa.array([], pa.binary())}), None, pa.array([], pa.int32()), None,
+                       pa.array([], pa.int64()))
     table = pa.Table.from_batches(batches)
     table = table.rename_columns([n.lower() for n in table.column_names])  # Spark's names are case-insensitive
     n = table.num_rows
-    if options.topic is not None:
-        topics = [options.topic] * n
-    else:
-        col = table.column("topic")
-        if col.null_count:
+    topics = None
+    if options.topic is None:
+        topics = table.column("topic").combine_chunks()
+        if topics.null_count:
             raise ChronologError("null topic present in the data: every row needs a topic (or give the option 'topic')")
-        topics = col.to_pylist()
-    timestamps = [0] * n  # 0: the producer's clock
+    timestamps = None
     if "timestamp" in table.column_names:
-        ms = pc.divide(table.column("timestamp").cast(pa.int64()), 1000)
-        if pc.min(ms).as_py() is not None and pc.min(ms).as_py() <= 0:
+        timestamps = pc.divide(table.column("timestamp").combine_chunks().cast(pa.int64()), 1000)
+        lowest = pc.min(timestamps).as_py()
+        if lowest is not None and lowest <= 0:
             raise ChronologError("a timestamp at or before 1970-01-01T00:00:00Z cannot be a record's CreateTime "
                                  "(0 means 'now' to the producer, negative means none)")
-        timestamps = pc.fill_null(ms, 0).to_pylist()
-    partitions = [-1] * n  # -1: librdkafka's partitioner
+    partitions = pa.nulls(n, pa.int32())
     if "partition" in table.column_names:
-        lowest = pc.min(table.column("partition")).as_py()
+        partitions = table.column("partition").combine_chunks()
+        lowest = pc.min(partitions).as_py()
         if lowest is not None and lowest < 0:
-            i = pc.index(table.column("partition"), lowest).as_py()
+            i = pc.index(partitions, lowest).as_py()
             raise ChronologError(f"row {i}: partition {lowest} does not exist (a null partition lets the "
                                  "producer choose)")
-        partitions = pc.fill_null(table.column("partition"), -1).to_pylist()
-    sizes = pa.array([BATCH_OVERHEAD] * n, pa.int64())
-    for name in ("key", "value"):
+    sizes = pa.array([BATCH_OVERHEAD] * n, pa.int64()) if "value" not in table.column_names else None
+    for name in ("value", "key"):
         if name in table.column_names:
-            length = pc.binary_length(table.column(name)).cast(pa.int64())
-            sizes = pc.add(sizes, pc.fill_null(length, 0))
-    headers = [None] * n
+            length = pc.fill_null(pc.binary_length(table.column(name).combine_chunks()).cast(pa.int64()), 0)
+            sizes = pc.add(length, BATCH_OVERHEAD) if sizes is None else pc.add(sizes, length)
     if "headers" in table.column_names:
-        sizes = sizes.to_pylist()
+        sizes = pc.add(sizes, _header_sizes(table.column("headers").combine_chunks()))
+    return Columns(table, topics, partitions, timestamps, sizes)
+
+
+def _bytes_column(cols: Columns, name: str) -> list:
+    col = cols.column(name)
+    return [None] * len(cols) if col is None else col.to_pylist()
+
+
+def collect(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Rows:
+    """The rows as Python lists (librdkafka's path)."""
+    return rows_of(options, prepare(options, batches))
+
+
+def rows_of(options: SinkOptions, cols: Columns) -> Rows:
+    n = len(cols)
+    topics = [options.topic] * n if cols.topics is None else cols.topics.to_pylist()
+    timestamps = [0] * n if cols.timestamps is None else pc.fill_null(cols.timestamps, 0).to_pylist()  # 0: now
+    partitions = pc.fill_null(cols.partitions, -1).to_pylist()  # -1: librdkafka's partitioner
+    headers = [None] * n
+    if "headers" in cols.table.column_names:
         headers = [None if h is None else [(x["key"], x["value"]) for x in h]
-                   for h in table.column("headers").to_pylist()]
-        for i, h in enumerate(headers):
-            if h:  # a header: its varint lengths (at most 10 bytes) and its bytes
-                sizes[i] += sum(10 + len(k.encode()) + len(v or b"") for k, v in h)
-    return Rows(topics, _bytes_column(table, "key"), _bytes_column(table, "value"), partitions, timestamps, headers,
-                sizes)
+                   for h in cols.table.column("headers").to_pylist()]
+    return Rows(topics, _bytes_column(cols, "key"), _bytes_column(cols, "value"), partitions, timestamps, headers,
+                cols.sizes)
 
 
 @functools.lru_cache(maxsize=64)
@@ -295,33 +364,56 @@ def _conf_key(options: SinkOptions) -> tuple:
     return tuple(sorted((k, str(v)) for k, v in options.producer_config().items()))
 
 
-def check_rows(options: SinkOptions, rows: Rows) -> int | None:
+def check_rows(options: SinkOptions, rows: Rows | Columns) -> int | None:
     """Every row against its topic: the topic exists, the partition is one of its partitions, the record
-    fits max.message.bytes. Checked per topic over whole columns; a row is named only when one fails.
-    Returns the smallest max.message.bytes of the topics written (None when no rows)."""
-    known = {topic: (count, limit) for topic, count, limit in options.facts}
-    names = set(rows.topics)
+    fits max.message.bytes. Checked per topic over whole Arrow columns; a row is named only when one
+    fails. Returns the smallest max.message.bytes of the topics written (None when no rows)."""
+    if isinstance(rows, Rows):
+        topics = None if len(set(rows.topics)) <= 1 else pa.array(rows.topics, pa.string())
+        single = rows.topics[0] if rows.topics else None
+        partitions = pa.array(rows.partitions, pa.int32())
+        sizes = rows.sizes if isinstance(rows.sizes, pa.Array) else pa.array(rows.sizes, pa.int64())
+    else:
+        topics, single, partitions, sizes = rows.topics, options.topic, rows.partitions, rows.sizes
+        if topics is not None and pc.count_distinct(topics).as_py() == 1:
+            single, topics = topics[0].as_py(), None
+    if not len(sizes):
+        return None
     smallest = None
-    for topic in sorted(names):
-        count, limit = known[topic] if topic in known else _topic_facts(options.bootstrap, _conf_key(options), topic)
+    for topic, where in _by_topic(topics, single):
+        count, limit = topic_facts(options, topic)
         smallest = limit if smallest is None else min(smallest, limit)
-        mine = range(len(rows)) if len(names) == 1 else [i for i, t in enumerate(rows.topics) if t == topic]
-        parts = [rows.partitions[i] for i in mine] if len(names) > 1 else rows.partitions
-        if parts and max(parts) >= count:  # -1 is a null partition
-            i = next(i for i in mine if rows.partitions[i] != -1 and not 0 <= rows.partitions[i] < count)
-            raise ChronologError(f"row {i}: partition {rows.partitions[i]} does not exist in topic {topic!r} "
+        parts = partitions if where is None else partitions.take(where)
+        size = sizes if where is None else sizes.take(where)
+        highest = pc.max(parts).as_py()
+        if highest is not None and highest >= count:  # a null (or -1) partition is the partitioner's
+            j = pc.indices_nonzero(pc.greater_equal(parts, count))[0].as_py()
+            i = j if where is None else where[j].as_py()
+            raise ChronologError(f"row {i}: partition {parts[j].as_py()} does not exist in topic {topic!r} "
                                  f"({count} partitions)")
-        if len(names) == 1 and not isinstance(rows.sizes, list):  # the common case, over the Arrow column
-            largest = pc.max(rows.sizes).as_py()
-            if largest is None or largest <= limit:
-                continue
-        sizes = rows.sizes if isinstance(rows.sizes, list) else rows.sizes.to_pylist()
-        if any(sizes[i] > limit for i in mine):
-            i = next(i for i in mine if sizes[i] > limit)
-            raise ChronologError(f"row {i}: a record of {sizes[i]} bytes (key, value, headers and batch "
+        if pc.max(size).as_py() > limit:
+            j = pc.indices_nonzero(pc.greater(size, limit))[0].as_py()
+            i = j if where is None else where[j].as_py()
+            raise ChronologError(f"row {i}: a record of {size[j].as_py()} bytes (key, value, headers and batch "
                                  f"overhead) is over max.message.bytes={limit} of topic {topic!r}: nothing of "
                                  "this task was written")
     return smallest
+
+
+def _by_topic(topics: pa.Array | None, single: str | None) -> Iterator[tuple[str, pa.Array | None]]:
+    """(topic, indices of its rows) per topic, in name order; None: every row."""
+    if topics is None:
+        yield single, None
+        return
+    for topic in sorted(pc.unique(topics).to_pylist()):
+        yield topic, pc.indices_nonzero(pc.equal(topics, topic))
+
+
+def topic_facts(options: SinkOptions, topic: str) -> tuple[int, int]:
+    for name, count, limit in options.facts:
+        if name == topic:
+            return count, limit
+    return _topic_facts(options.bootstrap, _conf_key(options), topic)
 
 
 def _send(producer, rows: Rows) -> None:
@@ -366,12 +458,15 @@ def _raise_failures(failures: list) -> None:
 
 
 def write_partition(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id: int | None) -> SinkCommit:
-    rows = collect(options, batches)
-    limit = check_rows(options, rows)
+    cols = prepare(options, batches)
+    limit = check_rows(options, cols)
     if options.exactly_once:
-        return _write_transactional(options, rows, batch_id, limit)
-    if not len(rows):
+        return _write_transactional(options, rows_of(options, cols), batch_id, limit)
+    if not len(cols):
         return SinkCommit(0)
+    if native_path(options):
+        return _write_native(options, cols)
+    rows = rows_of(options, cols)
     failures: list = []
     producer = _producer(options, failures, limit)
     _send(producer, rows)
@@ -380,6 +475,83 @@ def write_partition(options: SinkOptions, batches: Iterator[pa.RecordBatch], bat
     if left:
         raise ChronologError(f"write failed: {left} record(s) not delivered within {DELIVERY_TIMEOUT_S:.0f}s")
     return SinkCommit(len(rows))
+
+
+def native_path(options: SinkOptions) -> bool:
+    """Whether this task writes through chronolog's own Produce requests (see `native_writer`)."""
+    if options.exactly_once or options.path == "librdkafka":
+        return False
+    if not encode.AVAILABLE:
+        if options.path == "native":
+            raise ChronologError("option producer=native: chronolog was installed without its C extensions")
+        return False
+    return options.path == "native" or not unsupported_settings(options.producer)
+
+
+def _binary(arr: pa.Array | None):
+    if arr is None:
+        return None
+    bufs = arr.buffers()
+    return (bufs[0] if arr.null_count else None, bufs[1], bufs[2] if bufs[2] is not None else b"", arr.offset)
+
+
+def _encode(cols: Columns, where: pa.Array | None, now_ms: int, max_bytes: int, codec: int) -> list[bytes]:
+    """The v2 batches of the rows at `where` (all rows when None), in row order."""
+    table = cols.table if where is None else cols.table.take(where)
+    sub = Columns(table, None, cols.partitions, None if cols.timestamps is None else
+                  (cols.timestamps if where is None else cols.timestamps.take(where)), cols.sizes)
+    ts = None
+    if sub.timestamps is not None:
+        t = sub.timestamps
+        ts = (t.buffers()[0] if t.null_count else None, t.buffers()[1], t.offset)
+    headers = None
+    h = sub.column("headers")
+    if h is not None:
+        values = h.values
+        headers = (h.buffers()[0] if h.null_count else None, h.buffers()[1], h.offset,
+                   _binary(values.field("key").cast(pa.binary())), _binary(values.field("value")))
+    return encode.encode_batches(len(table), _binary(sub.column("key")), _binary(sub.column("value")), ts, headers,
+                                 now_ms, max_bytes, codec)
+
+
+def _write_native(options: SinkOptions, cols: Columns) -> SinkCommit:
+    """Group the rows by (topic, partition), keeping their order, encode each group's batches from the
+    Arrow buffers, send them. A row without a partition goes where librdkafka's default partitioner
+    (consistent_random) puts it: CRC-32 of its key, or for a null or empty key one partition chosen at
+    random per task and topic (librdkafka's sticky partitioning for keyless records)."""
+    settings = NativeSettings.of(options.producer)
+    now_ms = int(time.time() * 1000)
+    batches: dict[tuple[str, int], list[bytes]] = {}
+    topics, single = cols.topics, options.topic
+    if topics is not None and pc.count_distinct(topics).as_py() == 1:
+        single, topics = topics[0].as_py(), None
+    for topic, where in _by_topic(topics, single):
+        count, limit = topic_facts(options, topic)
+        parts = cols.partitions if where is None else cols.partitions.take(where)
+        if parts.null_count:
+            keys = cols.column("key")
+            if keys is not None and where is not None:
+                keys = keys.take(where)
+            if keys is None:
+                keyed = pa.nulls(len(parts), pa.int32())
+            else:
+                keyed = pa.Array.from_buffers(pa.int32(), len(keys), [None, pa.py_buffer(
+                    encode.key_partitions(len(keys), _binary(keys), count))])
+                keyed = pc.if_else(pc.equal(keyed, -1), pa.scalar(None, pa.int32()), keyed)
+            parts = pc.coalesce(parts, keyed, pa.scalar(random.randrange(count), pa.int32()))
+        max_bytes = min(settings.batch_size, settings.max_request, limit)
+        for p in sorted(pc.unique(parts).to_pylist()):
+            mine = None if where is None and pc.count_distinct(parts).as_py() == 1 else \
+                pc.indices_nonzero(pc.equal(parts, p))
+            if where is not None:
+                mine = where if mine is None else where.take(mine)
+            batches[(topic, p)] = _encode(cols, mine, now_ms, max_bytes, settings.codec)
+    producer = NativeProducer(options.bootstrap, settings)
+    try:
+        producer.send(batches)
+    finally:
+        producer.close()
+    return SinkCommit(len(cols), path="native")
 
 
 def transactional_id(options: SinkOptions, partition_id: int, query_id: str | None) -> str:
