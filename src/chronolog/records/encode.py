@@ -1,8 +1,8 @@
 """Record batches from column buffers, for writers that hold their rows as Arrow columns (the Spark
 sink's own Produce path): `_encode.c` writes the v2 batches with no Python object per record.
 
-A column is handed over as the tuple of its Arrow buffers (see `_encode.c`); the caller (which knows
-pyarrow) builds the tuples, so this layer stays free of pyarrow. Without the C extension (no compiler
+A column is handed over as the tuple of its Arrow buffers (see `_encode.c`); `arrow_batches` builds the
+tuples from pyarrow arrays (only their buffers are read: no pyarrow import here). Without the C extension (no compiler
 where chronolog was installed) `AVAILABLE` is False and writers keep their client-library path.
 """
 
@@ -36,6 +36,33 @@ def encode_batches(rows: int, key, value, timestamps, headers, now_ms: int, max_
     return [compress_batch(b, codec) for b in batches]
 
 
+def _binary(arr):
+    """(validity or None, offsets, data, offset) of a binary array (utf8 has the same layout)."""
+    if arr is None:
+        return None
+    bufs = arr.buffers()
+    return (bufs[0] if arr.null_count else None, bufs[1], bufs[2] if bufs[2] is not None else b"", arr.offset)
+
+
+def arrow_batches(key, value, timestamps, headers, now_ms: int, max_bytes: int,
+                  codec: int = CompressionType.NONE) -> list[bytes]:
+    """`encode_batches` over pyarrow arrays of one length, any of them None (null in every row): `key`
+    and `value` binary, `timestamps` int64 ms (null: `now_ms`), `headers` list<struct<key: string,
+    value: binary>> (a null list: no headers; the caller has refused null header keys)."""
+    rows = len(value) if value is not None else len(key) if key is not None else \
+        len(timestamps) if timestamps is not None else len(headers) if headers is not None else 0
+    ts = None
+    if timestamps is not None:
+        bufs = timestamps.buffers()
+        ts = (bufs[0] if timestamps.null_count else None, bufs[1], timestamps.offset)
+    hdr = None
+    if headers is not None:
+        entries = headers.values  # the list offsets index it from its start; field() adds its own offset
+        hdr = (headers.buffers()[0] if headers.null_count else None, headers.buffers()[1], headers.offset,
+               _binary(entries.field("key")), _binary(entries.field("value")))
+    return encode_batches(rows, _binary(key), _binary(value), ts, hdr, now_ms, max_bytes, codec)
+
+
 def compress_batch(batch: bytes, codec: int) -> bytes:
     """The same batch with its records compressed: new length, attributes and CRC
     (DefaultRecordBatch: the CRC covers attributes to the end)."""
@@ -51,7 +78,8 @@ def compress_batch(batch: bytes, codec: int) -> bytes:
     return bytes(out)
 
 
-def key_partitions(rows: int, key, count: int) -> bytes:
-    """librdkafka's default partitioner (consistent_random) for every row: CRC-32 of the key modulo
-    `count` as int32s in native order, -1 where the key is null or empty (the caller picks those)."""
-    return _key_partitions(rows, key, count)
+def key_partitions(key, count: int) -> bytes:
+    """librdkafka's default partitioner (consistent_random) for every row of a binary pyarrow array:
+    CRC-32 of the key modulo `count` as int32s in native order, -1 where the key is null or empty (the
+    caller picks those)."""
+    return _key_partitions(len(key), _binary(key), count)

@@ -488,30 +488,12 @@ def native_path(options: SinkOptions) -> bool:
     return options.path == "native" or not unsupported_settings(options.producer)
 
 
-def _binary(arr: pa.Array | None):
-    if arr is None:
-        return None
-    bufs = arr.buffers()
-    return (bufs[0] if arr.null_count else None, bufs[1], bufs[2] if bufs[2] is not None else b"", arr.offset)
-
-
 def _encode(cols: Columns, where: pa.Array | None, now_ms: int, max_bytes: int, codec: int) -> list[bytes]:
     """The v2 batches of the rows at `where` (all rows when None), in row order."""
-    table = cols.table if where is None else cols.table.take(where)
-    sub = Columns(table, None, cols.partitions, None if cols.timestamps is None else
-                  (cols.timestamps if where is None else cols.timestamps.take(where)), cols.sizes)
-    ts = None
-    if sub.timestamps is not None:
-        t = sub.timestamps
-        ts = (t.buffers()[0] if t.null_count else None, t.buffers()[1], t.offset)
-    headers = None
-    h = sub.column("headers")
-    if h is not None:
-        values = h.values
-        headers = (h.buffers()[0] if h.null_count else None, h.buffers()[1], h.offset,
-                   _binary(values.field("key").cast(pa.binary())), _binary(values.field("value")))
-    return encode.encode_batches(len(table), _binary(sub.column("key")), _binary(sub.column("value")), ts, headers,
-                                 now_ms, max_bytes, codec)
+    sub = Columns(cols.table if where is None else cols.table.take(where), None, cols.partitions, None, cols.sizes)
+    ts = cols.timestamps if where is None or cols.timestamps is None else cols.timestamps.take(where)
+    return encode.arrow_batches(sub.column("key"), sub.column("value"), ts, sub.column("headers"), now_ms,
+                                max_bytes, codec)
 
 
 def _write_native(options: SinkOptions, cols: Columns) -> SinkCommit:
@@ -536,7 +518,7 @@ def _write_native(options: SinkOptions, cols: Columns) -> SinkCommit:
                 keyed = pa.nulls(len(parts), pa.int32())
             else:
                 keyed = pa.Array.from_buffers(pa.int32(), len(keys), [None, pa.py_buffer(
-                    encode.key_partitions(len(keys), _binary(keys), count))])
+                    encode.key_partitions(keys, count))])
                 keyed = pc.if_else(pc.equal(keyed, -1), pa.scalar(None, pa.int32()), keyed)
             parts = pc.coalesce(parts, keyed, pa.scalar(random.randrange(count), pa.int32()))
         max_bytes = min(settings.batch_size, settings.max_request, limit)
