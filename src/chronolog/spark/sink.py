@@ -197,6 +197,8 @@ def make_writer(raw: Mapping[str, str], schema: StructType, overwrite: bool, str
     options = SinkOptions.parse(raw)
     check_schema(schema, options)
     check_config(options)
+    if native_path(options):
+        NativeSettings.of(options.producer)  # a bad value is one line here, before any task
     if options.topic is not None:  # a missing topic is then one line before any task starts
         options = replace(options, facts=((options.topic, *_topic_facts(options.bootstrap, _conf_key(options),
                                                                          options.topic)),))

@@ -1,0 +1,229 @@
+"""The sink's own Produce path (spark/native_writer) against a real broker, read back by librdkafka:
+it is the default where it honours every setting, writes byte-equal records (keys, values, null ones,
+headers, partitions, CreateTimes), puts rows without a partition where librdkafka's partitioner puts
+them, honours compression and acks, retries retriable errors (a topic created while the write waits,
+a broker restart) and stops on the others with one line; a setting it does not honour sends the
+query through librdkafka, which writes it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer
+from pyspark.errors import PySparkException
+
+from chronolog.errors import ChronologError
+from chronolog.records import CompressionType, RecordBatch, encode
+from chronolog.spark.native_writer import NativeProducer, NativeSettings, unsupported_settings
+from chronolog.spark.sink import SinkOptions, native_path, write_partition
+from chronolog.timetravel.fetcher import RawFetcher
+from tests.brokerproc import BrokerProcess
+from tests.spark.test_sink import BASE, create, frame, make_rows, per_partition, read_back
+
+pytestmark = [pytest.mark.spark, pytest.mark.skipif(not encode.AVAILABLE, reason="the C extensions are not built")]
+HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    proc = BrokerProcess(tmp_path_factory.mktemp("native-sink") / "data").start()
+    yield proc
+    proc.stop()
+
+
+def arrow(rows: list[tuple], partition: bool = True) -> pa.RecordBatch:
+    """Rows of make_rows as the Arrow batch Spark hands a task (timestamps in µs)."""
+    cols = {"key": pa.array([r[1] for r in rows], pa.binary()), "value": pa.array([r[2] for r in rows], pa.binary()),
+            "headers": pa.array([[{"key": k, "value": v} for k, v in r[3]] for r in rows], HEADERS),
+            "timestamp": pa.array([r[4] * 1000 for r in rows], pa.timestamp("us", "UTC"))}
+    if partition:
+        cols["partition"] = pa.array([r[0] for r in rows], pa.int32())
+    return pa.RecordBatch.from_pydict(cols)
+
+
+def options(bootstrap: str, topic: str, **more: str) -> SinkOptions:
+    return SinkOptions.parse({"kafka.bootstrap.servers": bootstrap, "topic": topic, **more})
+
+
+def test_native_is_the_default_and_writes_byte_equal(broker):
+    topic = create(broker.bootstrap, "native-eq")
+    rows = make_rows(41, 700, 3)
+    done = write_partition(options(broker.bootstrap, topic), iter([arrow(rows[:350]), arrow(rows[350:])]), None)
+    assert (done.rows, done.path) == (700, "native")
+    assert read_back(broker.bootstrap, topic, 3, expected=len(rows)) == per_partition(rows)
+
+
+def test_spark_batch_and_stream_go_native_and_read_back(spark, broker, tmp_path):
+    """df.write (two tasks) and writeStream without exactlyOnce: the default options choose the native
+    path, and what they write is byte-equal."""
+    src, dst = create(broker.bootstrap, "native-src", 2), create(broker.bootstrap, "native-dst", 2)
+    assert native_path(options(broker.bootstrap, src))
+    rows = make_rows(43, 400, 2)
+    frame(spark, rows).coalesce(1).write.mode("append").format("chronolog") \
+        .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", src).save()
+    assert read_back(broker.bootstrap, src, 2, expected=len(rows)) == per_partition(rows)
+    query = (spark.readStream.format("chronolog").option("kafka.bootstrap.servers", broker.bootstrap)
+             .option("subscribe", src).option("includeHeaders", "true").option("maxOffsetsPerTrigger", "150").load()
+             .drop("topic").writeStream.format("chronolog").option("kafka.bootstrap.servers", broker.bootstrap)
+             .option("topic", dst).option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(180)
+    assert query.exception() is None
+    assert read_back(broker.bootstrap, dst, 2, expected=len(rows)) == per_partition(rows)
+
+
+def test_rows_without_partition_go_where_librdkafka_puts_them(broker):
+    """Keyed rows: librdkafka's default partitioner (consistent_random), checked against confluent-kafka
+    producing the same keys; keyless rows of a task: one partition (sticky)."""
+    ours, theirs = create(broker.bootstrap, "part-ours", 5), create(broker.bootstrap, "part-theirs", 5)
+    rows = [(None, b"key-%d" % i if i % 4 else None, b"v%d" % i, (), BASE + i) for i in range(400)]
+    assert write_partition(options(broker.bootstrap, ours), iter([arrow(rows, partition=False)]), None).path == "native"
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for r in rows:
+        if r[1] is not None:
+            p.produce(theirs, r[2], r[1])
+    assert p.flush(30) == 0
+    keyed = 300
+    got = {m[2]: m[0] for m in read_back(broker.bootstrap, ours, 5, expected=len(rows))}
+    want = {m[2]: m[0] for m in read_back(broker.bootstrap, theirs, 5, expected=keyed)}
+    assert len(want) == keyed and all(got[v] == part for v, part in want.items())
+    assert len({got[r[2]] for r in rows if r[1] is None}) == 1
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compression_type_is_honoured(broker, codec):
+    topic = create(broker.bootstrap, f"codec-{codec}", 1)
+    rows = [(0, b"k%d" % i, b"a fairly repetitive value " * 4, (("h", b"x"),), BASE + i) for i in range(2000)]
+    done = write_partition(options(broker.bootstrap, topic, **{"kafka.compression.type": codec}),
+                           iter([arrow(rows)]), None)
+    assert done.path == "native"
+    assert read_back(broker.bootstrap, topic, 1, expected=len(rows)) == rows
+    fetcher = RawFetcher(broker.bootstrap)
+    try:
+        raw = fetcher.fetch(topic, 0, 0).records
+    finally:
+        fetcher.close()
+    assert RecordBatch(raw).compression == CompressionType.from_name(codec)
+
+
+@pytest.mark.parametrize("acks", ["0", "1", "all"])
+def test_acks(broker, acks):
+    topic = create(broker.bootstrap, f"acks-{acks}", 2)
+    rows = make_rows(47, 300, 2)
+    assert write_partition(options(broker.bootstrap, topic, **{"kafka.acks": acks}), iter([arrow(rows)]),
+                           None).path == "native"
+    assert read_back(broker.bootstrap, topic, 2, expected=len(rows)) == per_partition(rows)
+
+
+def test_a_setting_the_native_path_does_not_honour_goes_through_librdkafka(spark, broker):
+    topic = create(broker.bootstrap, "fallback", 2)
+    rows = make_rows(53, 200, 2)
+    for setting in ({"kafka.enable.idempotence": "true"}, {"kafka.batch.num.messages": "7"},
+                    {"kafka.security.protocol": "PLAINTEXT", "kafka.compression.level": "3"}):
+        opts = options(broker.bootstrap, topic, **setting)
+        assert unsupported_settings(opts.producer) and not native_path(opts)
+        assert write_partition(opts, iter([arrow(rows)]), None).path == "librdkafka"
+    assert not native_path(options(broker.bootstrap, topic, producer="librdkafka"))
+    with pytest.raises(ChronologError, match="producer=native cannot honour kafka.enable.idempotence=true"):
+        options(broker.bootstrap, topic, producer="native", **{"kafka.enable.idempotence": "true"})
+    with pytest.raises(ChronologError, match="option producer takes auto, native, librdkafka"):
+        options(broker.bootstrap, topic, producer="fast")
+    # and through Spark: the query writes (librdkafka), every row
+    frame(spark, rows).coalesce(1).write.mode("append").format("chronolog") \
+        .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic) \
+        .option("kafka.batch.num.messages", "7").save()
+    got = read_back(broker.bootstrap, topic, 2, expected=4 * len(rows))
+    assert got == per_partition(rows * 4)
+
+
+def test_a_topic_created_while_the_write_waits_is_written(broker):
+    """UNKNOWN_TOPIC_OR_PARTITION is retriable: the batches wait (with backoff) until the topic exists."""
+    topic = "created-late"
+    batch = encode.arrow_batches(None, pa.array([b"v%d" % i for i in range(50)], pa.binary()), None, None,
+                                 BASE, 1 << 20)
+    producer = NativeProducer(broker.bootstrap, NativeSettings(backoff_ms=20, backoff_max_ms=200,
+                                                               delivery_timeout_ms=60_000))
+
+    def create_once_refused() -> None:
+        deadline = time.monotonic() + 30
+        while producer.retried == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        create(broker.bootstrap, topic, 1)
+
+    creator = threading.Thread(target=create_once_refused)
+    creator.start()
+    try:
+        producer.send({(topic, 0): batch})
+    finally:
+        creator.join(60)
+        producer.close()
+    assert producer.retried >= 1
+    assert [r[2] for r in read_back(broker.bootstrap, topic, 1, expected=50)] == [b"v%d" % i for i in range(50)]
+
+
+def test_a_broker_restart_is_retried(tmp_path):
+    """A lost connection is retriable: the write started while the broker is down goes in once it is back
+    (same port), after what was written before."""
+    proc = BrokerProcess(tmp_path / "data").start()
+    try:
+        topic = create(proc.bootstrap, "restarted", 2)
+        producer = NativeProducer(proc.bootstrap, NativeSettings(backoff_ms=50, backoff_max_ms=500,
+                                                                 delivery_timeout_ms=120_000))
+        first = {(topic, p): encode.arrow_batches(None, pa.array([b"a%d-%d" % (p, i) for i in range(30)]), None,
+                                                  None, BASE, 1 << 20) for p in range(2)}
+        second = {(topic, p): encode.arrow_batches(None, pa.array([b"b%d-%d" % (p, i) for i in range(30)]), None,
+                                                   None, BASE, 1 << 20) for p in range(2)}
+        producer.send(first)
+        proc.stop()
+
+        def restart_once_refused() -> None:
+            deadline = time.monotonic() + 30
+            while producer.retried == 0 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            proc.start()
+
+        restarter = threading.Thread(target=restart_once_refused)
+        restarter.start()
+        try:
+            producer.send(second)
+        finally:
+            restarter.join(60)
+            producer.close()
+        assert producer.retried >= 1
+        got = read_back(proc.bootstrap, topic, 2, expected=120)
+        assert [(r[0], r[2]) for r in got] == [(p, b"%s%d-%d" % (x, p, i)) for p in range(2) for x in (b"a", b"b")
+                                               for i in range(30)]
+    finally:
+        proc.stop()
+
+
+def test_retries_are_bounded_and_other_errors_are_one_line(broker):
+    batch = encode.arrow_batches(None, pa.array([b"v"]), None, None, BASE, 1 << 20)
+    producer = NativeProducer(broker.bootstrap, NativeSettings(retries=2, backoff_ms=10))
+    try:
+        with pytest.raises(ChronologError, match=r"after 3 attempt\(s\): topic 'never-made': UNKNOWN_TOPIC_OR_PART"):
+            producer.send({("never-made", 0): batch})
+    finally:
+        producer.close()
+    # a batch the broker refuses (its max.message.bytes is smaller than the sink was told): not retried
+    topic = create(broker.bootstrap, "refuses", 1, **{"max.message.bytes": "2000"})
+    opts = replace(options(broker.bootstrap, topic), facts=((topic, 1, 1_000_000),))
+    values = pa.RecordBatch.from_pydict({"value": pa.array([b"x" * 100] * 100, pa.binary())})
+    with pytest.raises(ChronologError, match=r"write failed: refuses-0: (MESSAGE_TOO_LARGE|RECORD_LIST_TOO_LARGE)"):
+        write_partition(opts, iter([values]), None)
+
+
+def test_bad_settings_are_one_line(spark, broker):
+    topic = create(broker.bootstrap, "bad-settings", 1)
+    with pytest.raises(ChronologError, match="kafka.retries: 'many' is not an integer"):
+        NativeSettings.of({"retries": "many"})
+    with pytest.raises(ChronologError, match="kafka.compression.type: 'brotli'"):
+        NativeSettings.of({"compression.type": "brotli"})
+    with pytest.raises(PySparkException, match="Invalid value \"brotli\""):
+        spark.createDataFrame([(b"v",)], "value binary").write.mode("append").format("chronolog") \
+            .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic) \
+            .option("kafka.compression.type", "brotli").save()
