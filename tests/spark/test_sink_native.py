@@ -128,6 +128,9 @@ def test_a_setting_the_native_path_does_not_honour_goes_through_librdkafka(spark
         assert unsupported_settings(opts.producer) and not native_path(opts)
         assert write_partition(opts, iter([arrow(rows)]), None).path == "librdkafka"
     assert not native_path(options(broker.bootstrap, topic, producer="librdkafka"))
+    assert unsupported_settings({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}) == \
+        ["sasl.mechanism", "security.protocol=SASL_SSL"]
+    assert unsupported_settings({"acks": "1", "compression.codec": "lz4", "linger.ms": "5", "retries": "3"}) == []
     with pytest.raises(ChronologError, match="producer=native cannot honour kafka.enable.idempotence=true"):
         options(broker.bootstrap, topic, producer="native", **{"kafka.enable.idempotence": "true"})
     with pytest.raises(ChronologError, match="option producer takes auto, native, librdkafka"):
@@ -227,3 +230,14 @@ def test_bad_settings_are_one_line(spark, broker):
         spark.createDataFrame([(b"v",)], "value binary").write.mode("append").format("chronolog") \
             .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic) \
             .option("kafka.compression.type", "brotli").save()
+
+
+def test_a_header_without_a_key_is_one_line_on_both_paths(broker):
+    topic = create(broker.bootstrap, "header-null-key", 1)
+    headers = pa.array([[{"key": "a", "value": b"1"}], None, [{"key": "b", "value": None}, {"key": None, "value": b"x"}]],
+                       HEADERS)
+    batch = pa.RecordBatch.from_pydict({"value": pa.array([b"v0", b"v1", b"v2"]), "headers": headers})
+    for path in ("native", "librdkafka"):
+        with pytest.raises(ChronologError, match="row 2: a header with a null key"):
+            write_partition(options(broker.bootstrap, topic, producer=path), iter([batch]), None)
+    assert read_back(broker.bootstrap, topic, 1) == []
