@@ -218,6 +218,15 @@ def test_retries_are_bounded_and_other_errors_are_one_line(broker):
     values = pa.RecordBatch.from_pydict({"value": pa.array([b"x" * 100] * 100, pa.binary())})
     with pytest.raises(ChronologError, match=r"write failed: refuses-0: (MESSAGE_TOO_LARGE|RECORD_LIST_TOO_LARGE)"):
         write_partition(opts, iter([values]), None)
+    # a record over the producer's message.max.bytes (librdkafka's default 1000000, below the topic's
+    # default 1048588): refused before anything is sent, as librdkafka refuses it
+    big = create(broker.bootstrap, "over-request", 1)
+    rows = pa.RecordBatch.from_pydict({"value": pa.array([b"x", b"y" * 1_000_000], pa.binary())})
+    for path in ("native", "librdkafka"):
+        with pytest.raises(ChronologError, match="row 1: a record of 1000082 bytes .* over the producer's "
+                                                 "message.max.bytes=1000000"):
+            write_partition(options(broker.bootstrap, big, producer=path), iter([rows]), None)
+    assert read_back(broker.bootstrap, big, 1) == []
 
 
 def test_bad_settings_are_one_line(spark, broker):

@@ -381,6 +381,15 @@ def check_rows(options: SinkOptions, rows: Rows | Columns) -> int | None:
             single, topics = topics[0].as_py(), None
     if not len(sizes):
         return None
+    # librdkafka refuses a record over its message.max.bytes (default 1000000, below a topic's default
+    # 1048588) when produce() is called; the native path honours the same setting
+    request_limit = NativeSettings.of({k: v for k, v in options.producer.items()
+                                       if k == "message.max.bytes"}).max_request
+    if pc.max(sizes).as_py() > request_limit:
+        i = pc.indices_nonzero(pc.greater(sizes, request_limit))[0].as_py()
+        raise ChronologError(f"row {i}: a record of {sizes[i].as_py()} bytes (key, value, headers and batch "
+                             f"overhead) is over the producer's message.max.bytes={request_limit}: nothing "
+                             "of this task was written")
     smallest = None
     for topic, where in _by_topic(topics, single):
         count, limit = topic_facts(options, topic)
