@@ -2,13 +2,18 @@
 
 Spark's Kafka sink columns and options (KafkaWriter.validateQuery, KafkaSourceProvider): `value` (binary or
 string, required), `key`, `topic`, `partition` (int), `headers` (array<struct<key: string, value: binary>>);
-the `topic` option overrides the `topic` column; `kafka.bootstrap.servers` and the other `kafka.*` options go
-to the producer (librdkafka's names). Beyond Spark's sink: a `timestamp` column (timestamp) is written as the
+the `topic` option overrides the `topic` column; `kafka.bootstrap.servers` and the other `kafka.*` options are
+producer settings (librdkafka's names). Beyond Spark's sink: a `timestamp` column (timestamp) is written as the
 record's CreateTime, so a window read from one topic and written to another keeps its event times.
 
 Atomicity: a task checks every row of its Spark partition (types, nulls, topic existence, size against the
 topic's `max.message.bytes`) before it sends any, so a bad row fails the query with a one-line message and
 nothing of that task is written; rows of tasks that already finished stay written, as in Spark's sink.
+
+Two producers (option `producer`: auto, native, librdkafka): chronolog's own Produce requests with record
+batches encoded from the Arrow columns (`native_writer`; the default where it honours every `kafka.*`
+setting: several times faster than a Python call per row), else librdkafka's produce() per row (any other
+setting, TLS/SASL, and the transactions of exactlyOnce). Both check a task's rows before sending any.
 
 Delivery: at-least-once by default, as Spark's sink. With `exactlyOnce=true` every task writes inside a
 Kafka transaction (KIP-98) whose transactional id is fixed per query and Spark partition
@@ -225,14 +230,18 @@ class Columns:
         return self.table.num_rows
 
     def column(self, name: str) -> pa.Array | None:
-        """One column as a single Arrow array (binary for string columns), None when absent."""
-        if name not in self.table.column_names:
-            return None
-        col = self.table.column(name)
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_large_binary(col.type):
-            col = col.cast(pa.binary())
-        return col
+        return _column(self.table, name)
+
+
+def _column(table: pa.Table, name: str) -> pa.Array | None:
+    """One column as a single Arrow array (binary for string columns), None when absent."""
+    if name not in table.column_names:
+        return None
+    col = table.column(name)
+    col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_large_binary(col.type):
+        col = col.cast(pa.binary())
+    return col
 
 
 @dataclass
@@ -501,10 +510,10 @@ def native_path(options: SinkOptions) -> bool:
 
 def _encode(cols: Columns, where: pa.Array | None, now_ms: int, max_bytes: int, codec: int) -> list[bytes]:
     """The v2 batches of the rows at `where` (all rows when None), in row order."""
-    sub = Columns(cols.table if where is None else cols.table.take(where), None, cols.partitions, None, cols.sizes)
+    table = cols.table if where is None else cols.table.take(where)
     ts = cols.timestamps if where is None or cols.timestamps is None else cols.timestamps.take(where)
-    return encode.arrow_batches(sub.column("key"), sub.column("value"), ts, sub.column("headers"), now_ms,
-                                max_bytes, codec)
+    return encode.arrow_batches(_column(table, "key"), _column(table, "value"), ts, _column(table, "headers"),
+                                now_ms, max_bytes, codec)
 
 
 def _write_native(options: SinkOptions, cols: Columns) -> SinkCommit:
