@@ -250,3 +250,15 @@ def test_a_header_without_a_key_is_one_line_on_both_paths(broker):
         with pytest.raises(ChronologError, match="row 2: a header with a null key"):
             write_partition(options(broker.bootstrap, topic, producer=path), iter([batch]), None)
     assert read_back(broker.bootstrap, topic, 1) == []
+
+
+def test_without_the_c_extension_librdkafka_writes(broker, monkeypatch):
+    """Where chronolog was built without a compiler the encoder is missing: auto falls back to librdkafka,
+    producer=native says why it cannot."""
+    topic = create(broker.bootstrap, "no-extension", 2)
+    rows = make_rows(59, 100, 2)
+    monkeypatch.setattr(encode, "AVAILABLE", False)
+    assert write_partition(options(broker.bootstrap, topic), iter([arrow(rows)]), None).path == "librdkafka"
+    with pytest.raises(ChronologError, match="installed without its C extensions"):
+        write_partition(options(broker.bootstrap, topic, producer="native"), iter([arrow(rows)]), None)
+    assert read_back(broker.bootstrap, topic, 2, expected=len(rows)) == per_partition(rows)
