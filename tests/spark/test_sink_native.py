@@ -262,3 +262,20 @@ def test_without_the_c_extension_librdkafka_writes(broker, monkeypatch):
     with pytest.raises(ChronologError, match="installed without its C extensions"):
         write_partition(options(broker.bootstrap, topic, producer="native"), iter([arrow(rows)]), None)
     assert read_back(broker.bootstrap, topic, 2, expected=len(rows)) == per_partition(rows)
+
+
+@pytest.mark.parametrize("error", ["NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION", "REQUEST_TIMED_OUT"])
+def test_a_retriable_error_in_a_produce_answer_is_retried(error):
+    """A Produce answered with a retriable error (what a leader change looks like) is sent again after a
+    metadata refresh, and every row lands exactly once, in order."""
+    from chronolog.testing import broker as test_broker
+
+    with test_broker() as b:
+        topic = b.create_topic("retried", partitions=2, configs={"message.timestamp.after.max.ms": str(2**62)})
+        rule = b.faults.push_errors("Produce", error, count=2, topic=topic, partition=1)
+        rows = make_rows(7, 300, 2)
+        done = write_partition(options(b.bootstrap, topic, **{"kafka.retry.backoff.ms": "10"}),
+                               iter([arrow(rows)]), None)
+        assert (done.rows, done.path) == (300, "native")
+        assert rule.hits == 2 and rule.remaining == 0
+        assert read_back(b.bootstrap, topic, 2, expected=len(rows)) == per_partition(rows)
