@@ -417,7 +417,7 @@ def test_per_ip_connection_limit(tmp_path):
     api_versions = _request(18, 0, 1, load_request_schema(18, 0)())
     try:
         # The fixture's readiness probe may still hold a slot until the broker notices its close.
-        assert poll_until(lambda: established_connections(proc.port) == 0, 10)
+        assert poll_until(lambda: established_connections(proc.port) == 0, 60)
         first, second = _connect_plain(proc), _connect_plain(proc)
         for s in (first, second):
             s.sendall(api_versions)
@@ -462,14 +462,14 @@ def test_queued_max_requests_bounds_requests_in_flight(tmp_path):
             a.sendall(_request(3, 1, 1, codec.build(load_request_schema(3, 1), {"topics": [{"name": "idle"}]})))
             assert any(t.name == "idle" for t in _response(3, 1, recv_frame(a)).topics)
             # The Fetch must find the auto-created partition's log, or it is answered at once with an error.
-            assert poll_until(lambda: ("idle", 0) in embedded.broker.state.log_manager._logs, 10)
+            assert poll_until(lambda: ("idle", 0) in embedded.broker.state.log_manager._logs, 60)
             fetch = codec.build(load_request_schema(1, 4), {
                 "replica_id": -1, "max_wait": 4000, "min_bytes": 1, "max_bytes": 1 << 20,
                 "topics": [{"topic": "idle", "partitions": [{"partition": 0, "fetch_offset": 0,
                                                               "partition_max_bytes": 1 << 20}]}]})
             assert not embedded.broker._inflight.locked()
             a.sendall(_request(1, 4, 2, fetch))
-            assert poll_until(embedded.broker._inflight.locked, 10)  # the Fetch holds the only slot
+            assert poll_until(embedded.broker._inflight.locked, 60)  # the Fetch holds the only slot
             b.sendall(_request(18, 0, 3, load_request_schema(18, 0)()))
             # b waits for the slot: no answer while the Fetch is parked (its max_wait is far longer than this
             # look; a broker without the bound answers ApiVersions at once).
