@@ -73,7 +73,7 @@ def _call(sock: socket.socket, api_key: int, version: int, **fields):
     return _response(api_key, version, recv_frame(sock))
 
 
-def _closed(sock: socket.socket, timeout: float = 5.0) -> bool:
+def _closed(sock: socket.socket, timeout: float = 60.0) -> bool:
     sock.settimeout(timeout)
     try:
         return sock.recv(1) == b""
@@ -83,7 +83,7 @@ def _closed(sock: socket.socket, timeout: float = 5.0) -> bool:
 
 def _connect(proc: BrokerProcess) -> socket.socket:
     host, port = proc.listeners["SASL_PLAINTEXT"]
-    return socket.create_connection((host, port), timeout=10)
+    return socket.create_connection((host, port), timeout=60)
 
 
 def _scram_login(sock: socket.socket, user: str, password: str, auth_version: int = 1):
