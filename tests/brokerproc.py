@@ -67,7 +67,7 @@ class BrokerProcess:
         host, port = self.listeners[listener.upper()]
         return f"{host}:{port}"
 
-    def start(self, timeout: float = 30.0) -> BrokerProcess:
+    def start(self, timeout: float = 120.0) -> BrokerProcess:
         args = [sys.executable, "-m", "chronolog.cli.main", "serve", "--data-dir", str(self.data_dir),
                 "--port", str(self.port)]
         for k, v in self.configs.items():

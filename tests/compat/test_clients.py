@@ -36,7 +36,7 @@ def produce(bootstrap: str, topic: str, items: list[tuple[int, bytes, int]], cod
     assert p.flush(30) == 0 and not errors
 
 
-def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 20) -> list:
+def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60) -> list:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{random.random()}",
                   "enable.auto.commit": False})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
@@ -173,15 +173,15 @@ def test_time_retention_deletes_expired_segments(tmp_path):
         for item in expired + fresh:  # one batch each, so segments roll on size
             produce(proc.bootstrap, "old", [item])
         c = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "r"})
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120  # only ends a hung run: retention runs every 200 ms
         low = 0
         while time.monotonic() < deadline:
-            low, high = c.get_watermark_offsets(TopicPartition("old", 0), timeout=5)
+            low, high = c.get_watermark_offsets(TopicPartition("old", 0), timeout=30)
             if low > 0:
                 break
             time.sleep(0.3)
         time.sleep(1.0)  # more retention passes must not delete the segment holding fresh records
-        low, high = c.get_watermark_offsets(TopicPartition("old", 0), timeout=5)
+        low, high = c.get_watermark_offsets(TopicPartition("old", 0), timeout=30)
         c.close()
         segments = sorted((tmp_path / "data" / "old-0").glob("*.log"))
         # Whole segments go, oldest first; the first one left is the one holding the first fresh record.

@@ -136,7 +136,7 @@ def test_the_internal_topic_is_listed_as_internal_and_refuses_producers(tmp_path
         # a Metadata request naming it (a producer's: auto-creation allowed) has the coordinator create it,
         # with offsets.topic.num.partitions, never num.partitions (AutoTopicCreationManager)
         asked = Producer({"bootstrap.servers": broker.bootstrap}).list_topics("__consumer_offsets", timeout=15)
-        assert poll_until(lambda: (tmp_path / "data" / "__consumer_offsets-49").is_dir(), 15)
+        assert poll_until(lambda: (tmp_path / "data" / "__consumer_offsets-49").is_dir(), 60)
         assert len(asked.topics["__consumer_offsets"].partitions) == 50
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g", "enable.auto.commit": False})
         consumer.commit(offsets=[TopicPartition(TOPIC, 0, 3)], asynchronous=False)
@@ -151,7 +151,7 @@ def test_the_internal_topic_is_listed_as_internal_and_refuses_producers(tmp_path
         producer = Producer({"bootstrap.servers": broker.bootstrap, "message.send.max.retries": 0})
         producer.produce("__consumer_offsets", value=b"x", partition=0, on_delivery=lambda err, _m: errors.append(err))
         producer.flush(15)
-        assert poll_until(lambda: errors, 15)
+        assert poll_until(lambda: errors, 60)
         assert errors[0] is not None and errors[0].code() == KafkaError.TOPIC_EXCEPTION
     finally:
         broker.stop()
@@ -166,7 +166,7 @@ def test_looking_for_a_group_coordinator_creates_the_topic(tmp_path):
         _setup(broker.bootstrap)
         assert not (tmp_path / "data" / "__consumer_offsets-0").exists()
         _committed(broker.bootstrap, "g")  # FindCoordinator, then OffsetFetch: nothing committed
-        assert poll_until(lambda: (tmp_path / "data" / "__consumer_offsets-49").is_dir(), 15)
+        assert poll_until(lambda: (tmp_path / "data" / "__consumer_offsets-49").is_dir(), 60)
         assert TOPIC in Producer({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=15).topics
     finally:
         broker.stop()

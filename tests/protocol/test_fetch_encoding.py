@@ -251,7 +251,7 @@ def test_a_client_gone_during_a_large_fetch_is_not_an_error(broker, caplog):
             await asyncio.to_thread(hang_up, reset)
         # The broker notices each hang-up in its send and drops the connection and its region: wait for that
         # state (every descriptor of those four exchanges closed), bounded, before the next client asks.
-        deadline = loop.time() + 10
+        deadline = loop.time() + 60
         while len(os.listdir("/proc/self/fd")) > open_fds and loop.time() < deadline:
             await asyncio.sleep(0.01)
         return await asyncio.to_thread(_round_trip, (where.host, where.port), None, [frame])

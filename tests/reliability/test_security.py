@@ -94,7 +94,7 @@ def _produce(conf: dict, topic: str, values: list[bytes]) -> list:
     return results
 
 
-def _consume_assigned(conf: dict, topic: str, until: bytes, timeout: float = 10.0) -> tuple[list[bytes], list]:
+def _consume_assigned(conf: dict, topic: str, until: bytes, timeout: float = 60.0) -> tuple[list[bytes], list]:
     """Reads partition 0 from the start until `until` was seen, an error came, or the timeout. The group is
     one alice may read: librdkafka looks up its coordinator even for assign(), and FindCoordinator needs
     Describe on the group."""
@@ -345,7 +345,7 @@ def _response(api_key: int, version: int, frame: bytes):
     return entity_reader(load_response_schema(api_key, version))(frame, 4)[0]
 
 
-def _closed(sock: socket.socket, timeout: float = 5.0) -> bool:
+def _closed(sock: socket.socket, timeout: float = 60.0) -> bool:
     sock.settimeout(timeout)
     try:
         return sock.recv(1) == b""
@@ -355,7 +355,7 @@ def _closed(sock: socket.socket, timeout: float = 5.0) -> bool:
 
 def _connect(proc: BrokerProcess, listener: str) -> socket.socket:
     host, port = proc.listeners[listener]
-    return socket.create_connection((host, port), timeout=5)
+    return socket.create_connection((host, port), timeout=60)
 
 
 def test_raw_sasl_wire_behaviour(secure_broker):
@@ -417,7 +417,7 @@ def test_per_ip_connection_limit(tmp_path):
     api_versions = _request(18, 0, 1, load_request_schema(18, 0)())
     try:
         # The fixture's readiness probe may still hold a slot until the broker notices its close.
-        assert poll_until(lambda: established_connections(proc.port) == 0, 10)
+        assert poll_until(lambda: established_connections(proc.port) == 0, 60)
         first, second = _connect_plain(proc), _connect_plain(proc)
         for s in (first, second):
             s.sendall(api_versions)
@@ -426,7 +426,7 @@ def test_per_ip_connection_limit(tmp_path):
         assert _closed(third)
         third.close()
         first.close()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60
         while True:  # the broker notices the close asynchronously
             again = _connect_plain(proc)
             again.sendall(api_versions)
@@ -458,18 +458,18 @@ def test_queued_max_requests_bounds_requests_in_flight(tmp_path):
     embedded = EmbeddedBroker(tmp_path / "data", configs={"queued.max.requests": "1"}).start()
     address = ("127.0.0.1", embedded.broker.port)
     try:
-        with socket.create_connection(address, timeout=5) as a, socket.create_connection(address, timeout=5) as b:
+        with socket.create_connection(address, timeout=60) as a, socket.create_connection(address, timeout=60) as b:
             a.sendall(_request(3, 1, 1, codec.build(load_request_schema(3, 1), {"topics": [{"name": "idle"}]})))
             assert any(t.name == "idle" for t in _response(3, 1, recv_frame(a)).topics)
             # The Fetch must find the auto-created partition's log, or it is answered at once with an error.
-            assert poll_until(lambda: ("idle", 0) in embedded.broker.state.log_manager._logs, 10)
+            assert poll_until(lambda: ("idle", 0) in embedded.broker.state.log_manager._logs, 60)
             fetch = codec.build(load_request_schema(1, 4), {
                 "replica_id": -1, "max_wait": 4000, "min_bytes": 1, "max_bytes": 1 << 20,
                 "topics": [{"topic": "idle", "partitions": [{"partition": 0, "fetch_offset": 0,
                                                               "partition_max_bytes": 1 << 20}]}]})
             assert not embedded.broker._inflight.locked()
             a.sendall(_request(1, 4, 2, fetch))
-            assert poll_until(embedded.broker._inflight.locked, 10)  # the Fetch holds the only slot
+            assert poll_until(embedded.broker._inflight.locked, 60)  # the Fetch holds the only slot
             b.sendall(_request(18, 0, 3, load_request_schema(18, 0)()))
             # b waits for the slot: no answer while the Fetch is parked (its max_wait is far longer than this
             # look; a broker without the bound answers ApiVersions at once).
@@ -482,7 +482,7 @@ def test_queued_max_requests_bounds_requests_in_flight(tmp_path):
 
 
 def _connect_plain(proc: BrokerProcess) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", proc.port), timeout=5)
+    return socket.create_connection(("127.0.0.1", proc.port), timeout=60)
 
 
 # -- CLI ---------------------------------------------------------------------------------------------------

@@ -146,9 +146,12 @@ def test_connect_client_reads_and_writes(tmp_path):
         start, end = BASE + 1500, BASE + 4000
         client_env = {**os.environ, "SPARK_CONNECT_MODE": "1"}
         client_env.pop("PYSPARK_PYTHON", None)
-        done = subprocess.run([sys.executable, "-c", CLIENT, f"sc://127.0.0.1:{port}", broker.bootstrap,
-                               str(start), str(end)], cwd=tmp_path, env=client_env, capture_output=True, text=True,
-                              timeout=600)
+        try:
+            done = subprocess.run([sys.executable, "-c", CLIENT, f"sc://127.0.0.1:{port}", broker.bootstrap,
+                                   str(start), str(end)], cwd=tmp_path, env=client_env, capture_output=True,
+                                  text=True, timeout=900)  # a bound for a hung client only
+        except subprocess.TimeoutExpired as exc:
+            pytest.fail(f"the Connect client hung: {str(exc.stderr or '')[-3000:]} {log.read_text()[-3000:]}")
         result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
         assert result, (done.stderr[-3000:], log.read_text()[-3000:])
         got = json.loads(result[0][len("RESULT "):])

@@ -264,7 +264,7 @@ def test_latency_shows_in_librdkafka_round_trip_times(test_broker, faults):
                          "stats_cb": stats, "linger.ms": 0})
     producer.produce(topic, b"x")
     producer.flush(30)
-    assert poll_until(lambda: (producer.poll(0.05) or True) and stats.broker().get("rtt", {}).get("max", 0) > 0, 10)
+    assert poll_until(lambda: (producer.poll(0.05) or True) and stats.broker().get("rtt", {}).get("max", 0) > 0, 60)
     assert stats.broker()["rtt"]["max"] >= 300_000  # microseconds: the broker really held each produce
 
 
@@ -292,10 +292,10 @@ def test_dropped_connections_are_reported_by_the_client(test_broker, faults):
                          "fetch.wait.max.ms": 5000})
     consumer.assign([TopicPartition(topic, 0, 0)])
     try:
-        assert poll_until(lambda: consumer.poll(0.05) is None and test_broker.faults.broker._readers, 10)
+        assert poll_until(lambda: consumer.poll(0.05) is None and test_broker.faults.broker._readers, 60)
         consumer.poll(0.3)  # its first fetch is out
         assert faults.drop_connections() >= 1
-        assert poll_until(lambda: consumer.poll(0.05) is None and any("Disconnected" in x for x in lines.lines), 10)
+        assert poll_until(lambda: consumer.poll(0.05) is None and any("Disconnected" in x for x in lines.lines), 60)
         producer = Producer({"bootstrap.servers": test_broker.bootstrap})
         producer.produce(topic, b"after")
         assert producer.flush(30) == 0
@@ -333,7 +333,7 @@ def test_refused_connections_until_accepted(test_broker, faults):
 def test_refusal_for_a_while_ends_by_itself(test_broker, faults):
     faults.refuse_connections(0.3)
     assert faults.refusing
-    assert poll_until(lambda: not faults.refusing, 10)
+    assert poll_until(lambda: not faults.refusing, 60)
     assert len(read_all(test_broker.bootstrap, test_broker.create_topic(), 1, 0)) == 0  # connects again
 
 
