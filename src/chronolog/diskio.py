@@ -11,9 +11,13 @@ place (segments, indexes) truncate back to their last good size when these raise
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import logging
 import os
+import platform
+import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -132,6 +136,79 @@ def write_atomic(path: Path | str, data: bytes, *, sync: bool = True, mode: int 
             raise _named(exc, path.parent) from None
 
 
+def _libc_syncfs():
+    """libc's `syncfs(2)` where it reports write-back errors: Linux from 5.8. Before 5.8 it returned 0 even
+    when pages failed to reach the disk, so it could vouch for nothing; elsewhere there is no such call.
+    None where it cannot be trusted (callers fsync file by file instead)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    version = re.match(r"(\d+)\.(\d+)", platform.release())
+    if version is None or (int(version[1]), int(version[2])) < (5, 8):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int]
+    function.restype = ctypes.c_int
+    return function
+
+
+_SYNCFS = _libc_syncfs()
+
+
+def syncfs(fd: int) -> None:
+    """`syncfs(2)` of the file system holding `fd`, or OSError (the one place it is called: tests fault it
+    as they fault `os.fsync`). ctypes releases the GIL for the call."""
+    if _SYNCFS is None:
+        raise OSError(errno.ENOSYS, "syncfs is not available or does not report write-back errors here")
+    if _SYNCFS(fd) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+class FileSystemSync:
+    """Makes everything written to one file system durable with one `syncfs(2)` instead of one fsync per
+    file: a clean stop of 10,000 partitions then costs one journal commit, not tens of thousands of fsyncs.
+
+    The descriptor is opened when the owner starts and held until it stops: `syncfs` reports a write-back
+    error that happened on the file system since that descriptor was opened (the kernel keeps one error
+    sequence per file system and samples it at open), including errors of pages written back in the
+    background long before the sync and errors another process on the same file system has already seen.
+    Files on another file system (a partition directory that is a mount point or a symlink elsewhere) are
+    not covered: `covers` tells."""
+
+    def __init__(self, directory: Path | str) -> None:
+        self.directory = Path(directory)
+        self._fd = -1
+        self.device = -1
+        if _SYNCFS is not None:
+            self._fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+            self.device = os.fstat(self._fd).st_dev
+
+    @property
+    def available(self) -> bool:
+        return self._fd >= 0
+
+    def covers(self, path: Path | str) -> bool:
+        """`path` is on this file system (False when `syncfs` is not used here at all)."""
+        return self._fd >= 0 and os.stat(path).st_dev == self.device
+
+    def sync(self) -> None:
+        """Everything written so far to the file system is on disk, or OSError."""
+        if self._fd < 0:
+            raise OSError(errno.ENOSYS, "syncfs is not available or does not report write-back errors here")
+        try:
+            syncfs(self._fd)
+        except OSError as exc:
+            raise _named(exc, self.directory) from None
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+
 def free_bytes(path: Path | str) -> int:
     """Bytes an unprivileged writer may still use on the file system of `path` (-1 when unknown)."""
     try:
@@ -149,4 +226,5 @@ def describe(exc: OSError) -> str:
     return f"errno {code} ({errno.errorcode.get(code, '?')}, {os.strerror(code)})"
 
 
-__all__ = ["disk_log", "pwrite_all", "pwritev_all", "write_all", "write_atomic", "fsync_dir", "free_bytes", "describe"]
+__all__ = ["disk_log", "pwrite_all", "pwritev_all", "write_all", "write_atomic", "fsync_dir", "syncfs",
+           "FileSystemSync", "free_bytes", "describe"]

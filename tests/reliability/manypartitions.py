@@ -109,14 +109,15 @@ class LimitedBroker:
                 self.peak_fds = max(self.peak_fds, s.fds)
             self._stop.wait(0.02)
 
-    def opened_all(self, since: int, timeout: float = 300.0) -> float:
-        """Seconds the broker took to open every partition, from its "N partitions opened in S s" line
-        written after byte `since` of its log (bounded wait)."""
+    def opened_all(self, since: int, timeout: float = 300.0) -> tuple[float, str]:
+        """Seconds the broker took to open every partition and how ("after a clean shutdown" or "recovered
+        from the recovery points"), from its "N partitions opened in S s (how)" line written after byte
+        `since` of its log (bounded wait)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            found = re.search(r"\d+ partitions opened in ([0-9.]+) s", self.log_text()[since:])
+            found = re.search(r"\d+ partitions opened in ([0-9.]+) s \((.*)\)", self.log_text()[since:])
             if found:
-                return float(found.group(1))
+                return float(found.group(1)), found.group(2)
             if self.proc is not None and self.proc.poll() is not None:
                 break
             time.sleep(0.05)
@@ -161,10 +162,13 @@ class ManyResult:
     rss_mb: float = 0.0
     hwm_mb: float = 0.0
     clean_stop_s: float = 0.0
+    clean_stop_rc: int | None = None  # 0: the SIGTERM stop finished (not killed after the wait)
     clean_restart_s: float = 0.0
     clean_opened_s: float = 0.0  # the broker's own figure: start of the opening to the last partition opened
+    clean_opened_how: str = ""  # "after a clean shutdown": the restart trusted the marker the stop wrote
     kill_restart_s: float = 0.0
     kill_opened_s: float = 0.0
+    kill_opened_how: str = ""  # "recovered from the recovery points"
     after_restarts_records: int = 0
     errors: list = field(default_factory=list)
 
@@ -276,15 +280,15 @@ def run(data_dir: Path, *, topics: int, per_topic: int, limit: int, records: int
         now = sample(broker.proc.pid)
         res.rss_mb, res.hwm_mb = now.rss_mb, now.hwm_mb
         t = time.perf_counter()
-        broker.stop()
+        res.clean_stop_rc = broker.stop()
         res.clean_stop_s = time.perf_counter() - t
         mark = broker.log_size()
         res.clean_restart_s = broker.start()
-        res.clean_opened_s = broker.opened_all(mark)
+        res.clean_opened_s, res.clean_opened_how = broker.opened_all(mark)
         broker.stop(signal.SIGKILL)
         mark = broker.log_size()
         res.kill_restart_s = broker.start()
-        res.kill_opened_s = broker.opened_all(mark)
+        res.kill_opened_s, res.kill_opened_how = broker.opened_all(mark)
         if read_back:
             res.after_restarts_records, missing = read_all(broker.bootstrap, topics, per_topic, records)
             res.read_missing += missing

@@ -63,11 +63,15 @@ def test_an_open_files_budget_at_the_limit_is_refused_with_one_line(tmp_path):
 def test_10000_partitions_under_ulimit_1024(tmp_path):
     """The issue's operator run: far more partitions than descriptors, 100 topics x 100 partitions created, 10
     records produced into each, every partition read back, one ListOffsets by time over all of them, a clean
-    restart and a restart after SIGKILL, then everything read again: every record is there, no lookup is off,
+    stop and restart (the stop exits by itself, the restart trusts its marker) and a restart after SIGKILL
+    (which recovers), then everything read again: every record is there, no lookup is off,
     and the broker never logs EMFILE nor holds more descriptors than its limit. (Before the open-file cache
     each partition held 5 descriptors: about 200 partitions fit under 1024.) About two minutes."""
     res = run(tmp_path / "data", topics=100, per_topic=100, limit=1024, records=10)
     assert not res.errors, res.errors
+    # The SIGTERM stop finished by itself (it is SIGKILLed after 120 s) and left a marker the restart trusted.
+    assert res.clean_stop_rc == 0 and res.clean_opened_how == "after a clean shutdown", res
+    assert res.kill_opened_how == "recovered from the recovery points", res
     assert res.list_offsets_exact == 10_000
     assert res.read_records == 100_000 and res.after_restarts_records == 100_000, res.read_missing
     assert 0 < res.peak_fds <= 1024

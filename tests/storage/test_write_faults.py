@@ -1,5 +1,6 @@
 """Write faults at every write site: short writes, ENOSPC, EIO and EROFS injected in-process into the system
-calls the storage engine writes with (os.pwrite, os.pwritev, os.write, os.fsync, os.ftruncate).
+calls the storage engine writes with (os.pwrite, os.pwritev, os.write, os.fsync, os.ftruncate, and the clean
+stop's diskio.syncfs).
 
 The invariant, over many seeded random fault points: every append that was acknowledged is readable after
 a restart (a clean close or an abandoned process), exactly once and at its offset; nothing that was not
@@ -56,7 +57,7 @@ class Faults:
 
     def install(self, monkeypatch) -> Faults:
         real_pwrite, real_pwritev, real_write = os.pwrite, os.pwritev, os.write
-        real_fsync, real_ftruncate = os.fsync, os.ftruncate
+        real_fsync, real_ftruncate, real_syncfs = os.fsync, os.ftruncate, diskio.syncfs
 
         def pwrite(fd, data, offset):
             if self._hit():
@@ -92,11 +93,17 @@ class Faults:
                 raise self._error()
             return real_ftruncate(fd, length)
 
+        def syncfs(fd):  # the clean stop's one sync of the data dir's file system
+            if self._hit():
+                raise self._error()
+            return real_syncfs(fd)
+
         monkeypatch.setattr(os, "pwrite", pwrite)
         monkeypatch.setattr(os, "pwritev", pwritev)
         monkeypatch.setattr(os, "write", write)
         monkeypatch.setattr(os, "fsync", fsync)
         monkeypatch.setattr(os, "ftruncate", ftruncate)
+        monkeypatch.setattr(diskio, "syncfs", syncfs)
         return self
 
 

@@ -247,10 +247,13 @@ class AbstractIndex:
             mm.flush()
         self._dirty = False
 
-    def close(self, trim: bool = True) -> None:
+    def close(self, trim: bool = True, *, sync: bool = True) -> None:
+        """`sync` False: the entries are left in the page cache for the caller's sync of the whole file
+        system (the manager's clean stop)."""
         if trim and self.writable:
             self.trim_to_valid_size()
-        self.flush()
+        if sync:
+            self.flush()
         self._close_map()
 
     def delete(self) -> None:

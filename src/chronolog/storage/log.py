@@ -1367,23 +1367,31 @@ class PartitionLog:
         if self._unflushed_messages and now - self._last_flush_ms >= self.config.flush_ms:
             self.flush()
 
-    def close(self) -> None:
+    def close(self, *, sync: bool = True) -> None:
+        """Flush, snapshot the producers at the log end and close every segment (`UnifiedLog.flush(true)`
+        then `close`, as `LogManager.shutdown` runs them).
+
+        With `sync` False nothing is fsynced here and the recovery point stays where the last flush left it:
+        the caller (the manager's clean stop) makes the whole data dir durable with one `syncfs` and then
+        calls `closed_durably`; if that sync fails, the checkpoint keeps the old recovery point and the next
+        start recovers from it."""
         with self.lock:
             if self._closed:
                 return
             if self.writable:
-                try:
-                    self.flush()
-                except OSError as exc:
-                    # The stop goes on (every file is still closed); the caller leaves out the clean-shutdown
-                    # marker, so the next start recovers from the last checkpointed recovery point.
-                    self.closed_cleanly = False
-                    disk_log.error("%s-%d: flush at close failed: %s; the next start recovers the log", self.topic,
-                                   self.partition, describe(exc))
-                self._snapshot_producers(sync=True)  # at the log end, as Kafka's close does
+                if sync:
+                    try:
+                        self.flush()
+                    except OSError as exc:
+                        # The stop goes on (every file is still closed); the caller leaves out the clean-shutdown
+                        # marker, so the next start recovers from the last checkpointed recovery point.
+                        self.closed_cleanly = False
+                        disk_log.error("%s-%d: flush at close failed: %s; the next start recovers the log",
+                                       self.topic, self.partition, describe(exc))
+                self._snapshot_producers(sync=sync)  # at the log end, as Kafka's close does
             for seg in self.segments:
                 try:
-                    seg.close()
+                    seg.close(sync=sync)
                 except OSError as exc:
                     self.closed_cleanly = False
                     disk_log.error("%s-%d: closing %s failed: %s; the next start recovers the log", self.topic,
@@ -1393,6 +1401,14 @@ class PartitionLog:
         self._cancel_deletion_timer()
 
     closed_cleanly = True  # False once `close` could not flush or trim everything
+
+    def closed_durably(self) -> None:
+        """After `close(sync=False)` and a successful sync of the file system by the caller: every byte
+        of the log is on disk, so the recovery point is the log end (what the flush at close would have
+        made it). Nothing changes for a log whose close failed."""
+        with self.lock:
+            if self._closed and self.closed_cleanly and self.writable:
+                self._flushed()
 
     def delete(self) -> None:
         """Remove the partition's files (DeleteTopics)."""

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from chronolog.config import BrokerConfig, TopicConfig, validate_topic_overrides
-from chronolog.diskio import describe, disk_log, free_bytes, fsync_dir, write_atomic
+from chronolog.diskio import FileSystemSync, describe, disk_log, free_bytes, fsync_dir, write_atomic
 from chronolog.errors import (
     ChronologError,
     InvalidPartitionsError,
@@ -99,6 +99,7 @@ class LogManager:
         self._loaders: list[threading.Thread] = []
         self._clean_start = True
         self._lazy = False
+        self._fs_sync: FileSystemSync | None = None  # the data dir's file system, synced once at a clean stop
         self.loaded = threading.Event()  # set once no partition is left to open
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -121,6 +122,8 @@ class LogManager:
             raise ChronologError(f"cannot create data dir {self.data_dir}: {exc.strerror}") from None
         self._dir_lock.acquire()
         try:
+            # Opened before any partition is written: its sync at the stop reports every write-back error since.
+            self._fs_sync = FileSystemSync(self.data_dir)
             self._size_file_cache()
             self._lazy = lazy
             self._open_logs()
@@ -128,6 +131,7 @@ class LogManager:
             for plog in self._logs.values():
                 plog.close()
             self._logs.clear()
+            self._close_fs_sync()
             self._dir_lock.release()
             raise
         self.started = True
@@ -194,7 +198,12 @@ class LogManager:
                 if (topic, p) not in self._logs and (topic, p) not in self._pending:
                     with self._refuse_start_on_io_error(self.data_dir / f"{topic}-{p}"):
                         self._logs[(topic, p)] = self._create_log(topic, p)
-        marker.unlink(missing_ok=True)
+        if clean:
+            # Gone for good before anything is written (Kafka deletes it at start, KAFKA-10471): a crash of this
+            # run must not find a marker that vouches for files this run has since changed.
+            with self._refuse_start_on_io_error(marker):
+                marker.unlink(missing_ok=True)
+                fsync_dir(self.data_dir)
         try:
             self._write_topics()
         except OSError as exc:  # what it would say is known in memory: written again at the next change
@@ -319,22 +328,71 @@ class LogManager:
         if self._cleaner_thread is not None:
             self._cleaner_thread.join(timeout=30)  # the cleaner stops between two batches
         with self._lock:
-            clean = True
-            for plog in self._logs.values():
-                plog.close()
-                clean = clean and plog.closed_cleanly
+            clean = self._close_logs()
             clean = self.checkpoint() and clean
             # Partitions never opened in this run are as the last stop left them: after a clean one that is
             # still clean; after a crash they still need their recovery, so the marker is not written.
             clean = clean and (self._clean_start or not self._pending) and not self._failed
             if clean:
+                # Only now: every log, index, snapshot and checkpoint it vouches for is durable. Kafka's
+                # content (`CleanShutdownFileHandler.write`, no broker epoch here), fsynced as Kafka does.
                 try:
-                    (self.data_dir / CLEAN_SHUTDOWN).touch()
+                    write_atomic(self.data_dir / CLEAN_SHUTDOWN, b'{"version":0,"brokerEpoch":-1}')
                 except OSError as exc:
                     disk_log.error("clean-shutdown marker not written: %s; the next start recovers the logs",
                                    describe(exc))
             self.started = False
+            self._close_fs_sync()
         self._dir_lock.release()
+
+    def _close_logs(self) -> bool:
+        """Close every opened log so that all of it is durable; True when all of it is.
+
+        Kafka flushes and closes each log in `num.recovery.threads.per.data.dir` threads, one fsync per file.
+        Here the logs on the data dir's file system are closed without any fsync (trims, final index entries,
+        producer snapshots and sidecars written to the page cache) and then made durable together by one
+        `syncfs(2)`: seconds instead of tens of seconds for 10,000 partitions. Only after it succeeded are
+        their recovery points moved to the log end; if it fails they stay at the last flush, the checkpoint
+        says so and the next start recovers from there. Where syncfs cannot be trusted (not Linux, a kernel
+        before 5.8) and for a partition on another file system, each log is flushed file by file, several
+        at once (concurrent fsyncs share the journal's commits)."""
+        started = time.monotonic()
+        fs_sync = self._fs_sync
+        together, alone = [], []
+        for plog in self._logs.values():
+            try:
+                covered = fs_sync is not None and fs_sync.covers(plog.dir)
+            except OSError:
+                covered = False
+            (together if covered else alone).append(plog)
+        for plog in together:
+            plog.close(sync=False)
+        if alone:
+            with ThreadPoolExecutor(min(8, len(alone)), thread_name_prefix="chronolog-close") as pool:
+                for _ in pool.map(lambda plog: plog.close(), alone):
+                    pass
+        clean = all(plog.closed_cleanly for plog in self._logs.values())
+        closed = time.monotonic()
+        if together:
+            try:
+                fs_sync.sync()  # type: ignore[union-attr]
+            except OSError as exc:
+                disk_log.error("sync of %s at the stop failed: %s; %d bytes free; the recovery points stay at "
+                               "the last flush and the next start recovers the logs", self.data_dir,
+                               describe(exc), free_bytes(self.data_dir))
+                return False
+            for plog in together:
+                plog.closed_durably()
+        if self._logs:
+            log.info("%d partitions closed in %.2f s (%d made durable by one syncfs of the data dir's file system, "
+                     "%.2f s; %d fsynced file by file)", len(self._logs), time.monotonic() - started, len(together),
+                     time.monotonic() - closed if together else 0.0, len(alone))
+        return clean
+
+    def _close_fs_sync(self) -> None:
+        if self._fs_sync is not None:
+            self._fs_sync.close()
+            self._fs_sync = None
 
     def __enter__(self) -> LogManager:
         if not self.started:

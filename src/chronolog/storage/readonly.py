@@ -139,7 +139,8 @@ class FilesSegment(LogSegment):
     def _reader_key(self) -> tuple:
         return ("files", *self._files.identity(segment_name(self.base_offset, LOG_SUFFIX)), self.base_offset)
 
-    def close(self) -> None:
+    def close(self, *, sync: bool = True) -> None:
+        """`sync` as `LogSegment.close` takes it: nothing here is written, so nothing to sync."""
         log = self.__dict__.get("_log")  # never opened: nothing to close (and nothing to fetch now)
         if log is None:
             return

@@ -694,7 +694,10 @@ class LogSegment:
             if "_txn_index" in self.__dict__:
                 self._txn_index.flush()
 
-    def close(self) -> None:
+    def close(self, *, sync: bool = True) -> None:
+        """Final time-index entry, trimmed indexes, minima sidecar, files closed (`LogSegment.close`). The
+        `.log` is not fsynced here (the log's flush does that); with `sync` False neither are the indexes:
+        the caller syncs the whole file system once (storage.manager's clean stop)."""
         if self._log_closed:
             return
         if self._tail_dirty:  # a failed append's bytes are still there: cut them, or the close is not clean
@@ -702,8 +705,8 @@ class LogSegment:
             self._tail_dirty = False
         if self.writable:
             self.on_become_inactive()
-        self.offset_index.close(trim=self.writable)
-        self.time_index.close(trim=self.writable)
+        self.offset_index.close(trim=self.writable, sync=sync)
+        self.time_index.close(trim=self.writable, sync=sync)
         if "_txn_index" in self.__dict__:
             self._txn_index.close()
         self._close_log()
