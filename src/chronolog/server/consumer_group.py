@@ -15,18 +15,31 @@ owns both; an empty group of one type becomes the other type on a join (Kafka's
 `group.consumer.migration.policy=disabled`), while a non-empty consumer group takes classic members, as
 Kafka does under any policy (`classicGroupJoinToConsumerGroup`). Committed offsets are shared: one store
 keyed by group id.
+
+A group's state is durable in `__consumer_offsets` as Kafka keeps it (records.group_records, key types 3-8):
+after every operation the group's records are compared with what was last written and the changed ones (and
+tombstones for a member gone, or every record of a deleted group) are appended, fsynced, before the answer
+goes out (`GroupCoordinatorShard.replay` order: tombstones of current assignments, target assignments, the
+assignment epoch, member subscriptions, the topic metadata and the group epoch; then subscriptions, topic
+metadata, group epoch, targets, assignment epoch, current assignments). At start the records are replayed
+(`restore`): members keep their ids, epochs and partitions, and their session timers start again
+(`GroupMetadataManager.onLoaded`), so a member heartbeating with its epoch after a restart goes on as if
+nothing happened. Heartbeat times are not written (soft state, as in Kafka).
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 import struct
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from chronolog.errors import ErrorCode
+from chronolog.errors import ErrorCode, KafkaError
+from chronolog.records import group_records as gr
 
 log = logging.getLogger(__name__)
 
@@ -202,12 +215,188 @@ def encode_assignment(assigned: Assignment) -> bytes:
     return b"".join(out)
 
 
+# The order of a group's records in one write: tombstones first, then the records (GroupMetadataManager's
+# removeMember / ConsumerGroup.createGroupTombstoneRecords, and consumerGroupHeartbeat's record order).
+_TOMBSTONE_ORDER = (gr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                    gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gr.CONSUMER_GROUP_MEMBER_METADATA,
+                    gr.CONSUMER_GROUP_PARTITION_METADATA, gr.CONSUMER_GROUP_METADATA)
+
+
+def topic_uuid_of(raw: str) -> uuid.UUID:
+    """A topic id as the log manager keeps it (Kafka's url-safe base64 `Uuid.toString`) as a UUID."""
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+
+
+def member_state(group: ConsumerGroup, m: ConsumerMember) -> int:
+    """MemberState as CurrentAssignmentBuilder leaves it: revoking, waiting for partitions others still
+    hold, or stable."""
+    if m.revoking:
+        return gr.MEMBER_UNREVOKED_PARTITIONS
+    if m.epoch == group.assignment_epoch and m.assigned != group.target.get(m.member_id, {}):
+        return gr.MEMBER_UNRELEASED_PARTITIONS
+    return gr.MEMBER_STABLE
+
+
 class ConsumerGroups:
     """The consumer-protocol half of the group coordinator (its `consumer` attribute)."""
 
     def __init__(self, owner) -> None:
         self.owner = owner  # the GroupCoordinator: config, classic groups, the offset store
         self.groups: dict[str, ConsumerGroup] = {}
+        self.written: dict[str, dict[bytes, bytes]] = {}  # group -> its records as last written (key -> value)
+        self._ids: dict[str, uuid.UUID] = {}  # the log manager's topic id strings -> UUIDs
+
+    # -- durability in __consumer_offsets ------------------------------------------------------------
+    def _topic_id(self, name: str) -> uuid.UUID | None:
+        logs = self.owner.store.logs
+        try:
+            raw = logs.topic_id(name)
+        except KeyError:
+            return None  # not (or no longer) a topic: its partitions are left out, as Kafka's metadata image does
+        tid = self._ids.get(raw)
+        if tid is None:
+            tid = self._ids[raw] = topic_uuid_of(raw)
+        return tid
+
+    def _partitions(self, assignment: Assignment) -> gr.TopicPartitions:
+        out = []
+        for topic in sorted(assignment):
+            tid = self._topic_id(topic)
+            if tid is not None:
+                out.append((tid, tuple(sorted(assignment[topic]))))
+        return tuple(out)
+
+    def _image(self, group: ConsumerGroup) -> list[tuple[bytes, bytes]]:
+        """The group's records (GroupCoordinatorRecordHelpers), in the order Kafka writes them."""
+        gid = group.group_id
+        out = []
+        for m in group.members.values():
+            classic = None if m.classic_protocols is None else gr.ClassicMemberMetadata(
+                m.session_timeout_ms or 0, tuple(m.classic_protocols))
+            out.append((gr.consumer_member_key(gr.CONSUMER_GROUP_MEMBER_METADATA, gid, m.member_id),
+                        gr.member_metadata_value(gr.ConsumerGroupMemberValue(
+                            m.instance_id, m.rack_id, m.client_id, m.client_host, m.names, m.regex,
+                            m.rebalance_timeout_ms, m.assignor, classic))))
+        topics = []
+        for name, count in sorted(group.topic_sizes.items()):
+            tid = self._topic_id(name)
+            if tid is not None:
+                topics.append(gr.TopicMetadata(tid, name, count))
+        out.append((gr.consumer_group_key(gr.CONSUMER_GROUP_PARTITION_METADATA, gid),
+                    gr.partition_metadata_value(topics)))
+        out.append((gr.consumer_group_key(gr.CONSUMER_GROUP_METADATA, gid),
+                    gr.consumer_group_metadata_value(group.epoch)))
+        for mid, target in group.target.items():
+            out.append((gr.consumer_member_key(gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, mid),
+                        gr.target_assignment_member_value(self._partitions(target))))
+        out.append((gr.consumer_group_key(gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid),
+                    gr.target_assignment_metadata_value(group.assignment_epoch)))
+        for m in group.members.values():
+            # a static member's temporary leave is its epoch -2 (consumerGroupStaticMemberGroupLeave)
+            out.append((gr.consumer_member_key(gr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, m.member_id),
+                        gr.current_assignment_value(gr.CurrentMemberAssignment(
+                            STATIC_LEAVE_EPOCH if m.static_left else m.epoch, m.previous_epoch,
+                            member_state(group, m), self._partitions(m.assigned), self._partitions(m.revoking)))))
+        return out
+
+    def persist(self, group_id: str) -> None:
+        """Appends what changed in the group since its last write (tombstones for what is gone: a member, or
+        the whole group once deleted), durable before it returns. Raises KafkaStorageErrorError (or another
+        KafkaError) when it could not; what was not written is tried again on the group's next change."""
+        group = self.groups.get(group_id)
+        image = self._image(group) if group is not None else []
+        before = self.written.get(group_id, {})
+        now = dict(image)
+        gone = sorted((k for k in before if k not in now), key=lambda k: _TOMBSTONE_ORDER.index(gr.key_version(k)))
+        changed = [(k, v) for k, v in image if before.get(k) != v]
+        if not gone and not changed:
+            return
+        self.owner.store.write_records(group_id, [(k, None) for k in gone] + changed)
+        if now:
+            self.written[group_id] = now
+        else:
+            self.written.pop(group_id, None)
+
+    def _durable(self, group_id: str, on_error: Callable[[str], dict] | None = None) -> dict | None:
+        """persist(); on a failure the error answer (NOT_COORDINATOR, as Kafka answers a failed write of
+        the coordinator's records: the client finds the coordinator again and retries), else None."""
+        try:
+            self.persist(group_id)
+        except KafkaError as exc:
+            log.warning("consumer group %s: state not written: %s", group_id, exc)
+            message = f"The coordinator could not write the group's state: {exc}"
+            return on_error(message) if on_error else {"error_code": ErrorCode.NOT_COORDINATOR,
+                                                       "error_message": message}
+        return None
+
+    def restore(self, records: dict[str, dict[bytes, bytes]]) -> None:
+        """GroupMetadataManager.replay of the group records read at start, then `onLoaded`: every member's
+        session timer (and a revoking member's rebalance timer) starts now."""
+        logs = self.owner.store.logs
+        names: dict[uuid.UUID, str] = {}
+        for name in logs.topics():
+            tid = self._topic_id(name)
+            if tid is not None:
+                names[tid] = name
+        now = time.monotonic()
+
+        def assignment(tps: gr.TopicPartitions) -> Assignment:
+            return {names[tid]: frozenset(ps) for tid, ps in tps if tid in names and ps}
+
+        for gid, recs in records.items():
+            try:
+                group = self._replay(gid, recs, assignment, now)
+            except (KafkaError, struct.error, ValueError) as exc:
+                log.warning("consumer group %s: its records do not replay (%s); the group starts empty", gid, exc)
+                continue
+            self.groups[gid] = group
+            self.written[gid] = dict(recs)
+            log.info("loaded consumer group %s (epoch %d) with %d members", gid, group.epoch, len(group.members))
+
+    def _replay(self, gid: str, recs: dict[bytes, bytes], assignment, now: float) -> ConsumerGroup:
+        group = ConsumerGroup(gid, assignor=self.assignors()[0])
+        current: dict[str, gr.CurrentMemberAssignment] = {}
+        for key, value in recs.items():
+            k = gr.read_key(key)
+            if isinstance(k, gr.ConsumerGroupKey):
+                if k.kind == gr.CONSUMER_GROUP_METADATA:
+                    group.epoch = gr.read_epoch_value(value)
+                elif k.kind == gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+                    group.assignment_epoch = gr.read_epoch_value(value)
+                else:
+                    group.topic_sizes = {t.name: t.num_partitions for t in gr.read_partition_metadata_value(value)}
+            elif isinstance(k, gr.ConsumerGroupMemberKey):
+                if k.kind == gr.CONSUMER_GROUP_MEMBER_METADATA:
+                    v = gr.read_member_metadata_value(value)
+                    m = ConsumerMember(k.member_id, v.instance_id, v.rack_id, v.client_id, v.client_host, (),
+                                       v.server_assignor, v.rebalance_timeout_ms, names=v.subscribed_topic_names,
+                                       regex=v.subscribed_topic_regex, last_heartbeat=now)
+                    if v.classic is not None:
+                        m.classic_protocols = [(n, bytes(b)) for n, b in v.classic.protocols]
+                        m.session_timeout_ms = v.classic.session_timeout_ms
+                    group.members[k.member_id] = m
+                elif k.kind == gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
+                    group.target[k.member_id] = assignment(gr.read_target_assignment_member_value(value))
+                else:
+                    current[k.member_id] = gr.read_current_assignment_value(value)
+        topics = self.owner.store.logs.topics()
+        for mid, m in group.members.items():
+            matched = {t for t in topics if not t.startswith("__") and re.fullmatch(m.regex, t)} if m.regex else set()
+            m.subscribed = tuple(sorted(set(m.names) | matched))
+            c = current.get(mid)
+            if c is None:
+                continue
+            m.epoch, m.previous_epoch = c.member_epoch, c.previous_member_epoch
+            if c.member_epoch == STATIC_LEAVE_EPOCH:
+                # its instance comes back under a new member id and reconciles from epoch 0, as in Kafka
+                m.static_left, m.epoch = True, 0
+            m.assigned, m.revoking = assignment(c.assigned), assignment(c.pending_revocation)
+            if m.revoking:
+                m.revoke_deadline = now + m.rebalance_timeout_ms / 1000.0
+        chosen = [m.assignor for m in group.members.values() if m.assignor]
+        if chosen:
+            group.assignor = max(sorted(set(chosen)), key=chosen.count)
+        return group
 
     @property
     def config(self):
@@ -221,15 +410,20 @@ class ConsumerGroups:
                   regex: str | None, assignor: str | None, owned: Assignment | None, client_id: str,
                   client_host: str, topics: dict[str, int]) -> dict:
         """One ConsumerGroupHeartbeat; the response values (assignment None when unchanged)."""
+        def refused(code: int, message: str) -> dict:
+            return {"error_code": code, "error_message": message, "member_id": member_id or None,
+                    "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
         try:
             self._validate(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                            subscribed, regex, assignor, owned)
-            return self._heartbeat(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
-                                   subscribed, regex, assignor, owned, client_id, client_host, topics)
+            result = self._heartbeat(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
+                                     subscribed, regex, assignor, owned, client_id, client_host, topics)
         except HeartbeatError as exc:
             log.debug("consumer group %s: heartbeat of %s refused: %s", group_id, member_id, exc.message)
-            return {"error_code": exc.code, "error_message": exc.message, "member_id": member_id or None,
-                    "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
+            return refused(exc.code, exc.message)
+        # the group's new state is durable before the member hears of it
+        failed = self._durable(group_id, lambda message: refused(ErrorCode.NOT_COORDINATOR, message))
+        return failed or result
 
     def _validate(self, group_id, member_id, epoch, instance_id, rack_id, rebalance_timeout_ms, subscribed,
                   regex, assignor, owned) -> None:
@@ -277,13 +471,13 @@ class ConsumerGroups:
         classic = self.owner.groups.get(group_id)
         if classic is not None and classic.members:
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
-        if not create:
-            # Kafka answers GROUP_ID_NOT_FOUND, in a state it cannot reach: it keeps groups in
-            # __consumer_offsets. Ours live in memory, so after a restart members find their group gone;
-            # UNKNOWN_MEMBER_ID makes them rejoin (epoch 0) instead of failing (docs/differences.md).
-            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Consumer group {group_id} not found: its "
-                                 "members rejoin.")
-        if classic is not None:
+        if not create:  # getOrMaybeCreateConsumerGroup (the group's records survive restarts)
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+        if classic is not None:  # maybeDeleteEmptyClassicGroup: its GroupMetadata tombstone first
+            try:
+                self.owner.store.drop_group_metadata(group_id)
+            except KafkaError as exc:
+                raise HeartbeatError(ErrorCode.NOT_COORDINATOR, f"The coordinator could not write: {exc}") from None
             if classic.rebalance_task is not None:
                 classic.rebalance_task.cancel()
             del self.owner.groups[group_id]
@@ -428,12 +622,17 @@ class ConsumerGroups:
         fenced (GroupMetadataManager's session and rebalance timers)."""
         session = int(self.config["group.consumer.session.timeout.ms"]) / 1000.0
         for group in list(self.groups.values()):
+            changed = False
             for mid, m in list(group.members.items()):
                 timeout = session if m.session_timeout_ms is None else m.session_timeout_ms / 1000.0
                 if now - m.last_heartbeat > timeout:
                     self._remove(group, mid, "expired (session timeout)")
+                    changed = True
                 elif m.revoke_deadline is not None and now > m.revoke_deadline:
                     self._remove(group, mid, "fenced (did not revoke within its rebalance timeout)")
+                    changed = True
+            if changed:
+                self._durable(group.group_id)
 
     # -- classic members in a consumer group (GroupMetadataManager.classicGroup*ToConsumerGroup) ----------
     def has_members(self, group_id: str) -> bool:
@@ -488,6 +687,9 @@ class ConsumerGroups:
         self._reconcile(group, member, owned)
         if member.revoking and not _inter(owned, member.revoking):
             self._reconcile(group, member, owned)  # an eager member rejoins having revoked everything
+        failed = self._durable(group_id)
+        if failed:
+            return {"error_code": failed["error_code"], "member_id": member_id}
         return {"error_code": 0, "generation_id": member.epoch, "protocol_type": "consumer",
                 "protocol_name": protocols[0][0], "leader": "", "member_id": member_id, "members": [],
                 "skip_assignment": False}
@@ -527,7 +729,8 @@ class ConsumerGroups:
         if member_id not in group.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
         self._remove(group, member_id, "left")
-        return 0
+        failed = self._durable(group_id)
+        return failed["error_code"] if failed else 0
 
     # -- the rest of the coordinator asks these ------------------------------------------------------
     def validate_commit(self, group_id: str, member_id: str, epoch: int, api_version: int) -> int:
@@ -575,17 +778,26 @@ class ConsumerGroups:
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
         del self.groups[group_id]
+        failed = self._durable(group_id)  # ConsumerGroup.createGroupTombstoneRecords
+        if failed:
+            self.groups[group_id] = group
+            return failed["error_code"]
         return 0
 
     def give_way(self, group_id: str) -> bool:
         """A classic JoinGroup for this id: an empty consumer group is dropped (maybeDeleteEmptyConsumerGroup)
-        and True returned; a non-empty one answers False (the coordinator sends the join to `classic_join`)."""
+        and True returned; False when its tombstones could not be written (or it has members: the coordinator
+        sends such a join to `classic_join` first)."""
         group = self.groups.get(group_id)
         if group is None:
             return True
         if group.members:
             return False
         del self.groups[group_id]
+        failed = self._durable(group_id)  # maybeDeleteEmptyConsumerGroup: the group's tombstones
+        if failed:
+            self.groups[group_id] = group
+            return False
         return True
 
     def describe(self, group_id: str) -> ConsumerGroup | None:

@@ -122,12 +122,15 @@ class GroupCoordinator:
 
     async def start(self) -> None:
         self.store.load()
+        self.consumer.restore(self.store.consumer_records)  # KIP-848 groups, with their members
         for g, meta in self.store.groups.items():
             # its members are not brought back: they find themselves unknown and rejoin (the generation goes on)
-            self.groups[g] = Group(g, generation=meta.generation, protocol_type=meta.protocol_type or None,
-                                   new_group=False)
+            if g not in self.consumer.groups:
+                self.groups[g] = Group(g, generation=meta.generation, protocol_type=meta.protocol_type or None,
+                                       new_group=False)
         for g, _t, _p in self.store.offsets:
-            self.groups.setdefault(g, Group(g, new_group=False))
+            if g not in self.consumer.groups:
+                self.groups.setdefault(g, Group(g, new_group=False))
         self._reaper = asyncio.create_task(self._expire_members())
         self._retention = asyncio.create_task(self._expire_offsets())
 
@@ -192,7 +195,8 @@ class GroupCoordinator:
             return self.consumer.classic_join(group_id, member_id, instance_id, client_id, client_host,
                                               session_timeout, rebalance_timeout, protocol_type, protocols,
                                               require_known_member, topics)
-        self.consumer.give_way(group_id)  # an empty consumer group becomes a classic one
+        if not self.consumer.give_way(group_id):  # an empty consumer group becomes a classic one
+            return {"error_code": ErrorCode.NOT_COORDINATOR, "member_id": member_id}
         group = self.group(group_id)
         if group.state == DEAD:
             return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "member_id": member_id}

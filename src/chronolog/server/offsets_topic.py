@@ -41,6 +41,8 @@ from chronolog.records.control import marker_of
 from chronolog.records.group_records import (
     CONSUMER_OFFSETS_TOPIC,
     CommitEvent,
+    ConsumerGroupKey,
+    ConsumerGroupMemberKey,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -86,6 +88,8 @@ class OffsetStore:
         self.offsets: dict[Key, Committed] = {}
         self.commit_times: dict[Key, int] = {}  # the commit timestamp of each offset (offsets.retention.minutes)
         self.groups: dict[str, GroupMetadataValue] = {}
+        # KIP-848 groups' records as read at start (group -> key -> value); server/consumer_group replays them
+        self.consumer_records: dict[str, dict[bytes, bytes]] = {}
         # producer id -> (group, topic, partition) -> offset: TxnOffsetCommit offsets awaiting their marker.
         self.pending: dict[int, dict[Key, Committed]] = {}
         self._pending_times: dict[int, dict[Key, int]] = {}
@@ -199,7 +203,16 @@ class OffsetStore:
                 self.groups.pop(key.group, None)
             else:
                 self.groups[key.group] = read_group_metadata_value(value)
-        # other key versions (KIP-848 and share-group records) are not kept by this coordinator
+        elif isinstance(key, ConsumerGroupKey | ConsumerGroupMemberKey):
+            if value is None:
+                records = self.consumer_records.get(key.group)
+                if records is not None:
+                    records.pop(bytes(key_bytes), None)
+                    if not records:
+                        del self.consumer_records[key.group]
+            else:
+                self.consumer_records.setdefault(key.group, {})[bytes(key_bytes)] = bytes(value)
+        # other key versions (share-group records) are not kept by this coordinator
 
     def _settle(self, pid: int, commit: bool, partitions: set[int] | None) -> None:
         """A marker for `pid` in these offsets partitions (None: all): its pending offsets there are applied
@@ -274,6 +287,22 @@ class OffsetStore:
             return
         self._append(group, [SimpleRecord(now, group_metadata_key(group), group_metadata_value(value))], now)
         self.groups[group] = value
+
+    def write_records(self, group: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        """A KIP-848 group's records (key, value or None for a tombstone) as one batch, durable on return."""
+        if not records:
+            return
+        now = self.clock()
+        self._append(group, [SimpleRecord(now, k, v) for k, v in records], now)
+
+    def drop_group_metadata(self, group: str) -> None:
+        """The classic GroupMetadata tombstone alone (an empty classic group becoming a consumer group,
+        GroupMetadataManager.maybeDeleteEmptyClassicGroup); its offsets stay."""
+        if group not in self.groups:
+            return
+        now = self.clock()
+        self._append(group, [SimpleRecord(now, group_metadata_key(group), None)], now)
+        self.groups.pop(group, None)
 
     def write_markers(self, producer_id: int, producer_epoch: int, commit: bool, partitions: set[int] | None) -> None:
         """The transaction's markers in the offsets partitions it added (None: those holding its pending
