@@ -344,9 +344,12 @@ def member_metadata_value(value: ConsumerGroupMemberValue) -> bytes:
             inner.bytes_(metadata)
             inner.tags()
         inner.tags()
-        w.uvarint(1)  # one tagged field: tag 0, its size, the struct
+        # one tagged field: tag 0, its size, then (a nullable struct) the presence varint 1 and the struct
+        # (MessageDataGenerator's writer of a nullable tagged struct)
+        w.uvarint(1)
         w.uvarint(0)
-        w.uvarint(len(inner.out))
+        w.uvarint(len(inner.out) + 1)
+        w.uvarint(1)
         w.out += inner.out
     return bytes(w.out)
 
@@ -582,8 +585,9 @@ def read_member_metadata_value(value: bytes | memoryview) -> ConsumerGroupMember
     classic = None
     raw = r.tagged().get(0)
     r.end()
-    if raw is not None:
+    if raw is not None and raw[:1] != b"\x00":  # a presence varint of 0: null
         c = _Reader(raw, flexible=True)
+        c.uvarint()
         session = c.take(_I32)
         protocols = []
         for _ in range(c.array_len()):

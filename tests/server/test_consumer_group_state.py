@@ -1,0 +1,161 @@
+"""A KIP-848 consumer group's state in `__consumer_offsets`: written as the group changes, replayed at start
+(GroupMetadataManager.replay / onLoaded), tombstones when a member leaves or the group goes. Each test runs a
+coordinator, stops it, starts another on the same data dir and compares."""
+
+from __future__ import annotations
+
+import asyncio
+
+from chronolog.config import BrokerConfig
+from chronolog.errors import ErrorCode
+from chronolog.records import group_records as gr
+from chronolog.server.coordinator import Group, GroupCoordinator
+
+CONFIG = {"group.consumer.heartbeat.interval.ms": "300", "offsets.topic.num.partitions": "1"}
+
+
+def start(path) -> GroupCoordinator:
+    c = GroupCoordinator(path, BrokerConfig(CONFIG))
+
+    async def go() -> None:
+        await c.start()
+        for task in (c._reaper, c._retention):  # timers are not under test here
+            task.cancel()
+    asyncio.run(go())
+    for name, n in (("foo", 4), ("bar", 2)):
+        if not c.store.logs.has_topic(name):
+            c.store.logs.create_topic(name, n, {})
+    return c
+
+
+def stop(c: GroupCoordinator) -> None:
+    asyncio.run(c.stop())
+
+
+def hb(c, member_id, epoch, subscribed=None, owned=None, group="g", **kw):
+    return c.consumer.heartbeat(group, member_id, epoch, instance_id=kw.get("instance_id"), rack_id=kw.get("rack_id"),
+                                rebalance_timeout_ms=kw.get("rebalance_timeout_ms", 5000), subscribed=subscribed,
+                                regex=kw.get("regex"), assignor=kw.get("assignor"), owned=owned, client_id="c",
+                                client_host="/127.0.0.1", topics=c.store.logs.topics())
+
+
+def snapshot(c, group="g"):
+    g = c.consumer.groups[group]
+    members = {mid: (m.instance_id, m.rack_id, m.epoch, m.previous_epoch, m.assigned, m.revoking, sorted(m.names),
+                     m.subscribed, m.regex, m.assignor, m.rebalance_timeout_ms, m.static_left, m.classic_protocols,
+                     m.session_timeout_ms)
+               for mid, m in g.members.items()}
+    return g.epoch, g.assignment_epoch, g.assignor, g.topic_sizes, g.target, members, g.state
+
+
+def records(c):
+    """The offsets partition's KIP-848 records, oldest first: (key, value or None)."""
+    plog = c.store.logs.get_log(gr.CONSUMER_OFFSETS_TOPIC, 0)
+    out = []
+    for rec in plog.read_records(plog.log_start_offset):
+        if gr.key_version(rec.key) >= 3:
+            out.append((gr.read_key(rec.key), None if rec.value is None else bytes(rec.value)))
+    return out
+
+
+def test_a_reconciling_group_comes_back_as_it_was(tmp_path):
+    """Mid-rebalance (m1 revoking, m2 waiting for what m1 still holds): epochs, assignments, pending revocations,
+    targets and subscriptions survive; both members go on with the epochs they hold."""
+    c = start(tmp_path)
+    hb(c, "m1", 0, ["foo"], {}, instance_id="i-1", rack_id="r1", assignor="range")
+    r2 = hb(c, "m2", 0, ["foo", "bar"], {})
+    r1 = hb(c, "m1", 1, None, {"foo": frozenset({0, 1, 2, 3})})
+    assert r1["member_epoch"] == 1 and c.consumer.groups["g"].members["m1"].revoking
+    before = snapshot(c)
+    assert before[-1] == "Reconciling"
+    stop(c)
+
+    c = start(tmp_path)
+    assert snapshot(c) == before
+    # m1 reports its revocation with the epoch it held before the restart and moves to the new one
+    done = hb(c, "m1", 1, None, r1["assignment"])
+    assert (done["error_code"], done["member_epoch"]) == (0, 2)
+    got = hb(c, "m2", r2["member_epoch"], None, {})
+    assert got["error_code"] == 0 and got["assignment"]
+    assert hb(c, "m2", got["member_epoch"] + 1, None, got["assignment"])["error_code"] == ErrorCode.FENCED_MEMBER_EPOCH
+    assert hb(c, "nobody", 1, None, {})["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+    # commits are checked against the restored epochs (ConsumerGroup.validateOffsetCommit)
+    assert c.commit("g", done["member_epoch"], "m1", [("foo", 0, 5, -1, None)]) == 0
+    assert c.commit("g", 1, "m1", [("foo", 0, 5, -1, None)]) == ErrorCode.STALE_MEMBER_EPOCH
+    stable = snapshot(c)
+    stop(c)
+    c = start(tmp_path)
+    assert snapshot(c) == stable
+    stop(c)
+
+
+def test_a_member_leaving_and_the_group_deleted_leave_tombstones(tmp_path):
+    """removeMember: current assignment, target and subscription tombstones, then the new group epoch;
+    ConsumerGroup.createGroupTombstoneRecords when the group is deleted: nothing of it comes back."""
+    c = start(tmp_path)
+    hb(c, "m1", 0, ["foo"], {})
+    hb(c, "m2", 0, ["foo"], {})
+    assert hb(c, "m2", -1)["error_code"] == 0
+    tail = records(c)[-6:]
+    assert [(k.kind, getattr(k, "member_id", None), v is None) for k, v in tail[:3]] == [
+        (8, "m2", True), (7, "m2", True), (5, "m2", True)]
+    assert (tail[3][0].kind, gr.read_epoch_value(tail[3][1])) == (3, 3)  # the group epoch after the leave
+    stop(c)
+    c = start(tmp_path)
+    assert list(c.consumer.groups["g"].members) == ["m1"] and c.consumer.groups["g"].epoch == 3
+    assert hb(c, "m1", -1)["error_code"] == 0
+    assert c.delete_group("g") == 0
+    last: dict = {}
+    for k, v in records(c):
+        last[k] = v
+    assert last and all(v is None for v in last.values())  # every key of the group ends in its tombstone
+    stop(c)
+    c = start(tmp_path)
+    assert "g" not in c.consumer.groups and "g" not in c.groups
+    assert hb(c, "m1", 1, None, {})["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND  # as Kafka: the group is gone
+    stop(c)
+
+
+def test_static_leave_and_classic_member_survive(tmp_path):
+    """A static member's temporary leave (epoch -2) and a classic member inside the consumer group
+    (ClassicMemberMetadata, the tagged field) come back: the instance takes its partitions back under a new id,
+    the classic member's generation is its epoch."""
+    c = start(tmp_path)
+    hb(c, "s1", 0, ["foo"], {}, instance_id="inst")
+    a = hb(c, "s1", 1, None, {"foo": frozenset({0, 1, 2, 3})})
+    assert a["error_code"] == 0
+    sub = b"\x00\x00\x00\x00\x00\x01\x00\x03foo\xff\xff\xff\xff"  # ConsumerProtocolSubscription v0 of "foo"
+    joined = asyncio.run(c.join("g", "", None, "cl", "/127.0.0.1", 6000, 6000, "consumer", [("range", sub)], False,
+                                c.store.logs.topics()))
+    assert joined["error_code"] == 0
+    classic_id = joined["member_id"]
+    assert hb(c, "s1", -2, instance_id="inst")["error_code"] == 0
+    before = snapshot(c)
+    stop(c)
+    c = start(tmp_path)
+    g = c.consumer.groups["g"]
+    assert g.members["s1"].static_left and g.members[classic_id].classic_protocols == [("range", sub)]
+    assert g.members[classic_id].session_timeout_ms == 6000
+    assert c.consumer.classic_heartbeat("g", g.members[classic_id].epoch, classic_id) in (0, ErrorCode.REBALANCE_IN_PROGRESS)
+    back = hb(c, "s2", 0, ["foo"], {}, instance_id="inst")
+    # it holds what it held, less what the classic member's arrival moves away (revoked first)
+    assert back["error_code"] == 0 and back["assignment"] == before[4]["s1"] != before[5]["s1"][4]
+    assert c.consumer.groups["g"].members["s2"].revoking == {"foo": before[5]["s1"][4]["foo"] - before[4]["s1"]["foo"]}
+    assert "s1" not in c.consumer.groups["g"].members
+    stop(c)
+
+
+def test_empty_classic_group_becoming_a_consumer_group_drops_its_metadata(tmp_path):
+    """maybeDeleteEmptyClassicGroup writes the classic group's tombstone: after a restart the id is a consumer
+    group only, and its offsets stayed."""
+    c = start(tmp_path)
+    c.groups["idle"] = Group("idle")
+    c._store_group(c.groups["idle"])
+    c.commit("idle", -1, "", [("foo", 0, 7, -1, None)])
+    assert hb(c, "m1", 0, ["foo"], {}, group="idle")["error_code"] == 0
+    stop(c)
+    c = start(tmp_path)
+    assert "idle" in c.consumer.groups and "idle" not in c.groups
+    assert c.fetch_offsets("idle", [("foo", 0)]) == {("foo", 0): (7, -1, "")}
+    assert [g["group_id"] for g in c.list_groups()] == ["idle"]
+    stop(c)
