@@ -4,7 +4,8 @@
 A group's records go to partition `abs(hashCode(group)) % offsets.topic.num.partitions`
 (`GroupMetadataManager.partitionFor`), written through our own PartitionLog in Kafka's schemas
 (records.group_records): OffsetCommit records on every commit, GroupMetadata records when a rebalance
-completes, null values (tombstones) for deleted offsets and groups; the log cleaner compacts the topic like
+completes, a KIP-848 group's ConsumerGroup* records as it changes (server/consumer_group.py decides them; they
+are kept here as read and replayed there at start), null values (tombstones) for deleted offsets and groups; the log cleaner compacts the topic like
 any `cleanup.policy=compact` topic. Transactional offset commits (TxnOffsetCommit) are transactional batches
 of the producer; they become the group's offsets when the COMMIT marker is appended to the partition and
 vanish with an ABORT marker, as in Kafka. On start the partitions are read from their start: the last
