@@ -159,3 +159,90 @@ def test_empty_classic_group_becoming_a_consumer_group_drops_its_metadata(tmp_pa
     assert c.fetch_offsets("idle", [("foo", 0)]) == {("foo", 0): (7, -1, "")}
     assert [g["group_id"] for g in c.list_groups()] == ["idle"]
     stop(c)
+
+
+# -- commits written off the event loop --------------------------------------------------------------------
+def test_commit_is_answered_and_visible_only_once_durable_and_the_loop_goes_on(tmp_path):
+    """OffsetCommit's append and fsync run in a worker thread (commit_async): until the write returned, the
+    commit is not answered and its offset is not readable, while the event loop answers other requests."""
+    import threading
+
+    c = start(tmp_path)
+    c.commit("g0", -1, "", [("foo", 0, 1, -1, None)])  # the offsets topic exists
+    gate, entered = threading.Event(), threading.Event()
+    write = c.store.write_commit
+
+    def slow_write(group, items):
+        entered.set()
+        assert gate.wait(30)
+        return write(group, items)
+    c.store.write_commit = slow_write
+
+    async def go() -> None:
+        task = asyncio.ensure_future(c.commit_async("g0", -1, "", [("foo", 0, 5, -1, None)]))
+        for _ in range(3000):  # until the write started in its thread (bounded)
+            if entered.is_set():
+                break
+            await asyncio.sleep(0.01)
+        assert hb(c, "m1", 0, ["foo"], {})["error_code"] == 0  # the loop is free meanwhile
+        assert not task.done() and c.fetch_offsets("g0", [("foo", 0)])[("foo", 0)][0] == 1
+        gate.set()
+        assert await task == 0
+        assert c.fetch_offsets("g0", [("foo", 0)])[("foo", 0)][0] == 5
+    asyncio.run(go())
+    stop(c)
+
+
+def test_commits_applied_out_of_order_keep_the_last_written(tmp_path):
+    """Writes take a sequence number in log order; a commit whose thread finishes last but was written first
+    does not overwrite a later one in memory, so memory matches what a restart reads back."""
+    c = start(tmp_path)
+    first = [("foo", 0, 10, -1, None)]
+    second = [("foo", 0, 20, -1, None)]
+    w1 = c.store.write_commit("g", first)
+    w2 = c.store.write_commit("g", second)
+    c.store.apply_commit("g", second, *w2)
+    c.store.apply_commit("g", first, *w1)  # late
+    assert c.fetch_offsets("g", [("foo", 0)])[("foo", 0)][0] == 20
+    c.store.delete_offsets("g", [("foo", 0)])
+    c.store.apply_commit("g", second, *w2)  # older than the tombstone
+    assert ("g", "foo", 0) not in c.store.offsets
+    stop(c)
+    c = start(tmp_path)
+    assert ("g", "foo", 0) not in c.store.offsets
+    stop(c)
+
+
+def test_the_offsets_topic_is_loaded_off_the_event_loop(tmp_path):
+    """GroupCoordinator.start reads __consumer_offsets in a worker thread: the event loop runs meanwhile, and
+    what waits on `wait_loaded` (the broker's group requests) goes on only once the load is done."""
+    import threading
+
+    c = start(tmp_path)
+    c.commit("g", -1, "", [("foo", 0, 3, -1, None)])
+    stop(c)
+    c = GroupCoordinator(tmp_path, BrokerConfig(CONFIG))
+    gate, entered = threading.Event(), threading.Event()
+    load = c.store.load
+
+    def slow_load() -> None:
+        entered.set()
+        assert gate.wait(30)
+        load()
+    c.store.load = slow_load
+
+    async def go() -> None:
+        starting = asyncio.ensure_future(c.start())
+        waiter = asyncio.ensure_future(c.wait_loaded())
+        for _ in range(3000):  # the loop turns while the load runs (bounded)
+            if entered.is_set():
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0)
+        assert entered.is_set() and not c.loaded and not waiter.done() and not starting.done()
+        gate.set()
+        await asyncio.wait_for(waiter, 30)
+        await starting
+        assert c.loaded and c.fetch_offsets("g", [("foo", 0)])[("foo", 0)][0] == 3
+        await c.stop()
+    asyncio.run(go())

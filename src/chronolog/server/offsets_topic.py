@@ -25,10 +25,12 @@ file is renamed `offsets.log.migrated`.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
 import struct
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -94,6 +96,14 @@ class OffsetStore:
         # producer id -> (group, topic, partition) -> offset: TxnOffsetCommit offsets awaiting their marker.
         self.pending: dict[int, dict[Key, Committed]] = {}
         self._pending_times: dict[int, dict[Key, int]] = {}
+        # Commits are written from worker threads (OffsetStore.write_commit) and applied on the event loop
+        # afterwards: every append takes its partition's lock and a sequence number in log order, and an
+        # offset is applied only if no later write of its key was applied first, so memory always holds what
+        # the log holds last, whatever order the threads finish in.
+        self._locks: dict[int, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._seq = itertools.count(1)
+        self._key_seq: dict[Key, int] = {}
         self._ready = False  # the topic exists and num_partitions is its count
 
     # -- topic ----------------------------------------------------------------------------------------------
@@ -128,16 +138,41 @@ class OffsetStore:
         self._ready = True
         log.info("created %s with %d partitions", CONSUMER_OFFSETS_TOPIC, self.num_partitions)
 
+    def _lock(self, partition: int) -> threading.Lock:
+        with self._locks_guard:
+            lock = self._locks.get(partition)
+            if lock is None:
+                lock = self._locks[partition] = threading.Lock()
+            return lock
+
     def _append(self, group: str, records: list[SimpleRecord], now: int, producer_id: int = -1,
-                producer_epoch: int = -1) -> None:
+                producer_epoch: int = -1) -> int:
+        """Appends (durable on return) and answers the write's sequence number (its place in log order)."""
         self.ensure_topic()
-        plog = self._log(self.partition_for(group))
+        partition = self.partition_for(group)
+        plog = self._log(partition)
         data = build_batch(records, producer_id=producer_id, producer_epoch=producer_epoch,
                            base_sequence=0 if producer_id >= 0 else -1, is_transactional=producer_id >= 0)
-        try:
-            plog.append(data, now=now, origin_client=False)
-        except OSError as exc:
-            raise KafkaStorageErrorError(f"offsets not written: {exc}") from exc
+        with self._lock(partition):
+            try:
+                plog.append(data, now=now, origin_client=False)
+            except OSError as exc:
+                raise KafkaStorageErrorError(f"offsets not written: {exc}") from exc
+            return next(self._seq)
+
+    def _set(self, k: Key, entry: Committed, ts: int, seq: int) -> None:
+        if self._key_seq.get(k, 0) > seq:
+            return  # a later write of this key was applied already
+        self._key_seq[k] = seq
+        self.offsets[k] = entry
+        self.commit_times[k] = ts
+
+    def _drop(self, k: Key, seq: int) -> None:
+        if self._key_seq.get(k, 0) > seq:
+            return
+        self._key_seq[k] = seq
+        self.offsets.pop(k, None)
+        self.commit_times.pop(k, None)
 
     def _log(self, partition: int) -> Any:
         """An offsets partition. Its writes are tried again at once after a failure (no pause between
@@ -215,7 +250,7 @@ class OffsetStore:
                 self.consumer_records.setdefault(key.group, {})[bytes(key_bytes)] = bytes(value)
         # other key versions (share-group records) are not kept by this coordinator
 
-    def _settle(self, pid: int, commit: bool, partitions: set[int] | None) -> None:
+    def _settle(self, pid: int, commit: bool, partitions: set[int] | None, seq: int = 0) -> None:
         """A marker for `pid` in these offsets partitions (None: all): its pending offsets there are applied
         (COMMIT) or dropped (ABORT), GroupMetadataManager.handleTxnCompletion."""
         entries = self.pending.get(pid)
@@ -226,8 +261,7 @@ class OffsetStore:
             entry = entries.pop(k)
             ts = times.pop(k, -1)
             if commit:
-                self.offsets[k] = entry
-                self.commit_times[k] = ts
+                self._set(k, entry, ts, seq)
         if not entries:
             self.pending.pop(pid, None)
             self._pending_times.pop(pid, None)
@@ -236,15 +270,25 @@ class OffsetStore:
     def commit(self, group: str, offsets: Iterable[tuple[str, int, int, int, str | None]]) -> None:
         """One batch of OffsetCommit records, appended (and fsynced) before the offsets apply."""
         items = list(offsets)
+        written = self.write_commit(group, items)
+        if written is not None:
+            self.apply_commit(group, items, *written)
+
+    def write_commit(self, group: str, items: list[tuple[str, int, int, int, str | None]]) -> tuple[int, int] | None:
+        """The commit's records appended and durable: may run in a worker thread (it touches no offset in
+        memory). (sequence number, commit time) for `apply_commit`, None when there was nothing to write."""
         if not items:
-            return
+            return None
         now = self.clock()
-        self._append(group, [SimpleRecord(now, offset_commit_key(group, t, p),
-                                          offset_commit_value(OffsetCommitValue(o, m or "", now, e)))
-                             for t, p, o, e, m in items], now)
+        seq = self._append(group, [SimpleRecord(now, offset_commit_key(group, t, p),
+                                                offset_commit_value(OffsetCommitValue(o, m or "", now, e)))
+                                   for t, p, o, e, m in items], now)
+        return seq, now
+
+    def apply_commit(self, group: str, items: list[tuple[str, int, int, int, str | None]], seq: int, now: int) -> None:
+        """A written commit's offsets in memory (on the event loop, after `write_commit` returned)."""
         for t, p, o, e, m in items:  # a null metadata is stored as "" (OffsetAndMetadata.NO_METADATA)
-            self.offsets[(group, t, p)] = (o, e, m or "")
-            self.commit_times[(group, t, p)] = now
+            self._set((group, t, p), (o, e, m or ""), now, seq)
 
     def txn_commit(self, group: str, producer_id: int, producer_epoch: int,
                    offsets: Iterable[tuple[str, int, int, int, str | None]]) -> None:
@@ -266,10 +310,9 @@ class OffsetStore:
         if not gone:
             return
         now = self.clock()
-        self._append(group, [SimpleRecord(now, offset_commit_key(group, t, p), None) for t, p in gone], now)
+        seq = self._append(group, [SimpleRecord(now, offset_commit_key(group, t, p), None) for t, p in gone], now)
         for t, p in gone:
-            self.offsets.pop((group, t, p), None)
-            self.commit_times.pop((group, t, p), None)
+            self._drop((group, t, p), seq)
 
     def store_group(self, group: str, value: GroupMetadataValue | None) -> None:
         """A GroupMetadata record (None: the group's tombstone, written with tombstones of its offsets, as
@@ -280,10 +323,9 @@ class OffsetStore:
                 return
             records = [SimpleRecord(now, offset_commit_key(g, t, p), None) for g, t, p in self.offsets if g == group]
             records.append(SimpleRecord(now, group_metadata_key(group), None))
-            self._append(group, records, now)
+            seq = self._append(group, records, now)
             for k in [k for k in self.offsets if k[0] == group]:
-                self.offsets.pop(k)
-                self.commit_times.pop(k, None)
+                self._drop(k, seq)
             self.groups.pop(group, None)
             return
         self._append(group, [SimpleRecord(now, group_metadata_key(group), group_metadata_value(value))], now)
@@ -315,13 +357,16 @@ class OffsetStore:
         if not self.exists():
             partitions = set()
         now = self.clock()
+        seq = 0
         for p in sorted(partitions):
             plog = self._log(p)
-            try:
-                plog.append_control(producer_id, producer_epoch, commit, COORDINATOR_EPOCH, now=now)
-            except OSError as exc:
-                raise KafkaStorageErrorError(f"marker not written: {exc}") from exc
-        self._settle(producer_id, commit, None)
+            with self._lock(p):
+                try:
+                    plog.append_control(producer_id, producer_epoch, commit, COORDINATOR_EPOCH, now=now)
+                except OSError as exc:
+                    raise KafkaStorageErrorError(f"marker not written: {exc}") from exc
+                seq = next(self._seq)
+        self._settle(producer_id, commit, None, seq or next(self._seq))
 
     def expire(self, now: int, retention_ms: int, active: Callable[[str], bool]) -> int:
         """offsets.retention.minutes (GroupMetadataManager.cleanupGroupMetadata with KIP-211): offsets of a
