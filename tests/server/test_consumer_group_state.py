@@ -82,10 +82,21 @@ def test_a_reconciling_group_comes_back_as_it_was(tmp_path):
     # commits are checked against the restored epochs (ConsumerGroup.validateOffsetCommit)
     assert c.commit("g", done["member_epoch"], "m1", [("foo", 0, 5, -1, None)]) == 0
     assert c.commit("g", 1, "m1", [("foo", 0, 5, -1, None)]) == ErrorCode.STALE_MEMBER_EPOCH
+    for _ in range(3):  # m1 and m2 heartbeat until both hold their targets
+        for mid in ("m1", "m2"):
+            m = c.consumer.groups["g"].members[mid]
+            hb(c, mid, m.epoch, None, m.assigned)
+    assert c.consumer.groups["g"].state == "Stable"
     stable = snapshot(c)
     stop(c)
     c = start(tmp_path)
     assert snapshot(c) == stable
+    # steady heartbeats after the restart change nothing, and write nothing
+    count = len(records(c))
+    for mid in ("m1", "m2"):
+        m = c.consumer.groups["g"].members[mid]
+        assert hb(c, mid, m.epoch, None, m.assigned)["error_code"] == 0
+    assert len(records(c)) == count
     stop(c)
 
 
