@@ -257,3 +257,54 @@ def test_the_offsets_topic_is_loaded_off_the_event_loop(tmp_path):
         assert c.loaded and c.fetch_offsets("g", [("foo", 0)])[("foo", 0)][0] == 3
         await c.stop()
     asyncio.run(go())
+
+
+def test_every_piece_of_state_reaches_the_log(tmp_path):
+    """The records are re-encoded only when what they are made from changed: after each change below (of one
+    field each, assignments replaced as the coordinator replaces them), what was written equals a fresh
+    encoding of the whole group, and a restart brings the last state back."""
+    c = start(tmp_path)
+    hb(c, "m1", 0, ["foo"], {})
+    hb(c, "m2", 0, ["foo", "bar"], {}, instance_id="i2")
+    for _ in range(3):
+        for mid in ("m1", "m2"):
+            m = c.consumer.groups["g"].members[mid]
+            hb(c, mid, m.epoch, None, m.assigned)
+    g = c.consumer.groups["g"]
+    m1, m2 = g.members["m1"], g.members["m2"]
+    mutations = [
+        lambda: (setattr(m1, "assigned", {"foo": frozenset({0})}), g.target.__setitem__("m1", {"foo": frozenset({0})})),
+        lambda: setattr(m1, "assigned", {"foo": frozenset({0}), "bar": frozenset({1})}),
+        lambda: setattr(m2, "revoking", {"bar": frozenset({0})}),
+        lambda: setattr(m2, "previous_epoch", 7),
+        lambda: setattr(m1, "epoch", 9),
+        lambda: setattr(m2, "static_left", True),
+        lambda: setattr(m1, "client_id", "other"),
+        lambda: setattr(m1, "client_host", "/10.0.0.1"),
+        lambda: setattr(m1, "rack_id", "r9"),
+        lambda: setattr(m1, "rebalance_timeout_ms", 1234),
+        lambda: (setattr(m1, "names", ("bar", "foo")), setattr(m1, "subscribed", ("bar", "foo"))),
+        lambda: setattr(m1, "regex", "f.*"),
+        lambda: setattr(m1, "assignor", "range"),
+        lambda: (setattr(m2, "classic_protocols", [("range", b"\x00")]), setattr(m2, "session_timeout_ms", 7000)),
+        lambda: setattr(m2, "session_timeout_ms", 8000),
+        lambda: setattr(g, "topic_sizes", {"foo": 4}),
+        lambda: setattr(g, "epoch", 11),
+        lambda: setattr(g, "assignment_epoch", 10),
+        lambda: g.target.__setitem__("m2", {"bar": frozenset({0, 1})}),
+    ]
+    for i, mutate in enumerate(mutations):
+        mutate()
+        c.consumer.persist("g")
+        written = dict(c.consumer.written["g"])
+        c.consumer._encoded.clear()
+        assert dict(c.consumer._image(g)) == written, f"change {i} not written"
+    last = snapshot(c)
+    stop(c)
+    c = start(tmp_path)
+    again = snapshot(c)
+    # a static member's leave comes back as epoch 0 (it reconciles again when its instance returns)
+    assert again[5]["m2"][11] and last[5]["m2"][11]
+    # (the group's assignor is not a record: it is the members' choice, worked out again)
+    assert again[:2] + again[3:5] == last[:2] + last[3:5] and again[5]["m1"] == last[5]["m1"]
+    stop(c)

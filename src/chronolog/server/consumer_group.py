@@ -245,6 +245,7 @@ class ConsumerGroups:
         self.groups: dict[str, ConsumerGroup] = {}
         self.written: dict[str, dict[bytes, bytes]] = {}  # group -> its records as last written (key -> value)
         self._ids: dict[str, uuid.UUID] = {}  # the log manager's topic id strings -> UUIDs
+        self._encoded: dict[str, dict[tuple, tuple]] = {}  # group -> (kind, member) -> (inputs, key, value)
 
     # -- durability in __consumer_offsets ------------------------------------------------------------
     def _topic_id(self, name: str) -> uuid.UUID | None:
@@ -267,36 +268,55 @@ class ConsumerGroups:
         return tuple(out)
 
     def _image(self, group: ConsumerGroup) -> list[tuple[bytes, bytes]]:
-        """The group's records (GroupCoordinatorRecordHelpers), in the order Kafka writes them."""
+        """The group's records (GroupCoordinatorRecordHelpers), in the order Kafka writes them. Each record's
+        bytes are kept with the values they were made from and made again only when one changed: a steady
+        heartbeat of a large group re-encodes nothing (assignments are compared by identity first, and the
+        coordinator replaces an assignment's dict rather than changing it)."""
         gid = group.group_id
+        old = self._encoded.get(gid, {})
+        new: dict[tuple, tuple] = {}
+
+        def record(kind: int, member_id: str | None, inputs: tuple, make: Callable[[], bytes]) -> tuple[bytes, bytes]:
+            hit = old.get((kind, member_id))
+            if hit is not None and hit[0] == inputs:
+                new[(kind, member_id)] = hit
+                return hit[1], hit[2]
+            key = (gr.consumer_group_key(kind, gid) if member_id is None
+                   else gr.consumer_member_key(kind, gid, member_id))
+            entry = new[(kind, member_id)] = (inputs, key, make())
+            return entry[1], entry[2]
+
         out = []
         for m in group.members.values():
-            classic = None if m.classic_protocols is None else gr.ClassicMemberMetadata(
-                m.session_timeout_ms or 0, tuple(m.classic_protocols))
-            out.append((gr.consumer_member_key(gr.CONSUMER_GROUP_MEMBER_METADATA, gid, m.member_id),
-                        gr.member_metadata_value(gr.ConsumerGroupMemberValue(
-                            m.instance_id, m.rack_id, m.client_id, m.client_host, m.names, m.regex,
-                            m.rebalance_timeout_ms, m.assignor, classic))))
-        topics = []
-        for name, count in sorted(group.topic_sizes.items()):
-            tid = self._topic_id(name)
-            if tid is not None:
-                topics.append(gr.TopicMetadata(tid, name, count))
-        out.append((gr.consumer_group_key(gr.CONSUMER_GROUP_PARTITION_METADATA, gid),
-                    gr.partition_metadata_value(topics)))
-        out.append((gr.consumer_group_key(gr.CONSUMER_GROUP_METADATA, gid),
-                    gr.consumer_group_metadata_value(group.epoch)))
+            protocols = None if m.classic_protocols is None else tuple(tuple(p) for p in m.classic_protocols)
+            inputs = (m.instance_id, m.rack_id, m.client_id, m.client_host, m.names, m.regex, m.rebalance_timeout_ms,
+                      m.assignor, protocols, m.session_timeout_ms)
+            out.append(record(gr.CONSUMER_GROUP_MEMBER_METADATA, m.member_id, inputs, lambda m=m, p=protocols:
+                              gr.member_metadata_value(gr.ConsumerGroupMemberValue(
+                                  m.instance_id, m.rack_id, m.client_id, m.client_host, m.names, m.regex,
+                                  m.rebalance_timeout_ms, m.assignor,
+                                  None if p is None else gr.ClassicMemberMetadata(m.session_timeout_ms or 0, p)))))
+        sizes = tuple(sorted(group.topic_sizes.items()))
+        out.append(record(gr.CONSUMER_GROUP_PARTITION_METADATA, None, (sizes,), lambda: gr.partition_metadata_value(
+            [gr.TopicMetadata(tid, name, count) for name, count in sizes
+             if (tid := self._topic_id(name)) is not None])))
+        out.append(record(gr.CONSUMER_GROUP_METADATA, None, (group.epoch,),
+                          lambda: gr.consumer_group_metadata_value(group.epoch)))
         for mid, target in group.target.items():
-            out.append((gr.consumer_member_key(gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, mid),
-                        gr.target_assignment_member_value(self._partitions(target))))
-        out.append((gr.consumer_group_key(gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid),
-                    gr.target_assignment_metadata_value(group.assignment_epoch)))
+            out.append(record(gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, mid, (target,),
+                              lambda t=target: gr.target_assignment_member_value(self._partitions(t))))
+        out.append(record(gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, None, (group.assignment_epoch,),
+                          lambda: gr.target_assignment_metadata_value(group.assignment_epoch)))
         for m in group.members.values():
             # a static member's temporary leave is its epoch -2 (consumerGroupStaticMemberGroupLeave)
-            out.append((gr.consumer_member_key(gr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, m.member_id),
-                        gr.current_assignment_value(gr.CurrentMemberAssignment(
-                            STATIC_LEAVE_EPOCH if m.static_left else m.epoch, m.previous_epoch,
-                            member_state(group, m), self._partitions(m.assigned), self._partitions(m.revoking)))))
+            epoch = STATIC_LEAVE_EPOCH if m.static_left else m.epoch
+            state = member_state(group, m)
+            out.append(record(gr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, m.member_id,
+                              (epoch, m.previous_epoch, state, m.assigned, m.revoking),
+                              lambda m=m, e=epoch, st=state: gr.current_assignment_value(gr.CurrentMemberAssignment(
+                                  e, m.previous_epoch, st, self._partitions(m.assigned),
+                                  self._partitions(m.revoking)))))
+        self._encoded[gid] = new
         return out
 
     def persist(self, group_id: str) -> None:
@@ -305,6 +325,8 @@ class ConsumerGroups:
         KafkaError) when it could not; what was not written is tried again on the group's next change."""
         group = self.groups.get(group_id)
         image = self._image(group) if group is not None else []
+        if group is None:
+            self._encoded.pop(group_id, None)
         before = self.written.get(group_id, {})
         now = dict(image)
         gone = sorted((k for k in before if k not in now), key=lambda k: _TOMBSTONE_ORDER.index(gr.key_version(k)))
