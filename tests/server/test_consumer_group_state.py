@@ -308,3 +308,62 @@ def test_every_piece_of_state_reaches_the_log(tmp_path):
     # (the group's assignor is not a record: it is the members' choice, worked out again)
     assert again[:2] + again[3:5] == last[:2] + last[3:5] and again[5]["m1"] == last[5]["m1"]
     stop(c)
+
+
+def test_heartbeat_is_answered_once_its_records_are_durable_and_the_loop_goes_on(tmp_path):
+    """heartbeat_async hands the group's changed records to the group-state writer thread: the member is
+    answered after the write, other groups' heartbeats and commits are answered meanwhile, and a write that
+    fails answers NOT_COORDINATOR and is carried by the group's next write."""
+    import threading
+
+    from chronolog.errors import KafkaStorageErrorError
+
+    c = start(tmp_path)
+    hb(c, "x1", 0, ["bar"], {}, group="other")  # the offsets topic exists
+    gate, entered = threading.Event(), threading.Event()
+    write = c.store.write_records
+
+    def slow(group, records):
+        if group == "g":
+            entered.set()
+            assert gate.wait(30)
+        return write(group, records)
+    c.store.write_records = slow
+
+    def hb_async(member_id, epoch, subscribed=None, owned=None, group="g"):
+        return c.consumer.heartbeat_async(group, member_id, epoch, instance_id=None, rack_id=None,
+                                          rebalance_timeout_ms=5000, subscribed=subscribed, regex=None, assignor=None,
+                                          owned=owned, client_id="c", client_host="/127.0.0.1",
+                                          topics=c.store.logs.topics())
+
+    async def go() -> None:
+        task = asyncio.ensure_future(hb_async("m1", 0, ["foo"], {}))
+        for _ in range(3000):  # until the write is in its thread (bounded)
+            if entered.is_set():
+                break
+            await asyncio.sleep(0.01)
+        assert entered.is_set() and not task.done()
+        assert await c.commit_async("plain", -1, "", [("bar", 0, 1, -1, None)]) == 0  # the loop is free
+        assert not task.done()
+        gate.set()
+        answer = await task
+        assert (answer["error_code"], answer["member_epoch"]) == (0, 1)
+    asyncio.run(go())
+    c.store.write_records = write
+    m1 = c.consumer.groups["g"].members["m1"]
+    assert gr.consumer_member_key(8, "g", "m1") in c.consumer.written["g"]
+
+    def failing(group, records):
+        raise KafkaStorageErrorError("disk full")
+    c.store.write_records = failing
+    refused = asyncio.run(c.consumer.heartbeat_async(
+        "g", "m1", m1.epoch, instance_id=None, rack_id=None, rebalance_timeout_ms=7000, subscribed=None, regex=None,
+        assignor=None, owned=m1.assigned, client_id="c", client_host="/127.0.0.1", topics=c.store.logs.topics()))
+    assert refused["error_code"] == ErrorCode.NOT_COORDINATOR  # its new rebalance timeout was not written
+    c.store.write_records = write
+    assert hb(c, "m2", 0, ["bar"], {})["error_code"] == 0  # the next write of the group (other records)
+    stop(c)
+    c = start(tmp_path)
+    assert c.consumer.groups["g"].members["m1"].rebalance_timeout_ms == 7000  # carried by that next write
+    assert sorted(c.consumer.groups["g"].members) == ["m1", "m2"]
+    stop(c)

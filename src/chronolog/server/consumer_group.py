@@ -29,7 +29,9 @@ nothing happened. Heartbeat times are not written (soft state, as in Kafka).
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import concurrent.futures
 import logging
 import re
 import struct
@@ -38,7 +40,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from chronolog.errors import ErrorCode, KafkaError
+from chronolog.errors import ErrorCode, KafkaError, KafkaStorageErrorError
 from chronolog.records import group_records as gr
 
 log = logging.getLogger(__name__)
@@ -246,6 +248,10 @@ class ConsumerGroups:
         self.written: dict[str, dict[bytes, bytes]] = {}  # group -> its records as last written (key -> value)
         self._ids: dict[str, uuid.UUID] = {}  # the log manager's topic id strings -> UUIDs
         self._encoded: dict[str, dict[tuple, tuple]] = {}  # group -> (kind, member) -> (inputs, key, value)
+        # One thread writes every group's state, in the order the changes were made (its queue is FIFO).
+        self._writer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="chronolog-group-state")
+        self._last_write: dict[str, concurrent.futures.Future] = {}
+        self._closed = False
 
     # -- durability in __consumer_offsets ------------------------------------------------------------
     def _topic_id(self, name: str) -> uuid.UUID | None:
@@ -319,10 +325,11 @@ class ConsumerGroups:
         self._encoded[gid] = new
         return out
 
-    def persist(self, group_id: str) -> None:
-        """Appends what changed in the group since its last write (tombstones for what is gone: a member, or
-        the whole group once deleted), durable before it returns. Raises KafkaStorageErrorError (or another
-        KafkaError) when it could not; what was not written is tried again on the group's next change."""
+    def _submit(self, group_id: str) -> tuple[concurrent.futures.Future, list] | None:
+        """What changed in the group since its last write (tombstones for what is gone: a member, or the whole
+        group once deleted), handed to the one writer thread of group state: its queue keeps the log in the
+        order the changes were made. The baseline moves on at once (the next change is diffed against this
+        one); a write that fails puts its keys back as unwritten (`_failed`). None when nothing changed."""
         group = self.groups.get(group_id)
         image = self._image(group) if group is not None else []
         if group is None:
@@ -332,23 +339,91 @@ class ConsumerGroups:
         gone = sorted((k for k in before if k not in now), key=lambda k: _TOMBSTONE_ORDER.index(gr.key_version(k)))
         changed = [(k, v) for k, v in image if before.get(k) != v]
         if not gone and not changed:
-            return
-        self.owner.store.write_records(group_id, [(k, None) for k in gone] + changed)
+            return None
+        records = [(k, None) for k in gone] + changed
+        if self._closed:  # the coordinator is stopping: Kafka's unloaded coordinator answers NOT_COORDINATOR
+            raise KafkaStorageErrorError("the group coordinator is stopping")
         if now:
             self.written[group_id] = now
         else:
             self.written.pop(group_id, None)
+        future = self._writer.submit(self.owner.store.write_records, group_id, records)
+        self._last_write[group_id] = future
+        return future, records
 
-    def _durable(self, group_id: str, on_error: Callable[[str], dict] | None = None) -> dict | None:
-        """persist(); on a failure the error answer (NOT_COORDINATOR, as Kafka answers a failed write of
-        the coordinator's records: the client finds the coordinator again and retries), else None."""
+    def _failed(self, group_id: str, records: list) -> None:
+        """A write that did not happen: its keys count as unwritten (b"" equals no value), so the group's next
+        write carries them again, as records or as tombstones."""
+        baseline = self.written.setdefault(group_id, {})
+        for k, _v in records:
+            baseline[k] = b""
+
+    def _settled(self, group_id: str, future: concurrent.futures.Future) -> None:
+        if self._last_write.get(group_id) is future:
+            del self._last_write[group_id]
+
+    def persist(self, group_id: str) -> None:
+        """The group's changes written, durable before it returns (the event loop waits: for the rare
+        callers that cannot await, `persist_async` is the heartbeat's way). Raises KafkaStorageErrorError
+        (or another KafkaError) when it could not."""
+        submitted = self._submit(group_id)
+        if submitted is None:
+            pending = self._last_write.get(group_id)
+            if pending is not None:
+                pending.result()  # what this answer rests on is durable too
+            return
+        future, records = submitted
+        try:
+            future.result()
+        except KafkaError:
+            self._failed(group_id, records)
+            raise
+        finally:
+            self._settled(group_id, future)
+
+    async def persist_async(self, group_id: str) -> None:
+        """`persist` with the event loop free while the writer thread appends and fsyncs."""
+        submitted = self._submit(group_id)
+        if submitted is None:
+            pending = self._last_write.get(group_id)
+            if pending is not None:
+                await asyncio.wrap_future(pending)
+            return
+        future, records = submitted
+        try:
+            await asyncio.wrap_future(future)
+        except KafkaError:
+            self._failed(group_id, records)
+            raise
+        finally:
+            self._settled(group_id, future)
+
+    def close(self) -> None:
+        """Waits for the writes still queued (a stop: they are answered or logged before the logs close)."""
+        self._closed = True
+        self._writer.shutdown(wait=True)
+
+    @staticmethod
+    def _store_failed(group_id: str, exc: Exception) -> dict:
+        """The answer to a change that could not be written: NOT_COORDINATOR, as Kafka answers a failed write
+        of the coordinator's records (the client finds the coordinator again and retries)."""
+        log.warning("consumer group %s: state not written: %s", group_id, exc)
+        return {"error_code": ErrorCode.NOT_COORDINATOR,
+                "error_message": f"The coordinator could not write the group's state: {exc}"}
+
+    def _durable(self, group_id: str) -> dict | None:
+        """persist(); on a failure the error answer (`_store_failed`), else None."""
         try:
             self.persist(group_id)
         except KafkaError as exc:
-            log.warning("consumer group %s: state not written: %s", group_id, exc)
-            message = f"The coordinator could not write the group's state: {exc}"
-            return on_error(message) if on_error else {"error_code": ErrorCode.NOT_COORDINATOR,
-                                                       "error_message": message}
+            return self._store_failed(group_id, exc)
+        return None
+
+    async def _durable_async(self, group_id: str) -> dict | None:
+        try:
+            await self.persist_async(group_id)
+        except KafkaError as exc:
+            return self._store_failed(group_id, exc)
         return None
 
     def restore(self, records: dict[str, dict[bytes, bytes]]) -> None:
@@ -431,21 +506,41 @@ class ConsumerGroups:
                   rack_id: str | None, rebalance_timeout_ms: int, subscribed: list[str] | None,
                   regex: str | None, assignor: str | None, owned: Assignment | None, client_id: str,
                   client_host: str, topics: dict[str, int]) -> dict:
-        """One ConsumerGroupHeartbeat; the response values (assignment None when unchanged)."""
-        def refused(code: int, message: str) -> dict:
-            return {"error_code": code, "error_message": message, "member_id": member_id or None,
-                    "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
+        """One ConsumerGroupHeartbeat, written on the caller's thread; the response values (assignment None
+        when unchanged). The broker calls `heartbeat_async`."""
+        result = self._heartbeat_state(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
+                                       subscribed, regex, assignor, owned, client_id, client_host, topics)
+        if result["error_code"]:
+            return result
+        failed = self._durable(group_id)  # the group's new state is durable before the member hears of it
+        return {**result, **failed, "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None} \
+            if failed else result
+
+    async def heartbeat_async(self, group_id: str, member_id: str, member_epoch: int, *, instance_id: str | None,
+                              rack_id: str | None, rebalance_timeout_ms: int, subscribed: list[str] | None,
+                              regex: str | None, assignor: str | None, owned: Assignment | None, client_id: str,
+                              client_host: str, topics: dict[str, int]) -> dict:
+        """`heartbeat` with the write in the group-state writer thread: answered once durable, the event loop
+        free meanwhile."""
+        result = self._heartbeat_state(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
+                                       subscribed, regex, assignor, owned, client_id, client_host, topics)
+        if result["error_code"]:
+            return result
+        failed = await self._durable_async(group_id)
+        return {**result, **failed, "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None} \
+            if failed else result
+
+    def _heartbeat_state(self, group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
+                         subscribed, regex, assignor, owned, client_id, client_host, topics) -> dict:
         try:
             self._validate(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                            subscribed, regex, assignor, owned)
-            result = self._heartbeat(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
-                                     subscribed, regex, assignor, owned, client_id, client_host, topics)
+            return self._heartbeat(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
+                                   subscribed, regex, assignor, owned, client_id, client_host, topics)
         except HeartbeatError as exc:
             log.debug("consumer group %s: heartbeat of %s refused: %s", group_id, member_id, exc.message)
-            return refused(exc.code, exc.message)
-        # the group's new state is durable before the member hears of it
-        failed = self._durable(group_id, lambda message: refused(ErrorCode.NOT_COORDINATOR, message))
-        return failed or result
+            return {"error_code": exc.code, "error_message": exc.message, "member_id": member_id or None,
+                    "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
 
     def _validate(self, group_id, member_id, epoch, instance_id, rack_id, rebalance_timeout_ms, subscribed,
                   regex, assignor, owned) -> None:

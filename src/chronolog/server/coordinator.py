@@ -155,6 +155,7 @@ class GroupCoordinator:
         for group in self.groups.values():
             if group.rebalance_task is not None:
                 group.rebalance_task.cancel()
+        await asyncio.to_thread(self.consumer.close)  # group-state writes still queued
         self.store.close()
 
     def partition_for(self, group_id: str) -> int:
