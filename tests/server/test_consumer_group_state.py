@@ -115,7 +115,14 @@ def test_a_member_leaving_and_the_group_deleted_leave_tombstones(tmp_path):
     c = start(tmp_path)
     assert list(c.consumer.groups["g"].members) == ["m1"] and c.consumer.groups["g"].epoch == 3
     assert hb(c, "m1", -1)["error_code"] == 0
+    c.commit("g", -1, "", [("foo", 1, 3, -1, None)])
+    plog = c.store.logs.get_log(gr.CONSUMER_OFFSETS_TOPIC, 0)
+    count = len(list(plog.read_records(plog.log_start_offset)))
     assert c.delete_group("g") == 0
+    kinds = [gr.key_version(r.key) for r in plog.read_records(plog.log_start_offset)][count:]
+    # the group's own tombstones, its offset's, and no classic GroupMetadata tombstone (as Kafka deletes a
+    # consumer group)
+    assert sorted(kinds) == [1, 3, 4, 6]  # (its members' were written when they left)
     last: dict = {}
     for k, v in records(c):
         last[k] = v

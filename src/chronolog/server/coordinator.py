@@ -532,7 +532,7 @@ class GroupCoordinator:
                 return ErrorCode.GROUP_ID_NOT_FOUND
             if not error:
                 try:
-                    self.store.store_group(group_id, None)
+                    self.store.store_group(group_id, None, classic=False)  # its offsets' tombstones
                 except KafkaStorageErrorError:
                     return ErrorCode.NOT_COORDINATOR
             return error

@@ -314,15 +314,19 @@ class OffsetStore:
         for t, p in gone:
             self._drop((group, t, p), seq)
 
-    def store_group(self, group: str, value: GroupMetadataValue | None) -> None:
+    def store_group(self, group: str, value: GroupMetadataValue | None, classic: bool = True) -> None:
         """A GroupMetadata record (None: the group's tombstone, written with tombstones of its offsets, as
-        GroupMetadataManager.cleanupGroupMetadata does for a deleted group)."""
+        GroupMetadataManager.cleanupGroupMetadata does for a deleted group; a consumer group, `classic`
+        False, has its own tombstones and gets those of its offsets only)."""
         now = self.clock()
         if value is None:
             if group not in self.groups and not any(g == group for g, _, _ in self.offsets):
                 return
             records = [SimpleRecord(now, offset_commit_key(g, t, p), None) for g, t, p in self.offsets if g == group]
-            records.append(SimpleRecord(now, group_metadata_key(group), None))
+            if classic or group in self.groups:
+                records.append(SimpleRecord(now, group_metadata_key(group), None))
+            if not records:
+                return
             seq = self._append(group, records, now)
             for k in [k for k in self.offsets if k[0] == group]:
                 self._drop(k, seq)
