@@ -419,7 +419,8 @@ class ConsumerGroups:
             return self._store_failed(group_id, exc)
         return None
 
-    async def _durable_async(self, group_id: str) -> dict | None:
+    async def durable_async(self, group_id: str) -> dict | None:
+        """persist_async(); on a failure the error answer (`_store_failed`), else None."""
         try:
             await self.persist_async(group_id)
         except KafkaError as exc:
@@ -526,7 +527,7 @@ class ConsumerGroups:
                                        subscribed, regex, assignor, owned, client_id, client_host, topics)
         if result["error_code"]:
             return result
-        failed = await self._durable_async(group_id)
+        failed = await self.durable_async(group_id)
         return {**result, **failed, "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None} \
             if failed else result
 
@@ -734,10 +735,12 @@ class ConsumerGroups:
         group.members.pop(member_id, None)
         self._new_target(group)
 
-    def expire(self, now: float) -> None:
+    def expire(self, now: float, write: bool = True) -> list[str]:
         """Members silent past the session timeout, or not revoking within the rebalance timeout, are
-        fenced (GroupMetadataManager's session and rebalance timers)."""
+        fenced (GroupMetadataManager's session and rebalance timers). The ids of the groups changed; with
+        `write` False their records are the caller's to write (the coordinator's timer awaits them)."""
         session = int(self.config["group.consumer.session.timeout.ms"]) / 1000.0
+        changed_groups = []
         for group in list(self.groups.values()):
             changed = False
             for mid, m in list(group.members.items()):
@@ -749,7 +752,10 @@ class ConsumerGroups:
                     self._remove(group, mid, "fenced (did not revoke within its rebalance timeout)")
                     changed = True
             if changed:
-                self._durable(group.group_id)
+                changed_groups.append(group.group_id)
+                if write:
+                    self._durable(group.group_id)
+        return changed_groups
 
     # -- classic members in a consumer group (GroupMetadataManager.classicGroup*ToConsumerGroup) ----------
     def has_members(self, group_id: str) -> bool:
@@ -759,7 +765,7 @@ class ConsumerGroups:
     def classic_join(self, group_id: str, member_id: str, instance_id: str | None, client_id: str,
                      client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
                      protocols: list[tuple[str, bytes]], require_known_member: bool,
-                     topics: dict[str, int] | None) -> dict:
+                     topics: dict[str, int] | None, write: bool = True) -> dict:
         """A classic JoinGroup to a non-empty consumer group (`classicGroupJoinToConsumerGroup`, whatever
         `group.consumer.migration.policy` says): the member joins with the subscription of its consumer
         protocol metadata and is assigned by the group's server-side assignor. Its JoinGroup answer names
@@ -804,7 +810,7 @@ class ConsumerGroups:
         self._reconcile(group, member, owned)
         if member.revoking and not _inter(owned, member.revoking):
             self._reconcile(group, member, owned)  # an eager member rejoins having revoked everything
-        failed = self._durable(group_id)
+        failed = self._durable(group_id) if write else None  # (else the caller awaits the write)
         if failed:
             return {"error_code": failed["error_code"], "member_id": member_id}
         return {"error_code": 0, "generation_id": member.epoch, "protocol_type": "consumer",

@@ -207,9 +207,11 @@ class GroupCoordinator:
                 <= self.config["group.max.session.timeout.ms"]):
             return {"error_code": ErrorCode.INVALID_SESSION_TIMEOUT, "member_id": member_id}
         if self.consumer.has_members(group_id):  # Kafka: classicGroupJoinToConsumerGroup, any migration policy
-            return self.consumer.classic_join(group_id, member_id, instance_id, client_id, client_host,
-                                              session_timeout, rebalance_timeout, protocol_type, protocols,
-                                              require_known_member, topics)
+            result = self.consumer.classic_join(group_id, member_id, instance_id, client_id, client_host,
+                                                session_timeout, rebalance_timeout, protocol_type, protocols,
+                                                require_known_member, topics, write=False)
+            failed = await self.consumer.durable_async(group_id)  # answered once the group's records are durable
+            return {"error_code": failed["error_code"], "member_id": result.get("member_id")} if failed else result
         if not self.consumer.give_way(group_id):  # an empty consumer group becomes a classic one
             return {"error_code": ErrorCode.NOT_COORDINATOR, "member_id": member_id}
         group = self.group(group_id)
@@ -393,7 +395,8 @@ class GroupCoordinator:
         while True:
             await asyncio.sleep(0.25)
             now = time.monotonic()
-            self.consumer.expire(now)
+            for group_id in self.consumer.expire(now, write=False):
+                await self.consumer.durable_async(group_id)  # a failure is logged; the next write carries it
             self.expire_members(now)
 
     def expire_members(self, now: float) -> None:
