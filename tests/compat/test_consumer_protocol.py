@@ -262,3 +262,45 @@ def test_static_member_comes_back(kbroker):
     assert len(before.members) == len(after.members) == 2
     again.close()
     b.close()
+
+
+def test_consumer_group_sigkilled_mid_rebalance(kbroker):
+    """SIGKILLs while a second member joins (its records and the first member's revocation in flight), twice:
+    each time the broker comes back with a group that replays, both librdkafka members go on with no fatal
+    error (no GROUP_ID_NOT_FOUND), end with disjoint partitions covering the topic, and every record
+    produced is read by one of them."""
+    _topic(kbroker.bootstrap, "crash848", 4)
+    errors: list = []
+    conf = {"error_cb": lambda e: errors.append(e) if e.fatal() else None}
+    a = _consumer(kbroker.bootstrap, "gcrash", **conf)
+    a.subscribe(["crash848"])
+    seen: set = set()
+
+    def drain(consumers, until, timeout=60.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for c in consumers:
+                m = c.poll(0.05)
+                if m is not None and not m.error():
+                    seen.add((m.partition(), m.offset()))
+            if until():
+                return True
+        return False
+    _produce(kbroker.bootstrap, "crash848", 4, 3)
+    assert drain([a], lambda: len(seen) == 12)
+    b = None
+    for round_ in range(2):
+        if b is None:
+            b = _consumer(kbroker.bootstrap, "gcrash", **conf)
+            b.subscribe(["crash848"])
+        drain([a, b], lambda: bool(b.assignment()) or len(_parts(a)) < 4, timeout=15)  # the rebalance is under way
+        kbroker.kill()
+        kbroker.start()
+        _produce(kbroker.bootstrap, "crash848", 4, 3)
+        total = 12 * (round_ + 2)
+        assert drain([a, b], lambda: len(seen) == total and len(_parts(a)) + len(_parts(b)) == 4
+                     and not _parts(a) & _parts(b)), (len(seen), _parts(a), _parts(b))
+    assert errors == []
+    assert _parts(a) | _parts(b) == {0, 1, 2, 3}
+    a.close()
+    b.close()
