@@ -293,12 +293,12 @@ def test_consumer_group_sigkilled_mid_rebalance(kbroker):
         if b is None:
             b = _consumer(kbroker.bootstrap, "gcrash", **conf)
             b.subscribe(["crash848"])
-        drain([a, b], lambda: bool(b.assignment()) or len(_parts(a)) < 4, timeout=15)  # the rebalance is under way
+        drain([a, b], lambda b=b: bool(b.assignment()) or len(_parts(a)) < 4, timeout=15)  # rebalance under way
         kbroker.kill()
         kbroker.start()
         _produce(kbroker.bootstrap, "crash848", 4, 3)
         total = 12 * (round_ + 2)
-        assert drain([a, b], lambda: len(seen) == total and len(_parts(a)) + len(_parts(b)) == 4
+        assert drain([a, b], lambda b=b, total=total: len(seen) == total and len(_parts(a)) + len(_parts(b)) == 4
                      and not _parts(a) & _parts(b)), (len(seen), _parts(a), _parts(b))
     assert errors == []
     assert _parts(a) | _parts(b) == {0, 1, 2, 3}
