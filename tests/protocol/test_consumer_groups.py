@@ -34,6 +34,7 @@ def coord(tmp_path):
     c = GroupCoordinator(tmp_path / "state", BrokerConfig({"group.consumer.heartbeat.interval.ms": "300"}))
     c.store.load()
     yield c
+    c.consumer.close()
     c.store.close()
 
 
