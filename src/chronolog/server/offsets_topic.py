@@ -11,11 +11,12 @@ of the producer; they become the group's offsets when the COMMIT marker is appen
 vanish with an ABORT marker, as in Kafka. On start the partitions are read from their start: the last
 record of each key wins, markers settle the transactional ones, an open transaction's stay pending.
 
-The topic is created lazily, on the first write of any group, with Kafka's internal-topic configs
-(`GroupCoordinator.offsetsTopicConfigs`: cleanup.policy=compact, segment.bytes=offsets.topic.segment.bytes)
-and `flush.messages=1`: a commit is fsynced before it is acknowledged (one node, no replica to keep it).
-A broker that never sees a group opens no file for it (a start of an empty data dir stays quick). Kafka
-creates it on the first FindCoordinator(GROUP); the partition a group maps to is the same either way.
+The topic is created on the first FindCoordinator(GROUP) as in Kafka (or the first write of any group), with
+Kafka's internal-topic configs (`GroupCoordinator.offsetsTopicConfigs`: cleanup.policy=compact,
+segment.bytes=offsets.topic.segment.bytes) and `flush.messages=1`: a commit is fsynced before it is
+acknowledged (one node, no replica to keep it). A broker that never sees a group opens no file for it (a
+start of an empty data dir stays quick). Commits are written from worker threads and applied on the event
+loop once durable (`write_commit` / `apply_commit`); every write to a partition is ordered by its lock.
 
 The JSON file of earlier versions (`offsets.log` in the coordinator's state dir) is migrated once: its
 offsets are written as commit records, its pending transactional offsets as transactional batches, and the
