@@ -12,7 +12,7 @@ import sys
 import time
 
 AREAS = ("records", "storage", "broker", "start", "testing", "peer", "spark", "sink", "load", "console", "quotas",
-         "cleaner", "partitions")
+         "cleaner", "partitions", "commits")
 
 
 def main(argv: list[str]) -> int:

@@ -156,3 +156,51 @@ def test_reset_to_the_groups_position_at_a_time_and_lag(tmp_path):
         assert "10.000s" in text and "12.000s" in text
     finally:
         broker.stop()
+
+
+def test_dump_log_decodes_consumer_group_records(tmp_path):
+    """KIP-848 records (key types 3-8) print through their schemas' JSON converters (GroupCoordinatorRecordSerde
+    and the generated *JsonConverter): keys with groupId/memberId, topic ids as Uuid.toString, a classic
+    member's classicMemberMetadata, tombstones as <DELETE>."""
+    import uuid
+
+    from chronolog.records import group_records as gr
+    config = BrokerConfig({"offsets.topic.num.partitions": "1"})
+    logs = LogManager(tmp_path / "data", config)
+    logs.startup(background=False)
+    store = OffsetStore(logs, config, clock=lambda: T0)
+    tid = uuid.UUID(bytes=bytes(range(16)))
+    classic = gr.ClassicMemberMetadata(45000, (("range", b"\x00\x01"),))
+    store.write_records("g", [
+        (gr.consumer_member_key(5, "g", "m1"), gr.member_metadata_value(gr.ConsumerGroupMemberValue(
+            None, "r1", "c", "/127.0.0.1", ("t",), None, 300000, "uniform", classic))),
+        (gr.consumer_group_key(4, "g"), gr.partition_metadata_value([gr.TopicMetadata(tid, "t", 2)])),
+        (gr.consumer_group_key(3, "g"), gr.consumer_group_metadata_value(4)),
+        (gr.consumer_member_key(7, "g", "m1"), gr.target_assignment_member_value(((tid, (0, 1)),))),
+        (gr.consumer_group_key(6, "g"), gr.target_assignment_metadata_value(4)),
+        (gr.consumer_member_key(8, "g", "m1"), gr.current_assignment_value(
+            gr.CurrentMemberAssignment(4, 3, 2, ((tid, (0,)),), ()))),
+        (gr.consumer_member_key(8, "g", "m0"), None),
+    ])
+    logs.shutdown()
+    r = chronolog("dump-log", "--offsets-decoder", str(tmp_path / "data" / "__consumer_offsets-0" /
+                                                        "00000000000000000000.log"))
+    assert r.rc == 0, r.err
+    payloads = [ln.split(" key: ", 1)[1] for ln in r.out.splitlines() if ln.startswith("| ")]
+    tid_s = "AAECAwQFBgcICQoLDA0ODw"
+    assert payloads == [
+        '{"type":"5","data":{"groupId":"g","memberId":"m1"}} payload: {"version":"0","data":{"instanceId":null,'
+        '"rackId":"r1","clientId":"c","clientHost":"/127.0.0.1","subscribedTopicNames":["t"],'
+        '"subscribedTopicRegex":null,"rebalanceTimeoutMs":300000,"serverAssignor":"uniform",'
+        '"classicMemberMetadata":{"sessionTimeoutMs":45000,"supportedProtocols":[{"name":"range","metadata":"AAE="}]}}}',
+        '{"type":"4","data":{"groupId":"g"}} payload: {"version":"0","data":{"topics":[{"topicId":"' + tid_s + '",'
+        '"topicName":"t","numPartitions":2,"partitionMetadata":[]}]}}',
+        '{"type":"3","data":{"groupId":"g"}} payload: {"version":"0","data":{"epoch":4}}',
+        '{"type":"7","data":{"groupId":"g","memberId":"m1"}} payload: {"version":"0","data":{"topicPartitions":'
+        '[{"topicId":"' + tid_s + '","partitions":[0,1]}]}}',
+        '{"type":"6","data":{"groupId":"g"}} payload: {"version":"0","data":{"assignmentEpoch":4}}',
+        '{"type":"8","data":{"groupId":"g","memberId":"m1"}} payload: {"version":"0","data":{"memberEpoch":4,'
+        '"previousMemberEpoch":3,"state":2,"assignedPartitions":[{"topicId":"' + tid_s + '","partitions":[0]}],'
+        '"partitionsPendingRevocation":[]}}',
+        '{"type":"8","data":{"groupId":"g","memberId":"m0"}} payload: <DELETE>',
+    ]

@@ -185,20 +185,40 @@ def test_describe_cluster(kbroker):
     assert {op.name for op in desc.authorized_operations} >= {"READ", "WRITE", "DESCRIBE", "DELETE"}
 
 
-def test_consumer_group_survives_broker_restart(kbroker):
-    """Our groups live in memory (docs/differences.md): after a restart the member's heartbeat is answered
-    UNKNOWN_MEMBER_ID, librdkafka rejoins, gets its partitions back and resumes from its committed offset."""
-    _topic(kbroker.bootstrap, "restart", 1)
-    _produce(kbroker.bootstrap, "restart", 1, 2)
+@pytest.mark.parametrize("how", ["restart", "sigkill"])
+def test_consumer_group_survives_broker_restart(kbroker, how):
+    """The group's records in __consumer_offsets (GroupMetadataManager.replay): after a clean restart or a SIGKILL
+    the member's heartbeats with its member id and epoch go on (no UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH, so
+    librdkafka neither revokes nor loses its partitions), its assignment stays, its committed position is read
+    back with its epoch (OffsetFetch v9), and it reads on from where it was."""
+    _topic(kbroker.bootstrap, "restart", 2)
+    _produce(kbroker.bootstrap, "restart", 2, 2)
+    events: list[str] = []
     c = _consumer(kbroker.bootstrap, "grestart")
-    c.subscribe(["restart"])
-    got = _poll_all([c], lambda r: len(r[0]) >= 2)
-    assert len(got[0]) == 2
-    c.commit(offsets=[TopicPartition("restart", 0, 2)], asynchronous=False)
-    kbroker.restart()
-    _produce(kbroker.bootstrap, "restart", 1, 1)
-    more = _poll_all([c], lambda r: len(r[0]) >= 1, timeout=45)
-    assert [(m.partition(), m.offset()) for m in more[0]] == [(0, 2)]
+    c.subscribe(["restart"], on_revoke=lambda _c, ps: events.append("revoke") if ps else None,
+                on_lost=lambda _c, ps: events.append("lost"))
+    got = _poll_all([c], lambda r: len(r[0]) >= 4)
+    assert len(got[0]) == 4 and _parts(c) == {0, 1}
+    c.commit(offsets=[TopicPartition("restart", 0, 2), TopicPartition("restart", 1, 1)], asynchronous=False)
+    member = c.memberid()
+    if how == "sigkill":
+        kbroker.kill()
+        kbroker.start()
+    else:
+        kbroker.restart()
+    _produce(kbroker.bootstrap, "restart", 2, 1)
+    more = _poll_all([c], lambda r: len(r[0]) >= 2, timeout=45)
+    assert sorted((m.partition(), m.offset()) for m in more[0]) == [(0, 2), (1, 2)]
+    # a few heartbeats later nothing was revoked or lost, and the member is the same one
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        c.poll(0.1)
+    assert events == [] and c.memberid() == member and _parts(c) == {0, 1}
+    committed = c.committed([TopicPartition("restart", 0), TopicPartition("restart", 1)], timeout=15)
+    assert [(tp.partition, tp.offset) for tp in committed] == [(0, 2), (1, 1)]
+    admin = AdminClient({"bootstrap.servers": kbroker.bootstrap})
+    desc = admin.describe_consumer_groups(["grestart"])["grestart"].result(15)
+    assert [m.member_id for m in desc.members] == [member]
     c.close()
 
 
@@ -241,4 +261,46 @@ def test_static_member_comes_back(kbroker):
     assert sorted(m.group_instance_id for m in after.members) == ["worker-1", "worker-2"]
     assert len(before.members) == len(after.members) == 2
     again.close()
+    b.close()
+
+
+def test_consumer_group_sigkilled_mid_rebalance(kbroker):
+    """SIGKILLs while a second member joins (its records and the first member's revocation in flight), twice:
+    each time the broker comes back with a group that replays, both librdkafka members go on with no fatal
+    error (no GROUP_ID_NOT_FOUND), end with disjoint partitions covering the topic, and every record
+    produced is read by one of them."""
+    _topic(kbroker.bootstrap, "crash848", 4)
+    errors: list = []
+    conf = {"error_cb": lambda e: errors.append(e) if e.fatal() else None}
+    a = _consumer(kbroker.bootstrap, "gcrash", **conf)
+    a.subscribe(["crash848"])
+    seen: set = set()
+
+    def drain(consumers, until, timeout=60.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for c in consumers:
+                m = c.poll(0.05)
+                if m is not None and not m.error():
+                    seen.add((m.partition(), m.offset()))
+            if until():
+                return True
+        return False
+    _produce(kbroker.bootstrap, "crash848", 4, 3)
+    assert drain([a], lambda: len(seen) == 12)
+    b = None
+    for round_ in range(2):
+        if b is None:
+            b = _consumer(kbroker.bootstrap, "gcrash", **conf)
+            b.subscribe(["crash848"])
+        drain([a, b], lambda b=b: bool(b.assignment()) or len(_parts(a)) < 4, timeout=15)  # rebalance under way
+        kbroker.kill()
+        kbroker.start()
+        _produce(kbroker.bootstrap, "crash848", 4, 3)
+        total = 12 * (round_ + 2)
+        assert drain([a, b], lambda b=b, total=total: len(seen) == total and len(_parts(a)) + len(_parts(b)) == 4
+                     and not _parts(a) & _parts(b)), (len(seen), _parts(a), _parts(b))
+    assert errors == []
+    assert _parts(a) | _parts(b) == {0, 1, 2, 3}
+    a.close()
     b.close()

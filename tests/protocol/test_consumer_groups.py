@@ -34,6 +34,7 @@ def coord(tmp_path):
     c = GroupCoordinator(tmp_path / "state", BrokerConfig({"group.consumer.heartbeat.interval.ms": "300"}))
     c.store.load()
     yield c
+    c.consumer.close()
     c.store.close()
 
 
@@ -112,7 +113,7 @@ def test_member_epoch_fenced_and_unknown_member(coord):
     join(coord, "m1")
     assert hb(coord, "m1", 5, None, None)["error_code"] == ErrorCode.FENCED_MEMBER_EPOCH
     assert hb(coord, "nobody", 1, None, None)["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
-    assert hb(coord, "m1", 1, None, None, group="gone")["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID  # restarted
+    assert hb(coord, "m1", 1, None, None, group="gone")["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
     join(coord, "m2", topics=("foo", "bar"))  # epoch 2; m1 is still at 1
     r1 = hb(coord, "m1", 1, None, {"foo": frozenset({0, 1, 2, 3})})
     hb(coord, "m1", 1, None, {"foo": r1["assignment"]["foo"]})  # now epoch 2, previous 1

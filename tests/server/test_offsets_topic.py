@@ -13,6 +13,7 @@ import pytest
 from chronolog.config import BrokerConfig
 from chronolog.records.control import marker_of
 from chronolog.records.group_records import (
+    ConsumerGroupKey,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -123,8 +124,10 @@ def test_group_metadata_value_old_and_flexible_versions():
 
 
 def test_other_key_versions_are_skipped_not_misread():
-    # ConsumerGroupMetadataKey (KIP-848) is key version 3: not an offset commit
-    assert read_key(struct.pack(">h", 3) + s16("g")) is None
+    # ConsumerGroupMetadataKey (KIP-848) is key version 3: a consumer group's key, not an offset commit;
+    # ShareGroupMemberMetadataKey (10) is not kept
+    assert read_key(struct.pack(">h", 3) + s16("g")) == ConsumerGroupKey(3, "g")
+    assert read_key(struct.pack(">h", 10) + s16("g") + s16("m")) is None
 
 
 # -- the store --------------------------------------------------------------------------------------------------

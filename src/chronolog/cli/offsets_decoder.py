@@ -5,9 +5,11 @@ A key prints as `{"type":"<key version>","data":{...}}` and a value as `{"versio
 {...}}`, the data in the schema's field order with only the fields of that version (Kafka's generated
 JsonConverters), bytes as base64; a tombstone's payload is `<DELETE>`. For a group of the consumer
 protocol, each member's subscription and assignment are decoded (ConsumerProtocolSubscription /
-ConsumerProtocolAssignment) as Kafka's parser does, and kept as base64 when they do not parse. Record types
-this broker does not write (KIP-848 and share-group records, key versions 3 and up) print as Kafka prints
-a type it cannot decode.
+ConsumerProtocolAssignment) as Kafka's parser does, and kept as base64 when they do not parse. A KIP-848
+consumer group's records (key types 3-8) print through their schemas' JSON converters too: `groupId` /
+`memberId` keys, topic ids as Kafka's `Uuid.toString` (url-safe base64), a classic member's tagged
+`classicMemberMetadata` only when present. Record types this broker does not write (share groups, key
+types 9 and up) print as Kafka prints a type it cannot decode.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from __future__ import annotations
 import base64
 import json
 import struct
+import uuid
 
 from chronolog.errors import KafkaError
+from chronolog.records import group_records as gr
 from chronolog.records.group_records import (
     GroupMetadataKey,
     OffsetCommitKey,
@@ -48,6 +52,14 @@ def parse(key: bytes | None, value: bytes | None, offset: int) -> tuple[str, str
         parsed = read_key(key)
         if parsed is None:
             return f"Unknown record type {version} at offset {offset}, skipping.", None
+        if isinstance(parsed, gr.ConsumerGroupKey | gr.ConsumerGroupMemberKey):
+            data = {"groupId": parsed.group}
+            if isinstance(parsed, gr.ConsumerGroupMemberKey):
+                data["memberId"] = parsed.member_id
+            key_text = _json({"type": str(version), "data": data})
+            if value is None:
+                return key_text, DELETE
+            return key_text, _json({"version": str(value_version(value)), "data": _consumer_json(version, value)})
         if isinstance(parsed, OffsetCommitKey):
             key_text = _json({"type": str(version), "data": {"group": parsed.group, "topic": parsed.topic,
                                                              "partition": parsed.partition}})
@@ -100,6 +112,44 @@ def _group_metadata_json(value: bytes, version: int) -> dict:
         members.append(member)
     out["members"] = members
     return out
+
+
+def _uuid(u: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: url-safe base64 of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def _topic_partitions(tps: gr.TopicPartitions) -> list[dict]:
+    return [{"topicId": _uuid(tid), "partitions": list(ps)} for tid, ps in tps]
+
+
+def _consumer_json(kind: int, value: bytes) -> dict:
+    """The value of a KIP-848 record (key types 3-8), as its generated JsonConverter writes it."""
+    if kind == gr.CONSUMER_GROUP_METADATA:
+        return {"epoch": gr.read_epoch_value(value)}
+    if kind == gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+        return {"assignmentEpoch": gr.read_epoch_value(value)}
+    if kind == gr.CONSUMER_GROUP_PARTITION_METADATA:
+        return {"topics": [{"topicId": _uuid(t.topic_id), "topicName": t.name, "numPartitions": t.num_partitions,
+                            "partitionMetadata": [{"partition": p, "racks": list(r)} for p, r in t.partition_racks]}
+                           for t in gr.read_partition_metadata_value(value)]}
+    if kind == gr.CONSUMER_GROUP_MEMBER_METADATA:
+        m = gr.read_member_metadata_value(value)
+        out: dict = {"instanceId": m.instance_id, "rackId": m.rack_id, "clientId": m.client_id,
+                     "clientHost": m.client_host, "subscribedTopicNames": list(m.subscribed_topic_names),
+                     "subscribedTopicRegex": m.subscribed_topic_regex, "rebalanceTimeoutMs": m.rebalance_timeout_ms,
+                     "serverAssignor": m.server_assignor}
+        if m.classic is not None:
+            out["classicMemberMetadata"] = {
+                "sessionTimeoutMs": m.classic.session_timeout_ms,
+                "supportedProtocols": [{"name": n, "metadata": _b64(b)} for n, b in m.classic.protocols]}
+        return out
+    if kind == gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
+        return {"topicPartitions": _topic_partitions(gr.read_target_assignment_member_value(value))}
+    c = gr.read_current_assignment_value(value)
+    return {"memberEpoch": c.member_epoch, "previousMemberEpoch": c.previous_member_epoch, "state": c.state,
+            "assignedPartitions": _topic_partitions(c.assigned),
+            "partitionsPendingRevocation": _topic_partitions(c.pending_revocation)}
 
 
 def _decoded(data: bytes, reader) -> object:

@@ -27,8 +27,9 @@ def _wire_assignment(ctx: RequestContext, assignment: dict[str, frozenset[int]])
 
 
 @register(68, 0, 1)
-def consumer_group_heartbeat(req: Any, ctx: RequestContext) -> dict:
-    """GroupMetadataManager.consumerGroupHeartbeat; KafkaApis checks Read on the group first."""
+async def consumer_group_heartbeat(req: Any, ctx: RequestContext) -> dict:
+    """GroupMetadataManager.consumerGroupHeartbeat; KafkaApis checks Read on the group first. Answered once
+    the group's changed records are durable (written off the event loop)."""
     if not ctx.allowed("read", "group", req.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "member_epoch": -1,
                 "heartbeat_interval": 0}
@@ -41,7 +42,7 @@ def consumer_group_heartbeat(req: Any, ctx: RequestContext) -> dict:
             if name is not None and tp.partitions:  # a deleted topic's partitions are gone from the member too
                 owned[name] = frozenset(int(p) for p in tp.partitions)
     subscribed = None if req.subscribed_topic_names is None else list(req.subscribed_topic_names)
-    result = ctx.coordinator.consumer.heartbeat(
+    result = await ctx.coordinator.consumer.heartbeat_async(
         req.group_id, req.member_id, int(req.member_epoch), instance_id=req.instance_id, rack_id=req.rack_id,
         rebalance_timeout_ms=ms(req.rebalance_timeout), subscribed=subscribed,
         regex=getattr(req, "subscribed_topic_regex", None), assignor=req.server_assignor, owned=owned,

@@ -109,7 +109,7 @@ def leave_group(req: Any, ctx: RequestContext) -> dict:
 
 
 @register(8, 2, 9)  # v9: KIP-848 members commit with their member epoch
-def offset_commit(req: Any, ctx: RequestContext) -> dict:
+async def offset_commit(req: Any, ctx: RequestContext) -> dict:
     generation = int(getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1)))
     offsets, topics = [], []
     denied = _group_denied(ctx, "read", req.group_id)
@@ -123,7 +123,8 @@ def offset_commit(req: Any, ctx: RequestContext) -> dict:
         error = ErrorCode.GROUP_AUTHORIZATION_FAILED
     else:
         kept = [o for o in offsets if o[0] not in unreadable and ctx.log_manager.has_topic(o[0])]
-        error = ctx.coordinator.commit(req.group_id, generation, req.member_id or "", kept, api_version=ctx.api_version)
+        error = await ctx.coordinator.commit_async(req.group_id, generation, req.member_id or "", kept,
+                                                   api_version=ctx.api_version)
 
     def topic_error(name: str) -> int:
         if name in unreadable:

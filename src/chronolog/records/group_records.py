@@ -2,8 +2,8 @@
 
 Keys and values are version-prefixed (`MessageUtil.toVersionPrefixedBytes`); the key's version says what the
 record is (`GroupCoordinatorRecordSerde`): 0 or 1 an `OffsetCommitKey` (group, topic, partition), 2 a
-`GroupMetadataKey` (group); 3 and up are KIP-848/share-group records, which are skipped here. A null value is
-the tombstone of the key (a deleted offset or group).
+`GroupMetadataKey` (group); 3 to 8 the records of a KIP-848 consumer group (below); 9 and up (share groups)
+are skipped here. A null value is the tombstone of the key (a deleted offset, member or group).
 
 Kafka's schemas (group-coordinator/src/main/resources/common/message/): `OffsetCommitValue` v0-v4 (v1 has
 `expireTimestamp`, v3+ `leaderEpoch`, v4 is flexible) and `GroupMetadataValue` v0-v4 (v1+
@@ -11,11 +11,21 @@ Kafka's schemas (group-coordinator/src/main/resources/common/message/): `OffsetC
 current Kafka writes (`MetadataVersion.offsetCommitValueVersion` / `groupMetadataValueVersion`): key
 version 1, OffsetCommitValue v3 (v1 when the commit carries an expire timestamp), GroupMetadataValue v3.
 Every version is read.
+
+A consumer group (KIP-848) is kept as Kafka's `GroupCoordinatorRecordHelpers` writes it, one record per
+piece of state, all values version 0 and flexible: `ConsumerGroupMetadata` (key 3: the group epoch),
+`ConsumerGroupPartitionMetadata` (key 4: the subscribed topics' ids, names and partition counts),
+`ConsumerGroupMemberMetadata` (key 5: a member's subscription, client and timeouts, and for a classic
+member in the group its protocols as the tagged `ClassicMemberMetadata`), `ConsumerGroupTargetAssignmentMetadata`
+(key 6: the assignment epoch), `ConsumerGroupTargetAssignmentMember` (key 7: a member's target partitions) and
+`ConsumerGroupCurrentMemberAssignment` (key 8: a member's epochs, state, partitions and those pending
+revocation). Partitions are named by topic id, as in Kafka.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +36,26 @@ OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_VALUE_VERSION = 3
+# KIP-848 record types: the key's version prefix (CoordinatorRecordType); every value is version 0.
+CONSUMER_GROUP_METADATA = 3
+CONSUMER_GROUP_PARTITION_METADATA = 4
+CONSUMER_GROUP_MEMBER_METADATA = 5
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+CONSUMER_GROUP_RECORD_NAMES = {
+    CONSUMER_GROUP_METADATA: "ConsumerGroupMetadata",
+    CONSUMER_GROUP_PARTITION_METADATA: "ConsumerGroupPartitionMetadata",
+    CONSUMER_GROUP_MEMBER_METADATA: "ConsumerGroupMemberMetadata",
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: "ConsumerGroupTargetAssignmentMetadata",
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: "ConsumerGroupTargetAssignmentMember",
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: "ConsumerGroupCurrentMemberAssignment",
+}
+_GROUP_KEYS = (CONSUMER_GROUP_METADATA, CONSUMER_GROUP_PARTITION_METADATA, CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA)
+_MEMBER_KEYS = (CONSUMER_GROUP_MEMBER_METADATA, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT)
+# MemberState (org.apache.kafka.coordinator.group.modern.MemberState)
+MEMBER_STABLE, MEMBER_UNREVOKED_PARTITIONS, MEMBER_UNRELEASED_PARTITIONS, MEMBER_UNKNOWN = 0, 1, 2, 127
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -73,6 +103,64 @@ class GroupMetadataValue:
     leader: str | None
     current_state_timestamp: int = -1  # v2+
     members: tuple[MemberMetadata, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class ConsumerGroupKey:
+    """Keys 3, 4 and 6: one record per group."""
+    kind: int
+    group: str
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMemberKey:
+    """Keys 5, 7 and 8: one record per member of a group."""
+    kind: int
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    """ConsumerGroupPartitionMetadataValue.TopicMetadata (its rack list, unused since Kafka 4.0, is kept
+    as read)."""
+    topic_id: uuid.UUID
+    name: str
+    num_partitions: int
+    partition_racks: tuple[tuple[int, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class ClassicMemberMetadata:
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMemberValue:
+    """ConsumerGroupMemberMetadataValue."""
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+    classic: ClassicMemberMetadata | None = None  # tagged field 0
+
+
+TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]  # topic id -> partitions
+
+
+@dataclass(frozen=True)
+class CurrentMemberAssignment:
+    """ConsumerGroupCurrentMemberAssignmentValue."""
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned: TopicPartitions
+    pending_revocation: TopicPartitions
 
 
 # -- writing ----------------------------------------------------------------------------------------------
@@ -127,6 +215,26 @@ class _Writer:
         if self.flexible:
             self.uvarint(0)  # no tagged fields
 
+    def i8(self, v: int) -> None:
+        self.out += struct.pack(">b", v)
+
+    def uuid(self, v: uuid.UUID) -> None:
+        self.out += v.bytes
+
+    def int32s(self, values: Iterable[int]) -> None:
+        values = list(values)
+        self.array_len(len(values))
+        for v in values:
+            self.i32(v)
+
+    def topic_partitions(self, tps: TopicPartitions) -> None:
+        """[]TopicPartitions {TopicId uuid, Partitions []int32} of the flexible KIP-848 values."""
+        self.array_len(len(tps))
+        for topic_id, parts in tps:
+            self.uuid(topic_id)
+            self.int32s(parts)
+            self.tags()
+
 
 def offset_commit_key(group: str, topic: str, partition: int, version: int = OFFSET_COMMIT_KEY_VERSION) -> bytes:
     if version not in (0, 1):
@@ -143,6 +251,128 @@ def group_metadata_key(group: str) -> bytes:
     w = _Writer(False)
     w.i16(GROUP_METADATA_KEY_VERSION)
     w.string(group)
+    return bytes(w.out)
+
+
+def consumer_group_key(kind: int, group: str) -> bytes:
+    """ConsumerGroupMetadataKey (3), ConsumerGroupPartitionMetadataKey (4),
+    ConsumerGroupTargetAssignmentMetadataKey (6): not flexible, the group id only."""
+    if kind not in _GROUP_KEYS:
+        raise ValueError(f"key type {kind} is not a consumer group's key")
+    w = _Writer(False)
+    w.i16(kind)
+    w.string(group)
+    return bytes(w.out)
+
+
+def consumer_member_key(kind: int, group: str, member_id: str) -> bytes:
+    """ConsumerGroupMemberMetadataKey (5), ConsumerGroupTargetAssignmentMemberKey (7),
+    ConsumerGroupCurrentMemberAssignmentKey (8)."""
+    if kind not in _MEMBER_KEYS:
+        raise ValueError(f"key type {kind} is not a consumer group member's key")
+    w = _Writer(False)
+    w.i16(kind)
+    w.string(group)
+    w.string(member_id)
+    return bytes(w.out)
+
+
+def _epoch_value(epoch: int) -> bytes:
+    w = _Writer(True)
+    w.i16(0)
+    w.i32(epoch)
+    w.tags()
+    return bytes(w.out)
+
+
+def consumer_group_metadata_value(epoch: int) -> bytes:
+    """ConsumerGroupMetadataValue v0: the group epoch (`newConsumerGroupEpochRecord`)."""
+    return _epoch_value(epoch)
+
+
+def target_assignment_metadata_value(assignment_epoch: int) -> bytes:
+    """ConsumerGroupTargetAssignmentMetadataValue v0 (`newConsumerGroupTargetAssignmentEpochRecord`)."""
+    return _epoch_value(assignment_epoch)
+
+
+def partition_metadata_value(topics: Iterable[TopicMetadata]) -> bytes:
+    """ConsumerGroupPartitionMetadataValue v0 (`newConsumerGroupSubscriptionMetadataRecord`)."""
+    topics = list(topics)
+    w = _Writer(True)
+    w.i16(0)
+    w.array_len(len(topics))
+    for t in topics:
+        w.uuid(t.topic_id)
+        w.string(t.name)
+        w.i32(t.num_partitions)
+        w.array_len(len(t.partition_racks))
+        for partition, racks in t.partition_racks:
+            w.i32(partition)
+            w.array_len(len(racks))
+            for rack in racks:
+                w.string(rack)
+            w.tags()
+        w.tags()
+    w.tags()
+    return bytes(w.out)
+
+
+def member_metadata_value(value: ConsumerGroupMemberValue) -> bytes:
+    """ConsumerGroupMemberMetadataValue v0 (`newConsumerGroupMemberSubscriptionRecord`; topic names sorted).
+    A classic member's `ClassicMemberMetadata` is tagged field 0, absent (null) for a consumer-protocol member."""
+    w = _Writer(True)
+    w.i16(0)
+    w.string(value.instance_id)
+    w.string(value.rack_id)
+    w.string(value.client_id)
+    w.string(value.client_host)
+    names = sorted(value.subscribed_topic_names)
+    w.array_len(len(names))
+    for n in names:
+        w.string(n)
+    w.string(value.subscribed_topic_regex)
+    w.i32(value.rebalance_timeout_ms)
+    w.string(value.server_assignor)
+    if value.classic is None:
+        w.tags()
+    else:
+        inner = _Writer(True)
+        inner.i32(value.classic.session_timeout_ms)
+        inner.array_len(len(value.classic.protocols))
+        for name, metadata in value.classic.protocols:
+            inner.string(name)
+            inner.bytes_(metadata)
+            inner.tags()
+        inner.tags()
+        # one tagged field: tag 0, its size, then (a nullable struct) the presence varint 1 and the struct
+        # (MessageDataGenerator's writer of a nullable tagged struct)
+        w.uvarint(1)
+        w.uvarint(0)
+        w.uvarint(len(inner.out) + 1)
+        w.uvarint(1)
+        w.out += inner.out
+    return bytes(w.out)
+
+
+def target_assignment_member_value(partitions: TopicPartitions) -> bytes:
+    """ConsumerGroupTargetAssignmentMemberValue v0 (`newConsumerGroupTargetAssignmentRecord`)."""
+    w = _Writer(True)
+    w.i16(0)
+    w.topic_partitions(partitions)
+    w.tags()
+    return bytes(w.out)
+
+
+def current_assignment_value(value: CurrentMemberAssignment) -> bytes:
+    """ConsumerGroupCurrentMemberAssignmentValue v0 (`newConsumerGroupCurrentAssignmentRecord`)."""
+    w = _Writer(True)
+    w.i16(0)
+    w.i32(value.member_epoch)
+    w.i32(value.previous_member_epoch)
+    w.i8(value.state)
+    w.topic_partitions(value.assigned)
+    w.topic_partitions(value.pending_revocation)
+    w.tags()
     return bytes(w.out)
 
 
@@ -253,6 +483,36 @@ class _Reader:
                 self.uvarint()
                 self._raw(self.uvarint())
 
+    def tagged(self) -> dict[int, bytes]:
+        """The tagged fields section: tag -> its raw bytes."""
+        out = {}
+        for _ in range(self.uvarint()):
+            tag = self.uvarint()
+            out[tag] = self._raw(self.uvarint())
+        return out
+
+    def i8(self) -> int:
+        return struct.unpack(">b", self._raw(1))[0]
+
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=self._raw(16))
+
+    def int32s(self) -> tuple[int, ...]:
+        return tuple(self.take(_I32) for _ in range(self.array_len()))
+
+    def topic_partitions(self) -> TopicPartitions:
+        out = []
+        for _ in range(self.array_len()):
+            topic_id = self.uuid()
+            parts = self.int32s()
+            self.skip_tags()
+            out.append((topic_id, parts))
+        return tuple(out)
+
+    def end(self) -> None:
+        if self.pos != len(self.data):
+            raise CorruptMessageError(f"group coordinator record has {len(self.data) - self.pos} bytes past its end")
+
 
 def key_version(key: bytes | memoryview) -> int:
     if len(key) < 2:
@@ -260,8 +520,11 @@ def key_version(key: bytes | memoryview) -> int:
     return _I16.unpack_from(key, 0)[0]
 
 
-def read_key(key: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey | None:
-    """The key, or None for a record type this coordinator does not keep (KIP-848, share groups)."""
+AnyKey = OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | ConsumerGroupMemberKey
+
+
+def read_key(key: bytes | memoryview) -> AnyKey | None:
+    """The key, or None for a record type this coordinator does not keep (share groups, later types)."""
     version = key_version(key)
     r = _Reader(key)
     r.pos = 2
@@ -269,7 +532,91 @@ def read_key(key: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey | No
         return OffsetCommitKey(r.string(), r.string(), r.take(_I32))
     if version == 2:
         return GroupMetadataKey(r.string())
+    if version in _GROUP_KEYS:
+        return ConsumerGroupKey(version, r.string())
+    if version in _MEMBER_KEYS:
+        return ConsumerGroupMemberKey(version, r.string(), r.string())
     return None
+
+
+def _v0_reader(value: bytes | memoryview, what: str) -> _Reader:
+    version = value_version(value)
+    if version != 0:
+        raise CorruptMessageError(f"unknown {what} version {version}")
+    r = _Reader(value, flexible=True)
+    r.pos = 2
+    return r
+
+
+def read_epoch_value(value: bytes | memoryview) -> int:
+    """ConsumerGroupMetadataValue's epoch or ConsumerGroupTargetAssignmentMetadataValue's assignment epoch."""
+    r = _v0_reader(value, "ConsumerGroupMetadataValue")
+    epoch = r.take(_I32)
+    r.skip_tags()
+    r.end()
+    return epoch
+
+
+def read_partition_metadata_value(value: bytes | memoryview) -> tuple[TopicMetadata, ...]:
+    r = _v0_reader(value, "ConsumerGroupPartitionMetadataValue")
+    topics = []
+    for _ in range(r.array_len()):
+        topic_id, name, count = r.uuid(), r.string(), r.take(_I32)
+        racks = []
+        for _ in range(r.array_len()):
+            partition = r.take(_I32)
+            racks.append((partition, tuple(r.string() for _ in range(r.array_len()))))
+            r.skip_tags()
+        r.skip_tags()
+        topics.append(TopicMetadata(topic_id, name, count, tuple(racks)))
+    r.skip_tags()
+    r.end()
+    return tuple(topics)
+
+
+def read_member_metadata_value(value: bytes | memoryview) -> ConsumerGroupMemberValue:
+    r = _v0_reader(value, "ConsumerGroupMemberMetadataValue")
+    instance_id, rack_id = r.string(nullable=True), r.string(nullable=True)
+    client_id, client_host = r.string(), r.string()
+    names = tuple(r.string() for _ in range(r.array_len()))
+    regex = r.string(nullable=True)
+    rebalance_timeout = r.take(_I32)
+    assignor = r.string(nullable=True)
+    classic = None
+    raw = r.tagged().get(0)
+    r.end()
+    if raw is not None and raw[:1] != b"\x00":  # a presence varint of 0: null
+        c = _Reader(raw, flexible=True)
+        c.uvarint()
+        session = c.take(_I32)
+        protocols = []
+        for _ in range(c.array_len()):
+            name = c.string()
+            protocols.append((name, c.bytes_()))
+            c.skip_tags()
+        c.skip_tags()
+        c.end()
+        classic = ClassicMemberMetadata(session, tuple(protocols))
+    return ConsumerGroupMemberValue(instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout,
+                                    assignor, classic)
+
+
+def read_target_assignment_member_value(value: bytes | memoryview) -> TopicPartitions:
+    r = _v0_reader(value, "ConsumerGroupTargetAssignmentMemberValue")
+    out = r.topic_partitions()
+    r.skip_tags()
+    r.end()
+    return out
+
+
+def read_current_assignment_value(value: bytes | memoryview) -> CurrentMemberAssignment:
+    r = _v0_reader(value, "ConsumerGroupCurrentMemberAssignmentValue")
+    epoch, previous, state = r.take(_I32), r.take(_I32), r.i8()
+    assigned = r.topic_partitions()
+    pending = r.topic_partitions()
+    r.skip_tags()
+    r.end()
+    return CurrentMemberAssignment(epoch, previous, state, assigned, pending)
 
 
 def value_version(value: bytes | memoryview) -> int:

@@ -68,6 +68,10 @@ class DataSignal:
 
 
 TLS_HANDSHAKE_TIMEOUT_S = 30.0
+# The APIs answered from the group coordinator's state: OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup,
+# Heartbeat, LeaveGroup, SyncGroup, DescribeGroups, ListGroups, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
+# DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat, ConsumerGroupDescribe.
+GROUP_COORDINATOR_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 25, 26, 28, 42, 47, 68, 69})
 
 
 @dataclass
@@ -542,6 +546,9 @@ class Broker:
             log.warning("closing connection from %s: %s", client_host, exc)
             raise ConnectionError(str(exc)) from None
         self._refresh_acls()
+        coordinator = self.state.coordinator
+        if api_key in GROUP_COORDINATOR_APIS and coordinator is not None and not coordinator.loaded:
+            await coordinator.wait_loaded()  # __consumer_offsets is being read (GroupCoordinator.start)
         ctx = RequestContext(self.state, api_key, version, correlation_id, request.client_id, client_host,
                              principal=conn.principal if conn is not None else "User:ANONYMOUS", connection=conn)
         if api_key == codec.FETCH_KEY and conn is not None and self.plan_fetches:

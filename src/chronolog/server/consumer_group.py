@@ -15,18 +15,33 @@ owns both; an empty group of one type becomes the other type on a join (Kafka's
 `group.consumer.migration.policy=disabled`), while a non-empty consumer group takes classic members, as
 Kafka does under any policy (`classicGroupJoinToConsumerGroup`). Committed offsets are shared: one store
 keyed by group id.
+
+A group's state is durable in `__consumer_offsets` as Kafka keeps it (records.group_records, key types 3-8):
+after every operation the group's records are compared with what was last written and the changed ones (and
+tombstones for a member gone, or every record of a deleted group) are appended, fsynced, before the answer
+goes out (`GroupCoordinatorShard.replay` order: tombstones of current assignments, target assignments, the
+assignment epoch, member subscriptions, the topic metadata and the group epoch; then subscriptions, topic
+metadata, group epoch, targets, assignment epoch, current assignments). At start the records are replayed
+(`restore`): members keep their ids, epochs and partitions, and their session timers start again
+(`GroupMetadataManager.onLoaded`), so a member heartbeating with its epoch after a restart goes on as if
+nothing happened. Heartbeat times are not written (soft state, as in Kafka).
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import concurrent.futures
 import logging
 import re
 import struct
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from chronolog.errors import ErrorCode
+from chronolog.errors import ErrorCode, KafkaError, KafkaStorageErrorError
+from chronolog.records import group_records as gr
 
 log = logging.getLogger(__name__)
 
@@ -202,12 +217,284 @@ def encode_assignment(assigned: Assignment) -> bytes:
     return b"".join(out)
 
 
+# The order of a group's records in one write: tombstones first, then the records (GroupMetadataManager's
+# removeMember / ConsumerGroup.createGroupTombstoneRecords, and consumerGroupHeartbeat's record order).
+_TOMBSTONE_ORDER = (gr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                    gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gr.CONSUMER_GROUP_MEMBER_METADATA,
+                    gr.CONSUMER_GROUP_PARTITION_METADATA, gr.CONSUMER_GROUP_METADATA)
+
+
+def topic_uuid_of(raw: str) -> uuid.UUID:
+    """A topic id as the log manager keeps it (Kafka's url-safe base64 `Uuid.toString`) as a UUID."""
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+
+
+def member_state(group: ConsumerGroup, m: ConsumerMember) -> int:
+    """MemberState as CurrentAssignmentBuilder leaves it: revoking, waiting for partitions others still
+    hold, or stable."""
+    if m.revoking:
+        return gr.MEMBER_UNREVOKED_PARTITIONS
+    if m.epoch == group.assignment_epoch and m.assigned != group.target.get(m.member_id, {}):
+        return gr.MEMBER_UNRELEASED_PARTITIONS
+    return gr.MEMBER_STABLE
+
+
 class ConsumerGroups:
     """The consumer-protocol half of the group coordinator (its `consumer` attribute)."""
 
     def __init__(self, owner) -> None:
         self.owner = owner  # the GroupCoordinator: config, classic groups, the offset store
         self.groups: dict[str, ConsumerGroup] = {}
+        self.written: dict[str, dict[bytes, bytes]] = {}  # group -> its records as last written (key -> value)
+        self._ids: dict[str, uuid.UUID] = {}  # the log manager's topic id strings -> UUIDs
+        self._encoded: dict[str, dict[tuple, tuple]] = {}  # group -> (kind, member) -> (inputs, key, value)
+        # One thread writes every group's state, in the order the changes were made (its queue is FIFO).
+        self._writer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="chronolog-group-state")
+        self._last_write: dict[str, concurrent.futures.Future] = {}
+        self._closed = False
+
+    # -- durability in __consumer_offsets ------------------------------------------------------------
+    def _topic_id(self, name: str) -> uuid.UUID | None:
+        logs = self.owner.store.logs
+        try:
+            raw = logs.topic_id(name)
+        except KeyError:
+            return None  # not (or no longer) a topic: its partitions are left out, as Kafka's metadata image does
+        tid = self._ids.get(raw)
+        if tid is None:
+            tid = self._ids[raw] = topic_uuid_of(raw)
+        return tid
+
+    def _partitions(self, assignment: Assignment) -> gr.TopicPartitions:
+        out = []
+        for topic in sorted(assignment):
+            tid = self._topic_id(topic)
+            if tid is not None:
+                out.append((tid, tuple(sorted(assignment[topic]))))
+        return tuple(out)
+
+    def _image(self, group: ConsumerGroup) -> list[tuple[bytes, bytes]]:
+        """The group's records (GroupCoordinatorRecordHelpers), in the order Kafka writes them. Each record's
+        bytes are kept with the values they were made from and made again only when one changed: a steady
+        heartbeat of a large group re-encodes nothing (assignments are compared by identity first, and the
+        coordinator replaces an assignment's dict rather than changing it)."""
+        gid = group.group_id
+        old = self._encoded.get(gid, {})
+        new: dict[tuple, tuple] = {}
+
+        def record(kind: int, member_id: str | None, inputs: tuple, make: Callable[[], bytes]) -> tuple[bytes, bytes]:
+            hit = old.get((kind, member_id))
+            if hit is not None and hit[0] == inputs:
+                new[(kind, member_id)] = hit
+                return hit[1], hit[2]
+            key = (gr.consumer_group_key(kind, gid) if member_id is None
+                   else gr.consumer_member_key(kind, gid, member_id))
+            entry = new[(kind, member_id)] = (inputs, key, make())
+            return entry[1], entry[2]
+
+        out = []
+        for m in group.members.values():
+            protocols = None if m.classic_protocols is None else tuple(tuple(p) for p in m.classic_protocols)
+            inputs = (m.instance_id, m.rack_id, m.client_id, m.client_host, m.names, m.regex, m.rebalance_timeout_ms,
+                      m.assignor, protocols, m.session_timeout_ms)
+            out.append(record(gr.CONSUMER_GROUP_MEMBER_METADATA, m.member_id, inputs, lambda m=m, p=protocols:
+                              gr.member_metadata_value(gr.ConsumerGroupMemberValue(
+                                  m.instance_id, m.rack_id, m.client_id, m.client_host, m.names, m.regex,
+                                  m.rebalance_timeout_ms, m.assignor,
+                                  None if p is None else gr.ClassicMemberMetadata(m.session_timeout_ms or 0, p)))))
+        sizes = tuple(sorted(group.topic_sizes.items()))
+        out.append(record(gr.CONSUMER_GROUP_PARTITION_METADATA, None, (sizes,), lambda: gr.partition_metadata_value(
+            [gr.TopicMetadata(tid, name, count) for name, count in sizes
+             if (tid := self._topic_id(name)) is not None])))
+        out.append(record(gr.CONSUMER_GROUP_METADATA, None, (group.epoch,),
+                          lambda: gr.consumer_group_metadata_value(group.epoch)))
+        for mid, target in group.target.items():
+            out.append(record(gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, mid, (target,),
+                              lambda t=target: gr.target_assignment_member_value(self._partitions(t))))
+        out.append(record(gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, None, (group.assignment_epoch,),
+                          lambda: gr.target_assignment_metadata_value(group.assignment_epoch)))
+        for m in group.members.values():
+            # a static member's temporary leave is its epoch -2 (consumerGroupStaticMemberGroupLeave)
+            epoch = STATIC_LEAVE_EPOCH if m.static_left else m.epoch
+            state = member_state(group, m)
+            out.append(record(gr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, m.member_id,
+                              (epoch, m.previous_epoch, state, m.assigned, m.revoking),
+                              lambda m=m, e=epoch, st=state: gr.current_assignment_value(gr.CurrentMemberAssignment(
+                                  e, m.previous_epoch, st, self._partitions(m.assigned),
+                                  self._partitions(m.revoking)))))
+        self._encoded[gid] = new
+        return out
+
+    def _submit(self, group_id: str) -> tuple[concurrent.futures.Future, list] | None:
+        """What changed in the group since its last write (tombstones for what is gone: a member, or the whole
+        group once deleted), handed to the one writer thread of group state: its queue keeps the log in the
+        order the changes were made. The baseline moves on at once (the next change is diffed against this
+        one); a write that fails puts its keys back as unwritten (`_failed`). None when nothing changed."""
+        group = self.groups.get(group_id)
+        image = self._image(group) if group is not None else []
+        if group is None:
+            self._encoded.pop(group_id, None)
+        before = self.written.get(group_id, {})
+        now = dict(image)
+        gone = sorted((k for k in before if k not in now), key=lambda k: _TOMBSTONE_ORDER.index(gr.key_version(k)))
+        changed = [(k, v) for k, v in image if before.get(k) != v]
+        if not gone and not changed:
+            return None
+        records = [(k, None) for k in gone] + changed
+        if self._closed:  # the coordinator is stopping: Kafka's unloaded coordinator answers NOT_COORDINATOR
+            raise KafkaStorageErrorError("the group coordinator is stopping")
+        if now:
+            self.written[group_id] = now
+        else:
+            self.written.pop(group_id, None)
+        future = self._writer.submit(self.owner.store.write_records, group_id, records)
+        self._last_write[group_id] = future
+        return future, records
+
+    def _failed(self, group_id: str, records: list) -> None:
+        """A write that did not happen: its keys count as unwritten (b"" equals no value), so the group's next
+        write carries them again, as records or as tombstones."""
+        baseline = self.written.setdefault(group_id, {})
+        for k, _v in records:
+            baseline[k] = b""
+
+    def _settled(self, group_id: str, future: concurrent.futures.Future) -> None:
+        if self._last_write.get(group_id) is future:
+            del self._last_write[group_id]
+
+    def persist(self, group_id: str) -> None:
+        """The group's changes written, durable before it returns (the event loop waits: for the rare
+        callers that cannot await, `persist_async` is the heartbeat's way). Raises KafkaStorageErrorError
+        (or another KafkaError) when it could not."""
+        submitted = self._submit(group_id)
+        if submitted is None:
+            pending = self._last_write.get(group_id)
+            if pending is not None:
+                pending.result()  # what this answer rests on is durable too
+            return
+        future, records = submitted
+        try:
+            future.result()
+        except KafkaError:
+            self._failed(group_id, records)
+            raise
+        finally:
+            self._settled(group_id, future)
+
+    async def persist_async(self, group_id: str) -> None:
+        """`persist` with the event loop free while the writer thread appends and fsyncs."""
+        submitted = self._submit(group_id)
+        if submitted is None:
+            pending = self._last_write.get(group_id)
+            if pending is not None:
+                await asyncio.wrap_future(pending)
+            return
+        future, records = submitted
+        try:
+            await asyncio.wrap_future(future)
+        except KafkaError:
+            self._failed(group_id, records)
+            raise
+        finally:
+            self._settled(group_id, future)
+
+    def close(self) -> None:
+        """Waits for the writes still queued (a stop: they are answered or logged before the logs close)."""
+        self._closed = True
+        self._writer.shutdown(wait=True)
+
+    @staticmethod
+    def _store_failed(group_id: str, exc: Exception) -> dict:
+        """The answer to a change that could not be written: NOT_COORDINATOR, as Kafka answers a failed write
+        of the coordinator's records (the client finds the coordinator again and retries)."""
+        log.warning("consumer group %s: state not written: %s", group_id, exc)
+        return {"error_code": ErrorCode.NOT_COORDINATOR,
+                "error_message": f"The coordinator could not write the group's state: {exc}"}
+
+    def _durable(self, group_id: str) -> dict | None:
+        """persist(); on a failure the error answer (`_store_failed`), else None."""
+        try:
+            self.persist(group_id)
+        except KafkaError as exc:
+            return self._store_failed(group_id, exc)
+        return None
+
+    async def durable_async(self, group_id: str) -> dict | None:
+        """persist_async(); on a failure the error answer (`_store_failed`), else None."""
+        try:
+            await self.persist_async(group_id)
+        except KafkaError as exc:
+            return self._store_failed(group_id, exc)
+        return None
+
+    def restore(self, records: dict[str, dict[bytes, bytes]]) -> None:
+        """GroupMetadataManager.replay of the group records read at start, then `onLoaded`: every member's
+        session timer (and a revoking member's rebalance timer) starts now."""
+        logs = self.owner.store.logs
+        names: dict[uuid.UUID, str] = {}
+        for name in logs.topics():
+            tid = self._topic_id(name)
+            if tid is not None:
+                names[tid] = name
+        now = time.monotonic()
+
+        def assignment(tps: gr.TopicPartitions) -> Assignment:
+            return {names[tid]: frozenset(ps) for tid, ps in tps if tid in names and ps}
+
+        for gid, recs in records.items():
+            try:
+                group = self._replay(gid, recs, assignment, now)
+            except (KafkaError, struct.error, ValueError) as exc:
+                log.warning("consumer group %s: its records do not replay (%s); the group starts empty", gid, exc)
+                continue
+            self.groups[gid] = group
+            self.written[gid] = dict(recs)
+            log.info("loaded consumer group %s (epoch %d) with %d members", gid, group.epoch, len(group.members))
+
+    def _replay(self, gid: str, recs: dict[bytes, bytes], assignment, now: float) -> ConsumerGroup:
+        group = ConsumerGroup(gid, assignor=self.assignors()[0])
+        current: dict[str, gr.CurrentMemberAssignment] = {}
+        for key, value in recs.items():
+            k = gr.read_key(key)
+            if isinstance(k, gr.ConsumerGroupKey):
+                if k.kind == gr.CONSUMER_GROUP_METADATA:
+                    group.epoch = gr.read_epoch_value(value)
+                elif k.kind == gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+                    group.assignment_epoch = gr.read_epoch_value(value)
+                else:
+                    group.topic_sizes = {t.name: t.num_partitions for t in gr.read_partition_metadata_value(value)}
+            elif isinstance(k, gr.ConsumerGroupMemberKey):
+                if k.kind == gr.CONSUMER_GROUP_MEMBER_METADATA:
+                    v = gr.read_member_metadata_value(value)
+                    m = ConsumerMember(k.member_id, v.instance_id, v.rack_id, v.client_id, v.client_host, (),
+                                       v.server_assignor, v.rebalance_timeout_ms, names=v.subscribed_topic_names,
+                                       regex=v.subscribed_topic_regex, last_heartbeat=now)
+                    if v.classic is not None:
+                        m.classic_protocols = [(n, bytes(b)) for n, b in v.classic.protocols]
+                        m.session_timeout_ms = v.classic.session_timeout_ms
+                    group.members[k.member_id] = m
+                elif k.kind == gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
+                    group.target[k.member_id] = assignment(gr.read_target_assignment_member_value(value))
+                else:
+                    current[k.member_id] = gr.read_current_assignment_value(value)
+        topics = self.owner.store.logs.topics()
+        for mid, m in group.members.items():
+            matched = {t for t in topics if not t.startswith("__") and re.fullmatch(m.regex, t)} if m.regex else set()
+            m.subscribed = tuple(sorted(set(m.names) | matched))
+            c = current.get(mid)
+            if c is None:
+                continue
+            m.epoch, m.previous_epoch = c.member_epoch, c.previous_member_epoch
+            if c.member_epoch == STATIC_LEAVE_EPOCH:
+                # its instance comes back under a new member id and reconciles from epoch 0, as in Kafka
+                m.static_left, m.epoch = True, 0
+            m.assigned, m.revoking = assignment(c.assigned), assignment(c.pending_revocation)
+            if m.revoking:
+                m.revoke_deadline = now + m.rebalance_timeout_ms / 1000.0
+        chosen = [m.assignor for m in group.members.values() if m.assignor]
+        if chosen:
+            group.assignor = max(sorted(set(chosen)), key=chosen.count)
+        return group
 
     @property
     def config(self):
@@ -220,7 +507,32 @@ class ConsumerGroups:
                   rack_id: str | None, rebalance_timeout_ms: int, subscribed: list[str] | None,
                   regex: str | None, assignor: str | None, owned: Assignment | None, client_id: str,
                   client_host: str, topics: dict[str, int]) -> dict:
-        """One ConsumerGroupHeartbeat; the response values (assignment None when unchanged)."""
+        """One ConsumerGroupHeartbeat, written on the caller's thread; the response values (assignment None
+        when unchanged). The broker calls `heartbeat_async`."""
+        result = self._heartbeat_state(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
+                                       subscribed, regex, assignor, owned, client_id, client_host, topics)
+        if result["error_code"]:
+            return result
+        failed = self._durable(group_id)  # the group's new state is durable before the member hears of it
+        return {**result, **failed, "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None} \
+            if failed else result
+
+    async def heartbeat_async(self, group_id: str, member_id: str, member_epoch: int, *, instance_id: str | None,
+                              rack_id: str | None, rebalance_timeout_ms: int, subscribed: list[str] | None,
+                              regex: str | None, assignor: str | None, owned: Assignment | None, client_id: str,
+                              client_host: str, topics: dict[str, int]) -> dict:
+        """`heartbeat` with the write in the group-state writer thread: answered once durable, the event loop
+        free meanwhile."""
+        result = self._heartbeat_state(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
+                                       subscribed, regex, assignor, owned, client_id, client_host, topics)
+        if result["error_code"]:
+            return result
+        failed = await self.durable_async(group_id)
+        return {**result, **failed, "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None} \
+            if failed else result
+
+    def _heartbeat_state(self, group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
+                         subscribed, regex, assignor, owned, client_id, client_host, topics) -> dict:
         try:
             self._validate(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                            subscribed, regex, assignor, owned)
@@ -277,13 +589,13 @@ class ConsumerGroups:
         classic = self.owner.groups.get(group_id)
         if classic is not None and classic.members:
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
-        if not create:
-            # Kafka answers GROUP_ID_NOT_FOUND, in a state it cannot reach: it keeps groups in
-            # __consumer_offsets. Ours live in memory, so after a restart members find their group gone;
-            # UNKNOWN_MEMBER_ID makes them rejoin (epoch 0) instead of failing (docs/differences.md).
-            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Consumer group {group_id} not found: its "
-                                 "members rejoin.")
-        if classic is not None:
+        if not create:  # getOrMaybeCreateConsumerGroup (the group's records survive restarts)
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+        if classic is not None:  # maybeDeleteEmptyClassicGroup: its GroupMetadata tombstone first
+            try:
+                self.owner.store.drop_group_metadata(group_id)
+            except KafkaError as exc:
+                raise HeartbeatError(ErrorCode.NOT_COORDINATOR, f"The coordinator could not write: {exc}") from None
             if classic.rebalance_task is not None:
                 classic.rebalance_task.cancel()
             del self.owner.groups[group_id]
@@ -423,17 +735,27 @@ class ConsumerGroups:
         group.members.pop(member_id, None)
         self._new_target(group)
 
-    def expire(self, now: float) -> None:
+    def expire(self, now: float, write: bool = True) -> list[str]:
         """Members silent past the session timeout, or not revoking within the rebalance timeout, are
-        fenced (GroupMetadataManager's session and rebalance timers)."""
+        fenced (GroupMetadataManager's session and rebalance timers). The ids of the groups changed; with
+        `write` False their records are the caller's to write (the coordinator's timer awaits them)."""
         session = int(self.config["group.consumer.session.timeout.ms"]) / 1000.0
+        changed_groups = []
         for group in list(self.groups.values()):
+            changed = False
             for mid, m in list(group.members.items()):
                 timeout = session if m.session_timeout_ms is None else m.session_timeout_ms / 1000.0
                 if now - m.last_heartbeat > timeout:
                     self._remove(group, mid, "expired (session timeout)")
+                    changed = True
                 elif m.revoke_deadline is not None and now > m.revoke_deadline:
                     self._remove(group, mid, "fenced (did not revoke within its rebalance timeout)")
+                    changed = True
+            if changed:
+                changed_groups.append(group.group_id)
+                if write:
+                    self._durable(group.group_id)
+        return changed_groups
 
     # -- classic members in a consumer group (GroupMetadataManager.classicGroup*ToConsumerGroup) ----------
     def has_members(self, group_id: str) -> bool:
@@ -443,7 +765,7 @@ class ConsumerGroups:
     def classic_join(self, group_id: str, member_id: str, instance_id: str | None, client_id: str,
                      client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
                      protocols: list[tuple[str, bytes]], require_known_member: bool,
-                     topics: dict[str, int] | None) -> dict:
+                     topics: dict[str, int] | None, write: bool = True) -> dict:
         """A classic JoinGroup to a non-empty consumer group (`classicGroupJoinToConsumerGroup`, whatever
         `group.consumer.migration.policy` says): the member joins with the subscription of its consumer
         protocol metadata and is assigned by the group's server-side assignor. Its JoinGroup answer names
@@ -488,6 +810,9 @@ class ConsumerGroups:
         self._reconcile(group, member, owned)
         if member.revoking and not _inter(owned, member.revoking):
             self._reconcile(group, member, owned)  # an eager member rejoins having revoked everything
+        failed = self._durable(group_id) if write else None  # (else the caller awaits the write)
+        if failed:
+            return {"error_code": failed["error_code"], "member_id": member_id}
         return {"error_code": 0, "generation_id": member.epoch, "protocol_type": "consumer",
                 "protocol_name": protocols[0][0], "leader": "", "member_id": member_id, "members": [],
                 "skip_assignment": False}
@@ -527,7 +852,8 @@ class ConsumerGroups:
         if member_id not in group.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
         self._remove(group, member_id, "left")
-        return 0
+        failed = self._durable(group_id)
+        return failed["error_code"] if failed else 0
 
     # -- the rest of the coordinator asks these ------------------------------------------------------
     def validate_commit(self, group_id: str, member_id: str, epoch: int, api_version: int) -> int:
@@ -575,17 +901,26 @@ class ConsumerGroups:
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
         del self.groups[group_id]
+        failed = self._durable(group_id)  # ConsumerGroup.createGroupTombstoneRecords
+        if failed:
+            self.groups[group_id] = group
+            return failed["error_code"]
         return 0
 
     def give_way(self, group_id: str) -> bool:
         """A classic JoinGroup for this id: an empty consumer group is dropped (maybeDeleteEmptyConsumerGroup)
-        and True returned; a non-empty one answers False (the coordinator sends the join to `classic_join`)."""
+        and True returned; False when its tombstones could not be written (or it has members: the coordinator
+        sends such a join to `classic_join` first)."""
         group = self.groups.get(group_id)
         if group is None:
             return True
         if group.members:
             return False
         del self.groups[group_id]
+        failed = self._durable(group_id)  # maybeDeleteEmptyConsumerGroup: the group's tombstones
+        if failed:
+            self.groups[group_id] = group
+            return False
         return True
 
     def describe(self, group_id: str) -> ConsumerGroup | None:

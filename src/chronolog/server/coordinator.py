@@ -102,6 +102,16 @@ class GroupCoordinator:
         self._reaper: asyncio.Task | None = None
         self._retention: asyncio.Task | None = None
         self._creating: asyncio.Future | None = None
+        self._loaded = asyncio.Event()
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded.is_set()
+
+    async def wait_loaded(self) -> None:
+        """Until `start` has read `__consumer_offsets`: a group request arriving meanwhile waits for it (Kafka
+        answers COORDINATOR_LOAD_IN_PROGRESS and the client asks again; here the answer comes after the load)."""
+        await self._loaded.wait()
 
     async def offsets_topic_ready(self) -> bool:
         """Kafka creates `__consumer_offsets` when a client first looks for a group's coordinator
@@ -121,15 +131,22 @@ class GroupCoordinator:
         return True
 
     async def start(self) -> None:
-        self.store.load()
+        """Reads `__consumer_offsets` in a worker thread (GroupMetadataManager's load runs on the coordinator's
+        own threads too): the broker answers produce, fetch and metadata requests meanwhile; group requests
+        wait for the load (the broker's dispatcher asks `wait_loaded`)."""
+        await asyncio.to_thread(self.store.load)
+        self.consumer.restore(self.store.consumer_records)  # KIP-848 groups, with their members
         for g, meta in self.store.groups.items():
             # its members are not brought back: they find themselves unknown and rejoin (the generation goes on)
-            self.groups[g] = Group(g, generation=meta.generation, protocol_type=meta.protocol_type or None,
-                                   new_group=False)
+            if g not in self.consumer.groups:
+                self.groups[g] = Group(g, generation=meta.generation, protocol_type=meta.protocol_type or None,
+                                       new_group=False)
         for g, _t, _p in self.store.offsets:
-            self.groups.setdefault(g, Group(g, new_group=False))
+            if g not in self.consumer.groups:
+                self.groups.setdefault(g, Group(g, new_group=False))
         self._reaper = asyncio.create_task(self._expire_members())
         self._retention = asyncio.create_task(self._expire_offsets())
+        self._loaded.set()
 
     async def stop(self) -> None:
         for task in (self._reaper, self._retention):
@@ -138,6 +155,7 @@ class GroupCoordinator:
         for group in self.groups.values():
             if group.rebalance_task is not None:
                 group.rebalance_task.cancel()
+        await asyncio.to_thread(self.consumer.close)  # group-state writes still queued
         self.store.close()
 
     def partition_for(self, group_id: str) -> int:
@@ -189,10 +207,13 @@ class GroupCoordinator:
                 <= self.config["group.max.session.timeout.ms"]):
             return {"error_code": ErrorCode.INVALID_SESSION_TIMEOUT, "member_id": member_id}
         if self.consumer.has_members(group_id):  # Kafka: classicGroupJoinToConsumerGroup, any migration policy
-            return self.consumer.classic_join(group_id, member_id, instance_id, client_id, client_host,
-                                              session_timeout, rebalance_timeout, protocol_type, protocols,
-                                              require_known_member, topics)
-        self.consumer.give_way(group_id)  # an empty consumer group becomes a classic one
+            result = self.consumer.classic_join(group_id, member_id, instance_id, client_id, client_host,
+                                                session_timeout, rebalance_timeout, protocol_type, protocols,
+                                                require_known_member, topics, write=False)
+            failed = await self.consumer.durable_async(group_id)  # answered once the group's records are durable
+            return {"error_code": failed["error_code"], "member_id": result.get("member_id")} if failed else result
+        if not self.consumer.give_way(group_id):  # an empty consumer group becomes a classic one
+            return {"error_code": ErrorCode.NOT_COORDINATOR, "member_id": member_id}
         group = self.group(group_id)
         if group.state == DEAD:
             return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "member_id": member_id}
@@ -374,7 +395,8 @@ class GroupCoordinator:
         while True:
             await asyncio.sleep(0.25)
             now = time.monotonic()
-            self.consumer.expire(now)
+            for group_id in self.consumer.expire(now, write=False):
+                await self.consumer.durable_async(group_id)  # a failure is logged; the next write carries it
             self.expire_members(now)
 
     def expire_members(self, now: float) -> None:
@@ -393,12 +415,36 @@ class GroupCoordinator:
     def commit(self, group_id: str, generation: int, member_id: str,
                offsets: list[tuple[str, int, int, int, str | None]], api_version: int = 9) -> int:
         """Member commits need the current generation; simple commits (generation -1, no member id, as
-        kafka-consumer-groups.sh and our reset-offsets send) need a group without active members."""
+        kafka-consumer-groups.sh and our reset-offsets send) need a group without active members. The write
+        runs here, on the caller's thread (`commit_async` is what the broker calls)."""
+        error = self._check_commit(group_id, generation, member_id, api_version)
+        if error:
+            return error
+        try:
+            self.store.commit(group_id, offsets)
+        except KafkaStorageErrorError:
+            return ErrorCode.NOT_COORDINATOR  # GroupMetadataManager.storeOffsets: KAFKA_STORAGE_ERROR -> NOT_COORDINATOR
+        return 0
+
+    async def commit_async(self, group_id: str, generation: int, member_id: str,
+                           offsets: list[tuple[str, int, int, int, str | None]], api_version: int = 9) -> int:
+        """`commit` with the append and its fsync in a worker thread: the event loop answers everyone else
+        meanwhile, and the commit is answered (and its offsets readable) only once it is durable, as Kafka's
+        coordinator runtime completes a write when it is committed to the log."""
+        error = self._check_commit(group_id, generation, member_id, api_version)
+        if error:
+            return error
+        try:
+            written = await asyncio.to_thread(self.store.write_commit, group_id, offsets)
+        except KafkaStorageErrorError:
+            return ErrorCode.NOT_COORDINATOR
+        if written is not None:
+            self.store.apply_commit(group_id, offsets, *written)
+        return 0
+
+    def _check_commit(self, group_id: str, generation: int, member_id: str, api_version: int) -> int:
         if group_id in self.consumer.groups:  # a KIP-848 group: member epochs instead of generations
-            error = self.consumer.validate_commit(group_id, member_id, generation, api_version)
-            if error:
-                return error
-            return self._store_commit(group_id, offsets)
+            return self.consumer.validate_commit(group_id, member_id, generation, api_version)
         group = self.group(group_id)
         if generation < 0 and not member_id:
             if group.members:
@@ -411,16 +457,8 @@ class GroupCoordinator:
             if group.state == COMPLETING:
                 return ErrorCode.REBALANCE_IN_PROGRESS
             group.members[member_id].last_heartbeat = time.monotonic()
-        return self._store_commit(group_id, offsets)
-
-    def _store_commit(self, group_id: str, offsets: list[tuple[str, int, int, int, str | None]]) -> int:
-        try:
-            self.store.commit(group_id, offsets)
-        except KafkaStorageErrorError:
-            return ErrorCode.NOT_COORDINATOR  # GroupMetadataManager.storeOffsets: KAFKA_STORAGE_ERROR -> NOT_COORDINATOR
         return 0
 
-    # -- transactional offsets (TxnOffsetCommit) ---------------------------------------------------------
     def txn_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
                    producer_id: int, offsets: list[tuple[str, int, int, int, str | None]],
                    producer_epoch: int = 0) -> int:
@@ -497,7 +535,7 @@ class GroupCoordinator:
                 return ErrorCode.GROUP_ID_NOT_FOUND
             if not error:
                 try:
-                    self.store.store_group(group_id, None)
+                    self.store.store_group(group_id, None, classic=False)  # its offsets' tombstones
                 except KafkaStorageErrorError:
                     return ErrorCode.NOT_COORDINATOR
             return error

@@ -4,17 +4,19 @@
 A group's records go to partition `abs(hashCode(group)) % offsets.topic.num.partitions`
 (`GroupMetadataManager.partitionFor`), written through our own PartitionLog in Kafka's schemas
 (records.group_records): OffsetCommit records on every commit, GroupMetadata records when a rebalance
-completes, null values (tombstones) for deleted offsets and groups; the log cleaner compacts the topic like
+completes, a KIP-848 group's ConsumerGroup* records as it changes (server/consumer_group.py decides them; they
+are kept here as read and replayed there at start), null values (tombstones) for deleted offsets and groups; the log cleaner compacts the topic like
 any `cleanup.policy=compact` topic. Transactional offset commits (TxnOffsetCommit) are transactional batches
 of the producer; they become the group's offsets when the COMMIT marker is appended to the partition and
 vanish with an ABORT marker, as in Kafka. On start the partitions are read from their start: the last
 record of each key wins, markers settle the transactional ones, an open transaction's stay pending.
 
-The topic is created lazily, on the first write of any group, with Kafka's internal-topic configs
-(`GroupCoordinator.offsetsTopicConfigs`: cleanup.policy=compact, segment.bytes=offsets.topic.segment.bytes)
-and `flush.messages=1`: a commit is fsynced before it is acknowledged (one node, no replica to keep it).
-A broker that never sees a group opens no file for it (a start of an empty data dir stays quick). Kafka
-creates it on the first FindCoordinator(GROUP); the partition a group maps to is the same either way.
+The topic is created on the first FindCoordinator(GROUP) as in Kafka (or the first write of any group), with
+Kafka's internal-topic configs (`GroupCoordinator.offsetsTopicConfigs`: cleanup.policy=compact,
+segment.bytes=offsets.topic.segment.bytes) and `flush.messages=1`: a commit is fsynced before it is
+acknowledged (one node, no replica to keep it). A broker that never sees a group opens no file for it (a
+start of an empty data dir stays quick). Commits are written from worker threads and applied on the event
+loop once durable (`write_commit` / `apply_commit`); every write to a partition is ordered by its lock.
 
 The JSON file of earlier versions (`offsets.log` in the coordinator's state dir) is migrated once: its
 offsets are written as commit records, its pending transactional offsets as transactional batches, and the
@@ -24,10 +26,12 @@ file is renamed `offsets.log.migrated`.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
 import struct
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -41,6 +45,8 @@ from chronolog.records.control import marker_of
 from chronolog.records.group_records import (
     CONSUMER_OFFSETS_TOPIC,
     CommitEvent,
+    ConsumerGroupKey,
+    ConsumerGroupMemberKey,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -86,9 +92,19 @@ class OffsetStore:
         self.offsets: dict[Key, Committed] = {}
         self.commit_times: dict[Key, int] = {}  # the commit timestamp of each offset (offsets.retention.minutes)
         self.groups: dict[str, GroupMetadataValue] = {}
+        # KIP-848 groups' records as read at start (group -> key -> value); server/consumer_group replays them
+        self.consumer_records: dict[str, dict[bytes, bytes]] = {}
         # producer id -> (group, topic, partition) -> offset: TxnOffsetCommit offsets awaiting their marker.
         self.pending: dict[int, dict[Key, Committed]] = {}
         self._pending_times: dict[int, dict[Key, int]] = {}
+        # Commits are written from worker threads (OffsetStore.write_commit) and applied on the event loop
+        # afterwards: every append takes its partition's lock and a sequence number in log order, and an
+        # offset is applied only if no later write of its key was applied first, so memory always holds what
+        # the log holds last, whatever order the threads finish in.
+        self._locks: dict[int, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._seq = itertools.count(1)
+        self._key_seq: dict[Key, int] = {}
         self._ready = False  # the topic exists and num_partitions is its count
 
     # -- topic ----------------------------------------------------------------------------------------------
@@ -123,16 +139,41 @@ class OffsetStore:
         self._ready = True
         log.info("created %s with %d partitions", CONSUMER_OFFSETS_TOPIC, self.num_partitions)
 
+    def _lock(self, partition: int) -> threading.Lock:
+        with self._locks_guard:
+            lock = self._locks.get(partition)
+            if lock is None:
+                lock = self._locks[partition] = threading.Lock()
+            return lock
+
     def _append(self, group: str, records: list[SimpleRecord], now: int, producer_id: int = -1,
-                producer_epoch: int = -1) -> None:
+                producer_epoch: int = -1) -> int:
+        """Appends (durable on return) and answers the write's sequence number (its place in log order)."""
         self.ensure_topic()
-        plog = self._log(self.partition_for(group))
+        partition = self.partition_for(group)
+        plog = self._log(partition)
         data = build_batch(records, producer_id=producer_id, producer_epoch=producer_epoch,
                            base_sequence=0 if producer_id >= 0 else -1, is_transactional=producer_id >= 0)
-        try:
-            plog.append(data, now=now, origin_client=False)
-        except OSError as exc:
-            raise KafkaStorageErrorError(f"offsets not written: {exc}") from exc
+        with self._lock(partition):
+            try:
+                plog.append(data, now=now, origin_client=False)
+            except OSError as exc:
+                raise KafkaStorageErrorError(f"offsets not written: {exc}") from exc
+            return next(self._seq)
+
+    def _set(self, k: Key, entry: Committed, ts: int, seq: int) -> None:
+        if self._key_seq.get(k, 0) > seq:
+            return  # a later write of this key was applied already
+        self._key_seq[k] = seq
+        self.offsets[k] = entry
+        self.commit_times[k] = ts
+
+    def _drop(self, k: Key, seq: int) -> None:
+        if self._key_seq.get(k, 0) > seq:
+            return
+        self._key_seq[k] = seq
+        self.offsets.pop(k, None)
+        self.commit_times.pop(k, None)
 
     def _log(self, partition: int) -> Any:
         """An offsets partition. Its writes are tried again at once after a failure (no pause between
@@ -199,9 +240,18 @@ class OffsetStore:
                 self.groups.pop(key.group, None)
             else:
                 self.groups[key.group] = read_group_metadata_value(value)
-        # other key versions (KIP-848 and share-group records) are not kept by this coordinator
+        elif isinstance(key, ConsumerGroupKey | ConsumerGroupMemberKey):
+            if value is None:
+                records = self.consumer_records.get(key.group)
+                if records is not None:
+                    records.pop(bytes(key_bytes), None)
+                    if not records:
+                        del self.consumer_records[key.group]
+            else:
+                self.consumer_records.setdefault(key.group, {})[bytes(key_bytes)] = bytes(value)
+        # other key versions (share-group records) are not kept by this coordinator
 
-    def _settle(self, pid: int, commit: bool, partitions: set[int] | None) -> None:
+    def _settle(self, pid: int, commit: bool, partitions: set[int] | None, seq: int = 0) -> None:
         """A marker for `pid` in these offsets partitions (None: all): its pending offsets there are applied
         (COMMIT) or dropped (ABORT), GroupMetadataManager.handleTxnCompletion."""
         entries = self.pending.get(pid)
@@ -212,8 +262,7 @@ class OffsetStore:
             entry = entries.pop(k)
             ts = times.pop(k, -1)
             if commit:
-                self.offsets[k] = entry
-                self.commit_times[k] = ts
+                self._set(k, entry, ts, seq)
         if not entries:
             self.pending.pop(pid, None)
             self._pending_times.pop(pid, None)
@@ -222,15 +271,25 @@ class OffsetStore:
     def commit(self, group: str, offsets: Iterable[tuple[str, int, int, int, str | None]]) -> None:
         """One batch of OffsetCommit records, appended (and fsynced) before the offsets apply."""
         items = list(offsets)
+        written = self.write_commit(group, items)
+        if written is not None:
+            self.apply_commit(group, items, *written)
+
+    def write_commit(self, group: str, items: list[tuple[str, int, int, int, str | None]]) -> tuple[int, int] | None:
+        """The commit's records appended and durable: may run in a worker thread (it touches no offset in
+        memory). (sequence number, commit time) for `apply_commit`, None when there was nothing to write."""
         if not items:
-            return
+            return None
         now = self.clock()
-        self._append(group, [SimpleRecord(now, offset_commit_key(group, t, p),
-                                          offset_commit_value(OffsetCommitValue(o, m or "", now, e)))
-                             for t, p, o, e, m in items], now)
+        seq = self._append(group, [SimpleRecord(now, offset_commit_key(group, t, p),
+                                                offset_commit_value(OffsetCommitValue(o, m or "", now, e)))
+                                   for t, p, o, e, m in items], now)
+        return seq, now
+
+    def apply_commit(self, group: str, items: list[tuple[str, int, int, int, str | None]], seq: int, now: int) -> None:
+        """A written commit's offsets in memory (on the event loop, after `write_commit` returned)."""
         for t, p, o, e, m in items:  # a null metadata is stored as "" (OffsetAndMetadata.NO_METADATA)
-            self.offsets[(group, t, p)] = (o, e, m or "")
-            self.commit_times[(group, t, p)] = now
+            self._set((group, t, p), (o, e, m or ""), now, seq)
 
     def txn_commit(self, group: str, producer_id: int, producer_epoch: int,
                    offsets: Iterable[tuple[str, int, int, int, str | None]]) -> None:
@@ -252,28 +311,46 @@ class OffsetStore:
         if not gone:
             return
         now = self.clock()
-        self._append(group, [SimpleRecord(now, offset_commit_key(group, t, p), None) for t, p in gone], now)
+        seq = self._append(group, [SimpleRecord(now, offset_commit_key(group, t, p), None) for t, p in gone], now)
         for t, p in gone:
-            self.offsets.pop((group, t, p), None)
-            self.commit_times.pop((group, t, p), None)
+            self._drop((group, t, p), seq)
 
-    def store_group(self, group: str, value: GroupMetadataValue | None) -> None:
+    def store_group(self, group: str, value: GroupMetadataValue | None, classic: bool = True) -> None:
         """A GroupMetadata record (None: the group's tombstone, written with tombstones of its offsets, as
-        GroupMetadataManager.cleanupGroupMetadata does for a deleted group)."""
+        GroupMetadataManager.cleanupGroupMetadata does for a deleted group; a consumer group, `classic`
+        False, has its own tombstones and gets those of its offsets only)."""
         now = self.clock()
         if value is None:
             if group not in self.groups and not any(g == group for g, _, _ in self.offsets):
                 return
             records = [SimpleRecord(now, offset_commit_key(g, t, p), None) for g, t, p in self.offsets if g == group]
-            records.append(SimpleRecord(now, group_metadata_key(group), None))
-            self._append(group, records, now)
+            if classic or group in self.groups:
+                records.append(SimpleRecord(now, group_metadata_key(group), None))
+            if not records:
+                return
+            seq = self._append(group, records, now)
             for k in [k for k in self.offsets if k[0] == group]:
-                self.offsets.pop(k)
-                self.commit_times.pop(k, None)
+                self._drop(k, seq)
             self.groups.pop(group, None)
             return
         self._append(group, [SimpleRecord(now, group_metadata_key(group), group_metadata_value(value))], now)
         self.groups[group] = value
+
+    def write_records(self, group: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        """A KIP-848 group's records (key, value or None for a tombstone) as one batch, durable on return."""
+        if not records:
+            return
+        now = self.clock()
+        self._append(group, [SimpleRecord(now, k, v) for k, v in records], now)
+
+    def drop_group_metadata(self, group: str) -> None:
+        """The classic GroupMetadata tombstone alone (an empty classic group becoming a consumer group,
+        GroupMetadataManager.maybeDeleteEmptyClassicGroup); its offsets stay."""
+        if group not in self.groups:
+            return
+        now = self.clock()
+        self._append(group, [SimpleRecord(now, group_metadata_key(group), None)], now)
+        self.groups.pop(group, None)
 
     def write_markers(self, producer_id: int, producer_epoch: int, commit: bool, partitions: set[int] | None) -> None:
         """The transaction's markers in the offsets partitions it added (None: those holding its pending
@@ -285,13 +362,16 @@ class OffsetStore:
         if not self.exists():
             partitions = set()
         now = self.clock()
+        seq = 0
         for p in sorted(partitions):
             plog = self._log(p)
-            try:
-                plog.append_control(producer_id, producer_epoch, commit, COORDINATOR_EPOCH, now=now)
-            except OSError as exc:
-                raise KafkaStorageErrorError(f"marker not written: {exc}") from exc
-        self._settle(producer_id, commit, None)
+            with self._lock(p):
+                try:
+                    plog.append_control(producer_id, producer_epoch, commit, COORDINATOR_EPOCH, now=now)
+                except OSError as exc:
+                    raise KafkaStorageErrorError(f"marker not written: {exc}") from exc
+                seq = next(self._seq)
+        self._settle(producer_id, commit, None, seq or next(self._seq))
 
     def expire(self, now: int, retention_ms: int, active: Callable[[str], bool]) -> int:
         """offsets.retention.minutes (GroupMetadataManager.cleanupGroupMetadata with KIP-211): offsets of a
