@@ -522,28 +522,31 @@ class _CleanedSegment:
         self.max_ts = TimestampOffset(max_ts, max_ts_offset)
 
     def finish(self) -> None:
-        """Final time-index entry, trimmed indexes, the `.txnindex`, everything fsynced."""
+        """Final time-index entry, trimmed indexes (`onBecomeInactiveSegment`), then each file synced once
+        (`LogSegment.flush`: the log, both indexes, the `.txnindex`), after the trim, so the preallocated
+        index space is never written back."""
         if self.max_ts.timestamp >= 0:
             self.time_index.maybe_append(self.max_ts.timestamp, self.max_ts.offset, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
-        self.offset_index.flush()
-        self.time_index.flush()
         os.fsync(self._fd)
+        self.close()
+        for index in (".index", ".timeindex"):
+            _fsync_path(self.paths[index])
         if self.aborted:
             txn_index = TransactionIndex(self.paths[TXN_INDEX_SUFFIX], self.base)
             for txn in self.aborted:
                 txn_index.append(txn)
             txn_index.flush()
             txn_index.close()
-        self.close()
 
     def close(self) -> None:
+        """Closes the files without syncing them (`finish` syncs each once; a discarded copy needs none)."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-            self.offset_index.close(trim=False)
-            self.time_index.close(trim=False)
+            self.offset_index.close_unsynced()
+            self.time_index.close_unsynced()
 
     def discard(self) -> None:
         self.close()
@@ -551,12 +554,16 @@ class _CleanedSegment:
             p.unlink(missing_ok=True)
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+def _fsync_path(path: Path) -> None:
+    """fsync of a file or a directory by name."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+_fsync_dir = _fsync_path
 
 
 # -- the cleaner ---------------------------------------------------------------------------------------
@@ -991,7 +998,6 @@ def swap_in(plog: PartitionLog, dest: _CleanedSegment, old: list, sizes: dict[in
                     os.replace(src, directory / (name[:-len(CLEANED_SUFFIX)] + SWAP_SUFFIX))
                     committed = name.endswith(_LOG + CLEANED_SUFFIX)
                     _step("swap:" + name[:-len(CLEANED_SUFFIX)])
-            _fsync_dir(directory)
             # Committed: from here a crash is finished by `recover_swaps` at the next open.
             for seg in old:
                 for path in sorted(seg.files(), key=lambda p: p.name.endswith(_LOG)):
@@ -1005,6 +1011,9 @@ def swap_in(plog: PartitionLog, dest: _CleanedSegment, old: list, sizes: dict[in
                 if src.exists():
                     os.replace(src, directory / name[:-len(SWAP_SUFFIX)])
                     _step("final:" + name[:-len(SWAP_SUFFIX)])
+            # One directory sync for the whole swap, after the last rename, as `LocalLog.replaceSegments`
+            # (`Utils.flushDir`); its renames (`atomicMoveWithFallback(..., false)`) flush nothing. The
+            # cleaned files' data was synced by `finish` before the first rename.
             _fsync_dir(directory)
         except BaseException as exc:
             if not committed:
