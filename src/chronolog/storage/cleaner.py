@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from chronolog.errors import KafkaError
 from chronolog.records import LOG_OVERHEAD, RecordBatch, TimestampType, build_batch, iter_batches
 from chronolog.records.batch import build_empty_batch, record_spans, splice_batch
+from chronolog.records.compression import compress, decompress
 from chronolog.records.control import ControlType, control_type_of
 from chronolog.storage.index import OffsetIndex, TimeIndex, TimestampOffset
 from chronolog.storage.txnindex import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
@@ -178,7 +179,10 @@ def new_offset_map(memory: int, load_factor: float = 0.9, native: bool | None = 
     if int(memory // _ENTRY_BYTES * load_factor) < 1:
         raise KafkaError("offset map is too small to fit in even a single message: increase "
                          "log.cleaner.dedupe.buffer.size")
-    return _native.OffsetMap(memory, load_factor, int.from_bytes(os.urandom(8), "little"))
+    omap = _native.OffsetMap(memory, load_factor, int.from_bytes(os.urandom(8), "little"))
+    # compressed batches in C too, through the codecs the Python path calls (the same limits and errors)
+    omap.set_codecs(decompress, compress)
+    return omap
 
 
 def _note_memory(omap) -> None:
