@@ -9,7 +9,8 @@ how much CPU the cleaning costs against memcpy. Cold: each segment file (log and
 dropped from the page cache (`bench.common.evict`, per file) before the read and again before the
 cleaning, so both start from the disk: what "a sequential read of the segments" means on a disk. The warm
 ratio is also given without the durability syncs (the cleaned segments' fsyncs, the swaps' renames and
-directory fsync), which a page-cache read does not pay. "Kafka's MB/sec" is the figure of Kafka's cleaner
+directory fsync), which a page-cache read does not pay: without the time the cleaning waited for them
+beyond the copy of the next group, which they overlap. "Kafka's MB/sec" is the figure of Kafka's cleaner
 log line ("%.1f MB of log processed in %.1f seconds (%.1f MB/sec)": bytes of the copy pass in MiB over the
 whole cleaning's seconds), computed the same way for the cold cleaning.
 

@@ -405,7 +405,7 @@ class CleanerStats:
     segments: int = 0
     groups: int = 0
     seconds: float = 0.0
-    sync_seconds: float = 0.0  # of `seconds`: the cleaned segments' fsyncs and the swaps (renames, dir fsyncs)
+    sync_seconds: float = 0.0  # of `seconds`: the wait for the groups' syncs and swaps beyond the copies they overlap
     notes: list[str] = field(default_factory=list)
 
 
@@ -644,6 +644,7 @@ class Cleaner:
             nexts = {s.base_offset: (plog.segments[i + 1].base_offset if i + 1 < len(plog.segments)
                                      else plog.log_end_offset) for i, s in enumerate(plog.segments)}
         readers = {s.base_offset: _SegmentReader(s) for s in segs}
+        swapping: _Swap | None = None
         try:
             end = self._build_offset_map(plog, readers, segs, ltc.first_dirty, ltc.first_uncleanable, nexts, stats)
             groups = group_segments([s for s in segs if s.base_offset < end], plog.config.segment_bytes,
@@ -651,11 +652,27 @@ class Cleaner:
             txn = CleanedTransactionMetadata()
             for group in groups:
                 self._check_done(plog)
-                self._clean_group(plog, group, readers, nexts, txn, active_producers, ltc.first_uncleanable,
-                                  now, sizes, stats)
+                dest = self._copy_group(plog, group, readers, nexts, txn, active_producers,
+                                        ltc.first_uncleanable, now, stats)
+                try:
+                    self._wait_swap(swapping, stats)
+                except BaseException:
+                    dest.discard()
+                    raise
+                finally:
+                    swapping = None
+                swapping = _Swap(plog, group, dest, sizes)
                 stats.groups += 1
                 stats.segments += len(group)
+            self._wait_swap(swapping, stats)
+            swapping = None
         finally:
+            if swapping is not None:  # a failure meanwhile: the swap under way finishes first, its error logged
+                try:
+                    swapping.join()
+                except BaseException as exc:  # noqa: BLE001 - the first error is the one raised
+                    log.warning("%s-%d: the swap of cleaned segment %d failed too: %s", plog.topic, plog.partition,
+                                swapping.dest.base, exc)
             for reader in readers.values():
                 reader.close()
             self.offset_map.clear()
@@ -760,10 +777,11 @@ class Cleaner:
         reader.walk(handle)
         return full[0]
 
-    def _clean_group(self, plog: PartitionLog, group: list, readers: dict, nexts: dict,
-                     txn: CleanedTransactionMetadata, active_producers: dict, upper_bound: int, now: int,
-                     sizes: dict[int, int], stats: CleanerStats) -> None:
-        """`Cleaner.cleanSegments` + `cleanInto`: one group into one `.cleaned` segment, then the swap."""
+    def _copy_group(self, plog: PartitionLog, group: list, readers: dict, nexts: dict,
+                    txn: CleanedTransactionMetadata, active_producers: dict, upper_bound: int, now: int,
+                    stats: CleanerStats) -> _CleanedSegment:
+        """`Cleaner.cleanSegments`' `cleanInto` loop: one group into one `.cleaned` segment, written but not
+        yet synced (`_Swap` does that, then the swap)."""
         cfg = plog.config
         base = group[0].base_offset
         dest = _CleanedSegment(plog.dir, base, cfg.index_interval_bytes, cfg.segment_index_bytes)
@@ -780,21 +798,19 @@ class Cleaner:
                     self._check_done(plog)
                     self._copy_batch(batch, dest, txn, active_producers, upper_bound, now, cfg, stats,
                                      is_last and seg is group[-1])
-            synced = time.monotonic()
-            dest.finish()
-            stats.sync_seconds += time.monotonic() - synced
-            # `cleaned.setLastModified`: the group's last modification time, which retention falls back to
-            # when no record carries a timestamp
-            with contextlib.suppress(OSError):
-                mtime = max(os.stat(seg.log_path).st_mtime for seg in group)
-                os.utime(dest.paths[_LOG], (mtime, mtime))
-            _step("cleaned")
         except BaseException:
             dest.discard()
             raise
-        synced = time.monotonic()
-        swap_in(plog, dest, group, sizes)
-        stats.sync_seconds += time.monotonic() - synced
+        return dest
+
+    @staticmethod
+    def _wait_swap(swapping: _Swap | None, stats: CleanerStats) -> None:
+        """Waits for the previous group's sync and swap (its error raised here); the wait is what the
+        cleaning spends on them beyond the copy they overlapped (`sync_seconds`)."""
+        if swapping is not None:
+            waited = time.monotonic()
+            swapping.join()
+            stats.sync_seconds += time.monotonic() - waited
 
     def _copy_batch(self, batch, dest: _CleanedSegment, txn: CleanedTransactionMetadata, active_producers: dict,
                     upper_bound: int, now: int, cfg, stats: CleanerStats, last_of_group: bool) -> None:
@@ -997,6 +1013,43 @@ def group_segments(segs: list, max_size: int, max_index_size: int, first_unclean
 
 
 # -- the swap ------------------------------------------------------------------------------------------
+class _Swap(threading.Thread):
+    """The end of `Cleaner.cleanSegments` for one group, in a thread of its own while the cleaner copies
+    the next group: the `.cleaned` files synced (`cleaned.flush()`), the group's modification time
+    (`cleaned.setLastModified`), then `swap_in` (`replaceSegments`). The same steps in the same order as
+    one after the other; only the syncs' waits overlap the next copy. One at a time: the cleaner joins it
+    before it starts the next (swaps stay in offset order), and always before `clean` returns."""
+
+    def __init__(self, plog: PartitionLog, group: list, dest: _CleanedSegment, sizes: dict[int, int]) -> None:
+        super().__init__(name=f"cleaner-swap-{plog.topic}-{plog.partition}", daemon=True)
+        self.plog, self.group, self.dest, self.sizes = plog, group, dest, sizes
+        self.error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            try:
+                self.dest.finish()
+                # the group's last modification time, which retention falls back to when no record carries
+                # a timestamp
+                with contextlib.suppress(OSError):
+                    mtime = max(os.stat(seg.log_path).st_mtime for seg in self.group)
+                    os.utime(self.dest.paths[_LOG], (mtime, mtime))
+                _step("cleaned")
+            except BaseException:
+                self.dest.discard()
+                raise
+            swap_in(self.plog, self.dest, self.group, self.sizes)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the cleaner's thread by `join`
+            self.error = exc
+
+    def join(self, timeout: float | None = None) -> None:
+        super().join(timeout)
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+
 def _cleaned_order(base: int, suffix: str) -> list[str]:
     """File names of a segment, its `.log` last: the `.log`'s rename is the step that commits."""
     return [f"{base:020d}{s}{suffix}" for s in (".index", ".timeindex", TXN_INDEX_SUFFIX, _LOG)]
@@ -1060,7 +1113,9 @@ def swap_in(plog: PartitionLog, dest: _CleanedSegment, old: list, sizes: dict[in
             log.warning("%s-%d: the swap of cleaned segment %d failed after it was committed (%s); finishing it",
                         plog.topic, plog.partition, base, exc)
             try:
-                recover_swaps(directory)
+                # the `.cleaned` files of the next group, being written meanwhile, stay (the next open drops
+                # any left over)
+                recover_swaps(directory, drop_cleaned=False)
             except BaseException:
                 log.error("%s-%d: the swap of cleaned segment %d could not be finished; the next start finishes "
                           "it", plog.topic, plog.partition, base)
@@ -1108,14 +1163,15 @@ def _next_offset_of(path: Path) -> int | None:
     return nxt
 
 
-def recover_swaps(directory: Path) -> None:
-    """`LogLoader`'s handling of an interrupted clean: `.cleaned` files go; `.swap` files without a
-    `<base>.log.swap` go (the swap had not committed: the old segments are intact); a `<base>.log.swap`
-    replaces every segment whose base offset lies in its offset range, and its files take their final
-    names. Idempotent, so a crash during this repair is repaired the same way at the next open."""
+def recover_swaps(directory: Path, *, drop_cleaned: bool = True) -> None:
+    """`LogLoader`'s handling of an interrupted clean: `.cleaned` files go (unless `drop_cleaned` is
+    False: a running cleaner finishing a failed swap, whose next group's are being written); `.swap` files
+    without a `<base>.log.swap` go (the swap had not committed: the old segments are intact); a
+    `<base>.log.swap` replaces every segment whose base offset lies in its offset range, and its files take
+    their final names. Idempotent, so a crash during this repair is repaired the same way at the next open."""
     names = [e.name for e in directory.iterdir()]
     for name in names:
-        if name.endswith(CLEANED_SUFFIX):
+        if drop_cleaned and name.endswith(CLEANED_SUFFIX):
             (directory / name).unlink(missing_ok=True)
     swap_bases = {int(n[:20]) for n in names if n.endswith(_LOG + SWAP_SUFFIX) and n[:20].isdigit()}
     for name in names:
