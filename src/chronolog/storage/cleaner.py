@@ -492,6 +492,7 @@ class _CleanedSegment:
         self.time_index = TimeIndex(self.paths[".timeindex"], base, max_index_size, True)
         self.interval = index_interval
         self.size = 0
+        self._pending = bytearray()  # appended, not yet written: they end at `size`
         self.since_entry = 0
         self.max_ts = TimestampOffset(-1, -1)
         self.aborted: list[AbortedTxn] = []
@@ -505,17 +506,27 @@ class _CleanedSegment:
             self.offset_index.append(last_offset, self.size)
             self.time_index.maybe_append(self.max_ts.timestamp, self.max_ts.offset)
             self.since_entry = 0
-        view = memoryview(data)
-        written = 0
-        while written < len(view):
-            written += os.pwrite(self._fd, view[written:], self.size + written)
-        self.size += len(view)
-        self.since_entry += len(view)
+        self._pending += data
+        self.size += len(data)
+        self.since_entry += len(data)
+        if len(self._pending) >= _READ_CHUNK:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        """The bytes `append` gathered, in one write (a batch at a time would be a write per batch)."""
+        with memoryview(self._pending) as view:
+            at = self.size - len(view)
+            written = 0
+            while written < len(view):
+                written += os.pwrite(self._fd, view[written:], at + written)
+        self._pending = bytearray()
 
     def append_native(self, data: bytes, points: list[tuple[int, int, int, int]], size: int, since_entry: int,
                       max_ts: int, max_ts_offset: int) -> None:
         """What `append` does over many batches, as `filter_chunk` computed it: their bytes, the index
         entries (last offset, position, max timestamp, its offset) and the state after them."""
+        if self._pending:
+            self._write_pending()
         view = memoryview(data)
         written = 0
         while written < len(view):
@@ -530,6 +541,8 @@ class _CleanedSegment:
         """Final time-index entry, trimmed indexes (`onBecomeInactiveSegment`), the `.txnindex`, then each
         file synced once (`LogSegment.flush`: the log, both indexes, the `.txnindex`), after the trim, so
         the preallocated index space is never written back; the syncs run at once (`_fsync_together`)."""
+        if self._pending:
+            self._write_pending()
         if self.max_ts.timestamp >= 0:
             self.time_index.maybe_append(self.max_ts.timestamp, self.max_ts.offset, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
