@@ -657,7 +657,7 @@ class Cleaner:
             nexts = {s.base_offset: (plog.segments[i + 1].base_offset if i + 1 < len(plog.segments)
                                      else plog.log_end_offset) for i, s in enumerate(plog.segments)}
         readers = {s.base_offset: _SegmentReader(s) for s in segs}
-        swapping: _Swap | None = None
+        swaps: list[_Swap] = []  # started, not yet joined: at most two (one swapping, the next syncing)
         try:
             end = self._build_offset_map(plog, readers, segs, ltc.first_dirty, ltc.first_uncleanable, nexts, stats)
             groups = group_segments([s for s in segs if s.base_offset < end], plog.config.segment_bytes,
@@ -668,24 +668,25 @@ class Cleaner:
                 dest = self._copy_group(plog, group, readers, nexts, txn, active_producers,
                                         ltc.first_uncleanable, now, stats)
                 try:
-                    self._wait_swap(swapping, stats)
+                    while len(swaps) >= 2:
+                        self._wait_swap(swaps.pop(0), stats)
                 except BaseException:
                     dest.discard()
                     raise
-                finally:
-                    swapping = None
-                swapping = _Swap(plog, group, dest, sizes)
+                swaps.append(_Swap(plog, group, dest, sizes, swaps[-1] if swaps else None))
                 stats.groups += 1
                 stats.segments += len(group)
-            self._wait_swap(swapping, stats)
-            swapping = None
+            while swaps:
+                self._wait_swap(swaps.pop(0), stats)
         finally:
-            if swapping is not None:  # a failure meanwhile: the swap under way finishes first, its error logged
+            for swap in swaps:  # a failure meanwhile: the swaps under way end first, their errors logged
                 try:
-                    swapping.join()
+                    swap.join()
+                except _PreviousSwapFailed:
+                    pass
                 except BaseException as exc:  # noqa: BLE001 - the first error is the one raised
                     log.warning("%s-%d: the swap of cleaned segment %d failed too: %s", plog.topic, plog.partition,
-                                swapping.dest.base, exc)
+                                swap.dest.base, exc)
             for reader in readers.values():
                 reader.close()
             self.offset_map.clear()
@@ -1026,17 +1027,24 @@ def group_segments(segs: list, max_size: int, max_index_size: int, first_unclean
 
 
 # -- the swap ------------------------------------------------------------------------------------------
+class _PreviousSwapFailed(Exception):
+    """A group's swap did not start because the previous group's failed (that one's error is raised)."""
+
+
 class _Swap(threading.Thread):
     """The end of `Cleaner.cleanSegments` for one group, in a thread of its own while the cleaner copies
     the next group: the `.cleaned` files synced (`cleaned.flush()`), the group's modification time
-    (`cleaned.setLastModified`), then `swap_in` (`replaceSegments`). The same steps in the same order as
-    one after the other; only the syncs' waits overlap the next copy. One at a time: the cleaner joins it
-    before it starts the next (swaps stay in offset order), and always before `clean` returns."""
+    (`cleaned.setLastModified`), then `swap_in` (`replaceSegments`), the same steps in the same order as
+    one after the other. The syncs may run while the previous group's swap ends (they touch only this
+    group's new files); `swap_in` waits for that swap, and does not run if it failed, so swaps stay in
+    offset order. The cleaner joins every one before `clean` returns."""
 
-    def __init__(self, plog: PartitionLog, group: list, dest: _CleanedSegment, sizes: dict[int, int]) -> None:
+    def __init__(self, plog: PartitionLog, group: list, dest: _CleanedSegment, sizes: dict[int, int],
+                 previous: _Swap | None) -> None:
         super().__init__(name=f"cleaner-swap-{plog.topic}-{plog.partition}", daemon=True)
-        self.plog, self.group, self.dest, self.sizes = plog, group, dest, sizes
+        self.plog, self.group, self.dest, self.sizes, self.previous = plog, group, dest, sizes, previous
         self.error: BaseException | None = None
+        self.failed = False
         self.start()
 
     def run(self) -> None:
@@ -1049,12 +1057,18 @@ class _Swap(threading.Thread):
                     mtime = max(os.stat(seg.log_path).st_mtime for seg in self.group)
                     os.utime(self.dest.paths[_LOG], (mtime, mtime))
                 _step("cleaned")
+                if self.previous is not None:
+                    threading.Thread.join(self.previous)  # its outcome, not its error (the cleaner raises that)
+                    if self.previous.failed:
+                        raise _PreviousSwapFailed(f"the swap before that of {self.dest.base} failed")
             except BaseException:
                 self.dest.discard()
                 raise
+            self.previous = None
             swap_in(self.plog, self.dest, self.group, self.sizes)
         except BaseException as exc:  # noqa: BLE001 - raised again in the cleaner's thread by `join`
             self.error = exc
+            self.failed = True
 
     def join(self, timeout: float | None = None) -> None:
         super().join(timeout)
