@@ -10,7 +10,9 @@ def print_table(rows: list[tuple[str, ...]]) -> None:
 
 
 def sequential_read(paths) -> tuple[int, float]:
-    """(bytes, seconds) to read files front to back in 1 MiB chunks: the plain-disk baseline."""
+    """(bytes, seconds) to read files front to back in 1 MiB chunks. From wherever their pages are: files
+    just written or read are in the page cache (a copy of memory, GB/s); after `evict` they come from the
+    disk, which is what a sequential read of the files means on a disk."""
     import time
 
     total = 0
@@ -42,3 +44,18 @@ def time_append(directory, cfg, warm: list[bytes], timed: list[bytes], now: int)
     plog.close()
     shutil.rmtree(plog.dir)
     return elapsed
+
+
+def evict(paths) -> None:
+    """Write each file back and drop its pages from the page cache (`posix_fadvise(DONTNEED)` file by
+    file, never a global drop of the caches), so that its next read comes from the disk. Only clean pages
+    can be dropped: hence the fsync first."""
+    import os
+
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)

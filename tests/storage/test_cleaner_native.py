@@ -168,3 +168,46 @@ def test_filter_chunk_copies_whole_batches_and_splices_partial_ones():
     assert spliced.verify_crc() and spliced.records_count == 2
     assert [(r.offset, r.key, r.value) for r in spliced.records()] == [(3, b"c", b"4"), (4, b"a", b"5")]
     assert spliced.max_timestamp == NOW + 8 and spliced.last_offset == 4
+
+
+@pytest.mark.parametrize("codec", [c for c in CompressionType if c != CompressionType.NONE])
+def test_compressed_batches_are_judged_in_c_through_the_codecs(codec):
+    """With the records layer's codecs set, a compressed batch no longer stops the C walk: its records are
+    mapped, and it is copied whole or spliced and recompressed, the same bytes as `splice_batch`; a batch
+    whose frame does not decompress stops the walk there (PYTHON), so the Python path raises its error."""
+    from chronolog.records import RecordBatch
+    from chronolog.records.batch import record_spans, splice_batch
+    from chronolog.records.compression import compress, decompress
+
+    whole = build_batch([SimpleRecord(NOW, b"w1", b"1"), SimpleRecord(NOW + 5, b"w2", b"2")], base_offset=0,
+                        compression=codec)
+    partial = build_batch([SimpleRecord(NOW + 9, b"a", b"3" * 40), SimpleRecord(NOW + 7, b"c", b"4" * 40),
+                           SimpleRecord(NOW + 8, b"a", b"5" * 40)], base_offset=2, compression=codec)
+    chunk = whole + partial
+    plain = native.OffsetMap(1 << 16, 0.9, 7)
+    assert plain.map_chunk(chunk, 0, 0, 100, 1 << 40)[1] == native.PYTHON  # without codecs: Python's
+    omap = native.OffsetMap(1 << 16, 0.9, 7)
+    omap.set_codecs(decompress, compress)
+    off, status, nbytes, records, last = omap.map_chunk(chunk, 0, 0, 100, 1 << 40)
+    assert (off, status, nbytes, records, last) == (len(chunk), native.MORE, len(chunk), 5, 4)
+    assert [omap.get(k) for k in (b"w1", b"w2", b"c", b"a")] == [0, 1, 3, 4]
+    omap.latest_offset = 4
+    got = omap.filter_chunk(chunk, 0, False, 100, NOW, {}, 0, 0, 0, -1, -1, 4096, 1 << 40)
+    off, status, nread, out, read, kept, last, points, size, *_rest = got
+    assert (off, status, nread, read, kept, last, size) == (len(chunk), native.MORE, len(chunk), 5, 2 + 2, 4, len(out))
+    assert out[:len(whole)] == whole
+    batch = RecordBatch(partial)
+    body = batch.records_section()
+    spans = [s for s in record_spans(body, 3) if s[0] != 0]  # the first "a" is superseded
+    assert out[len(whole):] == splice_batch(batch, body, spans)
+    spliced = RecordBatch(out[len(whole):])
+    assert spliced.verify_crc() and spliced.compression == codec
+    assert [(r.offset, r.key) for r in spliced.records()] == [(3, b"c"), (4, b"a")]
+    # a frame that does not decompress: the walk stops at it, with no error of its own
+    broken = bytearray(partial)
+    broken[61:] = b"\x00" * (len(broken) - 61)
+    fresh = native.OffsetMap(1 << 16, 0.9, 7)
+    fresh.set_codecs(decompress, compress)
+    assert fresh.map_chunk(whole + bytes(broken), 0, 0, 100, 1 << 40)[:2] == (len(whole), native.PYTHON)
+    assert fresh.filter_chunk(whole + bytes(broken), 0, False, 100, NOW, {}, 0, 0, 0, -1, -1, 4096,
+                              1 << 40)[:2] == (len(whole), native.PYTHON)

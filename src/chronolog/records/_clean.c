@@ -12,7 +12,9 @@
  * (tests/storage/test_cleaner_native.py).
  *
  * map_chunk and filter_chunk walk a buffer of a segment's batches and do, batch after batch, what the
- * Python cleaner does for the common batch: v2, not compressed, not transactional, not control. They stop
+ * Python cleaner does for the common batch: v2, not transactional, not control; a compressed one too once
+ * `set_codecs` gave the map the records layer's decompress and compress (called per batch: the codecs stay
+ * in one place, with their limits and errors, and the per-batch Python work around them goes). They stop
  * at any other batch (and at one the Python code must decide: a tombstone that needs its delete horizon, a
  * batch that must stay as an empty batch, anything malformed) and return its position: the Python code
  * handles it and calls again after it. What they return is exactly what the Python loop would have
@@ -141,6 +143,7 @@ typedef struct {
     Py_ssize_t cap, slots, max_entries, count;
     long long latest_offset, peak_bytes;
     uint64_t seed;
+    PyObject *decompress, *compress; /* records.compression's, or NULL: compressed batches are Python's */
 } OffsetMapObject;
 
 static inline Py_ssize_t slot_of(const OffsetMapObject *m, uint64_t h1)
@@ -255,8 +258,54 @@ static int OffsetMap_init(OffsetMapObject *self, PyObject *args, PyObject *kwds)
 
 static void OffsetMap_dealloc(OffsetMapObject *self)
 {
+    Py_CLEAR(self->decompress);
+    Py_CLEAR(self->compress);
     free(self->table);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *OffsetMap_set_codecs(OffsetMapObject *self, PyObject *args)
+{
+    PyObject *decompress, *compress;
+    if (!PyArg_ParseTuple(args, "OO", &decompress, &compress))
+        return NULL;
+    if (decompress != Py_None && (!PyCallable_Check(decompress) || !PyCallable_Check(compress))) {
+        PyErr_SetString(PyExc_TypeError, "set_codecs(decompress, compress) takes two callables or None, None");
+        return NULL;
+    }
+    Py_CLEAR(self->decompress);
+    Py_CLEAR(self->compress);
+    if (decompress != Py_None) {
+        Py_INCREF(decompress);
+        Py_INCREF(compress);
+        self->decompress = decompress;
+        self->compress = compress;
+    }
+    Py_RETURN_NONE;
+}
+
+/* codec(codec id, data bytes) through `fn` -> a new bytes reference. NULL with no error set when the call
+ * raised an Exception: the batch is then the Python code's, whose same call raises it again (a corrupt or
+ * oversized frame, an unknown codec). NULL with an error set for anything else (MemoryError is an
+ * Exception too, and goes the same way; KeyboardInterrupt does not). */
+static PyObject *call_codec(PyObject *fn, int codec, const uint8_t *data, Py_ssize_t len)
+{
+    PyObject *arg = PyBytes_FromStringAndSize((const char *)data, len);
+    if (arg == NULL)
+        return NULL;
+    PyObject *res = PyObject_CallFunction(fn, "iO", codec, arg);
+    Py_DECREF(arg);
+    if (res == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_Exception))
+            PyErr_Clear();
+        return NULL;
+    }
+    if (!PyBytes_Check(res)) {
+        Py_DECREF(res);
+        PyErr_SetString(PyExc_TypeError, "a codec returned something other than bytes");
+        return NULL;
+    }
+    return res;
 }
 
 static PyObject *OffsetMap_clear(OffsetMapObject *self, PyObject *unused)
@@ -401,12 +450,29 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
             break;
         }
         int attrs = (h[21] << 8) | h[22];
-        if (attrs & (ATTR_CODEC | ATTR_TRANSACTIONAL | ATTR_CONTROL)) {
+        if ((attrs & (ATTR_TRANSACTIONAL | ATTR_CONTROL)) || ((attrs & ATTR_CODEC) && self->decompress == NULL)) {
             status = ST_PYTHON;
             break;
         }
+        const uint8_t *body = h + HEADER_SIZE;
+        Py_ssize_t blen = size - HEADER_SIZE;
+        PyObject *plain = NULL; /* the decompressed records section of a compressed batch */
+        if (attrs & ATTR_CODEC) {
+            plain = call_codec(self->decompress, attrs & ATTR_CODEC, body, blen);
+            if (plain == NULL) {
+                if (PyErr_Occurred()) {
+                    PyBuffer_Release(&view);
+                    return NULL;
+                }
+                status = ST_PYTHON;
+                break;
+            }
+            body = (const uint8_t *)PyBytes_AS_STRING(plain);
+            blen = PyBytes_GET_SIZE(plain);
+        }
         long long mapped = 0;
-        int got = map_records(self, h + HEADER_SIZE, size - HEADER_SIZE, be32(h + 57), base, start, &mapped);
+        int got = map_records(self, body, blen, be32(h + 57), base, start, &mapped);
+        Py_XDECREF(plain);
         if (got == -2) {
             PyBuffer_Release(&view);
             return NULL;
@@ -473,7 +539,9 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
     long long bytes = 0, rec_read = 0, rec_kept = 0, last_done = -1;
     int status = ST_MORE;
     PyObject *points = PyList_New(0);
-    uint8_t *out = (uint8_t *)malloc((size_t)(n - off > 0 ? n - off : 1));
+    PyObject *plain = NULL; /* the decompressed records section of the compressed batch at hand */
+    Py_ssize_t out_cap = n - off > 0 ? n - off : 1; /* grown when a recompressed splice outgrows its input */
+    uint8_t *out = (uint8_t *)malloc((size_t)out_cap);
     Py_ssize_t out_len = 0;
     Py_ssize_t kept_stack[2 * MAX_KEPT_STACK];
     Py_ssize_t *kept = kept_stack;
@@ -495,7 +563,7 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
         }
         const uint8_t *h = buf + off;
         int attrs = (h[21] << 8) | h[22];
-        if (attrs & (ATTR_CODEC | ATTR_TRANSACTIONAL | ATTR_CONTROL)) {
+        if ((attrs & (ATTR_TRANSACTIONAL | ATTR_CONTROL)) || ((attrs & ATTR_CODEC) && self->decompress == NULL)) {
             status = ST_PYTHON;
             break;
         }
@@ -534,6 +602,18 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
         /* the records (`_filter_by_spans`) */
         const uint8_t *body = h + HEADER_SIZE;
         Py_ssize_t blen = size - HEADER_SIZE, pos = 0;
+        int codec = attrs & ATTR_CODEC;
+        if (codec) {
+            plain = call_codec(self->decompress, codec, body, blen);
+            if (plain == NULL) {
+                if (PyErr_Occurred())
+                    goto error;
+                status = ST_PYTHON;
+                break;
+            }
+            body = (const uint8_t *)PyBytes_AS_STRING(plain);
+            blen = PyBytes_GET_SIZE(plain);
+        }
         if (count < 0 || count > blen) {
             status = ST_PYTHON;
             break;
@@ -592,14 +672,57 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
             written = size;
             batch_max_ts = header_max_ts;
         } else {
-            /* `splice_batch`: the header with the new length, max timestamp and count, the kept records */
+            /* `splice_batch`: the header with the new length, max timestamp and count, the kept records
+             * (recompressed with the batch's codec) */
+            Py_ssize_t kept_len = 0;
+            for (long long k = 0; k < nkept; k++)
+                kept_len += kept[2 * k + 1] - kept[2 * k];
+            PyObject *packed = NULL;
+            if (codec) {
+                PyObject *records = PyBytes_FromStringAndSize(NULL, kept_len);
+                if (records == NULL)
+                    goto error;
+                char *r = PyBytes_AS_STRING(records);
+                for (long long k = 0; k < nkept; k++) {
+                    Py_ssize_t s = kept[2 * k], e = kept[2 * k + 1];
+                    memcpy(r, body + s, (size_t)(e - s));
+                    r += e - s;
+                }
+                packed = call_codec(self->compress, codec, (const uint8_t *)PyBytes_AS_STRING(records), kept_len);
+                Py_DECREF(records);
+                if (packed == NULL) {
+                    if (PyErr_Occurred())
+                        goto error;
+                    status = ST_PYTHON;
+                    break;
+                }
+                kept_len = PyBytes_GET_SIZE(packed);
+            }
+            if (out_len + HEADER_SIZE + kept_len > out_cap) {
+                Py_ssize_t cap = 2 * out_cap > out_len + HEADER_SIZE + kept_len ? 2 * out_cap
+                                                                                : out_len + HEADER_SIZE + kept_len;
+                uint8_t *grown = (uint8_t *)realloc(out, (size_t)cap);
+                if (grown == NULL) {
+                    Py_XDECREF(packed);
+                    PyErr_NoMemory();
+                    goto error;
+                }
+                out = grown;
+                out_cap = cap;
+            }
             uint8_t *o = out + out_len;
             memcpy(o, h, HEADER_SIZE);
             Py_ssize_t p = HEADER_SIZE;
-            for (long long k = 0; k < nkept; k++) {
-                Py_ssize_t s = kept[2 * k], e = kept[2 * k + 1];
-                memcpy(o + p, body + s, (size_t)(e - s));
-                p += e - s;
+            if (packed != NULL) {
+                memcpy(o + p, PyBytes_AS_STRING(packed), (size_t)kept_len);
+                p += kept_len;
+                Py_DECREF(packed);
+            } else {
+                for (long long k = 0; k < nkept; k++) {
+                    Py_ssize_t s = kept[2 * k], e = kept[2 * k + 1];
+                    memcpy(o + p, body + s, (size_t)(e - s));
+                    p += e - s;
+                }
             }
             batch_max_ts = (attrs & ATTR_LOG_APPEND_TIME) ? header_max_ts : base_ts + kept_max_delta;
             put_be32(o + 8, (uint32_t)(p - LOG_OVERHEAD));
@@ -630,10 +753,12 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
             size_out += written;
             since_entry += written;
         }
+        Py_CLEAR(plain);
         bytes += size;
         last_done = last;
         off += size;
     }
+    Py_XDECREF(plain);
     PyBuffer_Release(&view);
     if (kept != kept_stack)
         free(kept);
@@ -646,6 +771,7 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
     return Py_BuildValue("(niLNLLLNLLLL)", off, status, bytes, data, rec_read, rec_kept, last_done, points,
                          size_out, since_entry, max_ts, max_ts_off);
 error:
+    Py_XDECREF(plain);
     PyBuffer_Release(&view);
     if (kept != kept_stack)
         free(kept);
@@ -774,6 +900,8 @@ static PyMethodDef map_methods[] = {
     {"put", (PyCFunction)OffsetMap_put, METH_VARARGS, "put(key, offset)"},
     {"get", (PyCFunction)OffsetMap_get, METH_VARARGS, "get(key) -> the key's offset, -1 for none"},
     {"clear", (PyCFunction)OffsetMap_clear, METH_NOARGS, "empty the map (its peak is kept)"},
+    {"set_codecs", (PyCFunction)OffsetMap_set_codecs, METH_VARARGS,
+     "set_codecs(decompress, compress): map_chunk and filter_chunk take compressed batches too (None, None: not)"},
     {"map_body", (PyCFunction)OffsetMap_map_body, METH_VARARGS, NULL},
     {"map_chunk", (PyCFunction)OffsetMap_map_chunk, METH_VARARGS, NULL},
     {"filter_chunk", (PyCFunction)OffsetMap_filter_chunk, METH_VARARGS, NULL},

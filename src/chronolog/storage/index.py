@@ -256,6 +256,11 @@ class AbstractIndex:
             self.flush()
         self._close_map()
 
+    def close_unsynced(self) -> None:
+        """Closes the map and the file without a flush: for an owner that syncs the file itself, once (the
+        log cleaner's `.cleaned` indexes, synced after their trim)."""
+        self._close_map()
+
     def delete(self) -> None:
         self._close_map()
         self.path.unlink(missing_ok=True)

@@ -712,11 +712,13 @@ class LogSegment:
         self._close_log()
 
     def close_for_delete(self) -> None:
+        """Closes the files of a segment about to go without syncing its indexes, as Kafka's
+        `AbstractIndex.deleteIfExists` (`closeHandler`: unmapped, never forced)."""
         if "_txn_index" in self.__dict__:
             self._txn_index.close()
         if not self._log_closed:
-            self.offset_index.close(trim=False)
-            self.time_index.close(trim=False)
+            self.offset_index.close_unsynced()
+            self.time_index.close_unsynced()
             self._close_log()
 
     def files(self) -> list[Path]:
