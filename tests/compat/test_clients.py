@@ -142,7 +142,7 @@ def test_group_commit_survives_a_broker_restart(tmp_path):
 
         def take(n: int) -> list[int]:
             c = KafkaConsumer("grp", bootstrap_servers=proc.bootstrap, group_id="etl", auto_offset_reset="earliest",
-                              enable_auto_commit=False, consumer_timeout_ms=8000)
+                              enable_auto_commit=False, consumer_timeout_ms=60_000)
             got = []
             for m in c:
                 got.append(m.offset)

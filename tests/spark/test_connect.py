@@ -113,8 +113,10 @@ def _produce(bootstrap: str) -> list[tuple[int, int, int, bytes, bytes]]:
         ts = BASE + i * 10 - (rng.randint(0, 2000) if rng.random() < 0.2 else 0)  # one in five is late
         producer.produce("cx", f"v{i}".encode(), f"k{i}".encode(), i % PARTITIONS, timestamp=ts)
     assert producer.flush(30) == 0
-    got = read_messages(bootstrap, "cx", PARTITIONS, "read_committed", 600, 60)
-    return [(p, m.offset(), m.timestamp()[1], m.key(), m.value()) for p, ms in got.items() for m in ms]
+    got = read_messages(bootstrap, "cx", PARTITIONS, "read_committed", 600, 120)
+    records = [(p, m.offset(), m.timestamp()[1], m.key(), m.value()) for p, ms in got.items() for m in ms]
+    assert len(records) == 600, f"{len(records)} of 600 records read back in 120 s"  # not a wrong window later
+    return records
 
 
 def _spark_ranges(records, start: int, end: int) -> list[list[int]]:
@@ -160,7 +162,7 @@ def test_connect_client_reads_and_writes(tmp_path):
         assert got["options"] == ranges
         assert got["exact"] == exact
         assert ranges != exact  # late records make the two forms differ, so both are checked
-        written = read_messages(broker.bootstrap, "cx-out", PARTITIONS, "read_committed", len(exact), 60)
+        written = read_messages(broker.bootstrap, "cx-out", PARTITIONS, "read_committed", len(exact), 120)
         back = sorted((p, m.key(), m.value(), m.timestamp()[1]) for p, ms in written.items() for m in ms)
         assert back == sorted((p, k, v, ts) for p, _o, ts, k, v in records if start <= ts < end)
     finally:

@@ -103,7 +103,7 @@ def test_reset_offsets_refuses_active_group_then_resumes_exactly(loaded):
     member = Consumer({"bootstrap.servers": loaded.bootstrap, "group.id": "rewind", "session.timeout.ms": 6000,
                        "auto.offset.reset": "earliest"})
     member.subscribe(["tt"])
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while not member.assignment() and time.monotonic() < deadline:
         member.poll(0.2)
     result = CliRunner().invoke(app, ["reset-offsets", "--group", "rewind", "--topic", "tt", "--to-datetime",
@@ -117,12 +117,24 @@ def test_reset_offsets_refuses_active_group_then_resumes_exactly(loaded):
     assert shown == {0: first_at_or_after(P0, BASE + 35), 1: len(P1), 2: 0}
     assert {r["partition"]: r["note"] != "" for r in out["partitions"]} == {0: False, 1: True, 2: True}
 
-    consumer = KafkaConsumer("tt", bootstrap_servers=loaded.bootstrap, group_id="rewind",
-                             enable_auto_commit=False, consumer_timeout_ms=6000)
+    consumer = KafkaConsumer("tt", bootstrap_servers=loaded.bootstrap, group_id="rewind", enable_auto_commit=False)
+
+    def at_end() -> bool:
+        """Every partition of the group's assignment read to its end (not a quiet spell of some seconds,
+        which waited that long each run and could end before a loaded broker answered)."""
+        parts = consumer.assignment()
+        ends = consumer.end_offsets(list(parts)) if parts else {}
+        return len(parts) == 3 and all(consumer.position(tp) >= ends[tp] for tp in parts)
     firsts = {}
-    for m in consumer:
-        firsts.setdefault(m.partition, m.offset)
-    consumer.close()
+    deadline = time.monotonic() + 60  # only ends a hung run
+    try:
+        while not at_end() and time.monotonic() < deadline:
+            for records in consumer.poll(500).values():
+                for m in records:
+                    firsts.setdefault(m.partition, m.offset)
+        assert at_end()
+    finally:
+        consumer.close()
     assert firsts == {0: shown[0]}  # partitions 1 and 2 have nothing after their new offsets
 
 
