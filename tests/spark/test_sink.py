@@ -143,7 +143,7 @@ def test_streaming_write_reads_back_byte_equal(spark, broker, tmp_path):
              .drop("topic").writeStream.format("chronolog").option("kafka.bootstrap.servers", broker.bootstrap)
              .option("topic", dst).option("checkpointLocation", str(tmp_path / "ck"))
              .trigger(availableNow=True).start())
-    query.awaitTermination(180)
+    assert query.awaitTermination(600), "the availableNow stream did not end within 600 s"
     assert query.exception() is None
     assert read_back(broker.bootstrap, dst, 2, expected=len(rows)) == per_partition(rows)
 
@@ -247,7 +247,7 @@ def test_streaming_exactly_once_across_a_restart_that_runs_batches_again(spark, 
                  .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", dst)
                  .option("exactlyOnce", "true").option("checkpointLocation", str(checkpoint))
                  .trigger(availableNow=True).start())
-        query.awaitTermination(300)
+        assert query.awaitTermination(600), "the availableNow stream did not end within 600 s"
         assert query.exception() is None
 
     run()
