@@ -4,6 +4,9 @@
   every client, so TLS and SASL work wherever a bootstrap server does.
 - librdkafka's own log lines go to Python logging (logger `chronolog.librdkafka`), not to stderr.
 - A bootstrap server that refuses connections is one error at once instead of librdkafka's retries.
+- An authentication or TLS failure is one error at once too: librdkafka retries it until the request times
+  out, where Kafka's tools stop (SaslAuthenticationException and SslAuthenticationException are not
+  retriable), so every new client waits for its first metadata answer or for such an error.
 - Read-only questions never create a topic: metadata is asked through a consumer with
   `allow.auto.create.topics=false` (a Metadata request with allowAutoTopicCreation=false, KIP-361); an
   AdminClient's metadata request would let a broker with `auto.create.topics.enable` create a mistyped name.
@@ -113,32 +116,107 @@ def kafka_error_text(exc: BaseException) -> str:
     return arg.str() if hasattr(arg, "str") else str(arg)
 
 
-def admin_client(conf: dict):
+_BROKER_PREFIX = re.compile(r"^\w+://(?P<addr>[^/\s]+)/\S+: ")
+_AFTER = re.compile(r"\s*\(after \d+ms in state \w+\)$")
+_TLS_WORDS = ("SSL", "TLS", "certificate")
+
+
+class AuthWatch:
+    """The client's `error_cb`: keeps the first error that retrying cannot cure. librdkafka reports a
+    failed SASL exchange as _AUTHENTICATION and a failed TLS handshake as _SSL, or as _TRANSPORT with the
+    SSL reason; a broker that is down or slow is not one of them (its own bounded wait applies)."""
+
+    def __init__(self) -> None:
+        self.failure: str | None = None
+
+    def __call__(self, err) -> None:
+        from confluent_kafka import KafkaError
+        if self.failure is not None:
+            return
+        code, text = err.code(), err.str()
+        if code == KafkaError._AUTHENTICATION:
+            kind = "authentication failed"
+        elif code == KafkaError._SSL or (code == KafkaError._TRANSPORT and any(w in text for w in _TLS_WORDS)):
+            kind = "TLS handshake failed"
+        else:
+            return
+        found = _BROKER_PREFIX.match(text)
+        reason = _AFTER.sub("", text[found.end():] if found else text)
+        self.failure = f"{kind} with {found['addr']}: {reason}" if found else f"{kind}: {reason}"
+
+
+# (bootstrap, security configs) that answered once in this process: their next clients skip the wait.
+_ANSWERED: set[tuple] = set()
+_SECURITY_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "ssl.", "enable.ssl")
+
+
+def _security_key(conf: dict) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in conf.items() if k.startswith(_SECURITY_PREFIXES)))
+
+
+def _answered(client, watch: AuthWatch, conf: dict, timeout: float) -> None:
+    """Return once the bootstrap servers answered a metadata request; raise at once on an authentication
+    or TLS failure (`watch` sees it when poll() serves librdkafka's error events), or after `timeout`
+    without an answer."""
+    import time
+
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-    probe(conf["bootstrap.servers"])
+    key = _security_key(conf)
+    if key in _ANSWERED:
+        return
+    deadline = time.monotonic() + timeout
+    last = "no answer"
+    while True:
+        client.poll(0)
+        if watch.failure is not None:
+            raise ChronologError(watch.failure)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ChronologError(f"cannot reach {conf['bootstrap.servers']}: {last} within {timeout:g} s")
+        try:
+            client.list_topics(timeout=min(0.25, left))
+        except KafkaException as exc:
+            last = kafka_error_text(exc)
+            continue
+        _ANSWERED.add(key)
+        return
+
+
+def _timeout_s(conf: dict) -> float:
     try:
-        return AdminClient(dict(conf))
+        return int(conf.get("socket.connection.setup.timeout.ms", 15_000)) / 1000
+    except (TypeError, ValueError):
+        return 15.0
+
+
+def _made(make, conf: dict):
+    """`make(conf + error_cb)`, answered (see `_answered`); bad configs are one line."""
+    from confluent_kafka import KafkaException
+    watch = AuthWatch()
+    try:
+        client = make({**conf, "error_cb": watch})
     except (KafkaException, ValueError, TypeError) as exc:
         raise ChronologError(f"client config: {kafka_error_text(exc)}") from None
+    _answered(client, watch, conf, _timeout_s(conf))
+    return client
+
+
+def admin_client(conf: dict):
+    from confluent_kafka.admin import AdminClient
+    probe(conf["bootstrap.servers"])
+    return _made(AdminClient, dict(conf))
 
 
 def consumer_client(conf: dict, **more):
-    from confluent_kafka import Consumer, KafkaException
-    try:
-        return Consumer({**conf, "enable.auto.commit": False, "allow.auto.create.topics": False, **more})
-    except (KafkaException, ValueError, TypeError) as exc:
-        raise ChronologError(f"client config: {kafka_error_text(exc)}") from None
+    from confluent_kafka import Consumer
+    return _made(Consumer, {**conf, "enable.auto.commit": False, "allow.auto.create.topics": False, **more})
 
 
 def producer_client(conf: dict, **defaults):
     """A producer with `defaults` that the user's -X / --command-config can override."""
-    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka import Producer
     probe(conf["bootstrap.servers"])
-    try:
-        return Producer({**defaults, **conf})
-    except (KafkaException, ValueError, TypeError) as exc:
-        raise ChronologError(f"client config: {kafka_error_text(exc)}") from None
+    return _made(Producer, {**defaults, **conf})
 
 
 def topic_metadata(consumer, bootstrap: str, topic: str, timeout: float):
