@@ -38,6 +38,8 @@ def sasl_plain_broker(tmp_path_factory):
     ["offsets", "plain", "--time", "1h ago"],
     ["consume", "plain", "--from", "1h ago"],
     ["lag", "--group", "g"],
+    ["group-history", "--group", "g"],
+    ["reset-offsets", "--group", "g", "--topic", "plain", "--to-earliest", "--execute"],
     ["produce", "plain"],
 ], ids=lambda a: a[0])
 def test_a_wrong_password_is_one_line_naming_authentication(sasl_plain_broker, args):

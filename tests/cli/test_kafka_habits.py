@@ -201,7 +201,7 @@ def test_client_configs_reach_every_command_over_sasl_ssl(sasl_ssl_broker):
     # a wrong password is one line, not a hang or librdkafka's log
     wrong = [*auth[:-1], "sasl.password=wrong"]
     r = chronolog("topics", "list", *wrong)
-    assert_one_line_error(r)
+    assert_one_line_error(r, "authentication failed with ", "invalid credentials with SASL mechanism SCRAM-SHA-512")
 
 
 def test_a_java_tools_properties_file_works(sasl_ssl_broker):

@@ -36,7 +36,9 @@ def test_wrong_credentials_and_misplaced_configs_are_one_line(sasl_broker, tmp_p
     out = sql("SELECT count(*) FROM secure", "--topic", "secure", "--bootstrap-server", conf["bootstrap.servers"],
               "-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanism=SCRAM-SHA-512", "-X", "sasl.username=admin",
               "-X", "sasl.password=wrong", "-X", f"ssl.ca.location={base / 'ca.pem'}")
-    assert out.returncode != 0 and "Traceback" not in out.stderr and out.stderr.strip(), out.stderr
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert out.returncode != 0 and "Traceback" not in out.stderr and len(lines) == 1, out.stderr
+    assert "authentication failed with " in lines[0] and "invalid credentials" in lines[0], lines[0]
     out = sql("SELECT 1", "--topic", "secure", "--data-dir", str(tmp_path), "-X", "sasl.password=x")
     assert out.returncode != 0 and "Traceback" not in out.stderr
     assert "go with --bootstrap-server" in out.stderr

@@ -79,5 +79,6 @@ def test_wrong_credentials_are_a_message(sasl_broker, tmp_path):
         status, page = get(console.url("/"))
         assert status == 502 and "Traceback" not in page
         assert 'role="alert"' in page
+        assert "authentication failed with " in page and "invalid credentials" in page, page
     finally:
         console.stop()
