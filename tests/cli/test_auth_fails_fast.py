@@ -6,6 +6,7 @@ down keeps its own one line."""
 from __future__ import annotations
 
 import socket
+import threading
 
 import pytest
 
@@ -72,3 +73,33 @@ def test_a_closed_port_is_still_its_own_line():
                                                    "security.protocol=SASL_PLAINTEXT"),
                                          f"cannot connect to 127.0.0.1:{port}", "is the broker running?")
             assert "authentication" not in line
+
+
+def test_a_broker_that_never_answers_is_bounded_and_not_called_authentication():
+    """TCP accepted, no Kafka answer: the connection-setup bound the user gave ends the wait, in one line."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(8)
+        srv.settimeout(0.5)
+        port = srv.getsockname()[1]
+        held, stop = [], threading.Event()
+
+        def accept() -> None:
+            while not stop.is_set():
+                try:
+                    held.append(srv.accept()[0])
+                except OSError:
+                    continue
+
+        t = threading.Thread(target=accept, daemon=True)
+        t.start()
+        try:
+            line = assert_one_line_error(chronolog("topics", "list", "-b", f"127.0.0.1:{port}",
+                                                   "-X", "socket.connection.setup.timeout.ms=2000"),
+                                         f"cannot reach 127.0.0.1:{port}: no answer within 2 s")
+            assert "authentication" not in line and "TLS" not in line
+        finally:
+            stop.set()
+            t.join(5)
+            for conn in held:
+                conn.close()

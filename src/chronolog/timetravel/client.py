@@ -131,17 +131,18 @@ class AuthWatch:
 
     def __call__(self, err) -> None:
         from confluent_kafka import KafkaError
-        if self.failure is not None:
-            return
         code, text = err.code(), err.str()
-        if code == KafkaError._AUTHENTICATION:
-            kind = "authentication failed"
-        elif code == KafkaError._SSL or (code == KafkaError._TRANSPORT and any(w in text for w in _TLS_WORDS)):
-            kind = "TLS handshake failed"
-        else:
+        LOGGER.error("%s: %s", err.name(), text)  # what librdkafka logs when no error_cb is set
+        if self.failure is not None:
             return
         found = _BROKER_PREFIX.match(text)
         reason = _AFTER.sub("", text[found.end():] if found else text)
+        if code == KafkaError._AUTHENTICATION:
+            kind = "authentication failed"
+        elif code == KafkaError._SSL or (code == KafkaError._TRANSPORT and any(w in reason for w in _TLS_WORDS)):
+            kind = "TLS handshake failed"
+        else:
+            return
         self.failure = f"{kind} with {found['addr']}: {reason}" if found else f"{kind}: {reason}"
 
 
@@ -172,7 +173,8 @@ def _answered(client, watch: AuthWatch, conf: dict, timeout: float) -> None:
             raise ChronologError(watch.failure)
         left = deadline - time.monotonic()
         if left <= 0:
-            raise ChronologError(f"cannot reach {conf['bootstrap.servers']}: {last} within {timeout:g} s")
+            raise ChronologError(f"cannot reach {conf['bootstrap.servers']}: no answer within {timeout:g} s "
+                                 f"({last})")
         try:
             client.list_topics(timeout=min(0.25, left))
         except KafkaException as exc:
@@ -183,6 +185,8 @@ def _answered(client, watch: AuthWatch, conf: dict, timeout: float) -> None:
 
 
 def _timeout_s(conf: dict) -> float:
+    """librdkafka's bound for a connection's setup, TCP, TLS and SASL handshakes included (the tools' 15 s
+    when not given, rather than librdkafka's 30 s)."""
     try:
         return int(conf.get("socket.connection.setup.timeout.ms", 15_000)) / 1000
     except (TypeError, ValueError):
