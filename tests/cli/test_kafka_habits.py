@@ -204,6 +204,18 @@ def test_client_configs_reach_every_command_over_sasl_ssl(sasl_ssl_broker):
     assert_one_line_error(r, "authentication failed with ", "invalid credentials with SASL mechanism SCRAM-SHA-512")
 
 
+
+def test_a_certificate_from_another_ca_is_one_line_naming_tls(sasl_ssl_broker):
+    """The broker's certificate checked against a CA that did not sign it: librdkafka's verify error, at once."""
+    import trustme
+    proc, base = sasl_ssl_broker
+    other = base / "other-ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(other))
+    r = chronolog("topics", "list", "-b", proc.bootstrap_for("SASL_SSL"), "-X", "security.protocol=SASL_SSL",
+                  "-X", f"ssl.ca.location={other}", "-X", "sasl.mechanism=SCRAM-SHA-512",
+                  "-X", "sasl.username=alice", "-X", "sasl.password=alice-secret")
+    assert_one_line_error(r, "TLS handshake failed with ", "certificate verify failed")
+
 def test_a_java_tools_properties_file_works(sasl_ssl_broker):
     """The file a Kafka user already has for kafka-topics.sh --command-config: JAAS line included."""
     proc, base = sasl_ssl_broker
