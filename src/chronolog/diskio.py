@@ -186,10 +186,6 @@ class FileSystemSync:
             self._fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
             self.device = os.fstat(self._fd).st_dev
 
-    @property
-    def available(self) -> bool:
-        return self._fd >= 0
-
     def covers(self, path: Path | str) -> bool:
         """`path` is on this file system (False when `syncfs` is not used here at all)."""
         return self._fd >= 0 and os.stat(path).st_dev == self.device

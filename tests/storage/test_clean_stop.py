@@ -10,12 +10,14 @@ import errno
 import json
 import logging
 import os
+from pathlib import Path
 
 import pytest
 
 from chronolog import diskio
 from chronolog.config import BrokerConfig
 from chronolog.storage import LogManager
+from chronolog.storage import manager as manager_module
 from chronolog.storage.checkpoints import CLEAN_SHUTDOWN, RECOVERY_POINT, read_checkpoint
 from tests.storage.helpers import NOW, WIDE, batch
 
@@ -147,3 +149,41 @@ def test_without_syncfs_each_log_is_fsynced_and_a_failure_leaves_no_marker(tmp_p
     assert again.get_log("t", 3).log_end_offset == 6
     again.shutdown()
     assert (tmp_path / CLEAN_SHUTDOWN).exists()
+
+
+@needs_syncfs
+def test_a_partition_on_another_file_system_is_fsynced_file_by_file(tmp_path, monkeypatch):
+    """syncfs covers the data dir's file system only: a partition directory elsewhere (a mount point, a
+    symlink) is flushed as it closes, the others by the one syncfs, and the stop is still clean."""
+    manager = _manager(tmp_path)
+    _fill(manager)
+    real_covers = diskio.FileSystemSync.covers
+    monkeypatch.setattr(diskio.FileSystemSync, "covers", lambda self, path: real_covers(self, path)
+                        and not str(path).endswith("/t-1"))
+    spy = Spy(monkeypatch)
+    manager.shutdown()
+    assert spy.syncfs == 1 and spy.fsyncs > 8  # t-1's .log and snapshot besides the checkpoints and marker
+    assert read_checkpoint(tmp_path / RECOVERY_POINT) == {("t", p): 3 + p for p in range(PARTITIONS)}
+    assert (tmp_path / CLEAN_SHUTDOWN).exists()
+
+
+def test_the_start_removes_the_marker_durably_before_serving(tmp_path, monkeypatch):
+    """The marker vouches for the files of the last stop only: the start removes it and fsyncs the data dir
+    before anything is written, so an OS crash of this run is never taken for a clean stop."""
+    manager = _manager(tmp_path)
+    _fill(manager)
+    manager.shutdown()
+    assert (tmp_path / CLEAN_SHUTDOWN).exists()
+    synced = []
+    real = manager_module.fsync_dir
+
+    def fsync_dir(directory):
+        synced.append((Path(directory), (tmp_path / CLEAN_SHUTDOWN).exists()))
+        return real(directory)
+
+    monkeypatch.setattr(manager_module, "fsync_dir", fsync_dir)
+    again = LogManager(tmp_path, BrokerConfig())
+    again.startup(background=False, lazy=True)
+    assert (tmp_path, False) in synced
+    assert again.wait_loaded(60)
+    again.shutdown()
