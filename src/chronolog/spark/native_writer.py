@@ -16,8 +16,6 @@ NOT_ENOUGH_REPLICAS, ..., and a lost connection) refresh the leaders and are ret
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -27,6 +25,7 @@ from chronolog.errors import ChronologError, ErrorCode
 from chronolog.protocol import fetch_client as fc
 from chronolog.protocol import produce_client as pc
 from chronolog.records.compression import CompressionType
+from chronolog.timetravel.connection import Connection, ConnectionLost, servers
 
 # librdkafka's names (and aliases) of the settings this path honours, with librdkafka's defaults
 # (CONFIGURATION.md). Settings about the local queue and batching delay need no code here: the task's
@@ -110,86 +109,24 @@ class NativeSettings:
                    max_request=_int(s, "message.max.bytes", 1000000, 1000, 1000000000))
 
 
-def _servers(bootstrap: str) -> list[tuple[str, int]]:
-    out = []
-    for item in bootstrap.split(","):
-        host, _, port = item.strip().rpartition(":")
-        if not host or not port.isdigit():
-            raise ChronologError(f"bootstrap server {item.strip()!r} is not HOST:PORT")
-        out.append((host.strip("[]"), int(port)))
-    return out
-
-
-class _Lost(Exception):
-    """The connection broke or timed out: retriable."""
-
-
-class _Conn:
-    def __init__(self, host: str, port: int, timeout: float, client_id: str) -> None:
-        self.where = f"{host}:{port}"
-        try:
-            self.sock = socket.create_connection((host, port), timeout=timeout)
-        except OSError as exc:
-            raise _Lost(f"cannot connect to {self.where}: {exc.strerror or exc}") from None
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.client_id = client_id
-        self.correlation = 0
-        self.versions = self.call([fc.api_versions_request(self.next_id(), client_id)], fc.read_api_versions)
-
-    def next_id(self) -> int:
-        self.correlation += 1
-        return self.correlation
-
-    def send(self, pieces) -> None:
-        try:
-            for piece in pieces:
-                self.sock.sendall(piece)
-        except OSError as exc:
-            raise _Lost(f"{self.where}: {exc}") from None
-
-    def call(self, pieces, reader):
-        cid = self.correlation
-        self.send(pieces)
-        try:
-            (size,) = struct.unpack(">i", self._exactly(4))
-            frame = self._exactly(size)
-        except (OSError, EOFError) as exc:
-            raise _Lost(f"{self.where}: {exc or 'timed out'}") from None
-        return reader(frame, cid)
-
-    def _exactly(self, n: int) -> bytes:
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            k = self.sock.recv_into(view[got:])
-            if not k:
-                raise EOFError(f"connection closed after {got} of {n} bytes")
-            got += k
-        return bytes(buf)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 class NativeProducer:
     """Sends ready batches to their partitions' leaders; one per task."""
 
     def __init__(self, bootstrap: str, settings: NativeSettings) -> None:
-        self.servers = _servers(bootstrap)
+        self.servers = servers(bootstrap)
         self.bootstrap = bootstrap
         self.settings = settings
         self.timeout = settings.socket_timeout_ms / 1000
-        self._conns: dict[tuple[str, int], _Conn] = {}
+        self._conns: dict[tuple[str, int], Connection] = {}
         self._leaders: dict[tuple[str, int], tuple[str, int]] = {}
         self.retried = 0  # retriable failures met so far (tests wait on it)
         self.requests = 0
         self.topic_errors: dict[str, str] = {}
 
-    def _conn(self, where: tuple[str, int]) -> _Conn:
+    def _conn(self, where: tuple[str, int]) -> Connection:
         conn = self._conns.get(where)
         if conn is None:
-            conn = self._conns[where] = _Conn(*where, self.timeout, self.settings.client_id)
+            conn = self._conns[where] = Connection(*where, self.timeout, self.settings.client_id)
         return conn
 
     def _drop(self, where: tuple[str, int]) -> None:
@@ -209,7 +146,7 @@ class NativeProducer:
                     raise ChronologError(f"{conn.where} answers no Metadata version from {fc.METADATA_MIN} on")
                 md = conn.call([fc.metadata_request(version, conn.next_id(), self.settings.client_id, topic)],
                                lambda frame, cid, v=version: fc.read_metadata(v, frame, cid, topic))
-            except _Lost as exc:
+            except ConnectionLost as exc:
                 self._drop(where)
                 last = exc
                 continue
@@ -223,7 +160,7 @@ class NativeProducer:
                 else:
                     self._leaders.pop((topic, p), None)
             return
-        raise _Lost(str(last))
+        raise ConnectionLost(str(last))
 
     def send(self, batches: Mapping[tuple[str, int], list[bytes]]) -> int:
         """Every batch to its partition, in order per partition. Returns the number of requests sent."""
@@ -237,7 +174,7 @@ class NativeProducer:
             for topic in sorted(stale):
                 try:
                     self._refresh(topic)
-                except _Lost as exc:
+                except ConnectionLost as exc:
                     last_error = str(exc)
             stale = set()
             by_leader: dict[tuple[str, int], list[tuple[str, int]]] = {}
@@ -260,7 +197,7 @@ class NativeProducer:
                     size += len(head)
                 try:
                     answers = self._produce(where, chosen)
-                except _Lost as exc:
+                except ConnectionLost as exc:
                     self._drop(where)
                     stale.update(chosen)
                     retry, last_error = True, str(exc)

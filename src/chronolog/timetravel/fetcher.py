@@ -11,13 +11,12 @@ the metadata and retries, a few times.
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 from collections.abc import Iterator
 
 from chronolog.errors import ChronologError, ErrorCode
 from chronolog.protocol import fetch_client as fc
+from chronolog.timetravel.connection import Connection, servers
 
 # librdkafka option names (as Spark's `kafka.` options carry them) that this loop honours; a query given
 # any other keeps the librdkafka reader.
@@ -36,91 +35,27 @@ def unsupported_options(conf: dict[str, str]) -> list[str]:
     return out
 
 
-def _connect(host: str, port: int, timeout: float) -> socket.socket:
-    try:
-        sock = socket.create_connection((host, port), timeout=timeout)
-    except OSError as exc:
-        raise ChronologError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock
-
-
-def _servers(bootstrap: str) -> list[tuple[str, int]]:
-    out = []
-    for item in bootstrap.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        host, _, port = item.rpartition(":")
-        if not host or not port.isdigit():
-            raise ChronologError(f"bootstrap server {item!r} is not HOST:PORT")
-        out.append((host.strip("[]"), int(port)))
-    if not out:
-        raise ChronologError("no bootstrap servers given")
-    return out
-
-
-class _Conn:
-    def __init__(self, host: str, port: int, timeout: float, client_id: str) -> None:
-        self.where = f"{host}:{port}"
-        self.sock = _connect(host, port, timeout)
-        self.client_id = client_id
-        self.correlation = 0
-        self._buf = bytearray()
-        self.versions = self.call(lambda cid: fc.api_versions_request(cid, client_id), fc.read_api_versions)
-
-    def call(self, request, reader):
-        """`request(correlation id)` is sent; `reader(frame, correlation id)` reads the answer."""
-        self.correlation += 1
-        cid = self.correlation
-        try:
-            self.sock.sendall(request(cid))
-            frame = self._recv()
-        except (OSError, EOFError) as exc:
-            raise ChronologError(f"{self.where}: {exc}") from None
-        return reader(frame, cid)
-
-    def _recv(self) -> bytes:
-        head = self._exactly(4)
-        (size,) = struct.unpack(">i", head)
-        return self._exactly(size)
-
-    def _exactly(self, n: int) -> bytes:
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            k = self.sock.recv_into(view[got:])
-            if not k:
-                raise EOFError(f"connection closed after {got} of {n} bytes")
-            got += k
-        return bytes(buf)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 class RawFetcher:
     """Fetches raw batches of partitions of one topic from their leaders."""
 
     def __init__(self, bootstrap: str, *, client_id: str = "chronolog-reader", timeout: float = 30.0,
                  max_bytes: int = 8 << 20, isolation_level: int = fc.READ_UNCOMMITTED) -> None:
-        self.servers = _servers(bootstrap)
+        self.servers = servers(bootstrap)
         self.bootstrap = bootstrap
         self.client_id = client_id
         self.timeout = timeout
         self.max_bytes = max_bytes
         self.isolation_level = isolation_level
-        self._conns: dict[tuple[str, int], _Conn] = {}
+        self._conns: dict[tuple[str, int], Connection] = {}
         self._leaders: dict[tuple[str, int], tuple[str, int]] = {}
 
-    def _conn(self, host: str, port: int) -> _Conn:
+    def _conn(self, host: str, port: int) -> Connection:
         key = (host, port)
         if key not in self._conns:
-            self._conns[key] = _Conn(host, port, self.timeout, self.client_id)
+            self._conns[key] = Connection(host, port, self.timeout, self.client_id)
         return self._conns[key]
 
-    def _bootstrap_conn(self) -> _Conn:
+    def _bootstrap_conn(self) -> Connection:
         last = None
         for host, port in self.servers:
             try:
@@ -135,7 +70,7 @@ class RawFetcher:
         version = fc.pick(conn.versions, fc.METADATA, fc.METADATA_MIN, fc.METADATA_MAX)
         if version is None:
             raise ChronologError(f"{conn.where} answers no Metadata version we speak")
-        md = conn.call(lambda cid: fc.metadata_request(version, cid, self.client_id, topic),
+        md = conn.call([fc.metadata_request(version, conn.next_id(), self.client_id, topic)],
                        lambda frame, cid: fc.read_metadata(version, frame, cid, topic))
         if md.topic_error is None or md.topic_error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or not md.partitions:
             raise ChronologError(f"topic {topic!r} not found on {self.bootstrap}")
@@ -167,10 +102,9 @@ class RawFetcher:
             version = fc.pick(conn.versions, fc.FETCH, fc.FETCH_MIN, fc.FETCH_MAX)
             if version is None:
                 raise ChronologError(f"{conn.where} answers no Fetch version from {fc.FETCH_MIN} on")
-            answer = conn.call(lambda cid, v=version: fc.fetch_request(v, cid, self.client_id, topic, partition,
-                                                                       offset, max_bytes=self.max_bytes,
-                                                                       isolation_level=self.isolation_level),
-                               lambda frame, cid, v=version: fc.read_fetch(v, frame, cid, topic, partition))
+            request = fc.fetch_request(version, conn.next_id(), self.client_id, topic, partition, offset,
+                                       max_bytes=self.max_bytes, isolation_level=self.isolation_level)
+            answer = conn.call([request], lambda frame, cid, v=version: fc.read_fetch(v, frame, cid, topic, partition))
             if answer.error_code in _RETRIABLE and time.monotonic() < deadline:
                 refresh = True
                 continue

@@ -1,0 +1,97 @@
+"""One blocking Kafka-protocol connection, for the clients that speak the wire themselves instead of
+through librdkafka: the raw Fetch loop of the Arrow reader (`timetravel.fetcher`) and the Spark sink's
+Produce path (`spark.native_writer`). Plain TCP (PLAINTEXT) only, ApiVersions first, one request in
+flight: both callers send a request and wait for its answer before the next.
+
+A connection that cannot be made, breaks or times out raises `ConnectionLost`, a `ChronologError` that
+says "a new connection may do better": the sink retries on it, the reader reports it in one line.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+from chronolog.errors import ChronologError
+from chronolog.protocol import fetch_client as fc
+
+T = TypeVar("T")
+
+
+class ConnectionLost(ChronologError):
+    """The connection could not be made, broke or timed out."""
+
+
+def servers(bootstrap: str) -> list[tuple[str, int]]:
+    """`host:port[,host:port...]` (IPv6 hosts in brackets) as (host, port) pairs, or a one-line error."""
+    out = []
+    for item in bootstrap.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, _, port = item.rpartition(":")
+        if not host or not port.isdigit():
+            raise ChronologError(f"bootstrap server {item!r} is not HOST:PORT")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise ChronologError("no bootstrap servers given")
+    return out
+
+
+class Connection:
+    """A connected socket that has asked the broker its API versions (`versions`)."""
+
+    def __init__(self, host: str, port: int, timeout: float, client_id: str) -> None:
+        self.where = f"{host}:{port}"
+        try:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise ConnectionLost(f"cannot connect to {self.where}: {exc.strerror or exc}") from None
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.client_id = client_id
+        self.correlation = 0
+        self.versions = self.call([fc.api_versions_request(self.next_id(), client_id)], fc.read_api_versions)
+
+    def next_id(self) -> int:
+        """The correlation id of the next request (take it when building the request)."""
+        self.correlation += 1
+        return self.correlation
+
+    def send(self, pieces: Iterable[bytes]) -> None:
+        """A request's bytes, in pieces (a Produce request's batches are sent as they are, not joined)."""
+        try:
+            for piece in pieces:
+                self.sock.sendall(piece)
+        except OSError as exc:
+            raise ConnectionLost(f"{self.where}: {exc}") from None
+
+    def call(self, pieces: Iterable[bytes], reader: Callable[[bytes, int], T]) -> T:
+        """Send the request built with the last `next_id()` and read its answer with
+        `reader(frame, correlation id)`."""
+        cid = self.correlation
+        self.send(pieces)
+        try:
+            (size,) = struct.unpack(">i", self._exactly(4))
+            frame = self._exactly(size)
+        except (OSError, EOFError) as exc:
+            raise ConnectionLost(f"{self.where}: {exc or 'timed out'}") from None
+        return reader(frame, cid)
+
+    def _exactly(self, n: int) -> bytes:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self.sock.recv_into(view[got:])
+            if not k:
+                raise EOFError(f"connection closed after {got} of {n} bytes")
+            got += k
+        return bytes(buf)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+__all__ = ["Connection", "ConnectionLost", "servers"]
