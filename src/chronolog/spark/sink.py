@@ -95,6 +95,10 @@ class SinkOptions:
                 if key in REFUSED:
                     raise ChronologError(f"option kafka.{key} is not supported: {REFUSED[key]}")
                 producer[key] = value
+        # the Java client's names Spark's Kafka sink users give (a PLAIN/SCRAM `sasl.jaas.config`), in
+        # librdkafka's words, as the source translates them
+        from chronolog.timetravel.client import from_java
+        producer = from_java(producer)
         exactly = opts.get("exactlyonce", (None, "false"))[1].strip().lower()
         if exactly not in ("true", "false"):
             raise ChronologError(f"option exactlyOnce takes true or false, got {exactly!r}")
@@ -348,10 +352,11 @@ def _topic_facts(bootstrap: str, conf_items: tuple, topic: str) -> tuple[int, in
     """(partition count, max.message.bytes) of a topic; a missing topic is a clear error (the sink does not
     create topics: a mistyped name would otherwise become a new topic with the broker's defaults)."""
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, ConfigResource
+    from confluent_kafka.admin import ConfigResource
 
-    from chronolog.timetravel.client import kafka_error_text
-    admin = AdminClient(dict(conf_items))
+    from chronolog.timetravel.client import admin_client, kafka_error_text
+    # the tools' admin client: a failed SASL exchange or TLS handshake is one line at once, not a timeout
+    admin = admin_client(dict(conf_items))
     try:
         md = admin.list_topics(timeout=15)  # all topics: a request for one may create it (auto.create.topics.enable)
     except KafkaException as exc:
