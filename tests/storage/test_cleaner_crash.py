@@ -169,11 +169,17 @@ def run_killer(directory, step: str, rate: float = 1e308, kill_after: float | No
 
 
 def test_sigkill_at_each_step_leaves_the_same_data(tmp_path, steps):
-    # every step of the first group's swap (the files of base 0), and a few of the later groups'
-    first = [s for s in steps if s == "cleaned" or s.endswith(("0" * 20 + ".index", "0" * 20 + ".timeindex",
-                                                                "0" * 20 + ".log", ":0"))]
-    first = steps[:steps.index(first[-1]) + 1]
-    later = random.Random(2).sample(steps[len(first):], min(3, len(steps) - len(first)))
+    # every step of the first group's swap (the files of base 0), the step that commits each later group's
+    # swap (its `.log` renamed to `.swap`), and a few more of the later groups' (the order of the groups'
+    # steps varies: a group's syncs overlap the swap before it)
+    last = max(i for i, s in enumerate(steps) if s.endswith(("0" * 20 + ".index", "0" * 20 + ".timeindex",
+                                                             "0" * 20 + ".log", ":0")))
+    first = steps[:last + 1]
+    rest = steps[len(first):]
+    commits = [s for s in rest if s.startswith("swap:") and s.endswith(".log")]
+    later = commits + random.Random(2).sample([s for s in rest if s not in commits],
+                                              min(3, len(rest) - len(commits)))
+    assert len(first) >= 8 and len(commits) >= 2  # the first group's whole swap, and later groups' commits
     for n, step in enumerate(first + later):
         directory = tmp_path / f"k{n}" / "t-0"
         written = build(directory)

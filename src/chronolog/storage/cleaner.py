@@ -1264,11 +1264,13 @@ class SwapResolvedFiles:
                        and base <= int(n[:20]) < end}
         self._map: dict[str, str] = {}
         for name in real:
-            if name.endswith(CLEANED_SUFFIX) or (name[:20].isdigit() and int(name[:20]) in hidden):
+            if name.endswith(CLEANED_SUFFIX):
                 continue
-            if name.endswith(SWAP_SUFFIX):
+            if name.endswith(SWAP_SUFFIX):  # before the hidden test: a swap's base is that of a segment it hides
                 if name[:20].isdigit() and int(name[:20]) in swap_bases:
                     self._map[name[:-len(SWAP_SUFFIX)]] = name
+                continue
+            if name[:20].isdigit() and int(name[:20]) in hidden:
                 continue
             self._map.setdefault(name, name)
 
