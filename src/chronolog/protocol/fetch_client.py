@@ -66,7 +66,7 @@ def _frame(api_key: int, version: int, correlation_id: int, client_id: str, body
     return bytes(data)
 
 
-def _read(api_key: int, version: int, frame: bytes, correlation_id: int):
+def read_response(api_key: int, version: int, frame: bytes, correlation_id: int):
     """The response entity of a frame (without its size prefix); response header v0 (non-flexible)."""
     (got,) = struct.unpack_from(">i", frame, 0)
     if got != correlation_id:
@@ -84,7 +84,7 @@ def api_versions_request(correlation_id: int, client_id: str) -> bytes:
 
 
 def read_api_versions(frame: bytes, correlation_id: int) -> dict[int, tuple[int, int]]:
-    body = _read(API_VERSIONS, 0, frame, correlation_id)
+    body = read_response(API_VERSIONS, 0, frame, correlation_id)
     return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in body.api_keys}
 
 
@@ -110,7 +110,7 @@ def metadata_request(version: int, correlation_id: int, client_id: str, topic: s
 
 
 def read_metadata(version: int, frame: bytes, correlation_id: int, topic: str) -> Metadata:
-    body = _read(METADATA, version, frame, correlation_id)
+    body = read_response(METADATA, version, frame, correlation_id)
     brokers = {int(b.node_id): (b.host, int(b.port)) for b in body.brokers}
     for t in body.topics:
         if t.name == topic:
@@ -144,7 +144,7 @@ def fetch_request(version: int, correlation_id: int, client_id: str, topic: str,
 
 
 def read_fetch(version: int, frame: bytes, correlation_id: int, topic: str, partition: int) -> PartitionFetch:
-    body = _read(FETCH, version, frame, correlation_id)
+    body = read_response(FETCH, version, frame, correlation_id)
     top = int(body.error_code.value) if hasattr(body, "error_code") else 0
     for t in body.responses:
         if t.topic != topic:

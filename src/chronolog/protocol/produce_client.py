@@ -15,10 +15,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kio.index import load_response_schema
-from kio.serial import entity_reader
-
-from chronolog.errors import CorruptMessageError
+from chronolog.protocol.fetch_client import read_response
 
 PRODUCE = 0
 PRODUCE_MIN, PRODUCE_MAX = 3, 8
@@ -70,14 +67,7 @@ def produce_request(version: int, correlation_id: int, client_id: str, acks: int
 
 def read_produce(version: int, frame: bytes, correlation_id: int) -> dict[tuple[str, int], PartitionAnswer]:
     """(topic, partition) -> the broker's answer, from a size-stripped response frame."""
-    (got,) = _I32.unpack_from(frame, 0)
-    if got != correlation_id:
-        raise CorruptMessageError(f"response correlation id {got}, expected {correlation_id}")
-    cls = load_response_schema(PRODUCE, version)
-    try:
-        body, _used = entity_reader(cls)(frame, 4)
-    except Exception as exc:  # kio raises SerialError, ValueError ... on bytes that are not this response
-        raise CorruptMessageError(f"cannot decode {cls.__name__} v{version}: {exc}") from None
+    body = read_response(PRODUCE, version, frame, correlation_id)  # v3-v8: response header v0, as Fetch's
     out = {}
     for t in body.responses:
         for p in t.partition_responses:
