@@ -9,6 +9,7 @@ from chronolog.records import SimpleRecord, build_batch
 from chronolog.spark.ranges import Bounds, OffsetRange, range_schema
 from chronolog.spark.reading import read_range
 from chronolog.storage import PartitionLog
+from tests.fds import open_files_under
 
 BASE = 1_700_000_000_000
 
@@ -21,7 +22,7 @@ def test_bounds_in_microseconds_match_keep_and_no_files_are_left_open(tmp_path):
         plog.append(build_batch([SimpleRecord(t, None, b"v") for t in stamps[i:i + 10]]))
     plog.close()
     assert len(plog.segments) >= 3
-    fds = len(os.listdir("/proc/self/fd"))
+    fds = open_files_under(tmp_path)
     # Microsecond bounds that are not whole milliseconds: ceil for the lower one, floor for the upper.
     for lo_us, hi_us, off_min, off_max in ((BASE * 1000 + 10_001, BASE * 1000 + 20_999, None, None),
                                             (BASE * 1000, BASE * 1000 + 49_000, 13, 217),
@@ -33,4 +34,4 @@ def test_bounds_in_microseconds_match_keep_and_no_files_are_left_open(tmp_path):
                                strict=True)]
         want = [(o, ts * 1000) for o, ts in enumerate(stamps) if 5 <= o < 290 and bounds.keep(0, o, ts)]
         assert got == want
-    assert len(os.listdir("/proc/self/fd")) == fds
+    assert open_files_under(tmp_path) == fds

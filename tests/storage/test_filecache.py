@@ -14,6 +14,7 @@ import pytest
 from chronolog.config import TopicConfig
 from chronolog.records import SimpleRecord, build_batch, iter_batches
 from chronolog.storage import PartitionLog, filecache
+from tests.fds import open_files_under
 from tests.storage.helpers import WIDE
 
 
@@ -25,10 +26,6 @@ def tiny_cache():
     filecache.configure(6)
     yield cache
     filecache.configure(before)
-
-
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 def config(**overrides) -> TopicConfig:
@@ -60,25 +57,25 @@ def test_descriptors_stay_bounded_by_the_capacity_not_by_the_files(tmp_path, tin
     """20 partitions of 10 segments each (600 segment files with their indexes) are written and read
     back in full while the process holds no more descriptors than the cache's 6 (plus at most one
     holder being opened); before the cache every segment kept 5 open."""
-    base = open_fds()
+    base = open_files_under(tmp_path)
     logs = {}
     for p in range(20):
         plog = logs[p] = PartitionLog.open(tmp_path / f"t-{p}", config())
         for _ in range(100):
             append(plog, f"t-{p}")
         assert len(plog.segments) >= 10
-        assert open_fds() - base <= tiny_cache.capacity + 2
+        assert open_files_under(tmp_path) - base <= tiny_cache.capacity + 2
     for p, plog in logs.items():
         offset = 0
         while offset < plog.log_end_offset:
             got = read_values(plog, offset)
             assert got and all(v == value(f"t-{p}", o) for o, v in got)
             offset = got[-1][0] + 1
-            assert open_fds() - base <= tiny_cache.capacity + 2
+            assert open_files_under(tmp_path) - base <= tiny_cache.capacity + 2
     assert tiny_cache.evictions > 0 and tiny_cache.held <= tiny_cache.capacity
     for plog in logs.values():
         plog.close()
-    assert open_fds() - base <= 0
+    assert open_files_under(tmp_path) - base <= 0
 
 
 def test_a_file_in_use_by_another_thread_is_never_closed(tmp_path, tiny_cache):

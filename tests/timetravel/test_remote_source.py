@@ -19,6 +19,7 @@ from chronolog.records import SimpleRecord, build_batch  # noqa: E402
 from chronolog.storage import LogManager  # noqa: E402
 from chronolog.timetravel.remote import RemoteDataDirSource  # noqa: E402
 from chronolog.timetravel.sources import DataDirSource, open_data_dir  # noqa: E402
+from tests.fds import open_files_under  # noqa: E402
 
 
 def proven_end(plog, start: int, window_end_ms: int) -> int:
@@ -252,13 +253,13 @@ def test_missing_indexes_are_rebuilt_without_writing_into_the_source(data_dir, t
 
 
 def test_files_are_closed(data_dir):
-    fds = len(os.listdir("/proc/self/fd"))
+    fds = open_files_under(data_dir)
     for _ in range(3):
         source = open_data_dir(data_dir.as_uri())
         list(source.read("ev", 1, 0, 500))
         source.offsets_for_time("ev", BASE + HOUR)
         source.close()
-    assert len(os.listdir("/proc/self/fd")) == fds
+    assert open_files_under(data_dir) == fds
 
 
 @pytest.mark.parametrize("uri,message", [
