@@ -143,6 +143,23 @@ def test_reads_under_concurrent_roll_retention_truncation_and_deletion_never_see
     threads = [threading.Thread(target=reader, args=(i,)) for i in range(3)]
     for t in threads:
         t.start()
+    try:
+        _write_concurrently(tmp_path, names, logs)
+    finally:  # the readers stop whatever the writer met, so a failure never leaves them spinning
+        stop.set()
+        for t in threads:
+            t.join(10)
+    for plog in logs.values():
+        plog.close()
+    assert not wrong, wrong[:5]
+    # A segment deleted or truncated away between finding a range and reading it: EBADF (the
+    # segment is closed), as before the cache; never another error.
+    assert set(errors) <= {"OSError9", "OffsetOutOfRangeError"}, sorted(set(errors))
+    assert reads[0] > 50 and tiny_cache.evictions > 0
+
+
+def _write_concurrently(tmp_path, names: list[str], logs: dict) -> None:
+    """The writer's side: appends, DeleteRecords, truncations, a partition deleted and made again."""
     rnd = random.Random(7)
     deadline = time.monotonic() + 5
     rounds = 0
@@ -164,13 +181,40 @@ def test_reads_under_concurrent_roll_retention_truncation_and_deletion_never_see
                 append(fresh, n)
             old, logs[n] = logs[n], fresh
             old.delete()
-    stop.set()
-    for t in threads:
-        t.join(10)
-    for plog in logs.values():
-        plog.close()
-    assert not wrong, wrong[:5]
-    # A segment deleted or truncated away between finding a range and reading it: EBADF (the
-    # segment is closed), as before the cache; never another error.
-    assert set(errors) <= {"OSError9", "OffsetOutOfRangeError"}, sorted(set(errors))
-    assert reads[0] > 50 and tiny_cache.evictions > 0
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+def test_a_log_being_opened_keeps_its_files_while_another_thread_evicts(tmp_path, tiny_cache, monkeypatch, readonly):
+    """Another thread's eviction can take a log's lock only when no thread holds it; the opening of a log
+    holds it, so a segment's new descriptor is not closed between its open and its first use (the
+    concurrent test above once met EBADF in `fstat` right after the `open` of a new partition's segment)."""
+    for name in ("x-0", "y-0"):
+        existing = PartitionLog.open(tmp_path / name, config())
+        append(existing, name)
+        existing.close()
+    real_fstat = os.fstat
+    others: list[PartitionLog] = []
+
+    def fstat_after_another_threads_open(fd):
+        if not others and isinstance(fd, int) and os.readlink(f"/proc/self/fd/{fd}") == str(log_file):
+            # Once, between x-0's segment's open and this fstat: another thread opens a log while the cache
+            # holds one descriptor, so it evicts the least recently used holder it can lock.
+            others.append(None)
+
+            def open_another() -> None:
+                tiny_cache.resize(1)
+                others.append(PartitionLog.open_readonly(tmp_path / "y-0"))
+
+            t = threading.Thread(target=open_another)
+            t.start()
+            t.join(10)
+        return real_fstat(fd)
+
+    log_file = (tmp_path / "x-0" / "00000000000000000000.log").resolve()
+    monkeypatch.setattr(os, "fstat", fstat_after_another_threads_open)
+    plog = PartitionLog.open_readonly(tmp_path / "x-0") if readonly else PartitionLog.open(tmp_path / "x-0", config())
+    monkeypatch.setattr(os, "fstat", real_fstat)
+    assert len(others) == 2, "the other thread did not open its log"
+    assert [v for _, v in read_values(plog, 0)][:1] == [value("x-0", 0)]
+    plog.close()
+    others[1].close()

@@ -216,9 +216,12 @@ class PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
         plog = cls(directory, config or TopicConfig(), clock=clock)
         plog.producer_expiration_ms = producer_expiration_ms
-        plog._load(recover=recover, recovery_point=recovery_point)
-        plog.log_start_offset = max(log_start_offset, plog.segments[0].base_offset)
-        plog._load_producers(plog.clock() if now is None else now)
+        # Under the log's lock, as all segment work is: another thread's open-file cache eviction closes a
+        # segment's descriptors only when it can take that lock, so none is pulled from under the load.
+        with plog.lock:
+            plog._load(recover=recover, recovery_point=recovery_point)
+            plog.log_start_offset = max(log_start_offset, plog.segments[0].base_offset)
+            plog._load_producers(plog.clock() if now is None else now)
         # LogLoader: after a clean stop everything is durable (recovery point = LEO); after recovery the
         # checkpoint stays, so data that was only in the page cache is validated again after another crash.
         plog.recovery_point = min(max(recovery_point, plog.log_start_offset), plog._next_offset) if recover \
@@ -238,12 +241,13 @@ class PartitionLog:
         bases = plog._segment_bases() if files is None else segment_bases(files)
         if not bases:
             raise OffsetOutOfRangeError(f"no segments in {directory}")
-        for base in bases:
-            kwargs = {"index_interval_bytes": plog.config.index_interval_bytes,
-                      "max_index_size": plog.config.segment_index_bytes, "time_index_style": time_index_style,
-                      "lock": plog.lock}
-            plog.segments.append(LogSegment(plog.dir, base, writable=False, **kwargs) if files is None
-                                 else FilesSegment(files, plog.dir, base, **kwargs))
+        kwargs = {"index_interval_bytes": plog.config.index_interval_bytes,
+                  "max_index_size": plog.config.segment_index_bytes, "time_index_style": time_index_style,
+                  "lock": plog.lock}
+        with plog.lock:  # as in `open`: no other thread's eviction closes a file of a segment being opened
+            for base in bases:
+                plog.segments.append(LogSegment(plog.dir, base, writable=False, **kwargs) if files is None
+                                     else FilesSegment(files, plog.dir, base, **kwargs))
         for seg, nxt in zip(plog.segments, plog.segments[1:], strict=False):
             seg.is_last = False
             seg._offset_limit_after = nxt.base_offset
