@@ -144,7 +144,124 @@ typedef struct {
     long long latest_offset, peak_bytes;
     uint64_t seed;
     PyObject *decompress, *compress; /* records.compression's, or NULL: compressed batches are Python's */
+    PyObject *zstd_decompress;        /* a ZstdDecompressor's bound `decompress` of this map's own, or NULL */
+    PyObject *zstd_compress;          /* a ZstdCompressor's bound `compress` of this map's own, or NULL */
+    long long max_size;               /* decompress's limit (records.compression.DEFAULT_MAX_DECOMPRESSED) */
+    long long memory;                 /* log.cleaner.dedupe.buffer.size: the table and the body cache together */
+    /* The body cache: the decompressed records sections of the compressed batches map_chunk decompressed,
+     * in offset order, for filter_chunk to take instead of decompressing them again, within what the
+     * table leaves of `memory` (an entry counts its body's bytes and BODY_OVERHEAD). */
+    struct BodyEntry *bodies;
+    Py_ssize_t nbodies, bodies_cap, bodies_first; /* entries before bodies_first were taken */
+    long long body_bytes, body_peak, total_peak, body_hits;
 } OffsetMapObject;
+
+typedef struct BodyEntry {
+    long long base;     /* the batch's base offset */
+    Py_ssize_t size;    /* its size in the log */
+    uint32_t crc;       /* its CRC-32C field: with the two above, the batch the body was decompressed from */
+    PyObject *body;     /* bytes, or NULL once taken or dropped */
+} BodyEntry;
+
+#define BODY_OVERHEAD ((long long)sizeof(BodyEntry) + (long long)sizeof(PyBytesObject))
+
+static inline long long table_bytes(const OffsetMapObject *m)
+{
+    return (long long)m->cap * (long long)sizeof(Slot);
+}
+
+static void note_total(OffsetMapObject *m)
+{
+    if (m->body_bytes > m->body_peak)
+        m->body_peak = m->body_bytes;
+    if (table_bytes(m) + m->body_bytes > m->total_peak)
+        m->total_peak = table_bytes(m) + m->body_bytes;
+}
+
+/* Drops the cache's last entries until the table and the cache fit in `memory` (the table grew). */
+static void bodies_fit(OffsetMapObject *m)
+{
+    while (m->nbodies > m->bodies_first && table_bytes(m) + m->body_bytes > m->memory) {
+        BodyEntry *e = &m->bodies[--m->nbodies];
+        if (e->body != NULL) {
+            m->body_bytes -= PyBytes_GET_SIZE(e->body) + BODY_OVERHEAD;
+            Py_CLEAR(e->body);
+        }
+    }
+}
+
+static void bodies_clear(OffsetMapObject *m)
+{
+    for (Py_ssize_t i = 0; i < m->nbodies; i++)
+        Py_CLEAR(m->bodies[i].body);
+    free(m->bodies);
+    m->bodies = NULL;
+    m->nbodies = m->bodies_cap = m->bodies_first = 0;
+    m->body_bytes = 0;
+}
+
+/* Keeps `body` (a new reference, stolen in every case) of the batch at `h` when it fits beside the table;
+ * map_chunk's batches come in offset order. */
+static void bodies_keep(OffsetMapObject *m, const uint8_t *h, Py_ssize_t size, PyObject *body)
+{
+    long long base = be64(h);
+    long long need = PyBytes_GET_SIZE(body) + BODY_OVERHEAD;
+    if (table_bytes(m) + m->body_bytes + need > m->memory ||
+        (m->nbodies > 0 && m->bodies[m->nbodies - 1].base >= base)) {
+        Py_DECREF(body);
+        return;
+    }
+    if (m->nbodies == m->bodies_cap) {
+        Py_ssize_t cap = m->bodies_cap ? 2 * m->bodies_cap : 1024;
+        BodyEntry *grown = (BodyEntry *)realloc(m->bodies, sizeof(BodyEntry) * (size_t)cap);
+        if (grown == NULL) { /* no room: the copy decompresses it again */
+            Py_DECREF(body);
+            return;
+        }
+        m->bodies = grown;
+        m->bodies_cap = cap;
+    }
+    BodyEntry *e = &m->bodies[m->nbodies++];
+    e->base = base;
+    e->size = size;
+    e->crc = (uint32_t)be32(h + 17);
+    e->body = body;
+    m->body_bytes += need;
+    note_total(m);
+}
+
+/* The kept body of the batch at `h` (a new reference, taken out of the cache), or NULL (no error set). */
+static PyObject *bodies_take(OffsetMapObject *m, const uint8_t *h, Py_ssize_t size)
+{
+    long long base = be64(h);
+    Py_ssize_t lo = m->bodies_first, hi = m->nbodies;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (m->bodies[mid].base < base)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    /* the copy goes in offset order too: what lies before this batch is no longer wanted */
+    for (Py_ssize_t i = m->bodies_first; i < lo; i++) {
+        if (m->bodies[i].body != NULL) {
+            m->body_bytes -= PyBytes_GET_SIZE(m->bodies[i].body) + BODY_OVERHEAD;
+            Py_CLEAR(m->bodies[i].body);
+        }
+    }
+    m->bodies_first = lo;
+    if (lo == m->nbodies)
+        return NULL;
+    BodyEntry *e = &m->bodies[lo];
+    if (e->base != base || e->size != size || e->crc != (uint32_t)be32(h + 17) || e->body == NULL)
+        return NULL;
+    PyObject *body = e->body;
+    e->body = NULL;
+    m->body_bytes -= PyBytes_GET_SIZE(body) + BODY_OVERHEAD;
+    m->bodies_first = lo + 1;
+    m->body_hits++;
+    return body;
+}
 
 static inline Py_ssize_t slot_of(const OffsetMapObject *m, uint64_t h1)
 {
@@ -173,6 +290,8 @@ static int map_alloc(OffsetMapObject *m, Py_ssize_t cap)
     }
     if ((long long)cap * (long long)sizeof(Slot) > m->peak_bytes)
         m->peak_bytes = (long long)cap * (long long)sizeof(Slot);
+    bodies_fit(m);
+    note_total(m);
     return 0;
 }
 
@@ -238,6 +357,7 @@ static int OffsetMap_init(OffsetMapObject *self, PyObject *args, PyObject *kwds)
     unsigned long long seed = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "L|dK", kwlist, &memory, &load_factor, &seed))
         return -1;
+    self->memory = memory;
     self->slots = (Py_ssize_t)(memory / (long long)sizeof(Slot));
     self->max_entries = (Py_ssize_t)((double)self->slots * load_factor);
     if (self->max_entries > self->slots)
@@ -260,27 +380,46 @@ static void OffsetMap_dealloc(OffsetMapObject *self)
 {
     Py_CLEAR(self->decompress);
     Py_CLEAR(self->compress);
+    Py_CLEAR(self->zstd_decompress);
+    Py_CLEAR(self->zstd_compress);
+    bodies_clear(self);
     free(self->table);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyObject *OffsetMap_set_codecs(OffsetMapObject *self, PyObject *args)
 {
-    PyObject *decompress, *compress;
-    if (!PyArg_ParseTuple(args, "OO", &decompress, &compress))
+    PyObject *decompress, *compress, *zstd_decompress = Py_None, *zstd_compress = Py_None;
+    long long max_size = 256LL << 20;
+    if (!PyArg_ParseTuple(args, "OO|OOL", &decompress, &compress, &zstd_decompress, &zstd_compress, &max_size))
         return NULL;
     if (decompress != Py_None && (!PyCallable_Check(decompress) || !PyCallable_Check(compress))) {
         PyErr_SetString(PyExc_TypeError, "set_codecs(decompress, compress) takes two callables or None, None");
         return NULL;
     }
+    if ((zstd_decompress != Py_None || zstd_compress != Py_None) &&
+        (decompress == Py_None || !PyCallable_Check(zstd_decompress) || !PyCallable_Check(zstd_compress))) {
+        PyErr_SetString(PyExc_TypeError, "set_codecs: zstd_decompress and zstd_compress are two callables beside "
+                                         "the two codecs, or None, None");
+        return NULL;
+    }
     Py_CLEAR(self->decompress);
     Py_CLEAR(self->compress);
+    Py_CLEAR(self->zstd_decompress);
+    Py_CLEAR(self->zstd_compress);
     if (decompress != Py_None) {
         Py_INCREF(decompress);
         Py_INCREF(compress);
         self->decompress = decompress;
         self->compress = compress;
     }
+    if (zstd_decompress != Py_None) {
+        Py_INCREF(zstd_decompress);
+        Py_INCREF(zstd_compress);
+        self->zstd_decompress = zstd_decompress;
+        self->zstd_compress = zstd_compress;
+    }
+    self->max_size = max_size;
     Py_RETURN_NONE;
 }
 
@@ -308,8 +447,101 @@ static PyObject *call_codec(PyObject *fn, int codec, const uint8_t *data, Py_ssi
     return res;
 }
 
+/* The content size a zstd frame states, when `p` holds exactly one frame that states it; -1 otherwise
+ * (RFC 8878 3.1.1: magic, frame header descriptor, window descriptor, dictionary id, content size, then
+ * the blocks' 3-byte headers up to the last block, and the checksum when the descriptor says so). */
+static long long zstd_single_frame_size(const uint8_t *p, Py_ssize_t n)
+{
+    if (n < 6 || p[0] != 0x28 || p[1] != 0xB5 || p[2] != 0x2F || p[3] != 0xFD)
+        return -1;
+    int fhd = p[4], fcs_flag = fhd >> 6, single = (fhd >> 5) & 1;
+    if (fhd & 0x08)
+        return -1; /* the reserved bit */
+    static const int did_sizes[4] = {0, 1, 2, 4};
+    Py_ssize_t pos = 5 + (single ? 0 : 1) + did_sizes[fhd & 3];
+    int fcs = fcs_flag == 0 ? (single ? 1 : 0) : fcs_flag == 1 ? 2 : fcs_flag == 2 ? 4 : 8;
+    if (fcs == 0 || n < pos + fcs)
+        return -1;
+    unsigned long long v = 0;
+    for (int i = fcs - 1; i >= 0; i--)
+        v = (v << 8) | p[pos + i];
+    if (fcs == 2)
+        v += 256;
+    pos += fcs;
+    for (;;) {
+        if (n - pos < 3)
+            return -1;
+        uint32_t bh = (uint32_t)p[pos] | (uint32_t)p[pos + 1] << 8 | (uint32_t)p[pos + 2] << 16;
+        int type = (bh >> 1) & 3;
+        if (type == 3)
+            return -1;
+        pos += 3 + (type == 1 ? 1 : (Py_ssize_t)(bh >> 3));
+        if (pos > n)
+            return -1;
+        if (bh & 1)
+            break;
+    }
+    if (fhd & 0x04)
+        pos += 4;
+    if (pos != n || v > (unsigned long long)LLONG_MAX)
+        return -1;
+    return (long long)v;
+}
+
+/* The decompressed records section of a compressed batch's `data`, as call_codec(self->decompress, ...)
+ * returns it. One zstd frame that states its size within the limit goes straight to this map's own
+ * decompression context (what `records.compression.decompress` does for it, without the Python calls
+ * around it); anything else, or anything that fails there, goes to the records layer's decompress,
+ * which decides as the Python path does. */
+static PyObject *decompress_body(OffsetMapObject *m, int codec, const uint8_t *data, Py_ssize_t len)
+{
+    if (codec == 4 && m->zstd_decompress != NULL) {
+        long long size = zstd_single_frame_size(data, len);
+        if (size >= 0 && size <= m->max_size) {
+            PyObject *arg = PyBytes_FromStringAndSize((const char *)data, len);
+            if (arg == NULL)
+                return NULL;
+            PyObject *res = PyObject_CallOneArg(m->zstd_decompress, arg);
+            Py_DECREF(arg);
+            if (res != NULL && PyBytes_Check(res) && PyBytes_GET_SIZE(res) == size)
+                return res;
+            if (res == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_Exception))
+                    return NULL;
+                PyErr_Clear();
+            }
+            Py_XDECREF(res);
+        }
+    }
+    return call_codec(m->decompress, codec, data, len);
+}
+
+/* A compressed batch's kept records `data` recompressed with its codec, as call_codec(self->compress, ...)
+ * returns it: zstd through this map's own compression context, made as the records layer makes its own
+ * (the same parameters: the same bytes), the others through the records layer's compress. */
+static PyObject *compress_body(OffsetMapObject *m, int codec, const uint8_t *data, Py_ssize_t len)
+{
+    if (codec == 4 && m->zstd_compress != NULL) {
+        PyObject *arg = PyBytes_FromStringAndSize((const char *)data, len);
+        if (arg == NULL)
+            return NULL;
+        PyObject *res = PyObject_CallOneArg(m->zstd_compress, arg);
+        Py_DECREF(arg);
+        if (res != NULL && PyBytes_Check(res))
+            return res;
+        if (res == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception))
+                return NULL;
+            PyErr_Clear();
+        }
+        Py_XDECREF(res);
+    }
+    return call_codec(m->compress, codec, data, len);
+}
+
 static PyObject *OffsetMap_clear(OffsetMapObject *self, PyObject *unused)
 {
+    bodies_clear(self);
     if (map_reset(self) < 0)
         return PyErr_NoMemory();
     Py_RETURN_NONE;
@@ -458,7 +690,7 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
         Py_ssize_t blen = size - HEADER_SIZE;
         PyObject *plain = NULL; /* the decompressed records section of a compressed batch */
         if (attrs & ATTR_CODEC) {
-            plain = call_codec(self->decompress, attrs & ATTR_CODEC, body, blen);
+            plain = decompress_body(self, attrs & ATTR_CODEC, body, blen);
             if (plain == NULL) {
                 if (PyErr_Occurred()) {
                     PyBuffer_Release(&view);
@@ -472,7 +704,10 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
         }
         long long mapped = 0;
         int got = map_records(self, body, blen, be32(h + 57), base, start, &mapped);
-        Py_XDECREF(plain);
+        if (plain != NULL && got >= 0)
+            bodies_keep(self, h, size, plain); /* for filter_chunk, if it fits: the reference goes there */
+        else
+            Py_XDECREF(plain);
         if (got == -2) {
             PyBuffer_Release(&view);
             return NULL;
@@ -604,7 +839,9 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
         Py_ssize_t blen = size - HEADER_SIZE, pos = 0;
         int codec = attrs & ATTR_CODEC;
         if (codec) {
-            plain = call_codec(self->decompress, codec, body, blen);
+            plain = bodies_take(self, h, size);
+            if (plain == NULL)
+                plain = decompress_body(self, codec, body, blen);
             if (plain == NULL) {
                 if (PyErr_Occurred())
                     goto error;
@@ -688,7 +925,7 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
                     memcpy(r, body + s, (size_t)(e - s));
                     r += e - s;
                 }
-                packed = call_codec(self->compress, codec, (const uint8_t *)PyBytes_AS_STRING(records), kept_len);
+                packed = compress_body(self, codec, (const uint8_t *)PyBytes_AS_STRING(records), kept_len);
                 Py_DECREF(records);
                 if (packed == NULL) {
                     if (PyErr_Occurred())
@@ -886,7 +1123,32 @@ static PyObject *get_utilization(OffsetMapObject *self, void *c)
     return PyFloat_FromDouble(self->slots ? (double)self->count / (double)self->slots : 0.0);
 }
 
+static PyObject *get_body_peak(OffsetMapObject *self, void *c)
+{
+    return PyLong_FromLongLong(self->body_peak);
+}
+
+static PyObject *get_total_peak(OffsetMapObject *self, void *c)
+{
+    return PyLong_FromLongLong(self->total_peak);
+}
+
+static PyObject *get_body_hits(OffsetMapObject *self, void *c)
+{
+    return PyLong_FromLongLong(self->body_hits);
+}
+
+static PyObject *get_body_bytes(OffsetMapObject *self, void *c)
+{
+    return PyLong_FromLongLong(self->body_bytes);
+}
+
 static PyGetSetDef getset[] = {
+    {"body_peak_bytes", (getter)get_body_peak, NULL, "the most memory the body cache has held", NULL},
+    {"body_bytes", (getter)get_body_bytes, NULL, "the memory the body cache holds", NULL},
+    {"total_peak_bytes", (getter)get_total_peak, NULL, "the most the table and the body cache held together",
+     NULL},
+    {"body_hits", (getter)get_body_hits, NULL, "bodies filter_chunk took from the cache", NULL},
     {"latest_offset", (getter)get_latest, (setter)set_latest, "the last offset put, or advanced past", NULL},
     {"full", (getter)get_full, NULL, "whether the map holds its maximum of entries", NULL},
     {"peak_bytes", (getter)get_peak, NULL, "the most memory the table has held", NULL},
