@@ -407,6 +407,7 @@ class CleanerStats:
     groups: int = 0
     seconds: float = 0.0
     sync_seconds: float = 0.0  # of `seconds`: the wait for the groups' syncs and swaps beyond the copies they overlap
+    map_seconds: float = 0.0  # of `seconds`: the offset-map pass
     notes: list[str] = field(default_factory=list)
 
 
@@ -660,7 +661,9 @@ class Cleaner:
         readers = {s.base_offset: _SegmentReader(s) for s in segs}
         swaps: list[_Swap] = []  # started, not yet joined: at most two (one swapping, the next syncing)
         try:
+            map_started = time.monotonic()
             end = self._build_offset_map(plog, readers, segs, ltc.first_dirty, ltc.first_uncleanable, nexts, stats)
+            stats.map_seconds = time.monotonic() - map_started
             groups = group_segments([s for s in segs if s.base_offset < end], plog.config.segment_bytes,
                                     plog.config.segment_index_bytes, ltc.first_uncleanable, nexts)
             txn = CleanedTransactionMetadata()
