@@ -19,6 +19,10 @@
  * batch that must stay as an empty batch, anything malformed) and return its position: the Python code
  * handles it and calls again after it. What they return is exactly what the Python loop would have
  * computed up to there.
+ *
+ * A compressed batch is decompressed once: map_chunk keeps the records section for filter_chunk (the body
+ * cache, bounded with the table by `log.cleaner.dedupe.buffer.size`), and zstd frames go to contexts of
+ * the map's own (set_codecs' last arguments) rather than through the records layer's Python functions.
  */
 #include "_recordwalk.h"
 #include <stdlib.h>
