@@ -85,7 +85,7 @@ def run_warm(source: Path, work: Path, native: bool) -> tuple[float, float, floa
     _size, read_s = sequential_read(sorted(work.glob("*.log")))
     clean_s, stats, cleaner = _clean(plog, ltc, native)
     return (clean_s, stats.sync_seconds, read_s, ltc.cleanable_bytes, cleaner.offset_map.peak_bytes,
-            getattr(cleaner.offset_map, "body_peak_bytes", 0))
+            getattr(cleaner.offset_map, "cache_peak_bytes", 0))
 
 
 def run_cold(source: Path, work: Path, native: bool) -> tuple[float, float, float, float]:

@@ -1,7 +1,9 @@
-"""The C cleaner on zstd logs (records/_clean.c): each batch's frame is decompressed once, in the offset-map
-pass, and its records kept for the copy pass within what `log.cleaner.dedupe.buffer.size` leaves beside
-the map's table; zstd frames go straight to contexts of the map's own. None of it changes a byte: the
-cleaned segments equal the Python path's, whatever part of the bodies the bound lets the cache keep."""
+"""The C cleaner on zstd logs (records/_clean.c): the offset-map pass keeps what the copy needs to judge each
+compressed batch's records (key hashes, offsets, null keys and values: the record cache), within what
+`log.cleaner.dedupe.buffer.size` leaves beside the map's table, so that the copy decompresses again only the
+batches that keep some of their records but not all; zstd frames go straight to contexts of the map's own.
+None of it changes a byte: the cleaned segments equal the Python path's, whatever part of the log the
+bound lets the cache hold."""
 
 from __future__ import annotations
 
@@ -74,7 +76,7 @@ def counting_codecs(omap) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_each_frame_is_decompressed_once_and_the_bytes_are_the_python_paths(tmp_path, seed):
+def test_only_partly_kept_batches_are_decompressed_twice_and_the_bytes_are_the_python_paths(tmp_path, seed):
     for name in ("c", "py"):
         write_log(tmp_path / name / "t-0", seed)
     cleaner = Cleaner(native=True)
@@ -85,19 +87,24 @@ def test_each_frame_is_decompressed_once_and_the_bytes_are_the_python_paths(tmp_
     assert (stats_c.records_read, stats_c.records_retained, stats_c.bytes_written) == \
         (stats_py.records_read, stats_py.records_retained, stats_py.bytes_written)
     assert 0 < stats_c.records_retained < stats_c.records_read
-    # every zstd frame of the (all dirty) log decompressed once, in the map pass, through the map's context;
-    # the copy pass took each body from the cache
-    assert calls["zstd_decompress"] == zstd_batches and calls["decompress"] == 0
-    assert cleaner.offset_map.body_hits == zstd_batches
-    assert calls["zstd_compress"] > 0 and calls["compress"] == 0  # partly kept batches, recompressed
-    assert cleaner.offset_map.body_bytes == 0  # the cache is emptied when the cleaning ends
+    # every zstd frame of the (all dirty) log decompressed in the map pass, through the map's context; the
+    # copy found each batch in the cache, judged those that keep all their records or none from it, and
+    # decompressed again only the others
+    omap = cleaner.offset_map
+    assert omap.cache_hits == zstd_batches and 0 < omap.cache_decided < zstd_batches
+    assert calls["zstd_decompress"] == zstd_batches + (zstd_batches - omap.cache_decided)
+    assert calls["decompress"] == 0
+    assert 0 < calls["zstd_compress"] <= zstd_batches - omap.cache_decided  # the partly kept ones, recompressed
+    assert calls["compress"] == 0
+    assert omap.cache_bytes == 0  # the cache is emptied when the cleaning ends
 
 
-@pytest.mark.parametrize("memory", [24 * 4096, 24 * 4096 + 20_000, 24 * 8192 + 60_000])
-def test_the_cache_stays_within_the_dedupe_buffer_beside_the_table(tmp_path, memory):
-    """A bound that holds the table and none, some or more of the bodies: the table and the cache together
-    never pass it (the cache gives way when the table grows), the bodies it could not keep are decompressed
-    again in the copy pass, and the cleaned log is the same."""
+@pytest.mark.parametrize("room", [0, 20_000, 1 << 20])
+def test_the_cache_stays_within_the_dedupe_buffer_beside_the_table(tmp_path, room):
+    """A bound that holds the table (4096 slots for these 40 keys) and none, some or all of the batches: the
+    table and the cache together never pass it, the batches it could not keep are decompressed again in the
+    copy pass, and the cleaned log is the same."""
+    memory = 24 * 4096 + room
     for name in ("c", "py"):
         write_log(tmp_path / name / "t-0", 11, batches=300)
     cleaner = Cleaner(memory, 1.0, native=True)
@@ -107,16 +114,19 @@ def test_the_cache_stays_within_the_dedupe_buffer_beside_the_table(tmp_path, mem
     assert files(tmp_path / "c" / "t-0") == files(tmp_path / "py" / "t-0")
     omap = cleaner.offset_map
     assert omap.total_peak_bytes <= memory
-    hits = omap.body_hits
-    assert hits < zstd_batches
-    assert calls["zstd_decompress"] == zstd_batches + (zstd_batches - hits)
-    if memory > 24 * 4096:
-        assert hits > 0
+    hits, decided = omap.cache_hits, omap.cache_decided
+    assert calls["zstd_decompress"] == zstd_batches + (zstd_batches - decided)
+    if room == 0:
+        assert hits == 0
+    elif room < 1 << 20:
+        assert 0 < decided <= hits < zstd_batches
+    else:
+        assert 0 < decided < hits == zstd_batches
 
 
-def test_a_map_growing_past_the_bound_drops_the_last_bodies():
-    """The table doubles while the bodies of earlier batches are kept: the cache drops its last ones so
-    the two stay within the bound; the ones it keeps are still found by the copy."""
+def test_a_map_growing_past_the_bound_drops_the_last_batches():
+    """The table doubles while earlier batches are in the cache: the cache drops its last ones so the two
+    stay within the bound; the ones it keeps are still found by the copy."""
     omap = native.OffsetMap(24 * 8192 + 30_000, 1.0, 5)
     counting_codecs(omap)
     rng = random.Random(3)
@@ -125,9 +135,9 @@ def test_a_map_growing_past_the_bound_drops_the_last_bodies():
     chunk = b"".join(batches)
     omap.map_chunk(chunk, 0, 0, 1 << 62, 1 << 62)
     assert len(omap) == 4000 and omap.total_peak_bytes <= 24 * 8192 + 30_000
-    assert 0 < omap.body_bytes <= 30_000
+    assert 0 < omap.cache_bytes <= 30_000
     got = omap.filter_chunk(chunk, 0, False, 1 << 62, NOW, {}, 0, 0, 0, -1, -1, 4096, 1 << 62)
-    assert got[3] == chunk and 0 < omap.body_hits < 400
+    assert got[3] == chunk and 0 < omap.cache_hits == omap.cache_decided < 400
 
 
 def _with_body(batch: bytes, body: bytes) -> bytes:
@@ -188,12 +198,38 @@ def test_zstd_frames_through_the_maps_context_or_the_records_layer(name):
         filtered = omap.filter_chunk(chunk, 0, False, 1 << 62, NOW, {}, 100, 0, 0, -1, -1, 4096, 1 << 62)
         answers.append((mapped, keys, filtered[:8]))
         if own and name != "a size above the limit":
-            assert calls["zstd_decompress"] == (1 if direct else 0)
-            # the records layer's: once when it decompressed the frame (the copy takes the body from the
-            # cache), twice when it refused it (map and copy both stop there)
-            refused = answers[0][0][1] == native.PYTHON
-            assert calls["decompress"] == (0 if direct else 2 if refused else 1)
+            assert calls["zstd_decompress"] == (2 if direct else 0)
+            # the records layer's: in the map pass and again in the copy (the batch keeps some of its
+            # records but not all), or twice when it refused it (map and copy both stop there)
+            assert calls["decompress"] == (0 if direct else 2)
     assert answers[0] == answers[1]
     if direct:
         out = answers[0][2][3]
         assert RecordBatch(out).verify_crc() and [r.offset for r in RecordBatch(out).records()] == [103, 104, 105]
+
+
+def test_a_tombstone_past_its_delete_horizon_goes_when_its_batch_is_judged_from_the_cache(tmp_path):
+    """A cleaning from the log start (no checkpoint) after the delete horizon a first one set: the zstd batch
+    of the tombstone is in the cache, and the tombstone goes as in the Python path."""
+    cfg = dict(CONFIG, **{"delete.retention.ms": "1000", "segment.bytes": "100000"})
+    logs = []
+    for name in ("c", "py"):
+        plog = PartitionLog.open(tmp_path / name / "t-0", TopicConfig.from_kafka(cfg))
+        for i, recs in enumerate([[SimpleRecord(NOW, b"a", b"1"), SimpleRecord(NOW, b"b", b"2")],
+                                  [SimpleRecord(NOW + 1, b"a", None)],
+                                  [SimpleRecord(NOW + 2, b"c", b"3"), SimpleRecord(NOW + 2, b"d", b"4")],
+                                  [SimpleRecord(NOW + 3, b"e", b"5")]]):
+            plog.append(build_batch(recs, compression=CompressionType.ZSTD), now=NOW + i)
+        plog.roll()
+        logs.append(plog)
+    cleaners = [Cleaner(native=True), Cleaner(native=False)]
+    for now in (NOW + 10_000, NOW + 1_000_000):  # the first sets the tombstone's horizon, the second passes it
+        for plog, cleaner in zip(logs, cleaners, strict=True):
+            ltc, _ = log_to_clean(("t", 0), plog, None, now)
+            cleaner.clean(ltc, now)
+        assert files(tmp_path / "c" / "t-0") == files(tmp_path / "py" / "t-0")
+    assert cleaners[0].offset_map.cache_decided > 0
+    assert [(r.key, r.value) for r in logs[0].read_records(0)] == [(b"b", b"2"), (b"c", b"3"), (b"d", b"4"),
+                                                                   (b"e", b"5")]
+    for plog in logs:
+        plog.close()

@@ -151,23 +151,34 @@ typedef struct {
     PyObject *zstd_decompress;        /* a ZstdDecompressor's bound `decompress` of this map's own, or NULL */
     PyObject *zstd_compress;          /* a ZstdCompressor's bound `compress` of this map's own, or NULL */
     long long max_size;               /* decompress's limit (records.compression.DEFAULT_MAX_DECOMPRESSED) */
-    long long memory;                 /* log.cleaner.dedupe.buffer.size: the table and the body cache together */
-    /* The body cache: the decompressed records sections of the compressed batches map_chunk decompressed,
-     * in offset order, for filter_chunk to take instead of decompressing them again, within what the
-     * table leaves of `memory` (an entry counts its body's bytes and BODY_OVERHEAD). */
-    struct BodyEntry *bodies;
-    Py_ssize_t nbodies, bodies_cap, bodies_first; /* entries before bodies_first were taken */
-    long long body_bytes, body_peak, total_peak, body_hits;
+    long long memory;                 /* log.cleaner.dedupe.buffer.size: the table and the cache together */
+    /* The record cache: for each compressed batch map_chunk decompressed and mapped whole, in offset order,
+     * its records' key hashes, offset deltas and null key / null value flags (RecSum, 24 bytes a record),
+     * so that filter_chunk judges its records without decompressing it again and decompresses only a batch
+     * that keeps some of its records but not all; within what the table leaves of `memory`. */
+    struct SumEntry *sums;
+    Py_ssize_t nsums, sums_cap, sums_first; /* entries before sums_first were passed by the copy */
+    struct RecSum *recs, *scratch;          /* the entries' records, one after the other; one batch's */
+    Py_ssize_t nrecs, recs_cap, scratch_cap;
+    long long cache_bytes, cache_peak, total_peak, cache_hits, cache_decided;
 } OffsetMapObject;
 
-typedef struct BodyEntry {
-    long long base;     /* the batch's base offset */
-    Py_ssize_t size;    /* its size in the log */
-    uint32_t crc;       /* its CRC-32C field: with the two above, the batch the body was decompressed from */
-    PyObject *body;     /* bytes, or NULL once taken or dropped */
-} BodyEntry;
+typedef struct RecSum {
+    uint64_t h1, h2; /* the key's hash (0, 0 for a record without a key) */
+    uint64_t meta;   /* the offset delta (32 bits), then REC_NULL_KEY and REC_NULL_VALUE */
+} RecSum;
 
-#define BODY_OVERHEAD ((long long)sizeof(BodyEntry) + (long long)sizeof(PyBytesObject))
+#define REC_NULL_KEY (1ULL << 32)
+#define REC_NULL_VALUE (1ULL << 33)
+
+typedef struct SumEntry {
+    long long base;  /* the batch's base offset */
+    Py_ssize_t size; /* its size in the log */
+    uint32_t crc;    /* its CRC-32C field: with the two above, the batch the records were read from */
+    Py_ssize_t first, count; /* its records in `recs` */
+} SumEntry;
+
+#define SUM_OVERHEAD ((long long)sizeof(SumEntry))
 
 static inline long long table_bytes(const OffsetMapObject *m)
 {
@@ -176,95 +187,111 @@ static inline long long table_bytes(const OffsetMapObject *m)
 
 static void note_total(OffsetMapObject *m)
 {
-    if (m->body_bytes > m->body_peak)
-        m->body_peak = m->body_bytes;
-    if (table_bytes(m) + m->body_bytes > m->total_peak)
-        m->total_peak = table_bytes(m) + m->body_bytes;
+    if (m->cache_bytes > m->cache_peak)
+        m->cache_peak = m->cache_bytes;
+    if (table_bytes(m) + m->cache_bytes > m->total_peak)
+        m->total_peak = table_bytes(m) + m->cache_bytes;
+}
+
+static inline long long sum_bytes(Py_ssize_t count)
+{
+    return (long long)count * (long long)sizeof(RecSum) + SUM_OVERHEAD;
 }
 
 /* Drops the cache's last entries until the table and the cache fit in `memory` (the table grew). */
-static void bodies_fit(OffsetMapObject *m)
+static void sums_fit(OffsetMapObject *m)
 {
-    while (m->nbodies > m->bodies_first && table_bytes(m) + m->body_bytes > m->memory) {
-        BodyEntry *e = &m->bodies[--m->nbodies];
-        if (e->body != NULL) {
-            m->body_bytes -= PyBytes_GET_SIZE(e->body) + BODY_OVERHEAD;
-            Py_CLEAR(e->body);
-        }
+    while (m->nsums > m->sums_first && table_bytes(m) + m->cache_bytes > m->memory) {
+        SumEntry *e = &m->sums[--m->nsums];
+        m->cache_bytes -= sum_bytes(e->count);
+        m->nrecs = e->first;
     }
 }
 
-static void bodies_clear(OffsetMapObject *m)
+static void sums_clear(OffsetMapObject *m)
 {
-    for (Py_ssize_t i = 0; i < m->nbodies; i++)
-        Py_CLEAR(m->bodies[i].body);
-    free(m->bodies);
-    m->bodies = NULL;
-    m->nbodies = m->bodies_cap = m->bodies_first = 0;
-    m->body_bytes = 0;
+    free(m->sums);
+    free(m->recs);
+    free(m->scratch);
+    m->sums = NULL;
+    m->recs = m->scratch = NULL;
+    m->nsums = m->sums_cap = m->sums_first = m->nrecs = m->recs_cap = m->scratch_cap = 0;
+    m->cache_bytes = 0;
 }
 
-/* Keeps `body` (a new reference, stolen in every case) of the batch at `h` when it fits beside the table;
- * map_chunk's batches come in offset order. */
-static void bodies_keep(OffsetMapObject *m, const uint8_t *h, Py_ssize_t size, PyObject *body)
+/* Room for `count` records in the scratch buffer: 0, or -1 (no memory: the batch goes uncached). */
+static int scratch_room(OffsetMapObject *m, long long count)
+{
+    if (count <= m->scratch_cap)
+        return 0;
+    RecSum *grown = (RecSum *)realloc(m->scratch, sizeof(RecSum) * (size_t)count);
+    if (grown == NULL)
+        return -1;
+    m->scratch = grown;
+    m->scratch_cap = (Py_ssize_t)count;
+    return 0;
+}
+
+/* Keeps the `count` records of the scratch buffer as those of the batch at `h`, when they fit beside the
+ * table; map_chunk's batches come in offset order. */
+static void sums_keep(OffsetMapObject *m, const uint8_t *h, Py_ssize_t size, Py_ssize_t count)
 {
     long long base = be64(h);
-    long long need = PyBytes_GET_SIZE(body) + BODY_OVERHEAD;
-    if (table_bytes(m) + m->body_bytes + need > m->memory ||
-        (m->nbodies > 0 && m->bodies[m->nbodies - 1].base >= base)) {
-        Py_DECREF(body);
+    if (table_bytes(m) + m->cache_bytes + sum_bytes(count) > m->memory ||
+        (m->nsums > 0 && m->sums[m->nsums - 1].base >= base))
         return;
+    if (m->nsums == m->sums_cap) {
+        Py_ssize_t cap = m->sums_cap ? 2 * m->sums_cap : 1024;
+        SumEntry *grown = (SumEntry *)realloc(m->sums, sizeof(SumEntry) * (size_t)cap);
+        if (grown == NULL)
+            return; /* no room: the copy decompresses it again */
+        m->sums = grown;
+        m->sums_cap = cap;
     }
-    if (m->nbodies == m->bodies_cap) {
-        Py_ssize_t cap = m->bodies_cap ? 2 * m->bodies_cap : 1024;
-        BodyEntry *grown = (BodyEntry *)realloc(m->bodies, sizeof(BodyEntry) * (size_t)cap);
-        if (grown == NULL) { /* no room: the copy decompresses it again */
-            Py_DECREF(body);
+    if (m->nrecs + count > m->recs_cap) {
+        Py_ssize_t cap = m->recs_cap ? 2 * m->recs_cap : 16384;
+        while (cap < m->nrecs + count)
+            cap *= 2;
+        RecSum *grown = (RecSum *)realloc(m->recs, sizeof(RecSum) * (size_t)cap);
+        if (grown == NULL)
             return;
-        }
-        m->bodies = grown;
-        m->bodies_cap = cap;
+        m->recs = grown;
+        m->recs_cap = cap;
     }
-    BodyEntry *e = &m->bodies[m->nbodies++];
+    memcpy(m->recs + m->nrecs, m->scratch, sizeof(RecSum) * (size_t)count);
+    SumEntry *e = &m->sums[m->nsums++];
     e->base = base;
     e->size = size;
     e->crc = (uint32_t)be32(h + 17);
-    e->body = body;
-    m->body_bytes += need;
+    e->first = m->nrecs;
+    e->count = count;
+    m->nrecs += count;
+    m->cache_bytes += sum_bytes(count);
     note_total(m);
 }
 
-/* The kept body of the batch at `h` (a new reference, taken out of the cache), or NULL (no error set). */
-static PyObject *bodies_take(OffsetMapObject *m, const uint8_t *h, Py_ssize_t size)
+/* The cached records of the batch at `h`, or NULL. The copy goes in offset order: what lies before this
+ * batch is passed (its memory stays until the cache is cleared). */
+static const SumEntry *sums_find(OffsetMapObject *m, const uint8_t *h, Py_ssize_t size)
 {
     long long base = be64(h);
-    Py_ssize_t lo = m->bodies_first, hi = m->nbodies;
+    Py_ssize_t lo = m->sums_first, hi = m->nsums;
     while (lo < hi) {
         Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (m->bodies[mid].base < base)
+        if (m->sums[mid].base < base)
             lo = mid + 1;
         else
             hi = mid;
     }
-    /* the copy goes in offset order too: what lies before this batch is no longer wanted */
-    for (Py_ssize_t i = m->bodies_first; i < lo; i++) {
-        if (m->bodies[i].body != NULL) {
-            m->body_bytes -= PyBytes_GET_SIZE(m->bodies[i].body) + BODY_OVERHEAD;
-            Py_CLEAR(m->bodies[i].body);
-        }
-    }
-    m->bodies_first = lo;
-    if (lo == m->nbodies)
+    m->sums_first = lo;
+    if (lo == m->nsums)
         return NULL;
-    BodyEntry *e = &m->bodies[lo];
-    if (e->base != base || e->size != size || e->crc != (uint32_t)be32(h + 17) || e->body == NULL)
+    const SumEntry *e = &m->sums[lo];
+    if (e->base != base || e->size != size || e->crc != (uint32_t)be32(h + 17))
         return NULL;
-    PyObject *body = e->body;
-    e->body = NULL;
-    m->body_bytes -= PyBytes_GET_SIZE(body) + BODY_OVERHEAD;
-    m->bodies_first = lo + 1;
-    m->body_hits++;
-    return body;
+    m->sums_first = lo + 1;
+    m->cache_hits++;
+    return e;
 }
 
 static inline Py_ssize_t slot_of(const OffsetMapObject *m, uint64_t h1)
@@ -294,7 +321,7 @@ static int map_alloc(OffsetMapObject *m, Py_ssize_t cap)
     }
     if ((long long)cap * (long long)sizeof(Slot) > m->peak_bytes)
         m->peak_bytes = (long long)cap * (long long)sizeof(Slot);
-    bodies_fit(m);
+    sums_fit(m);
     note_total(m);
     return 0;
 }
@@ -386,7 +413,7 @@ static void OffsetMap_dealloc(OffsetMapObject *self)
     Py_CLEAR(self->compress);
     Py_CLEAR(self->zstd_decompress);
     Py_CLEAR(self->zstd_compress);
-    bodies_clear(self);
+    sums_clear(self);
     free(self->table);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -545,7 +572,7 @@ static PyObject *compress_body(OffsetMapObject *m, int codec, const uint8_t *dat
 
 static PyObject *OffsetMap_clear(OffsetMapObject *self, PyObject *unused)
 {
-    bodies_clear(self);
+    sums_clear(self);
     if (map_reset(self) < 0)
         return PyErr_NoMemory();
     Py_RETURN_NONE;
@@ -579,7 +606,7 @@ static PyObject *OffsetMap_get(OffsetMapObject *self, PyObject *args)
 /* Puts the keyed records at or after `start` of an uncompressed records section; stops at the first one
  * that finds the map full. 1 done, 0 full, -1 a body the Python walk rejects, -2 a Python error. */
 static int map_records(OffsetMapObject *m, const uint8_t *body, Py_ssize_t n, long long count, long long base,
-                       long long start, long long *records)
+                       long long start, long long *records, RecSum *sums, int *sums_ok)
 {
     Py_ssize_t pos = 0;
     if (count < 0 || count > n)
@@ -589,6 +616,16 @@ static int map_records(OffsetMapObject *m, const uint8_t *body, Py_ssize_t n, lo
         if (!record_head(body, n, pos, &r) || r.ts_status != 1)
             return -1;
         long long offset = base + r.offset_delta;
+        if (sums != NULL) { /* what filter_chunk needs of the record to judge it (`sums_keep`) */
+            RecSum *rs = &sums[i];
+            if (r.offset_delta < 0 || r.offset_delta > 0xFFFFFFFFLL)
+                *sums_ok = 0;
+            rs->meta = (uint64_t)(r.offset_delta & 0xFFFFFFFFLL) | (r.key_len < 0 ? REC_NULL_KEY : 0) |
+                       (r.value_len < 0 ? REC_NULL_VALUE : 0);
+            rs->h1 = rs->h2 = 0;
+            if (r.key_len >= 0)
+                hash128(body + r.key_start, (size_t)r.key_len, m->seed, &rs->h1, &rs->h2);
+        }
         if (r.key_len >= 0 && offset >= start) {
             if (m->count >= m->max_entries) {
                 /* full: the rest of the body must still be one the Python walk accepts */
@@ -600,7 +637,12 @@ static int map_records(OffsetMapObject *m, const uint8_t *body, Py_ssize_t n, lo
                 return pos == n ? 0 : -1;
             }
             uint64_t h1, h2;
-            hash128(body + r.key_start, (size_t)r.key_len, m->seed, &h1, &h2);
+            if (sums != NULL) {
+                h1 = sums[i].h1;
+                h2 = sums[i].h2;
+            } else {
+                hash128(body + r.key_start, (size_t)r.key_len, m->seed, &h1, &h2);
+            }
             if (map_put(m, h1, h2, offset) < 0)
                 return -2;
         }
@@ -618,7 +660,7 @@ static PyObject *OffsetMap_map_body(OffsetMapObject *self, PyObject *args)
     long long count, base, start, records = 0;
     if (!PyArg_ParseTuple(args, "y*LLL", &view, &count, &base, &start))
         return NULL;
-    int got = map_records(self, (const uint8_t *)view.buf, view.len, count, base, start, &records);
+    int got = map_records(self, (const uint8_t *)view.buf, view.len, count, base, start, &records, NULL, NULL);
     PyBuffer_Release(&view);
     if (got == -2)
         return NULL;
@@ -706,12 +748,13 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
             body = (const uint8_t *)PyBytes_AS_STRING(plain);
             blen = PyBytes_GET_SIZE(plain);
         }
-        long long mapped = 0;
-        int got = map_records(self, body, blen, be32(h + 57), base, start, &mapped);
-        if (plain != NULL && got >= 0)
-            bodies_keep(self, h, size, plain); /* for filter_chunk, if it fits: the reference goes there */
-        else
-            Py_XDECREF(plain);
+        long long mapped = 0, count = be32(h + 57);
+        int sums_ok = plain != NULL && count >= 0 && count <= blen && scratch_room(self, count) == 0;
+        int got = map_records(self, body, blen, count, base, start, &mapped, sums_ok ? self->scratch : NULL,
+                              &sums_ok);
+        Py_XDECREF(plain);
+        if (got == 1 && sums_ok)
+            sums_keep(self, h, size, (Py_ssize_t)count); /* for filter_chunk, if it fits */
         if (got == -2) {
             PyBuffer_Release(&view);
             return NULL;
@@ -842,10 +885,45 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
         const uint8_t *body = h + HEADER_SIZE;
         Py_ssize_t blen = size - HEADER_SIZE, pos = 0;
         int codec = attrs & ATTR_CODEC;
+        int horizon = (attrs & ATTR_DELETE_HORIZON) != 0;
+        int retain_deletes = !horizon || now < base_ts;
+        long long nkept = 0, batch_max_ts = -1;
+        Py_ssize_t written = 0;
+        const SumEntry *cached = codec ? sums_find(self, h, size) : NULL;
+        if (cached != NULL && cached->count == count) {
+            /* the records the map pass read of this batch: the same judgement as below, without the body;
+             * a batch that keeps all of its records or none is decided here, any other is decompressed */
+            const RecSum *rs = self->recs + cached->first;
+            long long latest = self->latest_offset;
+            int tombstones = 0;
+            for (long long i = 0; i < count; i++) {
+                long long offset = base + (long long)(rs[i].meta & 0xFFFFFFFFULL);
+                int keep;
+                if (offset > latest)
+                    keep = 1;
+                else if (rs[i].meta & REC_NULL_KEY)
+                    keep = 0;
+                else
+                    keep = offset >= map_get(self, rs[i].h1, rs[i].h2) &&
+                           (!(rs[i].meta & REC_NULL_VALUE) || retain_deletes);
+                if (keep) {
+                    nkept++;
+                    tombstones |= (rs[i].meta & REC_NULL_VALUE) != 0;
+                }
+            }
+            if (!(tombstones && !horizon) && (nkept == 0 ? !retain_empty : nkept == count)) {
+                self->cache_decided++;
+                if (nkept == count) {
+                    memcpy(out + out_len, h, (size_t)size);
+                    written = size;
+                    batch_max_ts = header_max_ts;
+                }
+                goto judged;
+            }
+            nkept = 0;
+        }
         if (codec) {
-            plain = bodies_take(self, h, size);
-            if (plain == NULL)
-                plain = decompress_body(self, codec, body, blen);
+            plain = decompress_body(self, codec, body, blen);
             if (plain == NULL) {
                 if (PyErr_Occurred())
                     goto error;
@@ -868,9 +946,7 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
             kept = grown;
             kept_cap = count;
         }
-        int horizon = (attrs & ATTR_DELETE_HORIZON) != 0;
-        int retain_deletes = !horizon || now < base_ts;
-        long long latest = self->latest_offset, nkept = 0;
+        long long latest = self->latest_offset;
         int64_t kept_max_delta = 0;
         int tombstones = 0, bad = 0;
         for (long long i = 0; i < count; i++) {
@@ -904,8 +980,6 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
             status = ST_PYTHON; /* a malformed body, a delete horizon to set, an empty batch to keep */
             break;
         }
-        long long batch_max_ts = -1;
-        Py_ssize_t written = 0;
         if (nkept == 0) {
             /* dropped: an empty batch goes too (a cleaned one's last batch, kept empty, that is no longer) */
         } else if (nkept == count) {
@@ -973,6 +1047,7 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
             put_be32(o + 17, crc32c(o + 21, (size_t)(p - 21)));
             written = p;
         }
+    judged:
         rec_read += count;
         rec_kept += nkept;
         if (written) {
@@ -1127,9 +1202,9 @@ static PyObject *get_utilization(OffsetMapObject *self, void *c)
     return PyFloat_FromDouble(self->slots ? (double)self->count / (double)self->slots : 0.0);
 }
 
-static PyObject *get_body_peak(OffsetMapObject *self, void *c)
+static PyObject *get_cache_peak(OffsetMapObject *self, void *c)
 {
-    return PyLong_FromLongLong(self->body_peak);
+    return PyLong_FromLongLong(self->cache_peak);
 }
 
 static PyObject *get_total_peak(OffsetMapObject *self, void *c)
@@ -1137,22 +1212,29 @@ static PyObject *get_total_peak(OffsetMapObject *self, void *c)
     return PyLong_FromLongLong(self->total_peak);
 }
 
-static PyObject *get_body_hits(OffsetMapObject *self, void *c)
+static PyObject *get_cache_hits(OffsetMapObject *self, void *c)
 {
-    return PyLong_FromLongLong(self->body_hits);
+    return PyLong_FromLongLong(self->cache_hits);
 }
 
-static PyObject *get_body_bytes(OffsetMapObject *self, void *c)
+static PyObject *get_cache_decided(OffsetMapObject *self, void *c)
 {
-    return PyLong_FromLongLong(self->body_bytes);
+    return PyLong_FromLongLong(self->cache_decided);
+}
+
+static PyObject *get_cache_bytes(OffsetMapObject *self, void *c)
+{
+    return PyLong_FromLongLong(self->cache_bytes);
 }
 
 static PyGetSetDef getset[] = {
-    {"body_peak_bytes", (getter)get_body_peak, NULL, "the most memory the body cache has held", NULL},
-    {"body_bytes", (getter)get_body_bytes, NULL, "the memory the body cache holds", NULL},
-    {"total_peak_bytes", (getter)get_total_peak, NULL, "the most the table and the body cache held together",
+    {"cache_peak_bytes", (getter)get_cache_peak, NULL, "the most memory the record cache has held", NULL},
+    {"cache_bytes", (getter)get_cache_bytes, NULL, "the memory the record cache holds", NULL},
+    {"total_peak_bytes", (getter)get_total_peak, NULL, "the most the table and the record cache held together",
      NULL},
-    {"body_hits", (getter)get_body_hits, NULL, "bodies filter_chunk took from the cache", NULL},
+    {"cache_hits", (getter)get_cache_hits, NULL, "compressed batches filter_chunk found in the record cache", NULL},
+    {"cache_decided", (getter)get_cache_decided, NULL,
+     "of those, the batches it judged from the cache alone (all records kept, or none)", NULL},
     {"latest_offset", (getter)get_latest, (setter)set_latest, "the last offset put, or advanced past", NULL},
     {"full", (getter)get_full, NULL, "whether the map holds its maximum of entries", NULL},
     {"peak_bytes", (getter)get_peak, NULL, "the most memory the table has held", NULL},
