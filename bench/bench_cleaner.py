@@ -24,8 +24,8 @@ log's and whose cleaning pays the per-group costs (syncs, swaps) over as many by
 
 "cold: map / rest ms" splits the best cold cleaning: the offset-map pass (which reads the segments from
 the disk, and decompresses every compressed batch) and the rest (the copy, the syncs and swaps it waits
-for). "body cache" is the most memory the decompressed records kept from the map pass for the copy held
-(within `log.cleaner.dedupe.buffer.size`, beside the map's table).
+for). "record cache" is the most memory the records of compressed batches the map pass kept for the copy
+held (24 bytes a record, within `log.cleaner.dedupe.buffer.size` beside the map's table).
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def run_cold(source: Path, work: Path, native: bool) -> tuple[float, float, floa
 def main() -> None:
     rows = [("log", "path", "dirty MB", "warm: cleaner MB/s", "seq. read MB/s", "ratio", "ratio without syncs",
              "cold: cleaner MB/s", "seq. read MB/s", "ratio (target >= 0.25)", "cold: map / rest ms",
-             "Kafka's MB/sec", "map peak", "Kafka's count", "body cache")]
+             "Kafka's MB/sec", "map peak", "Kafka's count", "record cache")]
     native_built = Cleaner().native
     paths = [("C", True), ("Python", False)] if native_built else [("Python", False)]
     logs = [("100 B x 10/batch", CompressionType.NONE, RECORDS, paths),
@@ -126,14 +126,14 @@ def main() -> None:
                 cold_clean_s = min(r[0] for r in cold)
                 cold_read_s = min(r[1] for r in cold)
                 best_cold = min(cold, key=lambda r: r[0])
-                _c, _s, _r, size, peak, body_peak = warm[0]
+                _c, _s, _r, size, peak, cache_peak = warm[0]
                 mb = size / 1e6
                 rows.append((label, path, f"{mb:.1f}", f"{mb / clean_s:.1f}", f"{mb / read_s:.0f}",
                              f"{read_s / clean_s:.4f}", f"{read_s / work_s:.4f}", f"{mb / cold_clean_s:.1f}",
                              f"{mb / cold_read_s:.0f}", f"{cold_read_s / cold_clean_s:.3f}",
                              f"{best_cold[3] * 1e3:.0f} / {(best_cold[0] - best_cold[3]) * 1e3:.0f}",
                              f"{max(r[2] for r in cold):.1f}", f"{peak / 1e6:.2f} MB", f"{KEYS * 24 / 1e6:.2f} MB",
-                             f"{body_peak / 1e6:.1f} MB"))
+                             f"{cache_peak / 1e6:.1f} MB"))
             shutil.rmtree(Path(tmp) / "src")
     print_table(rows)
 

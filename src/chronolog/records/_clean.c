@@ -20,9 +20,10 @@
  * handles it and calls again after it. What they return is exactly what the Python loop would have
  * computed up to there.
  *
- * A compressed batch is decompressed once: map_chunk keeps the records section for filter_chunk (the body
- * cache, bounded with the table by `log.cleaner.dedupe.buffer.size`), and zstd frames go to contexts of
- * the map's own (set_codecs' last arguments) rather than through the records layer's Python functions.
+ * map_chunk keeps, for each compressed batch it maps whole, what filter_chunk needs to judge its records
+ * (the record cache, bounded with the table by `log.cleaner.dedupe.buffer.size`), so that only a batch that
+ * keeps some of its records but not all is decompressed twice; zstd frames go to contexts of the map's own
+ * (set_codecs' last arguments) rather than through the records layer's Python functions.
  */
 #include "_recordwalk.h"
 #include <stdlib.h>
@@ -155,7 +156,8 @@ typedef struct {
     /* The record cache: for each compressed batch map_chunk decompressed and mapped whole, in offset order,
      * its records' key hashes, offset deltas and null key / null value flags (RecSum, 24 bytes a record),
      * so that filter_chunk judges its records without decompressing it again and decompresses only a batch
-     * that keeps some of its records but not all; within what the table leaves of `memory`. */
+     * that keeps some of its records but not all; within what the table leaves of `memory` (its arrays
+     * counted as allocated: cache_bytes). */
     struct SumEntry *sums;
     Py_ssize_t nsums, sums_cap, sums_first; /* entries before sums_first were passed by the copy */
     struct RecSum *recs, *scratch;          /* the entries' records, one after the other; one batch's */
@@ -178,8 +180,6 @@ typedef struct SumEntry {
     Py_ssize_t first, count; /* its records in `recs` */
 } SumEntry;
 
-#define SUM_OVERHEAD ((long long)sizeof(SumEntry))
-
 static inline long long table_bytes(const OffsetMapObject *m)
 {
     return (long long)m->cap * (long long)sizeof(Slot);
@@ -193,18 +193,55 @@ static void note_total(OffsetMapObject *m)
         m->total_peak = table_bytes(m) + m->cache_bytes;
 }
 
-static inline long long sum_bytes(Py_ssize_t count)
+/* The cache's memory: what its two arrays hold allocated (their unused tails too). */
+static inline long long cache_alloc(const OffsetMapObject *m)
 {
-    return (long long)count * (long long)sizeof(RecSum) + SUM_OVERHEAD;
+    return (long long)m->recs_cap * (long long)sizeof(RecSum) + (long long)m->sums_cap * (long long)sizeof(SumEntry);
 }
 
-/* Drops the cache's last entries until the table and the cache fit in `memory` (the table grew). */
+/* Both arrays resized to `recs_cap` and `sums_cap` (at least what they hold): 0, or -1 (no memory). */
+static int sums_resize(OffsetMapObject *m, Py_ssize_t recs_cap, Py_ssize_t sums_cap)
+{
+    if (recs_cap != m->recs_cap) {
+        RecSum *r = recs_cap ? (RecSum *)realloc(m->recs, sizeof(RecSum) * (size_t)recs_cap) : NULL;
+        if (recs_cap && r == NULL)
+            goto failed;
+        if (!recs_cap)
+            free(m->recs);
+        m->recs = r;
+        m->recs_cap = recs_cap;
+    }
+    if (sums_cap != m->sums_cap) {
+        SumEntry *e = sums_cap ? (SumEntry *)realloc(m->sums, sizeof(SumEntry) * (size_t)sums_cap) : NULL;
+        if (sums_cap && e == NULL)
+            goto failed;
+        if (!sums_cap)
+            free(m->sums);
+        m->sums = e;
+        m->sums_cap = sums_cap;
+    }
+    m->cache_bytes = cache_alloc(m);
+    return 0;
+failed:
+    m->cache_bytes = cache_alloc(m);
+    return -1;
+}
+
+/* Drops the cache's last entries until the table and the cache fit in `memory` (the table grew), and gives
+ * back the arrays' unused tails. */
 static void sums_fit(OffsetMapObject *m)
 {
-    while (m->nsums > m->sums_first && table_bytes(m) + m->cache_bytes > m->memory) {
-        SumEntry *e = &m->sums[--m->nsums];
-        m->cache_bytes -= sum_bytes(e->count);
-        m->nrecs = e->first;
+    if (table_bytes(m) + m->cache_bytes <= m->memory)
+        return;
+    while (m->nsums > m->sums_first &&
+           table_bytes(m) + (long long)m->nrecs * (long long)sizeof(RecSum) +
+                   (long long)m->nsums * (long long)sizeof(SumEntry) > m->memory) {
+        m->nrecs = m->sums[--m->nsums].first;
+    }
+    if (sums_resize(m, m->nrecs, m->nsums) < 0 || table_bytes(m) + m->cache_bytes > m->memory) {
+        /* the allocator refused to shrink: drop the whole cache */
+        m->nsums = m->sums_first = m->nrecs = 0;
+        sums_resize(m, 0, 0);
     }
 }
 
@@ -233,31 +270,27 @@ static int scratch_room(OffsetMapObject *m, long long count)
 }
 
 /* Keeps the `count` records of the scratch buffer as those of the batch at `h`, when they fit beside the
- * table; map_chunk's batches come in offset order. */
+ * table (the arrays counted as allocated); map_chunk's batches come in offset order. */
 static void sums_keep(OffsetMapObject *m, const uint8_t *h, Py_ssize_t size, Py_ssize_t count)
 {
     long long base = be64(h);
-    if (table_bytes(m) + m->cache_bytes + sum_bytes(count) > m->memory ||
-        (m->nsums > 0 && m->sums[m->nsums - 1].base >= base))
+    if (m->nsums > 0 && m->sums[m->nsums - 1].base >= base)
         return;
-    if (m->nsums == m->sums_cap) {
-        Py_ssize_t cap = m->sums_cap ? 2 * m->sums_cap : 1024;
-        SumEntry *grown = (SumEntry *)realloc(m->sums, sizeof(SumEntry) * (size_t)cap);
-        if (grown == NULL)
+    long long room = m->memory - table_bytes(m);
+    Py_ssize_t recs_need = m->nrecs + count, sums_need = m->nsums + 1;
+    Py_ssize_t recs_cap = m->recs_cap, sums_cap = m->sums_cap;
+    if (recs_need > recs_cap) /* doubling, or as much as is needed where doubling does not fit */
+        recs_cap = recs_cap * 2 > recs_need ? recs_cap * 2 : recs_need < 16384 ? 16384 : recs_need;
+    if (sums_need > sums_cap)
+        sums_cap = sums_cap * 2 > sums_need ? sums_cap * 2 : sums_need < 1024 ? 1024 : sums_need;
+    if ((long long)recs_cap * (long long)sizeof(RecSum) + (long long)sums_cap * (long long)sizeof(SumEntry) > room) {
+        recs_cap = recs_need > m->recs_cap ? recs_need : m->recs_cap;
+        sums_cap = sums_need > m->sums_cap ? sums_need : m->sums_cap;
+        if ((long long)recs_cap * (long long)sizeof(RecSum) + (long long)sums_cap * (long long)sizeof(SumEntry) > room)
             return; /* no room: the copy decompresses it again */
-        m->sums = grown;
-        m->sums_cap = cap;
     }
-    if (m->nrecs + count > m->recs_cap) {
-        Py_ssize_t cap = m->recs_cap ? 2 * m->recs_cap : 16384;
-        while (cap < m->nrecs + count)
-            cap *= 2;
-        RecSum *grown = (RecSum *)realloc(m->recs, sizeof(RecSum) * (size_t)cap);
-        if (grown == NULL)
-            return;
-        m->recs = grown;
-        m->recs_cap = cap;
-    }
+    if ((recs_cap != m->recs_cap || sums_cap != m->sums_cap) && sums_resize(m, recs_cap, sums_cap) < 0)
+        return;
     memcpy(m->recs + m->nrecs, m->scratch, sizeof(RecSum) * (size_t)count);
     SumEntry *e = &m->sums[m->nsums++];
     e->base = base;
@@ -266,7 +299,6 @@ static void sums_keep(OffsetMapObject *m, const uint8_t *h, Py_ssize_t size, Py_
     e->first = m->nrecs;
     e->count = count;
     m->nrecs += count;
-    m->cache_bytes += sum_bytes(count);
     note_total(m);
 }
 
