@@ -233,3 +233,36 @@ def test_a_tombstone_past_its_delete_horizon_goes_when_its_batch_is_judged_from_
                                                                    (b"e", b"5")]
     for plog in logs:
         plog.close()
+
+
+def test_a_map_that_fills_takes_several_cleanings_with_the_cache(tmp_path):
+    """A map that holds 15 of the 40 keys: each cleaning maps part of the dirty log (the batch in which the
+    map fills is not in the cache), the next starts at its checkpoint; the two paths stay byte-equal."""
+    memory = 24 * 4096 + (1 << 20)
+    load = 15 / (memory // 24)
+    logs = []
+    for name in ("c", "py"):
+        write_log(tmp_path / name / "t-0", 5, batches=60)
+        logs.append(PartitionLog.open(tmp_path / name / "t-0", TopicConfig.from_kafka(CONFIG)))
+    cleaners = [Cleaner(memory, load, native=True), Cleaner(memory, load, native=False)]
+    checkpoints = [None, None]
+    passes = 0
+    while True:
+        ends = []
+        for i, (plog, cleaner) in enumerate(zip(logs, cleaners, strict=True)):
+            ltc, _ = log_to_clean(("t", 0), plog, checkpoints[i], NOW + 10**9)
+            if ltc.cleanable_bytes == 0 or (checkpoints[i] is not None and checkpoints[i] >= ltc.first_uncleanable):
+                ends.append(None)
+                continue
+            end, _stats = cleaner.clean(ltc, NOW + 10**9)
+            checkpoints[i] = end
+            ends.append(end)
+        assert ends[0] == ends[1]
+        assert files(tmp_path / "c" / "t-0") == files(tmp_path / "py" / "t-0")
+        if ends[0] is None:
+            break
+        passes += 1
+        assert passes < 200
+    assert passes > 2 and cleaners[0].offset_map.cache_decided > 0
+    for plog in logs:
+        plog.close()
