@@ -19,6 +19,11 @@
  * batch that must stay as an empty batch, anything malformed) and return its position: the Python code
  * handles it and calls again after it. What they return is exactly what the Python loop would have
  * computed up to there.
+ *
+ * map_chunk keeps, for each compressed batch it maps whole, what filter_chunk needs to judge its records
+ * (the record cache, bounded with the table by `log.cleaner.dedupe.buffer.size`), so that only a batch that
+ * keeps some of its records but not all is decompressed twice; zstd frames go to contexts of the map's own
+ * (set_codecs' last arguments) rather than through the records layer's Python functions.
  */
 #include "_recordwalk.h"
 #include <stdlib.h>
@@ -144,7 +149,182 @@ typedef struct {
     long long latest_offset, peak_bytes;
     uint64_t seed;
     PyObject *decompress, *compress; /* records.compression's, or NULL: compressed batches are Python's */
+    PyObject *zstd_decompress;        /* a ZstdDecompressor's bound `decompress` of this map's own, or NULL */
+    PyObject *zstd_compress;          /* a ZstdCompressor's bound `compress` of this map's own, or NULL */
+    long long max_size;               /* decompress's limit (records.compression.DEFAULT_MAX_DECOMPRESSED) */
+    long long memory;                 /* log.cleaner.dedupe.buffer.size: the table and the cache together */
+    /* The record cache: for each compressed batch map_chunk decompressed and mapped whole, in offset order,
+     * its records' key hashes, offset deltas and null key / null value flags (RecSum, 24 bytes a record),
+     * so that filter_chunk judges its records without decompressing it again and decompresses only a batch
+     * that keeps some of its records but not all; within what the table leaves of `memory` (its arrays
+     * counted as allocated: cache_bytes). */
+    struct SumEntry *sums;
+    Py_ssize_t nsums, sums_cap, sums_first; /* entries before sums_first were passed by the copy */
+    struct RecSum *recs, *scratch;          /* the entries' records, one after the other; one batch's */
+    Py_ssize_t nrecs, recs_cap, scratch_cap;
+    long long cache_bytes, cache_peak, total_peak, cache_hits, cache_decided;
 } OffsetMapObject;
+
+typedef struct RecSum {
+    uint64_t h1, h2; /* the key's hash (0, 0 for a record without a key) */
+    uint64_t meta;   /* the offset delta (32 bits), then REC_NULL_KEY and REC_NULL_VALUE */
+} RecSum;
+
+#define REC_NULL_KEY (1ULL << 32)
+#define REC_NULL_VALUE (1ULL << 33)
+
+typedef struct SumEntry {
+    long long base;  /* the batch's base offset */
+    Py_ssize_t size; /* its size in the log */
+    uint32_t crc;    /* its CRC-32C field: with the two above, the batch the records were read from */
+    Py_ssize_t first, count; /* its records in `recs` */
+} SumEntry;
+
+static inline long long table_bytes(const OffsetMapObject *m)
+{
+    return (long long)m->cap * (long long)sizeof(Slot);
+}
+
+static void note_total(OffsetMapObject *m)
+{
+    if (m->cache_bytes > m->cache_peak)
+        m->cache_peak = m->cache_bytes;
+    if (table_bytes(m) + m->cache_bytes > m->total_peak)
+        m->total_peak = table_bytes(m) + m->cache_bytes;
+}
+
+/* The cache's memory: what its two arrays hold allocated (their unused tails too). */
+static inline long long cache_alloc(const OffsetMapObject *m)
+{
+    return (long long)m->recs_cap * (long long)sizeof(RecSum) + (long long)m->sums_cap * (long long)sizeof(SumEntry);
+}
+
+/* Both arrays resized to `recs_cap` and `sums_cap` (at least what they hold): 0, or -1 (no memory). */
+static int sums_resize(OffsetMapObject *m, Py_ssize_t recs_cap, Py_ssize_t sums_cap)
+{
+    if (recs_cap != m->recs_cap) {
+        RecSum *r = recs_cap ? (RecSum *)realloc(m->recs, sizeof(RecSum) * (size_t)recs_cap) : NULL;
+        if (recs_cap && r == NULL)
+            goto failed;
+        if (!recs_cap)
+            free(m->recs);
+        m->recs = r;
+        m->recs_cap = recs_cap;
+    }
+    if (sums_cap != m->sums_cap) {
+        SumEntry *e = sums_cap ? (SumEntry *)realloc(m->sums, sizeof(SumEntry) * (size_t)sums_cap) : NULL;
+        if (sums_cap && e == NULL)
+            goto failed;
+        if (!sums_cap)
+            free(m->sums);
+        m->sums = e;
+        m->sums_cap = sums_cap;
+    }
+    m->cache_bytes = cache_alloc(m);
+    return 0;
+failed:
+    m->cache_bytes = cache_alloc(m);
+    return -1;
+}
+
+/* Drops the cache's last entries until the table and the cache fit in `memory` (the table grew), and gives
+ * back the arrays' unused tails. */
+static void sums_fit(OffsetMapObject *m)
+{
+    if (table_bytes(m) + m->cache_bytes <= m->memory)
+        return;
+    while (m->nsums > m->sums_first &&
+           table_bytes(m) + (long long)m->nrecs * (long long)sizeof(RecSum) +
+                   (long long)m->nsums * (long long)sizeof(SumEntry) > m->memory) {
+        m->nrecs = m->sums[--m->nsums].first;
+    }
+    if (sums_resize(m, m->nrecs, m->nsums) < 0 || table_bytes(m) + m->cache_bytes > m->memory) {
+        /* the allocator refused to shrink: drop the whole cache */
+        m->nsums = m->sums_first = m->nrecs = 0;
+        sums_resize(m, 0, 0);
+    }
+}
+
+static void sums_clear(OffsetMapObject *m)
+{
+    free(m->sums);
+    free(m->recs);
+    free(m->scratch);
+    m->sums = NULL;
+    m->recs = m->scratch = NULL;
+    m->nsums = m->sums_cap = m->sums_first = m->nrecs = m->recs_cap = m->scratch_cap = 0;
+    m->cache_bytes = 0;
+}
+
+/* Room for `count` records in the scratch buffer: 0, or -1 (no memory: the batch goes uncached). */
+static int scratch_room(OffsetMapObject *m, long long count)
+{
+    if (count <= m->scratch_cap)
+        return 0;
+    RecSum *grown = (RecSum *)realloc(m->scratch, sizeof(RecSum) * (size_t)count);
+    if (grown == NULL)
+        return -1;
+    m->scratch = grown;
+    m->scratch_cap = (Py_ssize_t)count;
+    return 0;
+}
+
+/* Keeps the `count` records of the scratch buffer as those of the batch at `h`, when they fit beside the
+ * table (the arrays counted as allocated); map_chunk's batches come in offset order. */
+static void sums_keep(OffsetMapObject *m, const uint8_t *h, Py_ssize_t size, Py_ssize_t count)
+{
+    long long base = be64(h);
+    if (m->nsums > 0 && m->sums[m->nsums - 1].base >= base)
+        return;
+    long long room = m->memory - table_bytes(m);
+    Py_ssize_t recs_need = m->nrecs + count, sums_need = m->nsums + 1;
+    Py_ssize_t recs_cap = m->recs_cap, sums_cap = m->sums_cap;
+    if (recs_need > recs_cap) /* doubling, or as much as is needed where doubling does not fit */
+        recs_cap = recs_cap * 2 > recs_need ? recs_cap * 2 : recs_need < 16384 ? 16384 : recs_need;
+    if (sums_need > sums_cap)
+        sums_cap = sums_cap * 2 > sums_need ? sums_cap * 2 : sums_need < 1024 ? 1024 : sums_need;
+    if ((long long)recs_cap * (long long)sizeof(RecSum) + (long long)sums_cap * (long long)sizeof(SumEntry) > room) {
+        recs_cap = recs_need > m->recs_cap ? recs_need : m->recs_cap;
+        sums_cap = sums_need > m->sums_cap ? sums_need : m->sums_cap;
+        if ((long long)recs_cap * (long long)sizeof(RecSum) + (long long)sums_cap * (long long)sizeof(SumEntry) > room)
+            return; /* no room: the copy decompresses it again */
+    }
+    if ((recs_cap != m->recs_cap || sums_cap != m->sums_cap) && sums_resize(m, recs_cap, sums_cap) < 0)
+        return;
+    memcpy(m->recs + m->nrecs, m->scratch, sizeof(RecSum) * (size_t)count);
+    SumEntry *e = &m->sums[m->nsums++];
+    e->base = base;
+    e->size = size;
+    e->crc = (uint32_t)be32(h + 17);
+    e->first = m->nrecs;
+    e->count = count;
+    m->nrecs += count;
+    note_total(m);
+}
+
+/* The cached records of the batch at `h`, or NULL. The copy goes in offset order: what lies before this
+ * batch is passed (its memory stays until the cache is cleared). */
+static const SumEntry *sums_find(OffsetMapObject *m, const uint8_t *h, Py_ssize_t size)
+{
+    long long base = be64(h);
+    Py_ssize_t lo = m->sums_first, hi = m->nsums;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (m->sums[mid].base < base)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    m->sums_first = lo;
+    if (lo == m->nsums)
+        return NULL;
+    const SumEntry *e = &m->sums[lo];
+    if (e->base != base || e->size != size || e->crc != (uint32_t)be32(h + 17))
+        return NULL;
+    m->sums_first = lo + 1;
+    m->cache_hits++;
+    return e;
+}
 
 static inline Py_ssize_t slot_of(const OffsetMapObject *m, uint64_t h1)
 {
@@ -173,6 +353,8 @@ static int map_alloc(OffsetMapObject *m, Py_ssize_t cap)
     }
     if ((long long)cap * (long long)sizeof(Slot) > m->peak_bytes)
         m->peak_bytes = (long long)cap * (long long)sizeof(Slot);
+    sums_fit(m);
+    note_total(m);
     return 0;
 }
 
@@ -238,6 +420,7 @@ static int OffsetMap_init(OffsetMapObject *self, PyObject *args, PyObject *kwds)
     unsigned long long seed = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "L|dK", kwlist, &memory, &load_factor, &seed))
         return -1;
+    self->memory = memory;
     self->slots = (Py_ssize_t)(memory / (long long)sizeof(Slot));
     self->max_entries = (Py_ssize_t)((double)self->slots * load_factor);
     if (self->max_entries > self->slots)
@@ -260,27 +443,46 @@ static void OffsetMap_dealloc(OffsetMapObject *self)
 {
     Py_CLEAR(self->decompress);
     Py_CLEAR(self->compress);
+    Py_CLEAR(self->zstd_decompress);
+    Py_CLEAR(self->zstd_compress);
+    sums_clear(self);
     free(self->table);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyObject *OffsetMap_set_codecs(OffsetMapObject *self, PyObject *args)
 {
-    PyObject *decompress, *compress;
-    if (!PyArg_ParseTuple(args, "OO", &decompress, &compress))
+    PyObject *decompress, *compress, *zstd_decompress = Py_None, *zstd_compress = Py_None;
+    long long max_size = 256LL << 20;
+    if (!PyArg_ParseTuple(args, "OO|OOL", &decompress, &compress, &zstd_decompress, &zstd_compress, &max_size))
         return NULL;
     if (decompress != Py_None && (!PyCallable_Check(decompress) || !PyCallable_Check(compress))) {
         PyErr_SetString(PyExc_TypeError, "set_codecs(decompress, compress) takes two callables or None, None");
         return NULL;
     }
+    if ((zstd_decompress != Py_None || zstd_compress != Py_None) &&
+        (decompress == Py_None || !PyCallable_Check(zstd_decompress) || !PyCallable_Check(zstd_compress))) {
+        PyErr_SetString(PyExc_TypeError, "set_codecs: zstd_decompress and zstd_compress are two callables beside "
+                                         "the two codecs, or None, None");
+        return NULL;
+    }
     Py_CLEAR(self->decompress);
     Py_CLEAR(self->compress);
+    Py_CLEAR(self->zstd_decompress);
+    Py_CLEAR(self->zstd_compress);
     if (decompress != Py_None) {
         Py_INCREF(decompress);
         Py_INCREF(compress);
         self->decompress = decompress;
         self->compress = compress;
     }
+    if (zstd_decompress != Py_None) {
+        Py_INCREF(zstd_decompress);
+        Py_INCREF(zstd_compress);
+        self->zstd_decompress = zstd_decompress;
+        self->zstd_compress = zstd_compress;
+    }
+    self->max_size = max_size;
     Py_RETURN_NONE;
 }
 
@@ -308,8 +510,101 @@ static PyObject *call_codec(PyObject *fn, int codec, const uint8_t *data, Py_ssi
     return res;
 }
 
+/* The content size a zstd frame states, when `p` holds exactly one frame that states it; -1 otherwise
+ * (RFC 8878 3.1.1: magic, frame header descriptor, window descriptor, dictionary id, content size, then
+ * the blocks' 3-byte headers up to the last block, and the checksum when the descriptor says so). */
+static long long zstd_single_frame_size(const uint8_t *p, Py_ssize_t n)
+{
+    if (n < 6 || p[0] != 0x28 || p[1] != 0xB5 || p[2] != 0x2F || p[3] != 0xFD)
+        return -1;
+    int fhd = p[4], fcs_flag = fhd >> 6, single = (fhd >> 5) & 1;
+    if (fhd & 0x08)
+        return -1; /* the reserved bit */
+    static const int did_sizes[4] = {0, 1, 2, 4};
+    Py_ssize_t pos = 5 + (single ? 0 : 1) + did_sizes[fhd & 3];
+    int fcs = fcs_flag == 0 ? (single ? 1 : 0) : fcs_flag == 1 ? 2 : fcs_flag == 2 ? 4 : 8;
+    if (fcs == 0 || n < pos + fcs)
+        return -1;
+    unsigned long long v = 0;
+    for (int i = fcs - 1; i >= 0; i--)
+        v = (v << 8) | p[pos + i];
+    if (fcs == 2)
+        v += 256;
+    pos += fcs;
+    for (;;) {
+        if (n - pos < 3)
+            return -1;
+        uint32_t bh = (uint32_t)p[pos] | (uint32_t)p[pos + 1] << 8 | (uint32_t)p[pos + 2] << 16;
+        int type = (bh >> 1) & 3;
+        if (type == 3)
+            return -1;
+        pos += 3 + (type == 1 ? 1 : (Py_ssize_t)(bh >> 3));
+        if (pos > n)
+            return -1;
+        if (bh & 1)
+            break;
+    }
+    if (fhd & 0x04)
+        pos += 4;
+    if (pos != n || v > (unsigned long long)LLONG_MAX)
+        return -1;
+    return (long long)v;
+}
+
+/* The decompressed records section of a compressed batch's `data`, as call_codec(self->decompress, ...)
+ * returns it. One zstd frame that states its size within the limit goes straight to this map's own
+ * decompression context (what `records.compression.decompress` does for it, without the Python calls
+ * around it); anything else, or anything that fails there, goes to the records layer's decompress,
+ * which decides as the Python path does. */
+static PyObject *decompress_body(OffsetMapObject *m, int codec, const uint8_t *data, Py_ssize_t len)
+{
+    if (codec == 4 && m->zstd_decompress != NULL) {
+        long long size = zstd_single_frame_size(data, len);
+        if (size >= 0 && size <= m->max_size) {
+            PyObject *arg = PyBytes_FromStringAndSize((const char *)data, len);
+            if (arg == NULL)
+                return NULL;
+            PyObject *res = PyObject_CallOneArg(m->zstd_decompress, arg);
+            Py_DECREF(arg);
+            if (res != NULL && PyBytes_Check(res) && PyBytes_GET_SIZE(res) == size)
+                return res;
+            if (res == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_Exception))
+                    return NULL;
+                PyErr_Clear();
+            }
+            Py_XDECREF(res);
+        }
+    }
+    return call_codec(m->decompress, codec, data, len);
+}
+
+/* A compressed batch's kept records `data` recompressed with its codec, as call_codec(self->compress, ...)
+ * returns it: zstd through this map's own compression context, made as the records layer makes its own
+ * (the same parameters: the same bytes), the others through the records layer's compress. */
+static PyObject *compress_body(OffsetMapObject *m, int codec, const uint8_t *data, Py_ssize_t len)
+{
+    if (codec == 4 && m->zstd_compress != NULL) {
+        PyObject *arg = PyBytes_FromStringAndSize((const char *)data, len);
+        if (arg == NULL)
+            return NULL;
+        PyObject *res = PyObject_CallOneArg(m->zstd_compress, arg);
+        Py_DECREF(arg);
+        if (res != NULL && PyBytes_Check(res))
+            return res;
+        if (res == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception))
+                return NULL;
+            PyErr_Clear();
+        }
+        Py_XDECREF(res);
+    }
+    return call_codec(m->compress, codec, data, len);
+}
+
 static PyObject *OffsetMap_clear(OffsetMapObject *self, PyObject *unused)
 {
+    sums_clear(self);
     if (map_reset(self) < 0)
         return PyErr_NoMemory();
     Py_RETURN_NONE;
@@ -343,7 +638,7 @@ static PyObject *OffsetMap_get(OffsetMapObject *self, PyObject *args)
 /* Puts the keyed records at or after `start` of an uncompressed records section; stops at the first one
  * that finds the map full. 1 done, 0 full, -1 a body the Python walk rejects, -2 a Python error. */
 static int map_records(OffsetMapObject *m, const uint8_t *body, Py_ssize_t n, long long count, long long base,
-                       long long start, long long *records)
+                       long long start, long long *records, RecSum *sums, int *sums_ok)
 {
     Py_ssize_t pos = 0;
     if (count < 0 || count > n)
@@ -353,6 +648,16 @@ static int map_records(OffsetMapObject *m, const uint8_t *body, Py_ssize_t n, lo
         if (!record_head(body, n, pos, &r) || r.ts_status != 1)
             return -1;
         long long offset = base + r.offset_delta;
+        if (sums != NULL) { /* what filter_chunk needs of the record to judge it (`sums_keep`) */
+            RecSum *rs = &sums[i];
+            if (r.offset_delta < 0 || r.offset_delta > 0xFFFFFFFFLL)
+                *sums_ok = 0;
+            rs->meta = (uint64_t)(r.offset_delta & 0xFFFFFFFFLL) | (r.key_len < 0 ? REC_NULL_KEY : 0) |
+                       (r.value_len < 0 ? REC_NULL_VALUE : 0);
+            rs->h1 = rs->h2 = 0;
+            if (r.key_len >= 0)
+                hash128(body + r.key_start, (size_t)r.key_len, m->seed, &rs->h1, &rs->h2);
+        }
         if (r.key_len >= 0 && offset >= start) {
             if (m->count >= m->max_entries) {
                 /* full: the rest of the body must still be one the Python walk accepts */
@@ -364,7 +669,12 @@ static int map_records(OffsetMapObject *m, const uint8_t *body, Py_ssize_t n, lo
                 return pos == n ? 0 : -1;
             }
             uint64_t h1, h2;
-            hash128(body + r.key_start, (size_t)r.key_len, m->seed, &h1, &h2);
+            if (sums != NULL) {
+                h1 = sums[i].h1;
+                h2 = sums[i].h2;
+            } else {
+                hash128(body + r.key_start, (size_t)r.key_len, m->seed, &h1, &h2);
+            }
             if (map_put(m, h1, h2, offset) < 0)
                 return -2;
         }
@@ -382,7 +692,7 @@ static PyObject *OffsetMap_map_body(OffsetMapObject *self, PyObject *args)
     long long count, base, start, records = 0;
     if (!PyArg_ParseTuple(args, "y*LLL", &view, &count, &base, &start))
         return NULL;
-    int got = map_records(self, (const uint8_t *)view.buf, view.len, count, base, start, &records);
+    int got = map_records(self, (const uint8_t *)view.buf, view.len, count, base, start, &records, NULL, NULL);
     PyBuffer_Release(&view);
     if (got == -2)
         return NULL;
@@ -458,7 +768,7 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
         Py_ssize_t blen = size - HEADER_SIZE;
         PyObject *plain = NULL; /* the decompressed records section of a compressed batch */
         if (attrs & ATTR_CODEC) {
-            plain = call_codec(self->decompress, attrs & ATTR_CODEC, body, blen);
+            plain = decompress_body(self, attrs & ATTR_CODEC, body, blen);
             if (plain == NULL) {
                 if (PyErr_Occurred()) {
                     PyBuffer_Release(&view);
@@ -470,9 +780,13 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
             body = (const uint8_t *)PyBytes_AS_STRING(plain);
             blen = PyBytes_GET_SIZE(plain);
         }
-        long long mapped = 0;
-        int got = map_records(self, body, blen, be32(h + 57), base, start, &mapped);
+        long long mapped = 0, count = be32(h + 57);
+        int sums_ok = plain != NULL && count >= 0 && count <= blen && scratch_room(self, count) == 0;
+        int got = map_records(self, body, blen, count, base, start, &mapped, sums_ok ? self->scratch : NULL,
+                              &sums_ok);
         Py_XDECREF(plain);
+        if (got == 1 && sums_ok)
+            sums_keep(self, h, size, (Py_ssize_t)count); /* for filter_chunk, if it fits */
         if (got == -2) {
             PyBuffer_Release(&view);
             return NULL;
@@ -603,8 +917,45 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
         const uint8_t *body = h + HEADER_SIZE;
         Py_ssize_t blen = size - HEADER_SIZE, pos = 0;
         int codec = attrs & ATTR_CODEC;
+        int horizon = (attrs & ATTR_DELETE_HORIZON) != 0;
+        int retain_deletes = !horizon || now < base_ts;
+        long long nkept = 0, batch_max_ts = -1;
+        Py_ssize_t written = 0;
+        const SumEntry *cached = codec ? sums_find(self, h, size) : NULL;
+        if (cached != NULL && cached->count == count) {
+            /* the records the map pass read of this batch: the same judgement as below, without the body;
+             * a batch that keeps all of its records or none is decided here, any other is decompressed */
+            const RecSum *rs = self->recs + cached->first;
+            long long latest = self->latest_offset;
+            int tombstones = 0;
+            for (long long i = 0; i < count; i++) {
+                long long offset = base + (long long)(rs[i].meta & 0xFFFFFFFFULL);
+                int keep;
+                if (offset > latest)
+                    keep = 1;
+                else if (rs[i].meta & REC_NULL_KEY)
+                    keep = 0;
+                else
+                    keep = offset >= map_get(self, rs[i].h1, rs[i].h2) &&
+                           (!(rs[i].meta & REC_NULL_VALUE) || retain_deletes);
+                if (keep) {
+                    nkept++;
+                    tombstones |= (rs[i].meta & REC_NULL_VALUE) != 0;
+                }
+            }
+            if (!(tombstones && !horizon) && (nkept == 0 ? !retain_empty : nkept == count)) {
+                self->cache_decided++;
+                if (nkept == count) {
+                    memcpy(out + out_len, h, (size_t)size);
+                    written = size;
+                    batch_max_ts = header_max_ts;
+                }
+                goto judged;
+            }
+            nkept = 0;
+        }
         if (codec) {
-            plain = call_codec(self->decompress, codec, body, blen);
+            plain = decompress_body(self, codec, body, blen);
             if (plain == NULL) {
                 if (PyErr_Occurred())
                     goto error;
@@ -627,9 +978,7 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
             kept = grown;
             kept_cap = count;
         }
-        int horizon = (attrs & ATTR_DELETE_HORIZON) != 0;
-        int retain_deletes = !horizon || now < base_ts;
-        long long latest = self->latest_offset, nkept = 0;
+        long long latest = self->latest_offset;
         int64_t kept_max_delta = 0;
         int tombstones = 0, bad = 0;
         for (long long i = 0; i < count; i++) {
@@ -663,8 +1012,6 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
             status = ST_PYTHON; /* a malformed body, a delete horizon to set, an empty batch to keep */
             break;
         }
-        long long batch_max_ts = -1;
-        Py_ssize_t written = 0;
         if (nkept == 0) {
             /* dropped: an empty batch goes too (a cleaned one's last batch, kept empty, that is no longer) */
         } else if (nkept == count) {
@@ -688,7 +1035,7 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
                     memcpy(r, body + s, (size_t)(e - s));
                     r += e - s;
                 }
-                packed = call_codec(self->compress, codec, (const uint8_t *)PyBytes_AS_STRING(records), kept_len);
+                packed = compress_body(self, codec, (const uint8_t *)PyBytes_AS_STRING(records), kept_len);
                 Py_DECREF(records);
                 if (packed == NULL) {
                     if (PyErr_Occurred())
@@ -732,6 +1079,7 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
             put_be32(o + 17, crc32c(o + 21, (size_t)(p - 21)));
             written = p;
         }
+    judged:
         rec_read += count;
         rec_kept += nkept;
         if (written) {
@@ -886,7 +1234,39 @@ static PyObject *get_utilization(OffsetMapObject *self, void *c)
     return PyFloat_FromDouble(self->slots ? (double)self->count / (double)self->slots : 0.0);
 }
 
+static PyObject *get_cache_peak(OffsetMapObject *self, void *c)
+{
+    return PyLong_FromLongLong(self->cache_peak);
+}
+
+static PyObject *get_total_peak(OffsetMapObject *self, void *c)
+{
+    return PyLong_FromLongLong(self->total_peak);
+}
+
+static PyObject *get_cache_hits(OffsetMapObject *self, void *c)
+{
+    return PyLong_FromLongLong(self->cache_hits);
+}
+
+static PyObject *get_cache_decided(OffsetMapObject *self, void *c)
+{
+    return PyLong_FromLongLong(self->cache_decided);
+}
+
+static PyObject *get_cache_bytes(OffsetMapObject *self, void *c)
+{
+    return PyLong_FromLongLong(self->cache_bytes);
+}
+
 static PyGetSetDef getset[] = {
+    {"cache_peak_bytes", (getter)get_cache_peak, NULL, "the most memory the record cache has held", NULL},
+    {"cache_bytes", (getter)get_cache_bytes, NULL, "the memory the record cache holds", NULL},
+    {"total_peak_bytes", (getter)get_total_peak, NULL, "the most the table and the record cache held together",
+     NULL},
+    {"cache_hits", (getter)get_cache_hits, NULL, "compressed batches filter_chunk found in the record cache", NULL},
+    {"cache_decided", (getter)get_cache_decided, NULL,
+     "of those, the batches it judged from the cache alone (all records kept, or none)", NULL},
     {"latest_offset", (getter)get_latest, (setter)set_latest, "the last offset put, or advanced past", NULL},
     {"full", (getter)get_full, NULL, "whether the map holds its maximum of entries", NULL},
     {"peak_bytes", (getter)get_peak, NULL, "the most memory the table has held", NULL},

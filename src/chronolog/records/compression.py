@@ -74,11 +74,26 @@ class _ZstdContexts(threading.local):
     first use; level 3 is zstd's default, what cramjam used."""
 
     def __init__(self) -> None:
-        self.compressor = _zstandard.ZstdCompressor(level=3)
-        self.decompressor = _zstandard.ZstdDecompressor()
+        self.compressor, self.decompressor = _new_zstd_contexts()
+
+
+def _new_zstd_contexts():
+    return _zstandard.ZstdCompressor(level=3), _zstandard.ZstdDecompressor()
 
 
 _ZSTD = _ZstdContexts() if _zstandard is not None else None
+
+
+def zstd_context_methods():
+    """(decompress, compress) of a new pair of zstd contexts made as each thread's (the same parameters:
+    `compress` gives the bytes `compress(ZSTD, ...)` gives), for a caller that keeps contexts of its own:
+    the log cleaner's C walk, which calls `decompress` only for exactly one frame that states its content
+    size within the limit and hands anything either refuses to `decompress` / `compress`. None without
+    python-zstandard."""
+    if _zstandard is None:
+        return None
+    compressor, decompressor = _new_zstd_contexts()
+    return decompressor.decompress, compressor.compress
 
 
 def _zstd_reused(data: bytes, max_size: int) -> bytes | None:

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from chronolog.errors import KafkaError
 from chronolog.records import LOG_OVERHEAD, RecordBatch, TimestampType, build_batch, iter_batches
 from chronolog.records.batch import build_empty_batch, record_spans, splice_batch
-from chronolog.records.compression import compress, decompress
+from chronolog.records.compression import DEFAULT_MAX_DECOMPRESSED, compress, decompress, zstd_context_methods
 from chronolog.records.control import ControlType, control_type_of
 from chronolog.storage.index import OffsetIndex, TimeIndex, TimestampOffset
 from chronolog.storage.txnindex import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
@@ -180,8 +180,9 @@ def new_offset_map(memory: int, load_factor: float = 0.9, native: bool | None = 
         raise KafkaError("offset map is too small to fit in even a single message: increase "
                          "log.cleaner.dedupe.buffer.size")
     omap = _native.OffsetMap(memory, load_factor, int.from_bytes(os.urandom(8), "little"))
-    # compressed batches in C too, through the codecs the Python path calls (the same limits and errors)
-    omap.set_codecs(decompress, compress)
+    # compressed batches in C too, through the codecs the Python path calls (the same limits and errors);
+    # zstd straight through contexts of the map's own, made as the records layer makes its own
+    omap.set_codecs(decompress, compress, *(zstd_context_methods() or (None, None)), DEFAULT_MAX_DECOMPRESSED)
     return omap
 
 
@@ -406,6 +407,7 @@ class CleanerStats:
     groups: int = 0
     seconds: float = 0.0
     sync_seconds: float = 0.0  # of `seconds`: the wait for the groups' syncs and swaps beyond the copies they overlap
+    map_seconds: float = 0.0  # of `seconds`: the offset-map pass
     notes: list[str] = field(default_factory=list)
 
 
@@ -659,7 +661,9 @@ class Cleaner:
         readers = {s.base_offset: _SegmentReader(s) for s in segs}
         swaps: list[_Swap] = []  # started, not yet joined: at most two (one swapping, the next syncing)
         try:
+            map_started = time.monotonic()
             end = self._build_offset_map(plog, readers, segs, ltc.first_dirty, ltc.first_uncleanable, nexts, stats)
+            stats.map_seconds = time.monotonic() - map_started
             groups = group_segments([s for s in segs if s.base_offset < end], plog.config.segment_bytes,
                                     plog.config.segment_index_bytes, ltc.first_uncleanable, nexts)
             txn = CleanedTransactionMetadata()
