@@ -28,6 +28,14 @@ def _env(monkeypatch, pytester):
     pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n")
 
 
+@pytest.fixture(autouse=True)
+def _not_an_xdist_worker(monkeypatch):
+    """The inner pytest runs are runs of their own, even when this suite runs under xdist: they must not
+    inherit this worker's identity (the reports are named after it)."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def run(pytester, *args: str, timeout: float = 180):
     return pytester.runpytest_subprocess(*PLUGIN, *args, timeout=timeout)
 
