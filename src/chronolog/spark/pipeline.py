@@ -49,18 +49,19 @@ def ingest(bootstrap: str, files: list[Path], year: int, log: Callable[[str], No
     """One partition per file, key = file name, timestamp = the line's syslog time (the previous line's
     when unreadable). Idempotent: a topic already holding exactly these lines is left alone; otherwise
     it is recreated."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import NewTopic
 
-    from chronolog.timetravel.client import client_config, probe
+    from chronolog.timetravel.client import admin_client, client_config, consumer_client, producer_client
 
     contents = read_syslog_files(files, year)
-    probe(bootstrap)  # a broker that refuses connections: one line now, not librdkafka's retries
     conf = client_config(bootstrap)  # librdkafka's log lines to Python logging
-    admin = AdminClient(conf)
+    # The tools' clients: a broker that refuses connections, fails authentication or never answers is one
+    # line at once, not librdkafka's retries until a timeout.
+    admin = admin_client(conf)
     existing = admin.list_topics(timeout=15).topics
     if TOPIC in existing and len(existing[TOPIC].partitions) == len(files):
-        watermarks = Consumer({**conf, "group.id": "chronolog-pipeline"})
+        watermarks = consumer_client(conf, **{"group.id": "chronolog-pipeline"})
         ends = [watermarks.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=15) for p in range(len(files))]
         watermarks.close()
         if all(lo == 0 and hi == len(lines) for (lo, hi), lines in zip(ends, contents, strict=True)):
@@ -69,8 +70,7 @@ def ingest(bootstrap: str, files: list[Path], year: int, log: Callable[[str], No
     if TOPIC in existing:
         admin.delete_topics([TOPIC])[TOPIC].result(15)
     admin.create_topics([NewTopic(TOPIC, len(files), 1, config={"segment.bytes": "131072", "retention.ms": "-1"})])[TOPIC].result(15)
-    producer = Producer({**conf, "linger.ms": 20, "compression.type": "lz4",
-                         "enable.idempotence": True})
+    producer = producer_client(conf, **{"linger.ms": 20, "compression.type": "lz4", "enable.idempotence": True})
     failures: list[str] = []
     total = 0
     for partition, (path, lines) in enumerate(zip(files, contents, strict=True)):
@@ -166,15 +166,14 @@ def replay_window(spark, bootstrap: str, t1: int | None, t2: int | None, target:
     when `target` has as many partitions. `target` is created like the ingest topic (same partition count,
     time retention off: the replayed times are old) when it does not exist; otherwise the window is
     appended to it."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import NewTopic
     from pyspark.sql import functions as F
 
-    from chronolog.timetravel.client import client_config, kafka_error_text, probe
+    from chronolog.timetravel.client import admin_client, client_config, kafka_error_text
 
     if target == source:
         raise ChronologError(f"--replay-to {target}: the window would be appended to the topic it is read from")
-    probe(bootstrap)
-    admin = AdminClient(client_config(bootstrap))
+    admin = admin_client(client_config(bootstrap))
     topics = admin.list_topics(timeout=15).topics
     if source not in topics:
         raise ChronologError(f"topic {source!r} does not exist on {bootstrap}")
