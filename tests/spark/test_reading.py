@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from chronolog.config import TopicConfig
 from chronolog.records import SimpleRecord, build_batch
 from chronolog.spark.ranges import Bounds, OffsetRange, range_schema
