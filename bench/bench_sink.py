@@ -14,7 +14,11 @@ each; every round writes a new topic (deleted after its round).
   printed beside it. confluent-kafka produces the stream's number of rows in the same round.
 - `writeStream`, one-shot: ROWS rows in one micro-batch (the figure this bench printed first): one query's
   start, planning and commit around one micro-batch; most of its time is Spark's fixed cost of a query.
-Spark's own part of each: the same jobs into Spark's `noop` sink (rows read and handed over, nothing written).
+Spark's own part of each: the same jobs into Spark's `noop` sink (rows read, nothing written), and for the
+running streams into a Python data source whose writer only reads the Arrow batches Spark hands it
+(`pynoop`): what any Python sink pays for Spark's Python data source machinery (the write planned in a
+Python worker each micro-batch, the rows converted to Arrow and sent to the Python workers, the commit
+called in a Python worker), so the chronolog sink's own part is the difference between it and `pynoop`.
 """
 
 from __future__ import annotations
@@ -55,6 +59,37 @@ def steady_rate(progresses: list[dict]) -> tuple[float, int]:
     return rows / (_end(batches[-1]) - _end(batches[0])), len(batches)
 
 
+def register_pynoop(spark) -> None:
+    """`format("pynoop")`: a Python streaming sink that reads every Arrow batch and writes nothing. Its
+    classes are made here so they are pickled by value (the Python workers need not import the bench)."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
+
+    class Done(WriterCommitMessage):
+        pass
+
+    class Writer(DataSourceStreamArrowWriter):
+        def write(self, iterator):
+            for _batch in iterator:
+                pass
+            return Done()
+
+        def commit(self, messages, batchId):
+            pass
+
+        def abort(self, messages, batchId):
+            pass
+
+    class PyNoop(DataSource):
+        @classmethod
+        def name(cls):
+            return "pynoop"
+
+        def streamWriter(self, schema, overwrite):
+            return Writer()
+
+    spark.dataSource.register(PyNoop)
+
+
 def main() -> None:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -68,6 +103,7 @@ def main() -> None:
         proc = BrokerProcess(Path(tmp) / "data").start()
         spark = session("local[2]", "chronolog-bench-sink", {"spark.ui.showConsoleProgress": "false"})
         try:
+            register_pynoop(spark)
             admin = AdminClient({"bootstrap.servers": proc.bootstrap})
             counter = iter(range(1000))
 
@@ -167,11 +203,15 @@ def main() -> None:
             # Spark's own part: the same jobs into Spark's `noop` sink (rows handed over, nothing written)
             noop_batch = min(timed_noop() for _ in range(ROUNDS))
             noop_shot = min(stream(one_shot, "noop")[0] for _ in range(ROUNDS))
-            noop_steady, noop_whole = [], []
+            noop_steady, noop_whole, py_steady = [], [], []
             for files, n, per_trigger in running:
-                runs = [stream(files, "noop", per_trigger) for _ in range(ROUNDS)]
+                runs, py_runs = [], []
+                for _ in range(ROUNDS):
+                    runs.append(stream(files, "noop", per_trigger))
+                    py_runs.append(stream(files, "pynoop", per_trigger))
                 noop_steady.append(max(steady_rate(progress)[0] for _e, progress in runs))
                 noop_whole.append(max(n / e for e, _p in runs))
+                py_steady.append(max(steady_rate(progress)[0] for _e, progress in py_runs))
             p = ROWS / min(py_s)
             fastest = max(p, *(max(r) for r in py_n))  # the strictest baseline of the run, whatever its rows
 
@@ -204,6 +244,9 @@ def main() -> None:
                 rows.append((f"Spark alone (noop sink): writeStream running, micro-batches of {n // files * per_trigger}: "
                              "after the first / with it", f"{noop_steady[i]:,.0f} / {noop_whole[i]:,.0f} rows/s", "",
                              f"the sink's {max(steady[i]):,.0f} / {max(whole[i]):,.0f} rows/s"))
+                rows.append((f"Spark + Python data source machinery (pynoop sink): micro-batches of "
+                             f"{n // files * per_trigger}, after the first", f"{py_steady[i]:,.0f} rows/s", "",
+                             f"the sink's {max(steady[i]):,.0f} rows/s"))
             print_table(rows)
         finally:
             spark.stop()
