@@ -516,12 +516,11 @@ def native_path(options: SinkOptions) -> bool:
     return options.path == "native" or not unsupported_settings(options.producer)
 
 
-def _encode(cols: Columns, where: pa.Array | None, now_ms: int, max_bytes: int, codec: int) -> list[bytes]:
-    """The v2 batches of the rows at `where` (all rows when None), in row order."""
-    table = cols.table if where is None else cols.table.take(where)
-    ts = cols.timestamps if where is None or cols.timestamps is None else cols.timestamps.take(where)
-    return encode.arrow_batches(_column(table, "key"), _column(table, "value"), ts, _column(table, "headers"),
-                                now_ms, max_bytes, codec)
+def _encode(columns: tuple, where: pa.Array | None, now_ms: int, max_bytes: int, codec: int) -> list[bytes]:
+    """The v2 batches of the rows at `where` (all rows when None), in its order, encoded from the
+    columns (key, value, timestamps, headers) where they are: no copy of a partition's rows first."""
+    key, value, ts, headers = columns
+    return encode.arrow_batches(key, value, ts, headers, now_ms, max_bytes, codec, index=where)
 
 
 # The native path checks and encodes a task's rows a piece at a time while Spark is still sending the next
@@ -578,11 +577,12 @@ def _encode_native(options: SinkOptions, cols: Columns, settings: NativeSettings
     topics, single = cols.topics, options.topic
     if topics is not None and pc.count_distinct(topics).as_py() == 1:
         single, topics = topics[0].as_py(), None
+    columns = (cols.column("key"), cols.column("value"), cols.timestamps, cols.column("headers"))
     for topic, where in _by_topic(topics, single):
         count, limit = topic_facts(options, topic)
         parts = cols.partitions if where is None else cols.partitions.take(where)
         if parts.null_count:
-            keys = cols.column("key")
+            keys = columns[0]
             if keys is not None and where is not None:
                 keys = keys.take(where)
             if keys is None:
@@ -600,7 +600,7 @@ def _encode_native(options: SinkOptions, cols: Columns, settings: NativeSettings
                 pc.indices_nonzero(pc.equal(parts, p))
             if where is not None:
                 mine = where if mine is None else where.take(mine)
-            batches.setdefault((topic, p), []).extend(_encode(cols, mine, now_ms, max_bytes, settings.codec))
+            batches.setdefault((topic, p), []).extend(_encode(columns, mine, now_ms, max_bytes, settings.codec))
 
 
 def transactional_id(options: SinkOptions, partition_id: int, query_id: str | None) -> str:
