@@ -230,7 +230,7 @@ def main() -> None:
                 rows.append((f"writeStream, running: {n} rows from Parquet files in {n // batch} micro-batches of "
                              f"{batch}; rows/s after the first micro-batch",
                              f"{max(steady[i]):,.0f} rows/s", f"{max(py_n[i]):,.0f} rows/s ({n} rows)",
-                             f"{verdict(max(steady[i]) / max(py_n[i]))}; {max(steady[i]) / fastest:.2f} of the "
+                             f"{verdict(max(steady[i]) / max(py_n[i]))}; {math.floor(max(steady[i]) / fastest * 100) / 100:.2f} of the "
                              f"run's fastest baseline, {fastest:,.0f} rows/s"))
                 rows.append((f"writeStream, running, micro-batches of {batch}: the whole query (its start included)",
                              f"{max(whole[i]):,.0f} rows/s", f"{max(py_n[i]):,.0f} rows/s ({n} rows)",
