@@ -11,6 +11,7 @@ import random
 import zlib
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from chronolog.records import CompressionType, RecordBatch, SimpleRecord, build_batch, encode
@@ -111,3 +112,22 @@ def test_key_partitions_are_crc32_modulo_the_count():
     for count in (1, 3, 7, 1000):
         got = pa.Array.from_buffers(pa.int32(), len(keys), [None, pa.py_buffer(encode.key_partitions(arr, count))])
         assert got.to_pylist() == [-1 if not k else zlib.crc32(k) % count for k in keys]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_an_index_encodes_those_rows_in_its_order_without_a_copy(seed):
+    """index= gives the batches of the arrays taken at the index (uint64 from indices_nonzero, int64,
+    sliced so its offset is not 0, rows repeated and out of order); a row number out of range is refused."""
+    rows = random_rows(100 + seed, 240)
+    key, value, ts, headers = arrays(rows, pad=seed * 2)
+    chosen = pc.indices_nonzero(pa.array([i % 3 == seed % 3 for i in range(len(rows))]))  # uint64
+    for index in (chosen, pa.array([5, 3, 3, 200, 0, 239], pa.int64()).slice(1),
+                  pa.array(list(range(239, -1, -2)), pa.int32())):
+        want = encode.arrow_batches(*(a.take(index) for a in (key, value, ts, headers)), NOW, 1500)
+        got = encode.arrow_batches(key, value, ts, headers, NOW, 1500, index=index)
+        assert got == want
+        assert records_of(got) == expected([rows[i] for i in index.to_pylist()])
+    for bad in ([240], [-1]):
+        with pytest.raises(IndexError, match="index: row"):
+            encode.arrow_batches(key, value, ts, headers, NOW, 1500, index=pa.array(bad, pa.int64()))
+    assert encode.arrow_batches(key, value, ts, headers, NOW, 1500, index=pa.array([], pa.int64())) == []

@@ -3,7 +3,8 @@ it is the default where it honours every setting, writes byte-equal records (key
 headers, partitions, CreateTimes), puts rows without a partition where librdkafka's partitioner puts
 them, honours compression and acks, retries retriable errors (a topic created while the write waits,
 a broker restart) and stops on the others with one line; a setting it does not honour sends the
-query through librdkafka, which writes it."""
+query through librdkafka, which writes it. A task's rows are checked and encoded piece by piece as they
+arrive and sent only once all passed; a producer is kept from one task to the next of a process."""
 
 from __future__ import annotations
 
@@ -18,7 +19,13 @@ from pyspark.errors import PySparkException
 
 from chronolog.errors import ChronologError
 from chronolog.records import CompressionType, RecordBatch, encode
-from chronolog.spark.native_writer import NativeProducer, NativeSettings, unsupported_settings
+from chronolog.spark import native_writer, sink
+from chronolog.spark.native_writer import (
+    NativeProducer,
+    NativeSettings,
+    close_idle_producers,
+    unsupported_settings,
+)
 from chronolog.spark.sink import SinkOptions, native_path, write_partition
 from chronolog.timetravel.fetcher import RawFetcher
 from tests.brokerproc import BrokerProcess
@@ -279,3 +286,81 @@ def test_a_retriable_error_in_a_produce_answer_is_retried(error):
         assert (done.rows, done.path) == (300, "native")
         assert rule.hits == 2 and rule.remaining == 0
         assert read_back(b.bootstrap, topic, 2, expected=len(rows)) == per_partition(rows)
+
+
+def test_rows_are_checked_piece_by_piece_and_sent_only_when_all_passed(broker, monkeypatch):
+    """Pieces of one Arrow batch each: what is written is byte-equal to one piece; a bad row in a late
+    piece is named by its number in the task and nothing of the task is written."""
+    monkeypatch.setattr(sink, "PIECE_BYTES", 1)
+    topic = create(broker.bootstrap, "pieces", 3)
+    rows = make_rows(61, 700, 3)
+    done = write_partition(options(broker.bootstrap, topic), iter([arrow(rows[i:i + 100]) for i in range(0, 700, 100)]),
+                           None)
+    assert (done.rows, done.path) == (700, "native")
+    assert read_back(broker.bootstrap, topic, 3, expected=len(rows)) == per_partition(rows)
+
+    bad = create(broker.bootstrap, "pieces-bad", 3)
+    wrong = [r if i != 530 else (9, *r[1:]) for i, r in enumerate(rows)]
+    with pytest.raises(ChronologError, match="row 530: partition 9 does not exist in topic 'pieces-bad'"):
+        write_partition(options(broker.bootstrap, bad), iter([arrow(wrong[i:i + 100]) for i in range(0, 700, 100)]),
+                        None)
+    nullkey = [arrow(rows[i:i + 100]) for i in range(0, 700, 100)]
+    headers = pa.array([[{"key": "a", "value": b"1"}]] * 99 + [[{"key": None, "value": b"x"}]], HEADERS)
+    nullkey[4] = nullkey[4].set_column(nullkey[4].schema.get_field_index("headers"), "headers", headers)
+    with pytest.raises(ChronologError, match="row 499: a header with a null key"):
+        write_partition(options(broker.bootstrap, bad), iter(nullkey), None)
+    assert read_back(broker.bootstrap, bad, 3) == []
+
+
+def test_keyless_rows_of_a_task_share_one_partition_across_pieces(broker, monkeypatch):
+    monkeypatch.setattr(sink, "PIECE_BYTES", 1)
+    topic = create(broker.bootstrap, "keyless-pieces", 3)
+    rows = [(None, None, b"v%d" % i, (), BASE + i) for i in range(300)]
+    write_partition(options(broker.bootstrap, topic), iter([arrow(rows[i:i + 10], partition=False)
+                                                            for i in range(0, 300, 10)]), None)
+    got = read_back(broker.bootstrap, topic, 3, expected=len(rows))
+    assert len({m[0] for m in got}) == 1 and [m[2] for m in got] == [r[2] for r in rows]
+
+
+def test_a_task_reuses_the_producer_of_the_previous_task(broker):
+    """The next task of the process takes the producer (its connection, its leaders) the last one kept;
+    a task that failed does not keep its producer."""
+    close_idle_producers()
+    topic = create(broker.bootstrap, "kept", 2)
+    rows = make_rows(67, 200, 2)
+    write_partition(options(broker.bootstrap, topic), iter([arrow(rows[:100])]), None)
+    ((key, kept),) = native_writer._IDLE.items()
+    (producer,) = kept
+    conns, asked, requests = dict(producer._conns), dict(producer._asked), producer.requests
+    write_partition(options(broker.bootstrap, topic), iter([arrow(rows[100:])]), None)
+    assert native_writer._IDLE[key] == [producer]
+    assert producer._conns == conns and producer._asked == asked  # same sockets, no Metadata asked again
+    assert producer.requests > requests
+    assert read_back(broker.bootstrap, topic, 2, expected=len(rows)) == per_partition(rows)
+    with pytest.raises(ChronologError, match="after 1 attempt"):
+        write_partition(replace(options(broker.bootstrap, "never-there", **{"kafka.retries": "0"}),
+                                facts=(("never-there", 1, 1_000_000),)),
+                        iter([pa.RecordBatch.from_pydict({"value": pa.array([b"v"])})]), None)
+    assert all(p is producer for ps in native_writer._IDLE.values() for p in ps)
+    close_idle_producers()
+    assert not native_writer._IDLE
+
+
+def test_a_kept_connection_the_broker_closed_is_replaced_before_use(tmp_path):
+    """A broker restarted between two tasks: the kept connection is seen closed and a new one is made,
+    without a failed attempt."""
+    close_idle_producers()
+    proc = BrokerProcess(tmp_path / "data").start()
+    try:
+        topic = create(proc.bootstrap, "restart-kept", 1)
+        rows = make_rows(71, 100, 1)
+        write_partition(options(proc.bootstrap, topic), iter([arrow(rows[:50])]), None)
+        ((_key, (producer,)),) = native_writer._IDLE.items()
+        proc.stop()
+        proc.start()
+        write_partition(options(proc.bootstrap, topic), iter([arrow(rows[50:])]), None)
+        assert producer.retried == 0
+        assert read_back(proc.bootstrap, topic, 1, expected=len(rows)) == per_partition(rows)
+    finally:
+        close_idle_producers()
+        proc.stop()

@@ -6,7 +6,9 @@
  *   int64   (validity or None, data, offset)                      timestamps in ms (null: `now_ms`)
  *   headers (validity or None, int32 list offsets, offset, key binary, value binary): entry i of a row
  *           is element i of the key and value children (their own offsets already in their tuples).
- * A column given as None is null in every row. Records go into batches of at most `max_bytes` (the
+ * A column given as None is null in every row. With an index (buffer of int64 or uint64 row numbers,
+ * offset, count), the records are rows index[0..count) in that order (a partition's rows of a task's
+ * columns, without copying them first); every number is checked against `rows`. Records go into batches of at most `max_bytes` (the
  * batch's 61-byte header included; a record bigger than that alone gets a batch of its own: the caller
  * has checked sizes against the topic's limit). Each batch is what Kafka's MemoryRecordsBuilder writes
  * for a plain producer: base offset 0, partition leader epoch -1, no producer id, CreateTime,
@@ -214,10 +216,14 @@ static uint8_t *put_bytes(uint8_t *out, const Bin *c, Py_ssize_t i, int null_as_
 static PyObject *encode_batches(PyObject *self, PyObject *args)
 {
     Py_ssize_t rows;
-    PyObject *key_t, *value_t, *ts_t, *hdr_t;
+    PyObject *key_t, *value_t, *ts_t, *hdr_t, *index_t = Py_None;
     long long now_ms, max_bytes;
-    if (!PyArg_ParseTuple(args, "nOOOOLL", &rows, &key_t, &value_t, &ts_t, &hdr_t, &now_ms, &max_bytes))
+    if (!PyArg_ParseTuple(args, "nOOOOLL|O", &rows, &key_t, &value_t, &ts_t, &hdr_t, &now_ms, &max_bytes, &index_t))
         return NULL;
+    Py_buffer ib;
+    int has_index = 0;
+    const int64_t *idx = NULL;
+    Py_ssize_t count = rows;
     Bin key, value;
     I64 ts;
     Hdr hdr;
@@ -271,38 +277,60 @@ static PyObject *encode_batches(PyObject *self, PyObject *args)
         if (bin_parse(k, &hdr.key, "header key") < 0 || bin_parse(vv, &hdr.value, "header value") < 0)
             goto done;
     }
+    if (index_t != Py_None) {
+        PyObject *ibo;
+        Py_ssize_t ioff;
+        if (!PyArg_ParseTuple(index_t, "Onn", &ibo, &ioff, &count))
+            goto done;
+        if (get_buf(ibo, &ib) < 0)
+            goto done;
+        has_index = 1;
+        if (ioff < 0 || count < 0 || (ioff + count) > ib.len / 8) {
+            PyErr_SetString(PyExc_ValueError, "index: offset and count outside its buffer");
+            goto done;
+        }
+        idx = (const int64_t *)ib.buf + ioff;
+        for (Py_ssize_t r = 0; r < count; r++) {
+            if (idx[r] < 0 || idx[r] >= rows) {
+                PyErr_Format(PyExc_IndexError, "index: row %lld of %zd rows", (long long)idx[r], rows);
+                goto done;
+            }
+        }
+    }
+#define ROW(x) (idx != NULL ? (Py_ssize_t)idx[(x)] : (x))
 
     result = PyList_New(0);
-    if (!result || rows <= 0)
+    if (!result || count <= 0)
         goto done;
-    sizes = PyMem_Malloc(sizeof(int64_t) * (size_t)rows);
+    sizes = PyMem_Malloc(sizeof(int64_t) * (size_t)count);
     if (!sizes) {
         PyErr_NoMemory();
         goto fail;
     }
     Py_ssize_t start = 0;
-    while (start < rows) {
+    while (start < count) {
         /* pass 1: how many records fit, and each one's body size (the bytes after its length varint) */
-        int64_t base_ts = ts_get(&ts, start, now_ms), max_ts = base_ts, total = HEADER_SIZE;
+        int64_t base_ts = ts_get(&ts, ROW(start), now_ms), max_ts = base_ts, total = HEADER_SIZE;
         Py_ssize_t end;
-        for (end = start; end < rows; end++) {
-            int64_t t = ts_get(&ts, end, now_ms);
+        for (end = start; end < count; end++) {
+            Py_ssize_t row = ROW(end);
+            int64_t t = ts_get(&ts, row, now_ms);
             Py_ssize_t delta = end - start;
             const uint8_t *p;
             int32_t n;
             int64_t b = 1 + varint_len(t - base_ts) + varint_len(delta);
-            if (bin_get(&key, end, &p, &n) < 0) {
+            if (bin_get(&key, row, &p, &n) < 0) {
                 corrupt();
                 goto fail;
             }
             b += varint_len(n) + (n > 0 ? n : 0);
-            if (bin_get(&value, end, &p, &n) < 0) {
+            if (bin_get(&value, row, &p, &n) < 0) {
                 corrupt();
                 goto fail;
             }
             b += varint_len(n) + (n > 0 ? n : 0);
             int32_t first, last;
-            if (hdr_range(&hdr, end, &first, &last) < 0) {
+            if (hdr_range(&hdr, row, &first, &last) < 0) {
                 corrupt();
                 goto fail;
             }
@@ -337,14 +365,15 @@ static PyObject *encode_batches(PyObject *self, PyObject *args)
             goto fail;
         uint8_t *buf = (uint8_t *)PyBytes_AS_STRING(batch), *out = buf + HEADER_SIZE;
         for (Py_ssize_t r = start; r < end; r++) {
+            Py_ssize_t row = ROW(r);
             out = put_varint(out, sizes[r]);
             *out++ = 0;  /* attributes */
-            out = put_varint(out, ts_get(&ts, r, now_ms) - base_ts);
+            out = put_varint(out, ts_get(&ts, row, now_ms) - base_ts);
             out = put_varint(out, r - start);
-            out = put_bytes(out, &key, r, 0);
-            out = put_bytes(out, &value, r, 0);
+            out = put_bytes(out, &key, row, 0);
+            out = put_bytes(out, &value, row, 0);
             int32_t first, last;
-            hdr_range(&hdr, r, &first, &last);
+            hdr_range(&hdr, row, &first, &last);
             out = put_varint(out, last - first);
             for (int32_t e = first; e < last; e++) {
                 out = put_bytes(out, &hdr.key, e, 1);
@@ -375,6 +404,9 @@ static PyObject *encode_batches(PyObject *self, PyObject *args)
 fail:
     Py_CLEAR(result);
 done:
+#undef ROW
+    if (has_index)
+        PyBuffer_Release(&ib);
     PyMem_Free(sizes);
     bin_release(&key);
     bin_release(&value);
@@ -439,7 +471,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"encode_batches", encode_batches, METH_VARARGS,
-     "encode_batches(rows, key, value, timestamps, headers, now_ms, max_bytes) -> list of v2 batches"},
+     "encode_batches(rows, key, value, timestamps, headers, now_ms, max_bytes[, index]) -> list of v2 batches"},
     {"key_partitions", key_partitions, METH_VARARGS,
      "key_partitions(rows, key, count) -> int32 partitions (-1: null or empty key)"},
     {NULL, NULL, 0, NULL},

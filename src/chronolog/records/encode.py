@@ -26,11 +26,12 @@ _ATTRIBUTES = struct.Struct(">h")
 
 
 def encode_batches(rows: int, key, value, timestamps, headers, now_ms: int, max_bytes: int,
-                   codec: int = CompressionType.NONE) -> list[bytes]:
+                   codec: int = CompressionType.NONE, index=None) -> list[bytes]:
     """v2 batches of `rows` records (CreateTime, no producer id), each at most `max_bytes` before
-    compression unless one record alone is bigger. A compressed batch that does not shrink is sent
+    compression unless one record alone is bigger; with `index` ((buffer of int64 row numbers, offset,
+    count)) the records are those rows, in that order. A compressed batch that does not shrink is sent
     uncompressed, as librdkafka does (rd_kafka_compress_MessageSet_buf)."""
-    batches = _encode_batches(rows, key, value, timestamps, headers, now_ms, max_bytes)
+    batches = _encode_batches(rows, key, value, timestamps, headers, now_ms, max_bytes, index)
     if codec == CompressionType.NONE:
         return batches
     return [compress_batch(b, codec) for b in batches]
@@ -45,10 +46,12 @@ def _binary(arr):
 
 
 def arrow_batches(key, value, timestamps, headers, now_ms: int, max_bytes: int,
-                  codec: int = CompressionType.NONE) -> list[bytes]:
+                  codec: int = CompressionType.NONE, index=None) -> list[bytes]:
     """`encode_batches` over pyarrow arrays of one length, any of them None (null in every row): `key`
     and `value` binary, `timestamps` int64 ms (null: `now_ms`), `headers` list<struct<key: string,
-    value: binary>> (a null list: no headers; the caller has refused null header keys)."""
+    value: binary>> (a null list: no headers; the caller has refused null header keys). With `index`
+    (a pyarrow array of int64 or uint64 row numbers, no nulls) only those rows, in its order: what the
+    arrays `take(index)` would give, without the copy."""
     rows = len(value) if value is not None else len(key) if key is not None else \
         len(timestamps) if timestamps is not None else len(headers) if headers is not None else 0
     ts = None
@@ -60,7 +63,14 @@ def arrow_batches(key, value, timestamps, headers, now_ms: int, max_bytes: int,
         entries = headers.values  # the list offsets index it from its start; field() adds its own offset
         hdr = (headers.buffers()[0] if headers.null_count else None, headers.buffers()[1], headers.offset,
                _binary(entries.field("key")), _binary(entries.field("value")))
-    return encode_batches(rows, _binary(key), _binary(value), ts, hdr, now_ms, max_bytes, codec)
+    where = None
+    if index is not None:
+        if index.null_count:
+            raise ValueError("index: a null row number")
+        if index.type.bit_width != 64:
+            index = index.cast("int64")
+        where = (index.buffers()[1], index.offset, len(index))
+    return encode_batches(rows, _binary(key), _binary(value), ts, hdr, now_ms, max_bytes, codec, where)
 
 
 def compress_batch(batch: bytes, codec: int) -> bytes:

@@ -12,10 +12,19 @@ NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT, UNKNOWN_TOPIC_O
 NOT_ENOUGH_REPLICAS, ..., and a lost connection) refresh the leaders and are retried after
 `retry.backoff.ms`, doubling to `retry.backoff.max.ms`, at most `retries` times and within
 `delivery.timeout.ms`. A batch whose answer was lost may be written twice, as with librdkafka.
+
+A Python worker runs one task after another (each micro-batch of a stream is new tasks): a producer that
+finished its task without an error is kept for the next task of the same process with the same broker and
+settings (`native_producer` / `keep_producer`), with its connections (ApiVersions already asked) and the
+partitions' leaders, as librdkafka keeps a producer's. Leaders are asked again after an error, for a
+partition not known yet, and once they are older than librdkafka's topic.metadata.refresh.interval.ms
+(300000); a kept connection the broker closed while idle is noticed before it is used.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -109,8 +118,12 @@ class NativeSettings:
                    max_request=_int(s, "message.max.bytes", 1000000, 1000, 1000000000))
 
 
+# librdkafka's topic.metadata.refresh.interval.ms default: leaders known for longer are asked again
+LEADERS_MAX_AGE_S = 300.0
+
+
 class NativeProducer:
-    """Sends ready batches to their partitions' leaders; one per task."""
+    """Sends ready batches to their partitions' leaders; one task at a time."""
 
     def __init__(self, bootstrap: str, settings: NativeSettings) -> None:
         self.servers = servers(bootstrap)
@@ -119,12 +132,17 @@ class NativeProducer:
         self.timeout = settings.socket_timeout_ms / 1000
         self._conns: dict[tuple[str, int], Connection] = {}
         self._leaders: dict[tuple[str, int], tuple[str, int]] = {}
+        self._asked: dict[str, float] = {}  # topic -> time.monotonic() of its last Metadata answer
+        self.pid = os.getpid()
         self.retried = 0  # retriable failures met so far (tests wait on it)
         self.requests = 0
         self.topic_errors: dict[str, str] = {}
 
     def _conn(self, where: tuple[str, int]) -> Connection:
         conn = self._conns.get(where)
+        if conn is not None and not conn.alive():  # closed by the broker while it was idle
+            self._drop(where)
+            conn = None
         if conn is None:
             conn = self._conns[where] = Connection(*where, self.timeout, self.settings.client_id)
         return conn
@@ -150,6 +168,7 @@ class NativeProducer:
                 self._drop(where)
                 last = exc
                 continue
+            self._asked[topic] = time.monotonic()
             if md.topic_error:
                 self.topic_errors[topic] = f"topic {topic!r}: {ErrorCode(md.topic_error).name}"
             else:
@@ -168,7 +187,9 @@ class NativeProducer:
         pending = {tp: deque(bs) for tp, bs in batches.items() if bs}
         deadline = time.monotonic() + s.delivery_timeout_ms / 1000
         failures = 0
-        stale = {t for t, _p in pending}
+        now = time.monotonic()
+        stale = {t for t, p in pending if (t, p) not in self._leaders
+                 or now - self._asked.get(t, -LEADERS_MAX_AGE_S) >= LEADERS_MAX_AGE_S}
         last_error = ""
         while pending:
             for topic in sorted(stale):
@@ -246,3 +267,35 @@ class NativeProducer:
     def close(self) -> None:
         for where in list(self._conns):
             self._drop(where)
+
+
+# Producers kept between tasks of this process: (pid, bootstrap, settings) -> idle producers
+_IDLE: dict[tuple, list[NativeProducer]] = {}
+_IDLE_LOCK = threading.Lock()
+
+
+def native_producer(bootstrap: str, settings: NativeSettings) -> NativeProducer:
+    """An idle producer kept by an earlier task of this process for this broker and these settings, or a
+    new one. Give it back with `keep_producer` when its task succeeded; close it otherwise."""
+    with _IDLE_LOCK:
+        idle = _IDLE.get((os.getpid(), bootstrap, settings))
+        if idle:
+            return idle.pop()
+    return NativeProducer(bootstrap, settings)
+
+
+def keep_producer(producer: NativeProducer) -> None:
+    """Keep a producer whose task succeeded for the next task (a process made by fork does not use its
+    parent's: the pid is part of the key)."""
+    with _IDLE_LOCK:
+        _IDLE.setdefault((producer.pid, producer.bootstrap, producer.settings), []).append(producer)
+
+
+def close_idle_producers() -> None:
+    """Close every kept producer of this process (tests; a worker's exit closes them anyway)."""
+    with _IDLE_LOCK:
+        idle = [p for key, ps in _IDLE.items() if key[0] == os.getpid() for p in ps]
+        for key in [k for k in _IDLE if k[0] == os.getpid()]:
+            del _IDLE[key]
+    for p in idle:
+        p.close()

@@ -53,7 +53,7 @@ from pyspark.sql.types import (
 
 from chronolog.errors import ChronologError
 from chronolog.records import encode
-from chronolog.spark.native_writer import NativeProducer, NativeSettings, unsupported_settings
+from chronolog.spark.native_writer import NativeSettings, keep_producer, native_producer, unsupported_settings
 
 # Spark's Kafka sink refuses these (KafkaSourceProvider.validateGeneralOptions / kafkaParamsForProducer):
 # keys and values are bytes, and the sink owns the serializers.
@@ -264,16 +264,16 @@ class Rows:
         return len(self.values)
 
 
-def _header_sizes(headers: pa.Array) -> pa.Array:
+def _header_sizes(headers: pa.Array, first: int = 0) -> pa.Array:
     """Per row: each header's varint lengths (at most 10 bytes), key and value bytes; a null or
-    refused header is a one-line error naming its row."""
+    refused header is a one-line error naming its row (counted from `first`)."""
     flat = headers.flatten()  # the headers of non-null rows, in row order
     if len(flat):
         keys = flat.field("key")
         if flat.null_count or keys.null_count:
             bad = pc.or_(pc.is_null(flat), pc.is_null(keys))
             row = pc.list_parent_indices(headers).take(pc.indices_nonzero(bad))[0].as_py()
-            raise ChronologError(f"row {row}: a header with a null key (a header needs a string key)")
+            raise ChronologError(f"row {first + row}: a header with a null key (a header needs a string key)")
     entry = pc.add(pc.add(pc.binary_length(flat.field("key")).cast(pa.int64()),
                           pc.fill_null(pc.binary_length(flat.field("value")), 0).cast(pa.int64())), 10) \
         if len(flat) else pa.array([], pa.int64())
@@ -286,7 +286,9 @@ def _header_sizes(headers: pa.Array) -> pa.Array:
     return pc.subtract(running.take(ends), running.take(starts))
 
 
-def prepare(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Columns:
+def prepare(options: SinkOptions, batches: Iterator[pa.RecordBatch], first: int = 0) -> Columns:
+    """The rows of `batches` as checked Arrow columns; a bad row is named by its number in the task
+    (`first` is the number of the first row here)."""
     batches = list(batches)
     if not batches:
         return Columns(pa.table({"value": pa.array([], pa.binary())}), None, pa.array([], pa.int32()), None,
@@ -312,7 +314,7 @@ def prepare(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Columns:
         lowest = pc.min(partitions).as_py()
         if lowest is not None and lowest < 0:
             i = pc.index(partitions, lowest).as_py()
-            raise ChronologError(f"row {i}: partition {lowest} does not exist (a null partition lets the "
+            raise ChronologError(f"row {first + i}: partition {lowest} does not exist (a null partition lets the "
                                  "producer choose)")
     sizes = pa.array([BATCH_OVERHEAD] * n, pa.int64()) if "value" not in table.column_names else None
     for name in ("value", "key"):
@@ -320,7 +322,7 @@ def prepare(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Columns:
             length = pc.fill_null(pc.binary_length(table.column(name).combine_chunks()).cast(pa.int64()), 0)
             sizes = pc.add(length, BATCH_OVERHEAD) if sizes is None else pc.add(sizes, length)
     if "headers" in table.column_names:
-        sizes = pc.add(sizes, _header_sizes(table.column("headers").combine_chunks()))
+        sizes = pc.add(sizes, _header_sizes(table.column("headers").combine_chunks(), first))
     return Columns(table, topics, partitions, timestamps, sizes)
 
 
@@ -380,10 +382,11 @@ def _conf_key(options: SinkOptions) -> tuple:
     return tuple(sorted((k, str(v)) for k, v in options.producer_config().items()))
 
 
-def check_rows(options: SinkOptions, rows: Rows | Columns) -> int | None:
+def check_rows(options: SinkOptions, rows: Rows | Columns, first: int = 0) -> int | None:
     """Every row against its topic: the topic exists, the partition is one of its partitions, the record
-    fits max.message.bytes. Checked per topic over whole Arrow columns; a row is named only when one
-    fails. Returns the smallest max.message.bytes of the topics written (None when no rows)."""
+    fits max.message.bytes. Checked per topic over whole Arrow columns; a row is named (counted from
+    `first`) only when one fails. Returns the smallest max.message.bytes of the topics written (None when
+    no rows)."""
     if isinstance(rows, Rows):
         topics = None if len(set(rows.topics)) <= 1 else pa.array(rows.topics, pa.string())
         single = rows.topics[0] if rows.topics else None
@@ -401,7 +404,7 @@ def check_rows(options: SinkOptions, rows: Rows | Columns) -> int | None:
                                        if k == "message.max.bytes"}).max_request
     if pc.max(sizes).as_py() > request_limit:
         i = pc.indices_nonzero(pc.greater(sizes, request_limit))[0].as_py()
-        raise ChronologError(f"row {i}: a record of {sizes[i].as_py()} bytes (key, value, headers and batch "
+        raise ChronologError(f"row {first + i}: a record of {sizes[i].as_py()} bytes (key, value, headers and batch "
                              f"overhead) is over the producer's message.max.bytes={request_limit}: nothing "
                              "of this task was written")
     smallest = None
@@ -414,12 +417,12 @@ def check_rows(options: SinkOptions, rows: Rows | Columns) -> int | None:
         if highest is not None and highest >= count:  # a null (or -1) partition is the partitioner's
             j = pc.indices_nonzero(pc.greater_equal(parts, count))[0].as_py()
             i = j if where is None else where[j].as_py()
-            raise ChronologError(f"row {i}: partition {parts[j].as_py()} does not exist in topic {topic!r} "
+            raise ChronologError(f"row {first + i}: partition {parts[j].as_py()} does not exist in topic {topic!r} "
                                  f"({count} partitions)")
         if pc.max(size).as_py() > limit:
             j = pc.indices_nonzero(pc.greater(size, limit))[0].as_py()
             i = j if where is None else where[j].as_py()
-            raise ChronologError(f"row {i}: a record of {size[j].as_py()} bytes (key, value, headers and batch "
+            raise ChronologError(f"row {first + i}: a record of {size[j].as_py()} bytes (key, value, headers and batch "
                                  f"overhead) is over max.message.bytes={limit} of topic {topic!r}: nothing of "
                                  "this task was written")
     return smallest
@@ -483,14 +486,14 @@ def _raise_failures(failures: list) -> None:
 
 
 def write_partition(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id: int | None) -> SinkCommit:
+    if not options.exactly_once and native_path(options):
+        return _write_native(options, batches)
     cols = prepare(options, batches)
     limit = check_rows(options, cols)
     if options.exactly_once:
         return _write_transactional(options, rows_of(options, cols), batch_id, limit)
     if not len(cols):
         return SinkCommit(0)
-    if native_path(options):
-        return _write_native(options, cols)
     rows = rows_of(options, cols)
     failures: list = []
     producer = _producer(options, failures, limit)
@@ -513,30 +516,73 @@ def native_path(options: SinkOptions) -> bool:
     return options.path == "native" or not unsupported_settings(options.producer)
 
 
-def _encode(cols: Columns, where: pa.Array | None, now_ms: int, max_bytes: int, codec: int) -> list[bytes]:
-    """The v2 batches of the rows at `where` (all rows when None), in row order."""
-    table = cols.table if where is None else cols.table.take(where)
-    ts = cols.timestamps if where is None or cols.timestamps is None else cols.timestamps.take(where)
-    return encode.arrow_batches(_column(table, "key"), _column(table, "value"), ts, _column(table, "headers"),
-                                now_ms, max_bytes, codec)
+def _encode(columns: tuple, where: pa.Array | None, now_ms: int, max_bytes: int, codec: int) -> list[bytes]:
+    """The v2 batches of the rows at `where` (all rows when None), in its order, encoded from the
+    columns (key, value, timestamps, headers) where they are: no copy of a partition's rows first."""
+    key, value, ts, headers = columns
+    return encode.arrow_batches(key, value, ts, headers, now_ms, max_bytes, codec, index=where)
 
 
-def _write_native(options: SinkOptions, cols: Columns) -> SinkCommit:
-    """Group the rows by (topic, partition), keeping their order, encode each group's batches from the
-    Arrow buffers, send them. A row without a partition goes where librdkafka's default partitioner
-    (consistent_random) puts it: CRC-32 of its key, or for a null or empty key one partition chosen at
-    random per task and topic (librdkafka's sticky partitioning for keyless records)."""
+# The native path checks and encodes a task's rows a piece at a time while Spark is still sending the next
+# Arrow batches (its JVM side reads and converts them meanwhile); a piece is at least this many bytes of
+# Arrow buffers, so record batches stay large. Nothing is sent before the last piece passed its checks.
+PIECE_BYTES = 8 << 20
+
+
+def _pieces(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[list[pa.RecordBatch]]:
+    piece: list[pa.RecordBatch] = []
+    held = 0
+    for batch in batches:
+        piece.append(batch)
+        held += batch.nbytes
+        if held >= size:
+            yield piece
+            piece, held = [], 0
+    if piece:
+        yield piece
+
+
+def _write_native(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> SinkCommit:
+    """Check and encode the rows piece by piece as Spark hands them over (`PIECE_BYTES`), then send every
+    batch: a bad row anywhere in the task fails it before anything of it is sent. Each partition's
+    batches keep the rows' order."""
     settings = NativeSettings.of(options.producer)
     now_ms = int(time.time() * 1000)
-    batches: dict[tuple[str, int], list[bytes]] = {}
+    out: dict[tuple[str, int], list[bytes]] = {}
+    keyless: dict[str, int] = {}
+    rows = 0
+    for piece in _pieces(batches, PIECE_BYTES):
+        cols = prepare(options, iter(piece), rows)
+        check_rows(options, cols, rows)
+        _encode_native(options, cols, settings, now_ms, keyless, out)
+        rows += len(cols)
+    if not rows:
+        return SinkCommit(0)
+    producer = native_producer(options.bootstrap, settings)
+    try:
+        producer.send(out)
+    except BaseException:
+        producer.close()  # not kept: its connections may be in any state
+        raise
+    keep_producer(producer)
+    return SinkCommit(rows, path="native")
+
+
+def _encode_native(options: SinkOptions, cols: Columns, settings: NativeSettings, now_ms: int,
+                   keyless: dict[str, int], batches: dict[tuple[str, int], list[bytes]]) -> None:
+    """Group the rows by (topic, partition), keeping their order, encode each group's batches from the
+    Arrow buffers and add them to `batches`. A row without a partition goes where librdkafka's default
+    partitioner (consistent_random) puts it: CRC-32 of its key, or for a null or empty key one partition
+    chosen at random per task and topic (`keyless`; librdkafka's sticky partitioning for keyless records)."""
     topics, single = cols.topics, options.topic
     if topics is not None and pc.count_distinct(topics).as_py() == 1:
         single, topics = topics[0].as_py(), None
+    columns = (cols.column("key"), cols.column("value"), cols.timestamps, cols.column("headers"))
     for topic, where in _by_topic(topics, single):
         count, limit = topic_facts(options, topic)
         parts = cols.partitions if where is None else cols.partitions.take(where)
         if parts.null_count:
-            keys = cols.column("key")
+            keys = columns[0]
             if keys is not None and where is not None:
                 keys = keys.take(where)
             if keys is None:
@@ -545,20 +591,16 @@ def _write_native(options: SinkOptions, cols: Columns) -> SinkCommit:
                 keyed = pa.Array.from_buffers(pa.int32(), len(keys), [None, pa.py_buffer(
                     encode.key_partitions(keys, count))])
                 keyed = pc.if_else(pc.equal(keyed, -1), pa.scalar(None, pa.int32()), keyed)
-            parts = pc.coalesce(parts, keyed, pa.scalar(random.randrange(count), pa.int32()))
+            if topic not in keyless:
+                keyless[topic] = random.randrange(count)
+            parts = pc.coalesce(parts, keyed, pa.scalar(keyless[topic], pa.int32()))
         max_bytes = min(settings.batch_size, settings.max_request, limit)
         for p in sorted(pc.unique(parts).to_pylist()):
             mine = None if where is None and pc.count_distinct(parts).as_py() == 1 else \
                 pc.indices_nonzero(pc.equal(parts, p))
             if where is not None:
                 mine = where if mine is None else where.take(mine)
-            batches[(topic, p)] = _encode(cols, mine, now_ms, max_bytes, settings.codec)
-    producer = NativeProducer(options.bootstrap, settings)
-    try:
-        producer.send(batches)
-    finally:
-        producer.close()
-    return SinkCommit(len(cols), path="native")
+            batches.setdefault((topic, p), []).extend(_encode(columns, mine, now_ms, max_bytes, settings.codec))
 
 
 def transactional_id(options: SinkOptions, partition_id: int, query_id: str | None) -> str:

@@ -9,6 +9,7 @@ says "a new connection may do better": the sink retries on it, the reader report
 
 from __future__ import annotations
 
+import select
 import socket
 import struct
 from collections.abc import Callable, Iterable
@@ -89,6 +90,16 @@ class Connection:
                 raise EOFError(f"connection closed after {got} of {n} bytes")
             got += k
         return bytes(buf)
+
+    def alive(self) -> bool:
+        """Whether an idle connection can take a request: with no request outstanding nothing should be
+        readable, so a readable socket is one the broker closed (or one in an unknown state)."""
+        try:
+            poller = select.poll()  # not select(): no limit on the descriptor's number
+            poller.register(self.sock, select.POLLIN | select.POLLERR | select.POLLHUP)
+            return not poller.poll(0)
+        except (OSError, ValueError):
+            return False
 
     def close(self) -> None:
         self.sock.close()
