@@ -127,9 +127,18 @@ def test_consumer_group_survives_coordinator_errors(test_broker, faults):
                          "heartbeat.interval.ms": 100, "session.timeout.ms": 6000})
     consumer.subscribe([topic], on_assign=lambda c, parts: assignments.append(len(parts)))
     seen = []
+    ends = test_broker.end_offsets(topic)
+
+    def caught_up() -> bool:
+        """Both partitions assigned and read to their ends since the last assignment: the offsets to commit are
+        stored (a rejoin that came after every record was read starts the positions afresh)."""
+        assigned = consumer.assignment()
+        return len(assigned) == 2 and all(tp.offset == ends[tp.partition] for tp in consumer.position(assigned))
+
+    failures = []
     try:
         deadline = time.monotonic() + 60
-        while (len(set(seen)) < N or len(assignments) < 2) and time.monotonic() < deadline:
+        while (len(set(seen)) < N or len(assignments) < 2 or not caught_up()) and time.monotonic() < deadline:
             msg = consumer.poll(0.1)
             if msg is not None and msg.error() is None:
                 seen.append(msg.value())
@@ -137,12 +146,14 @@ def test_consumer_group_survives_coordinator_errors(test_broker, faults):
         while committed is None and time.monotonic() < deadline:
             try:
                 committed = consumer.commit(asynchronous=False)
-            except Exception:  # the injected COORDINATOR_NOT_AVAILABLE, retried by the application
+            except Exception as exc:  # the injected COORDINATOR_NOT_AVAILABLE, retried by the application
+                failures.append(str(exc))
                 continue
         offsets = consumer.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10)
     finally:
         consumer.close()
     assert set(seen) == {f"v{i}".encode() for i in range(N)}
+    assert committed is not None, failures[-3:]
     assert find.hits == 2 and join.hits == 1 and beat.hits == 1 and commit.hits == 1
     assert len(assignments) >= 2  # the injected REBALANCE_IN_PROGRESS made it join again
     assert sum(tp.offset for tp in offsets) == N
