@@ -26,7 +26,9 @@
  * (set_codecs' last arguments) rather than through the records layer's Python functions.
  */
 #include "_recordwalk.h"
+#include <stddef.h>
 #include <stdlib.h>
+#include <structmember.h>
 #include <string.h>
 
 #include "_crc32c.h"
@@ -551,6 +553,28 @@ static long long zstd_single_frame_size(const uint8_t *p, Py_ssize_t n)
     return (long long)v;
 }
 
+/* One of this map's own zstd contexts' calls on `data` (lent as a read-only memoryview: no copy), giving
+ * bytes (of `expect` bytes when expect >= 0). NULL with no error set when it failed with an ordinary
+ * exception or answered otherwise: the caller then goes through the records layer, which decides as the
+ * Python path does; NULL with the error set for anything else (KeyboardInterrupt, ...). */
+static PyObject *call_own_zstd(PyObject *fn, const uint8_t *data, Py_ssize_t len, long long expect)
+{
+    PyObject *arg = PyMemoryView_FromMemory((char *)data, len, PyBUF_READ);
+    if (arg == NULL)
+        return NULL;
+    PyObject *res = PyObject_CallOneArg(fn, arg);
+    Py_DECREF(arg);
+    if (res != NULL && PyBytes_Check(res) && (expect < 0 || PyBytes_GET_SIZE(res) == expect))
+        return res;
+    if (res == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            return NULL;
+        PyErr_Clear();
+    }
+    Py_XDECREF(res);
+    return NULL;
+}
+
 /* The decompressed records section of a compressed batch's `data`, as call_codec(self->decompress, ...)
  * returns it. One zstd frame that states its size within the limit goes straight to this map's own
  * decompression context (what `records.compression.decompress` does for it, without the Python calls
@@ -561,19 +585,9 @@ static PyObject *decompress_body(OffsetMapObject *m, int codec, const uint8_t *d
     if (codec == 4 && m->zstd_decompress != NULL) {
         long long size = zstd_single_frame_size(data, len);
         if (size >= 0 && size <= m->max_size) {
-            PyObject *arg = PyBytes_FromStringAndSize((const char *)data, len);
-            if (arg == NULL)
-                return NULL;
-            PyObject *res = PyObject_CallOneArg(m->zstd_decompress, arg);
-            Py_DECREF(arg);
-            if (res != NULL && PyBytes_Check(res) && PyBytes_GET_SIZE(res) == size)
+            PyObject *res = call_own_zstd(m->zstd_decompress, data, len, size);
+            if (res != NULL || PyErr_Occurred())
                 return res;
-            if (res == NULL) {
-                if (!PyErr_ExceptionMatches(PyExc_Exception))
-                    return NULL;
-                PyErr_Clear();
-            }
-            Py_XDECREF(res);
         }
     }
     return call_codec(m->decompress, codec, data, len);
@@ -585,19 +599,9 @@ static PyObject *decompress_body(OffsetMapObject *m, int codec, const uint8_t *d
 static PyObject *compress_body(OffsetMapObject *m, int codec, const uint8_t *data, Py_ssize_t len)
 {
     if (codec == 4 && m->zstd_compress != NULL) {
-        PyObject *arg = PyBytes_FromStringAndSize((const char *)data, len);
-        if (arg == NULL)
-            return NULL;
-        PyObject *res = PyObject_CallOneArg(m->zstd_compress, arg);
-        Py_DECREF(arg);
-        if (res != NULL && PyBytes_Check(res))
+        PyObject *res = call_own_zstd(m->zstd_compress, data, len, -1);
+        if (res != NULL || PyErr_Occurred())
             return res;
-        if (res == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_Exception))
-                return NULL;
-            PyErr_Clear();
-        }
-        Py_XDECREF(res);
     }
     return call_codec(m->compress, codec, data, len);
 }
@@ -1214,11 +1218,6 @@ static PyObject *get_full(OffsetMapObject *self, void *c)
     return PyBool_FromLong(self->count >= self->max_entries);
 }
 
-static PyObject *get_peak(OffsetMapObject *self, void *c)
-{
-    return PyLong_FromLongLong(self->peak_bytes);
-}
-
 static PyObject *get_slots(OffsetMapObject *self, void *c)
 {
     return PyLong_FromSsize_t(self->slots);
@@ -1234,42 +1233,24 @@ static PyObject *get_utilization(OffsetMapObject *self, void *c)
     return PyFloat_FromDouble(self->slots ? (double)self->count / (double)self->slots : 0.0);
 }
 
-static PyObject *get_cache_peak(OffsetMapObject *self, void *c)
-{
-    return PyLong_FromLongLong(self->cache_peak);
-}
-
-static PyObject *get_total_peak(OffsetMapObject *self, void *c)
-{
-    return PyLong_FromLongLong(self->total_peak);
-}
-
-static PyObject *get_cache_hits(OffsetMapObject *self, void *c)
-{
-    return PyLong_FromLongLong(self->cache_hits);
-}
-
-static PyObject *get_cache_decided(OffsetMapObject *self, void *c)
-{
-    return PyLong_FromLongLong(self->cache_decided);
-}
-
-static PyObject *get_cache_bytes(OffsetMapObject *self, void *c)
-{
-    return PyLong_FromLongLong(self->cache_bytes);
-}
+/* Counters read from Python (the cleaner's stats, the bench, the tests). */
+static PyMemberDef members[] = {
+    {"cache_peak_bytes", T_LONGLONG, offsetof(OffsetMapObject, cache_peak), READONLY,
+     "the most memory the record cache has held"},
+    {"cache_bytes", T_LONGLONG, offsetof(OffsetMapObject, cache_bytes), READONLY, "the memory the record cache holds"},
+    {"total_peak_bytes", T_LONGLONG, offsetof(OffsetMapObject, total_peak), READONLY,
+     "the most the table and the record cache held together"},
+    {"cache_hits", T_LONGLONG, offsetof(OffsetMapObject, cache_hits), READONLY,
+     "compressed batches filter_chunk found in the record cache"},
+    {"cache_decided", T_LONGLONG, offsetof(OffsetMapObject, cache_decided), READONLY,
+     "of those, the batches it judged from the cache alone (all records kept, or none)"},
+    {"peak_bytes", T_LONGLONG, offsetof(OffsetMapObject, peak_bytes), READONLY, "the most memory the table has held"},
+    {NULL},
+};
 
 static PyGetSetDef getset[] = {
-    {"cache_peak_bytes", (getter)get_cache_peak, NULL, "the most memory the record cache has held", NULL},
-    {"cache_bytes", (getter)get_cache_bytes, NULL, "the memory the record cache holds", NULL},
-    {"total_peak_bytes", (getter)get_total_peak, NULL, "the most the table and the record cache held together",
-     NULL},
-    {"cache_hits", (getter)get_cache_hits, NULL, "compressed batches filter_chunk found in the record cache", NULL},
-    {"cache_decided", (getter)get_cache_decided, NULL,
-     "of those, the batches it judged from the cache alone (all records kept, or none)", NULL},
     {"latest_offset", (getter)get_latest, (setter)set_latest, "the last offset put, or advanced past", NULL},
     {"full", (getter)get_full, NULL, "whether the map holds its maximum of entries", NULL},
-    {"peak_bytes", (getter)get_peak, NULL, "the most memory the table has held", NULL},
     {"slots", (getter)get_slots, NULL, "slots the memory bound allows", NULL},
     {"max_entries", (getter)get_max_entries, NULL, "entries before the map is full", NULL},
     {"utilization", (getter)get_utilization, NULL, "entries per slot of the bound", NULL},
@@ -1300,6 +1281,7 @@ static PyTypeObject OffsetMapType = {
     .tp_init = (initproc)OffsetMap_init,
     .tp_dealloc = (destructor)OffsetMap_dealloc,
     .tp_methods = map_methods,
+    .tp_members = members,
     .tp_getset = getset,
     .tp_as_sequence = &map_sequence,
 };
