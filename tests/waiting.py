@@ -35,3 +35,13 @@ def established_connections(port: int) -> int:
         except FileNotFoundError:
             continue
     return count
+
+
+def readable(fileobj, timeout: float) -> bool:
+    """True once `fileobj` (a socket, a pipe) has something to read or was closed, False after `timeout`
+    seconds. poll(), not select(): a test process may hold descriptors numbered past select()'s 1024."""
+    import select
+
+    poller = select.poll()
+    poller.register(fileobj, select.POLLIN | select.POLLERR | select.POLLHUP)
+    return bool(poller.poll(max(0.0, timeout) * 1000))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from chronolog.timetravel.timefmt import now_ms
 from tests.brokerproc import BrokerProcess
 from tests.cli.conftest import assert_one_line_error, chronolog
+from tests.waiting import readable
 
 BASE = 1_700_000_000_000
 
@@ -35,8 +35,7 @@ def _follow(*args: str) -> subprocess.Popen:
 
 
 def _readline(proc: subprocess.Popen, timeout: float = 30) -> str:
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    assert ready, "no line from consume --follow"
+    assert readable(proc.stdout, timeout), "no line from consume --follow"
     return proc.stdout.readline()
 
 

@@ -20,7 +20,7 @@ from chronolog.security.acl import AclBinding, AclFilter, AclStore
 from chronolog.security.credentials import CredentialStore
 from tests.brokerproc import BrokerProcess
 from tests.frames import recv_frame
-from tests.waiting import established_connections, poll_until
+from tests.waiting import established_connections, poll_until, readable
 
 trustme = pytest.importorskip("trustme")
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -448,8 +448,6 @@ def test_queued_max_requests_bounds_requests_in_flight(tmp_path):
     """queued.max.requests=1: while one connection's Fetch is parked in its long poll, another
     connection's request waits for it (its answer comes second), and is then served. The broker runs in this
     process so the test can see the moment the Fetch holds the only slot instead of guessing it."""
-    import select
-
     from kio.index import load_request_schema
 
     from chronolog.protocol import codec
@@ -473,8 +471,7 @@ def test_queued_max_requests_bounds_requests_in_flight(tmp_path):
             b.sendall(_request(18, 0, 3, load_request_schema(18, 0)()))
             # b waits for the slot: no answer while the Fetch is parked (its max_wait is far longer than this
             # look; a broker without the bound answers ApiVersions at once).
-            ready, _, _ = select.select([b], [], [], 0.5)
-            assert not ready and embedded.broker._inflight.locked()
+            assert not readable(b, 0.5) and embedded.broker._inflight.locked()
             recv_frame(a)  # the parked Fetch answers at its max_wait
             assert recv_frame(b)  # and b is served right after
     finally:

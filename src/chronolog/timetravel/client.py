@@ -200,7 +200,14 @@ def _made(make, conf: dict):
     try:
         client = make({**conf, "error_cb": watch})
     except (KafkaException, ValueError, TypeError) as exc:
-        raise ChronologError(f"client config: {kafka_error_text(exc)}") from None
+        # confluent-kafka turns a Ctrl-C that lands while it reads the config into a config error ("expected
+        # configuration property name as type unicode string") and the KeyboardInterrupt is lost: a config
+        # error that does not come again was that Ctrl-C, and the tool stops as for one.
+        try:
+            make({**conf, "error_cb": AuthWatch()})
+        except (KafkaException, ValueError, TypeError):
+            raise ChronologError(f"client config: {kafka_error_text(exc)}") from None
+        raise KeyboardInterrupt from None
     _answered(client, watch, conf, _timeout_s(conf))
     return client
 
