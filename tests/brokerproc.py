@@ -104,7 +104,9 @@ class BrokerProcess:
             self.port = found[wanted[0]][1]
         return True
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int | None:
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 120.0) -> int | None:
+        """Signal the broker and wait for it to exit (a clean stop syncs its file system, which on a busy
+        disk can take tens of seconds); SIGKILL after `timeout`, a bound only for a hung run."""
         if self.proc is None or self.proc.poll() is not None:
             return None if self.proc is None else self.proc.returncode
         os.kill(self.proc.pid, sig)

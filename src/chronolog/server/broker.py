@@ -293,7 +293,9 @@ class Broker:
                               frames.transport.get_extra_info("peername"), (now - frames.last_active) * 1000)
                     frames.transport.close()
 
-    async def stop(self) -> None:
+    async def stop(self, *, durable: bool = True) -> None:
+        """Close the listeners and connections, stop the coordinators, then the logs (`durable=False`: data
+        about to be deleted, nothing synced; `LogManager.shutdown`)."""
         if self._idle_reaper is not None:
             self._idle_reaper.cancel()
         for listener in self.listeners:
@@ -311,7 +313,7 @@ class Broker:
                 await self.state.transactions.stop()
             if self.state.coordinator is not None:
                 await self.state.coordinator.stop()
-            await asyncio.to_thread(self.state.log_manager.shutdown)
+            await asyncio.to_thread(self.state.log_manager.shutdown, durable=durable)
 
     # -- connections -------------------------------------------------------------------------------
     def _admit(self, ip: str) -> str | None:

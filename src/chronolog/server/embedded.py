@@ -31,8 +31,9 @@ class EmbeddedBroker:
         asyncio.run_coroutine_threadsafe(self.broker.start(), self._loop).result(60)
         return self
 
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.broker.stop(), self._loop).result(60)
+    def stop(self, *, durable: bool = True) -> None:
+        """Stop serving and close the logs; `durable=False` for a data dir about to be deleted (`Broker.stop`)."""
+        asyncio.run_coroutine_threadsafe(self.broker.stop(durable=durable), self._loop).result(60)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         if not self._thread.is_alive():

@@ -316,10 +316,15 @@ class LogManager:
         plog.write_retry_ms = self.broker_config["chronolog.log.dir.write.retry.ms"]
         return plog
 
-    def shutdown(self) -> None:
+    def shutdown(self, *, durable: bool = True) -> None:
         """Clean stop: flush, trim indexes, write checkpoints and the clean-shutdown marker. On a full or
         failing disk every file is still closed; the marker is left out when anything could not be made
-        durable, so that the next start recovers (`LogManager.shutdown` writes it only after all went well)."""
+        durable, so that the next start recovers (`LogManager.shutdown` writes it only after all went well).
+
+        `durable=False` is for data about to be deleted (a test broker's temporary dir): the files are closed
+        and nothing is synced, checkpointed or marked clean, so a start on the dir would recover it. The
+        clean stop's `syncfs` writes back the whole file system's dirty pages, other programs' too, which
+        on a busy disk can take longer than a test waits for a stop."""
         self._stop.set()
         for loader in self._loaders:
             loader.join()  # each stops after the partition it is opening
@@ -328,11 +333,16 @@ class LogManager:
         if self._cleaner_thread is not None:
             self._cleaner_thread.join(timeout=30)  # the cleaner stops between two batches
         with self._lock:
-            clean = self._close_logs()
-            clean = self.checkpoint() and clean
-            # Partitions never opened in this run are as the last stop left them: after a clean one that is
-            # still clean; after a crash they still need their recovery, so the marker is not written.
-            clean = clean and (self._clean_start or not self._pending) and not self._failed
+            if durable:
+                clean = self._close_logs()
+                clean = self.checkpoint() and clean
+                # Partitions never opened in this run are as the last stop left them: after a clean one that
+                # is still clean; after a crash they still need their recovery, so the marker is not written.
+                clean = clean and (self._clean_start or not self._pending) and not self._failed
+            else:
+                for plog in self._logs.values():
+                    plog.close(sync=False)
+                clean = False
             if clean:
                 # Only now: every log, index, snapshot and checkpoint it vouches for is durable. Kafka's
                 # content (`CleanShutdownFileHandler.write`, no broker epoch here), fsynced as Kafka does.

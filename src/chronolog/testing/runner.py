@@ -92,7 +92,7 @@ class TestBroker:
             if self._admin is not None:
                 self._admin.stop()
                 self._admin = None
-            embedded.stop()
+            embedded.stop(durable=self.keep_data)  # data about to be deleted is not synced first
         self._cleanup()
 
     def _cleanup(self) -> None:
