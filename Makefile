@@ -38,11 +38,8 @@ bytecode: $(STAMP)
 
 install: $(STAMP) bytecode sysdeps nodedeps faustdeps
 
-# Two xdist workers, a test file each at a time (module-scoped fixtures stay in one process; each worker has
-# its own broker fixture and SparkSession): most tests wait on sockets, fsyncs and child processes, so two
-# workers on two cores take about two thirds of one's time (README).
 test: install
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PY) -m pytest -q
 
 run: install
 	$(VENV)/bin/chronolog pipeline run --data-dir $(DATA)/data --out $(DATA)/out
