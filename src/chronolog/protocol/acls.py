@@ -5,19 +5,25 @@ Bindings are stored in the same `chronolog-acls.json` that `chronolog acls` edit
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from chronolog.errors import ChronologError, ErrorCode
+from chronolog.lazy import LazyModule
 from chronolog.protocol.registry import RequestContext, register
-from chronolog.security import acl
 from chronolog.security.audit import audit
 
+acl = LazyModule("chronolog.security.acl")  # imported by the first ACL request, not by every broker's start
+
 ANY, MATCH = 1, 2
-_OPS = {v: k for k, v in acl.OPERATIONS.items()}
-_PERMS = {v: k for k, v in acl.PERMISSIONS.items()}
-_TYPES = {v: k for k, v in acl.RESOURCE_TYPES.items()}
-_PATTERNS = {v: k for k, v in acl.PATTERN_TYPES.items()}
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
+
+
+@functools.cache
+def _names() -> tuple[dict[int, str], dict[int, str], dict[int, str], dict[int, str]]:
+    """The names of the wire's operation, permission, resource type and pattern type codes."""
+    return tuple({v: k for k, v in table.items()}
+                 for table in (acl.OPERATIONS, acl.PERMISSIONS, acl.RESOURCE_TYPES, acl.PATTERN_TYPES))
 
 
 def _store(ctx: RequestContext) -> acl.AclStore | None:
@@ -39,11 +45,12 @@ def _filter(f: Any) -> acl.AclFilter:
         if code not in names:
             raise ChronologError(f"unknown {what} {code}")
         return names[code]
-    return acl.AclFilter(resource_type=pick(f.resource_type_filter, _TYPES, "resource type"),
-                         pattern_type=pick(f.pattern_type_filter, _PATTERNS, "pattern type", allow_match=True),
+    ops, perms, types, patterns = _names()
+    return acl.AclFilter(resource_type=pick(f.resource_type_filter, types, "resource type"),
+                         pattern_type=pick(f.pattern_type_filter, patterns, "pattern type", allow_match=True),
                          name=f.resource_name_filter, principal=f.principal_filter, host=f.host_filter,
-                         operation=pick(f.operation, _OPS, "operation"),
-                         permission=pick(f.permission_type, _PERMS, "permission type"))
+                         operation=pick(f.operation, ops, "operation"),
+                         permission=pick(f.permission_type, perms, "permission type"))
 
 
 def _describe(b: acl.AclBinding) -> str:
@@ -87,6 +94,7 @@ def create_acls(req: Any, ctx: RequestContext) -> dict:
     store = _store(ctx)
     results: list[dict] = []
     valid: list[acl.AclBinding] = []
+    ops, perms, types, patterns = _names()
     for c in req.creations:
         if store is None:
             results.append({"error_code": ErrorCode.SECURITY_DISABLED, "error_message": NO_AUTHORIZER})
@@ -96,9 +104,9 @@ def create_acls(req: Any, ctx: RequestContext) -> dict:
                             "error_message": "Cluster authorization failed."})
             continue
         try:
-            ptype = _PATTERNS.get(int(c.resource_pattern_type))
-            rtype = _TYPES.get(int(c.resource_type))
-            op, perm = _OPS.get(int(c.operation)), _PERMS.get(int(c.permission_type))
+            ptype = patterns.get(int(c.resource_pattern_type))
+            rtype = types.get(int(c.resource_type))
+            op, perm = ops.get(int(c.operation)), perms.get(int(c.permission_type))
             if None in (ptype, rtype, op, perm):
                 raise ChronologError("Invalid ACL creation: resource type, pattern type, operation and "
                                      "permission must be specific values")

@@ -5,7 +5,6 @@ at once (the time configs above all: `message.timestamp.type`, the timestamp bou
 
 from __future__ import annotations
 
-import shutil
 from typing import Any
 
 from chronolog.config import BROKER_CONFIGS, TOPIC_CONFIGS
@@ -250,6 +249,8 @@ def describe_log_dirs(req: Any, ctx: RequestContext) -> dict:
     result = {"error_code": 0, "log_dir": str(data_dir),
               "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()]}
     try:
+        import shutil  # (with its archive codecs) not by every broker's start
+
         usage = shutil.disk_usage(data_dir)
         result.update(total_bytes=usage.total, usable_bytes=usage.free)
     except OSError:  # Kafka answers KAFKA_STORAGE_ERROR for a dir it cannot read

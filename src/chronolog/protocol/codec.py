@@ -42,6 +42,7 @@ from chronolog.protocol.wire import past_end as _past_end
 from chronolog.protocol.wire import read_uvarint as _uvarint
 
 API_VERSIONS_KEY = 18
+METADATA_KEY = 3
 FETCH_KEY = 1
 PRODUCE_KEY = 0
 

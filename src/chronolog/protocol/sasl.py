@@ -16,8 +16,6 @@ from typing import Any
 
 from chronolog.errors import ErrorCode
 from chronolog.protocol.registry import RequestContext, register
-from chronolog.security.sasl import AUTHENTICATE, HANDSHAKE
-from chronolog.security.scram import AuthenticationError
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +26,8 @@ def _session(ctx: RequestContext) -> Any:
 
 @register(17, 0, 1)
 def sasl_handshake(req: Any, ctx: RequestContext) -> dict:
+    from chronolog.security.sasl import HANDSHAKE  # (with SCRAM's hashing) by SASL listeners only
+
     session = _session(ctx)
     if session is not None and session.complete and ctx.api_version >= 1:
         session.begin_reauthentication()  # KIP-368 (refused below unless the client can re-authenticate)
@@ -41,6 +41,9 @@ def sasl_handshake(req: Any, ctx: RequestContext) -> dict:
 
 @register(36, 0, 2)
 def sasl_authenticate(req: Any, ctx: RequestContext) -> dict:
+    from chronolog.security.sasl import AUTHENTICATE
+    from chronolog.security.scram import AuthenticationError
+
     session = _session(ctx)
     if session is None or session.state != AUTHENTICATE or session.raw_tokens:
         return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "auth_bytes": b"", "session_lifetime": 0,

@@ -8,12 +8,13 @@ from collections import Counter
 from typing import Any
 
 from chronolog.errors import ChronologError, ErrorCode
+from chronolog.lazy import LazyModule
 from chronolog.protocol.registry import RequestContext, register
-from chronolog.security import scram
 from chronolog.security.audit import audit
 
 MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # org.apache.kafka.clients.admin.ScramMechanism
 _BY_CODE = {v: k for k, v in MECHANISM_CODES.items()}
+scram = LazyModule("chronolog.security.scram")  # (with its hashing) by the first request, not by every start
 
 
 def _store(ctx: RequestContext) -> Any:

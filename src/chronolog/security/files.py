@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import logging
 import os
 from collections.abc import Iterator
@@ -22,6 +21,8 @@ def write_json_atomic(path: Path, data: Any) -> None:
     """Temp file in the same dir (mode 0600 from creation), fsync, rename over, fsync the dir: readers see
     the old file or the new one, never half of one, and nobody else can read it in between."""
     path = Path(path)
+    import json  # imported where a file is read or written, not by every broker's start
+
     text = json.dumps(data, indent=1, sort_keys=True) + "\n"
     # A full disk leaves the old file (`diskio.write_atomic` never renames a short one into place).
     write_atomic(path, text.encode("utf-8"), mode=0o600, tmp=path.with_name(f".{path.name}.{os.getpid()}.tmp"))
@@ -62,6 +63,8 @@ class WatchedJson:
             if key is None:
                 self._data = self._empty
             else:
+                import json
+
                 try:
                     self._data = json.loads(self.path.read_text(encoding="utf-8"))
                 except (OSError, ValueError) as exc:

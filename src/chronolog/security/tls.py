@@ -12,7 +12,6 @@ import contextlib
 import os
 import re
 import ssl
-import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +69,8 @@ def server_context(config: Any) -> ssl.SSLContext:
 
 def _load_inline(ctx: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:
     """ssl's load_cert_chain reads files only: a private 0600 temp file that lives for the call."""
+    import tempfile  # (with shutil and its archive codecs) only for a key given inline
+
     fd, path = tempfile.mkstemp(prefix="chronolog-key-", suffix=".pem")
     try:
         with os.fdopen(fd, "w") as out:

@@ -19,6 +19,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from chronolog.config import BrokerConfig
 from chronolog.errors import ChronologError, CorruptMessageError, KafkaError, UnsupportedVersionError
@@ -27,17 +28,15 @@ from chronolog.protocol.core import planned_fetch
 from chronolog.protocol.fetch_plan import FetchPlan
 from chronolog.protocol.registry import HANDLERS, BrokerState, ConnectionState, RequestContext
 from chronolog.security import tls
-from chronolog.security.acl import AclAuthorizer, AclStore, parse_super_users
-from chronolog.security.credentials import CredentialStore
 from chronolog.security.listeners import ListenerSpec, parse_listeners
 from chronolog.security.quotas import QuotaStore
-from chronolog.security.sasl import SaslSession
-from chronolog.security.scram import AuthenticationError
 from chronolog.security.sessions import expired, linger, log_failed_login
 from chronolog.server.frames import FrameReader, FrameSizeError
 from chronolog.server.quotas import QuotaManager
-from chronolog.server.transactions import TransactionCoordinator
 from chronolog.storage import LogManager
+
+if TYPE_CHECKING:
+    from chronolog.security.acl import AclAuthorizer
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +71,14 @@ TLS_HANDSHAKE_TIMEOUT_S = 30.0
 # Heartbeat, LeaveGroup, SyncGroup, DescribeGroups, ListGroups, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
 # DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat, ConsumerGroupDescribe.
 GROUP_COORDINATOR_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 25, 26, 28, 42, 47, 68, 69})
+# What a client sends before anything else (ApiVersions, SaslHandshake, SaslAuthenticate) and Metadata: answered
+# while the coordinators are still starting (`Broker._coordinators_started`). Every other request waits for them.
+BEFORE_COORDINATORS_APIS = frozenset({18, 17, 36, 3})
+# The coordinators (group and transaction) start this long after the listeners open, or at the first request
+# that needs them if one comes sooner: the first clients' ApiVersions and Metadata are answered before their
+# modules are imported and their topics read, which is most of a start's work after the logs' (issue #26).
+COORDINATORS_START_DELAY_S = 0.1
+INTERNAL_TOPIC_NAMES = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 @dataclass
@@ -157,6 +164,8 @@ class Broker:
             raise ChronologError("listeners: no listener configured")
         self.listeners: list[Listener] = []
         self.state: BrokerState | None = None
+        self._coordinators: asyncio.Task | None = None  # their start (`_coordinators_started`)
+        self._coordinators_timer: asyncio.TimerHandle | None = None
         self._readers: set[FrameReader] = set()  # admitted connections; each one's task is `.task`
         self._idle_reaper: asyncio.Task | None = None
         self._per_ip: Counter[str] = Counter()
@@ -165,7 +174,7 @@ class Broker:
         self._ip_overrides = _parse_ip_overrides(self.config["max.connections.per.ip.overrides"])
         self._inflight = asyncio.Semaphore(int(self.config["queued.max.requests"]))
         self._mapping_rules = tls.parse_mapping_rules(self.config["ssl.principal.mapping.rules"])
-        self.credentials = CredentialStore(self.data_dir)
+        self.credentials = _MadeOnFirstUse(functools.partial(_credential_store, self.data_dir))
         self.quotas = QuotaManager(QuotaStore(self.data_dir), int(self.config["quota.window.num"]),
                                    int(self.config["quota.window.size.seconds"]))
         self._mechanisms = [m.strip() for m in str(self.config["sasl.enabled.mechanisms"]).split(",") if m.strip()]
@@ -174,9 +183,10 @@ class Broker:
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
         self._check_listener()
-        # The readers of the versions librdkafka and the Java client send most (Produce 7+, Fetch 11+,
-        # ApiVersions 3, Metadata 12) are built in the background while the logs load (codec.warm_up).
-        threading.Thread(target=codec.warm_up, args=([(18, 3, 3), (3, 12, 12), (0, 7, 11), (1, 11, 12)],), daemon=True,
+        # The readers of the versions librdkafka and the Java client send first (ApiVersions 3, Metadata 12)
+        # are built in the background while the logs load (codec.warm_up); Produce's and Fetch's with the
+        # coordinators, after the first answers.
+        threading.Thread(target=codec.warm_up, args=([(18, 3, 3), (3, 12, 12)],), daemon=True,
                          name="chronolog-codec-warm-up").start()
         listeners = [self._prepare(spec) for spec in self.specs]
         authorizer = self._authorizer()
@@ -211,20 +221,48 @@ class Broker:
         first = self.listeners[0]
         self.host, self.port = first.host, first.port
         self.state.host, self.state.port = first.advertised_host, first.advertised_port
-        coordinator_cls = _optional_coordinator()
-        if coordinator_cls is not None:
-            self.state.coordinator = coordinator_cls(self.data_dir / "__consumer_offsets-state", self.config,
-                                                     manager)
-            await self.state.coordinator.start()
-        self.state.transactions = TransactionCoordinator(manager, self.config, self.state.producer_ids,
-                                                         self.state.coordinator, self.state.data_waiters.notify)
-        await self.state.transactions.start()
+        self._coordinators_timer = loop.call_later(COORDINATORS_START_DELAY_S, self._start_coordinators)
         max_idle_ms = int(self.config["connections.max.idle.ms"])
         if max_idle_ms >= 0:
             self._idle_reaper = asyncio.create_task(self._close_idle_connections(max_idle_ms / 1000.0))
         for listener in self.listeners:
             log.info("chronolog broker listening on %s://%s:%d (%s), data dir %s", listener.name, listener.host,
                      listener.port, listener.security_protocol, self.data_dir)
+
+    def _start_coordinators(self) -> asyncio.Task:
+        """The group and transaction coordinators' start, begun once (again only after one that failed)."""
+        if self._coordinators is None or (self._coordinators.done() and not self._coordinators.cancelled()
+                                          and self._coordinators.exception() is not None):
+            self._coordinators = asyncio.ensure_future(self._run_coordinators())
+            self._coordinators.add_done_callback(_log_coordinators_failure)
+        return self._coordinators
+
+    async def _run_coordinators(self) -> None:
+        """Their modules are imported in a thread, so the event loop goes on answering meanwhile; the group
+        coordinator reads `__consumer_offsets` before the transaction coordinator completes transactions a
+        stop caught in PrepareCommit (their offsets are the group coordinator's to apply)."""
+        state = self.state
+        coordinator_cls, transactions_cls = await asyncio.to_thread(_coordinator_classes)
+        threading.Thread(target=codec.warm_up, args=([(0, 7, 11), (1, 11, 12)],), daemon=True,
+                         name="chronolog-codec-warm-up").start()
+        if coordinator_cls is not None and state.coordinator is None:
+            coordinator = coordinator_cls(self.data_dir / "__consumer_offsets-state", self.config, state.log_manager)
+            await coordinator.start()
+            state.coordinator = coordinator
+        if state.transactions is None:
+            transactions = transactions_cls(state.log_manager, self.config, state.producer_ids, state.coordinator,
+                                            state.data_waiters.notify)
+            await transactions.start()
+            state.transactions = transactions
+
+    async def _coordinators_started(self) -> None:
+        """Until both coordinators have started (starting them now if they have not begun). A start that
+        failed closes the connection of the request that waited for it; the next request tries again."""
+        task = self._start_coordinators()
+        if not task.done():
+            await asyncio.shield(task)
+        elif task.exception() is not None:
+            raise ConnectionError(f"the coordinators could not start: {task.exception()}")
 
     def _prepare(self, spec: ListenerSpec) -> Listener:
         context = None
@@ -256,6 +294,8 @@ class Broker:
         """`authorizer.class.name` set to anything enables ACLs (Kafka names a class; we have one)."""
         if not self.config["authorizer.class.name"]:
             return None
+        from chronolog.security.acl import AclAuthorizer, AclStore, parse_super_users
+
         store = AclStore(self.data_dir)
         store.bindings()  # an unreadable ACL file stops the start instead of being read as "no ACLs"
         authorizer = AclAuthorizer(store, parse_super_users(self.config["super.users"]),
@@ -298,6 +338,11 @@ class Broker:
         about to be deleted, nothing synced; `LogManager.shutdown`)."""
         if self._idle_reaper is not None:
             self._idle_reaper.cancel()
+        if self._coordinators_timer is not None:
+            self._coordinators_timer.cancel()
+        if self._coordinators is not None and not self._coordinators.done():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._coordinators)  # a half-started coordinator is stopped below
         for listener in self.listeners:
             if listener.server is not None:
                 listener.server.close()
@@ -371,6 +416,8 @@ class Broker:
                     return None
         sasl = None
         if listener.spec.uses_sasl:
+            from chronolog.security.sasl import SaslSession
+
             sasl = SaslSession(self._mechanisms, self.credentials.lookup, self.credentials.verify_plain)
         return ConnectionState(listener=listener, principal=principal, sasl=sasl)
 
@@ -441,6 +488,8 @@ class Broker:
     def _raw_token(self, conn: ConnectionState, token: bytes, peer: tuple) -> bytes | None:
         """One bare SASL token after a v0 handshake; a failure closes without an answer (Kafka cannot
         frame an error there either)."""
+        from chronolog.security.scram import AuthenticationError
+
         try:
             answer = conn.sasl.authenticate(token)
         except AuthenticationError:
@@ -548,9 +597,9 @@ class Broker:
             log.warning("closing connection from %s: %s", client_host, exc)
             raise ConnectionError(str(exc)) from None
         self._refresh_acls()
-        coordinator = self.state.coordinator
-        if api_key in GROUP_COORDINATOR_APIS and coordinator is not None and not coordinator.loaded:
-            await coordinator.wait_loaded()  # __consumer_offsets is being read (GroupCoordinator.start)
+        if self.state.transactions is None and (api_key not in BEFORE_COORDINATORS_APIS or (
+                api_key == codec.METADATA_KEY and _names_internal_topic(request.body))):
+            await self._coordinators_started()
         ctx = RequestContext(self.state, api_key, version, correlation_id, request.client_id, client_host,
                              principal=conn.principal if conn is not None else "User:ANONYMOUS", connection=conn)
         if api_key == codec.FETCH_KEY and conn is not None and self.plan_fetches:
@@ -598,12 +647,50 @@ def _sendfile_now(transport: asyncio.Transport, region: codec.FileRegion) -> int
     return sent
 
 
-def _optional_coordinator():
+class _MadeOnFirstUse:
+    """Stands for an object made when one of its attributes is first asked for: the SCRAM credentials store
+    (with its hashing and JSON modules) is used only by SASL listeners and the credentials admin APIs, so a
+    broker without them does not import it at start."""
+
+    def __init__(self, make: Any) -> None:
+        self._make = make
+        self._made: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._made is None:
+            self._made = self._make()
+        return getattr(self._made, name)
+
+
+def _credential_store(data_dir: Path) -> Any:
+    from chronolog.security.credentials import CredentialStore
+
+    return CredentialStore(data_dir)
+
+
+def _coordinator_classes() -> tuple[type | None, type]:
+    """The group coordinator's class (None where its module is absent) and the transaction coordinator's."""
+    from chronolog.server.transactions import TransactionCoordinator
+
     try:
         from chronolog.server.coordinator import GroupCoordinator
     except ModuleNotFoundError:
-        return None
-    return GroupCoordinator
+        return None, TransactionCoordinator
+    return GroupCoordinator, TransactionCoordinator
+
+
+def _log_coordinators_failure(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the group and transaction coordinators could not start (the next request that needs them "
+                  "tries again): %s", task.exception())
+
+
+def _names_internal_topic(metadata_request) -> bool:
+    """A Metadata request naming `__consumer_offsets` or `__transaction_state`, which their coordinators create."""
+    for topic in getattr(metadata_request, "topics", None) or ():
+        if getattr(topic, "name", None) in INTERNAL_TOPIC_NAMES:
+            return True
+    return False
 
 
 async def run_until_signalled(broker: Broker) -> None:

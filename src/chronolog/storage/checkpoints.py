@@ -16,6 +16,7 @@ from chronolog.errors import ChronologError
 RECOVERY_POINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET = "log-start-offset-checkpoint"
 REPLICATION_OFFSET = "replication-offset-checkpoint"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"  # LogCleanerManager.offsetCheckpointFile
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 
 

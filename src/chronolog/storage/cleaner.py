@@ -39,6 +39,7 @@ from chronolog.records import LOG_OVERHEAD, RecordBatch, TimestampType, build_ba
 from chronolog.records.batch import build_empty_batch, record_spans, splice_batch
 from chronolog.records.compression import DEFAULT_MAX_DECOMPRESSED, compress, decompress, zstd_context_methods
 from chronolog.records.control import ControlType, control_type_of
+from chronolog.storage.checkpoints import CLEANER_CHECKPOINT  # noqa: F401 (named here by tools and tests)
 from chronolog.storage.index import OffsetIndex, TimeIndex, TimestampOffset
 from chronolog.storage.txnindex import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 
@@ -55,7 +56,6 @@ log = logging.getLogger(__name__)
 
 CLEANED_SUFFIX = ".cleaned"  # LogFileUtils.CLEANED_FILE_SUFFIX
 SWAP_SUFFIX = ".swap"  # LogFileUtils.SWAP_FILE_SUFFIX
-CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"  # LogCleanerManager.offsetCheckpointFile
 _LOG = ".log"
 _OTHER_SUFFIXES = (".index", ".timeindex", TXN_INDEX_SUFFIX, ".chronolog-minima")
 _ENTRY_BYTES = 24  # SkimpyOffsetMap: a 16-byte MD5 and an 8-byte offset per slot
@@ -1299,11 +1299,3 @@ class SwapResolvedFiles:
     def identity(self, name: str) -> tuple:
         st = os.stat(self.dir / self._map.get(name, name))
         return ("swap-resolved", str(self.dir / self._map.get(name, name)), st.st_size, st.st_mtime_ns)
-
-
-def has_interrupted_swap(directory: Path) -> bool:
-    """Whether a partition directory holds files of a swap a crash interrupted (`.swap` or `.cleaned`)."""
-    try:
-        return any(n.endswith((SWAP_SUFFIX, CLEANED_SUFFIX)) for n in os.listdir(directory))
-    except OSError:
-        return False

@@ -67,7 +67,6 @@ from chronolog.records.batch import (
 )
 from chronolog.records.batch import HEADER as BATCH_HEADER
 from chronolog.records.control import ControlType, EndTxnMarker, build_control_batch, marker_of
-from chronolog.storage.cleaner import SwapResolvedFiles, has_interrupted_swap, recover_swaps
 from chronolog.storage.index import IndexCorruptError
 from chronolog.storage.minima import MINIMA_SUFFIX
 from chronolog.storage.producers import (
@@ -107,6 +106,15 @@ _LOG_TOKENS = itertools.count()
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _has_interrupted_swap(directory: Path) -> bool:
+    """Whether a partition directory holds files of a swap a crash interrupted (`.swap` or `.cleaned`: the
+    cleaner's suffixes, `storage.cleaner`, which is imported only when they are there)."""
+    try:
+        return any(n.endswith((".swap", ".cleaned")) for n in os.listdir(directory))
+    except OSError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -235,7 +243,9 @@ class PartitionLog:
         is written; indexes that are missing are rebuilt in memory. With `files` the directory is read
         through that object (`storage.readonly`), e.g. from an object store; `directory` then only names it."""
         plog = cls(Path(directory), config or TopicConfig(), writable=False, time_index_style=time_index_style)
-        if files is None and has_interrupted_swap(plog.dir):
+        if files is None and _has_interrupted_swap(plog.dir):
+            from chronolog.storage.cleaner import SwapResolvedFiles  # the cleaner's code: only after a crash
+
             files = SwapResolvedFiles(plog.dir)  # read as the broker's next start will finish the swap
         plog._files = files
         bases = plog._segment_bases() if files is None else segment_bases(files)
@@ -310,6 +320,8 @@ class PartitionLog:
         # a listing or a stat more per partition is seconds more).
         names = os.listdir(self.dir)
         if any(n.endswith((".cleaned", ".swap")) for n in names):
+            from chronolog.storage.cleaner import recover_swaps  # the cleaner's code: only after a crash
+
             recover_swaps(self.dir)  # a clean interrupted by a crash: finished or undone (LogLoader)
             names = os.listdir(self.dir)
         kept = []

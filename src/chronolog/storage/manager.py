@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from chronolog.config import BrokerConfig, TopicConfig, validate_topic_overrides
 from chronolog.diskio import FileSystemSync, describe, disk_log, free_bytes, fsync_dir, write_atomic
@@ -36,6 +36,7 @@ from chronolog.errors import (
 from chronolog.storage import filecache
 from chronolog.storage.checkpoints import (
     CLEAN_SHUTDOWN,
+    CLEANER_CHECKPOINT,
     LOG_START_OFFSET,
     RECOVERY_POINT,
     REPLICATION_OFFSET,
@@ -43,15 +44,11 @@ from chronolog.storage.checkpoints import (
     read_checkpoint,
     write_checkpoint,
 )
-from chronolog.storage.cleaner import (
-    CLEANER_CHECKPOINT,
-    Cleaner,
-    CleanerStats,
-    CleaningAbortedError,
-    choose_log,
-)
 from chronolog.storage.dirlock import DataDirLock
 from chronolog.storage.log import PartitionLog, now_ms, parse_log_dir_name
+
+if TYPE_CHECKING:
+    from chronolog.storage.cleaner import CleanerStats
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +172,7 @@ class LogManager:
                                  f"{RECOVERY_POINT} the start recovers every log; without {LOG_START_OFFSET} "
                                  "records deleted by retention or DeleteRecords become readable again)") from None
         self._topics = self._read_topics()
+        adopted = False  # the file is rewritten at start only when the directories told more than it
         found = []
         # One listing of the data dir; the entries' types come with it (no stat per partition).
         with os.scandir(self.data_dir) as entries:
@@ -187,7 +185,9 @@ class LogManager:
             if topic not in self._topics:
                 # A partition dir without metadata (e.g. copied from Kafka): adopt it with defaults.
                 self._topics[topic] = {"partitions": 0, "configs": {}, "topic_id": _new_topic_id()}
-            self._topics[topic]["partitions"] = max(self._topics[topic]["partitions"], partition + 1)
+            if partition >= self._topics[topic]["partitions"]:
+                self._topics[topic]["partitions"] = partition + 1
+                adopted = True
             key = (topic, partition)
             self._pending[key] = _Pending(name, recovery.get(key, 0), starts.get(key, 0))
             found.append(key)
@@ -205,7 +205,8 @@ class LogManager:
                 marker.unlink(missing_ok=True)
                 fsync_dir(self.data_dir)
         try:
-            self._write_topics()
+            if adopted:
+                self._write_topics()
         except OSError as exc:  # what it would say is known in memory: written again at the next change
             disk_log.warning("%s not rewritten at start: %s", TOPICS_FILE, describe(exc))
         if not self._pending:
@@ -631,9 +632,14 @@ class LogManager:
         due, and write `cleaner-offset-checkpoint`. Returns (partition, new checkpoint, stats) or None. A
         log whose cleaning fails is left alone until the next start (`markPartitionUncleanable`)."""
         cfg = self.broker_config
+        logs = self.opened_logs()
+        if not any("compact" in plog.config.cleanup_policy for plog in logs.values()):
+            return None  # nothing to clean: the cleaner's code is not even imported (a broker's start)
+        from chronolog.storage.cleaner import Cleaner, CleaningAbortedError, choose_log
+
         with self._cleaner_lock:
             now = self.cleaner_clock() if now is None else now
-            ltc, resets = choose_log(self.opened_logs(), self._cleaner_checkpoints, now, self._uncleanable)
+            ltc, resets = choose_log(logs, self._cleaner_checkpoints, now, self._uncleanable)
             if resets:
                 self._cleaner_checkpoints.update(resets)
                 self._write_cleaner_checkpoints()

@@ -10,7 +10,6 @@ as for a read-only local directory.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Protocol
 
@@ -96,6 +95,8 @@ class FilesSegment(LogSegment):
             self.offset_index = OffsetIndex.from_bytes(index_raw, self.dir / index_name, self.base_offset)
             self.time_index = TimeIndex.from_bytes(time_raw, self.dir / time_name, self.base_offset)
             return
+        import tempfile  # (with shutil and its archive codecs: only for a directory read without its indexes)
+
         self._tmpdir = tempfile.TemporaryDirectory(prefix="chronolog-idx-")
         private = Path(self._tmpdir.name)
         lock = self.files_lock if self._cached else None
