@@ -249,7 +249,7 @@ typedef struct {
      * thread (the caller's, the helper's), and the frames it decompressed */
     int direct_zstd;
     Dec dec[2];
-    long long direct_frames;
+    long long direct_frames, helper_batches;
     /* map_chunk's window: the next batches of the chunk, summarized (decompressed, walked, keys hashed)
      * by the caller's thread and the helper at once, without the GIL, before they are put in order */
     struct Pre *pre;
@@ -1064,6 +1064,7 @@ static Py_ssize_t window_fill(OffsetMapObject *m, const uint8_t *buf, Py_ssize_t
         pthread_mutex_unlock(&hp->mu);
     }
     Py_END_ALLOW_THREADS
+    m->helper_batches += wn - split;
     return wn;
 }
 
@@ -1679,6 +1680,8 @@ static PyMemberDef members[] = {
      "of those, the batches it judged from the cache alone (all records kept, or none)"},
     {"direct_frames", T_LONGLONG, offsetof(OffsetMapObject, direct_frames), READONLY,
      "zstd frames decompressed through libzstd (map pass and copy)"},
+    {"helper_batches", T_LONGLONG, offsetof(OffsetMapObject, helper_batches), READONLY,
+     "batches the map pass's helper thread summarized"},
     {"peak_bytes", T_LONGLONG, offsetof(OffsetMapObject, peak_bytes), READONLY, "the most memory the table has held"},
     {NULL},
 };
