@@ -75,6 +75,33 @@ def test_windows_on_two_threads_write_the_python_paths_bytes(tmp_path, seed):
     # the map pass shared its windows with the helper thread, and libzstd decompressed the frames
     assert direct.offset_map.helper_batches > 0 and direct.offset_map.direct_frames > 0
     assert contexts.offset_map.helper_batches == 0 and contexts.offset_map.direct_frames == 0
+    # and libzstd recompressed the partly kept batches (the python-zstandard context without it)
+    assert direct.offset_map.direct_compress and direct.offset_map.direct_compressed > 0
+    assert contexts.offset_map.direct_compressed == 0
+
+
+@needs_libzstd
+def test_a_compressor_whose_bytes_libzstd_does_not_give_is_kept(tmp_path):
+    """set_codecs compares libzstd's compression with the map's own zstd compressor on a sample: one that
+    writes other bytes (here a checksum in every frame) stays the copy's compressor, as it is the Python
+    path's, and the cleaned log has its frames."""
+    import zstandard
+
+    from chronolog.records.compression import DEFAULT_MAX_DECOMPRESSED, compress, decompress
+
+    write_log(tmp_path / "t-0", 4, batches=300)
+    cleaner = Cleaner(native=True)
+    assert cleaner.offset_map.direct_compress  # the records layer's own contexts: libzstd's bytes
+    checksummed = zstandard.ZstdCompressor(level=3, write_checksum=True).compress
+    cleaner.offset_map.set_codecs(decompress, compress, zstandard.ZstdDecompressor().decompress, checksummed,
+                                  DEFAULT_MAX_DECOMPRESSED)
+    assert not cleaner.offset_map.direct_compress
+    stats = clean(tmp_path / "t-0", cleaner)
+    assert 0 < stats.records_retained < stats.records_read and cleaner.offset_map.direct_compressed == 0
+    spliced = [b for p in sorted((tmp_path / "t-0").glob("*.log")) for b in iter_batches(p.read_bytes())
+               if b.compression == CompressionType.ZSTD and zstandard.get_frame_parameters(
+                   bytes(b.raw[61:])).has_checksum]
+    assert spliced  # the partly kept batches, recompressed by the map's compressor
 
 
 def _batches(n: int) -> list[bytes]:
@@ -171,6 +198,7 @@ def test_without_libzstd_the_python_contexts_clean_the_same_bytes(tmp_path):
             raise AssertionError("switched to a library that is not loaded")
         clean(sys.argv[1], cleaner)
         assert cleaner.offset_map.direct_frames == 0 and cleaner.offset_map.helper_batches == 0
+        assert not cleaner.offset_map.direct_compress and cleaner.offset_map.direct_compressed == 0
         """)
     from pathlib import Path
 

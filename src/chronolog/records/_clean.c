@@ -42,19 +42,29 @@
  * call per frame, and without the GIL (the map pass spreads them over two threads). No zstd headers are
  * needed to build: the runtime library is opened at module init (`libzstd.so.1`, present wherever apt is)
  * and the five functions used are declared here as zstd's stable API declares them. A decompressed frame
- * does not depend on the library's version (RFC 8878), so the records are those python-zstandard gives;
- * compression stays with python-zstandard (its bundled zstd), whose bytes the cleaned log must keep.
- * Without the library (or with CHRONOLOG_CLEANER_NO_LIBZSTD set at import) every frame goes through the
- * Python contexts, as before. */
+ * does not depend on the library's version (RFC 8878), so the records are those python-zstandard gives.
+ * The copy's partly kept batches are recompressed here too (`run_jobs`, on two threads without the GIL),
+ * at level 3 with the frame parameters python-zstandard's ZstdCompressor(level=3).compress uses (content
+ * size written, no checksum, no dictionary): the library gives the bytes python-zstandard's bundled zstd
+ * gives for them (checked when the module loads, `probe_compress`: a library that does not is used for
+ * decompression only). Without the library (or with CHRONOLOG_CLEANER_NO_LIBZSTD set at import) every
+ * frame goes through the Python contexts, as before. */
 typedef struct ZSTD_DCtx_s ZSTD_DCtx;
+typedef struct ZSTD_CCtx_s ZSTD_CCtx;
 static struct {
     ZSTD_DCtx *(*createDCtx)(void);
     size_t (*freeDCtx)(ZSTD_DCtx *);
     size_t (*decompressDCtx)(ZSTD_DCtx *, void *, size_t, const void *, size_t);
     unsigned (*isError)(size_t);
     unsigned (*versionNumber)(void);
+    ZSTD_CCtx *(*createCCtx)(void);
+    size_t (*freeCCtx)(ZSTD_CCtx *);
+    size_t (*compressCCtx)(ZSTD_CCtx *, void *, size_t, const void *, size_t, int);
+    size_t (*compressBound)(size_t);
 } zstd;
 static int zstd_loaded;
+static int zstd_compress_loaded; /* the four compression functions too (confirmed by set_codecs' probe) */
+#define ZSTD_LEVEL 3             /* records.compression's level, python-zstandard's and Kafka's default */
 
 static void load_libzstd(void)
 {
@@ -75,6 +85,11 @@ static void load_libzstd(void)
         return;
     }
     zstd_loaded = 1; /* the handle stays open for the process's life */
+    *(void **)&zstd.createCCtx = dlsym(h, "ZSTD_createCCtx");
+    *(void **)&zstd.freeCCtx = dlsym(h, "ZSTD_freeCCtx");
+    *(void **)&zstd.compressCCtx = dlsym(h, "ZSTD_compressCCtx");
+    *(void **)&zstd.compressBound = dlsym(h, "ZSTD_compressBound");
+    zstd_compress_loaded = zstd.createCCtx && zstd.freeCCtx && zstd.compressCCtx && zstd.compressBound;
 }
 
 /* One thread's decompression context and output buffer. */
@@ -111,6 +126,43 @@ static int dec_frame(Dec *d, const uint8_t *src, size_t len, size_t size)
     }
     size_t got = zstd.decompressDCtx(d->dctx, d->buf, size, src, len);
     return !zstd.isError(got) && got == size;
+}
+
+/* One thread's compression context and buffer of kept records. */
+typedef struct {
+    ZSTD_CCtx *cctx;
+    uint8_t *plain;
+    size_t cap;
+} Enc;
+
+static void enc_free(Enc *e)
+{
+    if (e->cctx != NULL)
+        zstd.freeCCtx(e->cctx);
+    free(e->plain);
+    e->cctx = NULL;
+    e->plain = NULL;
+    e->cap = 0;
+}
+
+/* `len` bytes of `src` compressed at ZSTD_LEVEL into a new malloc'd buffer: its size, or 0 (no context
+ * or memory, or the library refused: the caller then takes the Python path). No Python API. */
+static size_t enc_compress(Enc *e, const uint8_t *src, size_t len, uint8_t **out)
+{
+    *out = NULL;
+    if (e->cctx == NULL && (e->cctx = zstd.createCCtx()) == NULL)
+        return 0;
+    size_t bound = zstd.compressBound(len);
+    uint8_t *dst = (uint8_t *)malloc(bound > 0 ? bound : 1);
+    if (dst == NULL)
+        return 0;
+    size_t got = zstd.compressCCtx(e->cctx, dst, bound, src, len, ZSTD_LEVEL);
+    if (zstd.isError(got) || got == 0) {
+        free(dst);
+        return 0;
+    }
+    *out = dst;
+    return got;
 }
 
 /* -- big-endian fields of a batch header ---------------------------------------------------------------- */
@@ -250,6 +302,16 @@ typedef struct {
     int direct_zstd;
     Dec dec[2];
     long long direct_frames, helper_batches;
+    /* filter_chunk's recompressions through libzstd (`run_jobs`): on where set_codecs' probe found the
+     * library's bytes python-zstandard's; a context and buffer per thread; the chunk's partly kept zstd
+     * batches (jobs, their records' keep flags), and the pieces of its output in order */
+    int direct_compress;
+    Enc enc[2];
+    struct Job *jobs;
+    uint8_t *keepv;
+    struct Piece *pieces;
+    Py_ssize_t jobs_cap, keepv_cap, pieces_cap;
+    long long direct_compressed;
     /* map_chunk's window: the next batches of the chunk, summarized (decompressed, walked, keys hashed)
      * by the caller's thread and the helper at once, without the GIL, before they are put in order */
     struct Pre *pre;
@@ -549,8 +611,55 @@ static void OffsetMap_dealloc(OffsetMapObject *self)
     window_free(self);
     dec_free(&self->dec[0]);
     dec_free(&self->dec[1]);
+    enc_free(&self->enc[0]);
+    enc_free(&self->enc[1]);
+    free(self->jobs);
+    free(self->keepv);
+    free(self->pieces);
     free(self->table);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *call_own_zstd(PyObject *fn, const uint8_t *data, Py_ssize_t len, long long expect);
+
+/* Whether libzstd's compression gives the bytes of this map's own python-zstandard context (the Python
+ * path's) on a sample of records: 1 yes, 0 no (or no library: the copy compresses through Python), -1 with
+ * an error set. The sample: 100 records of the kind a changelog producer writes (a varint head, a short
+ * key, a value of repeated random bytes), in batches of 10 and 100. */
+static int probe_compress(OffsetMapObject *m)
+{
+    if (!zstd_loaded || !zstd_compress_loaded)
+        return 0;
+    enum { REC = 100, N = 100 };
+    uint8_t sample[REC * N];
+    uint64_t x = 0x9E3779B97F4A7C15ULL;
+    for (int i = 0; i < N; i++) {
+        uint8_t *r = sample + i * REC;
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        memcpy(r, "\xc4\x01\x00\x00\x00\x14key-", 10);
+        for (int j = 10; j < 16; j++)
+            r[j] = (uint8_t)('0' + (x >> (8 * j - 70)) % 10);
+        for (int j = 16; j < REC; j++)
+            r[j] = (uint8_t)(x >> (8 * ((j - 16) % 8)));
+    }
+    Enc e = {0};
+    int same = 1;
+    for (int k = 0; k < 2 && same == 1; k++) {
+        size_t len = k == 0 ? 10 * REC : sizeof(sample);
+        uint8_t *mine = NULL;
+        size_t got = enc_compress(&e, sample, len, &mine);
+        PyObject *theirs = call_own_zstd(m->zstd_compress, sample, (Py_ssize_t)len, -1);
+        if (theirs == NULL) {
+            same = PyErr_Occurred() ? -1 : 0;
+        } else {
+            same = got > 0 && (size_t)PyBytes_GET_SIZE(theirs) == got &&
+                   memcmp(PyBytes_AS_STRING(theirs), mine, got) == 0;
+            Py_DECREF(theirs);
+        }
+        free(mine);
+    }
+    enc_free(&e);
+    return same;
 }
 
 static PyObject *OffsetMap_set_codecs(OffsetMapObject *self, PyObject *args)
@@ -586,6 +695,13 @@ static PyObject *OffsetMap_set_codecs(OffsetMapObject *self, PyObject *args)
         self->zstd_compress = zstd_compress;
     }
     self->max_size = max_size;
+    self->direct_compress = 0;
+    if (self->zstd_compress != NULL) {
+        int same = probe_compress(self);
+        if (same < 0)
+            return NULL;
+        self->direct_compress = same;
+    }
     Py_RETURN_NONE;
 }
 
@@ -760,7 +876,17 @@ static PyObject *OffsetMap_clear(OffsetMapObject *self, PyObject *unused)
         free(self->dec[i].buf);
         self->dec[i].buf = NULL;
         self->dec[i].cap = 0;
+        free(self->enc[i].plain);
+        self->enc[i].plain = NULL;
+        self->enc[i].cap = 0;
     }
+    free(self->jobs);
+    free(self->keepv);
+    free(self->pieces);
+    self->jobs = NULL;
+    self->keepv = NULL;
+    self->pieces = NULL;
+    self->jobs_cap = self->keepv_cap = self->pieces_cap = 0;
     if (map_reset(self) < 0)
         return PyErr_NoMemory();
     Py_RETURN_NONE;
@@ -871,10 +997,87 @@ typedef struct Helper {
     pthread_cond_t cv;
     pid_t pid; /* of the process that started it: a forked child has no such thread */
     int job, stop;
+    int kind; /* the job: 0 summarize the window's batches, 1 run filter_chunk's recompressions */
     OffsetMapObject *m;
     const uint8_t *buf;
     Py_ssize_t from, to;
 } Helper;
+
+/* A partly kept zstd batch of filter_chunk's chunk, judged from the record cache, whose kept records are
+ * spliced and recompressed by `run_jobs` after the chunk's loop (two threads, without the GIL). */
+typedef struct Job {
+    Py_ssize_t off, size;  /* the batch in the chunk */
+    long long content;     /* its frame's stated content size */
+    long long count, nkept;
+    Py_ssize_t keep;       /* its records' keep flags in m->keepv */
+    Py_ssize_t piece;      /* its piece of the output */
+    long long bytes, rec_read, rec_kept, last_done; /* the loop's counters before it */
+    uint8_t *out;          /* the kept records recompressed (malloc'd), out_len bytes; NULL: not done */
+    size_t out_len;
+    int64_t max_delta;     /* the largest timestamp delta of its kept records */
+    int decoded;           /* its frame went through libzstd (counted in direct_frames) */
+} Job;
+
+/* A batch filter_chunk writes: `len` bytes at `pos` of its buffer, or job `job`'s batch (job >= 0). */
+typedef struct Piece {
+    Py_ssize_t pos, len;
+    Py_ssize_t job;
+    long long last, max_ts;
+} Piece;
+
+/* The jobs [from, to) with the context pair `d`, `e`: each batch decompressed, its kept records put back to
+ * back and compressed. A job that fails keeps out NULL (the batch then goes to the Python code). No
+ * Python API: runs without the GIL. */
+static void run_jobs(OffsetMapObject *m, Dec *d, Enc *e, const uint8_t *buf, Py_ssize_t from, Py_ssize_t to)
+{
+    for (Py_ssize_t k = from; k < to; k++) {
+        Job *j = &m->jobs[k];
+        j->out = NULL;
+        j->decoded = 0;
+        const uint8_t *h = buf + j->off;
+        if (!dec_frame(d, h + HEADER_SIZE, (size_t)(j->size - HEADER_SIZE), (size_t)j->content))
+            continue;
+        j->decoded = 1;
+        if (e->cap < (size_t)j->content || e->plain == NULL) {
+            size_t cap = j->content > 4096 ? (size_t)j->content : 4096;
+            uint8_t *grown = (uint8_t *)realloc(e->plain, cap);
+            if (grown == NULL)
+                continue;
+            e->plain = grown;
+            e->cap = cap;
+        }
+        const uint8_t *body = d->buf, *keep = m->keepv + j->keep;
+        Py_ssize_t blen = (Py_ssize_t)j->content, pos = 0;
+        size_t plen = 0;
+        long long nk = 0;
+        int64_t max_delta = 0;
+        int ok = 1;
+        for (long long i = 0; i < j->count; i++) {
+            RecordHead r;
+            if (!record_head(body, blen, pos, &r) || r.ts_status != 1) {
+                ok = 0;
+                break;
+            }
+            if (keep[i]) {
+                memcpy(e->plain + plen, body + r.start, (size_t)(r.end - r.start));
+                plen += (size_t)(r.end - r.start);
+                if (nk == 0 || r.ts_delta > max_delta)
+                    max_delta = r.ts_delta;
+                nk++;
+            }
+            pos = r.end;
+        }
+        if (!ok || pos != blen || nk != j->nkept)
+            continue;
+        uint8_t *out;
+        size_t got = enc_compress(e, e->plain, plen, &out);
+        if (got == 0)
+            continue;
+        j->out = out;
+        j->out_len = got;
+        j->max_delta = max_delta;
+    }
+}
 
 /* Summarizes the window's batches [from, to) with the context `d`. No Python API: runs without the GIL. */
 static void summarize(OffsetMapObject *m, Dec *d, const uint8_t *buf, Py_ssize_t from, Py_ssize_t to)
@@ -917,7 +1120,10 @@ static void *helper_main(void *arg)
         if (hp->stop)
             break;
         pthread_mutex_unlock(&hp->mu);
-        summarize(hp->m, &hp->m->dec[1], hp->buf, hp->from, hp->to);
+        if (hp->kind == 1)
+            run_jobs(hp->m, &hp->m->dec[1], &hp->m->enc[1], hp->buf, hp->from, hp->to);
+        else
+            summarize(hp->m, &hp->m->dec[1], hp->buf, hp->from, hp->to);
         pthread_mutex_lock(&hp->mu);
         hp->job = 0;
         pthread_cond_broadcast(&hp->cv);
@@ -1049,6 +1255,7 @@ static Py_ssize_t window_fill(OffsetMapObject *m, const uint8_t *buf, Py_ssize_t
     Py_BEGIN_ALLOW_THREADS
     if (split < wn) {
         pthread_mutex_lock(&hp->mu);
+        hp->kind = 0;
         hp->buf = buf;
         hp->from = split;
         hp->to = wn;
@@ -1280,6 +1487,8 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
     Py_ssize_t kept_stack[2 * MAX_KEPT_STACK];
     Py_ssize_t *kept = kept_stack;
     long long kept_cap = MAX_KEPT_STACK;
+    Py_ssize_t njobs = 0, nkeepv = 0, npieces = 0;
+    PyObject *data = NULL;
     if (points == NULL || out == NULL)
         goto error;
     while (off < n) {
@@ -1341,13 +1550,26 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
         int retain_deletes = !horizon || now < base_ts;
         long long nkept = 0, batch_max_ts = -1;
         Py_ssize_t written = 0;
+        Py_ssize_t job = -1; /* this batch's job, when its recompression is left to run_jobs */
         const SumEntry *cached = codec ? sums_find(self, h, size) : NULL;
         if (cached != NULL && cached->count == count) {
             /* the records the map pass read of this batch: the same judgement as below, without the body;
-             * a batch that keeps all of its records or none is decided here, any other is decompressed */
+             * a batch that keeps all of its records or none is decided here, any other is decompressed
+             * (a zstd one by run_jobs after the loop, when libzstd compresses for this map) */
             const RecSum *rs = self->recs + cached->first;
             long long latest = self->latest_offset;
             int tombstones = 0;
+            int defer = codec == 4 && self->direct_zstd && self->direct_compress;
+            if (defer && nkeepv + count > self->keepv_cap) {
+                Py_ssize_t cap = 2 * self->keepv_cap > nkeepv + count ? 2 * self->keepv_cap : nkeepv + count + 4096;
+                uint8_t *grown = (uint8_t *)realloc(self->keepv, (size_t)cap);
+                if (grown == NULL) {
+                    PyErr_NoMemory();
+                    goto error;
+                }
+                self->keepv = grown;
+                self->keepv_cap = cap;
+            }
             for (long long i = 0; i < count; i++) /* the slots fetched at once, not one miss after another */
                 __builtin_prefetch(&self->table[slot_of(self, rs[i].h1)]);
             for (long long i = 0; i < count; i++) {
@@ -1364,6 +1586,8 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
                     nkept++;
                     tombstones |= (rs[i].meta & REC_NULL_VALUE) != 0;
                 }
+                if (defer)
+                    self->keepv[nkeepv + i] = (uint8_t)keep;
             }
             if (!(tombstones && !horizon) && (nkept == 0 ? !retain_empty : nkept == count)) {
                 self->cache_decided++;
@@ -1372,6 +1596,37 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
                     written = size;
                     batch_max_ts = header_max_ts;
                 }
+                goto judged;
+            }
+            long long content = defer && nkept > 0 && !(tombstones && !horizon)
+                                    ? zstd_direct_size(h + HEADER_SIZE, size - HEADER_SIZE, self->max_size)
+                                    : -1;
+            if (content >= 0) {
+                if (njobs == self->jobs_cap) {
+                    Py_ssize_t cap = self->jobs_cap ? 2 * self->jobs_cap : 256;
+                    Job *grown = (Job *)realloc(self->jobs, sizeof(Job) * (size_t)cap);
+                    if (grown == NULL) {
+                        PyErr_NoMemory();
+                        goto error;
+                    }
+                    self->jobs = grown;
+                    self->jobs_cap = cap;
+                }
+                Job *j = &self->jobs[njobs];
+                j->off = off;
+                j->size = size;
+                j->content = content;
+                j->count = count;
+                j->nkept = nkept;
+                j->keep = nkeepv;
+                j->piece = npieces;
+                j->bytes = bytes;
+                j->rec_read = rec_read;
+                j->rec_kept = rec_kept;
+                j->last_done = last_done;
+                j->out = NULL;
+                job = njobs++;
+                nkeepv += count;
                 goto judged;
             }
             nkept = 0;
@@ -1502,43 +1757,135 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
     judged:
         rec_read += count;
         rec_kept += nkept;
-        if (written) {
-            /* `_CleanedSegment.append`'s index rule */
-            if (batch_max_ts > max_ts) {
-                max_ts = batch_max_ts;
-                max_ts_off = last;
-            }
-            if (since_entry > interval) {
-                PyObject *pt = Py_BuildValue("(LLLL)", last, size_out, max_ts, max_ts_off);
-                if (pt == NULL || PyList_Append(points, pt) < 0) {
-                    Py_XDECREF(pt);
+        if (written || job >= 0) { /* indexed below, once the jobs' sizes are known */
+            if (npieces == self->pieces_cap) {
+                Py_ssize_t cap = self->pieces_cap ? 2 * self->pieces_cap : 1024;
+                Piece *grown = (Piece *)realloc(self->pieces, sizeof(Piece) * (size_t)cap);
+                if (grown == NULL) {
+                    PyErr_NoMemory();
                     goto error;
                 }
-                Py_DECREF(pt);
-                since_entry = 0;
+                self->pieces = grown;
+                self->pieces_cap = cap;
             }
+            Piece *pc = &self->pieces[npieces++];
+            pc->pos = out_len;
+            pc->len = written;
+            pc->job = job;
+            pc->last = last;
+            pc->max_ts = batch_max_ts;
             out_len += written;
-            size_out += written;
-            since_entry += written;
         }
         Py_CLEAR(plain);
         bytes += size;
         last_done = last;
         off += size;
     }
-    Py_XDECREF(plain);
+    Py_CLEAR(plain);
+    if (njobs > 0) {
+        /* the recompressions, half on the helper thread when there are enough of them */
+        Helper *hp = njobs >= 8 ? helper_get(self) : NULL;
+        Py_ssize_t split = hp != NULL ? njobs / 2 : njobs;
+        Py_BEGIN_ALLOW_THREADS
+        if (split < njobs) {
+            pthread_mutex_lock(&hp->mu);
+            hp->kind = 1;
+            hp->buf = buf;
+            hp->from = split;
+            hp->to = njobs;
+            hp->job = 1;
+            pthread_cond_broadcast(&hp->cv);
+            pthread_mutex_unlock(&hp->mu);
+        }
+        run_jobs(self, &self->dec[0], &self->enc[0], buf, 0, split);
+        if (split < njobs) {
+            pthread_mutex_lock(&hp->mu);
+            while (hp->job)
+                pthread_cond_wait(&hp->cv, &hp->mu);
+            pthread_mutex_unlock(&hp->mu);
+        }
+        Py_END_ALLOW_THREADS
+        for (Py_ssize_t k = 0; k < njobs; k++)
+            self->direct_frames += self->jobs[k].decoded;
+    }
+    /* a job that failed ends the output before its batch, which goes to the Python code (whose splice gives
+     * the same bytes, or raises the same error) */
+    Py_ssize_t npieces_out = npieces;
+    for (Py_ssize_t k = 0; k < njobs; k++) {
+        const Job *j = &self->jobs[k];
+        if (j->out == NULL) {
+            off = j->off;
+            status = ST_PYTHON;
+            bytes = j->bytes;
+            rec_read = j->rec_read;
+            rec_kept = j->rec_kept;
+            last_done = j->last_done;
+            npieces_out = j->piece;
+            break;
+        }
+    }
+    Py_ssize_t total = 0;
+    for (Py_ssize_t k = 0; k < npieces_out; k++) {
+        const Piece *pc = &self->pieces[k];
+        total += pc->job < 0 ? pc->len : HEADER_SIZE + (Py_ssize_t)self->jobs[pc->job].out_len;
+    }
+    data = PyBytes_FromStringAndSize(NULL, total);
+    if (data == NULL)
+        goto error;
+    uint8_t *o = (uint8_t *)PyBytes_AS_STRING(data);
+    for (Py_ssize_t k = 0; k < npieces_out; k++) {
+        const Piece *pc = &self->pieces[k];
+        long long batch_max_ts = pc->max_ts;
+        Py_ssize_t written = pc->len;
+        if (pc->job < 0) {
+            memcpy(o, out + pc->pos, (size_t)written);
+        } else {
+            /* `splice_batch`: the header with the new length, max timestamp and count, the kept records
+             * recompressed */
+            const Job *j = &self->jobs[pc->job];
+            const uint8_t *h = buf + j->off;
+            int attrs = (h[21] << 8) | h[22];
+            memcpy(o, h, HEADER_SIZE);
+            memcpy(o + HEADER_SIZE, j->out, j->out_len);
+            written = HEADER_SIZE + (Py_ssize_t)j->out_len;
+            batch_max_ts = (attrs & ATTR_LOG_APPEND_TIME) ? be64(h + 35) : be64(h + 27) + j->max_delta;
+            put_be32(o + 8, (uint32_t)(written - LOG_OVERHEAD));
+            o[16] = 2;
+            put_be64(o + 35, batch_max_ts);
+            put_be32(o + 57, (uint32_t)j->nkept);
+            put_be32(o + 17, crc32c(o + 21, (size_t)(written - 21)));
+            self->direct_compressed++;
+        }
+        /* `_CleanedSegment.append`'s index rule */
+        if (batch_max_ts > max_ts) {
+            max_ts = batch_max_ts;
+            max_ts_off = pc->last;
+        }
+        if (since_entry > interval) {
+            PyObject *pt = Py_BuildValue("(LLLL)", pc->last, size_out, max_ts, max_ts_off);
+            if (pt == NULL || PyList_Append(points, pt) < 0) {
+                Py_XDECREF(pt);
+                goto error;
+            }
+            Py_DECREF(pt);
+            since_entry = 0;
+        }
+        o += written;
+        size_out += written;
+        since_entry += written;
+    }
+    for (Py_ssize_t k = 0; k < njobs; k++)
+        free(self->jobs[k].out);
     PyBuffer_Release(&view);
     if (kept != kept_stack)
         free(kept);
-    PyObject *data = PyBytes_FromStringAndSize((const char *)out, out_len);
     free(out);
-    if (data == NULL) {
-        Py_DECREF(points);
-        return NULL;
-    }
     return Py_BuildValue("(niLNLLLNLLLL)", off, status, bytes, data, rec_read, rec_kept, last_done, points,
                          size_out, since_entry, max_ts, max_ts_off);
 error:
+    for (Py_ssize_t k = 0; k < njobs; k++)
+        free(self->jobs[k].out);
+    Py_XDECREF(data);
     Py_XDECREF(plain);
     PyBuffer_Release(&view);
     if (kept != kept_stack)
@@ -1680,6 +2027,10 @@ static PyMemberDef members[] = {
      "of those, the batches it judged from the cache alone (all records kept, or none)"},
     {"direct_frames", T_LONGLONG, offsetof(OffsetMapObject, direct_frames), READONLY,
      "zstd frames decompressed through libzstd (map pass and copy)"},
+    {"direct_compress", T_INT, offsetof(OffsetMapObject, direct_compress), READONLY,
+     "whether the copy recompresses zstd through libzstd (set_codecs found its bytes python-zstandard's)"},
+    {"direct_compressed", T_LONGLONG, offsetof(OffsetMapObject, direct_compressed), READONLY,
+     "batches the copy recompressed through libzstd (run_jobs)"},
     {"helper_batches", T_LONGLONG, offsetof(OffsetMapObject, helper_batches), READONLY,
      "batches the map pass's helper thread summarized"},
     {"peak_bytes", T_LONGLONG, offsetof(OffsetMapObject, peak_bytes), READONLY, "the most memory the table has held"},
