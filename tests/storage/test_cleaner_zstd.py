@@ -58,9 +58,21 @@ def clean(directory, cleaner: Cleaner):
     return stats, zstd_batches
 
 
-def counting_codecs(omap) -> dict[str, int]:
+DIRECT = [pytest.param(True, id="libzstd", marks=pytest.mark.skipif(not native.LIBZSTD, reason="no libzstd.so.1")),
+          pytest.param(False, id="python-contexts")]
+
+
+def decompressions(calls: dict[str, int], omap) -> int:
+    """zstd frames the map decompressed straight: through libzstd or through its own Python context."""
+    return calls["zstd_decompress"] + omap.direct_frames
+
+
+def counting_codecs(omap, direct: bool | None = None) -> dict[str, int]:
     """The map's codecs, each call counted: the records layer's (`decompress`, `compress`) and the map's own
-    zstd contexts (`zstd_decompress`, `zstd_compress`)."""
+    zstd contexts (`zstd_decompress`, `zstd_compress`); libzstd's frames are `omap.direct_frames`. `direct`:
+    whether the map uses libzstd (False: the Python contexts only, as where the library is missing)."""
+    if direct is not None:
+        omap.direct_zstd = direct
     calls = {"decompress": 0, "compress": 0, "zstd_decompress": 0, "zstd_compress": 0}
     zd, zc = zstd_context_methods()
 
@@ -72,15 +84,17 @@ def counting_codecs(omap) -> dict[str, int]:
 
     omap.set_codecs(counted("decompress", decompress), counted("compress", compress),
                     counted("zstd_decompress", zd), counted("zstd_compress", zc), DEFAULT_MAX_DECOMPRESSED)
+    calls.update(dict.fromkeys(calls, 0))  # set_codecs' own calls (its probe of libzstd's compression) aside
     return calls
 
 
+@pytest.mark.parametrize("direct", DIRECT)
 @pytest.mark.parametrize("seed", range(4))
-def test_only_partly_kept_batches_are_decompressed_twice_and_the_bytes_are_the_python_paths(tmp_path, seed):
+def test_only_partly_kept_batches_are_decompressed_twice_and_the_bytes_are_the_python_paths(tmp_path, seed, direct):
     for name in ("c", "py"):
         write_log(tmp_path / name / "t-0", seed)
     cleaner = Cleaner(native=True)
-    calls = counting_codecs(cleaner.offset_map)
+    calls = counting_codecs(cleaner.offset_map, direct)
     stats_c, zstd_batches = clean(tmp_path / "c" / "t-0", cleaner)
     stats_py, _ = clean(tmp_path / "py" / "t-0", Cleaner(native=False))
     assert files(tmp_path / "c" / "t-0") == files(tmp_path / "py" / "t-0")
@@ -92,15 +106,19 @@ def test_only_partly_kept_batches_are_decompressed_twice_and_the_bytes_are_the_p
     # decompressed again only the others
     omap = cleaner.offset_map
     assert omap.cache_hits == zstd_batches and 0 < omap.cache_decided < zstd_batches
-    assert calls["zstd_decompress"] == zstd_batches + (zstd_batches - omap.cache_decided)
+    assert decompressions(calls, omap) == zstd_batches + (zstd_batches - omap.cache_decided)
+    assert calls["zstd_decompress"] == (0 if direct else decompressions(calls, omap))
     assert calls["decompress"] == 0
-    assert 0 < calls["zstd_compress"] <= zstd_batches - omap.cache_decided  # the partly kept ones, recompressed
+    # the partly kept ones, recompressed: through libzstd, or through the map's Python context without it
+    assert 0 < calls["zstd_compress"] + omap.direct_compressed <= zstd_batches - omap.cache_decided
+    assert (calls["zstd_compress"], omap.direct_compressed > 0) == ((0, True) if direct else (calls["zstd_compress"], False))
     assert calls["compress"] == 0
     assert omap.cache_bytes == 0  # the cache is emptied when the cleaning ends
 
 
+@pytest.mark.parametrize("direct", DIRECT)
 @pytest.mark.parametrize("room", [0, 20_000, 1 << 20])
-def test_the_cache_stays_within_the_dedupe_buffer_beside_the_table(tmp_path, room):
+def test_the_cache_stays_within_the_dedupe_buffer_beside_the_table(tmp_path, room, direct):
     """A bound that holds the table (4096 slots for these 40 keys) and none, some or all of the batches: the
     table and the cache together never pass it, the batches it could not keep are decompressed again in the
     copy pass, and the cleaned log is the same."""
@@ -108,14 +126,14 @@ def test_the_cache_stays_within_the_dedupe_buffer_beside_the_table(tmp_path, roo
     for name in ("c", "py"):
         write_log(tmp_path / name / "t-0", 11, batches=300)
     cleaner = Cleaner(memory, 1.0, native=True)
-    calls = counting_codecs(cleaner.offset_map)
+    calls = counting_codecs(cleaner.offset_map, direct)
     _stats, zstd_batches = clean(tmp_path / "c" / "t-0", cleaner)
     clean(tmp_path / "py" / "t-0", Cleaner(memory, 1.0, native=False))
     assert files(tmp_path / "c" / "t-0") == files(tmp_path / "py" / "t-0")
     omap = cleaner.offset_map
     assert omap.total_peak_bytes <= memory
     hits, decided = omap.cache_hits, omap.cache_decided
-    assert calls["zstd_decompress"] == zstd_batches + (zstd_batches - decided)
+    assert decompressions(calls, omap) == zstd_batches + (zstd_batches - decided)
     if room == 0:
         assert hits == 0
     elif room < 1 << 20:
@@ -173,12 +191,13 @@ def _with_dict_id(frame: bytes) -> bytes:
     return frame[:4] + bytes([frame[4] | 1]) + frame[5:pos] + b"\x00" + frame[pos:]
 
 
+@pytest.mark.parametrize("direct", DIRECT)
 @pytest.mark.parametrize("name", sorted(_frames()))
-def test_zstd_frames_through_the_maps_context_or_the_records_layer(name):
+def test_zstd_frames_through_the_maps_context_or_the_records_layer(name, direct):
     """Map and copy of one batch: the same answer (offset, status, records, the map, the bytes written)
     through the map's own context as through the records layer's decompress alone, which the C walk asks
     for anything but one frame that states its size within the limit."""
-    frame, direct = _frames()[name]
+    frame, straight = _frames()[name]
     recs = [SimpleRecord(NOW + j, b"k%d" % (j % 3), b"v" * 50) for j in range(6)]
     template = build_batch(recs, base_offset=100, compression=CompressionType.ZSTD)
     chunk = _with_body(template, frame)
@@ -186,11 +205,12 @@ def test_zstd_frames_through_the_maps_context_or_the_records_layer(name):
     for own in (True, False):
         omap = native.OffsetMap(1 << 20, 0.9, 9)
         if own:
-            calls = counting_codecs(omap)
+            calls = counting_codecs(omap, direct)
             if name == "a size above the limit":
                 zd, zc = zstd_context_methods()
                 omap.set_codecs(decompress, compress, zd, zc, 100)
         else:
+            omap.direct_zstd = False  # the records layer alone
             omap.set_codecs(decompress, compress)
         mapped = omap.map_chunk(chunk, 0, 0, 1 << 62, 1 << 62)
         keys = [omap.get(b"k%d" % i) for i in range(3)]
@@ -198,12 +218,13 @@ def test_zstd_frames_through_the_maps_context_or_the_records_layer(name):
         filtered = omap.filter_chunk(chunk, 0, False, 1 << 62, NOW, {}, 100, 0, 0, -1, -1, 4096, 1 << 62)
         answers.append((mapped, keys, filtered[:8]))
         if own and name != "a size above the limit":
-            assert calls["zstd_decompress"] == (2 if direct else 0)
+            assert decompressions(calls, omap) == (2 if straight else 0)
+            assert omap.direct_frames == (2 if straight and direct else 0)
             # the records layer's: in the map pass and again in the copy (the batch keeps some of its
             # records but not all), or twice when it refused it (map and copy both stop there)
-            assert calls["decompress"] == (0 if direct else 2)
+            assert calls["decompress"] == (0 if straight else 2)
     assert answers[0] == answers[1]
-    if direct:
+    if straight:
         out = answers[0][2][3]
         assert RecordBatch(out).verify_crc() and [r.offset for r in RecordBatch(out).records()] == [103, 104, 105]
 

@@ -26,12 +26,144 @@
  * (set_codecs' last arguments) rather than through the records layer's Python functions.
  */
 #include "_recordwalk.h"
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <structmember.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "_crc32c.h"
+
+/* -- zstd decompression through the system's libzstd ------------------------------------------------------
+ * The frames of the map pass (and the copy's partly kept batches) are decompressed here without a Python
+ * call per frame, and without the GIL (the map pass spreads them over two threads). No zstd headers are
+ * needed to build: the runtime library is opened at module init (`libzstd.so.1`, present wherever apt is)
+ * and the five functions used are declared here as zstd's stable API declares them. A decompressed frame
+ * does not depend on the library's version (RFC 8878), so the records are those python-zstandard gives.
+ * The copy's partly kept batches are recompressed here too (`run_jobs`, on two threads without the GIL),
+ * at level 3 with the frame parameters python-zstandard's ZstdCompressor(level=3).compress uses (content
+ * size written, no checksum, no dictionary): the library gives the bytes python-zstandard's bundled zstd
+ * gives for them (checked when the module loads, `probe_compress`: a library that does not is used for
+ * decompression only). Without the library (or with CHRONOLOG_CLEANER_NO_LIBZSTD set at import) every
+ * frame goes through the Python contexts, as before. */
+typedef struct ZSTD_DCtx_s ZSTD_DCtx;
+typedef struct ZSTD_CCtx_s ZSTD_CCtx;
+static struct {
+    ZSTD_DCtx *(*createDCtx)(void);
+    size_t (*freeDCtx)(ZSTD_DCtx *);
+    size_t (*decompressDCtx)(ZSTD_DCtx *, void *, size_t, const void *, size_t);
+    unsigned (*isError)(size_t);
+    unsigned (*versionNumber)(void);
+    ZSTD_CCtx *(*createCCtx)(void);
+    size_t (*freeCCtx)(ZSTD_CCtx *);
+    size_t (*compressCCtx)(ZSTD_CCtx *, void *, size_t, const void *, size_t, int);
+    size_t (*compressBound)(size_t);
+} zstd;
+static int zstd_loaded;
+static int zstd_compress_loaded; /* the four compression functions too (confirmed by set_codecs' probe) */
+#define ZSTD_LEVEL 3             /* records.compression's level, python-zstandard's and Kafka's default */
+
+static void load_libzstd(void)
+{
+    const char *off = getenv("CHRONOLOG_CLEANER_NO_LIBZSTD");
+    if (off != NULL && off[0] != '\0')
+        return;
+    void *h = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL)
+        return;
+    *(void **)&zstd.createDCtx = dlsym(h, "ZSTD_createDCtx");
+    *(void **)&zstd.freeDCtx = dlsym(h, "ZSTD_freeDCtx");
+    *(void **)&zstd.decompressDCtx = dlsym(h, "ZSTD_decompressDCtx");
+    *(void **)&zstd.isError = dlsym(h, "ZSTD_isError");
+    *(void **)&zstd.versionNumber = dlsym(h, "ZSTD_versionNumber");
+    if (!zstd.createDCtx || !zstd.freeDCtx || !zstd.decompressDCtx || !zstd.isError || !zstd.versionNumber ||
+        zstd.versionNumber() < 10400) {
+        dlclose(h); /* an unknown library: the Python path */
+        return;
+    }
+    zstd_loaded = 1; /* the handle stays open for the process's life */
+    *(void **)&zstd.createCCtx = dlsym(h, "ZSTD_createCCtx");
+    *(void **)&zstd.freeCCtx = dlsym(h, "ZSTD_freeCCtx");
+    *(void **)&zstd.compressCCtx = dlsym(h, "ZSTD_compressCCtx");
+    *(void **)&zstd.compressBound = dlsym(h, "ZSTD_compressBound");
+    zstd_compress_loaded = zstd.createCCtx && zstd.freeCCtx && zstd.compressCCtx && zstd.compressBound;
+}
+
+/* One thread's decompression context and output buffer. */
+typedef struct {
+    ZSTD_DCtx *dctx;
+    uint8_t *buf;
+    size_t cap;
+} Dec;
+
+static void dec_free(Dec *d)
+{
+    if (d->dctx != NULL)
+        zstd.freeDCtx(d->dctx);
+    free(d->buf);
+    d->dctx = NULL;
+    d->buf = NULL;
+    d->cap = 0;
+}
+
+/* Decompresses `src`, one zstd frame stating its content size `size`, into d->buf: 1 when it gave exactly
+ * `size` bytes, 0 otherwise (no context or memory, or the library refused it: the caller then asks the
+ * Python path, which decides as before). No Python API: called without the GIL. */
+static int dec_frame(Dec *d, const uint8_t *src, size_t len, size_t size)
+{
+    if (d->dctx == NULL && (d->dctx = zstd.createDCtx()) == NULL)
+        return 0;
+    if (size > d->cap || d->buf == NULL) {
+        size_t cap = size > 4096 ? size : 4096;
+        uint8_t *grown = (uint8_t *)realloc(d->buf, cap);
+        if (grown == NULL)
+            return 0;
+        d->buf = grown;
+        d->cap = cap;
+    }
+    size_t got = zstd.decompressDCtx(d->dctx, d->buf, size, src, len);
+    return !zstd.isError(got) && got == size;
+}
+
+/* One thread's compression context and buffer of kept records. */
+typedef struct {
+    ZSTD_CCtx *cctx;
+    uint8_t *plain;
+    size_t cap;
+} Enc;
+
+static void enc_free(Enc *e)
+{
+    if (e->cctx != NULL)
+        zstd.freeCCtx(e->cctx);
+    free(e->plain);
+    e->cctx = NULL;
+    e->plain = NULL;
+    e->cap = 0;
+}
+
+/* `len` bytes of `src` compressed at ZSTD_LEVEL into a new malloc'd buffer: its size, or 0 (no context
+ * or memory, or the library refused: the caller then takes the Python path). No Python API. */
+static size_t enc_compress(Enc *e, const uint8_t *src, size_t len, uint8_t **out)
+{
+    *out = NULL;
+    if (e->cctx == NULL && (e->cctx = zstd.createCCtx()) == NULL)
+        return 0;
+    size_t bound = zstd.compressBound(len);
+    uint8_t *dst = (uint8_t *)malloc(bound > 0 ? bound : 1);
+    if (dst == NULL)
+        return 0;
+    size_t got = zstd.compressCCtx(e->cctx, dst, bound, src, len, ZSTD_LEVEL);
+    if (zstd.isError(got) || got == 0) {
+        free(dst);
+        return 0;
+    }
+    *out = dst;
+    return got;
+}
 
 /* -- big-endian fields of a batch header ---------------------------------------------------------------- */
 
@@ -165,6 +297,27 @@ typedef struct {
     struct RecSum *recs, *scratch;          /* the entries' records, one after the other; one batch's */
     Py_ssize_t nrecs, recs_cap, scratch_cap;
     long long cache_bytes, cache_peak, total_peak, cache_hits, cache_decided;
+    /* zstd through libzstd (`dec_frame`): this map's switch (on where the library loaded), a context per
+     * thread (the caller's, the helper's), and the frames it decompressed */
+    int direct_zstd;
+    Dec dec[2];
+    long long direct_frames, helper_batches;
+    /* filter_chunk's recompressions through libzstd (`run_jobs`): on where set_codecs' probe found the
+     * library's bytes python-zstandard's; a context and buffer per thread; the chunk's partly kept zstd
+     * batches (jobs, their records' keep flags), and the pieces of its output in order */
+    int direct_compress;
+    Enc enc[2];
+    struct Job *jobs;
+    uint8_t *keepv;
+    struct Piece *pieces;
+    Py_ssize_t jobs_cap, keepv_cap, pieces_cap;
+    long long direct_compressed;
+    /* map_chunk's window: the next batches of the chunk, summarized (decompressed, walked, keys hashed)
+     * by the caller's thread and the helper at once, without the GIL, before they are put in order */
+    struct Pre *pre;
+    struct RecSum *wsums;
+    Py_ssize_t pre_cap, wsums_cap;
+    struct Helper *helper;
 } OffsetMapObject;
 
 typedef struct RecSum {
@@ -271,9 +424,9 @@ static int scratch_room(OffsetMapObject *m, long long count)
     return 0;
 }
 
-/* Keeps the `count` records of the scratch buffer as those of the batch at `h`, when they fit beside the
+/* Keeps the `count` records at `from` (the scratch buffer, or the window's) as those of the batch at `h`, when they fit beside the
  * table (the arrays counted as allocated); map_chunk's batches come in offset order. */
-static void sums_keep(OffsetMapObject *m, const uint8_t *h, Py_ssize_t size, Py_ssize_t count)
+static void sums_keep(OffsetMapObject *m, const uint8_t *h, Py_ssize_t size, const RecSum *from, Py_ssize_t count)
 {
     long long base = be64(h);
     if (m->nsums > 0 && m->sums[m->nsums - 1].base >= base)
@@ -293,7 +446,7 @@ static void sums_keep(OffsetMapObject *m, const uint8_t *h, Py_ssize_t size, Py_
     }
     if ((recs_cap != m->recs_cap || sums_cap != m->sums_cap) && sums_resize(m, recs_cap, sums_cap) < 0)
         return;
-    memcpy(m->recs + m->nrecs, m->scratch, sizeof(RecSum) * (size_t)count);
+    memcpy(m->recs + m->nrecs, from, sizeof(RecSum) * (size_t)count);
     SumEntry *e = &m->sums[m->nsums++];
     e->base = base;
     e->size = size;
@@ -310,6 +463,8 @@ static const SumEntry *sums_find(OffsetMapObject *m, const uint8_t *h, Py_ssize_
 {
     long long base = be64(h);
     Py_ssize_t lo = m->sums_first, hi = m->nsums;
+    if (lo < hi && m->sums[lo].base >= base)
+        hi = lo; /* the copy's next batch is the cache's next entry: no search over the whole cache */
     while (lo < hi) {
         Py_ssize_t mid = lo + (hi - lo) / 2;
         if (m->sums[mid].base < base)
@@ -414,6 +569,9 @@ static int map_reset(OffsetMapObject *m)
     return map_alloc(m, m->slots < INITIAL_SLOTS ? m->slots : INITIAL_SLOTS);
 }
 
+static void helper_stop(OffsetMapObject *m);
+static void window_free(OffsetMapObject *m);
+
 static int OffsetMap_init(OffsetMapObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"memory", "load_factor", "seed", NULL};
@@ -434,6 +592,7 @@ static int OffsetMap_init(OffsetMapObject *self, PyObject *args, PyObject *kwds)
     }
     self->seed = seed;
     self->peak_bytes = 0;
+    self->direct_zstd = zstd_loaded;
     if (map_reset(self) < 0) {
         PyErr_NoMemory();
         return -1;
@@ -448,8 +607,59 @@ static void OffsetMap_dealloc(OffsetMapObject *self)
     Py_CLEAR(self->zstd_decompress);
     Py_CLEAR(self->zstd_compress);
     sums_clear(self);
+    helper_stop(self);
+    window_free(self);
+    dec_free(&self->dec[0]);
+    dec_free(&self->dec[1]);
+    enc_free(&self->enc[0]);
+    enc_free(&self->enc[1]);
+    free(self->jobs);
+    free(self->keepv);
+    free(self->pieces);
     free(self->table);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *call_own_zstd(PyObject *fn, const uint8_t *data, Py_ssize_t len, long long expect);
+
+/* Whether libzstd's compression gives the bytes of this map's own python-zstandard context (the Python
+ * path's) on a sample of records: 1 yes, 0 no (or no library: the copy compresses through Python), -1 with
+ * an error set. The sample: 100 records of the kind a changelog producer writes (a varint head, a short
+ * key, a value of repeated random bytes), in batches of 10 and 100. */
+static int probe_compress(OffsetMapObject *m)
+{
+    if (!zstd_loaded || !zstd_compress_loaded)
+        return 0;
+    enum { REC = 100, N = 100 };
+    uint8_t sample[REC * N];
+    uint64_t x = 0x9E3779B97F4A7C15ULL;
+    for (int i = 0; i < N; i++) {
+        uint8_t *r = sample + i * REC;
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        memcpy(r, "\xc4\x01\x00\x00\x00\x14key-", 10);
+        for (int j = 10; j < 16; j++)
+            r[j] = (uint8_t)('0' + (x >> (8 * j - 70)) % 10);
+        for (int j = 16; j < REC; j++)
+            r[j] = (uint8_t)(x >> (8 * ((j - 16) % 8)));
+    }
+    Enc e = {0};
+    int same = 1;
+    for (int k = 0; k < 2 && same == 1; k++) {
+        size_t len = k == 0 ? 10 * REC : sizeof(sample);
+        uint8_t *mine = NULL;
+        size_t got = enc_compress(&e, sample, len, &mine);
+        PyObject *theirs = call_own_zstd(m->zstd_compress, sample, (Py_ssize_t)len, -1);
+        if (theirs == NULL) {
+            same = PyErr_Occurred() ? -1 : 0;
+        } else {
+            same = got > 0 && (size_t)PyBytes_GET_SIZE(theirs) == got &&
+                   memcmp(PyBytes_AS_STRING(theirs), mine, got) == 0;
+            Py_DECREF(theirs);
+        }
+        free(mine);
+    }
+    enc_free(&e);
+    return same;
 }
 
 static PyObject *OffsetMap_set_codecs(OffsetMapObject *self, PyObject *args)
@@ -485,6 +695,13 @@ static PyObject *OffsetMap_set_codecs(OffsetMapObject *self, PyObject *args)
         self->zstd_compress = zstd_compress;
     }
     self->max_size = max_size;
+    self->direct_compress = 0;
+    if (self->zstd_compress != NULL) {
+        int same = probe_compress(self);
+        if (same < 0)
+            return NULL;
+        self->direct_compress = same;
+    }
     Py_RETURN_NONE;
 }
 
@@ -553,6 +770,25 @@ static long long zstd_single_frame_size(const uint8_t *p, Py_ssize_t n)
     return (long long)v;
 }
 
+/* The content size of `p` when it goes to libzstd (`dec_frame`): exactly one frame stating its size within
+ * `max_size`, whose window python-zstandard's decompressor accepts too (at most 2^27 bytes, zstd's default
+ * limit: a frame above it is refused there, so it is left to the Python path to refuse); -1 otherwise. */
+static long long zstd_direct_size(const uint8_t *p, Py_ssize_t n, long long max_size)
+{
+    long long size = zstd_single_frame_size(p, n);
+    if (size < 0 || size > max_size)
+        return -1;
+    unsigned long long window;
+    if ((p[4] >> 5) & 1) {
+        window = (unsigned long long)size; /* a single-segment frame: its window is its content */
+    } else {
+        int exponent = p[5] >> 3, mantissa = p[5] & 7;
+        unsigned long long base = 1ULL << (10 + exponent);
+        window = base + (base / 8) * (unsigned long long)mantissa;
+    }
+    return window > (1ULL << 27) ? -1 : size;
+}
+
 /* One of this map's own zstd contexts' calls on `data` (lent as a read-only memoryview: no copy), giving
  * bytes (of `expect` bytes when expect >= 0). NULL with no error set when it failed with an ordinary
  * exception or answered otherwise: the caller then goes through the records layer, which decides as the
@@ -606,9 +842,51 @@ static PyObject *compress_body(OffsetMapObject *m, int codec, const uint8_t *dat
     return call_codec(m->compress, codec, data, len);
 }
 
+/* The records section of a compressed batch's `data`: 1 with it in *body / *blen (in this thread's libzstd
+ * buffer, valid until the next call, or in *owner, a new reference); 0 with no error set when the Python
+ * code must decide (decompress_body's NULL); -1 with an error set. zstd frames go to libzstd first when
+ * this map uses it, then to decompress_body, which decides as before. */
+static int decompress_into(OffsetMapObject *m, int codec, const uint8_t *data, Py_ssize_t len, const uint8_t **body,
+                           Py_ssize_t *blen, PyObject **owner)
+{
+    *owner = NULL;
+    if (codec == 4 && m->direct_zstd) {
+        long long size = zstd_direct_size(data, len, m->max_size);
+        if (size >= 0 && dec_frame(&m->dec[0], data, (size_t)len, (size_t)size)) {
+            m->direct_frames++;
+            *body = m->dec[0].buf;
+            *blen = (Py_ssize_t)size;
+            return 1;
+        }
+    }
+    PyObject *res = decompress_body(m, codec, data, len);
+    if (res == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    *owner = res;
+    *body = (const uint8_t *)PyBytes_AS_STRING(res);
+    *blen = PyBytes_GET_SIZE(res);
+    return 1;
+}
+
 static PyObject *OffsetMap_clear(OffsetMapObject *self, PyObject *unused)
 {
     sums_clear(self);
+    window_free(self);
+    for (int i = 0; i < 2; i++) { /* the buffers may have grown for a large frame; the contexts stay */
+        free(self->dec[i].buf);
+        self->dec[i].buf = NULL;
+        self->dec[i].cap = 0;
+        free(self->enc[i].plain);
+        self->enc[i].plain = NULL;
+        self->enc[i].cap = 0;
+    }
+    free(self->jobs);
+    free(self->keepv);
+    free(self->pieces);
+    self->jobs = NULL;
+    self->keepv = NULL;
+    self->pieces = NULL;
+    self->jobs_cap = self->keepv_cap = self->pieces_cap = 0;
     if (map_reset(self) < 0)
         return PyErr_NoMemory();
     Py_RETURN_NONE;
@@ -688,6 +966,335 @@ static int map_records(OffsetMapObject *m, const uint8_t *body, Py_ssize_t n, lo
     return pos == n ? 1 : -1;
 }
 
+/* -- the map pass's window: the next batches summarized on two threads --------------------------------
+ * Decompressing a batch, walking its records and hashing its keys depend on nothing but the batch, and are
+ * most of the map pass's time for a compressed log: map_chunk does them for a window of the chunk's next
+ * zstd batches ahead of its loop, half of them in the caller's thread and half in a helper thread of the
+ * map's own, both without the GIL (pure C: libzstd, the record walk, the hash). The loop then puts each
+ * summarized batch's keys in offset order, as before; a batch not summarized (not a zstd frame libzstd
+ * takes, a body the walk rejects, an offset delta outside 32 bits) takes the loop's usual path, which
+ * decides as before. A window holds at most WINDOW_BATCHES batches and WINDOW_RECORDS records (their
+ * summaries, 24 bytes a record, are the window's memory besides a decompression buffer per thread), stops
+ * before a batch the loop hands to Python (a transactional or control one) and within the throttle's
+ * budget, so that little summarized work is thrown away when the loop stops early. */
+static inline int frame(const uint8_t *buf, Py_ssize_t n, Py_ssize_t off, Py_ssize_t *size);
+
+#define WINDOW_BATCHES 2048
+#define WINDOW_RECORDS 32768
+#define HELPER_MIN_BATCHES 32 /* a smaller window is summarized by the caller alone */
+
+typedef struct Pre {
+    Py_ssize_t off, size; /* the batch in the chunk */
+    long long content;    /* its frame's stated content size */
+    Py_ssize_t first;     /* its records' summaries in `wsums` */
+    long long count;
+    int state; /* 1: summarized (the body decompressed and walked whole); 0: the loop's usual path */
+} Pre;
+
+typedef struct Helper {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pid_t pid; /* of the process that started it: a forked child has no such thread */
+    int job, stop;
+    int kind; /* the job: 0 summarize the window's batches, 1 run filter_chunk's recompressions */
+    OffsetMapObject *m;
+    const uint8_t *buf;
+    Py_ssize_t from, to;
+} Helper;
+
+/* A partly kept zstd batch of filter_chunk's chunk, judged from the record cache, whose kept records are
+ * spliced and recompressed by `run_jobs` after the chunk's loop (two threads, without the GIL). */
+typedef struct Job {
+    Py_ssize_t off, size;  /* the batch in the chunk */
+    long long content;     /* its frame's stated content size */
+    long long count, nkept;
+    Py_ssize_t keep;       /* its records' keep flags in m->keepv */
+    Py_ssize_t piece;      /* its piece of the output */
+    long long bytes, rec_read, rec_kept, last_done; /* the loop's counters before it */
+    uint8_t *out;          /* the kept records recompressed (malloc'd), out_len bytes; NULL: not done */
+    size_t out_len;
+    int64_t max_delta;     /* the largest timestamp delta of its kept records */
+    int decoded;           /* its frame went through libzstd (counted in direct_frames) */
+} Job;
+
+/* A batch filter_chunk writes: `len` bytes at `pos` of its buffer, or job `job`'s batch (job >= 0). */
+typedef struct Piece {
+    Py_ssize_t pos, len;
+    Py_ssize_t job;
+    long long last, max_ts;
+} Piece;
+
+/* The jobs [from, to) with the context pair `d`, `e`: each batch decompressed, its kept records put back to
+ * back and compressed. A job that fails keeps out NULL (the batch then goes to the Python code). No
+ * Python API: runs without the GIL. */
+static void run_jobs(OffsetMapObject *m, Dec *d, Enc *e, const uint8_t *buf, Py_ssize_t from, Py_ssize_t to)
+{
+    for (Py_ssize_t k = from; k < to; k++) {
+        Job *j = &m->jobs[k];
+        j->out = NULL;
+        j->decoded = 0;
+        const uint8_t *h = buf + j->off;
+        if (!dec_frame(d, h + HEADER_SIZE, (size_t)(j->size - HEADER_SIZE), (size_t)j->content))
+            continue;
+        j->decoded = 1;
+        if (e->cap < (size_t)j->content || e->plain == NULL) {
+            size_t cap = j->content > 4096 ? (size_t)j->content : 4096;
+            uint8_t *grown = (uint8_t *)realloc(e->plain, cap);
+            if (grown == NULL)
+                continue;
+            e->plain = grown;
+            e->cap = cap;
+        }
+        const uint8_t *body = d->buf, *keep = m->keepv + j->keep;
+        Py_ssize_t blen = (Py_ssize_t)j->content, pos = 0;
+        size_t plen = 0;
+        long long nk = 0;
+        int64_t max_delta = 0;
+        int ok = 1;
+        for (long long i = 0; i < j->count; i++) {
+            RecordHead r;
+            if (!record_head(body, blen, pos, &r) || r.ts_status != 1) {
+                ok = 0;
+                break;
+            }
+            if (keep[i]) {
+                memcpy(e->plain + plen, body + r.start, (size_t)(r.end - r.start));
+                plen += (size_t)(r.end - r.start);
+                if (nk == 0 || r.ts_delta > max_delta)
+                    max_delta = r.ts_delta;
+                nk++;
+            }
+            pos = r.end;
+        }
+        if (!ok || pos != blen || nk != j->nkept)
+            continue;
+        uint8_t *out;
+        size_t got = enc_compress(e, e->plain, plen, &out);
+        if (got == 0)
+            continue;
+        j->out = out;
+        j->out_len = got;
+        j->max_delta = max_delta;
+    }
+}
+
+/* Summarizes the window's batches [from, to) with the context `d`. No Python API: runs without the GIL. */
+static void summarize(OffsetMapObject *m, Dec *d, const uint8_t *buf, Py_ssize_t from, Py_ssize_t to)
+{
+    for (Py_ssize_t k = from; k < to; k++) {
+        Pre *p = &m->pre[k];
+        p->state = 0;
+        const uint8_t *h = buf + p->off;
+        if (!dec_frame(d, h + HEADER_SIZE, (size_t)(p->size - HEADER_SIZE), (size_t)p->content))
+            continue;
+        const uint8_t *body = d->buf;
+        Py_ssize_t blen = (Py_ssize_t)p->content, pos = 0;
+        RecSum *rs = m->wsums + p->first;
+        int ok = 1;
+        for (long long i = 0; i < p->count; i++) {
+            RecordHead r;
+            if (!record_head(body, blen, pos, &r) || r.ts_status != 1 || r.offset_delta < 0) {
+                ok = 0;
+                break;
+            }
+            rs[i].meta = (uint64_t)r.offset_delta | (r.key_len < 0 ? REC_NULL_KEY : 0) |
+                         (r.value_len < 0 ? REC_NULL_VALUE : 0);
+            rs[i].h1 = rs[i].h2 = 0;
+            if (r.key_len >= 0)
+                hash128(body + r.key_start, (size_t)r.key_len, m->seed, &rs[i].h1, &rs[i].h2);
+            pos = r.end;
+        }
+        if (ok && pos == blen)
+            p->state = 1;
+    }
+}
+
+static void *helper_main(void *arg)
+{
+    Helper *hp = (Helper *)arg;
+    pthread_mutex_lock(&hp->mu);
+    for (;;) {
+        while (!hp->job && !hp->stop)
+            pthread_cond_wait(&hp->cv, &hp->mu);
+        if (hp->stop)
+            break;
+        pthread_mutex_unlock(&hp->mu);
+        if (hp->kind == 1)
+            run_jobs(hp->m, &hp->m->dec[1], &hp->m->enc[1], hp->buf, hp->from, hp->to);
+        else
+            summarize(hp->m, &hp->m->dec[1], hp->buf, hp->from, hp->to);
+        pthread_mutex_lock(&hp->mu);
+        hp->job = 0;
+        pthread_cond_broadcast(&hp->cv);
+    }
+    pthread_mutex_unlock(&hp->mu);
+    return NULL;
+}
+
+/* The map's helper thread, started on first use (NULL when it cannot be: the caller summarizes alone). Its
+ * signals are blocked: Python's handlers run in the main thread. */
+static Helper *helper_get(OffsetMapObject *m)
+{
+    if (m->helper != NULL && m->helper->pid == getpid())
+        return m->helper;
+    m->helper = NULL; /* one started before a fork is not in this process: left as it is */
+    Helper *hp = (Helper *)calloc(1, sizeof(Helper));
+    if (hp == NULL)
+        return NULL;
+    if (pthread_mutex_init(&hp->mu, NULL) != 0) {
+        free(hp);
+        return NULL;
+    }
+    if (pthread_cond_init(&hp->cv, NULL) != 0) {
+        pthread_mutex_destroy(&hp->mu);
+        free(hp);
+        return NULL;
+    }
+    hp->m = m;
+    hp->pid = getpid();
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&hp->thread, NULL, helper_main, hp);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        pthread_cond_destroy(&hp->cv);
+        pthread_mutex_destroy(&hp->mu);
+        free(hp);
+        return NULL;
+    }
+    m->helper = hp;
+    return hp;
+}
+
+static void helper_stop(OffsetMapObject *m)
+{
+    Helper *hp = m->helper;
+    m->helper = NULL;
+    if (hp == NULL || hp->pid != getpid())
+        return;
+    pthread_mutex_lock(&hp->mu);
+    hp->stop = 1;
+    pthread_cond_broadcast(&hp->cv);
+    pthread_mutex_unlock(&hp->mu);
+    pthread_join(hp->thread, NULL);
+    pthread_cond_destroy(&hp->cv);
+    pthread_mutex_destroy(&hp->mu);
+    free(hp);
+}
+
+static void window_free(OffsetMapObject *m)
+{
+    free(m->pre);
+    free(m->wsums);
+    m->pre = NULL;
+    m->wsums = NULL;
+    m->pre_cap = m->wsums_cap = 0;
+}
+
+/* Lays out the window of the batches of `buf` from `off` (see above) and summarizes it: the number of
+ * batches in m->pre (0 when there is none to summarize, or no memory for it). `*wend`: where the batches
+ * it looked at end (the window covers the batches before it). */
+static Py_ssize_t window_fill(OffsetMapObject *m, const uint8_t *buf, Py_ssize_t n, Py_ssize_t off, long long start,
+                              long long end, long long budget_left, Py_ssize_t *wend)
+{
+    if (m->pre == NULL) {
+        m->pre = (Pre *)malloc(sizeof(Pre) * WINDOW_BATCHES);
+        m->wsums = (RecSum *)malloc(sizeof(RecSum) * WINDOW_RECORDS);
+        if (m->pre == NULL || m->wsums == NULL) {
+            window_free(m);
+            *wend = n; /* none this chunk */
+            return 0;
+        }
+        m->pre_cap = WINDOW_BATCHES;
+        m->wsums_cap = WINDOW_RECORDS;
+    }
+    Py_ssize_t wn = 0, pos = off;
+    long long recs = 0, bytes = 0, zbytes = 0;
+    while (pos < n && wn < WINDOW_BATCHES) {
+        Py_ssize_t size;
+        if (frame(buf, n, pos, &size) != 1)
+            break;
+        const uint8_t *h = buf + pos;
+        long long base = be64(h), last = base + be32(h + 23);
+        int attrs = (h[21] << 8) | h[22];
+        if (base >= end || bytes >= budget_left || (attrs & (ATTR_TRANSACTIONAL | ATTR_CONTROL)))
+            break;
+        if (last >= start) {
+            long long count = be32(h + 57);
+            long long content = (attrs & ATTR_CODEC) == 4 ? zstd_direct_size(h + HEADER_SIZE, size - HEADER_SIZE,
+                                                                              m->max_size) : -1;
+            if (content >= 0 && count >= 0 && count <= content && count <= WINDOW_RECORDS) {
+                if (recs + count > WINDOW_RECORDS)
+                    break;
+                Pre *p = &m->pre[wn++];
+                p->off = pos;
+                p->size = size;
+                p->content = content;
+                p->first = (Py_ssize_t)recs;
+                p->count = count;
+                p->state = 0;
+                recs += count;
+                zbytes += size;
+            }
+            bytes += size;
+        }
+        pos += size;
+    }
+    *wend = pos;
+    if (wn == 0)
+        return 0;
+    Helper *hp = wn >= HELPER_MIN_BATCHES ? helper_get(m) : NULL;
+    Py_ssize_t split = wn;
+    if (hp != NULL) { /* the helper takes the second half of the compressed bytes */
+        long long half = 0;
+        for (split = 0; split < wn && half < zbytes / 2; split++)
+            half += m->pre[split].size;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (split < wn) {
+        pthread_mutex_lock(&hp->mu);
+        hp->kind = 0;
+        hp->buf = buf;
+        hp->from = split;
+        hp->to = wn;
+        hp->job = 1;
+        pthread_cond_broadcast(&hp->cv);
+        pthread_mutex_unlock(&hp->mu);
+    }
+    summarize(m, &m->dec[0], buf, 0, split);
+    if (split < wn) {
+        pthread_mutex_lock(&hp->mu);
+        while (hp->job)
+            pthread_cond_wait(&hp->cv, &hp->mu);
+        pthread_mutex_unlock(&hp->mu);
+    }
+    Py_END_ALLOW_THREADS
+    m->helper_batches += wn - split;
+    return wn;
+}
+
+/* map_records for a summarized batch: its keys put from their summaries (the body was walked whole). 1 done,
+ * 0 full, -2 a Python error. The slots of the batch's keys are fetched ahead of the puts. */
+static int map_summed(OffsetMapObject *m, const RecSum *rs, long long count, long long base, long long start,
+                      long long *records)
+{
+    for (long long i = 0; i < count; i++)
+        __builtin_prefetch(&m->table[slot_of(m, rs[i].h1)]);
+    for (long long i = 0; i < count; i++) {
+        long long offset = base + (long long)(rs[i].meta & 0xFFFFFFFFULL);
+        if (!(rs[i].meta & REC_NULL_KEY) && offset >= start) {
+            if (m->count >= m->max_entries)
+                return 0;
+            if (map_put(m, rs[i].h1, rs[i].h2, offset) < 0)
+                return -2;
+        }
+        (*records)++;
+    }
+    return 1;
+}
+
 /* map_body(body, count, base, start) -> (full, records mapped) for one decompressed records section, None
  * for a body the Python walk rejects. */
 static PyObject *OffsetMap_map_body(OffsetMapObject *self, PyObject *args)
@@ -740,6 +1347,7 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
     const uint8_t *buf = (const uint8_t *)view.buf;
     const Py_ssize_t n = view.len;
     int status = ST_MORE;
+    Py_ssize_t wn = 0, widx = 0, wend = off; /* the window (m->pre[0, wn)) covers the batches before wend */
     while (off < n) {
         Py_ssize_t size;
         int f = frame(buf, n, off, &size);
@@ -748,6 +1356,10 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
         if (f < 0) {
             status = ST_PYTHON;
             break;
+        }
+        if (off >= wend && self->direct_zstd && self->decompress != NULL) {
+            wn = window_fill(self, buf, n, off, start, end, budget - bytes, &wend);
+            widx = 0;
         }
         const uint8_t *h = buf + off;
         long long base = be64(h), last = base + be32(h + 23);
@@ -768,29 +1380,40 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
             status = ST_PYTHON;
             break;
         }
-        const uint8_t *body = h + HEADER_SIZE;
-        Py_ssize_t blen = size - HEADER_SIZE;
-        PyObject *plain = NULL; /* the decompressed records section of a compressed batch */
-        if (attrs & ATTR_CODEC) {
-            plain = decompress_body(self, attrs & ATTR_CODEC, body, blen);
-            if (plain == NULL) {
-                if (PyErr_Occurred()) {
+        while (widx < wn && self->pre[widx].off < off)
+            widx++;
+        const Pre *pre = widx < wn && self->pre[widx].off == off && self->pre[widx].state == 1 ? &self->pre[widx] : NULL;
+        long long mapped = 0, count = be32(h + 57);
+        int got;
+        if (pre != NULL) { /* summarized in the window: its keys put in order */
+            self->direct_frames++;
+            got = map_summed(self, self->wsums + pre->first, count, base, start, &mapped);
+            if (got == 1)
+                sums_keep(self, h, size, self->wsums + pre->first, (Py_ssize_t)count); /* for filter_chunk */
+        } else {
+            const uint8_t *body = h + HEADER_SIZE;
+            Py_ssize_t blen = size - HEADER_SIZE;
+            PyObject *owner = NULL; /* holds a decompressed records section from Python */
+            int compressed = (attrs & ATTR_CODEC) != 0;
+            if (compressed) {
+                int dec = decompress_into(self, attrs & ATTR_CODEC, h + HEADER_SIZE, size - HEADER_SIZE, &body, &blen,
+                                          &owner);
+                if (dec < 0) {
                     PyBuffer_Release(&view);
                     return NULL;
                 }
-                status = ST_PYTHON;
-                break;
+                if (dec == 0) {
+                    status = ST_PYTHON;
+                    break;
+                }
             }
-            body = (const uint8_t *)PyBytes_AS_STRING(plain);
-            blen = PyBytes_GET_SIZE(plain);
-        }
-        long long mapped = 0, count = be32(h + 57);
-        int sums_ok = plain != NULL && count >= 0 && count <= blen && scratch_room(self, count) == 0;
-        int got = map_records(self, body, blen, count, base, start, &mapped, sums_ok ? self->scratch : NULL,
+            int sums_ok = compressed && count >= 0 && count <= blen && scratch_room(self, count) == 0;
+            got = map_records(self, body, blen, count, base, start, &mapped, sums_ok ? self->scratch : NULL,
                               &sums_ok);
-        Py_XDECREF(plain);
-        if (got == 1 && sums_ok)
-            sums_keep(self, h, size, (Py_ssize_t)count); /* for filter_chunk, if it fits */
+            Py_XDECREF(owner);
+            if (got == 1 && sums_ok)
+                sums_keep(self, h, size, self->scratch, (Py_ssize_t)count); /* for filter_chunk, if it fits */
+        }
         if (got == -2) {
             PyBuffer_Release(&view);
             return NULL;
@@ -864,6 +1487,8 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
     Py_ssize_t kept_stack[2 * MAX_KEPT_STACK];
     Py_ssize_t *kept = kept_stack;
     long long kept_cap = MAX_KEPT_STACK;
+    Py_ssize_t njobs = 0, nkeepv = 0, npieces = 0;
+    PyObject *data = NULL;
     if (points == NULL || out == NULL)
         goto error;
     while (off < n) {
@@ -925,13 +1550,28 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
         int retain_deletes = !horizon || now < base_ts;
         long long nkept = 0, batch_max_ts = -1;
         Py_ssize_t written = 0;
+        Py_ssize_t job = -1; /* this batch's job, when its recompression is left to run_jobs */
         const SumEntry *cached = codec ? sums_find(self, h, size) : NULL;
         if (cached != NULL && cached->count == count) {
             /* the records the map pass read of this batch: the same judgement as below, without the body;
-             * a batch that keeps all of its records or none is decided here, any other is decompressed */
+             * a batch that keeps all of its records or none is decided here, any other is decompressed
+             * (a zstd one by run_jobs after the loop, when libzstd compresses for this map) */
             const RecSum *rs = self->recs + cached->first;
             long long latest = self->latest_offset;
             int tombstones = 0;
+            int defer = codec == 4 && self->direct_zstd && self->direct_compress;
+            if (defer && nkeepv + count > self->keepv_cap) {
+                Py_ssize_t cap = 2 * self->keepv_cap > nkeepv + count ? 2 * self->keepv_cap : nkeepv + count + 4096;
+                uint8_t *grown = (uint8_t *)realloc(self->keepv, (size_t)cap);
+                if (grown == NULL) {
+                    PyErr_NoMemory();
+                    goto error;
+                }
+                self->keepv = grown;
+                self->keepv_cap = cap;
+            }
+            for (long long i = 0; i < count; i++) /* the slots fetched at once, not one miss after another */
+                __builtin_prefetch(&self->table[slot_of(self, rs[i].h1)]);
             for (long long i = 0; i < count; i++) {
                 long long offset = base + (long long)(rs[i].meta & 0xFFFFFFFFULL);
                 int keep;
@@ -946,6 +1586,8 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
                     nkept++;
                     tombstones |= (rs[i].meta & REC_NULL_VALUE) != 0;
                 }
+                if (defer)
+                    self->keepv[nkeepv + i] = (uint8_t)keep;
             }
             if (!(tombstones && !horizon) && (nkept == 0 ? !retain_empty : nkept == count)) {
                 self->cache_decided++;
@@ -956,18 +1598,47 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
                 }
                 goto judged;
             }
+            long long content = defer && nkept > 0 && !(tombstones && !horizon)
+                                    ? zstd_direct_size(h + HEADER_SIZE, size - HEADER_SIZE, self->max_size)
+                                    : -1;
+            if (content >= 0) {
+                if (njobs == self->jobs_cap) {
+                    Py_ssize_t cap = self->jobs_cap ? 2 * self->jobs_cap : 256;
+                    Job *grown = (Job *)realloc(self->jobs, sizeof(Job) * (size_t)cap);
+                    if (grown == NULL) {
+                        PyErr_NoMemory();
+                        goto error;
+                    }
+                    self->jobs = grown;
+                    self->jobs_cap = cap;
+                }
+                Job *j = &self->jobs[njobs];
+                j->off = off;
+                j->size = size;
+                j->content = content;
+                j->count = count;
+                j->nkept = nkept;
+                j->keep = nkeepv;
+                j->piece = npieces;
+                j->bytes = bytes;
+                j->rec_read = rec_read;
+                j->rec_kept = rec_kept;
+                j->last_done = last_done;
+                j->out = NULL;
+                job = njobs++;
+                nkeepv += count;
+                goto judged;
+            }
             nkept = 0;
         }
         if (codec) {
-            plain = decompress_body(self, codec, body, blen);
-            if (plain == NULL) {
-                if (PyErr_Occurred())
-                    goto error;
+            int dec = decompress_into(self, codec, h + HEADER_SIZE, size - HEADER_SIZE, &body, &blen, &plain);
+            if (dec < 0)
+                goto error;
+            if (dec == 0) {
                 status = ST_PYTHON;
                 break;
             }
-            body = (const uint8_t *)PyBytes_AS_STRING(plain);
-            blen = PyBytes_GET_SIZE(plain);
         }
         if (count < 0 || count > blen) {
             status = ST_PYTHON;
@@ -1086,43 +1757,135 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
     judged:
         rec_read += count;
         rec_kept += nkept;
-        if (written) {
-            /* `_CleanedSegment.append`'s index rule */
-            if (batch_max_ts > max_ts) {
-                max_ts = batch_max_ts;
-                max_ts_off = last;
-            }
-            if (since_entry > interval) {
-                PyObject *pt = Py_BuildValue("(LLLL)", last, size_out, max_ts, max_ts_off);
-                if (pt == NULL || PyList_Append(points, pt) < 0) {
-                    Py_XDECREF(pt);
+        if (written || job >= 0) { /* indexed below, once the jobs' sizes are known */
+            if (npieces == self->pieces_cap) {
+                Py_ssize_t cap = self->pieces_cap ? 2 * self->pieces_cap : 1024;
+                Piece *grown = (Piece *)realloc(self->pieces, sizeof(Piece) * (size_t)cap);
+                if (grown == NULL) {
+                    PyErr_NoMemory();
                     goto error;
                 }
-                Py_DECREF(pt);
-                since_entry = 0;
+                self->pieces = grown;
+                self->pieces_cap = cap;
             }
+            Piece *pc = &self->pieces[npieces++];
+            pc->pos = out_len;
+            pc->len = written;
+            pc->job = job;
+            pc->last = last;
+            pc->max_ts = batch_max_ts;
             out_len += written;
-            size_out += written;
-            since_entry += written;
         }
         Py_CLEAR(plain);
         bytes += size;
         last_done = last;
         off += size;
     }
-    Py_XDECREF(plain);
+    Py_CLEAR(plain);
+    if (njobs > 0) {
+        /* the recompressions, half on the helper thread when there are enough of them */
+        Helper *hp = njobs >= 8 ? helper_get(self) : NULL;
+        Py_ssize_t split = hp != NULL ? njobs / 2 : njobs;
+        Py_BEGIN_ALLOW_THREADS
+        if (split < njobs) {
+            pthread_mutex_lock(&hp->mu);
+            hp->kind = 1;
+            hp->buf = buf;
+            hp->from = split;
+            hp->to = njobs;
+            hp->job = 1;
+            pthread_cond_broadcast(&hp->cv);
+            pthread_mutex_unlock(&hp->mu);
+        }
+        run_jobs(self, &self->dec[0], &self->enc[0], buf, 0, split);
+        if (split < njobs) {
+            pthread_mutex_lock(&hp->mu);
+            while (hp->job)
+                pthread_cond_wait(&hp->cv, &hp->mu);
+            pthread_mutex_unlock(&hp->mu);
+        }
+        Py_END_ALLOW_THREADS
+        for (Py_ssize_t k = 0; k < njobs; k++)
+            self->direct_frames += self->jobs[k].decoded;
+    }
+    /* a job that failed ends the output before its batch, which goes to the Python code (whose splice gives
+     * the same bytes, or raises the same error) */
+    Py_ssize_t npieces_out = npieces;
+    for (Py_ssize_t k = 0; k < njobs; k++) {
+        const Job *j = &self->jobs[k];
+        if (j->out == NULL) {
+            off = j->off;
+            status = ST_PYTHON;
+            bytes = j->bytes;
+            rec_read = j->rec_read;
+            rec_kept = j->rec_kept;
+            last_done = j->last_done;
+            npieces_out = j->piece;
+            break;
+        }
+    }
+    Py_ssize_t total = 0;
+    for (Py_ssize_t k = 0; k < npieces_out; k++) {
+        const Piece *pc = &self->pieces[k];
+        total += pc->job < 0 ? pc->len : HEADER_SIZE + (Py_ssize_t)self->jobs[pc->job].out_len;
+    }
+    data = PyBytes_FromStringAndSize(NULL, total);
+    if (data == NULL)
+        goto error;
+    uint8_t *o = (uint8_t *)PyBytes_AS_STRING(data);
+    for (Py_ssize_t k = 0; k < npieces_out; k++) {
+        const Piece *pc = &self->pieces[k];
+        long long batch_max_ts = pc->max_ts;
+        Py_ssize_t written = pc->len;
+        if (pc->job < 0) {
+            memcpy(o, out + pc->pos, (size_t)written);
+        } else {
+            /* `splice_batch`: the header with the new length, max timestamp and count, the kept records
+             * recompressed */
+            const Job *j = &self->jobs[pc->job];
+            const uint8_t *h = buf + j->off;
+            int attrs = (h[21] << 8) | h[22];
+            memcpy(o, h, HEADER_SIZE);
+            memcpy(o + HEADER_SIZE, j->out, j->out_len);
+            written = HEADER_SIZE + (Py_ssize_t)j->out_len;
+            batch_max_ts = (attrs & ATTR_LOG_APPEND_TIME) ? be64(h + 35) : be64(h + 27) + j->max_delta;
+            put_be32(o + 8, (uint32_t)(written - LOG_OVERHEAD));
+            o[16] = 2;
+            put_be64(o + 35, batch_max_ts);
+            put_be32(o + 57, (uint32_t)j->nkept);
+            put_be32(o + 17, crc32c(o + 21, (size_t)(written - 21)));
+            self->direct_compressed++;
+        }
+        /* `_CleanedSegment.append`'s index rule */
+        if (batch_max_ts > max_ts) {
+            max_ts = batch_max_ts;
+            max_ts_off = pc->last;
+        }
+        if (since_entry > interval) {
+            PyObject *pt = Py_BuildValue("(LLLL)", pc->last, size_out, max_ts, max_ts_off);
+            if (pt == NULL || PyList_Append(points, pt) < 0) {
+                Py_XDECREF(pt);
+                goto error;
+            }
+            Py_DECREF(pt);
+            since_entry = 0;
+        }
+        o += written;
+        size_out += written;
+        since_entry += written;
+    }
+    for (Py_ssize_t k = 0; k < njobs; k++)
+        free(self->jobs[k].out);
     PyBuffer_Release(&view);
     if (kept != kept_stack)
         free(kept);
-    PyObject *data = PyBytes_FromStringAndSize((const char *)out, out_len);
     free(out);
-    if (data == NULL) {
-        Py_DECREF(points);
-        return NULL;
-    }
     return Py_BuildValue("(niLNLLLNLLLL)", off, status, bytes, data, rec_read, rec_kept, last_done, points,
                          size_out, since_entry, max_ts, max_ts_off);
 error:
+    for (Py_ssize_t k = 0; k < njobs; k++)
+        free(self->jobs[k].out);
+    Py_XDECREF(data);
     Py_XDECREF(plain);
     PyBuffer_Release(&view);
     if (kept != kept_stack)
@@ -1213,6 +1976,24 @@ static int set_latest(OffsetMapObject *self, PyObject *v, void *c)
     return 0;
 }
 
+static PyObject *get_direct_zstd(OffsetMapObject *self, void *c)
+{
+    return PyBool_FromLong(self->direct_zstd);
+}
+
+static int set_direct_zstd(OffsetMapObject *self, PyObject *v, void *c)
+{
+    int on = v == NULL ? 0 : PyObject_IsTrue(v);
+    if (on < 0)
+        return -1;
+    if (on && !zstd_loaded) {
+        PyErr_SetString(PyExc_ValueError, "libzstd is not loaded");
+        return -1;
+    }
+    self->direct_zstd = on;
+    return 0;
+}
+
 static PyObject *get_full(OffsetMapObject *self, void *c)
 {
     return PyBool_FromLong(self->count >= self->max_entries);
@@ -1244,12 +2025,22 @@ static PyMemberDef members[] = {
      "compressed batches filter_chunk found in the record cache"},
     {"cache_decided", T_LONGLONG, offsetof(OffsetMapObject, cache_decided), READONLY,
      "of those, the batches it judged from the cache alone (all records kept, or none)"},
+    {"direct_frames", T_LONGLONG, offsetof(OffsetMapObject, direct_frames), READONLY,
+     "zstd frames decompressed through libzstd (map pass and copy)"},
+    {"direct_compress", T_INT, offsetof(OffsetMapObject, direct_compress), READONLY,
+     "whether the copy recompresses zstd through libzstd (set_codecs found its bytes python-zstandard's)"},
+    {"direct_compressed", T_LONGLONG, offsetof(OffsetMapObject, direct_compressed), READONLY,
+     "batches the copy recompressed through libzstd (run_jobs)"},
+    {"helper_batches", T_LONGLONG, offsetof(OffsetMapObject, helper_batches), READONLY,
+     "batches the map pass's helper thread summarized"},
     {"peak_bytes", T_LONGLONG, offsetof(OffsetMapObject, peak_bytes), READONLY, "the most memory the table has held"},
     {NULL},
 };
 
 static PyGetSetDef getset[] = {
     {"latest_offset", (getter)get_latest, (setter)set_latest, "the last offset put, or advanced past", NULL},
+    {"direct_zstd", (getter)get_direct_zstd, (setter)set_direct_zstd,
+     "whether zstd frames are decompressed through libzstd (on where it loaded; off: the Python contexts)", NULL},
     {"full", (getter)get_full, NULL, "whether the map holds its maximum of entries", NULL},
     {"slots", (getter)get_slots, NULL, "slots the memory bound allows", NULL},
     {"max_entries", (getter)get_max_entries, NULL, "entries before the map is full", NULL},
@@ -1291,6 +2082,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_clean", NULL, -1, N
 PyMODINIT_FUNC PyInit__clean(void)
 {
     crc_table_init();
+    load_libzstd();
 #ifdef HAVE_SSE42_CRC
     __builtin_cpu_init();
     use_sse42 = __builtin_cpu_supports("sse4.2");
@@ -1311,5 +2103,6 @@ PyMODINIT_FUNC PyInit__clean(void)
     PyModule_AddIntConstant(m, "BUDGET", ST_BUDGET);
     PyModule_AddIntConstant(m, "END", ST_END);
     PyModule_AddIntConstant(m, "FULL", ST_FULL);
+    PyModule_AddIntConstant(m, "LIBZSTD", zstd_loaded ? (long)zstd.versionNumber() : 0);
     return m;
 }
