@@ -8,11 +8,18 @@ from typing import Any
 
 
 class LazyModule:
-    """Stands for the module `name`: it is imported when one of its attributes is first read. Each read asks
-    `importlib` again (a dict lookup once imported), so use it where calls are rare, or keep what it gives."""
+    """Stands for the module `name`: it is imported when one of its attributes is first read. Given the
+    namespace it was assigned in (`into`, a module's `globals()`, and the name it has there), it puts the module
+    itself there on that first read, so later reads cost nothing; otherwise each read asks `importlib` again
+    (a dict lookup once imported): fine where calls are rare."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, into: dict[str, Any] | None = None, as_name: str | None = None) -> None:
         self._name = name
+        self._into = into
+        self._as = as_name or name
 
     def __getattr__(self, attr: str) -> Any:
-        return getattr(importlib.import_module(self._name), attr)
+        module = importlib.import_module(self._name)
+        if self._into is not None and self._into.get(self._as) is self:
+            self._into[self._as] = module
+        return getattr(module, attr)

@@ -15,19 +15,19 @@ the same bytes or the same errors as before.
 
 from __future__ import annotations
 
+import importlib.util
 import struct
 import threading
 import zlib
 from enum import IntEnum
 
-import cramjam
-
-try:
-    import zstandard as _zstandard
-except ImportError:  # pragma: no cover - an install without it: cramjam does all zstd
-    _zstandard = None
-
 from chronolog.errors import CorruptMessageError, UnsupportedCompressionTypeError
+from chronolog.lazy import LazyModule
+
+# Imported by the first compressed batch, not by a broker's start (issue #26).
+cramjam = LazyModule("cramjam", globals(), "cramjam")
+# An install without python-zstandard: cramjam does all zstd.
+_zstandard = LazyModule("zstandard", globals(), "_zstandard") if importlib.util.find_spec("zstandard") else None
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)  # version 1, minimum compatible version 1
@@ -73,8 +73,11 @@ class _ZstdContexts(threading.local):
     """A zstd compression and decompression context per thread (a context is not thread-safe), made on
     first use; level 3 is zstd's default, what cramjam used."""
 
-    def __init__(self) -> None:
+    def __getattr__(self, name: str):  # this thread's first use
+        if name not in ("compressor", "decompressor"):
+            raise AttributeError(name)
         self.compressor, self.decompressor = _new_zstd_contexts()
+        return getattr(self, name)
 
 
 def _new_zstd_contexts():
