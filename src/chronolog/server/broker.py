@@ -183,11 +183,6 @@ class Broker:
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
         self._check_listener()
-        # The readers of the versions librdkafka and the Java client send first (ApiVersions 3, Metadata 12)
-        # are built in the background while the logs load (codec.warm_up); Produce's and Fetch's with the
-        # coordinators, after the first answers.
-        threading.Thread(target=codec.warm_up, args=([(18, 3, 3), (3, 12, 12)],), daemon=True,
-                         name="chronolog-codec-warm-up").start()
         listeners = [self._prepare(spec) for spec in self.specs]
         authorizer = self._authorizer()
         advertised = self._advertised()
@@ -243,8 +238,12 @@ class Broker:
         stop caught in PrepareCommit (their offsets are the group coordinator's to apply)."""
         state = self.state
         coordinator_cls, transactions_cls = await asyncio.to_thread(_coordinator_classes)
-        threading.Thread(target=codec.warm_up, args=([(0, 7, 11), (1, 11, 12)],), daemon=True,
-                         name="chronolog-codec-warm-up").start()
+        # The readers of the versions librdkafka and the Java client send most (ApiVersions 3, Metadata 12,
+        # Produce 7+, Fetch 11+) are built now in the background (codec.warm_up), not during the start: with
+        # one interpreter lock, building them while the start runs only delays the start. A client that comes
+        # earlier builds those of its own versions on first use.
+        threading.Thread(target=codec.warm_up, args=([(18, 3, 3), (3, 12, 12), (0, 7, 11), (1, 11, 12)],),
+                         daemon=True, name="chronolog-codec-warm-up").start()
         if coordinator_cls is not None and state.coordinator is None:
             coordinator = coordinator_cls(self.data_dir / "__consumer_offsets-state", self.config, state.log_manager)
             await coordinator.start()
