@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <structmember.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "_crc32c.h"
@@ -296,6 +297,7 @@ typedef struct {
     Py_ssize_t nsums, sums_cap, sums_first; /* entries before sums_first were passed by the copy */
     struct RecSum *recs, *scratch;          /* the entries' records, one after the other; one batch's */
     Py_ssize_t nrecs, recs_cap, scratch_cap;
+    size_t recs_reserved, sums_reserved;    /* the address space reserved for each array (region_size) */
     long long cache_bytes, cache_peak, total_peak, cache_hits, cache_decided;
     /* zstd through libzstd (`dec_frame`): this map's switch (on where the library loaded), a context per
      * thread (the caller's, the helper's), and the frames it decompressed */
@@ -354,25 +356,64 @@ static inline long long cache_alloc(const OffsetMapObject *m)
     return (long long)m->recs_cap * (long long)sizeof(RecSum) + (long long)m->sums_cap * (long long)sizeof(SumEntry);
 }
 
+/* The cache's two arrays live each in an address range reserved once per map for the most the cache can
+ * hold (`memory`, rounded up to a page) and touched as they grow: growing one moves nothing (a realloc of a
+ * few MB copied the array and faulted its new pages in twice, most of the map pass's time on the calling
+ * thread in the bench's zstd log), and what an array gives back (a shrink, a clear) is returned to the
+ * system at once (MADV_DONTNEED), so the memory it holds stays its capacity, as before. */
+static size_t page_round(size_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + page - 1) / page * page;
+}
+
+static size_t region_size(const OffsetMapObject *m)
+{
+    return page_round(m->memory > 0 ? (size_t)m->memory : 1);
+}
+
+/* Sets the array at `*base` (reserved on first use) to `bytes` of capacity from `old` bytes: 0, or -1 (no
+ * address space, or more than was reserved). */
+static int region_resize(void **base, size_t *reserved, size_t size, size_t old, size_t bytes)
+{
+    if (*base == NULL) {
+        if (bytes == 0)
+            return 0;
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+            return -1;
+        *base = p;
+        *reserved = size;
+    }
+    if (bytes > *reserved)
+        return -1;
+    size_t keep = page_round(bytes), held = page_round(old);
+    if (held > keep)
+        madvise((uint8_t *)*base + keep, held - keep, MADV_DONTNEED);
+    return 0;
+}
+
+static void region_free(void **base, size_t *reserved)
+{
+    if (*base != NULL)
+        munmap(*base, *reserved);
+    *base = NULL;
+    *reserved = 0;
+}
+
 /* Both arrays resized to `recs_cap` and `sums_cap` (at least what they hold): 0, or -1 (no memory). */
 static int sums_resize(OffsetMapObject *m, Py_ssize_t recs_cap, Py_ssize_t sums_cap)
 {
     if (recs_cap != m->recs_cap) {
-        RecSum *r = recs_cap ? (RecSum *)realloc(m->recs, sizeof(RecSum) * (size_t)recs_cap) : NULL;
-        if (recs_cap && r == NULL)
+        if (region_resize((void **)&m->recs, &m->recs_reserved, region_size(m),
+                          sizeof(RecSum) * (size_t)m->recs_cap, sizeof(RecSum) * (size_t)recs_cap) < 0)
             goto failed;
-        if (!recs_cap)
-            free(m->recs);
-        m->recs = r;
         m->recs_cap = recs_cap;
     }
     if (sums_cap != m->sums_cap) {
-        SumEntry *e = sums_cap ? (SumEntry *)realloc(m->sums, sizeof(SumEntry) * (size_t)sums_cap) : NULL;
-        if (sums_cap && e == NULL)
+        if (region_resize((void **)&m->sums, &m->sums_reserved, region_size(m),
+                          sizeof(SumEntry) * (size_t)m->sums_cap, sizeof(SumEntry) * (size_t)sums_cap) < 0)
             goto failed;
-        if (!sums_cap)
-            free(m->sums);
-        m->sums = e;
         m->sums_cap = sums_cap;
     }
     m->cache_bytes = cache_alloc(m);
@@ -402,11 +443,10 @@ static void sums_fit(OffsetMapObject *m)
 
 static void sums_clear(OffsetMapObject *m)
 {
-    free(m->sums);
-    free(m->recs);
+    region_free((void **)&m->sums, &m->sums_reserved);
+    region_free((void **)&m->recs, &m->recs_reserved);
     free(m->scratch);
-    m->sums = NULL;
-    m->recs = m->scratch = NULL;
+    m->scratch = NULL;
     m->nsums = m->sums_cap = m->sums_first = m->nrecs = m->recs_cap = m->scratch_cap = 0;
     m->cache_bytes = 0;
 }
