@@ -32,7 +32,7 @@ ratio; it is the bound the zstd rows' cold ratio is held to.
 "cold: map / rest ms" splits the best cold cleaning: the offset-map pass (which reads the segments from
 the disk, and decompresses every compressed batch) and the rest (the copy, the syncs and swaps it waits
 for). "record cache" is the most memory the records of compressed batches the map pass kept for the copy
-held (24 bytes a record, within `log.cleaner.dedupe.buffer.size` beside the map's table).
+held (8 bytes a record and 40 a batch, counted as allocated, within `log.cleaner.dedupe.buffer.size` beside the map's table).
 """
 
 from __future__ import annotations

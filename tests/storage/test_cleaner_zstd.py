@@ -158,6 +158,26 @@ def test_a_map_growing_past_the_bound_drops_the_last_batches():
     assert got[3] == chunk and 0 < omap.cache_hits == omap.cache_decided < 400
 
 
+@pytest.mark.parametrize("direct", DIRECT)
+def test_a_record_before_the_start_whose_key_comes_later_is_judged_by_it(direct):
+    """The cache keeps a record's slot in the table, not its key: a batch straddling the map's start whose
+    records before it have keys the map holds only from a later batch is not cached (it is decompressed
+    again), and those records are dropped for the later ones, as the Python path does."""
+    omap = native.OffsetMap(1 << 20, 1.0, 7)
+    counting_codecs(omap, direct)
+    first = build_batch([SimpleRecord(NOW, b"k%d" % j, b"v%d" % j) for j in range(10)], base_offset=0,
+                        compression=CompressionType.ZSTD)
+    later = build_batch([SimpleRecord(NOW, b"k%d" % j, b"w%d" % j) for j in range(5)], base_offset=10,
+                        compression=CompressionType.ZSTD)
+    chunk = first + later
+    omap.map_chunk(chunk, 0, 5, 1 << 62, 1 << 62)
+    assert len(omap) == 10
+    got = omap.filter_chunk(chunk, 0, False, 1 << 62, NOW, {}, 0, 0, 0, -1, -1, 4096, 1 << 62)
+    kept = [(r.offset, r.value) for b in iter_batches(got[3]) for r in b]
+    assert kept == [(j, b"v%d" % j) for j in range(5, 10)] + [(10 + j, b"w%d" % j) for j in range(5)]
+    assert omap.cache_hits == 1
+
+
 def _with_body(batch: bytes, body: bytes) -> bytes:
     """`batch` with its records section replaced by `body` (length and CRC-32C set again)."""
     data = bytearray(batch[:61]) + body

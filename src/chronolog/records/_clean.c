@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <structmember.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "_crc32c.h"
@@ -288,14 +289,16 @@ typedef struct {
     long long max_size;               /* decompress's limit (records.compression.DEFAULT_MAX_DECOMPRESSED) */
     long long memory;                 /* log.cleaner.dedupe.buffer.size: the table and the cache together */
     /* The record cache: for each compressed batch map_chunk decompressed and mapped whole, in offset order,
-     * its records' key hashes, offset deltas and null key / null value flags (RecSum, 24 bytes a record),
+     * its records' key slots in the table, offset deltas and null key / null value flags (CachedRec, 8 bytes a record),
      * so that filter_chunk judges its records without decompressing it again and decompresses only a batch
      * that keeps some of its records but not all; within what the table leaves of `memory` (its arrays
      * counted as allocated: cache_bytes). */
     struct SumEntry *sums;
     Py_ssize_t nsums, sums_cap, sums_first; /* entries before sums_first were passed by the copy */
-    struct RecSum *recs, *scratch;          /* the entries' records, one after the other; one batch's */
+    struct CachedRec *recs;                 /* the entries' records, one after the other */
+    struct RecSum *scratch;                 /* one batch's records, hashed (map_records) */
     Py_ssize_t nrecs, recs_cap, scratch_cap;
+    size_t recs_reserved, sums_reserved;    /* the address space reserved for each array (region_size) */
     long long cache_bytes, cache_peak, total_peak, cache_hits, cache_decided;
     /* zstd through libzstd (`dec_frame`): this map's switch (on where the library loaded), a context per
      * thread (the caller's, the helper's), and the frames it decompressed */
@@ -328,6 +331,19 @@ typedef struct RecSum {
 #define REC_NULL_KEY (1ULL << 32)
 #define REC_NULL_VALUE (1ULL << 33)
 
+/* A record of the record cache: its key's slot in the table instead of the key's hash (the slot holds that
+ * key's entry for the rest of the map: entries are never removed, and `map_alloc` renumbers the cache's
+ * slots when the table grows), so that the copy reads the key's offset without probing, in 8 bytes a
+ * record instead of 24 (fewer fresh pages for the map pass to fault in). */
+typedef struct CachedRec {
+    uint32_t slot; /* 0 for a record without a key */
+    uint32_t meta; /* the offset delta (30 bits), then CR_NULL_VALUE and CR_NULL_KEY */
+} CachedRec;
+
+#define CR_DELTA 0x3FFFFFFFu
+#define CR_NULL_VALUE (1u << 30)
+#define CR_NULL_KEY (1u << 31)
+
 typedef struct SumEntry {
     long long base;  /* the batch's base offset */
     Py_ssize_t size; /* its size in the log */
@@ -351,28 +367,67 @@ static void note_total(OffsetMapObject *m)
 /* The cache's memory: what its two arrays hold allocated (their unused tails too). */
 static inline long long cache_alloc(const OffsetMapObject *m)
 {
-    return (long long)m->recs_cap * (long long)sizeof(RecSum) + (long long)m->sums_cap * (long long)sizeof(SumEntry);
+    return (long long)m->recs_cap * (long long)sizeof(CachedRec) + (long long)m->sums_cap * (long long)sizeof(SumEntry);
+}
+
+/* The cache's two arrays live each in an address range reserved once per map for the most the cache can
+ * hold (`memory`, rounded up to a page) and touched as they grow: growing one moves nothing (a realloc of a
+ * few MB copied the array and faulted its new pages in twice, most of the map pass's time on the calling
+ * thread in the bench's zstd log), and what an array gives back (a shrink, a clear) is returned to the
+ * system at once (MADV_DONTNEED), so the memory it holds stays its capacity, as before. */
+static size_t page_round(size_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + page - 1) / page * page;
+}
+
+static size_t region_size(const OffsetMapObject *m)
+{
+    return page_round(m->memory > 0 ? (size_t)m->memory : 1);
+}
+
+/* Sets the array at `*base` (reserved on first use) to `bytes` of capacity from `old` bytes: 0, or -1 (no
+ * address space, or more than was reserved). */
+static int region_resize(void **base, size_t *reserved, size_t size, size_t old, size_t bytes)
+{
+    if (*base == NULL) {
+        if (bytes == 0)
+            return 0;
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+            return -1;
+        *base = p;
+        *reserved = size;
+    }
+    if (bytes > *reserved)
+        return -1;
+    size_t keep = page_round(bytes), held = page_round(old);
+    if (held > keep)
+        madvise((uint8_t *)*base + keep, held - keep, MADV_DONTNEED);
+    return 0;
+}
+
+static void region_free(void **base, size_t *reserved)
+{
+    if (*base != NULL)
+        munmap(*base, *reserved);
+    *base = NULL;
+    *reserved = 0;
 }
 
 /* Both arrays resized to `recs_cap` and `sums_cap` (at least what they hold): 0, or -1 (no memory). */
 static int sums_resize(OffsetMapObject *m, Py_ssize_t recs_cap, Py_ssize_t sums_cap)
 {
     if (recs_cap != m->recs_cap) {
-        RecSum *r = recs_cap ? (RecSum *)realloc(m->recs, sizeof(RecSum) * (size_t)recs_cap) : NULL;
-        if (recs_cap && r == NULL)
+        if (region_resize((void **)&m->recs, &m->recs_reserved, region_size(m),
+                          sizeof(CachedRec) * (size_t)m->recs_cap, sizeof(CachedRec) * (size_t)recs_cap) < 0)
             goto failed;
-        if (!recs_cap)
-            free(m->recs);
-        m->recs = r;
         m->recs_cap = recs_cap;
     }
     if (sums_cap != m->sums_cap) {
-        SumEntry *e = sums_cap ? (SumEntry *)realloc(m->sums, sizeof(SumEntry) * (size_t)sums_cap) : NULL;
-        if (sums_cap && e == NULL)
+        if (region_resize((void **)&m->sums, &m->sums_reserved, region_size(m),
+                          sizeof(SumEntry) * (size_t)m->sums_cap, sizeof(SumEntry) * (size_t)sums_cap) < 0)
             goto failed;
-        if (!sums_cap)
-            free(m->sums);
-        m->sums = e;
         m->sums_cap = sums_cap;
     }
     m->cache_bytes = cache_alloc(m);
@@ -389,7 +444,7 @@ static void sums_fit(OffsetMapObject *m)
     if (table_bytes(m) + m->cache_bytes <= m->memory)
         return;
     while (m->nsums > m->sums_first &&
-           table_bytes(m) + (long long)m->nrecs * (long long)sizeof(RecSum) +
+           table_bytes(m) + (long long)m->nrecs * (long long)sizeof(CachedRec) +
                    (long long)m->nsums * (long long)sizeof(SumEntry) > m->memory) {
         m->nrecs = m->sums[--m->nsums].first;
     }
@@ -402,11 +457,10 @@ static void sums_fit(OffsetMapObject *m)
 
 static void sums_clear(OffsetMapObject *m)
 {
-    free(m->sums);
-    free(m->recs);
+    region_free((void **)&m->sums, &m->sums_reserved);
+    region_free((void **)&m->recs, &m->recs_reserved);
     free(m->scratch);
-    m->sums = NULL;
-    m->recs = m->scratch = NULL;
+    m->scratch = NULL;
     m->nsums = m->sums_cap = m->sums_first = m->nrecs = m->recs_cap = m->scratch_cap = 0;
     m->cache_bytes = 0;
 }
@@ -424,12 +478,17 @@ static int scratch_room(OffsetMapObject *m, long long count)
     return 0;
 }
 
+static inline Py_ssize_t find_slot(const OffsetMapObject *m, uint64_t h1, uint64_t h2);
+
 /* Keeps the `count` records at `from` (the scratch buffer, or the window's) as those of the batch at `h`, when they fit beside the
- * table (the arrays counted as allocated); map_chunk's batches come in offset order. */
+ * table (the arrays counted as allocated) and each keyed record's key is in the map (one before `start`
+ * whose key is not would be judged by a later put of it: not kept); map_chunk's batches come in offset order. */
 static void sums_keep(OffsetMapObject *m, const uint8_t *h, Py_ssize_t size, const RecSum *from, Py_ssize_t count)
 {
     long long base = be64(h);
     if (m->nsums > 0 && m->sums[m->nsums - 1].base >= base)
+        return;
+    if (m->cap > (Py_ssize_t)UINT32_MAX)
         return;
     long long room = m->memory - table_bytes(m);
     Py_ssize_t recs_need = m->nrecs + count, sums_need = m->nsums + 1;
@@ -438,15 +497,29 @@ static void sums_keep(OffsetMapObject *m, const uint8_t *h, Py_ssize_t size, con
         recs_cap = recs_cap * 2 > recs_need ? recs_cap * 2 : recs_need < 16384 ? 16384 : recs_need;
     if (sums_need > sums_cap)
         sums_cap = sums_cap * 2 > sums_need ? sums_cap * 2 : sums_need < 1024 ? 1024 : sums_need;
-    if ((long long)recs_cap * (long long)sizeof(RecSum) + (long long)sums_cap * (long long)sizeof(SumEntry) > room) {
+    if ((long long)recs_cap * (long long)sizeof(CachedRec) + (long long)sums_cap * (long long)sizeof(SumEntry) > room) {
         recs_cap = recs_need > m->recs_cap ? recs_need : m->recs_cap;
         sums_cap = sums_need > m->sums_cap ? sums_need : m->sums_cap;
-        if ((long long)recs_cap * (long long)sizeof(RecSum) + (long long)sums_cap * (long long)sizeof(SumEntry) > room)
+        if ((long long)recs_cap * (long long)sizeof(CachedRec) + (long long)sums_cap * (long long)sizeof(SumEntry) > room)
             return; /* no room: the copy decompresses it again */
     }
     if ((recs_cap != m->recs_cap || sums_cap != m->sums_cap) && sums_resize(m, recs_cap, sums_cap) < 0)
         return;
-    memcpy(m->recs + m->nrecs, from, sizeof(RecSum) * (size_t)count);
+    CachedRec *to = m->recs + m->nrecs;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint64_t delta = from[i].meta & 0xFFFFFFFFULL;
+        if (delta > CR_DELTA)
+            return;
+        to[i].meta = (uint32_t)delta | (from[i].meta & REC_NULL_KEY ? CR_NULL_KEY : 0) |
+                     (from[i].meta & REC_NULL_VALUE ? CR_NULL_VALUE : 0);
+        to[i].slot = 0;
+        if (!(from[i].meta & REC_NULL_KEY)) {
+            Py_ssize_t j = find_slot(m, from[i].h1, from[i].h2);
+            if (j < 0)
+                return;
+            to[i].slot = (uint32_t)j;
+        }
+    }
     SumEntry *e = &m->sums[m->nsums++];
     e->base = base;
     e->size = size;
@@ -495,6 +568,12 @@ static int map_alloc(OffsetMapObject *m, Py_ssize_t cap)
         return -1;
     Slot *old = m->table;
     Py_ssize_t old_cap = m->cap;
+    /* the cache's slots renumbered (or, without the memory for it, the cache dropped) */
+    uint32_t *moved = old != NULL && m->nrecs > 0 ? (uint32_t *)malloc(sizeof(uint32_t) * (size_t)old_cap) : NULL;
+    if (old != NULL && m->nrecs > 0 && (moved == NULL || cap > (Py_ssize_t)UINT32_MAX)) {
+        m->nsums = m->sums_first = m->nrecs = 0;
+        sums_resize(m, 0, 0);
+    }
     m->table = t;
     m->cap = cap;
     if (old != NULL) {
@@ -505,8 +584,16 @@ static int map_alloc(OffsetMapObject *m, Py_ssize_t cap)
             while (t[j].offset_plus_one)
                 j = j + 1 == cap ? 0 : j + 1;
             t[j] = old[i];
+            if (moved != NULL)
+                moved[i] = (uint32_t)j;
         }
         free(old);
+    }
+    if (moved != NULL) {
+        for (Py_ssize_t i = 0; i < m->nrecs; i++)
+            if (!(m->recs[i].meta & CR_NULL_KEY))
+                m->recs[i].slot = moved[m->recs[i].slot];
+        free(moved);
     }
     if ((long long)cap * (long long)sizeof(Slot) > m->peak_bytes)
         m->peak_bytes = (long long)cap * (long long)sizeof(Slot);
@@ -554,6 +641,21 @@ static inline long long map_get(const OffsetMapObject *m, uint64_t h1, uint64_t 
             return -1;
         if (s->h1 == h1 && s->h2 == h2)
             return s->offset_plus_one - 1;
+        j = j + 1 == m->cap ? 0 : j + 1;
+    }
+    return -1;
+}
+
+/* The slot holding the key of hash (h1, h2), or -1. */
+static inline Py_ssize_t find_slot(const OffsetMapObject *m, uint64_t h1, uint64_t h2)
+{
+    Py_ssize_t j = slot_of(m, h1);
+    for (Py_ssize_t probes = 0; probes < m->cap; probes++) {
+        const Slot *s = &m->table[j];
+        if (!s->offset_plus_one)
+            return -1;
+        if (s->h1 == h1 && s->h2 == h2)
+            return j;
         j = j + 1 == m->cap ? 0 : j + 1;
     }
     return -1;
@@ -1556,7 +1658,7 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
             /* the records the map pass read of this batch: the same judgement as below, without the body;
              * a batch that keeps all of its records or none is decided here, any other is decompressed
              * (a zstd one by run_jobs after the loop, when libzstd compresses for this map) */
-            const RecSum *rs = self->recs + cached->first;
+            const CachedRec *rs = self->recs + cached->first;
             long long latest = self->latest_offset;
             int tombstones = 0;
             int defer = codec == 4 && self->direct_zstd && self->direct_compress;
@@ -1571,20 +1673,20 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
                 self->keepv_cap = cap;
             }
             for (long long i = 0; i < count; i++) /* the slots fetched at once, not one miss after another */
-                __builtin_prefetch(&self->table[slot_of(self, rs[i].h1)]);
+                __builtin_prefetch(&self->table[rs[i].slot]);
             for (long long i = 0; i < count; i++) {
-                long long offset = base + (long long)(rs[i].meta & 0xFFFFFFFFULL);
+                long long offset = base + (long long)(rs[i].meta & CR_DELTA);
                 int keep;
                 if (offset > latest)
                     keep = 1;
-                else if (rs[i].meta & REC_NULL_KEY)
+                else if (rs[i].meta & CR_NULL_KEY)
                     keep = 0;
                 else
-                    keep = offset >= map_get(self, rs[i].h1, rs[i].h2) &&
-                           (!(rs[i].meta & REC_NULL_VALUE) || retain_deletes);
+                    keep = offset >= self->table[rs[i].slot].offset_plus_one - 1 &&
+                           (!(rs[i].meta & CR_NULL_VALUE) || retain_deletes);
                 if (keep) {
                     nkept++;
-                    tombstones |= (rs[i].meta & REC_NULL_VALUE) != 0;
+                    tombstones |= (rs[i].meta & CR_NULL_VALUE) != 0;
                 }
                 if (defer)
                     self->keepv[nkeepv + i] = (uint8_t)keep;
