@@ -1,6 +1,6 @@
 """A broker's start does only what answering its first clients needs (issue #26): the group and transaction
 coordinators start after the listeners open (at the first request that needs them, or shortly after), and
-code for compaction, SCRAM credentials, ACLs and compression is imported when first used. These tests run
+code for segments, compaction, SCRAM credentials, ACLs and compression is imported when first used. These tests run
 brokers in fresh interpreters, so what a start imports is seen whole."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import pytest
 # the same: an import needs a descriptor, which a broker out of them does not have; hence json, shutil and ctypes
 # are not in this list.)
 DEFERRED = ["chronolog.server.coordinator", "chronolog.server.transactions", "chronolog.records.group_records",
-            "chronolog.storage.cleaner", "chronolog.security.credentials", "chronolog.security.acl",
+            "chronolog.storage.cleaner", "chronolog.storage.log", "chronolog.storage.segment",
+            "chronolog.records.batch", "chronolog.security.credentials", "chronolog.security.acl",
             "chronolog.security.scram", "tempfile", "cramjam", "zstandard"]
 
 

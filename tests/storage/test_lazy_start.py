@@ -14,8 +14,8 @@ import pytest
 from chronolog.config import BrokerConfig
 from chronolog.errors import KafkaStorageErrorError, UnknownTopicOrPartitionError
 from chronolog.storage import LogManager
-from chronolog.storage import manager as manager_module
 from chronolog.storage.checkpoints import read_checkpoint
+from chronolog.storage.log import PartitionLog
 from tests.storage.helpers import NOW, WIDE, batch
 
 PARTITIONS = 6
@@ -45,12 +45,12 @@ class GatedOpen:
     `release` (a slow recovery), and `fail` raises an I/O error."""
 
     def __init__(self, monkeypatch, gated=None, fail=None) -> None:
-        self.real = manager_module.PartitionLog.open
+        self.real = PartitionLog.open
         self.gated, self.fail = gated, fail
         self.entered = threading.Event()
         self.release = threading.Event()
         self.calls: dict[str, int] = {}
-        monkeypatch.setattr(manager_module.PartitionLog, "open", self)
+        monkeypatch.setattr(PartitionLog, "open", self)
 
     def __call__(self, directory, *args, **kwargs):
         name = directory.name

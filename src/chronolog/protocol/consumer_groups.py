@@ -12,7 +12,7 @@ from chronolog.errors import ErrorCode
 from chronolog.protocol.core import INTERNAL_TOPICS, ms, topic_uuid
 from chronolog.protocol.operations import GROUP, NOT_ASKED, TOPIC, authorized, cluster_operations
 from chronolog.protocol.registry import RequestContext, register
-from chronolog.storage.log import LEADER_EPOCH
+from chronolog.storage.basics import LEADER_EPOCH
 
 BROKER_ENDPOINT = 1  # EndpointType.BROKER (0 is UNKNOWN, 2 CONTROLLER)
 

@@ -32,8 +32,13 @@ from chronolog.protocol.fetch_plan import FetchPlan
 from chronolog.protocol.operations import NOT_ASKED, TOPIC, authorized, cluster_operations
 from chronolog.protocol.registry import HANDLERS, RequestContext, register
 from chronolog.protocol.txn_batches import transactional_batch
-from chronolog.storage.log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, LEADER_EPOCH
-from chronolog.storage.segment import FoundTimestamp
+from chronolog.storage.basics import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    LEADER_EPOCH,
+    FoundTimestamp,
+)
 
 INTERNAL_TOPICS: frozenset[str] = frozenset({"__transaction_state", "__consumer_offsets"})
 READ_COMMITTED = 1  # isolation_level (IsolationLevel.READ_COMMITTED)

@@ -8,11 +8,13 @@ import itertools
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chronolog.config import BrokerConfig
 from chronolog.security.audit import authorization
-from chronolog.storage import LogManager
+
+if TYPE_CHECKING:
+    from chronolog.storage import LogManager
 
 
 class AllowAll:

@@ -1,19 +1,33 @@
-"""Files: Kafka's segments, indexes, partition logs and the data dir. No sockets."""
+"""Files: Kafka's segments, indexes, partition logs and the data dir. No sockets.
 
-from chronolog.storage.index import OffsetIndex, TimeIndex, TimestampOffset
-from chronolog.storage.log import (
-    EARLIEST_LOCAL_TIMESTAMP,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
-    AppendInfo,
-    PartitionLog,
-    ReadSlice,
-    TimestampAndOffset,
-)
-from chronolog.storage.manager import LogManager
-from chronolog.storage.segment import LogSegment
+Its names are imported from their modules when first asked for (PEP 562): a broker's start on an empty data
+dir needs the `LogManager` but none of the segment code, which loads with the first partition (issue #26)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {
+    "EARLIEST_LOCAL_TIMESTAMP": "basics", "EARLIEST_TIMESTAMP": "basics", "LATEST_TIMESTAMP": "basics",
+    "MAX_TIMESTAMP": "basics", "AppendInfo": "log", "PartitionLog": "log", "ReadSlice": "log",
+    "TimestampAndOffset": "log", "LogManager": "manager", "LogSegment": "segment", "OffsetIndex": "index",
+    "TimeIndex": "index", "TimestampOffset": "index",
+}
 
 __all__ = ["EARLIEST_LOCAL_TIMESTAMP", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "AppendInfo",
            "LogManager", "LogSegment", "OffsetIndex", "PartitionLog", "ReadSlice", "TimeIndex",
            "TimestampAndOffset", "TimestampOffset"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -67,6 +67,15 @@ from chronolog.records.batch import (
 )
 from chronolog.records.batch import HEADER as BATCH_HEADER
 from chronolog.records.control import ControlType, EndTxnMarker, build_control_batch, marker_of
+from chronolog.storage.basics import (  # noqa: F401 (named here by its users)
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    LEADER_EPOCH,
+    MAX_TIMESTAMP,
+    now_ms,
+    parse_log_dir_name,
+)
 from chronolog.storage.index import IndexCorruptError
 from chronolog.storage.minima import MINIMA_SUFFIX
 from chronolog.storage.producers import (
@@ -94,18 +103,9 @@ from chronolog.storage.txnindex import READ_COMMITTED, AbortedFilter, AbortedTxn
 
 log = logging.getLogger(__name__)
 
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-LEADER_EPOCH = 0
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms (KIP-854)
 WRITE_RETRY_MS = 5000  # chronolog.log.dir.write.retry.ms: how often a partition whose write failed tries again
 _LOG_TOKENS = itertools.count()
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _has_interrupted_swap(directory: Path) -> bool:
@@ -162,13 +162,6 @@ class ReadSlice:
 
 
 TimestampAndOffset = FoundTimestamp
-
-
-def parse_log_dir_name(name: str) -> tuple[str, int]:
-    topic, _, part = name.rpartition("-")
-    if not topic or not part.isdigit():
-        raise ValueError(f"not a partition directory name: {name}")
-    return topic, int(part)
 
 
 class PartitionLog:

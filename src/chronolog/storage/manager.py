@@ -34,6 +34,7 @@ from chronolog.errors import (
     UnknownTopicOrPartitionError,
 )
 from chronolog.storage import filecache
+from chronolog.storage.basics import now_ms, parse_log_dir_name
 from chronolog.storage.checkpoints import (
     CLEAN_SHUTDOWN,
     CLEANER_CHECKPOINT,
@@ -45,10 +46,10 @@ from chronolog.storage.checkpoints import (
     write_checkpoint,
 )
 from chronolog.storage.dirlock import DataDirLock
-from chronolog.storage.log import PartitionLog, now_ms, parse_log_dir_name
 
 if TYPE_CHECKING:
     from chronolog.storage.cleaner import CleanerStats
+    from chronolog.storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +214,7 @@ class LogManager:
             self.loaded.set()
 
     def _open_partition(self, key: tuple[str, int], pending: _Pending) -> PartitionLog:
-        return self._tuned(PartitionLog.open(
+        return self._tuned(_partition_log().open(
             self.data_dir / pending.name, self.topic_config(key[0]), recover=not self._clean_start,
             recovery_point=pending.recovery_point, log_start_offset=pending.log_start_offset,
             producer_expiration_ms=self.broker_config["producer.id.expiration.ms"]))
@@ -432,7 +433,7 @@ class LogManager:
     def _create_log(self, topic: str, partition: int, *, sync: bool = True) -> PartitionLog:
         """`sync=False`: partition.metadata is not fsynced here; the caller syncs a whole request's at once."""
         directory = self.data_dir / f"{topic}-{partition}"
-        plog = self._tuned(PartitionLog.open(directory, self.topic_config(topic),
+        plog = self._tuned(_partition_log().open(directory, self.topic_config(topic),
                                              producer_expiration_ms=self.broker_config["producer.id.expiration.ms"]))
         meta = directory / "partition.metadata"
         if not meta.exists():
@@ -800,3 +801,10 @@ def _sync_all(directories: list[Path]) -> None:
 
 def _new_topic_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _partition_log() -> type[PartitionLog]:
+    """The segment and log code, imported with the first partition: an empty data dir's start needs none of it."""
+    from chronolog.storage.log import PartitionLog
+
+    return PartitionLog

@@ -16,7 +16,6 @@ import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -27,6 +26,7 @@ from chronolog.records import HEADER_SIZE, AnyBatch, LegacyBatch, RecordBatch, i
 from chronolog.records.batch import COMPRESSION_MASK, TIMESTAMP_TYPE_MASK, TimestampTable
 from chronolog.records.batch import HEADER as BATCH_HEADER
 from chronolog.storage import filecache
+from chronolog.storage.basics import FoundTimestamp  # noqa: F401 (named here by its users)
 from chronolog.storage.corruption import CorruptRange, find_next_valid_batch
 from chronolog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex, TimestampOffset
 from chronolog.storage.minima import CHUNK_BYTES, SegmentMinima, minima_path, read_minima, write_minima
@@ -48,13 +48,6 @@ def offsets_named(names: Iterable[str], suffix: str) -> list[int]:
     """The offsets of the files among `names` that are named `<offset><suffix>` (`segment_name`),
     ascending (`LogFileUtils.offsetFromFileName`)."""
     return sorted(int(n[:-len(suffix)]) for n in names if n.endswith(suffix) and n[:-len(suffix)].isdigit())
-
-
-@dataclass(frozen=True)
-class FoundTimestamp:
-    timestamp: int
-    offset: int
-    leader_epoch: int
 
 
 class LogSegment:
