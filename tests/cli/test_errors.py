@@ -104,7 +104,8 @@ def test_librdkafka_logs_only_with_verbose(tb):
 def test_broker_that_drops_connections_gives_one_line_without_librdkafka_lines():
     """Past the TCP probe: a port that accepts and at once closes every connection (not a Kafka broker)
     makes librdkafka log a FAIL line per attempt; they go to Python logging (shown with -v), and the
-    terminal gets one line."""
+    terminal gets one line. The connection timeout is 3 s (`-X`), not the tools' 15 s: librdkafka meets the
+    dropped connection, and logs it, within its first attempt."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(50)
@@ -120,9 +121,10 @@ def test_broker_that_drops_connections_gives_one_line_without_librdkafka_lines()
     thread = threading.Thread(target=drop, daemon=True)
     thread.start()
     try:
-        r = chronolog("topics", "list", "-b", f"127.0.0.1:{server.getsockname()[1]}")
+        r = chronolog("topics", "list", "-b", f"127.0.0.1:{server.getsockname()[1]}",
+                      "-X", "socket.connection.setup.timeout.ms=3000")
     finally:
         stop.set()
         server.close()
-    assert_one_line_error(r, "cannot reach")
+    assert_one_line_error(r, "cannot reach", "no answer within 3 s")
     assert "%3|" not in r.err and "FAIL|" not in r.err

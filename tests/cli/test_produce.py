@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from chronolog.timetravel.syslog import parse_syslog_line
 from chronolog.timetravel.timefmt import format_time
@@ -126,6 +127,14 @@ def test_old_records_into_default_retention_warn(cli_broker):
     assert "older than the topic's retention.ms=604800000" in r.err and "retention.ms=-1" in r.err
 
 
+@pytest.fixture(scope="module")
+def refused_topic(cli_broker) -> str:
+    """The topic the refused inputs name, made once for all of them (`topics create` is tested above)."""
+    admin = AdminClient({"bootstrap.servers": cli_broker.bootstrap})
+    admin.create_topics([NewTopic("refused", 1, 1)])["refused"].result(15)
+    return "refused"
+
+
 @pytest.mark.parametrize("args, stdin, words", [
     (["--time-field", "1"], "no time here\nnor here\n", "no line of stdin has a readable time"),
     (["--time-field", "0"], "x\n", "numbered from 1"),
@@ -138,9 +147,8 @@ def test_old_records_into_default_retention_warn(cli_broker):
     (["--time-field", "1", "--timezone", "Mars/Olympus"], "x\n", "not a zone name"),
     (["--partition", "9"], "x\n", "no partition 9"),
 ])
-def test_bad_input_is_refused_and_nothing_sent(cli_broker, args, stdin, words):
+def test_bad_input_is_refused_and_nothing_sent(refused_topic, cli_broker, args, stdin, words):
     b = cli_broker.bootstrap
-    chronolog("topics", "create", "refused", "-b", b)
     assert_one_line_error(chronolog("produce", "refused", *args, "-b", b, stdin=stdin), words)
     consumer = Consumer({"bootstrap.servers": b, "group.id": "t"})
     try:

@@ -42,8 +42,10 @@ def test_the_timeline_page_is_sent_while_it_is_counted(data_copy):
 @pytest.mark.timeout(120)
 def test_a_page_that_blocks_does_not_hold_up_the_others():
     """A page whose broker accepts the connection and never answers blocks its worker thread (librdkafka
-    waits up to its 15 s timeout); the static file and the error page still answer meanwhile, so the
-    event loop is free. Then the blocked page ends as a one-line 502 and the server keeps serving."""
+    waits up to its connection timeout: the tools' 15 s by default, 5 s here through the console's client
+    configs, far longer than the two local requests made meanwhile); the static file and the error page
+    still answer meanwhile, so the event loop is free. Then the blocked page ends as a one-line 502 naming
+    that timeout and the server keeps serving."""
     from chronolog.console.app import Target
     from chronolog.console.server import start_background
     silent = socket.socket()
@@ -63,7 +65,7 @@ def test_a_page_that_blocks_does_not_hold_up_the_others():
 
     threading.Thread(target=accept, daemon=True).start()
     bootstrap = f"127.0.0.1:{silent.getsockname()[1]}"
-    server = start_background(Target(None, bootstrap, {}), "127.0.0.1", 0)
+    server = start_background(Target(None, bootstrap, {"socket.connection.setup.timeout.ms": "5000"}), "127.0.0.1", 0)
     try:
         assert poll_until(lambda: server.started, 30, interval=0.05)
         port = server.servers[0].sockets[0].getsockname()[1]
@@ -78,6 +80,7 @@ def test_a_page_that_blocks_does_not_hold_up_the_others():
         t.join(60)
         status, page = blocked["answer"]
         assert status == 502 and 'role="alert"' in page and "Traceback" not in page
+        assert "no answer within 5 s" in page, page
         assert get(base + "/static/console.css")[0] == 200
     finally:
         server.should_exit = True
