@@ -18,6 +18,8 @@ from chronolog.config import TopicConfig
 from chronolog.records import CompressionType, SimpleRecord, build_batch, iter_batches
 from chronolog.storage import PartitionLog
 from chronolog.storage.cleaner import Cleaner, log_to_clean
+from tests.storage.test_cleaner_zstd import files
+from tests.storage.test_cleaner_zstd import write_log as zstd_log
 
 native = pytest.importorskip("chronolog.records._clean")
 pytest.importorskip("zstandard")
@@ -31,23 +33,7 @@ CONFIG = {"cleanup.policy": "compact", "segment.bytes": str(1 << 20), "index.int
 def write_log(directory, seed: int, batches: int = 700) -> None:
     """Mostly zstd batches of 1-12 records over 300 keys (with tombstones, and uncompressed batches between
     them), in segments large enough that a chunk holds windows the helper thread shares."""
-    rng = random.Random(seed)
-    plog = PartitionLog.open(directory, TopicConfig.from_kafka(CONFIG))
-    ts = NOW
-    for _ in range(batches):
-        ts += rng.randrange(1, 30)
-        recs = [SimpleRecord(ts + j, b"key-%d" % rng.randrange(300),
-                             None if rng.random() < 0.05 else rng.randbytes(rng.randrange(0, 60)) * 3)
-                for j in range(rng.randrange(1, 13))]
-        codec = CompressionType.ZSTD if rng.random() < 0.9 else CompressionType.NONE
-        plog.append(build_batch(recs, compression=codec), now=ts)
-    plog.roll()
-    plog.close()
-
-
-def files(directory) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())
-            if p.name.endswith((".log", ".index", ".timeindex", ".txnindex"))}
+    zstd_log(directory, seed, batches, keys=300, value_bytes=60, repeat=3, zstd_share=0.9, config=CONFIG)
 
 
 def clean(directory, cleaner: Cleaner):

@@ -26,18 +26,19 @@ CONFIG = {"cleanup.policy": "compact", "segment.bytes": "6000", "index.interval.
           "message.timestamp.after.max.ms": str(2**62), "message.timestamp.before.max.ms": str(2**62)}
 
 
-def write_log(directory, seed: int, batches: int = 120) -> None:
-    """zstd batches of 1-12 records over 40 keys (most batches lose some records, many all), a few
+def write_log(directory, seed: int, batches: int = 120, *, keys: int = 40, value_bytes: int = 80, repeat: int = 2,
+              zstd_share: float = 0.85, config: dict = CONFIG) -> None:
+    """zstd batches of 1-12 records over `keys` keys (with 40, most batches lose some records, many all), a few
     tombstones and uncompressed batches between them."""
     rng = random.Random(seed)
-    plog = PartitionLog.open(directory, TopicConfig.from_kafka(CONFIG))
+    plog = PartitionLog.open(directory, TopicConfig.from_kafka(config))
     ts = NOW
     for _ in range(batches):
         ts += rng.randrange(1, 30)
-        recs = [SimpleRecord(ts + j, b"key-%d" % rng.randrange(40),
-                             None if rng.random() < 0.05 else rng.randbytes(rng.randrange(0, 80)) * 2)
+        recs = [SimpleRecord(ts + j, b"key-%d" % rng.randrange(keys),
+                             None if rng.random() < 0.05 else rng.randbytes(rng.randrange(0, value_bytes)) * repeat)
                 for j in range(rng.randrange(1, 13))]
-        codec = CompressionType.ZSTD if rng.random() < 0.85 else CompressionType.NONE
+        codec = CompressionType.ZSTD if rng.random() < zstd_share else CompressionType.NONE
         plog.append(build_batch(recs, compression=codec), now=ts)
     plog.roll()
     plog.close()
