@@ -7,8 +7,14 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark():
+    import os
+
     from chronolog.spark import session
 
-    s = session("local[2]", "chronolog-tests", {"spark.sql.shuffle.partitions": "2"})
+    # A collect() hands its rows over a local socket the JVM opens and waits 15 s for (both sides' default);
+    # on two cores with other work beside the suite, the driver once came later and got "connection refused".
+    os.environ.setdefault("SPARK_AUTH_SOCKET_TIMEOUT", "120")
+    s = session("local[2]", "chronolog-tests", {"spark.sql.shuffle.partitions": "2",
+                                                "spark.python.authenticate.socketTimeout": "120s"})
     yield s
     s.stop()
