@@ -1,9 +1,10 @@
-"""Modules imported when first used. A broker's start imports only what answering its first clients needs
+"""Modules imported, and objects made, when first used. A broker's start imports only what answering its first clients needs
 (issue #26); code for rare requests (ACLs, SASL), compression and the like is imported on its first use."""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 
@@ -23,3 +24,17 @@ class LazyModule:
         if self._into is not None and self._into.get(self._as) is self:
             self._into[self._as] = module
         return getattr(module, attr)
+
+
+class LazyObject:
+    """Stands for the object `make()` returns, made when one of its attributes is first read (the broker's SCRAM
+    credentials store, needed only by SASL listeners and the credentials admin APIs)."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+        self._made: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._made is None:
+            self._made = self._make()
+        return getattr(self._made, name)

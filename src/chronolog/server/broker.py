@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from chronolog.config import BrokerConfig
 from chronolog.errors import ChronologError, CorruptMessageError, KafkaError, UnsupportedVersionError
+from chronolog.lazy import LazyObject
 from chronolog.protocol import codec
-from chronolog.protocol.core import planned_fetch
+from chronolog.protocol.core import INTERNAL_TOPICS, planned_fetch
 from chronolog.protocol.fetch_plan import FetchPlan
 from chronolog.protocol.registry import HANDLERS, BrokerState, ConnectionState, RequestContext
 from chronolog.security import tls
@@ -78,7 +79,6 @@ BEFORE_COORDINATORS_APIS = frozenset({18, 17, 36, 3})
 # that needs them if one comes sooner: the first clients' ApiVersions and Metadata are answered before their
 # modules are imported and their topics read, which is most of a start's work after the logs' (issue #26).
 COORDINATORS_START_DELAY_S = 0.1
-INTERNAL_TOPIC_NAMES = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 @dataclass
@@ -174,7 +174,8 @@ class Broker:
         self._ip_overrides = _parse_ip_overrides(self.config["max.connections.per.ip.overrides"])
         self._inflight = asyncio.Semaphore(int(self.config["queued.max.requests"]))
         self._mapping_rules = tls.parse_mapping_rules(self.config["ssl.principal.mapping.rules"])
-        self.credentials = _MadeOnFirstUse(functools.partial(_credential_store, self.data_dir))
+        # SCRAM credentials (with their hashing and JSON): used only by SASL listeners and their admin APIs
+        self.credentials = LazyObject(functools.partial(_credential_store, self.data_dir))
         self.quotas = QuotaManager(QuotaStore(self.data_dir), int(self.config["quota.window.num"]),
                                    int(self.config["quota.window.size.seconds"]))
         self._mechanisms = [m.strip() for m in str(self.config["sasl.enabled.mechanisms"]).split(",") if m.strip()]
@@ -646,21 +647,6 @@ def _sendfile_now(transport: asyncio.Transport, region: codec.FileRegion) -> int
     return sent
 
 
-class _MadeOnFirstUse:
-    """Stands for an object made when one of its attributes is first asked for: the SCRAM credentials store
-    (with its hashing and JSON modules) is used only by SASL listeners and the credentials admin APIs, so a
-    broker without them does not import it at start."""
-
-    def __init__(self, make: Any) -> None:
-        self._make = make
-        self._made: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._made is None:
-            self._made = self._make()
-        return getattr(self._made, name)
-
-
 def _credential_store(data_dir: Path) -> Any:
     from chronolog.security.credentials import CredentialStore
 
@@ -687,7 +673,7 @@ def _log_coordinators_failure(task: asyncio.Task) -> None:
 def _names_internal_topic(metadata_request) -> bool:
     """A Metadata request naming `__consumer_offsets` or `__transaction_state`, which their coordinators create."""
     for topic in getattr(metadata_request, "topics", None) or ():
-        if getattr(topic, "name", None) in INTERNAL_TOPIC_NAMES:
+        if getattr(topic, "name", None) in INTERNAL_TOPICS:
             return True
     return False
 
