@@ -193,3 +193,33 @@ def test_without_libzstd_the_python_contexts_clean_the_same_bytes(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert files(tmp_path / "child" / "t-0") == files(tmp_path / "py" / "t-0")
+
+
+@needs_libzstd
+def test_partly_kept_batches_past_the_keep_flags_area_write_the_python_paths_bytes(tmp_path):
+    """filter_chunk queues each partly kept zstd batch for the threads as it judges it, with its records' keep
+    flags in an area that never moves while the helper reads it (64 KiB at first); a chunk whose jobs hold
+    more records than that gives the rest blocks of their own. 60 batches of 2,000 records over 60,000 keys:
+    every batch keeps about half of its records, 120,000 flags in one chunk. The bytes are the Python path's,
+    and a second cleaning (the area grown to what the first needed) writes them too."""
+    rng = random.Random(11)
+    order = [b"key-%05d" % k for k in range(60_000)] * 2
+    rng.shuffle(order)
+
+    def build(directory):
+        plog = PartitionLog.open(directory, TopicConfig.from_kafka(CONFIG))
+        for i in range(0, len(order), 2000):
+            plog.append(build_batch([SimpleRecord(NOW + i + j, key, b"v" * 20) for j, key in
+                                     enumerate(order[i:i + 2000])], compression=CompressionType.ZSTD), now=NOW + i)
+        plog.roll()
+        plog.close()
+
+    for name in ("direct", "again", "py"):
+        build(tmp_path / name / "t-0")
+    direct = Cleaner(native=True)
+    first = clean(tmp_path / "direct" / "t-0", direct)
+    clean(tmp_path / "py" / "t-0", Cleaner(native=False))
+    assert files(tmp_path / "direct" / "t-0") == files(tmp_path / "py" / "t-0")
+    assert 0 < first.records_retained < first.records_read and direct.offset_map.direct_compressed >= 50
+    clean(tmp_path / "again" / "t-0", direct)  # the same map, its flags' area grown
+    assert files(tmp_path / "again" / "t-0") == files(tmp_path / "py" / "t-0")

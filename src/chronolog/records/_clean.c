@@ -46,10 +46,12 @@
  * does not depend on the library's version (RFC 8878), so the records are those python-zstandard gives.
  * The copy's partly kept batches are recompressed here too (`run_jobs`, on two threads without the GIL),
  * at level 3 with the frame parameters python-zstandard's ZstdCompressor(level=3).compress uses (content
- * size written, no checksum, no dictionary): the library gives the bytes python-zstandard's bundled zstd
- * gives for them (checked when the module loads, `probe_compress`: a library that does not is used for
- * decompression only). Without the library (or with CHRONOLOG_CLEANER_NO_LIBZSTD set at import) every
- * frame goes through the Python contexts, as before. */
+ * size written, no checksum, no dictionary). Another zstd version may write other bytes for the same
+ * records (libzstd 1.5.4 and python-zstandard's bundled 1.5.7 differ on about half of 4 KB bodies, on
+ * few below 1 KB): equally valid frames, but the Python path must write the same ones, so it recompresses
+ * through this library too (`zstd_compress`, storage.cleaner.recompress), and the map compresses here
+ * only while its own zstd compressor gives this library's bytes (`probe_compress`). Without the library
+ * (or with CHRONOLOG_CLEANER_NO_LIBZSTD set at import) every frame goes through the Python contexts. */
 typedef struct ZSTD_DCtx_s ZSTD_DCtx;
 typedef struct ZSTD_CCtx_s ZSTD_CCtx;
 static struct {
@@ -315,11 +317,13 @@ typedef struct {
     struct Piece *pieces;
     Py_ssize_t jobs_cap, keepv_cap, pieces_cap;
     long long direct_compressed;
+    /* filter_chunk's jobs as a queue the helper takes from while the loop still adds to it: the next job
+     * to claim, the jobs ready, no more coming, stop claiming, the helper asleep for more */
+    Py_ssize_t jq_next, jq_ready;
+    int jq_closed, jq_abort, jq_waiting;
     /* map_chunk's window: the next batches of the chunk, summarized (decompressed, walked, keys hashed)
      * by the caller's thread and the helper at once, without the GIL, before they are put in order */
-    struct Pre *pre;
-    struct RecSum *wsums;
-    Py_ssize_t pre_cap, wsums_cap;
+    struct Window *win[2]; /* the one being put, and the next one (summarized meanwhile by the helper) */
     struct Helper *helper;
 } OffsetMapObject;
 
@@ -396,6 +400,9 @@ static int region_resize(void **base, size_t *reserved, size_t size, size_t old,
         void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED)
             return -1;
+#ifdef MADV_HUGEPAGE
+        madvise(p, size, MADV_HUGEPAGE);
+#endif
         *base = p;
         *reserved = size;
     }
@@ -1068,22 +1075,29 @@ static int map_records(OffsetMapObject *m, const uint8_t *body, Py_ssize_t n, lo
     return pos == n ? 1 : -1;
 }
 
-/* -- the map pass's window: the next batches summarized on two threads --------------------------------
+/* -- the map pass's windows: the next batches summarized on two threads ---------------------------------
  * Decompressing a batch, walking its records and hashing its keys depend on nothing but the batch, and are
  * most of the map pass's time for a compressed log: map_chunk does them for a window of the chunk's next
- * zstd batches ahead of its loop, half of them in the caller's thread and half in a helper thread of the
- * map's own, both without the GIL (pure C: libzstd, the record walk, the hash). The loop then puts each
- * summarized batch's keys in offset order, as before; a batch not summarized (not a zstd frame libzstd
- * takes, a body the walk rejects, an offset delta outside 32 bits) takes the loop's usual path, which
- * decides as before. A window holds at most WINDOW_BATCHES batches and WINDOW_RECORDS records (their
- * summaries, 24 bytes a record, are the window's memory besides a decompression buffer per thread), stops
- * before a batch the loop hands to Python (a transactional or control one) and within the throttle's
- * budget, so that little summarized work is thrown away when the loop stops early. */
+ * zstd batches ahead of its loop, in the caller's thread and in a helper thread of the map's own, both
+ * without the GIL (pure C: libzstd, the record walk, the hash). The loop then puts each summarized batch's
+ * keys in offset order, as before; a batch not summarized (not a zstd frame libzstd takes, a body the walk
+ * rejects, an offset delta outside 32 bits) takes the loop's usual path, which decides as before.
+ *
+ * The puts are a pipeline's second stage: while the loop puts one window's keys, the helper already
+ * summarizes the next window (laid out from where this one ends), and the caller, once its puts are done,
+ * takes the batches of that window the helper has not claimed yet (both claim CLAIM_BATCHES at a time), so
+ * neither thread waits for the other but at a chunk's end. A window holds at most WINDOW_BATCHES batches
+ * and WINDOW_RECORDS records (their summaries, 24 bytes a record, are a window's memory besides a
+ * decompression buffer per thread), stops before a batch the loop hands to Python (a transactional or
+ * control one) and within the throttle's budget, so that little summarized work is thrown away when the
+ * loop stops early; a next window the loop does not reach is given up (the helper stops claiming) before
+ * map_chunk returns, so that no thread reads the chunk after it. */
 static inline int frame(const uint8_t *buf, Py_ssize_t n, Py_ssize_t off, Py_ssize_t *size);
 
 #define WINDOW_BATCHES 2048
 #define WINDOW_RECORDS 32768
 #define HELPER_MIN_BATCHES 32 /* a smaller window is summarized by the caller alone */
+#define CLAIM_BATCHES 16      /* the batches a thread claims at a time */
 
 typedef struct Pre {
     Py_ssize_t off, size; /* the batch in the chunk */
@@ -1093,13 +1107,28 @@ typedef struct Pre {
     int state; /* 1: summarized (the body decompressed and walked whole); 0: the loop's usual path */
 } Pre;
 
+typedef struct Window {
+    Pre *pre;          /* WINDOW_BATCHES */
+    RecSum *wsums;     /* WINDOW_RECORDS */
+    const uint8_t *buf;
+    Py_ssize_t n;      /* its batches: pre[0, n) */
+    Py_ssize_t from;   /* where it was laid out from (its first batch looked at) */
+    Py_ssize_t end;    /* where the batches it looked at end: it covers [from, end) */
+    long long bytes;   /* the bytes of the batches it covers the loop counts (the throttle's budget) */
+    Py_ssize_t next;   /* the next batch to claim (atomic) */
+    int posted;        /* handed to the helper, not yet taken back */
+} Window;
+
 typedef struct Helper {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     pid_t pid; /* of the process that started it: a forked child has no such thread */
     int job, stop;
-    int kind; /* the job: 0 summarize the window's batches, 1 run filter_chunk's recompressions */
+    int running; /* it took the job (a job not yet taken can be withdrawn) */
+    int kind;    /* the job: 0 claim and summarize batches of `win`, 1 run filter_chunk's recompressions */
+    Window *win;
+    long long claimed; /* batches it summarized (kind 0) */
     OffsetMapObject *m;
     const uint8_t *buf;
     Py_ssize_t from, to;
@@ -1111,7 +1140,8 @@ typedef struct Job {
     Py_ssize_t off, size;  /* the batch in the chunk */
     long long content;     /* its frame's stated content size */
     long long count, nkept;
-    Py_ssize_t keep;       /* its records' keep flags in m->keepv */
+    const uint8_t *keepp;  /* its records' keep flags (in m->keepv, or its own block: own_keep) */
+    int own_keep;
     Py_ssize_t piece;      /* its piece of the output */
     long long bytes, rec_read, rec_kept, last_done; /* the loop's counters before it */
     uint8_t *out;          /* the kept records recompressed (malloc'd), out_len bytes; NULL: not done */
@@ -1148,7 +1178,7 @@ static void run_jobs(OffsetMapObject *m, Dec *d, Enc *e, const uint8_t *buf, Py_
             e->plain = grown;
             e->cap = cap;
         }
-        const uint8_t *body = d->buf, *keep = m->keepv + j->keep;
+        const uint8_t *body = d->buf, *keep = j->keepp;
         Py_ssize_t blen = (Py_ssize_t)j->content, pos = 0;
         size_t plen = 0;
         long long nk = 0;
@@ -1182,17 +1212,18 @@ static void run_jobs(OffsetMapObject *m, Dec *d, Enc *e, const uint8_t *buf, Py_
 }
 
 /* Summarizes the window's batches [from, to) with the context `d`. No Python API: runs without the GIL. */
-static void summarize(OffsetMapObject *m, Dec *d, const uint8_t *buf, Py_ssize_t from, Py_ssize_t to)
+static void summarize(OffsetMapObject *m, Window *w, Dec *d, Py_ssize_t from, Py_ssize_t to)
 {
+    const uint8_t *buf = w->buf;
     for (Py_ssize_t k = from; k < to; k++) {
-        Pre *p = &m->pre[k];
+        Pre *p = &w->pre[k];
         p->state = 0;
         const uint8_t *h = buf + p->off;
         if (!dec_frame(d, h + HEADER_SIZE, (size_t)(p->size - HEADER_SIZE), (size_t)p->content))
             continue;
         const uint8_t *body = d->buf;
         Py_ssize_t blen = (Py_ssize_t)p->content, pos = 0;
-        RecSum *rs = m->wsums + p->first;
+        RecSum *rs = w->wsums + p->first;
         int ok = 1;
         for (long long i = 0; i < p->count; i++) {
             RecordHead r;
@@ -1212,6 +1243,48 @@ static void summarize(OffsetMapObject *m, Dec *d, const uint8_t *buf, Py_ssize_t
     }
 }
 
+/* Claims the window's batches CLAIM_BATCHES at a time and summarizes them with `d` until none is left: the
+ * number it summarized. No Python API. */
+static long long window_claim(OffsetMapObject *m, Window *w, Dec *d)
+{
+    long long done = 0;
+    for (;;) {
+        Py_ssize_t k = __atomic_fetch_add(&w->next, CLAIM_BATCHES, __ATOMIC_RELAXED);
+        if (k >= w->n)
+            return done;
+        Py_ssize_t to = k + CLAIM_BATCHES < w->n ? k + CLAIM_BATCHES : w->n;
+        summarize(m, w, d, k, to);
+        done += to - k;
+    }
+}
+
+/* Claims filter_chunk's jobs one at a time and runs them with `d`, `e` until the queue is closed and
+ * empty (or aborted). The helper (`hp`) sleeps while the loop has none ready; the caller claims only once
+ * the queue is closed. No Python API. */
+static void jobs_claim(OffsetMapObject *m, Helper *hp, Dec *d, Enc *e, const uint8_t *buf)
+{
+    for (;;) {
+        Py_ssize_t k = __atomic_fetch_add(&m->jq_next, 1, __ATOMIC_SEQ_CST);
+        while (k >= __atomic_load_n(&m->jq_ready, __ATOMIC_SEQ_CST)) {
+            if (__atomic_load_n(&m->jq_closed, __ATOMIC_SEQ_CST) || hp == NULL) {
+                if (k >= __atomic_load_n(&m->jq_ready, __ATOMIC_SEQ_CST))
+                    return;
+                break;
+            }
+            pthread_mutex_lock(&hp->mu);
+            __atomic_store_n(&m->jq_waiting, 1, __ATOMIC_SEQ_CST);
+            while (k >= __atomic_load_n(&m->jq_ready, __ATOMIC_SEQ_CST) &&
+                   !__atomic_load_n(&m->jq_closed, __ATOMIC_SEQ_CST))
+                pthread_cond_wait(&hp->cv, &hp->mu);
+            __atomic_store_n(&m->jq_waiting, 0, __ATOMIC_SEQ_CST);
+            pthread_mutex_unlock(&hp->mu);
+        }
+        if (__atomic_load_n(&m->jq_abort, __ATOMIC_SEQ_CST))
+            return;
+        run_jobs(m, d, e, buf, k, k + 1);
+    }
+}
+
 static void *helper_main(void *arg)
 {
     Helper *hp = (Helper *)arg;
@@ -1221,13 +1294,15 @@ static void *helper_main(void *arg)
             pthread_cond_wait(&hp->cv, &hp->mu);
         if (hp->stop)
             break;
+        hp->running = 1;
         pthread_mutex_unlock(&hp->mu);
         if (hp->kind == 1)
-            run_jobs(hp->m, &hp->m->dec[1], &hp->m->enc[1], hp->buf, hp->from, hp->to);
+            jobs_claim(hp->m, hp, &hp->m->dec[1], &hp->m->enc[1], hp->buf);
         else
-            summarize(hp->m, &hp->m->dec[1], hp->buf, hp->from, hp->to);
+            hp->claimed += window_claim(hp->m, hp->win, &hp->m->dec[1]);
         pthread_mutex_lock(&hp->mu);
         hp->job = 0;
+        hp->running = 0;
         pthread_cond_broadcast(&hp->cv);
     }
     pthread_mutex_unlock(&hp->mu);
@@ -1288,32 +1363,47 @@ static void helper_stop(OffsetMapObject *m)
 
 static void window_free(OffsetMapObject *m)
 {
-    free(m->pre);
-    free(m->wsums);
-    m->pre = NULL;
-    m->wsums = NULL;
-    m->pre_cap = m->wsums_cap = 0;
+    for (int i = 0; i < 2; i++) {
+        if (m->win[i] != NULL) {
+            free(m->win[i]->pre);
+            free(m->win[i]->wsums);
+            free(m->win[i]);
+        }
+        m->win[i] = NULL;
+    }
 }
 
-/* Lays out the window of the batches of `buf` from `off` (see above) and summarizes it: the number of
- * batches in m->pre (0 when there is none to summarize, or no memory for it). `*wend`: where the batches
- * it looked at end (the window covers the batches before it). */
-static Py_ssize_t window_fill(OffsetMapObject *m, const uint8_t *buf, Py_ssize_t n, Py_ssize_t off, long long start,
-                              long long end, long long budget_left, Py_ssize_t *wend)
+/* Both windows' memory, allocated on first use: 0, or -1 (no memory: no window, the loop's usual path). */
+static int window_alloc(OffsetMapObject *m)
 {
-    if (m->pre == NULL) {
-        m->pre = (Pre *)malloc(sizeof(Pre) * WINDOW_BATCHES);
-        m->wsums = (RecSum *)malloc(sizeof(RecSum) * WINDOW_RECORDS);
-        if (m->pre == NULL || m->wsums == NULL) {
-            window_free(m);
-            *wend = n; /* none this chunk */
-            return 0;
-        }
-        m->pre_cap = WINDOW_BATCHES;
-        m->wsums_cap = WINDOW_RECORDS;
+    if (m->win[0] != NULL && m->win[1] != NULL)
+        return 0;
+    window_free(m);
+    for (int i = 0; i < 2; i++) {
+        Window *w = (Window *)calloc(1, sizeof(Window));
+        if (w == NULL)
+            break;
+        m->win[i] = w;
+        w->pre = (Pre *)malloc(sizeof(Pre) * WINDOW_BATCHES);
+        w->wsums = (RecSum *)malloc(sizeof(RecSum) * WINDOW_RECORDS);
+        if (w->pre == NULL || w->wsums == NULL)
+            break;
     }
+    if (m->win[1] == NULL || m->win[1]->wsums == NULL || m->win[0]->pre == NULL || m->win[0]->wsums == NULL ||
+        m->win[1]->pre == NULL) {
+        window_free(m);
+        return -1;
+    }
+    return 0;
+}
+
+/* Lays out in `w` the window of the batches of `buf` from `off` (see above), none summarized yet: its
+ * number of batches. */
+static Py_ssize_t window_layout(OffsetMapObject *m, Window *w, const uint8_t *buf, Py_ssize_t n, Py_ssize_t off,
+                                long long start, long long end, long long budget_left)
+{
     Py_ssize_t wn = 0, pos = off;
-    long long recs = 0, bytes = 0, zbytes = 0;
+    long long recs = 0, bytes = 0;
     while (pos < n && wn < WINDOW_BATCHES) {
         Py_ssize_t size;
         if (frame(buf, n, pos, &size) != 1)
@@ -1330,7 +1420,7 @@ static Py_ssize_t window_fill(OffsetMapObject *m, const uint8_t *buf, Py_ssize_t
             if (content >= 0 && count >= 0 && count <= content && count <= WINDOW_RECORDS) {
                 if (recs + count > WINDOW_RECORDS)
                     break;
-                Pre *p = &m->pre[wn++];
+                Pre *p = &w->pre[wn++];
                 p->off = pos;
                 p->size = size;
                 p->content = content;
@@ -1338,43 +1428,74 @@ static Py_ssize_t window_fill(OffsetMapObject *m, const uint8_t *buf, Py_ssize_t
                 p->count = count;
                 p->state = 0;
                 recs += count;
-                zbytes += size;
             }
             bytes += size;
         }
         pos += size;
     }
-    *wend = pos;
-    if (wn == 0)
-        return 0;
-    Helper *hp = wn >= HELPER_MIN_BATCHES ? helper_get(m) : NULL;
-    Py_ssize_t split = wn;
-    if (hp != NULL) { /* the helper takes the second half of the compressed bytes */
-        long long half = 0;
-        for (split = 0; split < wn && half < zbytes / 2; split++)
-            half += m->pre[split].size;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    if (split < wn) {
-        pthread_mutex_lock(&hp->mu);
-        hp->kind = 0;
-        hp->buf = buf;
-        hp->from = split;
-        hp->to = wn;
-        hp->job = 1;
-        pthread_cond_broadcast(&hp->cv);
-        pthread_mutex_unlock(&hp->mu);
-    }
-    summarize(m, &m->dec[0], buf, 0, split);
-    if (split < wn) {
-        pthread_mutex_lock(&hp->mu);
-        while (hp->job)
-            pthread_cond_wait(&hp->cv, &hp->mu);
-        pthread_mutex_unlock(&hp->mu);
-    }
-    Py_END_ALLOW_THREADS
-    m->helper_batches += wn - split;
+    w->buf = buf;
+    w->n = wn;
+    w->from = off;
+    w->end = pos;
+    w->bytes = bytes;
+    w->next = 0;
+    w->posted = 0;
     return wn;
+}
+
+/* Hands `w` to the helper (when it has enough batches for one and the helper runs): it claims batches from
+ * now on. */
+static void window_post(OffsetMapObject *m, Window *w)
+{
+    Helper *hp = w->n >= HELPER_MIN_BATCHES ? helper_get(m) : NULL;
+    if (hp == NULL)
+        return;
+    pthread_mutex_lock(&hp->mu);
+    hp->kind = 0;
+    hp->win = w;
+    hp->job = 1;
+    pthread_cond_broadcast(&hp->cv);
+    pthread_mutex_unlock(&hp->mu);
+    w->posted = 1;
+}
+
+/* Takes `w` back from the helper: withdrawn if it has not started on it, else waited for (it stops at its
+ * last claim). No Python API. */
+static void window_unpost(OffsetMapObject *m, Window *w)
+{
+    if (!w->posted)
+        return;
+    Helper *hp = m->helper;
+    pthread_mutex_lock(&hp->mu);
+    if (hp->job && !hp->running)
+        hp->job = 0;
+    while (hp->job)
+        pthread_cond_wait(&hp->cv, &hp->mu);
+    m->helper_batches += hp->claimed;
+    hp->claimed = 0;
+    pthread_mutex_unlock(&hp->mu);
+    w->posted = 0;
+}
+
+/* `w` summarized whole: the caller claims what is left of it, then takes it back from the helper. */
+static void window_finish(OffsetMapObject *m, Window *w)
+{
+    Py_BEGIN_ALLOW_THREADS
+    window_claim(m, w, &m->dec[0]);
+    window_unpost(m, w);
+    Py_END_ALLOW_THREADS
+}
+
+/* A window the loop will not use: the helper stops claiming, and is waited for. */
+static void window_drop(OffsetMapObject *m, Window *w)
+{
+    if (w == NULL || !w->posted)
+        return;
+    __atomic_store_n(&w->next, w->n, __ATOMIC_RELAXED);
+    Py_BEGIN_ALLOW_THREADS
+    window_unpost(m, w);
+    Py_END_ALLOW_THREADS
+    w->n = 0;
 }
 
 /* map_records for a summarized batch: its keys put from their summaries (the body was walked whole). 1 done,
@@ -1449,7 +1570,10 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
     const uint8_t *buf = (const uint8_t *)view.buf;
     const Py_ssize_t n = view.len;
     int status = ST_MORE;
-    Py_ssize_t wn = 0, widx = 0, wend = off; /* the window (m->pre[0, wn)) covers the batches before wend */
+    /* cur: the window being put (it covers the batches before wend); ahead: the next one, or NULL */
+    Window *cur = NULL, *ahead = NULL;
+    Py_ssize_t widx = 0, wend = off;
+    int windows = self->direct_zstd && self->decompress != NULL && window_alloc(self) == 0;
     while (off < n) {
         Py_ssize_t size;
         int f = frame(buf, n, off, &size);
@@ -1459,10 +1583,29 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
             status = ST_PYTHON;
             break;
         }
-        if (off >= wend && self->direct_zstd && self->decompress != NULL) {
-            wn = window_fill(self, buf, n, off, start, end, budget - bytes, &wend);
+        if (off >= wend && windows) {
+            if (ahead != NULL && ahead->from == off) { /* summarized meanwhile, in part or whole */
+                cur = ahead;
+            } else {
+                window_drop(self, ahead);
+                cur = self->win[cur == self->win[0] ? 1 : 0];
+                window_layout(self, cur, buf, n, off, start, end, budget - bytes);
+                window_post(self, cur);
+            }
+            ahead = NULL;
+            if (cur->n > 0)
+                window_finish(self, cur);
+            wend = cur->end;
             widx = 0;
+            if (cur->end < n) { /* the next window, for the helper while this one is put */
+                ahead = self->win[cur == self->win[0] ? 1 : 0];
+                if (window_layout(self, ahead, buf, n, cur->end, start, end, budget - bytes - cur->bytes) > 0)
+                    window_post(self, ahead);
+                if (!ahead->posted)
+                    ahead = NULL; /* laid out again when the loop gets there */
+            }
         }
+        Py_ssize_t wn = cur != NULL && off < wend ? cur->n : 0;
         const uint8_t *h = buf + off;
         long long base = be64(h), last = base + be32(h + 23);
         if (last < start) {
@@ -1482,16 +1625,16 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
             status = ST_PYTHON;
             break;
         }
-        while (widx < wn && self->pre[widx].off < off)
+        while (widx < wn && cur->pre[widx].off < off)
             widx++;
-        const Pre *pre = widx < wn && self->pre[widx].off == off && self->pre[widx].state == 1 ? &self->pre[widx] : NULL;
+        const Pre *pre = widx < wn && cur->pre[widx].off == off && cur->pre[widx].state == 1 ? &cur->pre[widx] : NULL;
         long long mapped = 0, count = be32(h + 57);
         int got;
         if (pre != NULL) { /* summarized in the window: its keys put in order */
             self->direct_frames++;
-            got = map_summed(self, self->wsums + pre->first, count, base, start, &mapped);
+            got = map_summed(self, cur->wsums + pre->first, count, base, start, &mapped);
             if (got == 1)
-                sums_keep(self, h, size, self->wsums + pre->first, (Py_ssize_t)count); /* for filter_chunk */
+                sums_keep(self, h, size, cur->wsums + pre->first, (Py_ssize_t)count); /* for filter_chunk */
         } else {
             const uint8_t *body = h + HEADER_SIZE;
             Py_ssize_t blen = size - HEADER_SIZE;
@@ -1501,7 +1644,8 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
                 int dec = decompress_into(self, attrs & ATTR_CODEC, h + HEADER_SIZE, size - HEADER_SIZE, &body, &blen,
                                           &owner);
                 if (dec < 0) {
-                    PyBuffer_Release(&view);
+                    window_drop(self, ahead);
+    PyBuffer_Release(&view);
                     return NULL;
                 }
                 if (dec == 0) {
@@ -1517,7 +1661,8 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
                 sums_keep(self, h, size, self->scratch, (Py_ssize_t)count); /* for filter_chunk, if it fits */
         }
         if (got == -2) {
-            PyBuffer_Release(&view);
+            window_drop(self, ahead);
+    PyBuffer_Release(&view);
             return NULL;
         }
         if (got == -1) {
@@ -1535,6 +1680,7 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
         last_done = last;
         off += size;
     }
+    window_drop(self, ahead);
     PyBuffer_Release(&view);
     return Py_BuildValue("(niLLL)", off, status, bytes, records, last_done);
 }
@@ -1556,6 +1702,76 @@ static inline int whole_batch_at(const uint8_t *buf, Py_ssize_t n, Py_ssize_t of
 }
 
 #define MAX_KEPT_STACK 64
+#define JOBS_HELPER_MIN 8 /* the helper joins filter_chunk's recompressions from this many jobs on */
+
+/* The jobs' outputs and own keep-flag blocks freed; keepv grown for the next call to what these needed. */
+static void jobs_free(OffsetMapObject *m, Py_ssize_t njobs, long long keep_need)
+{
+    for (Py_ssize_t k = 0; k < njobs; k++) {
+        free(m->jobs[k].out);
+        if (m->jobs[k].own_keep)
+            free((void *)m->jobs[k].keepp);
+    }
+    if (keep_need > m->keepv_cap) {
+        uint8_t *grown = (uint8_t *)realloc(m->keepv, (size_t)keep_need);
+        if (grown != NULL) {
+            m->keepv = grown;
+            m->keepv_cap = (Py_ssize_t)keep_need;
+        }
+    }
+}
+
+/* Hands the job queue to the helper (its jobs so far and those the loop adds): the helper, or NULL. */
+static Helper *jobs_post(OffsetMapObject *m, const uint8_t *buf)
+{
+    Helper *hp = helper_get(m);
+    if (hp == NULL)
+        return NULL;
+    pthread_mutex_lock(&hp->mu);
+    hp->kind = 1;
+    hp->buf = buf;
+    hp->job = 1;
+    pthread_cond_broadcast(&hp->cv);
+    pthread_mutex_unlock(&hp->mu);
+    return hp;
+}
+
+/* One more job ready in the queue (the helper woken if it sleeps for one). */
+static void jobs_publish(OffsetMapObject *m, Helper *hp, Py_ssize_t ready)
+{
+    __atomic_store_n(&m->jq_ready, ready, __ATOMIC_SEQ_CST);
+    if (hp != NULL && __atomic_load_n(&m->jq_waiting, __ATOMIC_SEQ_CST)) {
+        pthread_mutex_lock(&hp->mu);
+        pthread_cond_broadcast(&hp->cv);
+        pthread_mutex_unlock(&hp->mu);
+    }
+}
+
+/* No more jobs: the caller runs what no thread claimed yet (none when `abort`), then waits for the
+ * helper's last one. Called without the GIL. */
+static void jobs_close(OffsetMapObject *m, Helper *hp, const uint8_t *buf, int abort)
+{
+    if (abort)
+        __atomic_store_n(&m->jq_abort, 1, __ATOMIC_SEQ_CST);
+    if (hp != NULL) {
+        pthread_mutex_lock(&hp->mu);
+        __atomic_store_n(&m->jq_closed, 1, __ATOMIC_SEQ_CST);
+        pthread_cond_broadcast(&hp->cv);
+        pthread_mutex_unlock(&hp->mu);
+    } else {
+        __atomic_store_n(&m->jq_closed, 1, __ATOMIC_SEQ_CST);
+    }
+    if (!abort)
+        jobs_claim(m, NULL, &m->dec[0], &m->enc[0], buf);
+    if (hp != NULL) {
+        pthread_mutex_lock(&hp->mu);
+        if (hp->job && !hp->running)
+            hp->job = 0;
+        while (hp->job)
+            pthread_cond_wait(&hp->cv, &hp->mu);
+        pthread_mutex_unlock(&hp->mu);
+    }
+}
 
 /* filter_chunk(chunk, off, tail, upper_bound, now, producers, dest_base, size, since_entry, max_ts,
  *              max_ts_offset, index_interval, budget)
@@ -1590,9 +1806,28 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
     Py_ssize_t *kept = kept_stack;
     long long kept_cap = MAX_KEPT_STACK;
     Py_ssize_t njobs = 0, nkeepv = 0, npieces = 0;
+    long long keep_need = 0; /* the keep flags the jobs needed (keepv grows to it for the next call) */
+    Helper *jhp = NULL;      /* the helper, once it takes jobs from the queue */
     PyObject *data = NULL;
     if (points == NULL || out == NULL)
         goto error;
+    self->jq_next = self->jq_ready = 0;
+    self->jq_closed = self->jq_abort = self->jq_waiting = 0;
+    /* the jobs' array never moves while the helper reads it: room for a job per batch the chunk can hold */
+    int can_defer = self->direct_zstd && self->direct_compress;
+    if (can_defer) {
+        Py_ssize_t need = (n - off) / HEADER_SIZE + 1;
+        if (need > self->jobs_cap) {
+            Job *grown = (Job *)realloc(self->jobs, sizeof(Job) * (size_t)need);
+            if (grown != NULL) {
+                self->jobs = grown;
+                self->jobs_cap = need;
+            }
+        }
+        if (self->keepv == NULL && (self->keepv = (uint8_t *)malloc(65536)) != NULL)
+            self->keepv_cap = 65536;
+        can_defer = need <= self->jobs_cap && self->keepv != NULL;
+    }
     while (off < n) {
         Py_ssize_t size;
         int f = frame(buf, n, off, &size);
@@ -1661,16 +1896,19 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
             const CachedRec *rs = self->recs + cached->first;
             long long latest = self->latest_offset;
             int tombstones = 0;
-            int defer = codec == 4 && self->direct_zstd && self->direct_compress;
-            if (defer && nkeepv + count > self->keepv_cap) {
-                Py_ssize_t cap = 2 * self->keepv_cap > nkeepv + count ? 2 * self->keepv_cap : nkeepv + count + 4096;
-                uint8_t *grown = (uint8_t *)realloc(self->keepv, (size_t)cap);
-                if (grown == NULL) {
-                    PyErr_NoMemory();
-                    goto error;
+            int defer = codec == 4 && can_defer;
+            /* its keep flags: in keepv, or (keepv full: it never moves while the helper reads it) a block
+             * of their own */
+            uint8_t *kp = NULL;
+            int own_keep = 0;
+            if (defer) {
+                if (nkeepv + count <= self->keepv_cap) {
+                    kp = self->keepv + nkeepv;
+                } else if ((kp = (uint8_t *)malloc(count > 0 ? (size_t)count : 1)) != NULL) {
+                    own_keep = 1;
+                } else {
+                    defer = 0;
                 }
-                self->keepv = grown;
-                self->keepv_cap = cap;
             }
             for (long long i = 0; i < count; i++) /* the slots fetched at once, not one miss after another */
                 __builtin_prefetch(&self->table[rs[i].slot]);
@@ -1689,7 +1927,11 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
                     tombstones |= (rs[i].meta & CR_NULL_VALUE) != 0;
                 }
                 if (defer)
-                    self->keepv[nkeepv + i] = (uint8_t)keep;
+                    kp[i] = (uint8_t)keep;
+            }
+            if (own_keep && (!(tombstones && !horizon) && (nkept == 0 ? !retain_empty : nkept == count))) {
+                free(kp);
+                own_keep = 0;
             }
             if (!(tombstones && !horizon) && (nkept == 0 ? !retain_empty : nkept == count)) {
                 self->cache_decided++;
@@ -1704,33 +1946,35 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
                                     ? zstd_direct_size(h + HEADER_SIZE, size - HEADER_SIZE, self->max_size)
                                     : -1;
             if (content >= 0) {
-                if (njobs == self->jobs_cap) {
-                    Py_ssize_t cap = self->jobs_cap ? 2 * self->jobs_cap : 256;
-                    Job *grown = (Job *)realloc(self->jobs, sizeof(Job) * (size_t)cap);
-                    if (grown == NULL) {
-                        PyErr_NoMemory();
-                        goto error;
-                    }
-                    self->jobs = grown;
-                    self->jobs_cap = cap;
-                }
                 Job *j = &self->jobs[njobs];
                 j->off = off;
                 j->size = size;
                 j->content = content;
                 j->count = count;
                 j->nkept = nkept;
-                j->keep = nkeepv;
+                j->keepp = kp;
+                j->own_keep = own_keep;
                 j->piece = npieces;
                 j->bytes = bytes;
                 j->rec_read = rec_read;
                 j->rec_kept = rec_kept;
                 j->last_done = last_done;
                 j->out = NULL;
+                j->decoded = 0;
                 job = njobs++;
-                nkeepv += count;
+                if (!own_keep)
+                    nkeepv += count;
+                keep_need += count;
+                if (jhp != NULL)
+                    jobs_publish(self, jhp, njobs);
+                else if (njobs >= JOBS_HELPER_MIN) { /* enough to share: the helper starts on them */
+                    self->jq_ready = njobs;
+                    jhp = jobs_post(self, buf);
+                }
                 goto judged;
             }
+            if (own_keep)
+                free(kp);
             nkept = 0;
         }
         if (codec) {
@@ -1885,28 +2129,12 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
     }
     Py_CLEAR(plain);
     if (njobs > 0) {
-        /* the recompressions, half on the helper thread when there are enough of them */
-        Helper *hp = njobs >= 8 ? helper_get(self) : NULL;
-        Py_ssize_t split = hp != NULL ? njobs / 2 : njobs;
+        /* the recompressions not run yet: the caller joins the helper on them (or runs them all) */
+        self->jq_ready = njobs;
         Py_BEGIN_ALLOW_THREADS
-        if (split < njobs) {
-            pthread_mutex_lock(&hp->mu);
-            hp->kind = 1;
-            hp->buf = buf;
-            hp->from = split;
-            hp->to = njobs;
-            hp->job = 1;
-            pthread_cond_broadcast(&hp->cv);
-            pthread_mutex_unlock(&hp->mu);
-        }
-        run_jobs(self, &self->dec[0], &self->enc[0], buf, 0, split);
-        if (split < njobs) {
-            pthread_mutex_lock(&hp->mu);
-            while (hp->job)
-                pthread_cond_wait(&hp->cv, &hp->mu);
-            pthread_mutex_unlock(&hp->mu);
-        }
+        jobs_close(self, jhp, buf, 0);
         Py_END_ALLOW_THREADS
+        jhp = NULL;
         for (Py_ssize_t k = 0; k < njobs; k++)
             self->direct_frames += self->jobs[k].decoded;
     }
@@ -1976,8 +2204,7 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
         size_out += written;
         since_entry += written;
     }
-    for (Py_ssize_t k = 0; k < njobs; k++)
-        free(self->jobs[k].out);
+    jobs_free(self, njobs, keep_need);
     PyBuffer_Release(&view);
     if (kept != kept_stack)
         free(kept);
@@ -1985,8 +2212,12 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
     return Py_BuildValue("(niLNLLLNLLLL)", off, status, bytes, data, rec_read, rec_kept, last_done, points,
                          size_out, since_entry, max_ts, max_ts_off);
 error:
-    for (Py_ssize_t k = 0; k < njobs; k++)
-        free(self->jobs[k].out);
+    if (jhp != NULL) { /* the helper stops at its job at hand */
+        Py_BEGIN_ALLOW_THREADS
+        jobs_close(self, jhp, buf, 1);
+        Py_END_ALLOW_THREADS
+    }
+    jobs_free(self, njobs, keep_need);
     Py_XDECREF(data);
     Py_XDECREF(plain);
     PyBuffer_Release(&view);
@@ -2179,7 +2410,37 @@ static PyTypeObject OffsetMapType = {
     .tp_as_sequence = &map_sequence,
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_clean", NULL, -1, NULL};
+/* zstd_compress(data) -> bytes: `data` compressed through libzstd as run_jobs compresses a partly kept
+ * batch's records (level 3, content size written, no checksum): the Python path's recompressor where the
+ * library compresses, so that both paths write the same bytes (another zstd's, python-zstandard's bundled
+ * one included, may write other bytes for the same input: equally valid frames). */
+static Enc module_enc; /* used under the GIL only */
+
+static PyObject *module_zstd_compress(PyObject *unused, PyObject *arg)
+{
+    if (!zstd_loaded || !zstd_compress_loaded) {
+        PyErr_SetString(PyExc_RuntimeError, "libzstd's compression is not loaded");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint8_t *out;
+    size_t got = enc_compress(&module_enc, (const uint8_t *)view.buf, (size_t)view.len, &out);
+    PyBuffer_Release(&view);
+    if (got == 0)
+        return PyErr_NoMemory();
+    PyObject *res = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)got);
+    free(out);
+    return res;
+}
+
+static PyMethodDef module_methods[] = {
+    {"zstd_compress", (PyCFunction)module_zstd_compress, METH_O, "zstd_compress(data) -> bytes, through libzstd"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_clean", NULL, -1, module_methods};
 
 PyMODINIT_FUNC PyInit__clean(void)
 {
@@ -2206,5 +2467,6 @@ PyMODINIT_FUNC PyInit__clean(void)
     PyModule_AddIntConstant(m, "END", ST_END);
     PyModule_AddIntConstant(m, "FULL", ST_FULL);
     PyModule_AddIntConstant(m, "LIBZSTD", zstd_loaded ? (long)zstd.versionNumber() : 0);
+    PyModule_AddIntConstant(m, "LIBZSTD_COMPRESS", zstd_loaded && zstd_compress_loaded);
     return m;
 }

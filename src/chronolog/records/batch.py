@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import struct
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -691,15 +691,17 @@ def record_spans(body, count: int) -> list[tuple[int, int, int, int, int, int, i
     return _record_spans_py(body, count)
 
 
-def splice_batch(batch: RecordBatch, body, spans: list[tuple[int, int, int, int, int, int, int]]) -> bytes:
+def splice_batch(batch: RecordBatch, body, spans: list[tuple[int, int, int, int, int, int, int]],
+                 compress_with: Callable[[int, bytes], bytes] | None = None) -> bytes:
     """A copy of `batch` holding only the records at `spans` of its decompressed `body`, copied byte for byte:
     base offset, last offset delta, base timestamp and producer fields unchanged (the records' deltas stay
     valid), the max timestamp that of the records kept (the broker's under LogAppendTime), recompressed
-    with the batch's codec. The log cleaner's fast path; it must keep at least one record."""
+    with the batch's codec (through `compress_with(codec, data)` when given: the log cleaner's own). The
+    log cleaner's fast path; it must keep at least one record."""
     payload = b"".join(bytes(body[s:e]) for _o, _t, s, e, _ks, _kl, _vl in spans)
     codec = batch.compression
     if codec != CompressionType.NONE:
-        payload = compress(codec, payload)
+        payload = (compress_with or compress)(codec, payload)
     h = batch._h
     max_ts = h[8] if h[5] & TIMESTAMP_TYPE_MASK else h[7] + max(t for _o, t, *_r in spans)
     buf = bytearray(HEADER_SIZE + len(payload))

@@ -35,7 +35,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chronolog.errors import KafkaError
-from chronolog.records import LOG_OVERHEAD, RecordBatch, TimestampType, build_batch, iter_batches
+from chronolog.records import (
+    LOG_OVERHEAD,
+    CompressionType,
+    RecordBatch,
+    TimestampType,
+    build_batch,
+    iter_batches,
+)
 from chronolog.records.batch import build_empty_batch, record_spans, splice_batch
 from chronolog.records.compression import DEFAULT_MAX_DECOMPRESSED, compress, decompress, zstd_context_methods
 from chronolog.records.control import ControlType, control_type_of
@@ -60,6 +67,10 @@ _LOG = ".log"
 _OTHER_SUFFIXES = (".index", ".timeindex", TXN_INDEX_SUFFIX, ".chronolog-minima")
 _ENTRY_BYTES = 24  # SkimpyOffsetMap: a 16-byte MD5 and an 8-byte offset per slot
 _READ_CHUNK = 1 << 20
+# Bytes a walk asks the kernel to read ahead of where it reads (posix_fadvise WILLNEED): the disk reads
+# them while the cleaner decompresses and hashes what it has, instead of after. Bounded, so that a large
+# dirty log does not push everything else out of the page cache at once.
+_READ_AHEAD = 8 << 20
 
 # Test seam: called with the name of each step of a swap (`cleaned`, `swap:<file>`, `deleted:<base>`,
 # `final:<file>`), so that tests can raise or die there.
@@ -169,6 +180,17 @@ def kept_records(omap, body, count: int, base: int, retain_deletes: bool) -> tup
     return len(spans), kept, tombstones
 
 
+def recompress(codec: int, data: bytes) -> bytes:
+    """The cleaner's codec for the records a partly kept batch keeps (Kafka's `filterTo` recompresses them
+    with the batch's codec): zstd through the system's libzstd where the C extension loaded it, as the C
+    copy compresses them on its threads, so that both paths write the same bytes (python-zstandard's
+    bundled zstd may write other, equally valid, frames for the same records); the records layer's codecs
+    otherwise."""
+    if codec == CompressionType.ZSTD and _native is not None and _native.LIBZSTD_COMPRESS:
+        return _native.zstd_compress(data)
+    return compress(codec, data)
+
+
 def new_offset_map(memory: int, load_factor: float = 0.9, native: bool | None = None):
     """The C map (records/_clean.c: 128-bit hashes in an open-addressing table bounded by `memory`) where
     the extension is built and `native` is not False, else the Python one (MD5 -> offset in a dict)."""
@@ -181,8 +203,12 @@ def new_offset_map(memory: int, load_factor: float = 0.9, native: bool | None = 
                          "log.cleaner.dedupe.buffer.size")
     omap = _native.OffsetMap(memory, load_factor, int.from_bytes(os.urandom(8), "little"))
     # compressed batches in C too, through the codecs the Python path calls (the same limits and errors);
-    # zstd straight through contexts of the map's own, made as the records layer makes its own
-    omap.set_codecs(decompress, compress, *(zstd_context_methods() or (None, None)), DEFAULT_MAX_DECOMPRESSED)
+    # zstd straight through contexts of the map's own, made as the records layer makes its own, and
+    # recompressed as the Python path recompresses (`recompress`)
+    zstd = zstd_context_methods()
+    if zstd is not None and _native.LIBZSTD_COMPRESS:
+        zstd = (zstd[0], _native.zstd_compress)
+    omap.set_codecs(decompress, recompress, *(zstd or (None, None)), DEFAULT_MAX_DECOMPRESSED)
     return omap
 
 
@@ -430,12 +456,26 @@ class _SegmentReader:
     def read(self, position: int, size: int) -> bytes:
         return os.pread(self._fd, min(size, self.size - position), position)
 
-    def walk(self, handle: Callable[[bytes, bool], int]) -> None:
+    def read_ahead(self, position: int, size: int) -> None:
+        """Asks the kernel to start reading `size` bytes at `position` (a hint: an error is ignored)."""
+        try:
+            os.posix_fadvise(self._fd, position, min(size, self.size - position), os.POSIX_FADV_WILLNEED)
+        except OSError:
+            pass
+
+    def walk(self, handle: Callable[[bytes, bool], int], then: _SegmentReader | None = None) -> None:
         """Calls `handle(chunk, reaches_end)` over the segment in chunks; it returns the bytes of whole
         batches it consumed (the next chunk starts there, grown to hold a batch larger than a chunk), or -1
-        to stop. Ends at the end of the segment or at a torn tail, as `batches` does."""
-        pos, want = 0, _READ_CHUNK
+        to stop. Ends at the end of the segment or at a torn tail, as `batches` does. The next
+        `_READ_AHEAD` bytes are kept on their way from the disk, reaching into `then` (the segment read
+        next) near the end."""
+        pos, want, advised = 0, _READ_CHUNK, 0
         while pos < self.size:
+            if pos + _READ_AHEAD // 2 >= advised:
+                advised = pos + _READ_AHEAD
+                self.read_ahead(pos, _READ_AHEAD)
+                if advised > self.size and then is not None:
+                    then.read_ahead(0, advised - self.size)
             chunk = self.read(pos, want)
             if not chunk:
                 return
@@ -533,9 +573,16 @@ class _CleanedSegment:
         written = 0
         while written < len(view):
             written += os.pwrite(self._fd, view[written:], self.size + written)
-        for last_offset, position, ts, ts_offset in points:
-            self.offset_index.append(last_offset, position)
-            self.time_index.maybe_append(ts, ts_offset)
+        if points:
+            self.offset_index.hold_writes()
+            self.time_index.hold_writes()
+            try:
+                for last_offset, position, ts, ts_offset in points:
+                    self.offset_index.append(last_offset, position)
+                    self.time_index.maybe_append(ts, ts_offset)
+            finally:
+                self.offset_index.write_held()
+                self.time_index.write_held()
         self.size, self.since_entry = size, since_entry
         self.max_ts = TimestampOffset(max_ts, max_ts_offset)
 
@@ -707,10 +754,11 @@ class Cleaner:
         txn = CleanedTransactionMetadata()
         txn.add_aborted(plog.aborted_txns(start, end))
         full = False
-        for seg in dirty:
+        for i, seg in enumerate(dirty):
             reader = readers[seg.base_offset]
             if self.native:
-                full = self._map_segment_native(plog, reader, txn, start, end, stats)
+                then = readers[dirty[i + 1].base_offset] if i + 1 < len(dirty) else None
+                full = self._map_segment_native(plog, reader, txn, start, end, stats, then)
                 if full:
                     break
                 continue
@@ -754,7 +802,7 @@ class Cleaner:
         return False
 
     def _map_segment_native(self, plog: PartitionLog, reader: _SegmentReader, txn: CleanedTransactionMetadata,
-                            start: int, end: int, stats: CleanerStats) -> bool:
+                            start: int, end: int, stats: CleanerStats, then: _SegmentReader | None) -> bool:
         """`_build_offset_map`'s loop over one segment with the common batches in C (`map_chunk`); True when
         the map filled."""
         omap = self.offset_map
@@ -792,7 +840,7 @@ class Cleaner:
                     continue
                 return off
 
-        reader.walk(handle)
+        reader.walk(handle, then)
         return full[0]
 
     def _copy_group(self, plog: PartitionLog, group: list, readers: dict, nexts: dict,
@@ -977,7 +1025,7 @@ class Cleaner:
             return _NOTHING_KEPT
         if len(kept) == total:
             return bytes(batch.raw), batch.max_timestamp
-        data = splice_batch(batch, body, kept)
+        data = splice_batch(batch, body, kept, recompress)
         return data, RecordBatch(data).max_timestamp
 
 
