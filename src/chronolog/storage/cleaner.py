@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -629,6 +630,34 @@ class _CleanedSegment:
             p.unlink(missing_ok=True)
 
 
+class _DestAhead:
+    """The `.cleaned` segment at `base` (None: none), made on one of the cleaner's threads (`_submit`) while
+    the cleaner maps or copies the group before."""
+
+    def __init__(self, plog: PartitionLog, base: int | None) -> None:
+        self.plog, self.base = plog, base
+        cfg = plog.config
+        self.args = (plog.dir, base, cfg.index_interval_bytes, cfg.segment_index_bytes)
+        self.future = None if base is None else _submit("files", _CleanedSegment, *self.args)
+
+    def take(self, base: int) -> _CleanedSegment:
+        """The segment at `base`: the one made ahead, or (another base, or its making failed: the error is
+        raised again here) made now."""
+        if base == self.base and self.future is not None:
+            future, self.future = self.future, None
+            with contextlib.suppress(Exception):
+                return future.result()
+        self.drop()
+        return _CleanedSegment(self.plog.dir, base, *self.args[2:])
+
+    def drop(self) -> None:
+        """The segment made ahead and not taken, removed (waited for first)."""
+        future, self.future = self.future, None
+        if future is not None:
+            with contextlib.suppress(Exception):
+                future.result().discard()
+
+
 def _fsync_path(path: Path) -> None:
     """fsync of a file or a directory by name."""
     fd = os.open(path, os.O_RDONLY)
@@ -641,25 +670,46 @@ def _fsync_path(path: Path) -> None:
 _fsync_dir = _fsync_path
 
 
-def _fsync_together(fds: list[int]) -> None:
-    """fsync of several files at once, one thread each (fsync releases the GIL): what one file's sync costs
-    on ext4 is mostly the journal commit and the device's cache flush, and syncs that arrive together share
-    them (three small files: about 1 ms at once against 6-8 ms one after the other on the shared VM). The
-    same syncs as one after the other, each file's data durable when this returns; the first error raised."""
-    errors: list[BaseException] = []
+_POOLS: dict[str, tuple[int, ThreadPoolExecutor]] = {}
+_POOLS_LOCK = threading.Lock()
 
-    def one(fd: int) -> None:
+
+def _submit(pool: str, fn: Callable[..., object], *args: object) -> Future | None:
+    """`fn(*args)` on one of the cleaner's threads kept for the process's life (`pool`: "fsync" or "swap"),
+    instead of a thread started for it (a start cost 0.1-0.3 ms of the cleaning's time, several a group).
+    None when no thread takes it (the interpreter is exiting): the caller then runs it itself. A pool is
+    made again in a forked child, which has none of its parent's threads. A swap waits only for the swap
+    submitted before it, and the pools take tasks in order, so no task waits for one queued behind it."""
+    with _POOLS_LOCK:
+        got = _POOLS.get(pool)
+        if got is None or got[0] != os.getpid():
+            got = (os.getpid(), ThreadPoolExecutor(4, thread_name_prefix=f"cleaner-{pool}"))
+            _POOLS[pool] = got
+    try:
+        return got[1].submit(fn, *args)
+    except RuntimeError:
+        return None
+
+
+def _fsync_together(fds: list[int]) -> None:
+    """fsync of several files at once, on several threads (fsync releases the GIL): what one file's sync
+    costs on ext4 is mostly the journal commit and the device's cache flush, and syncs that arrive together
+    share them (three small files: about 1 ms at once against 6-8 ms one after the other on the shared VM).
+    The same syncs as one after the other, each file's data durable when this returns; the first error
+    raised."""
+    errors: list[BaseException] = []
+    futures = [(fd, _submit("fsync", os.fsync, fd)) for fd in fds[1:]]
+    for fd in [fds[0]] + [fd for fd, f in futures if f is None]:
         try:
             os.fsync(fd)
-        except BaseException as exc:  # noqa: BLE001 - re-raised below, in the caller's thread
+        except BaseException as exc:  # noqa: BLE001 - the first error is raised below
             errors.append(exc)
-
-    threads = [threading.Thread(target=one, args=(fd,), name="cleaner-fsync", daemon=True) for fd in fds[1:]]
-    for t in threads:
-        t.start()
-    one(fds[0])
-    for t in threads:
-        t.join()
+    for _fd, future in futures:
+        if future is not None:
+            try:
+                future.result()
+            except BaseException as exc:  # noqa: BLE001 - the first error is raised below
+                errors.append(exc)
     if errors:
         raise errors[0]
 
@@ -707,6 +757,9 @@ class Cleaner:
                                      else plog.log_end_offset) for i, s in enumerate(plog.segments)}
         readers = {s.base_offset: _SegmentReader(s) for s in segs}
         swaps: list[_Swap] = []  # started, not yet joined: at most two (one swapping, the next syncing)
+        # the next group's `.cleaned` files, made on another thread meanwhile (a file's creation cost up to
+        # 0.3 ms on ext4 with many files deleted lately); the first group starts at the first segment
+        made = _DestAhead(plog, segs[0].base_offset if segs else None)
         try:
             map_started = time.monotonic()
             end = self._build_offset_map(plog, readers, segs, ltc.first_dirty, ltc.first_uncleanable, nexts, stats)
@@ -714,10 +767,12 @@ class Cleaner:
             groups = group_segments([s for s in segs if s.base_offset < end], plog.config.segment_bytes,
                                     plog.config.segment_index_bytes, ltc.first_uncleanable, nexts)
             txn = CleanedTransactionMetadata()
-            for group in groups:
+            for i, group in enumerate(groups):
                 self._check_done(plog)
+                dest = made.take(group[0].base_offset)
+                made = _DestAhead(plog, groups[i + 1][0].base_offset if i + 1 < len(groups) else None)
                 dest = self._copy_group(plog, group, readers, nexts, txn, active_producers,
-                                        ltc.first_uncleanable, now, stats)
+                                        ltc.first_uncleanable, now, stats, dest)
                 try:
                     while len(swaps) >= 2:
                         self._wait_swap(swaps.pop(0), stats)
@@ -730,6 +785,7 @@ class Cleaner:
             while swaps:
                 self._wait_swap(swaps.pop(0), stats)
         finally:
+            made.drop()
             for swap in swaps:  # a failure meanwhile: the swaps under way end first, their errors logged
                 try:
                     swap.join()
@@ -845,12 +901,10 @@ class Cleaner:
 
     def _copy_group(self, plog: PartitionLog, group: list, readers: dict, nexts: dict,
                     txn: CleanedTransactionMetadata, active_producers: dict, upper_bound: int, now: int,
-                    stats: CleanerStats) -> _CleanedSegment:
-        """`Cleaner.cleanSegments`' `cleanInto` loop: one group into one `.cleaned` segment, written but not
-        yet synced (`_Swap` does that, then the swap)."""
+                    stats: CleanerStats, dest: _CleanedSegment) -> _CleanedSegment:
+        """`Cleaner.cleanSegments`' `cleanInto` loop: one group into `dest`, its `.cleaned` segment, written
+        but not yet synced (`_Swap` does that, then the swap)."""
         cfg = plog.config
-        base = group[0].base_offset
-        dest = _CleanedSegment(plog.dir, base, cfg.index_interval_bytes, cfg.segment_index_bytes)
         txn.cleaned_index = dest.aborted
         try:
             for seg in group:
@@ -1083,21 +1137,29 @@ class _PreviousSwapFailed(Exception):
     """A group's swap did not start because the previous group's failed (that one's error is raised)."""
 
 
-class _Swap(threading.Thread):
-    """The end of `Cleaner.cleanSegments` for one group, in a thread of its own while the cleaner copies
-    the next group: the `.cleaned` files synced (`cleaned.flush()`), the group's modification time
-    (`cleaned.setLastModified`), then `swap_in` (`replaceSegments`), the same steps in the same order as
-    one after the other. The syncs may run while the previous group's swap ends (they touch only this
+class _Swap:
+    """The end of `Cleaner.cleanSegments` for one group, on a thread of the cleaner's (`_submit`) while the
+    cleaner copies the next group: the `.cleaned` files synced (`cleaned.flush()`), the group's modification
+    time (`cleaned.setLastModified`), then `swap_in` (`replaceSegments`), the same steps in the same order
+    as one after the other. The syncs may run while the previous group's swap ends (they touch only this
     group's new files); `swap_in` waits for that swap, and does not run if it failed, so swaps stay in
     offset order. The cleaner joins every one before `clean` returns."""
 
     def __init__(self, plog: PartitionLog, group: list, dest: _CleanedSegment, sizes: dict[int, int],
                  previous: _Swap | None) -> None:
-        super().__init__(name=f"cleaner-swap-{plog.topic}-{plog.partition}", daemon=True)
         self.plog, self.group, self.dest, self.sizes, self.previous = plog, group, dest, sizes, previous
         self.error: BaseException | None = None
         self.failed = False
-        self.start()
+        self._done = threading.Event()
+        if _submit("swap", self._run) is None:
+            threading.Thread(target=self._run, name=f"cleaner-swap-{plog.topic}-{plog.partition}",
+                             daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self.run()
+        finally:
+            self._done.set()
 
     def run(self) -> None:
         try:
@@ -1110,7 +1172,7 @@ class _Swap(threading.Thread):
                     os.utime(self.dest.paths[_LOG], (mtime, mtime))
                 _step("cleaned")
                 if self.previous is not None:
-                    threading.Thread.join(self.previous)  # its outcome, not its error (the cleaner raises that)
+                    self.previous._done.wait()  # its outcome, not its error (the cleaner raises that)
                     if self.previous.failed:
                         raise _PreviousSwapFailed(f"the swap before that of {self.dest.base} failed")
             except BaseException:
@@ -1123,7 +1185,7 @@ class _Swap(threading.Thread):
             self.failed = True
 
     def join(self, timeout: float | None = None) -> None:
-        super().join(timeout)
+        self._done.wait(timeout)
         if self.error is not None:
             error, self.error = self.error, None
             raise error
