@@ -487,10 +487,13 @@ static int scratch_room(OffsetMapObject *m, long long count)
 
 static inline Py_ssize_t find_slot(const OffsetMapObject *m, uint64_t h1, uint64_t h2);
 
+#define NO_SLOT UINT32_MAX
+
 /* Keeps the `count` records at `from` (the scratch buffer, or the window's) as those of the batch at `h`, when they fit beside the
  * table (the arrays counted as allocated) and each keyed record's key is in the map (one before `start`
  * whose key is not would be judged by a later put of it: not kept); map_chunk's batches come in offset order. */
-static void sums_keep(OffsetMapObject *m, const uint8_t *h, Py_ssize_t size, const RecSum *from, Py_ssize_t count)
+static void sums_keep(OffsetMapObject *m, const uint8_t *h, Py_ssize_t size, const RecSum *from, Py_ssize_t count,
+                      const uint32_t *slots)
 {
     long long base = be64(h);
     if (m->nsums > 0 && m->sums[m->nsums - 1].base >= base)
@@ -520,7 +523,9 @@ static void sums_keep(OffsetMapObject *m, const uint8_t *h, Py_ssize_t size, con
         to[i].meta = (uint32_t)delta | (from[i].meta & REC_NULL_KEY ? CR_NULL_KEY : 0) |
                      (from[i].meta & REC_NULL_VALUE ? CR_NULL_VALUE : 0);
         to[i].slot = 0;
-        if (!(from[i].meta & REC_NULL_KEY)) {
+        if (slots != NULL && slots[i] != NO_SLOT) {
+            to[i].slot = slots[i];
+        } else if (!(from[i].meta & REC_NULL_KEY)) {
             Py_ssize_t j = find_slot(m, from[i].h1, from[i].h2);
             if (j < 0)
                 return;
@@ -609,8 +614,9 @@ static int map_alloc(OffsetMapObject *m, Py_ssize_t cap)
     return 0;
 }
 
-/* 0, or -1 when memory ran out (a Python error is set). The caller checked the map is not full. */
-static int map_put(OffsetMapObject *m, uint64_t h1, uint64_t h2, long long offset)
+/* The key's slot, or -1 when memory ran out (a Python error is set). The caller checked the map is not
+ * full. */
+static Py_ssize_t map_put(OffsetMapObject *m, uint64_t h1, uint64_t h2, long long offset)
 {
     if (m->count * 2 >= m->cap && m->cap < m->slots) {
         Py_ssize_t cap = m->cap * 2 < m->slots ? m->cap * 2 : m->slots;
@@ -636,7 +642,7 @@ static int map_put(OffsetMapObject *m, uint64_t h1, uint64_t h2, long long offse
         j = j + 1 == m->cap ? 0 : j + 1;
     }
     m->latest_offset = offset;
-    return 0;
+    return j;
 }
 
 static inline long long map_get(const OffsetMapObject *m, uint64_t h1, uint64_t h2)
@@ -1110,6 +1116,7 @@ typedef struct Pre {
 typedef struct Window {
     Pre *pre;          /* WINDOW_BATCHES */
     RecSum *wsums;     /* WINDOW_RECORDS */
+    uint32_t *slots;   /* a batch's keys' slots as map_summed put them (WINDOW_RECORDS) */
     const uint8_t *buf;
     Py_ssize_t n;      /* its batches: pre[0, n) */
     Py_ssize_t from;   /* where it was laid out from (its first batch looked at) */
@@ -1367,6 +1374,7 @@ static void window_free(OffsetMapObject *m)
         if (m->win[i] != NULL) {
             free(m->win[i]->pre);
             free(m->win[i]->wsums);
+            free(m->win[i]->slots);
             free(m->win[i]);
         }
         m->win[i] = NULL;
@@ -1386,11 +1394,14 @@ static int window_alloc(OffsetMapObject *m)
         m->win[i] = w;
         w->pre = (Pre *)malloc(sizeof(Pre) * WINDOW_BATCHES);
         w->wsums = (RecSum *)malloc(sizeof(RecSum) * WINDOW_RECORDS);
-        if (w->pre == NULL || w->wsums == NULL)
+        w->slots = (uint32_t *)malloc(sizeof(uint32_t) * WINDOW_RECORDS);
+        if (w->pre == NULL || w->wsums == NULL || w->slots == NULL)
             break;
     }
-    if (m->win[1] == NULL || m->win[1]->wsums == NULL || m->win[0]->pre == NULL || m->win[0]->wsums == NULL ||
-        m->win[1]->pre == NULL) {
+    int whole = m->win[1] != NULL;
+    for (int i = 0; i < 2 && whole; i++)
+        whole = m->win[i]->pre != NULL && m->win[i]->wsums != NULL && m->win[i]->slots != NULL;
+    if (!whole) {
         window_free(m);
         return -1;
     }
@@ -1501,8 +1512,9 @@ static void window_drop(OffsetMapObject *m, Window *w)
 /* map_records for a summarized batch: its keys put from their summaries (the body was walked whole). 1 done,
  * 0 full, -2 a Python error. The slots of the batch's keys are fetched ahead of the puts. */
 static int map_summed(OffsetMapObject *m, const RecSum *rs, long long count, long long base, long long start,
-                      long long *records)
+                      long long *records, uint32_t *slots)
 {
+    Py_ssize_t cap = m->cap;
     for (long long i = 0; i < count; i++)
         __builtin_prefetch(&m->table[slot_of(m, rs[i].h1)]);
     for (long long i = 0; i < count; i++) {
@@ -1510,11 +1522,18 @@ static int map_summed(OffsetMapObject *m, const RecSum *rs, long long count, lon
         if (!(rs[i].meta & REC_NULL_KEY) && offset >= start) {
             if (m->count >= m->max_entries)
                 return 0;
-            if (map_put(m, rs[i].h1, rs[i].h2, offset) < 0)
+            Py_ssize_t j = map_put(m, rs[i].h1, rs[i].h2, offset);
+            if (j < 0)
                 return -2;
+            slots[i] = (uint32_t)j;
+        } else {
+            slots[i] = NO_SLOT;
         }
         (*records)++;
     }
+    if (m->cap != cap) /* the table grew meanwhile: its slots moved */
+        for (long long i = 0; i < count; i++)
+            slots[i] = NO_SLOT;
     return 1;
 }
 
@@ -1632,9 +1651,9 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
         int got;
         if (pre != NULL) { /* summarized in the window: its keys put in order */
             self->direct_frames++;
-            got = map_summed(self, cur->wsums + pre->first, count, base, start, &mapped);
-            if (got == 1)
-                sums_keep(self, h, size, cur->wsums + pre->first, (Py_ssize_t)count); /* for filter_chunk */
+            got = map_summed(self, cur->wsums + pre->first, count, base, start, &mapped, cur->slots);
+            if (got == 1) /* for filter_chunk */
+                sums_keep(self, h, size, cur->wsums + pre->first, (Py_ssize_t)count, cur->slots);
         } else {
             const uint8_t *body = h + HEADER_SIZE;
             Py_ssize_t blen = size - HEADER_SIZE;
@@ -1658,7 +1677,7 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
                               &sums_ok);
             Py_XDECREF(owner);
             if (got == 1 && sums_ok)
-                sums_keep(self, h, size, self->scratch, (Py_ssize_t)count); /* for filter_chunk, if it fits */
+                sums_keep(self, h, size, self->scratch, (Py_ssize_t)count, NULL); /* for filter_chunk, if it fits */
         }
         if (got == -2) {
             window_drop(self, ahead);
