@@ -324,6 +324,11 @@ typedef struct {
     /* map_chunk's window: the next batches of the chunk, summarized (decompressed, walked, keys hashed)
      * by the caller's thread and the helper at once, without the GIL, before they are put in order */
     struct Window *win[2]; /* the one being put, and the next one (summarized meanwhile by the helper) */
+    /* each slot's offset alone (-1: empty), for filter_chunk's judgements: a third of the table's bytes, so
+     * more of it stays in the cache than of the table; made again once the table changed (version) */
+    int64_t *latest_by_slot;
+    Py_ssize_t latest_cap;
+    long long version, latest_version;
     struct Helper *helper;
 } OffsetMapObject;
 
@@ -588,6 +593,7 @@ static int map_alloc(OffsetMapObject *m, Py_ssize_t cap)
     }
     m->table = t;
     m->cap = cap;
+    m->version++;
     if (old != NULL) {
         for (Py_ssize_t i = 0; i < old_cap; i++) {
             if (!old[i].offset_plus_one)
@@ -642,6 +648,7 @@ static Py_ssize_t map_put(OffsetMapObject *m, uint64_t h1, uint64_t h2, long lon
         j = j + 1 == m->cap ? 0 : j + 1;
     }
     m->latest_offset = offset;
+    m->version++;
     return j;
 }
 
@@ -676,6 +683,10 @@ static inline Py_ssize_t find_slot(const OffsetMapObject *m, uint64_t h1, uint64
 
 static int map_reset(OffsetMapObject *m)
 {
+    free(m->latest_by_slot);
+    m->latest_by_slot = NULL;
+    m->latest_cap = 0;
+    m->version++;
     free(m->table);
     m->table = NULL;
     m->cap = 0;
@@ -732,6 +743,7 @@ static void OffsetMap_dealloc(OffsetMapObject *self)
     free(self->keepv);
     free(self->pieces);
     free(self->table);
+    free(self->latest_by_slot);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1721,6 +1733,28 @@ static inline int whole_batch_at(const uint8_t *buf, Py_ssize_t n, Py_ssize_t of
 }
 
 #define MAX_KEPT_STACK 64
+
+/* Each slot's offset alone (see latest_by_slot), made from the table when it changed since; NULL when it
+ * would not fit in `memory` beside the table and the cache (the judgements then read the table). */
+static const int64_t *latest_view(OffsetMapObject *m)
+{
+    if (m->latest_by_slot != NULL && m->latest_cap == m->cap && m->latest_version == m->version)
+        return m->latest_by_slot;
+    free(m->latest_by_slot);
+    m->latest_by_slot = NULL;
+    m->latest_cap = 0;
+    if (table_bytes(m) + m->cache_bytes + (long long)m->cap * (long long)sizeof(int64_t) > m->memory)
+        return NULL;
+    int64_t *l = (int64_t *)malloc(sizeof(int64_t) * (size_t)(m->cap > 0 ? m->cap : 1));
+    if (l == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < m->cap; i++)
+        l[i] = m->table[i].offset_plus_one - 1;
+    m->latest_by_slot = l;
+    m->latest_cap = m->cap;
+    m->latest_version = m->version;
+    return l;
+}
 #define JOBS_HELPER_MIN 8 /* the helper joins filter_chunk's recompressions from this many jobs on */
 
 /* The jobs' outputs and own keep-flag blocks freed; keepv grown for the next call to what these needed. */
@@ -1830,6 +1864,7 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
     PyObject *data = NULL;
     if (points == NULL || out == NULL)
         goto error;
+    const int64_t *lat = latest_view(self);
     self->jq_next = self->jq_ready = 0;
     self->jq_closed = self->jq_abort = self->jq_waiting = 0;
     /* the jobs' array never moves while the helper reads it: room for a job per batch the chunk can hold */
@@ -1929,8 +1964,13 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
                     defer = 0;
                 }
             }
-            for (long long i = 0; i < count; i++) /* the slots fetched at once, not one miss after another */
-                __builtin_prefetch(&self->table[rs[i].slot]);
+            if (lat != NULL) { /* the slots fetched at once, not one miss after another */
+                for (long long i = 0; i < count; i++)
+                    __builtin_prefetch(&lat[rs[i].slot]);
+            } else {
+                for (long long i = 0; i < count; i++)
+                    __builtin_prefetch(&self->table[rs[i].slot]);
+            }
             for (long long i = 0; i < count; i++) {
                 long long offset = base + (long long)(rs[i].meta & CR_DELTA);
                 int keep;
@@ -1939,7 +1979,7 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
                 else if (rs[i].meta & CR_NULL_KEY)
                     keep = 0;
                 else
-                    keep = offset >= self->table[rs[i].slot].offset_plus_one - 1 &&
+                    keep = offset >= (lat != NULL ? lat[rs[i].slot] : self->table[rs[i].slot].offset_plus_one - 1) &&
                            (!(rs[i].meta & CR_NULL_VALUE) || retain_deletes);
                 if (keep) {
                     nkept++;
