@@ -58,9 +58,10 @@ def test_windows_on_two_threads_write_the_python_paths_bytes(tmp_path, seed):
     assert files(tmp_path / "contexts" / "t-0") == files(tmp_path / "py" / "t-0")
     assert len({(s.records_read, s.records_retained, s.bytes_written, s.map_records) for s in stats}) == 1
     assert 0 < stats[0].records_retained < stats[0].records_read
-    # the map pass shared its windows with the helper thread, and libzstd decompressed the frames
-    assert direct.offset_map.helper_batches > 0 and direct.offset_map.direct_frames > 0
-    assert contexts.offset_map.helper_batches == 0 and contexts.offset_map.direct_frames == 0
+    # the map pass handed windows to the helper thread (which share of them it took depends on timing: both
+    # threads claim batches as they go), and libzstd decompressed the frames
+    assert direct.offset_map.helper_posts > 0 and direct.offset_map.direct_frames > 0
+    assert contexts.offset_map.helper_posts == 0 and contexts.offset_map.direct_frames == 0
     # and libzstd recompressed the partly kept batches (the python-zstandard context without it)
     assert direct.offset_map.direct_compress and direct.offset_map.direct_compressed > 0
     assert contexts.offset_map.direct_compressed == 0
@@ -151,7 +152,7 @@ def test_a_window_gives_what_the_loop_alone_gives(odd):
         filtered = omap.filter_chunk(chunk, 0, False, 1 << 62, NOW, {}, 0, 0, 0, -1, -1, 4096, 1 << 62)
         answers.append((results, keys, filtered[:8]))
         if direct:
-            assert omap.helper_batches > 0
+            assert omap.helper_posts > 0
     assert answers[0] == answers[1]
     assert answers[0][0][0][1] == (native.MORE if odd == "none" else native.PYTHON)
     if odd != "none":
@@ -183,7 +184,7 @@ def test_without_libzstd_the_python_contexts_clean_the_same_bytes(tmp_path):
         else:
             raise AssertionError("switched to a library that is not loaded")
         clean(sys.argv[1], cleaner)
-        assert cleaner.offset_map.direct_frames == 0 and cleaner.offset_map.helper_batches == 0
+        assert cleaner.offset_map.direct_frames == 0 and cleaner.offset_map.helper_posts == 0
         assert not cleaner.offset_map.direct_compress and cleaner.offset_map.direct_compressed == 0
         """)
     from pathlib import Path

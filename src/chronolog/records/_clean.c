@@ -306,7 +306,7 @@ typedef struct {
      * thread (the caller's, the helper's), and the frames it decompressed */
     int direct_zstd;
     Dec dec[2];
-    long long direct_frames, helper_batches;
+    long long direct_frames, helper_batches, helper_posts;
     /* filter_chunk's recompressions through libzstd (`run_jobs`): on where set_codecs' probe found the
      * library's bytes python-zstandard's; a context and buffer per thread; the chunk's partly kept zstd
      * batches (jobs, their records' keep flags), and the pieces of its output in order */
@@ -1480,6 +1480,7 @@ static void window_post(OffsetMapObject *m, Window *w)
     pthread_cond_broadcast(&hp->cv);
     pthread_mutex_unlock(&hp->mu);
     w->posted = 1;
+    m->helper_posts++;
 }
 
 /* Takes `w` back from the helper: withdrawn if it has not started on it, else waited for (it stops at its
@@ -1786,6 +1787,7 @@ static Helper *jobs_post(OffsetMapObject *m, const uint8_t *buf)
     hp->job = 1;
     pthread_cond_broadcast(&hp->cv);
     pthread_mutex_unlock(&hp->mu);
+    m->helper_posts++;
     return hp;
 }
 
@@ -2423,6 +2425,8 @@ static PyMemberDef members[] = {
      "whether the copy recompresses zstd through libzstd (set_codecs found its bytes python-zstandard's)"},
     {"direct_compressed", T_LONGLONG, offsetof(OffsetMapObject, direct_compressed), READONLY,
      "batches the copy recompressed through libzstd (run_jobs)"},
+    {"helper_posts", T_LONGLONG, offsetof(OffsetMapObject, helper_posts), READONLY,
+     "windows and job queues handed to the helper thread (how much of them it takes depends on timing)"},
     {"helper_batches", T_LONGLONG, offsetof(OffsetMapObject, helper_batches), READONLY,
      "batches the map pass's helper thread summarized"},
     {"peak_bytes", T_LONGLONG, offsetof(OffsetMapObject, peak_bytes), READONLY, "the most memory the table has held"},
@@ -2430,6 +2434,7 @@ static PyMemberDef members[] = {
 };
 
 static PyGetSetDef getset[] = {
+
     {"latest_offset", (getter)get_latest, (setter)set_latest, "the last offset put, or advanced past", NULL},
     {"direct_zstd", (getter)get_direct_zstd, (setter)set_direct_zstd,
      "whether zstd frames are decompressed through libzstd (on where it loaded; off: the Python contexts)", NULL},

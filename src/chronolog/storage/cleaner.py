@@ -757,9 +757,12 @@ class Cleaner:
                                      else plog.log_end_offset) for i, s in enumerate(plog.segments)}
         readers = {s.base_offset: _SegmentReader(s) for s in segs}
         swaps: list[_Swap] = []  # started, not yet joined: at most two (one swapping, the next syncing)
-        # the next group's `.cleaned` files, made on another thread meanwhile (a file's creation cost up to
-        # 0.3 ms on ext4 with many files deleted lately); the first group starts at the first segment
-        made = _DestAhead(plog, segs[0].base_offset if segs else None)
+        # the next groups' `.cleaned` files, made on another thread meanwhile (a file's creation cost up to
+        # 0.3 ms on ext4 with many files deleted lately): the first two groups' as they are if the map
+        # covers the whole cleanable range, then each group's while the one before is copied
+        cfg = plog.config
+        made = [_DestAhead(plog, g[0].base_offset) for g in
+                group_segments(segs, cfg.segment_bytes, cfg.segment_index_bytes, ltc.first_uncleanable, nexts)[:2]]
         try:
             map_started = time.monotonic()
             end = self._build_offset_map(plog, readers, segs, ltc.first_dirty, ltc.first_uncleanable, nexts, stats)
@@ -769,8 +772,10 @@ class Cleaner:
             txn = CleanedTransactionMetadata()
             for i, group in enumerate(groups):
                 self._check_done(plog)
-                dest = made.take(group[0].base_offset)
-                made = _DestAhead(plog, groups[i + 1][0].base_offset if i + 1 < len(groups) else None)
+                dest = made.pop(0).take(group[0].base_offset) if made else _DestAhead(plog, None).take(
+                    group[0].base_offset)
+                if i + 1 < len(groups) and not made:
+                    made.append(_DestAhead(plog, groups[i + 1][0].base_offset))
                 dest = self._copy_group(plog, group, readers, nexts, txn, active_producers,
                                         ltc.first_uncleanable, now, stats, dest)
                 try:
@@ -785,7 +790,8 @@ class Cleaner:
             while swaps:
                 self._wait_swap(swaps.pop(0), stats)
         finally:
-            made.drop()
+            for ahead in made:
+                ahead.drop()
             for swap in swaps:  # a failure meanwhile: the swaps under way end first, their errors logged
                 try:
                     swap.join()
