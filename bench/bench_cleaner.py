@@ -23,7 +23,8 @@ all, recompresses: a last row (C path only) cleans a zstd log of as many bytes a
 log's and whose cleaning pays the per-group costs (syncs, swaps) over as many bytes.
 
 "codec ceiling" (compressed logs) is the cold read's time over the time of the codec work alone that any
-cleaning of the log must do, measured in the same run with the cleaner's own zstd library and level:
+cleaning of the log must do, measured in the same run with the cleaner's level (python-zstandard's
+decompression, the cleaner's own recompression, `storage.cleaner.recompress`: libzstd where it is loaded):
 decompress every batch once (to read its keys) and compress again the records of each batch that keeps
 some of its records but not all (Kafka's `MemoryRecords.filterTo` recompresses those with the batch's
 codec). A cleaning that did nothing else, on one core, with its reads fully overlapped, would reach that
@@ -47,7 +48,7 @@ from bench.common import evict, print_table, sequential_read
 from chronolog.config import TopicConfig
 from chronolog.records import CompressionType, SimpleRecord, build_batch
 from chronolog.storage import PartitionLog
-from chronolog.storage.cleaner import Cleaner, log_to_clean
+from chronolog.storage.cleaner import Cleaner, log_to_clean, recompress
 
 T0 = 1_700_000_000_000
 KEYS = 10_000
@@ -129,12 +130,12 @@ def codec_seconds(directory: Path) -> float:
         if 0 < len(kept) < len(recs):
             kept_bodies.append(bytes(build_batch(kept)[HEADER_SIZE:]))
         bodies.append(bytes(batch.raw[HEADER_SIZE:]))
-    dctx, cctx = zstandard.ZstdDecompressor(), zstandard.ZstdCompressor(level=3)
+    dctx = zstandard.ZstdDecompressor()
     start = time.perf_counter()
     for body in bodies:
         dctx.decompress(body)
     for body in kept_bodies:
-        cctx.compress(body)
+        recompress(CompressionType.ZSTD, body)
     return time.perf_counter() - start
 
 
