@@ -1185,8 +1185,7 @@ typedef struct Helper {
     Window *win;
     long long claimed; /* batches it summarized (kind 0) */
     OffsetMapObject *m;
-    const uint8_t *buf;
-    Py_ssize_t from, to;
+    const uint8_t *buf; /* the chunk of the jobs (kind 1) */
 } Helper;
 
 /* A partly kept zstd batch of filter_chunk's chunk, judged from the record cache, whose kept records are
@@ -1713,7 +1712,7 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
                                           &owner);
                 if (dec < 0) {
                     window_drop(self, ahead);
-    PyBuffer_Release(&view);
+                    PyBuffer_Release(&view);
                     return NULL;
                 }
                 if (dec == 0) {
@@ -1730,7 +1729,7 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
         }
         if (got == -2) {
             window_drop(self, ahead);
-    PyBuffer_Release(&view);
+            PyBuffer_Release(&view);
             return NULL;
         }
         if (got == -1) {
@@ -1792,6 +1791,7 @@ static const int64_t *latest_view(OffsetMapObject *m)
     m->latest_version = m->version;
     return l;
 }
+
 #define JOBS_HELPER_MIN 8 /* the helper joins filter_chunk's recompressions from this many jobs on */
 
 /* The jobs' outputs and own keep-flag blocks freed; keepv grown for the next call to what these needed. */
