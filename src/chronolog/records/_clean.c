@@ -1501,6 +1501,19 @@ static Py_ssize_t window_layout(OffsetMapObject *m, Window *w, const uint8_t *bu
     return wn;
 }
 
+/* Wakes the helper to a job of `kind` (0: claim batches of `w`; 1: filter_chunk's jobs over `buf`). */
+static void helper_post(OffsetMapObject *m, Helper *hp, int kind, Window *w, const uint8_t *buf)
+{
+    pthread_mutex_lock(&hp->mu);
+    hp->kind = kind;
+    hp->win = w;
+    hp->buf = buf;
+    hp->job = 1;
+    pthread_cond_broadcast(&hp->cv);
+    pthread_mutex_unlock(&hp->mu);
+    m->helper_posts++;
+}
+
 /* Hands `w` to the helper (when it has enough batches for one and the helper runs): it claims batches from
  * now on. */
 static void window_post(OffsetMapObject *m, Window *w)
@@ -1508,14 +1521,8 @@ static void window_post(OffsetMapObject *m, Window *w)
     Helper *hp = w->n >= HELPER_MIN_BATCHES ? helper_get(m) : NULL;
     if (hp == NULL)
         return;
-    pthread_mutex_lock(&hp->mu);
-    hp->kind = 0;
-    hp->win = w;
-    hp->job = 1;
-    pthread_cond_broadcast(&hp->cv);
-    pthread_mutex_unlock(&hp->mu);
+    helper_post(m, hp, 0, w, NULL);
     w->posted = 1;
-    m->helper_posts++;
 }
 
 /* Takes `w` back from the helper: withdrawn if it has not started on it, else waited for (it stops at its
@@ -1815,15 +1822,8 @@ static void jobs_free(OffsetMapObject *m, Py_ssize_t njobs, long long keep_need)
 static Helper *jobs_post(OffsetMapObject *m, const uint8_t *buf)
 {
     Helper *hp = helper_get(m);
-    if (hp == NULL)
-        return NULL;
-    pthread_mutex_lock(&hp->mu);
-    hp->kind = 1;
-    hp->buf = buf;
-    hp->job = 1;
-    pthread_cond_broadcast(&hp->cv);
-    pthread_mutex_unlock(&hp->mu);
-    m->helper_posts++;
+    if (hp != NULL)
+        helper_post(m, hp, 1, NULL, buf);
     return hp;
 }
 
@@ -2043,21 +2043,10 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
                                     ? zstd_direct_size(h + HEADER_SIZE, size - HEADER_SIZE, self->max_size)
                                     : -1;
             if (content >= 0) {
-                Job *j = &self->jobs[njobs];
-                j->off = off;
-                j->size = size;
-                j->content = content;
-                j->count = count;
-                j->nkept = nkept;
-                j->keepp = kp;
-                j->own_keep = own_keep;
-                j->piece = npieces;
-                j->bytes = bytes;
-                j->rec_read = rec_read;
-                j->rec_kept = rec_kept;
-                j->last_done = last_done;
-                j->out = NULL;
-                j->decoded = 0;
+                self->jobs[njobs] = (Job){.off = off, .size = size, .content = content, .count = count,
+                                          .nkept = nkept, .keepp = kp, .own_keep = own_keep, .piece = npieces,
+                                          .bytes = bytes, .rec_read = rec_read, .rec_kept = rec_kept,
+                                          .last_done = last_done}; /* out NULL: not done yet */
                 job = njobs++;
                 if (!own_keep)
                     nkeepv += count;
