@@ -370,6 +370,16 @@ class TopicConfig:
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 
+    @property
+    def compacted(self) -> bool:
+        """`cleanup.policy` holds `compact` (alone or with `delete`): the log cleaner's, keys required."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def deletes(self) -> bool:
+        """`cleanup.policy` holds `delete`: retention and DeleteRecords apply."""
+        return "delete" in self.cleanup_policy
+
 
 def validate_topic_overrides(overrides: Mapping[str, str]) -> dict[str, str]:
     """Check names and values; returns the overrides normalised to strings (raises InvalidConfigError)."""

@@ -257,7 +257,7 @@ def cleanable_offsets(plog: PartitionLog, last_clean: int | None, now: int) -> t
     start, end = plog.log_start_offset, plog.log_end_offset
     first_dirty, reset = (last_clean, False) if last_clean is not None else (start, False)
     if first_dirty < start or first_dirty > end:
-        if first_dirty > end or "delete" not in plog.config.cleanup_policy:
+        if first_dirty > end or not plog.config.deletes:
             log.warning("Resetting first dirty offset of %s-%d to log start offset %d since the checkpointed "
                         "offset %d is invalid.", plog.topic, plog.partition, start, first_dirty)
         first_dirty, reset = start, True
@@ -315,7 +315,7 @@ def choose_log(logs: dict[tuple[str, int], PartitionLog], checkpoints: dict[tupl
     candidates = []
     resets = {}
     for key, plog in logs.items():
-        if "compact" not in plog.config.cleanup_policy or key in skip or plog._closed:
+        if not plog.config.compacted or key in skip or plog._closed:
             continue
         ltc, reset = log_to_clean(key, plog, checkpoints.get(key), now)
         if reset:

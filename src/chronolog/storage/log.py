@@ -592,7 +592,7 @@ class PartitionLog:
                 if origin_client and batch.magic == 2 and batch.producer_id >= 0 and batch.base_sequence < 0:
                     raise InvalidRecordError(f"invalid sequence number {batch.base_sequence} in a batch of producer "
                                              f"{batch.producer_id}")
-                if "compact" in cfg.cleanup_policy and not batch.is_control:
+                if cfg.compacted and not batch.is_control:
                     self._check_keys(batch)
                 lo, batch_max, n_records = batch.scan_timestamps()
                 self._validate_timestamps(batch, lo, batch_max, now)
@@ -681,7 +681,7 @@ class PartitionLog:
                 raise InvalidRecordError("clients may not write control batches")
             if origin_client and h[9] >= 0 and h[11] < 0:  # LogValidator.validateBatch
                 raise InvalidRecordError(f"invalid sequence number {h[11]} in a batch of producer {h[9]}")
-            if "compact" in cfg.cleanup_policy and not attributes & CONTROL_MASK:
+            if cfg.compacted and not attributes & CONTROL_MASK:
                 self._check_keys(RecordBatch(buf))
             lo, batch_max, n_records = scan_batch_timestamps(buf, h)
             log_append = cfg.log_append_time
@@ -738,7 +738,7 @@ class PartitionLog:
         """Records that time retention deletes at its next check are named in a warning now, not found
         missing later (`storage.retention.ExpiredArrivals`)."""
         cfg = self.config
-        if 0 <= cfg.retention_ms < now - max_ts and max_ts >= 0 and "delete" in cfg.cleanup_policy \
+        if 0 <= cfg.retention_ms < now - max_ts and max_ts >= 0 and cfg.deletes \
                 and not cfg.log_append_time:
             self._expired_arrivals.note(self.topic, self.partition, max_ts, now, cfg.retention_ms)
 
@@ -1200,7 +1200,7 @@ class PartitionLog:
         cfg = self.config
         deleted = self._delete_segments(lambda s, n: n is not None and n.base_offset <= self.log_start_offset,
                                         now, "log start offset")
-        if "delete" not in cfg.cleanup_policy:
+        if not cfg.deletes:
             return deleted
         if cfg.retention_bytes >= 0:
             diff = self.size - cfg.retention_bytes
@@ -1315,7 +1315,7 @@ class PartitionLog:
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: raise the log start offset (`UnifiedLog.deleteRecordsOnLeader`)."""
         with self.lock:
-            if "delete" not in self.config.cleanup_policy:  # ReplicaManager.deleteRecordsOnLocalLog
+            if not self.config.deletes:  # ReplicaManager.deleteRecordsOnLocalLog
                 raise PolicyViolationError(f"Records of partition {self.topic}-{self.partition} can not be "
                                            "deleted due to the configured policy")
             if offset == -1:

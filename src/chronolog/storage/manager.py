@@ -634,7 +634,7 @@ class LogManager:
         log whose cleaning fails is left alone until the next start (`markPartitionUncleanable`)."""
         cfg = self.broker_config
         logs = self.opened_logs()
-        if not any("compact" in plog.config.cleanup_policy for plog in logs.values()):
+        if not any(plog.config.compacted for plog in logs.values()):
             return None  # nothing to clean: the cleaner's code is not even imported (a broker's start)
         from chronolog.storage.cleaner import Cleaner, CleaningAbortedError, choose_log
 
