@@ -224,3 +224,33 @@ def test_partly_kept_batches_past_the_keep_flags_area_write_the_python_paths_byt
     assert 0 < first.records_retained < first.records_read and direct.offset_map.direct_compressed >= 50
     clean(tmp_path / "again" / "t-0", direct)  # the same map, its flags' area grown
     assert files(tmp_path / "again" / "t-0") == files(tmp_path / "py" / "t-0")
+
+
+@needs_libzstd
+@pytest.mark.parametrize("then", ["the chunk it was given", "the same bytes in another object", "another call first"])
+def test_a_window_carried_to_the_next_chunk_maps_what_the_loop_alone_maps(then):
+    """map_chunk given the next chunk (`next`, from where this one's whole batches end) lays out that chunk's
+    first window for the helper when its loop ends; the call on that chunk starts with it. A call on any other
+    chunk gives it up. Either way the map holds what one pass over the whole bytes gives."""
+    from chronolog.records.compression import compress, decompress, zstd_context_methods
+
+    batches = _batches(240)
+    whole = b"".join(batches)
+    first, second = b"".join(batches[:120]), b"".join(batches[120:])
+    cut = first + second[:40]  # the first chunk ends inside a batch, as a read of a fixed size does
+    assert native.chunk_end(cut) == len(first)
+    answers = []
+    for pieces in ([whole], [cut, second]):
+        omap = native.OffsetMap(1 << 20, 0.9, 3)
+        omap.set_codecs(decompress, compress, *zstd_context_methods())
+        got = omap.map_chunk(pieces[0], 0, 0, 1 << 62, 1 << 62, pieces[1] if len(pieces) > 1 else None)
+        if len(pieces) > 1:
+            assert got[0] == len(first) and got[1] == native.MORE
+            if then == "the same bytes in another object":
+                second = bytes(bytearray(second))  # not the carried chunk
+            elif then == "another call first":
+                omap.map_chunk(b"", 0, 0, 1 << 62, 1 << 62)
+            got = omap.map_chunk(second, 0, 0, 1 << 62, 1 << 62)
+            assert omap.carried == (1 if then == "the chunk it was given" else 0)
+        answers.append(([omap.get(b"k%d" % i) for i in range(50)], omap.latest_offset, got[1]))
+    assert answers[0] == answers[1]

@@ -306,7 +306,7 @@ typedef struct {
      * thread (the caller's, the helper's), and the frames it decompressed */
     int direct_zstd;
     Dec dec[2];
-    long long direct_frames, helper_batches, helper_posts;
+    long long direct_frames, helper_batches, helper_posts, carried;
     /* filter_chunk's recompressions through libzstd (`run_jobs`): on where set_codecs' probe found the
      * library's bytes python-zstandard's; a context and buffer per thread; the chunk's partly kept zstd
      * batches (jobs, their records' keep flags), and the pieces of its output in order */
@@ -324,6 +324,12 @@ typedef struct {
     /* map_chunk's window: the next batches of the chunk, summarized (decompressed, walked, keys hashed)
      * by the caller's thread and the helper at once, without the GIL, before they are put in order */
     struct Window *win[2]; /* the one being put, and the next one (summarized meanwhile by the helper) */
+    /* a window of the next chunk (map_chunk's `next`), posted to the helper when the chunk's loop ended: it
+     * is summarized while the caller reads the chunk after that, and the next map_chunk call on that chunk
+     * starts with it; the chunk held (carry_obj, carry_view) until then */
+    struct Window *carry;
+    PyObject *carry_obj;
+    Py_buffer carry_view;
     /* each slot's offset alone (-1: empty), for filter_chunk's judgements: a third of the table's bytes, so
      * more of it stays in the cache than of the table; made again once the table changed (version) */
     int64_t *latest_by_slot;
@@ -733,6 +739,7 @@ static int map_reset(OffsetMapObject *m)
 
 static void helper_stop(OffsetMapObject *m);
 static void window_free(OffsetMapObject *m);
+static void carry_drop(OffsetMapObject *m);
 
 static int OffsetMap_init(OffsetMapObject *self, PyObject *args, PyObject *kwds)
 {
@@ -768,6 +775,7 @@ static void OffsetMap_dealloc(OffsetMapObject *self)
     Py_CLEAR(self->compress);
     Py_CLEAR(self->zstd_decompress);
     Py_CLEAR(self->zstd_compress);
+    carry_drop(self);
     sums_clear(self);
     helper_stop(self);
     window_free(self);
@@ -1033,6 +1041,7 @@ static int decompress_into(OffsetMapObject *m, int codec, const uint8_t *data, P
 
 static PyObject *OffsetMap_clear(OffsetMapObject *self, PyObject *unused)
 {
+    carry_drop(self);
     sums_clear(self);
     window_free(self);
     for (int i = 0; i < 2; i++) { /* the buffers may have grown for a large frame; the contexts stay */
@@ -1564,6 +1573,19 @@ static void window_drop(OffsetMapObject *m, Window *w)
     w->n = 0;
 }
 
+/* The carried window given up (the helper stops claiming and is waited for) and its chunk released. */
+static void carry_drop(OffsetMapObject *m)
+{
+    if (m->carry != NULL) {
+        window_drop(m, m->carry);
+        m->carry = NULL;
+    }
+    if (m->carry_obj != NULL) {
+        PyBuffer_Release(&m->carry_view);
+        Py_CLEAR(m->carry_obj);
+    }
+}
+
 /* map_records for a summarized batch: its keys put from their summaries (the body was walked whole). 1 done,
  * 0 full, -2 a Python error. The slots of the batch's keys are fetched ahead of the puts. */
 static int map_summed(OffsetMapObject *m, const RecSum *rs, long long count, long long base, long long start,
@@ -1639,8 +1661,13 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
     Py_buffer view;
     Py_ssize_t off;
     long long start, end, budget, bytes = 0, records = 0, last_done = -1;
-    if (!PyArg_ParseTuple(args, "y*nLLL", &view, &off, &start, &end, &budget))
+    PyObject *chunk, *next = Py_None;
+    if (!PyArg_ParseTuple(args, "OnLLL|O", &chunk, &off, &start, &end, &budget, &next))
         return NULL;
+    if (PyObject_GetBuffer(chunk, &view, PyBUF_SIMPLE) < 0) {
+        carry_drop(self);
+        return NULL;
+    }
     const uint8_t *buf = (const uint8_t *)view.buf;
     const Py_ssize_t n = view.len;
     int status = ST_MORE;
@@ -1648,6 +1675,20 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
     Window *cur = NULL, *ahead = NULL;
     Py_ssize_t widx = 0, wend = off;
     int windows = self->direct_zstd && self->decompress != NULL && window_alloc(self) == 0;
+    /* the window carried from the call before, if it was laid out on this chunk from here */
+    PyObject *held = NULL;
+    Py_buffer held_view;
+    if (self->carry != NULL && self->carry_obj == chunk && off == 0 && self->carry->from == 0 && windows &&
+        self->carry_view.buf == view.buf) {
+        ahead = self->carry;
+        self->carried++;
+        held = self->carry_obj; /* released once the call is done with its window */
+        held_view = self->carry_view;
+        self->carry = NULL;
+        self->carry_obj = NULL;
+    } else {
+        carry_drop(self);
+    }
     while (off < n) {
         Py_ssize_t size;
         int f = frame(buf, n, off, &size);
@@ -1720,6 +1761,10 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
                 if (dec < 0) {
                     window_drop(self, ahead);
                     PyBuffer_Release(&view);
+                    if (held != NULL) {
+                        PyBuffer_Release(&held_view);
+                        Py_DECREF(held);
+                    }
                     return NULL;
                 }
                 if (dec == 0) {
@@ -1737,6 +1782,10 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
         if (got == -2) {
             window_drop(self, ahead);
             PyBuffer_Release(&view);
+            if (held != NULL) {
+                PyBuffer_Release(&held_view);
+                Py_DECREF(held);
+            }
             return NULL;
         }
         if (got == -1) {
@@ -1755,6 +1804,26 @@ static PyObject *OffsetMap_map_chunk(OffsetMapObject *self, PyObject *args)
         off += size;
     }
     window_drop(self, ahead);
+    if (held != NULL) {
+        PyBuffer_Release(&held_view);
+        Py_DECREF(held);
+    }
+    /* every whole batch of the chunk mapped: the next chunk's first window, for the helper while the caller
+     * reads the one after it (`next` starts where this chunk's whole batches end: the caller's walk reads it
+     * from there) */
+    if (status == ST_MORE && windows && next != Py_None &&
+        PyObject_GetBuffer(next, &self->carry_view, PyBUF_SIMPLE) == 0) {
+        Py_INCREF(next);
+        self->carry_obj = next;
+        Window *w = self->win[cur == self->win[0] ? 1 : 0];
+        const Py_ssize_t nn = self->carry_view.len;
+        if (window_layout(self, w, (const uint8_t *)self->carry_view.buf, nn, 0, start, end, budget - bytes) > 0)
+            window_post(self, w);
+        if (w->posted)
+            self->carry = w;
+        else
+            carry_drop(self);
+    }
     PyBuffer_Release(&view);
     return Py_BuildValue("(niLLL)", off, status, bytes, records, last_done);
 }
@@ -1902,6 +1971,7 @@ static PyObject *OffsetMap_filter_chunk(OffsetMapObject *self, PyObject *args)
     PyObject *data = NULL;
     if (points == NULL || out == NULL)
         goto error;
+    carry_drop(self); /* the helper is this call's */
     const int64_t *lat = latest_view(self);
     self->jq_next = self->jq_ready = 0;
     self->jq_closed = self->jq_abort = self->jq_waiting = 0;
@@ -2450,6 +2520,8 @@ static PyMemberDef members[] = {
      "whether the copy recompresses zstd through libzstd (set_codecs found its bytes python-zstandard's)"},
     {"direct_compressed", T_LONGLONG, offsetof(OffsetMapObject, direct_compressed), READONLY,
      "batches the copy recompressed through libzstd (run_jobs)"},
+    {"carried", T_LONGLONG, offsetof(OffsetMapObject, carried), READONLY,
+     "windows of a chunk laid out by the map_chunk call before it (`next`) and taken up by the call on it"},
     {"helper_posts", T_LONGLONG, offsetof(OffsetMapObject, helper_posts), READONLY,
      "windows and job queues handed to the helper thread (how much of them it takes depends on timing)"},
     {"helper_batches", T_LONGLONG, offsetof(OffsetMapObject, helper_batches), READONLY,
@@ -2524,7 +2596,29 @@ static PyObject *module_zstd_compress(PyObject *unused, PyObject *arg)
     return res;
 }
 
+/* chunk_end(buf) -> where the batches `buf` holds whole end (each batch's size from its length field,
+ * whatever its magic; a length below the smallest batch's ends the walk): where map_chunk's loop stops
+ * when it mapped every whole batch, so that the cleaner's walk can read the next chunk from there before
+ * the loop runs and hand it to map_chunk as `next`. */
+static PyObject *module_chunk_end(PyObject *unused, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    Py_ssize_t n = view.len, off = 0;
+    while (n - off >= LOG_OVERHEAD) {
+        int32_t len = be32(buf + off + 8);
+        if (len < V0_MIN || n - off - LOG_OVERHEAD < (Py_ssize_t)len)
+            break;
+        off += LOG_OVERHEAD + (Py_ssize_t)len;
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(off);
+}
+
 static PyMethodDef module_methods[] = {
+    {"chunk_end", (PyCFunction)module_chunk_end, METH_O, "chunk_end(buf) -> the end of its whole batches"},
     {"zstd_compress", (PyCFunction)module_zstd_compress, METH_O, "zstd_compress(data) -> bytes, through libzstd"},
     {NULL, NULL, 0, NULL},
 };

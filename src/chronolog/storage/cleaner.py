@@ -464,23 +464,37 @@ class _SegmentReader:
         except OSError:
             pass
 
-    def walk(self, handle: Callable[[bytes, bool], int], then: _SegmentReader | None = None) -> None:
-        """Calls `handle(chunk, reaches_end)` over the segment in chunks; it returns the bytes of whole
+    def walk(self, handle: Callable[[bytes, bool, bytes | None], int], then: _SegmentReader | None = None,
+             early: bool = False) -> None:
+        """Calls `handle(chunk, reaches_end, next)` over the segment in chunks; it returns the bytes of whole
         batches it consumed (the next chunk starts there, grown to hold a batch larger than a chunk), or -1
         to stop. Ends at the end of the segment or at a torn tail, as `batches` does. The next
         `_READ_AHEAD` bytes are kept on their way from the disk, reaching into `then` (the segment read
-        next) near the end."""
+        next) near the end. `early`: each next chunk is read before `handle` runs, from where the chunk's
+        whole batches end (`next`, None at the end), so that the map pass's helper can start on it while the
+        chunk after it is read; it is used when `handle` consumed every whole batch (as it does unless it
+        stops), else read again from where `handle` stopped."""
         pos, want, advised = 0, _READ_CHUNK, 0
+        ahead: tuple[int, bytes] | None = None
         while pos < self.size:
             if pos + _READ_AHEAD // 2 >= advised:
                 advised = pos + _READ_AHEAD
                 self.read_ahead(pos, _READ_AHEAD)
                 if advised > self.size and then is not None:
                     then.read_ahead(0, advised - self.size)
-            chunk = self.read(pos, want)
+            if ahead is not None and ahead[0] == pos and want == _READ_CHUNK:
+                chunk = ahead[1]
+            else:
+                chunk = self.read(pos, want)
+            ahead = None
             if not chunk:
                 return
-            used = handle(chunk, pos + len(chunk) >= self.size)
+            end = pos + len(chunk)
+            if early and end < self.size and _native is not None:
+                whole = pos + _native.chunk_end(chunk)
+                if whole > pos:
+                    ahead = (whole, self.read(whole, _READ_CHUNK))
+            used = handle(chunk, end >= self.size, None if ahead is None else ahead[1])
             if used < 0:
                 return
             if used:
@@ -871,11 +885,11 @@ class Cleaner:
         budget = self._budget()
         full = [False]
 
-        def handle(chunk: bytes, _reaches_end: bool) -> int:
+        def handle(chunk: bytes, _reaches_end: bool, next_chunk: bytes | None) -> int:
             off = 0
             while True:
                 self._check_done(plog)
-                off, status, nbytes, records, last = omap.map_chunk(chunk, off, start, end, budget)
+                off, status, nbytes, records, last = omap.map_chunk(chunk, off, start, end, budget, next_chunk)
                 if nbytes:
                     stats.map_bytes_read += nbytes
                     stats.map_records += records
@@ -902,7 +916,7 @@ class Cleaner:
                     continue
                 return off
 
-        reader.walk(handle, then)
+        reader.walk(handle, then, early=True)
         return full[0]
 
     def _copy_group(self, plog: PartitionLog, group: list, readers: dict, nexts: dict,
@@ -958,7 +972,7 @@ class Cleaner:
         budget = self._budget()
         last_offsets = {pid: last for pid, (last, _epoch) in active_producers.items()}
 
-        def handle(chunk: bytes, reaches_end: bool) -> int:
+        def handle(chunk: bytes, reaches_end: bool, _next: bytes | None) -> int:
             tail = last_of_group and reaches_end
             off = 0
             while True:
