@@ -257,7 +257,7 @@ def test_appended_bytes_are_the_producers_batch_with_its_offset(tmp_path, monkey
     from chronolog.config import TopicConfig
     from chronolog.records.batch import CRC_OFFSET, MAX_TIMESTAMP_OFFSET, PARTITION_LEADER_EPOCH_OFFSET
     from chronolog.storage import PartitionLog
-    from chronolog.storage.log import LEADER_EPOCH
+    from chronolog.storage.basics import LEADER_EPOCH
 
     if walk == "python":
         monkeypatch.setattr(batch_module, "_native_scan", None)

@@ -38,7 +38,7 @@ from kio.schema.errors import ErrorCode as KioErrorCode
 from chronolog.errors import ErrorCode, KafkaError
 from chronolog.protocol import codec
 from chronolog.protocol.registry import RequestContext
-from chronolog.storage.log import now_ms
+from chronolog.storage.basics import now_ms
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,7 @@ _WHERE = {
     "TimeIndex": "index", "TimestampOffset": "index",
 }
 
-__all__ = ["EARLIEST_LOCAL_TIMESTAMP", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "AppendInfo",
-           "LogManager", "LogSegment", "OffsetIndex", "PartitionLog", "ReadSlice", "TimeIndex",
-           "TimestampAndOffset", "TimestampOffset"]
+__all__ = sorted(_WHERE)
 
 
 def __getattr__(name: str) -> Any:

@@ -588,16 +588,10 @@ class _CleanedSegment:
         written = 0
         while written < len(view):
             written += os.pwrite(self._fd, view[written:], self.size + written)
-        if points:
-            self.offset_index.hold_writes()
-            self.time_index.hold_writes()
-            try:
-                for last_offset, position, ts, ts_offset in points:
-                    self.offset_index.append(last_offset, position)
-                    self.time_index.maybe_append(ts, ts_offset)
-            finally:
-                self.offset_index.write_held()
-                self.time_index.write_held()
+        with self.offset_index.held_writes(), self.time_index.held_writes():
+            for last_offset, position, ts, ts_offset in points:
+                self.offset_index.append(last_offset, position)
+                self.time_index.maybe_append(ts, ts_offset)
         self.size, self.since_entry = size, since_entry
         self.max_ts = TimestampOffset(max_ts, max_ts_offset)
 
@@ -644,32 +638,39 @@ class _CleanedSegment:
             p.unlink(missing_ok=True)
 
 
-class _DestAhead:
-    """The `.cleaned` segment at `base` (None: none), made on one of the cleaner's threads (`_submit`) while
-    the cleaner maps or copies the group before."""
+def _new_dest(plog: PartitionLog, base: int) -> _CleanedSegment:
+    cfg = plog.config
+    return _CleanedSegment(plog.dir, base, cfg.index_interval_bytes, cfg.segment_index_bytes)
 
-    def __init__(self, plog: PartitionLog, base: int | None) -> None:
-        self.plog, self.base = plog, base
-        cfg = plog.config
-        self.args = (plog.dir, base, cfg.index_interval_bytes, cfg.segment_index_bytes)
-        self.future = None if base is None else _submit("files", _CleanedSegment, *self.args)
+
+class _DestsAhead:
+    """`.cleaned` segments made on one of the cleaner's threads (`_submit`) while the cleaner maps or copies
+    the group before theirs, by base offset."""
+
+    def __init__(self, plog: PartitionLog) -> None:
+        self.plog = plog
+        self.futures: dict[int, Future | None] = {}
+
+    def make(self, base: int) -> None:
+        if base not in self.futures:
+            self.futures[base] = _submit("files", _new_dest, self.plog, base)
 
     def take(self, base: int) -> _CleanedSegment:
-        """The segment at `base`: the one made ahead, or (another base, or its making failed: the error is
-        raised again here) made now."""
-        if base == self.base and self.future is not None:
-            future, self.future = self.future, None
-            with contextlib.suppress(Exception):
-                return future.result()
-        self.drop()
-        return _CleanedSegment(self.plog.dir, base, *self.args[2:])
-
-    def drop(self) -> None:
-        """The segment made ahead and not taken, removed (waited for first)."""
-        future, self.future = self.future, None
+        """The segment at `base`: the one made ahead, or (none was, or its making failed: the error is raised
+        again here) made now."""
+        future = self.futures.pop(base, None)
         if future is not None:
             with contextlib.suppress(Exception):
-                future.result().discard()
+                return future.result()
+        return _new_dest(self.plog, base)
+
+    def drop(self) -> None:
+        """The segments made ahead and not taken, removed (each waited for first)."""
+        for future in self.futures.values():
+            if future is not None:
+                with contextlib.suppress(Exception):
+                    future.result().discard()
+        self.futures.clear()
 
 
 def _fsync_path(path: Path) -> None:
@@ -689,8 +690,9 @@ _POOLS_LOCK = threading.Lock()
 
 
 def _submit(pool: str, fn: Callable[..., object], *args: object) -> Future | None:
-    """`fn(*args)` on one of the cleaner's threads kept for the process's life (`pool`: "fsync" or "swap"),
-    instead of a thread started for it (a start cost 0.1-0.3 ms of the cleaning's time, several a group).
+    """`fn(*args)` on one of the cleaner's threads kept for the process's life (`pool`: "fsync", "swap" or
+    "files"), instead of a thread started for it (a start cost 0.1-0.3 ms of the cleaning's time, several a
+    group).
     None when no thread takes it (the interpreter is exiting): the caller then runs it itself. A pool is
     made again in a forked child, which has none of its parent's threads. A swap waits only for the swap
     submitted before it, and the pools take tasks in order, so no task waits for one queued behind it."""
@@ -775,21 +777,22 @@ class Cleaner:
         # 0.3 ms on ext4 with many files deleted lately): the first two groups' as they are if the map
         # covers the whole cleanable range, then each group's while the one before is copied
         cfg = plog.config
-        made = [_DestAhead(plog, g[0].base_offset) for g in
-                group_segments(segs, cfg.segment_bytes, cfg.segment_index_bytes, ltc.first_uncleanable, nexts)[:2]]
+        made = _DestsAhead(plog)
+        for group in group_segments(segs, cfg.segment_bytes, cfg.segment_index_bytes, ltc.first_uncleanable,
+                                    nexts)[:2]:
+            made.make(group[0].base_offset)
         try:
             map_started = time.monotonic()
             end = self._build_offset_map(plog, readers, segs, ltc.first_dirty, ltc.first_uncleanable, nexts, stats)
             stats.map_seconds = time.monotonic() - map_started
-            groups = group_segments([s for s in segs if s.base_offset < end], plog.config.segment_bytes,
-                                    plog.config.segment_index_bytes, ltc.first_uncleanable, nexts)
+            groups = group_segments([s for s in segs if s.base_offset < end], cfg.segment_bytes,
+                                    cfg.segment_index_bytes, ltc.first_uncleanable, nexts)
             txn = CleanedTransactionMetadata()
             for i, group in enumerate(groups):
                 self._check_done(plog)
-                dest = made.pop(0).take(group[0].base_offset) if made else _DestAhead(plog, None).take(
-                    group[0].base_offset)
-                if i + 1 < len(groups) and not made:
-                    made.append(_DestAhead(plog, groups[i + 1][0].base_offset))
+                dest = made.take(group[0].base_offset)
+                if i + 1 < len(groups):
+                    made.make(groups[i + 1][0].base_offset)
                 dest = self._copy_group(plog, group, readers, nexts, txn, active_producers,
                                         ltc.first_uncleanable, now, stats, dest)
                 try:
@@ -804,8 +807,7 @@ class Cleaner:
             while swaps:
                 self._wait_swap(swaps.pop(0), stats)
         finally:
-            for ahead in made:
-                ahead.drop()
+            made.drop()
             for swap in swaps:  # a failure meanwhile: the swaps under way end first, their errors logged
                 try:
                     swap.join()

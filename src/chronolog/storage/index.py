@@ -19,10 +19,12 @@ reopen them (an mmap holds its own duplicate descriptor in CPython, so an index 
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import struct
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -83,7 +85,6 @@ class AbstractIndex:
     _map_length = 0  # what `_mmap` maps when (re)opened; 0: nothing (closed, deleted or empty)
     _dirty = False  # entries written since the last flush
     _held: bytearray | None = None  # entries appended inside `held_writes`, not yet written
-    _held_slot = 0  # the slot the first of them goes to
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int = 10485760, writable: bool = True,
                  *, lock: threading.RLock | None = None) -> None:
@@ -274,25 +275,25 @@ class AbstractIndex:
     def _write_slot(self, slot: int, entry: bytes) -> None:
         """One entry into its slot with pwrite (never a store into the map: see the module docstring)."""
         held = self._held
-        if held is not None and slot * self.entry_size == self._held_slot * self.entry_size + len(held):
+        if held is not None and slot == self._entries:  # the next slot: written when `held_writes` ends
             held += entry
             return
         pwrite_all(self._file.fileno(), entry, slot * self.entry_size, self.path)  # type: ignore[union-attr]
         self._dirty = True
 
-    def hold_writes(self) -> None:
-        """Entries appended from now on are written together, in one pwrite, by `write_held` (the log
-        cleaner appends a chunk's entries at once: a pwrite each was most of their cost). Meanwhile they are
-        counted and are the last entry, but not in the file: nothing may read them back before."""
-        self._held = bytearray()
-        self._held_slot = self._entries
-
-    def write_held(self) -> None:
-        """Writes the entries appended since `hold_writes`, and appends write through again."""
-        held, self._held = self._held, None
-        if held:
-            pwrite_all(self._file.fileno(), held, self._held_slot * self.entry_size, self.path)  # type: ignore[union-attr]
-            self._dirty = True
+    @contextlib.contextmanager
+    def held_writes(self) -> Iterator[None]:
+        """Entries appended inside are written together, in one pwrite, when it ends (the log cleaner
+        appends a chunk's entries at once: a pwrite each was most of their cost). Meanwhile they are counted
+        and are the last entry, but not in the file: nothing may read them back before."""
+        first, self._held = self._entries, bytearray()
+        try:
+            yield
+        finally:
+            held, self._held = self._held, None
+            if held:
+                pwrite_all(self._file.fileno(), held, first * self.entry_size, self.path)  # type: ignore[union-attr]
+                self._dirty = True
 
     def truncate_entries(self, entries: int) -> None:
         self._entries = max(0, min(entries, self._entries))

@@ -67,12 +67,13 @@ from chronolog.records.batch import (
 )
 from chronolog.records.batch import HEADER as BATCH_HEADER
 from chronolog.records.control import ControlType, EndTxnMarker, build_control_batch, marker_of
-from chronolog.storage.basics import (  # noqa: F401 (named here by its users)
+from chronolog.storage.basics import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     LEADER_EPOCH,
     MAX_TIMESTAMP,
+    FoundTimestamp,
     now_ms,
     parse_log_dir_name,
 )
@@ -94,7 +95,6 @@ from chronolog.storage.segment import (
     DELETED_SUFFIX,
     LOG_SUFFIX,
     TIME_TABLES,
-    FoundTimestamp,
     LogSegment,
     offsets_named,
     segment_name,

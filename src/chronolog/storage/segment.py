@@ -26,7 +26,7 @@ from chronolog.records import HEADER_SIZE, AnyBatch, LegacyBatch, RecordBatch, i
 from chronolog.records.batch import COMPRESSION_MASK, TIMESTAMP_TYPE_MASK, TimestampTable
 from chronolog.records.batch import HEADER as BATCH_HEADER
 from chronolog.storage import filecache
-from chronolog.storage.basics import FoundTimestamp  # noqa: F401 (named here by its users)
+from chronolog.storage.basics import FoundTimestamp
 from chronolog.storage.corruption import CorruptRange, find_next_valid_batch
 from chronolog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex, TimestampOffset
 from chronolog.storage.minima import CHUNK_BYTES, SegmentMinima, minima_path, read_minima, write_minima

@@ -20,7 +20,7 @@ from pathlib import Path
 from chronolog.errors import ChronologError, UnknownTopicOrPartitionError
 from chronolog.records import Record
 from chronolog.storage import PartitionLog
-from chronolog.storage.log import parse_log_dir_name
+from chronolog.storage.basics import parse_log_dir_name
 from chronolog.storage.txnindex import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED
 
 
