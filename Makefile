@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DATA   := $(CURDIR)/var/run-data
 
-.PHONY: install bytecode sysdeps nodedeps faustdeps test run bench lint clean
+.PHONY: install bytecode sysdeps nodedeps faustdeps jars test run bench lint clean
 
 $(STAMP): pyproject.toml setup.py src/chronolog/records/_walk.c src/chronolog/records/_clean.c src/chronolog/records/_recordwalk.h src/chronolog/records/_crc32c.h src/chronolog/records/_columns.c src/chronolog/records/_encode.c src/chronolog/storage/_headers.c
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -36,7 +36,16 @@ faustdeps: $(STAMP)
 bytecode: $(STAMP)
 	@$(PY) -m compileall -q src/chronolog
 
-install: $(STAMP) bytecode sysdeps nodedeps faustdeps
+# Apache Kafka 4.4's jars (the oracle of the differential tests, the peer of the benches), resolved by Maven
+# from jvm/pom.xml into var/jars/kafka; again only when the pom changes.
+JARS := var/jars/kafka
+$(JARS)/.stamp: jvm/pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "jars: Maven (mvn) is not installed; the Kafka tests skip" >&2; exit 0; }; \
+	rm -rf $(JARS) && mvn -q -B -f jvm/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+		-DoutputDirectory=$(CURDIR)/$(JARS) && touch $@
+jars: $(JARS)/.stamp
+
+install: $(STAMP) bytecode sysdeps nodedeps faustdeps jars
 
 test: install
 	$(PY) -m pytest -q

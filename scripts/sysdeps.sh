@@ -12,6 +12,7 @@ java_ok() {
     [ "${v:-0}" -ge 17 ] 2>/dev/null
 }
 java_ok || need+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null 2>&1 || need+=(maven)
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
 command -v rsyslogd >/dev/null 2>&1 || need+=(rsyslog)
 compgen -G "/usr/lib/*/rsyslog/omkafka.so" >/dev/null || compgen -G "/usr/lib/rsyslog/omkafka.so" >/dev/null \
