@@ -26,6 +26,16 @@ def kafka_segments_dir(shared_data: Path) -> Path:
 # -- Apache Kafka 4.4, the oracle -------------------------------------------------------------------------
 # One Kafka broker per test session (per xdist worker): it takes seconds to start and hundreds of MB.
 # Tests that need their own settings start a KafkaBroker themselves.
+# Its background tasks run as in Kafka's integration tests: retention checked every 500 ms from the start, the
+# cleaner looking for dirty logs every 200 ms (Kafka's defaults: 5 min after a first wait of 30 s, and 15 s).
+# tests/differential starts chronolog with these settings too.
+KAFKA_TEST_CONFIGS = {
+    "log.retention.check.interval.ms": "500",
+    "log.initial.task.delay.ms": "0",
+    "log.cleaner.backoff.ms": "200",
+}
+
+
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory):
     from chronolog.testing.kafka import KafkaBroker, kafka_available
@@ -33,7 +43,7 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory):
     reason = kafka_available()
     if reason:
         pytest.skip(f"Apache Kafka cannot run here: {reason}")
-    broker = KafkaBroker(base=tmp_path_factory.mktemp("kafka"))
+    broker = KafkaBroker(configs=KAFKA_TEST_CONFIGS, base=tmp_path_factory.mktemp("kafka"))
     broker.start()
     try:
         yield broker
