@@ -48,7 +48,7 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory):
     try:
         yield broker
     finally:
-        broker.stop()
+        broker.stop(clean=False)  # its data is deleted with the session's tmp dir
 
 
 @pytest.fixture(scope="session")
@@ -64,4 +64,4 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory):
     try:
         yield cluster
     finally:
-        cluster.stop()
+        cluster.stop(clean=False)

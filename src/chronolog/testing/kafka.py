@@ -206,10 +206,15 @@ class _Node:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(30)
 
-    def stop(self, timeout: float = 30) -> None:
-        """A clean stop (SIGTERM: Kafka's controlled shutdown), SIGKILL when it takes longer than `timeout`."""
-        if self.proc is not None and self.proc.poll() is None:
+    def terminate(self) -> None:
+        """Ask for a clean stop (SIGTERM: Kafka's controlled shutdown) without waiting for it."""
+        if self.running:
             self.proc.send_signal(signal.SIGTERM)
+
+    def stop(self, timeout: float = 30) -> None:
+        """A clean stop, SIGKILL when it takes longer than `timeout`."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.terminate()
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -245,14 +250,18 @@ class KafkaCluster:
             defaults.update({"offsets.topic.replication.factor": rf, "transaction.state.log.replication.factor": rf,
                              "transaction.state.log.min.isr": "1", "share.coordinator.state.topic.replication.factor": rf,
                              "default.replication.factor": rf, "min.insync.replicas": "1"})
-        merged = {**defaults, **{str(k): str(v) for k, v in (configs or {}).items()}}
-        ports = _free_ports(2 * nodes)
-        voters = ",".join(f"{i + 1}@127.0.0.1:{ports[nodes + i]}" for i in range(nodes))
-        self.nodes = [_Node(self.base, i + 1, ports[i], ports[nodes + i], voters, merged, jvm_opts)
-                      for i in range(nodes)]
-        self.configs = merged
+        self.configs = {**defaults, **{str(k): str(v) for k, v in (configs or {}).items()}}
         self.cluster_id = random_cluster_id()
         self.start_timeout = start_timeout
+        self._jvm_opts = tuple(jvm_opts)
+        self.nodes: list[_Node] = []
+        self._make_nodes(nodes)
+
+    def _make_nodes(self, count: int) -> None:
+        ports = _free_ports(2 * count)
+        voters = ",".join(f"{i + 1}@127.0.0.1:{ports[count + i]}" for i in range(count))
+        self.nodes = [_Node(self.base, i + 1, ports[i], ports[count + i], voters, self.configs, self._jvm_opts)
+                      for i in range(count)]
 
     @property
     def bootstrap(self) -> str:
@@ -264,15 +273,25 @@ class KafkaCluster:
         return {"bootstrap.servers": self.bootstrap, **extra}
 
     def start(self) -> KafkaCluster:
-        for node in self.nodes:
-            node.format(self.cluster_id)
-        for node in self.nodes:
-            node.start()
-        try:
-            self.wait_ready(self.start_timeout)
-        except BaseException:
-            self.stop()
-            raise
+        # A free port is only free until someone binds it: other tests start servers while the JVM starts, so
+        # a port taken meanwhile means new ports and another try.
+        for attempt in range(3):
+            try:
+                for node in self.nodes:
+                    node.format(self.cluster_id)
+                for node in self.nodes:
+                    node.start()
+                self.wait_ready(self.start_timeout)
+                return self
+            except _PortTaken:
+                self._stop_nodes(clean=False)
+                if attempt == 2:
+                    self.stop(clean=False)
+                    raise ChronologError("Kafka could not bind free loopback ports in 3 tries") from None
+                self._make_nodes(len(self.nodes))
+            except BaseException:
+                self.stop(clean=False)
+                raise
         return self
 
     def wait_ready(self, timeout: float) -> None:
@@ -285,23 +304,38 @@ class KafkaCluster:
         last = ""
         while time.monotonic() < deadline:
             dead = [n for n in self.nodes if n.proc is not None and n.proc.poll() is not None and n.node_id in want]
+            if dead and "Address already in use" in dead[0].tail(200):
+                raise _PortTaken()
             if dead:
                 raise ChronologError(f"Kafka node {dead[0].node_id} exited {dead[0].proc.returncode}:\n{dead[0].tail()}")
             try:
                 md = admin.list_topics(timeout=2)
+                if md.cluster_id != self.cluster_id:  # another server took the port before the JVM bound it
+                    raise _PortTaken()
                 if set(md.brokers) >= want:
                     return
                 last = f"brokers {sorted(md.brokers)}"
+            except _PortTaken:
+                raise
             except Exception as exc:  # not listening yet
                 last = str(exc)
             time.sleep(0.1)
         raise ChronologError(f"Kafka did not answer Metadata within {timeout:.0f} s ({last}):\n{self.nodes[0].tail()}")
 
-    def stop(self) -> None:
-        for node in self.nodes:
-            node.stop()
+    def stop(self, clean: bool = True) -> None:
+        """Stop every node: SIGTERM to all at once (a node's controlled shutdown waits for its peers), SIGKILL
+        after 15 s; `clean=False` kills at once, for data about to be deleted."""
+        self._stop_nodes(clean)
         if self._own_base:
             shutil.rmtree(self.base, ignore_errors=True)
+
+    def _stop_nodes(self, clean: bool) -> None:
+        if clean:
+            for node in self.nodes:
+                node.terminate()
+        deadline = time.monotonic() + (15 if clean else 0)
+        for node in self.nodes:
+            node.stop(timeout=max(0.0, deadline - time.monotonic()))
 
     def __enter__(self) -> KafkaCluster:
         return self.start()
@@ -358,6 +392,10 @@ class KafkaBroker(KafkaCluster):
     @property
     def server_log(self) -> Path:
         return self.nodes[0].server_log
+
+
+class _PortTaken(Exception):
+    """A node's port was bound by another server before the JVM bound it."""
 
 
 class _QuietLogger:
