@@ -5,6 +5,7 @@ at once (the time configs above all: `message.timestamp.type`, the timestamp bou
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from chronolog.config import BROKER_CONFIGS, TOPIC_CONFIGS
@@ -33,10 +34,16 @@ def _denied(ctx: RequestContext, op: str, name: str) -> KafkaError | None:
 
 @register(19, 2, 7)
 def create_topics(req: Any, ctx: RequestContext) -> dict:
+    """`ControllerApis.createTopics` + `ReplicationControlManager.createTopics`. A created topic (and one that
+    validate_only would create) is answered with its partitions, replication factor, topic id (v7+; a fresh
+    one for validate_only, as Kafka's) and its effective configs sorted by name (v5+): Kafka's Java
+    AdminClient streams that list and fails on a null one. Without DESCRIBE_CONFIGS on the topic the configs
+    are left out and `topic_config_error_code` says TOPIC_AUTHORIZATION_FAILED. A refused topic keeps the
+    schema defaults (-1, -1, no configs)."""
     results = []
     for t in req.topics:
         out = {"name": t.name, "error_code": 0, "error_message": None, "num_partitions": -1,
-               "replication_factor": -1, "configs": None}
+               "replication_factor": -1, "configs": [], "topic_config_error_code": 0}
         try:
             denied = _denied(ctx, "create", t.name)
             if denied:
@@ -56,13 +63,21 @@ def create_topics(req: Any, ctx: RequestContext) -> dict:
                 if ctx.log_manager.has_topic(t.name):
                     raise KafkaError(f"Topic '{t.name}' already exists.", code=ErrorCode.TOPIC_ALREADY_EXISTS)
                 ctx.log_manager.check_partition_budget(partitions)
+                out["topic_id"] = uuid.uuid4()
             else:
                 _take_mutations(ctx, partitions)
                 ctx.log_manager.create_topic(t.name, partitions, configs)
                 out["topic_id"] = topic_uuid(ctx, t.name)
-            out.update(num_partitions=partitions, replication_factor=1)
+            if ctx.allowed("describe_configs", "topic", t.name, log_if_denied=False):
+                described = _topic_entries(ctx, configs, None, False)
+                out.update(num_partitions=partitions, replication_factor=1, configs=[
+                    {k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
+                    for e in sorted(described, key=lambda e: e["name"])])
+            else:
+                out["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         except Exception as exc:
             out.update(error_code=error_of(exc), error_message=str(exc))
+            out.pop("topic_id", None)
         results.append(out)
     return {"throttle_time": 0, "topics": results}
 
@@ -127,9 +142,16 @@ def delete_records(req: Any, ctx: RequestContext) -> dict:
 
 
 def _describe_topic(ctx: RequestContext, name: str, keys: list[str] | None, docs: bool) -> list[dict]:
-    overrides = ctx.log_manager.topic_overrides(name)
+    return _topic_entries(ctx, ctx.log_manager.topic_overrides(name), keys, docs)
+
+
+def _topic_entries(ctx: RequestContext, overrides: dict[str, str], keys: list[str] | None,
+                   docs: bool) -> list[dict]:
+    """DescribeConfigs' entries of a topic with these overrides on the broker's defaults."""
+    from chronolog.config import TopicConfig
+
     broker_defaults = ctx.broker_config.topic_defaults()
-    effective = ctx.log_manager.topic_config(name).to_kafka()
+    effective = TopicConfig.from_kafka(overrides, broker_defaults, validate_values=False).to_kafka()
     out = []
     for key, defn in TOPIC_CONFIGS.items():
         if keys and key not in keys:

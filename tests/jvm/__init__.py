@@ -1,0 +1,1 @@
+"""Kafka's own programs (CLI tools, the Java AdminClient behind them), unmodified, against chronolog."""
