@@ -24,7 +24,7 @@ from chronolog.server.broker import Broker
 from tests.brokerproc import TEST_CONFIGS
 from tests.frames import recv_frame
 
-VERSIONS = range(4, 13)
+VERSIONS = range(4, 19)
 NOW = 1_700_000_000_000
 
 
@@ -147,7 +147,8 @@ def broker(tmp_path_factory):
     loop.close()
 
 
-def _fetch_frame(version: int, offset: int, max_bytes: int) -> bytes:
+def _fetch_frame(version: int, offset: int, max_bytes: int, topic_id=None) -> bytes:
+    """A Fetch of topic t; from v13 by `topic_id` (KIP-516)."""
     from kio.schema.request_header.v1.header import RequestHeader as HeaderV1
     from kio.schema.request_header.v2.header import RequestHeader as HeaderV2
     from kio.static.primitive import i8, i16, i32, i64
@@ -161,13 +162,19 @@ def _fetch_frame(version: int, offset: int, max_bytes: int) -> bytes:
     part = codec.build(mod.FetchPartition, {"partition": 0, "fetch_offset": i64(offset), "current_leader_epoch": -1,
                                             "last_fetched_epoch": -1, "log_start_offset": -1,
                                             "partition_max_bytes": max_bytes})
-    topic = codec.build(mod.FetchTopic, {"topic": "t", "partitions": (part,)})
+    topic = codec.build(mod.FetchTopic, {"topic": "t", "topic_id": topic_id, "partitions": (part,)})
     entity_writer(cls)(buf, codec.build(cls, {
         "replica_id": -1, "max_wait": datetime.timedelta(milliseconds=100), "min_bytes": 1,
         "max_bytes": 50 << 20, "isolation_level": i8(0), "session_id": 0, "session_epoch": -1,
         "topics": (topic,), "forgotten_topics_data": (), "rack_id": ""}))
     frame = buf.getvalue()
     return struct.pack(">i", len(frame)) + frame
+
+
+def _topic_id(b: Broker, name: str):
+    from chronolog.protocol.topic_ids import uuid_of
+
+    return uuid_of(b.state.log_manager.topic_id(name))
 
 
 def _round_trip(address: tuple[str, int], context: ssl.SSLContext | None, frames: list[bytes]) -> list[bytes]:
@@ -194,7 +201,7 @@ def test_large_fetches_over_plain_and_tls_listeners_match_the_log(broker, listen
     sizes = set()
     for version in VERSIONS:
         for offset, max_bytes in ((0, 1 << 20), (7, 30_000), (500, 1 << 20), (1500, 1 << 20)):
-            frames = [_fetch_frame(version, offset, max_bytes)]
+            frames = [_fetch_frame(version, offset, max_bytes, _topic_id(b, "t"))]
             (answer,) = loop.run_until_complete(asyncio.to_thread(
                 _round_trip, (where.host, where.port), context, frames))
             body = _decode(version, answer)

@@ -11,7 +11,7 @@ from kio.serial import entity_reader
 
 from chronolog.protocol import codec
 
-VERSIONS = range(3, 12)
+VERSIONS = range(3, 14)
 text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
 partition = st.fixed_dictionaries({
     "index": st.integers(0, 2**31 - 1),

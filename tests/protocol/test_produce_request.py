@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import io
 import random
+import uuid
 
 import pytest
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
@@ -18,7 +19,7 @@ from chronolog.errors import KafkaError
 from chronolog.protocol import codec
 from chronolog.protocol.produce_request import read_produce_request
 
-VERSIONS = range(3, 12)
+VERSIONS = range(3, 14)
 
 
 def _frame(version: int, rng: random.Random) -> bytes:
@@ -31,6 +32,10 @@ def _frame(version: int, rng: random.Random) -> bytes:
         for _ in range(rng.choice([0, 1, 1, 2, 4])):
             records = None if rng.random() < 0.15 else rng.randbytes(rng.choice([0, 1, 61, 300, 5000]))
             parts.append(mod.PartitionProduceData(index=i32(rng.randrange(0, 100)), records=records))
+        if version >= 13:  # topics by id (KIP-516)
+            topic_id = rng.choice([uuid.UUID(int=0), uuid.UUID(int=rng.getrandbits(128))])
+            topics.append(mod.TopicProduceData(topic_id=topic_id, partition_data=tuple(parts)))
+            continue
         name = rng.choice(["t", "syslog", "ümlaut-topic", "x" * 200]) + str(t)
         topics.append(mod.TopicProduceData(name=name, partition_data=tuple(parts)))
     body = cls(transactional_id=rng.choice([None, "", "tx-1"]), acks=i16(rng.choice([-1, 0, 1])),
@@ -51,14 +56,16 @@ def _kio(frame: bytes, version: int) -> tuple:
     codec._length_checker(cls)(frame, used, len(frame))
     body, _ = entity_reader(cls)(frame, used)
     return (header.client_id, body.transactional_id, int(body.acks), body.timeout // datetime.timedelta(milliseconds=1),
-            [(t.name, [(int(p.index), None if p.records is None else bytes(p.records)) for p in t.partition_data])
+            [(getattr(t, "name", None), getattr(t, "topic_id", None),
+              [(int(p.index), None if p.records is None else bytes(p.records)) for p in t.partition_data])
              for t in body.topic_data])
 
 
 def _ours(frame: bytes, version: int) -> tuple:
     client_id, body = read_produce_request(frame, version)
     return (client_id, body.transactional_id, body.acks, body.timeout_ms,
-            [(t.name, [(p.index, None if p.records is None else bytes(p.records)) for p in t.partition_data])
+            [(t.name, t.topic_id, [(p.index, None if p.records is None else bytes(p.records))
+                                   for p in t.partition_data])
              for t in body.topic_data])
 
 

@@ -93,7 +93,7 @@ def _writer(cls: type):
 
 def parse_request(frame: bytes | bytearray | memoryview) -> RequestFrame:
     api_key, version, correlation_id = peek_header(frame)
-    if api_key == PRODUCE_KEY and 3 <= version <= 11:  # records as slices of the frame, no copy
+    if api_key == PRODUCE_KEY and 3 <= version <= 13:  # records as slices of the frame, no copy
         client_id, body = read_produce_request(frame, version)
         return RequestFrame(api_key, version, correlation_id, client_id, body)
     cls = request_schema(api_key, version)
@@ -372,7 +372,7 @@ def build_response(api_key: int, version: int, values: dict[str, Any]) -> Any:
 # Kafka serves a fetch without copying records through user space: `FetchResponse` is written as a
 # sequence of sends, and each partition's records are a `FileRecords` slice that `FileRecords.writeTo`
 # hands to `FileChannel.transferTo` (sendfile). `encode_fetch_response` does the same: it frames the
-# response fields by hand for the versions we serve (4-12) and leaves each large records field as a
+# response fields by hand for the versions we serve (4-18) and leaves each large records field as a
 # `FileRegion` of its segment file, so the server can `sendfile` it (plain TCP) or read it with one `pread`
 # (TLS, tests). tests/protocol/test_fetch_encoding.py checks every version byte for byte against kio.
 _I16 = struct.Struct(">h")
@@ -471,12 +471,23 @@ class _Frame:
         if self.flexible:
             self.out.append(0)
 
-    def topics(self, topics, name_key: str, partitions_key: str, partition: Callable[[dict], None]) -> None:
-        """The topics array both framed responses share: each topic's name, then its partitions array,
-        each partition's fields written by `partition` and closed, like each topic, by its tagged fields."""
+    def topic_id(self, value: Any) -> None:
+        """A topic id (KIP-516): 16 bytes, the null id for none."""
+        if not isinstance(value, uuid.UUID):
+            value = uuid.UUID(str(value)) if value else uuid.UUID(int=0)
+        self.out += value.bytes
+
+    def topics(self, topics, name_key: str, partitions_key: str, partition: Callable[[dict], None],
+               by_id: bool = False) -> None:
+        """The topics array both framed responses share: each topic's name (its `topic_id` when `by_id`),
+        then its partitions array, each partition's fields written by `partition` and closed, like each
+        topic, by its tagged fields."""
         self.length(len(topics), True)
         for topic in topics:
-            self.string(str(topic[name_key]))
+            if by_id:
+                self.topic_id(topic.get("topic_id"))
+            else:
+                self.string(str(topic[name_key]))
             partitions = topic.get(partitions_key) or ()
             self.length(len(partitions), True)
             for p in partitions:
@@ -486,11 +497,12 @@ class _Frame:
 
 
 def encode_fetch_response(version: int, correlation_id: int, values: dict[str, Any]) -> bytes | ResponseParts:
-    """A size-prefixed Fetch response (v4-v12) from the handler's values. A records value may be bytes,
-    None (null) or a FileRegion; with regions the answer is a ResponseParts, else bytes. The partition
-    tagged fields of v12 (diverging_epoch, current_leader, snapshot_id) are never set by a single-node
-    broker and are written as Kafka writes defaults: not at all."""
-    if not 4 <= version <= 12:
+    """A size-prefixed Fetch response (v4-v18) from the handler's values. A records value may be bytes,
+    None (null) or a FileRegion; with regions the answer is a ResponseParts, else bytes. From v13 topics
+    are named by `topic_id` (KIP-516). The partition tagged fields of v12+ (diverging_epoch,
+    current_leader, snapshot_id) and v16's node_endpoints are never set by a single-node broker (Kafka
+    sets them on leader changes) and are written as Kafka writes defaults: not at all."""
+    if not 4 <= version <= 18:
         raise UnsupportedVersionError(f"Fetch v{version} responses are not framed here")
     f = _Frame(correlation_id, version >= 12)
     parts: list[bytes | FileRegion] = []
@@ -525,7 +537,7 @@ def encode_fetch_response(version: int, correlation_id: int, values: dict[str, A
             f.length(len(records), True)
             f.out += records
 
-    f.topics(values.get("responses") or (), "topic", "partitions", partition)
+    f.topics(values.get("responses") or (), "topic", "partitions", partition, by_id=version >= 13)
     f.tags()
     out = f.out
     if not parts:
@@ -544,11 +556,12 @@ _PRODUCE_PARTITION = struct.Struct(">ihqq")  # index, error_code, base_offset, l
 
 
 def encode_produce_response(version: int, correlation_id: int, values: dict[str, Any]) -> bytes:
-    """A size-prefixed Produce response (v3-v11) from the handler's values, framed by hand: building it
+    """A size-prefixed Produce response (v3-v13) from the handler's values, framed by hand: building it
     through kio's dataclasses cost more than the append it answers (about 0.2 ms of a 0.4 ms request for a
-    16 KiB batch). The tagged fields of v10+ (current_leader, node_endpoints) are only set by Kafka on
-    NOT_LEADER_OR_FOLLOWER, which a single node never answers: they are written as defaults are, not at all."""
-    if not 3 <= version <= 11:
+    16 KiB batch). v13 names topics by `topic_id` (KIP-516). The tagged fields of v10+ (current_leader,
+    node_endpoints) are only set by Kafka on NOT_LEADER_OR_FOLLOWER, which a single node never answers:
+    they are written as defaults are, not at all."""
+    if not 3 <= version <= 13:
         raise UnsupportedVersionError(f"Produce v{version} responses are not framed here")
     f = _Frame(correlation_id, version >= 9)
 
@@ -567,7 +580,7 @@ def encode_produce_response(version: int, correlation_id: int, values: dict[str,
                 f.tags()
             f.string(p.get("error_message"))
 
-    f.topics(values.get("responses") or (), "name", "partition_responses", partition)
+    f.topics(values.get("responses") or (), "name", "partition_responses", partition, by_id=version >= 13)
     f.out += _I32.pack(_millis(values.get("throttle_time", 0)))
     f.tags()
     _I32.pack_into(f.out, 0, len(f.out) - 4)

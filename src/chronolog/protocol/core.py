@@ -1,15 +1,14 @@
 """ApiVersions, Metadata, Produce, Fetch, ListOffsets and OffsetForLeaderEpoch (InitProducerId and the
 other transaction APIs: protocol.transactions).
 
-Versions follow the table verified against librdkafka, kafka-python and aiokafka (docs/protocol.md):
+Versions are Kafka 4.4's (tests/protocol/test_api_versions.py compares them with a live broker's):
 Produce is advertised from v0 but v0-2 are refused (Kafka 4.0, KAFKA-18659) because librdkafka < 2.11
-turns compression off when Produce's minimum is above 0; Fetch stops at 12 and Metadata at 12 because
-later versions address topics by id.
+turns compression off when Produce's minimum is above 0. Produce v13 and Fetch v13+ name topics by id
+(KIP-516): ids are resolved to names (`BrokerState.topic_name`), unknown ones answer UNKNOWN_TOPIC_ID.
 """
 
 from __future__ import annotations
 
-import base64
 import collections
 import datetime
 import os
@@ -31,6 +30,7 @@ from chronolog.protocol import codec
 from chronolog.protocol.fetch_plan import FetchPlan
 from chronolog.protocol.operations import NOT_ASKED, TOPIC, authorized, cluster_operations
 from chronolog.protocol.registry import HANDLERS, RequestContext, register
+from chronolog.protocol.topic_ids import uuid_of
 from chronolog.protocol.txn_batches import transactional_batch
 from chronolog.storage.basics import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -49,8 +49,7 @@ def ms(value: Any) -> int:
 
 
 def topic_uuid(ctx: RequestContext, name: str) -> uuid.UUID:
-    raw = ctx.log_manager.topic_id(name)
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+    return uuid_of(ctx.log_manager.topic_id(name))
 
 
 def error_of(exc: Exception) -> int:
@@ -62,7 +61,10 @@ def error_of(exc: Exception) -> int:
 
 
 # -- ApiVersions -------------------------------------------------------------------------------------
-@register(18, 0, 3)
+# v5 (KIP-1242: the client's cluster and node ids, REBOOTSTRAP_REQUIRED) is Kafka 4.4's newest, but kio has
+# no schema for it: a v5 request is answered UNSUPPORTED_VERSION with our range and the client retries v4
+# (docs/differences.md). v4 only lets SupportedFeatures' min version be 0 (KAFKA-17011); we list none.
+@register(18, 0, 4)
 def api_versions(req: Any, ctx: RequestContext) -> dict:
     keys = [{"api_key": k, "min_version": h.min_version, "max_version": h.max_version}
             for k, h in sorted(HANDLERS.items())]
@@ -94,8 +96,9 @@ def _create_internal(ctx: RequestContext, name: str) -> None:
         raise KafkaError(f"{name} is not available", code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
-@register(3, 0, 12)
+@register(3, 0, 13)
 def metadata(req: Any, ctx: RequestContext) -> dict:
+    """v13 adds a top-level error code (KIP-1102: REBOOTSTRAP_REQUIRED, which one node never needs)."""
     manager = ctx.log_manager
     requested = req.topics
     topic_ops = bool(getattr(req, "include_topic_authorized_operations", False))  # v8+ (KIP-430)
@@ -106,13 +109,11 @@ def metadata(req: Any, ctx: RequestContext) -> dict:
         topics = []
         auto = bool(getattr(req, "allow_auto_topic_creation", True)) and \
             bool(ctx.broker_config["auto.create.topics.enable"])
-        by_id = None
         for t in requested:
             name = t.name
             topic_id = getattr(t, "topic_id", None)
             if name is None and topic_id is not None and topic_id.int:  # v12+ by id (KIP-516; KIP-848 clients)
-                by_id = by_id if by_id is not None else {topic_uuid(ctx, n): n for n in manager.topics()}
-                name = by_id.get(topic_id)
+                name = ctx.state.topic_name(topic_id)
                 if name is None or not ctx.allowed("describe", "topic", name):
                     topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id,
                                    "partitions": []})
@@ -142,7 +143,7 @@ def metadata(req: Any, ctx: RequestContext) -> dict:
                     continue
             topics.append(_topic_metadata(ctx, name, operations=topic_ops))
     node = ctx.state.node_id
-    return {"throttle_time": 0,
+    return {"throttle_time": 0, "error_code": 0,
             "brokers": [{"node_id": node, "host": ctx.advertised_host, "port": ctx.advertised_port, "rack": None}],
             "cluster_id": ctx.state.cluster_id, "controller_id": node, "topics": topics,
             "cluster_authorized_operations": cluster_operations(  # v8-10 (KIP-430)
@@ -169,24 +170,34 @@ def validate_records(version: int, records: Any) -> None:
                                  "one record batch per partition")
 
 
-@register(0, 0, 11, parse_min=3)
+def _produce_topics(req: Any, ctx: RequestContext) -> list[tuple[str | None, Any]]:
+    """(name, topic data) of each topic of a Produce request; v13 names topics by id (KIP-516), resolved
+    here, None for an id that names no topic (KafkaApis.handleProduceRequest: UNKNOWN_TOPIC_ID)."""
+    if ctx.api_version < 13:
+        return [(t.name, t) for t in req.topic_data]
+    return [(ctx.state.topic_name(t.topic_id), t) for t in req.topic_data]
+
+
+@register(0, 0, 13, parse_min=3)
 def produce(req: Any, ctx: RequestContext) -> dict | None:
     acks = int(req.acks)
     responses = []
     appended = False
     txn_id = getattr(req, "transactional_id", None)
-    transactional = {(t.name, pd.index): batch for t in req.topic_data for pd in t.partition_data
+    topic_data = _produce_topics(req, ctx)
+    transactional = {(name, pd.index): batch for name, t in topic_data for pd in t.partition_data
                      if (batch := transactional_batch(pd.records)) is not None}
     # KafkaApis.handleProduceRequest: transactional records need Write on their transactional id.
     txn_denied = bool(transactional) and (txn_id is None or not ctx.allowed("write", "transactional_id", txn_id))
     verify = ctx.state.transactions is not None and bool(ctx.broker_config["transaction.partition.verification.enable"])
-    for topic_data in req.topic_data:
-        name = topic_data.name
+    for name, data in topic_data:
         parts = []
-        for pd in topic_data.partition_data:
+        for pd in data.partition_data:
             result = {"index": pd.index, "error_code": 0, "base_offset": -1, "log_append_time": -1,
                       "log_start_offset": -1, "record_errors": [], "error_message": None}
             try:
+                if name is None:
+                    raise KafkaError(f"no topic has id {data.topic_id}", code=ErrorCode.UNKNOWN_TOPIC_ID)
                 if acks not in (0, 1, -1):
                     raise InvalidRequiredAcksError(f"acks={acks}")
                 if txn_denied:
@@ -218,7 +229,7 @@ def produce(req: Any, ctx: RequestContext) -> dict | None:
                 result.update(error_code=error_of(exc), error_message=str(exc)[:500], record_errors=[
                     {"batch_index": i, "batch_index_error_message": m} for i, m in getattr(exc, "record_errors", ())])
             parts.append(result)
-        responses.append({"name": name, "partition_responses": parts})
+        responses.append({"name": name, "topic_id": getattr(data, "topic_id", None), "partition_responses": parts})
     if appended and ctx.state.data_waiters is not None:
         ctx.state.data_waiters.notify()
     if acks == 0:
@@ -245,14 +256,17 @@ def _fetch_once(req: Any, ctx: RequestContext) -> tuple[list[dict], int, list]:
     total = 0
     responses = []
     found = []
+    by_id = ctx.api_version >= 13  # topics named by id (KIP-516)
     for t in req.topics:
-        name = t.topic
+        name = ctx.state.topic_name(t.topic_id) if by_id else t.topic
         parts = []
         for p in t.partitions:
             out = {"partition_index": p.partition, "error_code": 0, "high_watermark": -1,
                    "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
                    "preferred_read_replica": -1, "records": b""}
             try:
+                if name is None:  # KafkaApis.handleFetchRequest: an id the metadata cache does not know
+                    raise KafkaError(f"no topic has id {t.topic_id}", code=ErrorCode.UNKNOWN_TOPIC_ID)
                 if not ctx.allowed("read", "topic", name):
                     raise KafkaError("not authorized to read", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 plog = ctx.log_manager.get_log(name, p.partition)
@@ -283,7 +297,7 @@ def _fetch_once(req: Any, ctx: RequestContext) -> tuple[list[dict], int, list]:
             except Exception as exc:
                 out["error_code"] = error_of(exc)
             parts.append(out)
-        responses.append({"topic": name, "partitions": parts})
+        responses.append({"topic": name, "topic_id": t.topic_id if by_id else None, "partitions": parts})
     return responses, total, found
 
 
@@ -314,6 +328,8 @@ def planned_fetch(ctx: RequestContext, plan: FetchPlan, fetch_offset: int) -> by
     try:
         if not ctx.allowed("read", "topic", plan.topic):
             return None
+        if plan.topic_id is not None and ctx.state.topic_name(plan.topic_id) != plan.topic:
+            return None  # the topic was deleted (or made again, under a new id) since the plan was made
         plog = ctx.log_manager.get_log(plan.topic, plan.partition)
         hw, lso, log_start = plog.high_watermark, plog.last_stable_offset, plog.log_start_offset
         piece = plog.read(fetch_offset, plan.limit, min_one_message=True)
@@ -327,7 +343,7 @@ def planned_fetch(ctx: RequestContext, plan: FetchPlan, fetch_offset: int) -> by
     return plan.response(ctx.correlation_id, hw, log_start, records, lso)
 
 
-@register(1, 4, 12)
+@register(1, 4, 18)
 async def fetch(req: Any, ctx: RequestContext) -> dict:
     """Long poll (`max.wait.ms`, `min.bytes`), whole batches straight from the segment file, at least one
     batch for the first partition with data even past `max.bytes` (KIP-74). Ranges are found on each pass
@@ -349,11 +365,16 @@ async def fetch(req: Any, ctx: RequestContext) -> dict:
 # -- ListOffsets -------------------------------------------------------------------------------------
 # ReplicaManager.timestampMinSupportedVersion: a special timestamp only from the version that defines it
 # (latest -1 and earliest -2 from v1, max timestamp -3 from v7, earliest local -4 from v8, latest tiered -5
-# from v9); others, or older versions, answer UNSUPPORTED_VERSION for the partition.
-_SPECIAL_TIMESTAMP_MIN_VERSION = {-1: 1, -2: 1, -3: 7, -4: 8, -5: 9}
+# from v9, earliest pending upload -6 from v11, KIP-1023); others, or older versions, answer
+# UNSUPPORTED_VERSION for the partition.
+_SPECIAL_TIMESTAMP_MIN_VERSION = {-1: 1, -2: 1, -3: 7, -4: 8, -5: 9, -6: 11}
+# The tiered-storage specials (KIP-1005, KIP-1023): without remote storage Kafka's UnifiedLog answers them
+# with no offset (-1, timestamp -1, leader epoch -1) and no error.
+_TIERED_TIMESTAMPS = frozenset({-5, -6})
 
 
-@register(2, 1, 8)
+# v10 adds timeout_ms (KIP-1075), which bounds waits on remote storage: none here.
+@register(2, 1, 11)
 def list_offsets(req: Any, ctx: RequestContext) -> dict:
     """Every requested partition is answered (seed 001's empty answers crashed clients): a timestamp with
     no record at or after it gives offset -1 / timestamp -1, as Kafka does. A partition asked for twice
@@ -376,7 +397,9 @@ def list_offsets(req: Any, ctx: RequestContext) -> dict:
                     raise KafkaError(f"timestamp {timestamp} needs a later ListOffsets version",
                                      code=ErrorCode.UNSUPPORTED_VERSION)
                 plog = ctx.log_manager.get_log(t.name, p.partition_index)
-                if committed and timestamp == LATEST_TIMESTAMP:
+                if timestamp in _TIERED_TIMESTAMPS:
+                    found = None
+                elif committed and timestamp == LATEST_TIMESTAMP:
                     # Partition.fetchOffsetForTimestamp: read_committed's latest is the last stable offset...
                     found = FoundTimestamp(-1, plog.last_stable_offset, LEADER_EPOCH)
                 else:

@@ -21,6 +21,8 @@ long poll) goes through the handler. `tests/protocol/test_fetch_plan.py` compare
 from __future__ import annotations
 
 import struct
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 from chronolog.protocol.codec import FileRegion, ResponseParts, _Frame, _put_uvarint
@@ -37,12 +39,13 @@ class FetchPlan:
     """One connection's one-partition Fetch request with its fetch offset left out, and the constant
     parts of its answer."""
 
-    __slots__ = ("version", "topic", "partition", "limit", "min_bytes", "_length", "_head", "_middle", "_tail",
+    __slots__ = ("version", "topic", "topic_id", "partition", "limit", "min_bytes", "_length", "_head", "_middle", "_tail",
                  "_offset_at", "_before", "_offsets", "_after", "_trailer", "_flexible")
 
     def __init__(self, frame: bytes, version: int, offset_at: int, topic: str, partition: int, limit: int,
-                 min_bytes: int) -> None:
+                 min_bytes: int, topic_id: uuid.UUID | None = None) -> None:
         self.version, self.topic, self.partition = version, topic, partition
+        self.topic_id = topic_id  # v13+: the id the request names the topic by (KIP-516)
         self.limit, self.min_bytes = limit, min_bytes
         self._offset_at = offset_at
         self._length = len(frame)
@@ -58,7 +61,10 @@ class FetchPlan:
         if version >= 7:
             f.out += _I16.pack(0) + _I32.pack(0)  # error_code, session_id (no fetch sessions)
         f.length(1, True)
-        f.string(topic)
+        if version >= 13:
+            f.topic_id(topic_id)
+        else:
+            f.string(topic)
         f.length(1, True)
         f.out += _I32.pack(partition) + _I16.pack(0)  # partition_index, error_code
         self._before = bytes(f.out[8:])  # (the size and correlation id are the answer's own)
@@ -74,10 +80,12 @@ class FetchPlan:
         self._offsets = _OFFSETS_V5 if version >= 5 else _OFFSETS_V4
 
     @classmethod
-    def build(cls, frame: bytes | bytearray | memoryview, version: int, request: Any) -> FetchPlan | None:
+    def build(cls, frame: bytes | bytearray | memoryview, version: int, request: Any,
+              name_of: Callable[[uuid.UUID], str | None] | None = None) -> FetchPlan | None:
         """A plan for this parsed Fetch request (kio's entity), or None when it is not a one-partition
-        request or its fetch offset cannot be found in the frame without doubt."""
-        if not 4 <= version <= 12 or len(request.topics) != 1 or getattr(request, "forgotten_topics_data", ()):
+        request or its fetch offset cannot be found in the frame without doubt. From v13 the topic is
+        named by id: `name_of` gives its name (None: unknown, no plan)."""
+        if not 4 <= version <= 18 or len(request.topics) != 1 or getattr(request, "forgotten_topics_data", ()):
             return None
         if int(getattr(request, "isolation_level", 0)) != 0:
             return None  # read_committed answers carry aborted transactions and stop at the LSO: the handler's
@@ -94,8 +102,16 @@ class FetchPlan:
         if at < 0 or data.find(fields, at + 1) >= 0:
             return None
         limit = max(min(int(p.partition_max_bytes), int(request.max_bytes)), 0)
-        return cls(data, version, at + len(fields) - 8, str(topic.topic), int(p.partition), limit,
-                   int(request.min_bytes))
+        topic_id = None
+        if version >= 13:
+            topic_id = topic.topic_id
+            name = name_of(topic_id) if name_of is not None else None
+            if name is None:
+                return None
+        else:
+            name = str(topic.topic)
+        return cls(data, version, at + len(fields) - 8, name, int(p.partition), limit, int(request.min_bytes),
+                   topic_id)
 
     def offset_of(self, frame: bytes | bytearray) -> int | None:
         """The fetch offset of `frame` if it is this plan's request at some offset, else None."""

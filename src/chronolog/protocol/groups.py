@@ -39,7 +39,10 @@ async def _group_coordinator_ready(ctx: RequestContext, key_type: int, error: in
     return 0 if await ctx.coordinator.offsets_topic_ready() else ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
-@register(10, 0, 4)
+# v5 only allows TRANSACTION_ABORTABLE (KIP-890); v6 adds key type 2, a share group's state partition
+# ("group:topicId:partition", KIP-932), asked for by brokers' share persisters: no share coordinator here,
+# so INVALID_REQUEST, which Kafka answers for key type 2 below v6 and for a malformed key (differences.md).
+@register(10, 0, 6)
 async def find_coordinator(req: Any, ctx: RequestContext) -> dict:
     node = {"node_id": ctx.state.node_id, "host": ctx.advertised_host, "port": ctx.advertised_port}
     nowhere = {"node_id": -1, "host": "", "port": -1}

@@ -1,4 +1,4 @@
-"""Produce requests (v3-v11) read by hand, with each partition's records a slice of the frame.
+"""Produce requests (v3-v13) read by hand, with each partition's records a slice of the frame.
 
 kio reads a Produce request into new objects, and its records field into a new `bytes`: for the 1 MB
 batches librdkafka sends (`batch.size`), a copy of the megabyte per request, and the frame itself had to
@@ -13,6 +13,7 @@ compares it with kio on every version, and on truncated and corrupted frames.
 from __future__ import annotations
 
 import struct
+import uuid
 from typing import NamedTuple
 
 from chronolog.errors import CorruptMessageError
@@ -30,8 +31,9 @@ class PartitionProduceData(NamedTuple):
 
 
 class TopicProduceData(NamedTuple):
-    name: str
+    name: str | None  # None from v13, which names topics by id
     partition_data: tuple[PartitionProduceData, ...]
+    topic_id: uuid.UUID | None = None  # v13+ (KIP-516)
 
 
 class ProduceRequest(NamedTuple):
@@ -95,8 +97,8 @@ def _skip_tags(buf, pos: int, end: int) -> int:
 
 
 def read_produce_request(frame: bytes | bytearray | memoryview, version: int) -> tuple[str | None, ProduceRequest]:
-    """(client id, request) of a size-stripped Produce frame of `version` (3-11)."""
-    if not 3 <= version <= 11:
+    """(client id, request) of a size-stripped Produce frame of `version` (3-13)."""
+    if not 3 <= version <= 13:
         raise ValueError(f"Produce v{version} is not read here")
     view = frame if isinstance(frame, memoryview) else memoryview(frame)
     end = len(view)
@@ -113,7 +115,15 @@ def read_produce_request(frame: bytes | bytearray | memoryview, version: int) ->
     topics = []
     n_topics, pos = _count(view, pos + 6, end, flexible, "topic_data")
     for _ in range(n_topics):
-        name, pos = _string(view, pos, end, flexible, "name", False)
+        name = topic_id = None
+        if version >= 13:  # the topic's id in place of its name (KIP-516)
+            if pos + 16 > end:
+                raise _past_end()
+            topic_id = uuid.UUID(bytes=bytes(view[pos:pos + 16]))
+            topic_id = topic_id if topic_id.int else None  # the null id, read as kio reads it
+            pos += 16
+        else:
+            name, pos = _string(view, pos, end, flexible, "name", False)
         partitions = []
         n_partitions, pos = _count(view, pos, end, flexible, "partition_data")
         for _ in range(n_partitions):
@@ -133,7 +143,7 @@ def read_produce_request(frame: bytes | bytearray | memoryview, version: int) ->
             partitions.append(PartitionProduceData(index, records))
         if flexible:
             pos = _skip_tags(view, pos, end)
-        topics.append(TopicProduceData(name, tuple(partitions)))
+        topics.append(TopicProduceData(name, tuple(partitions), topic_id))
     if flexible:
         _skip_tags(view, pos, end)
     return client_id, ProduceRequest(transactional_id, acks, timeout_ms, tuple(topics))

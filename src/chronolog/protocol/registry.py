@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from chronolog.config import BrokerConfig
+from chronolog.protocol.topic_ids import TopicIds
 from chronolog.security.audit import authorization
 
 if TYPE_CHECKING:
@@ -55,6 +56,11 @@ class BrokerState:
     quotas: Any = None  # server.quotas.QuotaManager: its `store` (Describe/AlterClientQuotas), mutation quota
     # Producer ids must not repeat across restarts: start from the clock (ms), as unique as Kafka's blocks.
     producer_ids: itertools.count = field(default_factory=lambda: itertools.count(int(time.time() * 1000)))
+    topic_ids: TopicIds = field(default_factory=TopicIds)  # KIP-516: ids in Produce v13, Fetch v13+, Metadata v12+
+
+    def topic_name(self, topic_id: Any) -> str | None:
+        """The topic a topic id names now, or None (UNKNOWN_TOPIC_ID)."""
+        return self.topic_ids.name_of(self.log_manager, topic_id)
 
     @property
     def node_id(self) -> int:

@@ -239,11 +239,11 @@ class Broker:
         stop caught in PrepareCommit (their offsets are the group coordinator's to apply)."""
         state = self.state
         coordinator_cls, transactions_cls = await asyncio.to_thread(_coordinator_classes)
-        # The readers of the versions librdkafka and the Java client send most (ApiVersions 3, Metadata 12,
-        # Produce 7+, Fetch 11+) are built now in the background (codec.warm_up), not during the start: with
+        # The readers of the versions librdkafka and the Java client send most (ApiVersions 3-4, Metadata
+        # 12-13, Produce 7+, Fetch 11+) are built now in the background (codec.warm_up), not during the start: with
         # one interpreter lock, building them while the start runs only delays the start. A client that comes
         # earlier builds those of its own versions on first use.
-        threading.Thread(target=codec.warm_up, args=([(18, 3, 3), (3, 12, 12), (0, 7, 11), (1, 11, 12)],),
+        threading.Thread(target=codec.warm_up, args=([(18, 3, 4), (3, 12, 13), (0, 7, 13), (1, 11, 18)],),
                          daemon=True, name="chronolog-codec-warm-up").start()
         if coordinator_cls is not None and state.coordinator is None:
             coordinator = coordinator_cls(self.data_dir / "__consumer_offsets-state", self.config, state.log_manager)
@@ -605,7 +605,7 @@ class Broker:
         if api_key == codec.FETCH_KEY and conn is not None and self.plan_fetches:
             plan = conn.fetch_plan  # (still right when the plan matched but left the answer here: a long poll)
             if plan is None or plan.offset_of(frame) is None:
-                conn.fetch_plan = FetchPlan.build(frame, version, request.body)
+                conn.fetch_plan = FetchPlan.build(frame, version, request.body, self.state.topic_name)
         if self.faults is not None:  # a test broker's programmed faults (quotas are not charged for them)
             return await self.faults.respond(handler, request.body, ctx)
         quota_start = self.quotas.before(api_key, ctx)

@@ -469,7 +469,8 @@ class Faults:
     async def _partitioned(self, handler: Any, body: Any, ctx: RequestContext, shape: _Partitioned,
                            errors: list[Rule]) -> dict | None:
         api_key = ctx.api_key
-        wanted = [(getattr(t, shape.req_name), int(getattr(p, shape.req_index)))
+        ids = {}  # name -> topic id, for requests that name topics by id (Produce v13, Fetch v13+)
+        wanted = [(_topic_name(t, shape, ctx, ids), int(getattr(p, shape.req_index)))
                   for t in getattr(body, shape.req_topics) for p in getattr(t, shape.req_partitions)]
         failed: dict[tuple[str, int], int] = {}
         for rule in errors:
@@ -498,7 +499,7 @@ class Faults:
             return await _call(handler, body, ctx)
         values: dict | None = None
         if left:
-            values = await _call(handler, _without(body, shape, skip), ctx)
+            values = await _call(handler, _without(body, shape, skip, ctx), ctx)
         if api_key == PRODUCE and int(body.acks) == 0:
             return None
         if values is None:
@@ -512,7 +513,7 @@ class Faults:
                 entry["error_message"] = f"{error_name(entry['error_code'])} (injected by chronolog.testing)"
             into = next((t for t in topics if t[shape.resp_name] == topic), None)
             if into is None:
-                into = {shape.resp_name: topic, shape.resp_partitions: []}
+                into = {shape.resp_name: topic, "topic_id": ids.get(topic), shape.resp_partitions: []}
                 topics.append(into)
             into[shape.resp_partitions].append(entry)
         return values
@@ -560,11 +561,23 @@ async def _call(handler: Any, body: Any, ctx: RequestContext) -> dict | None:
     return result
 
 
-def _without(body: Any, shape: _Partitioned, skip: set[tuple[str, int]]) -> Any:
+def _topic_name(topic: Any, shape: _Partitioned, ctx: RequestContext, ids: dict | None = None) -> str:
+    """A request topic's name; for one named by id (KIP-516) the name the id has now (`ids` learns it), or
+    the id itself when it names no topic."""
+    name = getattr(topic, shape.req_name, None)
+    topic_id = getattr(topic, "topic_id", None)
+    if name is None and topic_id is not None:
+        name = ctx.state.topic_name(topic_id) or str(topic_id)
+        if ids is not None:
+            ids[name] = topic_id
+    return name
+
+
+def _without(body: Any, shape: _Partitioned, skip: set[tuple[str, int]], ctx: RequestContext) -> Any:
     """The request minus the partitions answered here."""
     topics = []
     for t in getattr(body, shape.req_topics):
-        name = getattr(t, shape.req_name)
+        name = _topic_name(t, shape, ctx)
         parts = tuple(p for p in getattr(t, shape.req_partitions) if (name, int(getattr(p, shape.req_index))) not in skip)
         if parts:
             topics.append(_replace(t, **{shape.req_partitions: parts}))
