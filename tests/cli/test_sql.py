@@ -1,4 +1,4 @@
-"""`chronolog sql` as a person runs it: the process, its output and its exit code. Aggregates over exact
+"""`chronolog sql` as a person runs it: main(), its output and its exit code. Aggregates over exact
 windows (late records included) from a data dir and from the real broker, against brute force; csv,
 json and parquet out; a bad query, a missing topic and bad options each give one line and exit 2."""
 
@@ -7,10 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -18,12 +15,12 @@ from chronolog.config import TopicConfig
 from chronolog.records import SimpleRecord, build_batch
 from chronolog.storage import PartitionLog
 from tests.brokerproc import BrokerProcess
+from tests.cli.conftest import chronolog
 
 pytest.importorskip("duckdb")
 
 BASE = 1_700_000_000_000
 N = 2000
-SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 def stamp(i: int) -> int:
@@ -31,9 +28,8 @@ def stamp(i: int) -> int:
 
 
 def sql(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "chronolog.cli.main", "sql", *args], capture_output=True,
-                          text=True, env=env, timeout=120)
+    r = chronolog("sql", *args)
+    return subprocess.CompletedProcess(["chronolog", "sql", *args], r.rc, r.out, r.err)
 
 
 @pytest.fixture(scope="module")

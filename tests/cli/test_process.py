@@ -1,0 +1,41 @@
+"""The real `chronolog` process, for what the in-process runs (tests/cli/conftest.py) cannot show: the
+installed entry point starts, a produce and a consume each in a process of their own agree, and a failure
+is one line on the process's own stderr with its exit code."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.brokerproc import free_port
+from tests.cli.conftest import assert_one_line_error, chronolog, chronolog_process
+
+BASE = 1_700_000_000_000
+
+
+def test_help_from_the_installed_script():
+    script = shutil.which("chronolog", path=str(Path(sys.executable).parent))
+    argv = [script] if script else [sys.executable, "-m", "chronolog.cli.main"]
+    p = subprocess.run([*argv, "--help"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    for command in ("serve", "topics", "produce", "consume", "offsets", "dump-log"):
+        assert command in p.stdout
+
+
+def test_produce_then_consume_in_processes_of_their_own(cli_broker):
+    b = cli_broker.bootstrap
+    assert chronolog("topics", "create", "round", "-b", b).rc == 0
+    lines = "".join(f"{BASE + i} line {i}\n" for i in range(5))
+    r = chronolog_process("produce", "round", "--time-field", "1", "--time-format", "epoch_ms", "-b", b, stdin=lines)
+    assert r.rc == 0 and "produced 5 record(s)" in r.err, r.err
+    r = chronolog_process("consume", "round", "--from", str(BASE), "--format", "raw", "-b", b)
+    assert r.rc == 0 and r.out == lines, r.err
+
+
+def test_a_broker_that_is_down_is_one_line_from_the_process():
+    dead = f"127.0.0.1:{free_port()}"
+    r = chronolog_process("topics", "list", "-b", dead)
+    assert_one_line_error(r, "cannot connect to " + dead)
+    assert "rdkafka" not in r.err and "%3|" not in r.err
