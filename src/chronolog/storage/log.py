@@ -78,6 +78,14 @@ from chronolog.storage.basics import (
     parse_log_dir_name,
 )
 from chronolog.storage.index import IndexCorruptError
+from chronolog.storage.local_log import (
+    CLEANED_SUFFIX,
+    SWAP_SUFFIX,
+    LocalLog,
+    SwapResolvedFiles,
+    has_interrupted_swap,
+    recover_swaps,
+)
 from chronolog.storage.minima import MINIMA_SUFFIX
 from chronolog.storage.producers import (
     SNAPSHOT_SUFFIX,
@@ -106,15 +114,6 @@ log = logging.getLogger(__name__)
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms (KIP-854)
 WRITE_RETRY_MS = 5000  # chronolog.log.dir.write.retry.ms: how often a partition whose write failed tries again
 _LOG_TOKENS = itertools.count()
-
-
-def _has_interrupted_swap(directory: Path) -> bool:
-    """Whether a partition directory holds files of a swap a crash interrupted (`.swap` or `.cleaned`: the
-    cleaner's suffixes, `storage.cleaner`, which is imported only when they are there)."""
-    try:
-        return any(n.endswith((".swap", ".cleaned")) for n in os.listdir(directory))
-    except OSError:
-        return False
 
 
 @dataclass(frozen=True)
@@ -164,7 +163,7 @@ class ReadSlice:
 TimestampAndOffset = FoundTimestamp
 
 
-class PartitionLog:
+class PartitionLog(LocalLog):
     """A partition's segments. Every public method takes the log's lock."""
 
     def __init__(self, directory: Path, config: TopicConfig, *, writable: bool = True,
@@ -236,9 +235,7 @@ class PartitionLog:
         is written; indexes that are missing are rebuilt in memory. With `files` the directory is read
         through that object (`storage.readonly`), e.g. from an object store; `directory` then only names it."""
         plog = cls(Path(directory), config or TopicConfig(), writable=False, time_index_style=time_index_style)
-        if files is None and _has_interrupted_swap(plog.dir):
-            from chronolog.storage.cleaner import SwapResolvedFiles  # the cleaner's code: only after a crash
-
+        if files is None and has_interrupted_swap(plog.dir):
             files = SwapResolvedFiles(plog.dir)  # read as the broker's next start will finish the swap
         plog._files = files
         bases = plog._segment_bases() if files is None else segment_bases(files)
@@ -312,15 +309,13 @@ class PartitionLog:
         # One listing of the directory serves every decision below (a start opens thousands of partitions:
         # a listing or a stat more per partition is seconds more).
         names = os.listdir(self.dir)
-        if any(n.endswith((".cleaned", ".swap")) for n in names):
-            from chronolog.storage.cleaner import recover_swaps  # the cleaner's code: only after a crash
-
+        if any(n.endswith((CLEANED_SUFFIX, SWAP_SUFFIX)) for n in names):
             recover_swaps(self.dir)  # a clean interrupted by a crash: finished or undone (LogLoader)
             names = os.listdir(self.dir)
         kept = []
         for name in names:
             # Leftovers of deletions and of interrupted index swaps go first (`LogLoader.removeTempFiles`).
-            if name.endswith((DELETED_SUFFIX, ".cleaned", ".swap", MINIMA_SUFFIX + ".tmp", SNAPSHOT_SUFFIX + ".tmp")):
+            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, MINIMA_SUFFIX + ".tmp", SNAPSHOT_SUFFIX + ".tmp")):
                 (self.dir / name).unlink(missing_ok=True)
             else:
                 kept.append(name)
@@ -1183,7 +1178,14 @@ class PartitionLog:
         for seg in self.segments:
             if seg.max_timestamp_so_far >= 0 and (best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far):
                 best = seg
-        if best is None:  # UnifiedLog: no batch carries the max timestamp, so no answer (-1/-1, epoch -1)
+        if best is None:
+            # No record has a timestamp: UnifiedLog's maxBy(maxTimestampSoFar) takes the first segment (its
+            # max is -1), whose first batch of max timestamp -1 answers its first record, timestamp -1; an
+            # empty log has no batch, so no answer (-1/-1).
+            for seg in self.segments:
+                found = seg.find_offset_by_timestamp(-1, self.log_start_offset)
+                if found is not None:
+                    return found
             return None
         target = best.max_timestamp_so_far
         found = best.find_offset_by_timestamp(target, self.log_start_offset, tables=TIME_TABLES,
