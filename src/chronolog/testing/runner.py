@@ -51,7 +51,7 @@ class TestBroker:
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> TestBroker:
         from chronolog.server.embedded import EmbeddedBroker
-        from chronolog.server.faults import Faults
+        from chronolog.testing.faults import Faults
 
         if self._embedded is not None:
             raise ChronologError("this test broker is already started")
