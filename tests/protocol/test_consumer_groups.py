@@ -156,13 +156,14 @@ def test_consumer_group_heartbeat_with_non_empty_classic_group(coord):
 
 
 def test_validate_offset_commit(coord):
-    """ConsumerGroupTest.testValidateOffsetCommit: version 9+, the member's epoch (stale below, fenced above);
-    a commit without a member only while the group is empty."""
+    """ConsumerGroupTest.testValidateOffsetCommit: version 9+, the member's epoch (Kafka 4.4: stale above it,
+    and below it for partitions not held since that epoch, KIP-1251); a commit without a member only while
+    the group is empty."""
     join(coord, "m1")
     offsets = [("foo", 0, 3, -1, None)]
     assert coord.commit("g", 1, "m1", offsets, api_version=8) == ErrorCode.UNSUPPORTED_VERSION
     assert coord.commit("g", 0, "m1", offsets, api_version=9) == ErrorCode.STALE_MEMBER_EPOCH
-    assert coord.commit("g", 2, "m1", offsets, api_version=9) == ErrorCode.FENCED_MEMBER_EPOCH
+    assert coord.commit("g", 2, "m1", offsets, api_version=9) == ErrorCode.STALE_MEMBER_EPOCH
     assert coord.commit("g", 1, "zz", offsets, api_version=9) == ErrorCode.UNKNOWN_MEMBER_ID
     assert coord.commit("g", -1, "", offsets, api_version=9) == ErrorCode.UNKNOWN_MEMBER_ID
     assert coord.commit("g", 1, "m1", offsets, api_version=9) == 0
@@ -323,7 +324,7 @@ def test_validate_offset_fetch(coord):
     v = coord.consumer.validate_fetch
     assert (v("g", None, -1), v("g", "m1", 1), v("classic-or-absent", "x", 3)) == (0, 0, 0)
     assert v("g", "zz", 1) == ErrorCode.UNKNOWN_MEMBER_ID
-    assert (v("g", "m1", 0), v("g", "m1", 2)) == (ErrorCode.STALE_MEMBER_EPOCH, ErrorCode.FENCED_MEMBER_EPOCH)
+    assert (v("g", "m1", 0), v("g", "m1", 2)) == (ErrorCode.STALE_MEMBER_EPOCH, ErrorCode.STALE_MEMBER_EPOCH)
 
 
 def _classic_join(coord, member_id="", require_known=True, group="g", topics=("foo",), owned=None):

@@ -81,7 +81,10 @@ def test_a_reconciling_group_comes_back_as_it_was(tmp_path):
     assert hb(c, "nobody", 1, None, {})["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
     # commits are checked against the restored epochs (ConsumerGroup.validateOffsetCommit)
     assert c.commit("g", done["member_epoch"], "m1", [("foo", 0, 5, -1, None)]) == 0
-    assert c.commit("g", 1, "m1", [("foo", 0, 5, -1, None)]) == ErrorCode.STALE_MEMBER_EPOCH
+    # an older epoch goes for partitions held since then (KIP-1251), not below it nor above the member's
+    assert c.commit("g", 1, "m1", [("foo", 0, 5, -1, None)]) == 0
+    assert c.commit("g", 0, "m1", [("foo", 0, 5, -1, None)]) == ErrorCode.STALE_MEMBER_EPOCH
+    assert c.commit("g", done["member_epoch"] + 1, "m1", [("foo", 0, 5, -1, None)]) == ErrorCode.STALE_MEMBER_EPOCH
     for _ in range(3):  # m1 and m2 heartbeat until both hold their targets
         for mid in ("m1", "m2"):
             m = c.consumer.groups["g"].members[mid]

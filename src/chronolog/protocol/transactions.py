@@ -2,10 +2,11 @@
 coordinator on `ctx.state.transactions`, with Kafka's authorization checks (KafkaApis.handle*).
 
 Versions: InitProducerId 0-5, AddPartitionsToTxn 0-4 (v4+ is the batched form brokers send; KafkaApis
-requires ClusterAction for it), AddOffsetsToTxn 0-3, EndTxn 0-4, TxnOffsetCommit 0-4. EndTxn v5,
-AddOffsetsToTxn v4 and TxnOffsetCommit v5 belong to transaction version 2 (KIP-890 part 2: an epoch bump
-per transaction, partitions added implicitly by Produce v12), which we do not offer; clients then use
-version 1 as they do with Kafka 3.x.
+requires ClusterAction for it), AddOffsetsToTxn 0-3, EndTxn 0-4, TxnOffsetCommit 0-5. TxnOffsetCommit v5
+adds the group's offsets partition to the transaction itself (KIP-890 part 2, as Kafka's verification
+with ADD_PARTITION does); EndTxn v5 belongs to transaction version 2 (an epoch bump per transaction,
+partitions added implicitly by Produce), which we do not finalize: clients then use version 1 as they do
+with Kafka 3.x.
 """
 
 from __future__ import annotations
@@ -144,7 +145,7 @@ def end_txn(req: Any, ctx: RequestContext) -> dict:
 
 
 # -- TxnOffsetCommit ---------------------------------------------------------------------------------
-@register(28, 0, 4)
+@register(28, 0, 5)
 def txn_offset_commit(req: Any, ctx: RequestContext) -> dict:
     """KafkaApis.handleTxnOffsetCommitRequest: Write on the transactional id, Read on the group, Read on
     each topic; then the producer's checks (coordinator) and KIP-447's member/generation checks (group)."""
@@ -156,8 +157,12 @@ def txn_offset_commit(req: Any, ctx: RequestContext) -> dict:
     elif _coordinator(ctx) is None or ctx.coordinator is None:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
-        error = _coordinator(ctx).check_offset_commit(req.transactional_id, int(req.producer_id),
-                                                      int(req.producer_epoch), req.group_id)
+        error = 0
+        if ctx.api_version >= 5:  # KIP-890 part 2: the group's offsets partition joins the transaction here
+            error = _guarded(_coordinator(ctx).add_offsets, req.transactional_id, int(req.producer_id),
+                             int(req.producer_epoch), req.group_id)
+        error = error or _coordinator(ctx).check_offset_commit(req.transactional_id, int(req.producer_id),
+                                                               int(req.producer_epoch), req.group_id)
         if not error:
             offsets = [(t.name, int(p.partition_index), int(p.committed_offset),
                         int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata)
@@ -165,7 +170,7 @@ def txn_offset_commit(req: Any, ctx: RequestContext) -> dict:
                        for p in t.partitions]
             error = _guarded(ctx.coordinator.txn_commit, req.group_id, int(getattr(req, "generation_id", -1)),
                              getattr(req, "member_id", "") or "", getattr(req, "group_instance_id", None),
-                             int(req.producer_id), offsets, int(req.producer_epoch))
+                             int(req.producer_id), offsets, int(req.producer_epoch), ctx.api_version)
 
     def topic_error(name: str) -> int:
         if name in unreadable:

@@ -74,6 +74,19 @@ class ConsumerMember:
     # timeout (Kafka's ClassicMemberMetadata); None for a consumer-protocol member.
     classic_protocols: list[tuple[str, bytes]] | None = None
     session_timeout_ms: int | None = None
+    # The member epoch each partition it owns or is revoking was assigned at (KIP-1251's assignment epochs,
+    # ConsumerGroupMember.assignmentEpoch): a commit with an older member epoch is valid for a partition
+    # assigned at or before that epoch.
+    partition_epochs: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def stamp(self) -> None:
+        """Partitions new to the member take its current epoch; those it no longer holds are forgotten."""
+        held = {(t, p) for a in (self.assigned, self.revoking) for t, ps in a.items() for p in ps}
+        epochs = self.partition_epochs
+        for tp in held - epochs.keys():
+            epochs[tp] = self.epoch
+        for tp in epochs.keys() - held:
+            del epochs[tp]
 
 
 @dataclass
@@ -491,6 +504,7 @@ class ConsumerGroups:
             m.assigned, m.revoking = assignment(c.assigned), assignment(c.pending_revocation)
             if m.revoking:
                 m.revoke_deadline = now + m.rebalance_timeout_ms / 1000.0
+            m.stamp()  # the records keep no assignment epochs: what a member holds counts as of its epoch
         chosen = [m.assignor for m in group.members.values() if m.assignor]
         if chosen:
             group.assignor = max(sorted(set(chosen)), key=chosen.count)
@@ -638,6 +652,7 @@ class ConsumerGroups:
                 changed = True
             else:  # a rejoin (after a fencing the client lost): starts from nothing
                 member.assigned, member.revoking, member.epoch, member.previous_epoch = {}, {}, 0, -1
+                member.partition_epochs = {}
         else:
             if member is None:
                 raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of "
@@ -678,6 +693,7 @@ class ConsumerGroups:
                              old.assignor, old.rebalance_timeout_ms, epoch=old.epoch,
                              previous_epoch=old.previous_epoch, names=old.names, regex=old.regex)
         new.assigned, new.revoking, new.revoke_deadline = old.assigned, old.revoking, old.revoke_deadline
+        new.partition_epochs = old.partition_epochs
         del group.members[old.member_id]
         group.members[member_id] = new
         if old.member_id in group.target:
@@ -711,7 +727,12 @@ class ConsumerGroups:
         group.assignment_epoch = group.epoch
 
     def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None) -> None:
-        """CurrentAssignmentBuilder: revoke first, then take the target's partitions as others free them."""
+        """CurrentAssignmentBuilder: revoke first, then take the target's partitions as others free them;
+        partitions taken are stamped with the epoch they were assigned at."""
+        self._reconcile_assignment(group, member, owned)
+        member.stamp()
+
+    def _reconcile_assignment(self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None) -> None:
         if member.revoking and owned is not None and not _inter(owned, member.revoking):
             member.revoking, member.revoke_deadline = {}, None  # released: the next epoch may start
         if member.revoking:
@@ -856,37 +877,49 @@ class ConsumerGroups:
         return failed["error_code"] if failed else 0
 
     # -- the rest of the coordinator asks these ------------------------------------------------------
-    def validate_commit(self, group_id: str, member_id: str, epoch: int, api_version: int) -> int:
-        """ConsumerGroup.validateOffsetCommit: 0 or the error code."""
+    def validate_commit(self, group_id: str, member_id: str, epoch: int, api_version: int,
+                        partitions: list[tuple[str, int]] = (), *, transactional: bool = False,
+                        instance_id: str | None = None) -> int:
+        """ConsumerGroup.validateOffsetCommit (Kafka 4.4): 0 or the error code. A commit without a member
+        goes to an empty group, and a transactional one without a member (generation -1, no member or
+        instance id: a producer of older versions) to any group. A member commits with its epoch, or an older
+        one for partitions it was assigned at or before that epoch (KIP-1251); otherwise STALE_MEMBER_EPOCH,
+        or ILLEGAL_GENERATION for a classic member (its generation is its epoch). A static member's instance
+        id is not checked (ConsumerGroup ignores it)."""
         group = self.groups[group_id]
         if epoch < 0 and not group.members:
             return 0  # an admin client's or a manually assigned consumer's commit to an empty group
+        if transactional and epoch == -1 and member_id == "" and instance_id is None:
+            return 0
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if member.classic_protocols is not None:  # a classic member commits with its generation, any version
-            return 0 if epoch == member.epoch else ErrorCode.ILLEGAL_GENERATION
-        if api_version < 9:  # "OffsetCommit version 9 or above must be used by members using the modern ..."
-            return ErrorCode.UNSUPPORTED_VERSION
+        if not transactional and member.classic_protocols is None and api_version < 9:
+            return ErrorCode.UNSUPPORTED_VERSION  # "OffsetCommit version 9 or above must be used by members ..."
+        if epoch == member.epoch:
+            return 0
+        stale = ErrorCode.ILLEGAL_GENERATION if member.classic_protocols is not None else ErrorCode.STALE_MEMBER_EPOCH
         if epoch > member.epoch:
-            return ErrorCode.FENCED_MEMBER_EPOCH
-        if epoch < member.epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            return stale
+        for tp in partitions:  # createAssignmentEpochValidator: each partition assigned at or before `epoch`
+            assigned_at = member.partition_epochs.get(tp)
+            if assigned_at is None or epoch < assigned_at:
+                return stale
         return 0
 
     def validate_fetch(self, group_id: str, member_id: str | None, epoch: int) -> int:
         """ConsumerGroup.validateOffsetFetch (OffsetFetch v9): without a member id and epoch (an admin
-        client) any fetch goes; a member must be known and at its epoch. 0 or the error code."""
+        client) any fetch goes; a member must be known and at its epoch (STALE_MEMBER_EPOCH, or
+        ILLEGAL_GENERATION for a classic member). 0 or the error code."""
         group = self.groups.get(group_id)
         if group is None or (member_id is None and epoch < 0):
             return 0
         member = group.members.get(member_id or "")
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if epoch > member.epoch:
-            return ErrorCode.FENCED_MEMBER_EPOCH
-        if epoch < member.epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+        if epoch != member.epoch:
+            return ErrorCode.ILLEGAL_GENERATION if member.classic_protocols is not None else \
+                ErrorCode.STALE_MEMBER_EPOCH
         return 0
 
     def subscribed_topics(self, group_id: str) -> set[str]:

@@ -417,7 +417,7 @@ class GroupCoordinator:
         """Member commits need the current generation; simple commits (generation -1, no member id, as
         kafka-consumer-groups.sh and our reset-offsets send) need a group without active members. The write
         runs here, on the caller's thread (`commit_async` is what the broker calls)."""
-        error = self._check_commit(group_id, generation, member_id, api_version)
+        error = self._check_commit(group_id, generation, member_id, api_version, offsets)
         if error:
             return error
         try:
@@ -431,7 +431,7 @@ class GroupCoordinator:
         """`commit` with the append and its fsync in a worker thread: the event loop answers everyone else
         meanwhile, and the commit is answered (and its offsets readable) only once it is durable, as Kafka's
         coordinator runtime completes a write when it is committed to the log."""
-        error = self._check_commit(group_id, generation, member_id, api_version)
+        error = self._check_commit(group_id, generation, member_id, api_version, offsets)
         if error:
             return error
         try:
@@ -442,9 +442,11 @@ class GroupCoordinator:
             self.store.apply_commit(group_id, offsets, *written)
         return 0
 
-    def _check_commit(self, group_id: str, generation: int, member_id: str, api_version: int) -> int:
+    def _check_commit(self, group_id: str, generation: int, member_id: str, api_version: int,
+                      offsets: list[tuple[str, int, int, int, str | None]] = ()) -> int:
         if group_id in self.consumer.groups:  # a KIP-848 group: member epochs instead of generations
-            return self.consumer.validate_commit(group_id, member_id, generation, api_version)
+            return self.consumer.validate_commit(group_id, member_id, generation, api_version,
+                                                 [(o[0], o[1]) for o in offsets])
         group = self.group(group_id)
         if generation < 0 and not member_id:
             if group.members:
@@ -461,27 +463,54 @@ class GroupCoordinator:
 
     def txn_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
                    producer_id: int, offsets: list[tuple[str, int, int, int, str | None]],
-                   producer_epoch: int = 0) -> int:
-        """GroupCoordinator.handleTxnCommitOffsets with KIP-447's checks: a member id or generation, when
-        given, must be the group's current ones. The offsets stay pending until the transaction ends."""
-        group = self.groups.get(group_id)
-        if group is not None and group.state == DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if member_id:
-            if group is None or member_id not in group.members:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            member = group.members[member_id]
-            if instance_id is not None and member.group_instance_id is not None and \
-                    member.group_instance_id != instance_id:
-                return ErrorCode.FENCED_INSTANCE_ID
-        if generation >= 0 and (group is None or generation != group.generation):
-            return ErrorCode.ILLEGAL_GENERATION
-        if group is None:
-            self.group(group_id).new_group = False
+                   producer_epoch: int = 0, api_version: int = 3) -> int:
+        """GroupCoordinator.commitTransactionalOffsets: the group's checks, then the offsets written as the
+        producer's transactional batch; they stay pending until the transaction ends."""
+        error = self._check_txn_commit(group_id, generation, member_id, instance_id, offsets, api_version)
+        if error:
+            return error
         try:
             self.store.txn_commit(group_id, producer_id, producer_epoch, offsets)
         except KafkaStorageErrorError:
             return ErrorCode.NOT_COORDINATOR  # as commit_offsets: the client finds the coordinator again and retries
+        return 0
+
+    def _check_txn_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                          offsets: list[tuple[str, int, int, int, str | None]], api_version: int) -> int:
+        """OffsetMetadataManager.validateTransactionalOffsetCommit (Kafka 4.4, KIP-447/KIP-1251): an absent
+        group is made a simple one for a commit without generation, else ILLEGAL_GENERATION
+        (GROUP_ID_NOT_FOUND from v6); a KIP-848 group checks member epochs (ConsumerGroup), where a stale
+        epoch answers ILLEGAL_GENERATION below v6; a classic group its members
+        (ClassicGroup.validateOffsetCommit with isTransactional)."""
+        if group_id in self.consumer.groups:
+            error = self.consumer.validate_commit(group_id, member_id, generation, api_version,
+                                                  [(o[0], o[1]) for o in offsets], transactional=True,
+                                                  instance_id=instance_id)
+            if error == ErrorCode.STALE_MEMBER_EPOCH and api_version < 6:
+                return ErrorCode.ILLEGAL_GENERATION
+            return error
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation >= 0:
+                return ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.ILLEGAL_GENERATION
+            group = self.group(group_id)
+            group.new_group = False
+        if group.state == DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and group.state == EMPTY:
+            return 0  # the admin client's or a consumer without group management's commit
+        if generation >= 0 or member_id or instance_id is not None:
+            if instance_id is not None:  # ClassicGroup.validateMember
+                static = next((m.member_id for m in group.members.values() if m.group_instance_id == instance_id),
+                              None)
+                if static is None:
+                    return ErrorCode.UNKNOWN_MEMBER_ID
+                if static != member_id:
+                    return ErrorCode.FENCED_INSTANCE_ID
+            if member_id not in group.members:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if generation != group.generation:
+                return ErrorCode.ILLEGAL_GENERATION
         return 0
 
     def complete_transaction(self, producer_id: int, commit: bool, producer_epoch: int | None = None,
