@@ -111,10 +111,25 @@ class Side:
         while time.monotonic() < deadline:
             md = self.admin().list_topics(name, timeout=5).topics.get(name)
             if md is not None and md.error is None and len(md.partitions) == partitions and \
-                    all(p.leader >= 0 for p in md.partitions.values()):
+                    all(p.leader >= 0 for p in md.partitions.values()) and self._serving(name, partitions):
                 return
             time.sleep(0.05)
         raise AssertionError(f"{self.kind}: topic {name} has no leader for each partition after {timeout} s")
+
+    def _serving(self, name: str, partitions: int) -> bool:
+        """ListOffsets answers every partition without error (Kafka's metadata names a leader a moment before
+        its replica manager serves the partition: NOT_LEADER_OR_FOLLOWER in between)."""
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        futures = self.admin().list_offsets({TopicPartition(name, p): OffsetSpec.latest() for p in range(partitions)},
+                                            request_timeout=5)
+        try:
+            for fut in futures.values():
+                fut.result(10)
+        except Exception:
+            return False
+        return True
 
     def delete_topic(self, name: str) -> None:
         self.admin().delete_topics([name], operation_timeout=30)[name].result(60)
@@ -208,7 +223,9 @@ def normalise(obj: Any, *, keep: tuple[str, ...] | frozenset[str] = (), drop: tu
             return {walk(k): walk(v) for k, v in x.items() if not (isinstance(k, str) and k in dropped)}
         if isinstance(x, tuple) and hasattr(x, "_asdict"):
             return walk(dict(x._asdict()))
-        if isinstance(x, (list, tuple)):
+        if isinstance(x, tuple):
+            return tuple(walk(v) for v in x)
+        if isinstance(x, list):
             return [walk(v) for v in x]
         if isinstance(x, (set, frozenset)):
             return sorted((walk(v) for v in x), key=repr)

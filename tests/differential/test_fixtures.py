@@ -13,7 +13,7 @@ def test_both_brokers_list_a_new_topic(both):
         t = md.topics[topic]
         return {"error": t.error, "partitions": sorted((p.id, p.error) for p in t.partitions.values())}
 
-    assert both.same(observe) == {"error": None, "partitions": [[0, None], [1, None], [2, None]]}
+    assert both.same(observe) == {"error": None, "partitions": [(0, None), (1, None), (2, None)]}
 
 
 def test_each_broker_has_its_kind(broker):
