@@ -483,7 +483,7 @@ def test_offline_time_tools_and_spark_path_planning_on_a_cleaned_data_dir(tmp_pa
     """What readers of a data dir (the time tools, Spark's path mode) compute from a cleaned partition: a
     lookup by time and the proven end of a time window, exact against brute force over the records."""
     from chronolog.spark.planning import _proven_end
-    from chronolog.timetravel.sources import open_data_dir
+    from chronolog.timetravel.opener import open_data_dir
 
     plog = PartitionLog.open(tmp_path / "c-0", TopicConfig.from_kafka(dict(WIDE, **{
         "cleanup.policy": "compact", "segment.bytes": "1500", "index.interval.bytes": "200"})))

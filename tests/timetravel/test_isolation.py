@@ -129,7 +129,7 @@ def test_readonly_aborted_ranges_for_an_offline_reader(data_dir):
 
 
 def test_a_data_dir_by_uri_reads_committed_the_same(data_dir):
-    from chronolog.timetravel.sources import open_data_dir
+    from chronolog.timetravel.opener import open_data_dir
     local, remote = DataDirSource(data_dir), open_data_dir(data_dir.as_uri())
     for isolation in ("read_uncommitted", "read_committed"):
         assert remote.watermarks("t", 0, isolation=isolation) == local.watermarks("t", 0, isolation=isolation)

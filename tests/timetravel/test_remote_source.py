@@ -17,8 +17,9 @@ from chronolog.config import BrokerConfig  # noqa: E402
 from chronolog.errors import ChronologError, UnknownTopicOrPartitionError  # noqa: E402
 from chronolog.records import SimpleRecord, build_batch  # noqa: E402
 from chronolog.storage import LogManager  # noqa: E402
+from chronolog.timetravel.opener import open_data_dir  # noqa: E402
 from chronolog.timetravel.remote import RemoteDataDirSource  # noqa: E402
-from chronolog.timetravel.sources import DataDirSource, open_data_dir  # noqa: E402
+from chronolog.timetravel.sources import DataDirSource  # noqa: E402
 from tests.fds import open_files_under  # noqa: E402
 
 

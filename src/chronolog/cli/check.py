@@ -16,7 +16,7 @@ from chronolog.errors import ChronologError, KafkaError
 from chronolog.storage import PartitionLog
 from chronolog.storage.corruption import verify_segment
 from chronolog.storage.producers import CorruptSnapshotError, ProducerStates
-from chronolog.timetravel.sources import open_data_dir
+from chronolog.timetravel.opener import open_data_dir
 
 
 def _partitions(data_dir: str, topic: str | None) -> list[tuple[str, Callable[[], PartitionLog]]]:

@@ -70,7 +70,7 @@ def open_source(bootstrap: str, data_dir: str | None, x: list[str] | None = None
         if x or command_config:
             raise ChronologError("-X and --command-config are client configs: they go with --bootstrap-server, "
                                  "not --data-dir")
-        from chronolog.timetravel.sources import open_data_dir
+        from chronolog.timetravel.opener import open_data_dir
         return open_data_dir(data_dir)
     return broker(bootstrap, x, command_config)
 

@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
             from chronolog.timetravel.client import probe
             probe(bootstrap_server)
         if data_dir is not None:
-            from chronolog.timetravel.sources import open_data_dir
+            from chronolog.timetravel.opener import open_data_dir
             open_data_dir(data_dir).close()  # a missing data dir is one line now, not an error on every page
         if host not in ("127.0.0.1", "localhost", "::1"):
             typer.echo(f"chronolog: warning: the console has no login; on {host} anyone who can reach the port "

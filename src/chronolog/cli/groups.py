@@ -18,23 +18,10 @@ from chronolog.cli.common import (
     open_source,
     table,
 )
-from chronolog.errors import ChronologError
-from chronolog.timetravel.client import kafka_error_text
+from chronolog.timetravel.groups import admin_result, describe_group, group_state
 from chronolog.timetravel.timefmt import format_time, parse_time
 
 groups_app = typer.Typer(help="List, describe and delete consumer groups.", no_args_is_help=True)
-
-
-def _result(future, what: str, timeout: float = 15):
-    from confluent_kafka import KafkaException
-    try:
-        return future.result(timeout)
-    except KafkaException as exc:
-        raise ChronologError(f"{what}: {kafka_error_text(exc)}") from None
-
-
-def _state(value) -> str:
-    return str(value).split(".")[-1].upper()
 
 
 @groups_app.command("list")
@@ -43,61 +30,14 @@ def list_(bootstrap_server: str = BootstrapOpt, as_json: bool = typer.Option(Fal
     """Consumer groups and their states (ListGroups)."""
     source = broker(bootstrap_server, x, command_config)
     try:
-        listed = _result(source.admin.list_consumer_groups(request_timeout=15), "list groups")
+        listed = admin_result(source.admin.list_consumer_groups(request_timeout=15), "list groups")
     finally:
         source.close()
-    rows = sorted(({"group": g.group_id, "state": _state(g.state)} for g in listed.valid), key=lambda r: r["group"])
+    rows = sorted(({"group": g.group_id, "state": group_state(g.state)} for g in listed.valid), key=lambda r: r["group"])
     if as_json:
         emit_json(rows)
     else:
         table("consumer groups", ["group", "state"], [[r["group"], r["state"]] for r in rows])
-
-
-def _record_time(source, topic: str, partition: int, offset: int) -> int | None:
-    for rec in source.read(topic, partition, offset, offset + 1):
-        return rec.timestamp
-    return None
-
-
-def describe_group(source, group: str) -> dict:
-    """Members and, per committed partition, offsets, lag in records and lag in record time (the largest
-    timestamp seen minus the time of the first unread record, the way time-lag exporters estimate it)."""
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
-    described = _result(source.admin.describe_consumer_groups([group], request_timeout=15)[group],
-                        f"describe group {group}")
-    state = _state(described.state)
-    members = []
-    owner: dict[tuple[str, int], str] = {}
-    for m in described.members:
-        tps = list(m.assignment.topic_partitions) if m.assignment else []
-        members.append({"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
-                        "partitions": [f"{tp.topic}-{tp.partition}" for tp in tps]})
-        for tp in tps:
-            owner[(tp.topic, tp.partition)] = m.member_id
-    offsets = _result(source.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                               request_timeout=15)[group], f"offsets of {group}")
-    if state == "DEAD" and not offsets.topic_partitions and not owner:
-        raise ChronologError(f"group {group} does not exist")
-    rows = []
-    committed_at = {(tp.topic, tp.partition): tp.offset for tp in offsets.topic_partitions}
-    for key in owner:  # assigned but never committed: shown with "-", as kafka-consumer-groups.sh does
-        committed_at.setdefault(key, -1)
-    for (topic, partition), offset in sorted(committed_at.items()):
-        low, high = source.watermarks(topic, partition)
-        committed = offset if offset >= 0 else None
-        lag = None if committed is None else max(0, high - max(committed, low))
-        lag_ms = None
-        if lag:
-            first_unread = _record_time(source, topic, partition, max(committed, low))
-            last = _record_time(source, topic, partition, high - 1)
-            if first_unread is not None and last is not None:
-                lag_ms = max(0, last - first_unread)
-        elif lag == 0:
-            lag_ms = 0
-        rows.append({"topic": topic, "partition": partition, "committed": committed, "log_start": low,
-                     "log_end": high, "lag": lag, "lag_ms": lag_ms, "member": owner.get((topic, partition))})
-    return {"group": group, "state": state, "members": members, "partitions": rows}
 
 
 def _duration(ms: int | None) -> str | None:
@@ -141,7 +81,7 @@ def delete(groups: list[str] = typer.Argument(..., help="Group ids."), bootstrap
     try:
         futures = source.admin.delete_consumer_groups(list(groups), request_timeout=15)
         for g in groups:
-            _result(futures[g], f"delete group {g}")
+            admin_result(futures[g], f"delete group {g}")
             typer.echo(f"deleted group {g}")
     finally:
         source.close()

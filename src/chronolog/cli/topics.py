@@ -20,7 +20,8 @@ from chronolog.cli.common import (
 from chronolog.cli.serve import parse_configs
 from chronolog.errors import ChronologError
 from chronolog.timetravel.client import admin_client, kafka_error_text
-from chronolog.timetravel.sources import open_data_dir
+from chronolog.timetravel.opener import open_data_dir
+from chronolog.timetravel.segments import cleaner_checkpoints, segment_lanes, segment_rows
 from chronolog.timetravel.timefmt import format_time
 
 topics_app = typer.Typer(help="List, describe, create, alter and delete topics.", no_args_is_help=True)
@@ -144,19 +145,7 @@ def register(app: typer.Typer) -> None:
         if plot is not None:
             writable_file(plot, "--plot")
         source = open_data_dir(data_dir)
-        checkpoints = _cleaner_checkpoints(data_dir)
-        rows = []
-        for p in source.partitions(topic):
-            segs = source.log(topic, p).segments
-            for i, seg in enumerate(segs):
-                first = seg.first_timestamp()
-                nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
-                rows.append({"partition": p, "base_offset": seg.base_offset, "size": seg.size,
-                             "cleaned": _cleaned_state(checkpoints.get((topic, p)), seg.base_offset, nxt),
-                             "first_timestamp": first, "largest_timestamp": seg.max_timestamp_so_far,
-                             "time_index_entries": seg.time_index.entries,
-                             "time_index_first": seg.time_index.entry(0).timestamp if seg.time_index.entries else None,
-                             "time_index_last": seg.time_index.last_entry().timestamp if seg.time_index.entries else None})
+        rows = segment_rows(source, topic, cleaner_checkpoints(data_dir))
         if plot is not None:
             _plot(topic, rows, plot)
         if as_json:
@@ -168,52 +157,6 @@ def register(app: typer.Typer) -> None:
                 format_time(r["largest_timestamp"]), r["time_index_entries"],
                 f"{format_time(r['time_index_first'])} .. {format_time(r['time_index_last'])}"
                 if r["time_index_entries"] else "-"] for r in rows])
-
-
-def _cleaner_checkpoints(data_dir: str) -> dict[tuple[str, int], int]:
-    """The log cleaner's first dirty offset per partition (`cleaner-offset-checkpoint`) of a local data dir;
-    empty for a URI or a dir the cleaner never wrote to."""
-    from chronolog.storage.checkpoints import read_checkpoint
-    from chronolog.storage.cleaner import CLEANER_CHECKPOINT
-
-    path = Path(data_dir) / CLEANER_CHECKPOINT
-    try:
-        return read_checkpoint(path) if path.is_file() else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _cleaned_state(first_dirty: int | None, base: int, next_base: int | None) -> str | None:
-    """'cleaned' for a segment wholly below the cleaner's first dirty offset, 'dirty' for one at or after it,
-    'partly' for the one it falls in; None for a partition the cleaner has not cleaned."""
-    if first_dirty is None:
-        return None
-    if base >= first_dirty:
-        return "dirty"
-    return "cleaned" if next_base is not None and next_base <= first_dirty else "partly"
-
-
-def segment_lanes(rows: list[dict]) -> dict[tuple[int, int], int]:
-    """Lane of each segment (partition, base offset) inside its partition's band: out-of-order data makes
-    segments' time ranges overlap, and a segment never shares a lane with one whose range it overlaps
-    (greedy interval colouring by start time, the fewest lanes)."""
-    lanes: dict[tuple[int, int], int] = {}
-    by_part: dict[int, list[dict]] = {}
-    for r in rows:
-        if r["first_timestamp"] is not None and r["largest_timestamp"] >= 0:
-            by_part.setdefault(r["partition"], []).append(r)
-    for p, segs in by_part.items():
-        ends: list[int] = []  # per lane, the end of its last segment
-        for r in sorted(segs, key=lambda r: (min(r["first_timestamp"], r["largest_timestamp"]), r["base_offset"])):
-            lo = min(r["first_timestamp"], r["largest_timestamp"])
-            hi = max(r["first_timestamp"], r["largest_timestamp"])
-            lane = next((i for i, end in enumerate(ends) if end < lo), len(ends))
-            if lane == len(ends):
-                ends.append(hi)
-            else:
-                ends[lane] = hi
-            lanes[(p, r["base_offset"])] = lane
-    return lanes
 
 
 def _plot(topic: str, rows: list[dict], path: Path) -> dict:

@@ -69,7 +69,7 @@ class Target:
     def records_source(self):
         """Topics, timelines, records: the data dir when there is one, else the broker."""
         if self.data_dir is not None:
-            from chronolog.timetravel.sources import open_data_dir
+            from chronolog.timetravel.opener import open_data_dir
             return open_data_dir(self.data_dir)
         return self.broker()
 
@@ -297,8 +297,8 @@ class Console:
     def segments(self, topic: str, q=None) -> Page:
         if self.target.data_dir is None:
             raise BadRequest("segments are files: start the console with --data-dir to see them")
-        from chronolog.console.facts import segment_lanes, segment_rows
         from chronolog.console.layout import segments_chart
+        from chronolog.timetravel.segments import segment_lanes, segment_rows
         source = self.target.records_source()
         try:
             rows = segment_rows(source, topic)
@@ -317,7 +317,7 @@ class Console:
         return Page("groups.html", {"rows": rows})
 
     def group(self, group: str, q=None, done: dict | None = None) -> Page:
-        from chronolog.console.facts import describe_group
+        from chronolog.timetravel.groups import describe_group
         source = self.target.broker()
         try:
             info = describe_group(source, group)

@@ -1,6 +1,7 @@
 """What the console's pages show, gathered from a source (a data dir or a broker): per topic its offsets,
-size, first and last timestamps and retention configs; a topic's time span; its segments; consumer
-groups (described by the same code as `chronolog groups describe`)."""
+size, first and last timestamps and retention configs; a topic's time span; the consumer groups. A topic's
+segments and a group's description come from the code the CLI prints them with (`timetravel.segments`,
+`timetravel.groups`)."""
 
 from __future__ import annotations
 
@@ -129,22 +130,6 @@ def topic_rows(source, target) -> list[dict]:
     return rows
 
 
-def segment_rows(source, topic: str) -> list[dict]:
-    rows = []
-    for p in source.partitions(topic):
-        for seg in source.log(topic, p).segments:
-            rows.append({"partition": p, "base_offset": seg.base_offset, "size": seg.size,
-                         "first_timestamp": seg.first_timestamp(), "largest_timestamp": seg.max_timestamp_so_far,
-                         "time_index_entries": seg.time_index.entries})
-    return rows
-
-
-def segment_lanes(rows: list[dict]) -> dict[tuple[int, int], int]:
-    """The lanes `chronolog describe-segments --plot` draws (one band per partition, overlaps in lanes)."""
-    from chronolog.cli.topics import segment_lanes as lanes
-    return lanes(rows)
-
-
 def list_groups(source) -> list[tuple[str, str]]:
     from confluent_kafka import KafkaException
     try:
@@ -153,9 +138,3 @@ def list_groups(source) -> list[tuple[str, str]]:
         arg = exc.args[0] if exc.args else exc
         raise ChronologError(f"list groups: {arg.str() if hasattr(arg, 'str') else arg}") from None
     return sorted((g.group_id, str(g.state).split(".")[-1].upper()) for g in listed.valid)
-
-
-def describe_group(source, group: str) -> dict:
-    """Members, committed offsets and lag in records and in record time: `chronolog groups describe`."""
-    from chronolog.cli.groups import describe_group as describe
-    return describe(source, group)

@@ -9,7 +9,8 @@ from chronolog.errors import ChronologError
 from chronolog.spark.options import SourceOptions
 from chronolog.spark.ranges import Bounds, OffsetRange, RangeGroup
 from chronolog.timetravel.arrow import proven_end as _proven_end  # the window end's proof, shared
-from chronolog.timetravel.sources import BrokerSource, open_data_dir
+from chronolog.timetravel.opener import open_data_dir
+from chronolog.timetravel.sources import BrokerSource
 
 
 def _spec(table, topic: str, partition: int):

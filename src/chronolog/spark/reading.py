@@ -50,7 +50,7 @@ def read_range(part: OffsetRange, schema: pa.Schema) -> Iterator[pa.RecordBatch]
     if start >= end:
         return
     if part.mode == "path":
-        from chronolog.timetravel.sources import open_data_dir
+        from chronolog.timetravel.opener import open_data_dir
         source = open_data_dir(part.source)
         try:
             plog = source.log(part.topic, part.partition)

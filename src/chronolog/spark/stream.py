@@ -13,7 +13,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 from chronolog.spark.options import SourceOptions
 from chronolog.spark.planning import _spec, starting_offset_for_time
 from chronolog.spark.ranges import Bounds, OffsetRange, range_schema, with_client_options
-from chronolog.timetravel.sources import open_data_dir
+from chronolog.timetravel.opener import open_data_dir
 
 
 class ChronologStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -322,7 +322,7 @@ def _data_dir_reader(path, topic, lo, hi, partitions, schema, max_lateness_ms, i
                      fail_on_data_loss) -> pa.RecordBatchReader:
     import pyarrow as pa
 
-    from chronolog.timetravel.sources import open_data_dir
+    from chronolog.timetravel.opener import open_data_dir
     src = open_data_dir(path if isinstance(path, str) else str(path))
     try:
         parts = list(partitions) if partitions is not None else src.partitions(topic)

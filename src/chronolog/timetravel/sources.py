@@ -278,21 +278,6 @@ class BrokerSource:
             consumer.close()
 
 
-def open_data_dir(path: Path | str) -> DataDirSource:
-    """A data dir given as a local path or as a URI (`file://`, `s3://`, `gs://`, `hdfs://` ... see
-    `timetravel.remote`); local paths keep the plain file path."""
-    if isinstance(path, str) and "://" in path:
-        from chronolog.timetravel.remote import RemoteDataDirSource
-        return RemoteDataDirSource(path)
-    return DataDirSource(path)
-
-
-def open_source(bootstrap: str | None, data_dir: Path | str | None):
-    if data_dir is not None:
-        return open_data_dir(data_dir)
-    return BrokerSource(bootstrap or "127.0.0.1:9092")
-
-
 _TOPIC_PARTS = re.compile(r"^([^:]+)(?::([\d,]+))?$")
 
 

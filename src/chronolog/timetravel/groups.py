@@ -1,0 +1,71 @@
+"""A consumer group described as kafka-consumer-groups.sh describes it, with lag in records and in record
+time (what a replay tool is asked: how far behind in hours, not offsets). Shared by `chronolog groups
+describe`, `chronolog lag` and the console's group page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chronolog.errors import ChronologError
+from chronolog.timetravel.client import kafka_error_text
+
+
+def admin_result(future: Any, what: str, timeout: float = 15) -> Any:
+    """An admin client future's result, or one `ChronologError` line saying what failed."""
+    from confluent_kafka import KafkaException
+    try:
+        return future.result(timeout)
+    except KafkaException as exc:
+        raise ChronologError(f"{what}: {kafka_error_text(exc)}") from None
+
+
+def group_state(value: Any) -> str:
+    """A group state as Kafka's tools print it (`ConsumerGroupState.STABLE` -> `STABLE`)."""
+    return str(value).split(".")[-1].upper()
+
+
+def _record_time(source: Any, topic: str, partition: int, offset: int) -> int | None:
+    for rec in source.read(topic, partition, offset, offset + 1):
+        return rec.timestamp
+    return None
+
+
+def describe_group(source: Any, group: str) -> dict:
+    """Members and, per committed partition, offsets, lag in records and lag in record time (the largest
+    timestamp seen minus the time of the first unread record, the way time-lag exporters estimate it)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    described = admin_result(source.admin.describe_consumer_groups([group], request_timeout=15)[group],
+                             f"describe group {group}")
+    state = group_state(described.state)
+    members = []
+    owner: dict[tuple[str, int], str] = {}
+    for m in described.members:
+        tps = list(m.assignment.topic_partitions) if m.assignment else []
+        members.append({"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
+                        "partitions": [f"{tp.topic}-{tp.partition}" for tp in tps]})
+        for tp in tps:
+            owner[(tp.topic, tp.partition)] = m.member_id
+    offsets = admin_result(source.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                                    request_timeout=15)[group], f"offsets of {group}")
+    if state == "DEAD" and not offsets.topic_partitions and not owner:
+        raise ChronologError(f"group {group} does not exist")
+    rows = []
+    committed_at = {(tp.topic, tp.partition): tp.offset for tp in offsets.topic_partitions}
+    for key in owner:  # assigned but never committed: shown with "-", as kafka-consumer-groups.sh does
+        committed_at.setdefault(key, -1)
+    for (topic, partition), offset in sorted(committed_at.items()):
+        low, high = source.watermarks(topic, partition)
+        committed = offset if offset >= 0 else None
+        lag = None if committed is None else max(0, high - max(committed, low))
+        lag_ms = None
+        if lag:
+            first_unread = _record_time(source, topic, partition, max(committed, low))
+            last = _record_time(source, topic, partition, high - 1)
+            if first_unread is not None and last is not None:
+                lag_ms = max(0, last - first_unread)
+        elif lag == 0:
+            lag_ms = 0
+        rows.append({"topic": topic, "partition": partition, "committed": committed, "log_start": low,
+                     "log_end": high, "lag": lag, "lag_ms": lag_ms, "member": owner.get((topic, partition))})
+    return {"group": group, "state": state, "members": members, "partitions": rows}
