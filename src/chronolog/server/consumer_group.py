@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import functools
 import logging
 import re
 import struct
@@ -235,6 +236,39 @@ def encode_assignment(assigned: Assignment) -> bytes:
 _TOMBSTONE_ORDER = (gr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
                     gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gr.CONSUMER_GROUP_MEMBER_METADATA,
                     gr.CONSUMER_GROUP_PARTITION_METADATA, gr.CONSUMER_GROUP_METADATA)
+
+
+@functools.lru_cache(maxsize=256)
+def topic_regex(regex: str):
+    """A subscription regex compiled as Kafka compiles it: RE2 syntax (GroupMetadataManager uses RE2/J, KIP-848:
+    no lookaround or backreferences; `\\pL`, `[[:alpha:]]`, `\\z` are fine), matched against the whole name.
+    Python's `re` stands in where the google-re2 binding is not installed. Raises ValueError when invalid."""
+    try:
+        import re2
+    except ImportError:  # pragma: no cover (a dependency; kept working without it)
+        try:
+            return re.compile(regex)
+        except re.error as exc:
+            raise ValueError(str(exc)) from None
+    options = re2.Options()
+    options.log_errors = False  # an invalid regex is the client's error, answered, not logged by RE2
+    try:
+        return re2.compile(regex, options)
+    except re2.error as exc:
+        raise ValueError(exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes)
+                         else str(exc)) from None
+
+
+def regex_matches(regex: str | None, topics) -> set[str]:
+    """The topics a member's regex subscribes it to: every topic whose whole name matches, internal ones
+    (`__consumer_offsets`) included, as Kafka's TopicRegexResolver matches every topic of the metadata image."""
+    if not regex:
+        return set()
+    try:
+        pattern = topic_regex(regex)
+    except ValueError:
+        return set()
+    return {t for t in topics if pattern.fullmatch(t)}
 
 
 def topic_uuid_of(raw: str) -> uuid.UUID:
@@ -492,8 +526,7 @@ class ConsumerGroups:
                     current[k.member_id] = gr.read_current_assignment_value(value)
         topics = self.owner.store.logs.topics()
         for mid, m in group.members.items():
-            matched = {t for t in topics if not t.startswith("__") and re.fullmatch(m.regex, t)} if m.regex else set()
-            m.subscribed = tuple(sorted(set(m.names) | matched))
+            m.subscribed = tuple(sorted(set(m.names) | regex_matches(m.regex, topics)))
             c = current.get(mid)
             if c is None:
                 continue
@@ -569,8 +602,8 @@ class ConsumerGroups:
             raise HeartbeatError(bad, "RackId can't be empty.")
         if regex:  # librdkafka sends "" when it subscribes by names
             try:
-                re.compile(regex)
-            except re.error as exc:
+                topic_regex(regex)
+            except ValueError as exc:
                 raise HeartbeatError(ErrorCode.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{regex}` "
                                      f"is not a valid regular expression: {exc}.") from None
         if epoch > 0 or epoch == LEAVE_EPOCH:
@@ -667,8 +700,7 @@ class ConsumerGroups:
         if regex is not None:
             member.regex = regex or None
         for m in group.members.values():  # regexes see topics created since (GroupMetadataManager's refresh)
-            matched = {t for t in topics if not t.startswith("__") and re.fullmatch(m.regex, t)} if m.regex else set()
-            effective = tuple(sorted(set(m.names) | matched))
+            effective = tuple(sorted(set(m.names) | regex_matches(m.regex, topics)))
             if effective != m.subscribed:
                 m.subscribed, changed = effective, True
         if assignor is not None and assignor != member.assignor:
