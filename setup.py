@@ -15,7 +15,7 @@ setup(ext_modules=[
               depends=["src/chronolog/records/_recordwalk.h"], extra_compile_args=["-O2"]),
     Extension("chronolog.records._clean", ["src/chronolog/records/_clean.c"], optional=True,
               depends=["src/chronolog/records/_recordwalk.h", "src/chronolog/records/_crc32c.h"],
-              extra_compile_args=["-O2"], libraries=["dl", "pthread"]),  # dlopen of libzstd, the helper thread
+              extra_compile_args=["-O2"]),
     Extension("chronolog.records._columns", ["src/chronolog/records/_columns.c"], optional=True,
               depends=["src/chronolog/records/_recordwalk.h"], extra_compile_args=["-O2"]),
     Extension("chronolog.records._encode", ["src/chronolog/records/_encode.c"], optional=True,

@@ -1,7 +1,7 @@
 """The C record walk (`chronolog.records._walk`) against the Python walk it replaces on the append path:
 on valid batches and on every kind of lie the two give the same verdict. C answers Python's (min, max) for
-every body Python accepts, None for every body Python rejects (Python then raises its precise error), and
-False only for a valid body with a timestamp delta beyond 64 bits (which Python holds as a big integer)."""
+every body Python accepts, None ("fall back") for every body Python rejects (Python then raises its precise
+error) and for a valid body with a timestamp delta beyond 64 bits (which Python holds as a big integer)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def agree(body: bytes, count: int):
     got = native.scan_timestamps(body, count)
     if want is InvalidRecordError:
         assert got is None, f"C accepted what Python rejects: {got}"
-    elif got is False:
+    elif got is None:
         assert want[0] not in INT64 or want[1] not in INT64, f"C gave up on a batch it can hold: {want}"
     else:
         assert got == want, (got, want)
@@ -200,7 +200,7 @@ def test_every_varint_encoding_gets_the_same_verdict(encoded):
 def test_long_and_wide_varints():
     """Kafka reads lengths, offset deltas, sizes and counts as int varints (`ByteUtils.readVarint`): more
     than 5 bytes is an error, bits beyond 32 in the 5th are dropped. The timestamp delta is a long: 10
-    bytes, and bits beyond 64 give Python a bigger integer (C answers False)."""
+    bytes, and bits beyond 64 give Python a bigger integer (C falls back: None)."""
     def body(ts=field(5, ("min", 0)), off=field(0, ("min", 0)), key=field(-1, ("min", 0)),
              value=field(2, ("min", 0)) + b"vv"):
         rec = b"\0" + ts + off + key + value + b"\0"
@@ -211,7 +211,7 @@ def test_long_and_wide_varints():
         assert agree(fine, 1) == (5, 5) == native.scan_timestamps(fine, 1)
     huge_ts = body(ts=field(5, ("wide", 3)))
     assert agree(huge_ts, 1) == (5 + (3 << 63), 5 + (3 << 63))
-    assert native.scan_timestamps(huge_ts, 1) is False
+    assert native.scan_timestamps(huge_ts, 1) is None
     for lie in (body(ts=field(5, ("pad", 10))), body(off=field(0, ("pad", 5))), body(key=field(-1, ("wide", 1))),
                 body(value=field(2, ("pad", 5)) + b"vv"), body(value=field(2, ("wide", 1)) + b"vv"),
                 field(len(body()) - 1, ("pad", 5)) + body()[1:]):

@@ -17,8 +17,8 @@ import pytest
 from chronolog.config import TopicConfig
 from chronolog.records import SimpleRecord, build_batch
 from chronolog.storage import PartitionLog
-from chronolog.storage import cleaner as cleaner_mod
 from chronolog.storage.cleaner import Cleaner, log_to_clean
+from chronolog.storage.cleaner import cleaning as cleaner_mod
 
 NOW = 1_700_000_000_000
 DAY = 86_400_000
@@ -135,7 +135,7 @@ KILLER = textwrap.dedent("""
     import os, signal, sys
     from chronolog.config import TopicConfig
     from chronolog.storage import PartitionLog
-    from chronolog.storage import cleaner as cleaner_mod
+    from chronolog.storage.cleaner import cleaning as cleaner_mod
     from chronolog.storage.cleaner import Cleaner, log_to_clean
     directory, step, config, now, rate = sys.argv[1], sys.argv[2], eval(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
     def hook(name):

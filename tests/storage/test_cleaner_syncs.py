@@ -90,7 +90,7 @@ def test_a_group_whose_syncs_end_first_still_swaps_after_the_previous_one(tmp_pa
     """The first group is held at its `cleaned` step until the second group has synced its files too:
     the second group's swap still waits for the first's, so the swaps end in offset order and the log
     reads the same records."""
-    from chronolog.storage import cleaner as cleaner_mod
+    from chronolog.storage.cleaner import cleaning as cleaner_mod
 
     build(tmp_path / "t-0")
     cleaned_steps: list[str] = []

@@ -896,13 +896,14 @@ done:
     return result;
 }
 
-/* first_at_or_after(body, count, base_offset, base_ts, target, min_offset) -> (offset, ts) | None | False
+/* first_at_or_after(body, count, base_offset, base_ts, target, min_offset) -> (offset, ts) | () | None
  *
  * `RecordBatch.first_at_or_after` over one CreateTime records section (the lookup by time's inner loop,
  * run for each bucket edge of a timeline): the first record with timestamp >= target and offset >=
- * min_offset, None when there is none. Like the Python walk it reads only lengths, timestamp deltas and
- * offset deltas and stops at the first record that qualifies; False when the bytes do not walk cleanly
- * (or a value leaves 64 bits) before that record: the Python walk then answers, raising as it does.
+ * min_offset, () when there is none. Like the Python walk it reads only lengths, timestamp deltas and
+ * offset deltas and stops at the first record that qualifies; None (chronolog.native's "fall back") when
+ * the bytes do not walk cleanly (or a value leaves 64 bits) before that record: the Python walk then
+ * answers, raising as it does.
  * tests/records/test_columns.py checks it against the Python walk. */
 static PyObject *first_at_or_after(PyObject *self, PyObject *args)
 {
@@ -936,14 +937,11 @@ static PyObject *first_at_or_after(PyObject *self, PyObject *args)
             goto python; /* Python: end > n or end < pos + 3 */
         pos = rend;
     }
-    result = Py_None;
-    Py_INCREF(result);
+    result = PyTuple_New(0);
     goto done;
 python:
-    if (!PyErr_Occurred()) {
-        result = Py_False;
-        Py_INCREF(result);
-    }
+    if (!PyErr_Occurred())
+        result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&body);
     return result;
@@ -951,7 +949,7 @@ done:
 
 static PyMethodDef module_methods[] = {
     {"first_at_or_after", first_at_or_after, METH_VARARGS,
-     "first_at_or_after(body, count, base_offset, base_ts, target, min_offset) -> (offset, ts) | None | False"},
+     "first_at_or_after(body, count, base_offset, base_ts, target, min_offset) -> (offset, ts) | () | None"},
     {"place_late_batches", place_late_batches, METH_VARARGS,
      "place_late_batches(buf, pos, offsets, edges, first, log_end, counts, late) -> (pos, before, stopped)"},
     {"place_late", place_late, METH_VARARGS,

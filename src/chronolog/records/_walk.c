@@ -4,12 +4,12 @@
  * timestamp delta, offset delta, key, value and headers must be consistent, and the timestamps are checked
  * against message.timestamp.before/after.max.ms. In pure Python this walk is ~90% of an append of 1 MB
  * batches of small records. This module does the same walk over the same bytes (the buffer protocol, no
- * copy) and answers (min timestamp delta, max timestamp delta) exactly when the Python walk accepts the
- * body, None exactly when it rejects it (the caller then runs the Python walk, which raises the precise
- * error), and False for the one valid input C cannot represent: a timestamp delta written as a 10-byte
- * varint with bits beyond 64, which Python accepts as a big integer (the caller runs the Python walk too).
- * tests/records/test_native_walk.py checks these three answers against the Python walk on random valid
- * and corrupted batches.
+ * copy) and answers (min timestamp delta, max timestamp delta) when the Python walk accepts the body and
+ * its deltas fit 64 bits; None (chronolog.native's "fall back") otherwise: the caller then runs the Python
+ * walk, which raises the precise error, or answers for the one valid input C cannot represent (a timestamp
+ * delta written as a 10-byte varint with bits beyond 64, a big integer in Python).
+ * tests/records/test_native_walk.py checks these answers against the Python walk on random valid and
+ * corrupted batches.
  */
 #include "_recordwalk.h"
 
@@ -86,10 +86,8 @@ static PyObject *scan_timestamps(PyObject *self, PyObject *args)
     }
     if (pos != n)
         goto done;
-    if (wide_timestamp) {
-        PyBuffer_Release(&view);
-        Py_RETURN_FALSE;
-    }
+    if (wide_timestamp) /* a delta beyond 64 bits: the Python walk answers (chronolog.native's "fall back") */
+        goto done;
     result = Py_BuildValue("(LL)", (long long)lo, (long long)hi);
     PyBuffer_Release(&view);
     return result;

@@ -262,7 +262,7 @@ class RecordBatch:
         count = self._h[12]
         if _native_scan is not None:
             found = _native_scan(body, count)
-            if found:  # None (rejected) or False (a delta beyond 64 bits): the Python walk below answers
+            if found is not None:  # None (rejected, or a delta beyond 64 bits): the Python walk below answers
                 base_ts = self._h[7]
                 return base_ts + found[0], base_ts + found[1], count
         n = len(body)
@@ -409,8 +409,8 @@ class RecordBatch:
         base_ts = self._h[7]
         if _native_first is not None and -(1 << 63) <= target < 1 << 63 and -(1 << 63) <= min_offset < 1 << 63:
             found = _native_first(body, self._h[12], base_off, base_ts, target, min_offset)
-            if found is not False:  # False: bytes C does not walk; the loop below answers (and raises)
-                return found
+            if found is not None:  # None: bytes C does not walk; the loop below answers (and raises)
+                return found or None  # (): no record qualifies
         pos, n = 0, len(body)
         try:
             for _ in range(self._h[12]):
@@ -476,7 +476,7 @@ def scan_batch_timestamps(buf, header: tuple) -> tuple[int, int, int]:
     method, which gives the same answer or raises the Python walk's error."""
     if _native_scan is not None and not header[5] & COMPRESSION_MASK:
         found = _native_scan(buf[HEADER_SIZE:], header[12])
-        if found:
+        if found is not None:
             base_ts = header[7]
             return base_ts + found[0], base_ts + found[1], header[12]
     return RecordBatch(buf).scan_timestamps()

@@ -3,23 +3,20 @@ sink's own Produce path): `_encode.c` writes the v2 batches with no Python objec
 
 A column is handed over as the tuple of its Arrow buffers (see `_encode.c`); `arrow_batches` builds the
 tuples from pyarrow arrays (only their buffers are read: no pyarrow import here). Without the C extension (no compiler
-where chronolog was installed) `AVAILABLE` is False and writers keep their client-library path.
+where chronolog was installed, or CHRONOLOG_PURE_PYTHON set) `AVAILABLE` is False and writers keep their client-library path.
 """
 
 from __future__ import annotations
 
 import struct
 
+from chronolog.native import load_native
 from chronolog.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, crc32c
 from chronolog.records.compression import CompressionType, compress
 
-try:
-    from chronolog.records._encode import encode_batches as _encode_batches
-    from chronolog.records._encode import key_partitions as _key_partitions
-    AVAILABLE = True
-except ImportError:  # pragma: no cover - the build skipped the optional extension
-    _encode_batches = _key_partitions = None
-    AVAILABLE = False
+_encode_batches = load_native("chronolog.records._encode", "encode_batches")
+_key_partitions = load_native("chronolog.records._encode", "key_partitions")
+AVAILABLE = _encode_batches is not None and _key_partitions is not None
 
 _LENGTH = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")

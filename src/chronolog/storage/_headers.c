@@ -103,47 +103,6 @@ static PyObject *batch_end(PyObject *self, PyObject *args)
     return PyLong_FromLongLong(result);
 }
 
-/* ---- index search -------------------------------------------------------------------------------------
- *
- * AbstractIndex.largestLowerBoundSlotFor over a memory-mapped .index or .timeindex: the slot of the last of
- * `entries` fixed-size entries whose big-endian field (4 or 8 bytes at `field_offset`) is <= target, or -1.
- * The Python loop unpacks a field per step, about 5 us for a full segment's index; a fetch searches twice
- * (its start, then the last entry inside its byte budget). tests/storage/test_native_index.py compares the
- * two. */
-static PyObject *floor_slot(PyObject *self, PyObject *args)
-{
-    Py_buffer view;
-    Py_ssize_t entries, entry_size, field_offset;
-    int wide;
-    long long target;
-    if (!PyArg_ParseTuple(args, "y*nnnpL", &view, &entries, &entry_size, &field_offset, &wide, &target))
-        return NULL;
-    Py_ssize_t width = wide ? 8 : 4;
-    if (entries < 0 || entry_size <= 0 || field_offset < 0 || field_offset + width > entry_size ||
-        entries > view.len / entry_size) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "index entries outside the buffer");
-        return NULL;
-    }
-    const uint8_t *base = (const uint8_t *)view.buf + field_offset;
-#define FIELD(slot) (wide ? be64(base + (slot) * entry_size) : (long long)be32(base + (slot) * entry_size))
-    Py_ssize_t lo = -1;
-    if (entries > 0 && FIELD(0) <= target) {
-        Py_ssize_t hi = entries - 1;
-        lo = 0;
-        while (lo < hi) {
-            Py_ssize_t mid = (lo + hi + 1) >> 1;
-            if (FIELD(mid) <= target)
-                lo = mid;
-            else
-                hi = mid - 1;
-        }
-    }
-#undef FIELD
-    PyBuffer_Release(&view);
-    return PyLong_FromSsize_t(lo);
-}
-
 /* ---- recovery: the clean run of v2 batches ------------------------------------------------------------
  *
  * LogSegment.recover validates every batch (size, CRC-32C, counts, offsets within the segment) and
@@ -546,9 +505,6 @@ static PyMethodDef methods[] = {
      "(stop position, last_entry, max_ts, max_offset, expected, [(last_offset, position, max_ts, max_offset) "
      "index points]) for the valid v2 batches from pos: recovery's loop up to the first batch it must look "
      "at itself."},
-    {"floor_slot", floor_slot, METH_VARARGS,
-     "floor_slot(buffer, entries, entry_size, field_offset, wide, target) -> the last slot whose big-endian "
-     "int32 (int64 if wide) field at field_offset is <= target, or -1."},
     {"minima_run", minima_run, METH_VARARGS,
      "minima_run(fd, pos, end, chunk_bytes, scan, tail_pos, tail_min) -> (stop position, the tail chunk's "
      "minimum, [(position, base offset, crc, minimum) new chunks], (position, base offset, size, crc) of the "

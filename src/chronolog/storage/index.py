@@ -30,7 +30,6 @@ from typing import NamedTuple
 
 from chronolog.diskio import pwrite_all
 from chronolog.errors import CorruptMessageError, KafkaError
-from chronolog.native import load_native
 from chronolog.storage import filecache
 
 _OFFSET_ENTRY = struct.Struct(">ii")    # relative offset, physical position
@@ -38,11 +37,6 @@ _TIME_ENTRY = struct.Struct(">qi")      # timestamp, relative offset
 _OFFSET_KEY = struct.Struct(">i")       # an offset entry's key: its relative offset
 _POSITION_FIELD = struct.Struct(">4xi")  # an offset entry's position (ascending like its key)
 _TIME_KEY = struct.Struct(">q")         # a time entry's key: its timestamp
-# Where each searched field lies in its entry, for the C search: (byte offset, 8 bytes wide).
-_FIELD_LAYOUT = {_OFFSET_KEY: (0, False), _POSITION_FIELD: (4, False), _TIME_KEY: (0, True)}
-# `_headers.floor_slot` (C): `_largest_lower_bound_slot`'s binary search with exactly its answers.
-_native_floor_slot = load_native("chronolog.storage._headers", "floor_slot")
-_INT64 = range(-2**63, 2**63)
 
 
 def _data_end(path: Path, length: int) -> int:
@@ -322,8 +316,6 @@ class AbstractIndex:
         if n == 0:
             return -1
         field = field or self._key_struct
-        if _native_floor_slot is not None and target in _INT64:
-            return _native_floor_slot(self._mmap, n, self.entry_size, *_FIELD_LAYOUT[field], target)
         unpack, mm, size = field.unpack_from, self._mmap, self.entry_size
         if unpack(mm, 0)[0] > target:
             return -1
