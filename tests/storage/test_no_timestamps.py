@@ -100,18 +100,18 @@ def test_async_delete_timer_waits_for_the_clock(tmp_path):
     assert plog.delete_old_segments() >= 1
     deleted = list((tmp_path / "t-0").glob("*.deleted"))
     woken = threading.Event()
-    original = plog._on_deletion_timer
+    original = plog._deletions.on_timer
 
     def counting() -> None:
         original()
         woken.set()
-    plog._on_deletion_timer = counting
-    plog._cancel_deletion_timer()
-    plog._arm_deletion_timer(50)
+    plog._deletions.on_timer = counting
+    plog._deletions.cancel()
+    plog._deletions.arm(50)
     assert woken.wait(10)
-    assert all(p.exists() for p in deleted) and plog._deletion_timer is not None  # re-armed, clock unmoved
+    assert all(p.exists() for p in deleted) and plog._deletions.timer is not None  # re-armed, clock unmoved
     woken.clear()
     clock.ms += 50
     assert woken.wait(10) and not any(p.exists() for p in deleted)
     plog.close()
-    assert plog._deletion_timer is None
+    assert plog._deletions.timer is None

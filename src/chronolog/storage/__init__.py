@@ -10,7 +10,7 @@ from typing import Any
 
 _WHERE = {
     "EARLIEST_LOCAL_TIMESTAMP": "basics", "EARLIEST_TIMESTAMP": "basics", "LATEST_TIMESTAMP": "basics",
-    "MAX_TIMESTAMP": "basics", "AppendInfo": "log", "PartitionLog": "log", "ReadSlice": "log",
+    "MAX_TIMESTAMP": "basics", "AppendInfo": "log", "PartitionLog": "log", "ReadSlice": "local_log",
     "TimestampAndOffset": "log", "LogManager": "manager", "LogSegment": "segment", "OffsetIndex": "index",
     "TimeIndex": "index", "TimestampOffset": "index",
 }

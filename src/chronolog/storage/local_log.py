@@ -1,4 +1,6 @@
-"""The swap of segments (Kafka's `LocalLog.replaceSegments`) and its recovery after a crash (`LogLoader`).
+"""A partition's segment list (Kafka's `LocalLog`): finding the segment of an offset, rolling, reading
+whole batches and transactions' index entries across segments, deleting segment files, and the swap of
+segments (`LocalLog.replaceSegments`) with its recovery after a crash (`LogLoader`).
 
 A cleaned segment is written as `<base>.*.cleaned` files. The swap renames them to `.swap` (the `.log`
 last: that rename commits), the old segments' files to `.deleted` (their `.log` last), then the `.swap`
@@ -12,13 +14,23 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Callable
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from chronolog.diskio import fsync_dir
+from chronolog.errors import OffsetOutOfRangeError
+from chronolog.records import Record, RecordBatch
 from chronolog.storage.minima import MINIMA_SUFFIX
-from chronolog.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment
-from chronolog.storage.txnindex import TXN_INDEX_SUFFIX
+from chronolog.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment, segment_name
+from chronolog.storage.txnindex import (
+    READ_COMMITTED,
+    TXN_INDEX_SUFFIX,
+    AbortedFilter,
+    AbortedTxn,
+    check_isolation,
+)
 
 log = logging.getLogger("chronolog.storage.log")
 
@@ -51,9 +63,267 @@ def _undo_swap(directory: Path, base: int) -> None:
             (directory / name).unlink(missing_ok=True)
 
 
+@dataclass(frozen=True)
+class ReadSlice:
+    """Bytes of whole batches in one segment file, for `os.sendfile` or one `pread`."""
+
+    file_path: Path
+    position: int
+    size: int
+    first_offset: int
+    _segment: LogSegment
+    _after: int = -1  # the next segment's base offset, or the log end offset, when the slice was made
+
+    def fileno(self) -> int:
+        return self._segment._fd
+
+    def read_bytes(self) -> bytes:
+        """The bytes, read with one `pread` (short only if the segment was deleted meanwhile)."""
+        return self._segment.pread(self.position, self.size)
+
+    @property
+    def next_offset(self) -> int:
+        """The offset just past the slice's last batch: the base offset of the batch that follows it in
+        the segment, else the next segment's base offset (or the log end offset). The upper bound a
+        read_committed fetch collects aborted transactions to (`LogSegment.fetchUpperBoundOffset`, which
+        Kafka takes from the offset index and may overshoot; this is exact)."""
+        end = self.position + self.size
+        if end + 8 <= self._segment.size:
+            head = self._segment.pread(end, 8)
+            if len(head) == 8:
+                return int.from_bytes(head, "big", signed=True)
+        return self._after
+
+
 class LocalLog:
     """The segment list of a partition as Kafka's `LocalLog` keeps it; `PartitionLog` (`UnifiedLog`) is
-    built on it. Every method is called under the log's lock."""
+    built on it and holds its state (directory, config, lock, segments, log end offset). Public methods take
+    the log's lock."""
+
+    def _new_segment(self, base: int, *, check_indexes: bool = True) -> LogSegment:
+        seg = LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
+                         max_index_size=self.config.segment_index_bytes, time_index_style=self.time_index_style,
+                         rebuild_missing=False, lock=self.lock, check_indexes=check_indexes)
+        self._segment_created_ms[base] = self.clock()
+        return seg
+
+    def _new_jitter(self) -> int:
+        """`LogConfig.randomSegmentJitter`: uniform in [0, min(segment.jitter.ms, segment.ms))."""
+        bound = min(self.config.segment_jitter_ms, self.config.segment_ms)
+        return random.randrange(bound) if bound > 0 else 0
+
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def append_raw_for_test(self, data: bytes) -> None:
+        """Write bytes without validation (to build fixtures such as torn tails)."""
+        with self.lock:
+            os.pwrite(self.active._fd, data, self.active.size)
+            self.active.size += len(data)
+
+    def _maybe_roll(self, size: int, max_ts: int, last_offset: int, now: int) -> None:
+        cfg = self.config
+        seg = self.active
+        if seg.should_roll(segment_bytes=cfg.segment_bytes, segment_ms=cfg.segment_ms, jitter_ms=self._jitter,
+                           max_timestamp=max_ts, last_offset=last_offset, messages_size=size, now_ms=now,
+                           created_ms=self._segment_created_ms.get(seg.base_offset, now)):
+            self.roll()
+
+    def roll(self) -> LogSegment:
+        """Close the active segment for appends and start a new one at the log end offset."""
+        with self.lock:
+            if self.active.size == 0 and self.active.base_offset == self._next_offset:
+                return self.active
+            self.active.on_become_inactive()  # also writes its minima sidecar
+            self.active.flush()
+            self._snapshot_producers()  # at the new segment's base offset, as Kafka's roll does
+            seg = self._new_segment_or_nothing(self._next_offset)
+            self.active.is_last = False
+            self.active._offset_limit_after = seg.base_offset
+            self.segments.append(seg)
+            self._segments_version += 1
+            self._jitter = self._new_jitter()
+            return seg
+
+    def _new_segment_or_nothing(self, base: int) -> LogSegment:
+        """A new segment for a roll, tracking its minima; when its files cannot be made, those it made are
+        removed (a later roll starts afresh) and the error goes on. The old active segment stays last: its
+        indexes are trimmed, so the next append tries the roll again."""
+        names = [self.dir / segment_name(base, s) for s in (LOG_SUFFIX, ".index", ".timeindex")]
+        existed = [p.exists() for p in names]
+        seg = None
+        try:
+            seg = self._new_segment(base)
+            seg.start_minima()
+            return seg
+        except BaseException:
+            if seg is not None:
+                seg.close_for_delete()
+            for path, was in zip(names, existed, strict=True):
+                if not was:
+                    with contextlib.suppress(OSError):
+                        path.unlink()
+            raise
+
+    def _segment_for(self, offset: int) -> int:
+        lo, hi = 0, len(self.segments) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if self.segments[mid].base_offset <= offset:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_message: bool = True) -> ReadSlice | None:
+        """Whole batches from the first one holding `start_offset`, up to `max_bytes` (at least one batch
+        with `min_one_message`, as KIP-74). None at the log end. Found from batch headers and the offset
+        index (`LogSegment.fetch_range`), so serving a fetch never parses records nor reads the bytes
+        twice; segments with corrupt ranges take the batch-parsing path, which steps over them."""
+        with self.lock:
+            if start_offset < self.log_start_offset or start_offset > self._next_offset:
+                raise OffsetOutOfRangeError(f"offset {start_offset} is outside [{self.log_start_offset}, "
+                                            f"{self._next_offset}] for {self.topic}-{self.partition}")
+            limit = self._next_offset if max_offset is None else min(max_offset, self._next_offset)
+            if start_offset >= limit:
+                return None
+            for i in range(self._segment_for(start_offset), len(self.segments)):
+                seg = self.segments[i]
+                whole = limit >= (self.segments[i + 1].base_offset if i + 1 < len(self.segments)
+                                  else self._next_offset)
+                found = seg.fetch_range(start_offset, max_bytes, None if whole else limit, min_one_message)
+                if found is False:
+                    return self._read_parsing(seg, start_offset, max_bytes, limit, min_one_message)
+                if found is None:
+                    continue  # no batch at or after `start_offset` here: the next segment has it
+                pos, size, first = found
+                after = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self._next_offset
+                return ReadSlice(seg.log_path, pos, size, first, seg, after) if size else None
+            return None
+
+    def _read_parsing(self, seg: LogSegment, start_offset: int, max_bytes: int, limit: int,
+                      min_one_message: bool) -> ReadSlice | None:
+        """`read` through parsed batches, for segments whose corrupt ranges must be stepped over."""
+        for i in range(self.segments.index(seg), len(self.segments)):
+            seg = self.segments[i]
+            found = seg.translate_offset(start_offset)
+            if found is None:
+                continue
+            pos, first_batch = found
+            size = 0
+            for _p, batch in seg.batches_from(pos):
+                if _p != pos + size:
+                    break  # a corrupt range lies between: one slice must be contiguous bytes
+                if batch.base_offset >= limit and size > 0:
+                    break
+                if size + batch.size_in_bytes > max_bytes and (size > 0 or not min_one_message):
+                    break
+                size += batch.size_in_bytes
+            if size == 0:
+                return None
+            after = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self._next_offset
+            return ReadSlice(seg.log_path, pos, size, first_batch.base_offset, seg, after)
+        return None
+
+    def read_records(self, start_offset: int, end_offset: int | None = None, *,
+                     isolation: str = "read_uncommitted") -> Iterator[Record]:
+        """Records with start_offset <= offset < end_offset (tools and tests; decodes everything), as a
+        Kafka consumer with this `isolation.level` returns them: control batches are never records;
+        read_committed stops at the last stable offset and drops aborted transactions' records."""
+        start = max(start_offset, self.log_start_offset)
+        for batch in self.read_data_batches(start, end_offset, isolation=isolation):
+            for rec in batch.records():
+                if start <= rec.offset and (end_offset is None or rec.offset < end_offset):
+                    yield rec
+
+    def read_data_batches(self, start_offset: int, end_offset: int | None = None, *,
+                          isolation: str = "read_uncommitted") -> Iterator:
+        """`read_batches` as a consumer sees them: no control batches, and under read_committed nothing
+        from the last stable offset on and no batch of an aborted transaction (the `.txnindex` entries
+        overlapping the range, `aborted_txns`)."""
+        check_isolation(isolation)
+        start = max(start_offset, self.log_start_offset)
+        end = self._next_offset if end_offset is None else min(end_offset, self._next_offset)
+        dropped = AbortedFilter([])
+        if isolation == READ_COMMITTED:
+            end = min(end, self.last_stable_offset)
+            if start < end:
+                dropped = AbortedFilter(self.aborted_txns(start, end))
+        for batch in self.read_batches(start, end):
+            if isinstance(batch, RecordBatch):
+                if batch.is_control:
+                    continue
+                if dropped and batch.is_transactional and dropped.is_aborted(batch.producer_id, batch.base_offset):
+                    continue
+            yield batch
+
+    def read_batches(self, start_offset: int, end_offset: int | None = None) -> Iterator:
+        """Batches overlapping [start_offset, end_offset), in offset order, straight from the files."""
+        with self.lock:
+            end = self._next_offset if end_offset is None else min(end_offset, self._next_offset)
+            start = max(start_offset, self.log_start_offset)
+            segments = list(self.segments)
+        for i in range(len(segments)):
+            seg = segments[i]
+            nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
+            if nxt is not None and nxt <= start:
+                continue
+            if seg.base_offset >= end:
+                break
+            found = seg.translate_offset(start)
+            if found is None:
+                continue
+            # Where the range ends inside this segment, the offset index bounds the bytes to read (a reader
+            # from an object store fetches the range, not the rest of the segment).
+            stop = seg.offset_index.position_after(end - 1) if nxt is None or end < nxt else None
+            for _pos, batch in seg.batches_from(found[0], stop):
+                if batch.base_offset >= end:
+                    return
+                yield batch
+
+    def corrupt_ranges(self) -> list:
+        """Corrupt byte ranges found so far (by recovery or by reads), oldest segment first."""
+        with self.lock:
+            return [r for seg in self.segments for r in seg.corrupt_ranges]
+
+    def aborted_txns(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, upper_bound_offset) as whole `.txnindex`
+        entries, from the segment holding `start_offset` on until an entry's last stable offset reaches the
+        bound (`LocalLog.collectAbortedTransactions`)."""
+        with self.lock:
+            found: list[AbortedTxn] = []
+            for seg in self.segments[self._segment_for(start_offset):]:
+                txns, complete = seg.txn_index.collect(start_offset, upper_bound_offset)
+                found.extend(txns)
+                if complete:
+                    break
+            return found
+
+    def _schedule_delete(self, seg: LogSegment) -> None:
+        """Rename to `.deleted` now and remove after `file.delete.delay.ms` (`LocalLog.deleteSegmentFiles`)."""
+        seg.close_for_delete()
+        renamed = []
+        for path in seg.files():
+            if path.exists():
+                target = path.with_name(path.name + DELETED_SUFFIX)
+                os.replace(path, target)
+                renamed.append(target)
+
+        self.remove_after_delay(renamed)
+
+    def _segment_base_of(self, offset: int) -> int:
+        return self.segments[self._segment_for(offset)].base_offset
+
 
     def replace_segments(self, base: int, old: list[LogSegment], sizes: dict[int, int], *,
                          step: Callable[[str], None] | None = None) -> None:

@@ -1,13 +1,17 @@
-"""What retention says, so that it is never silent: each deleted segment with the breach that deleted it
-(Kafka's `SegmentDeletionReason.logReason` wording in `UnifiedLog`), and a warning when a produce brings
-records that are already past `retention.ms` (Kafka says nothing then; a tool built to replay history
-must: records loaded with their own, old timestamps would otherwise vanish at the next retention check).
+"""Retention's side of a partition log: what it says, so that it is never silent (each deleted segment
+with the breach that deleted it, Kafka's `SegmentDeletionReason.logReason` wording in `UnifiedLog`; a
+warning when a produce brings records that are already past `retention.ms`, which Kafka does not give but
+a tool built to replay history must: records loaded with their own, old timestamps would otherwise vanish
+at the next retention check), and the delayed removal of deleted segments' files (`DelayedDeletions`).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 log = logging.getLogger("chronolog.storage.log")
 
@@ -87,3 +91,72 @@ class ExpiredArrivals:
             partition, self.count,
             retention_ms, duration_text(retention_ms), utc_text(self.oldest), utc_text(self.newest), KEEP_HISTORY)
         self.count, self.last_warned = 0, now
+
+
+class DelayedDeletions:
+    """Removes renamed `.deleted` files once `file.delete.delay.ms` has passed on the log's clock (Kafka
+    schedules `LocalLog.deleteSegmentFiles` on its `Scheduler`, whose time tests mock). A timer only wakes
+    `delete_due`, which decides by the clock; files still waiting when the broker stops are removed when the
+    log is next loaded, as in Kafka."""
+
+    def __init__(self, clock: Callable[[], int]) -> None:
+        self.clock = clock
+        self._due: list[tuple[int, list[Path]]] = []  # (due ms on `clock`, `.deleted` files)
+        self._lock = threading.Lock()
+        self.timer: threading.Timer | None = None
+        self._stopped = False
+
+    def remove_after(self, paths: list[Path], delay_ms: int) -> None:
+        if delay_ms <= 0:
+            _unlink_all(paths)
+            return
+        with self._lock:
+            self._due.append((self.clock() + delay_ms, list(paths)))
+        self.arm(delay_ms)
+
+    def delete_due(self, now: int | None = None) -> int:
+        """Remove the files whose delay has passed at `now` (default: the clock); returns how many."""
+        now = self.clock() if now is None else now
+        with self._lock:
+            due = [paths for at, paths in self._due if at <= now]
+            self._due = [(at, paths) for at, paths in self._due if at > now]
+        for paths in due:
+            _unlink_all(paths)
+        return sum(len(paths) for paths in due)
+
+    def arm(self, delay_ms: int) -> None:
+        with self._lock:
+            if self.timer is not None or self._stopped:
+                return  # the armed timer re-arms itself for what is still waiting
+            timer = threading.Timer(max(delay_ms, 1) / 1000.0, self.on_timer)
+            timer.daemon = True
+            self.timer = timer
+        timer.start()
+
+    def on_timer(self) -> None:
+        with self._lock:
+            self.timer = None
+        self.delete_due()
+        with self._lock:
+            if not self._due:
+                return
+            wait = min(at for at, _ in self._due) - self.clock()
+        self.arm(wait)
+
+    def cancel(self) -> None:
+        """Cancel the armed timer, if any (the files wait for the next load)."""
+        with self._lock:
+            timer, self.timer = self.timer, None
+        if timer is not None:
+            timer.cancel()
+
+    def stop(self) -> None:
+        """The log is closed: no timer is armed again, and the armed one is cancelled."""
+        with self._lock:
+            self._stopped = True
+        self.cancel()
+
+
+def _unlink_all(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
