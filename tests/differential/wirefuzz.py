@@ -1,0 +1,519 @@
+"""Valid Kafka requests made at random from Kafka's message schemas (kio's classes), sent raw to a broker, and
+the error codes of the answers: the wire-level differential fuzzer's parts (test_wire_fuzz.py runs them).
+
+A request is generated as plain values by walking the request class's fields: strings from small pools of
+names that exist on both brokers and names that do not, integers near the boundaries that matter for their
+field, arrays of 0-3 entries, nullable fields sometimes null. `FIXES` then adjusts, per API, what would make
+the comparison meaningless (a state change that differs by design, a wait as long as a random timeout);
+each adjustment names its reason. Topic ids differ between the brokers: requests carry `TopicRef`s, turned
+into each broker's id of that topic when the request is written.
+
+Everything is drawn from one `random.Random`: a seed gives the same requests in the same order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import io
+import random
+import socket
+import struct
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveTupleField,
+    classify_field,
+    is_optional,
+)
+from kio.serial.errors import SerialError
+
+from chronolog.protocol import codec
+from chronolog.records import SimpleRecord, build_batch
+
+API_VERSIONS = 18
+CLOSED = "closed"  # the broker closed the connection instead of answering
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicRef:
+    """The id of one of the fuzzer's topics, whichever broker it is written for."""
+
+    name: str
+
+
+# -- raw requests ---------------------------------------------------------------------------------------------
+@functools.cache
+def request_class(api_key: int, version: int) -> type:
+    return load_request_schema(api_key, version)
+
+
+@functools.cache
+def _reader(cls: type) -> Callable:
+    return entity_reader(cls)
+
+
+@functools.cache
+def _writer(cls: type) -> Callable:
+    return entity_writer(cls)
+
+
+class Wire:
+    """One connection to a broker: requests written by kio, answers read by kio (None: the broker closed
+    the connection, which is then opened again for the next request)."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 30) -> None:
+        self.address = (host, port)
+        self.timeout = timeout
+        self.sock: socket.socket | None = None
+        self.correlation = 0
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def call(self, api_key: int, version: int, body: Any) -> Any:
+        req_cls = request_class(api_key, version)
+        flexible = bool(req_cls.__flexible__)
+        header_cls = RequestHeaderV2 if flexible else RequestHeaderV1
+        self.correlation += 1
+        buf = io.BytesIO()
+        _writer(header_cls)(buf, header_cls(request_api_key=api_key, request_api_version=version,
+                                            correlation_id=self.correlation, client_id="wirefuzz"))
+        _writer(req_cls)(buf, body)
+        frame = buf.getvalue()
+        if self.sock is None:
+            self.sock = socket.create_connection(self.address, timeout=self.timeout)
+        try:
+            self.sock.sendall(struct.pack(">i", len(frame)) + frame)
+            payload = self._recv(struct.unpack(">i", self._recv(4))[0])
+        except (EOFError, ConnectionError):
+            self.close()
+            return None
+        resp_cls = load_response_schema(api_key, version)
+        header_cls = ResponseHeaderV1 if flexible and api_key != API_VERSIONS else ResponseHeaderV0
+        header, used = _reader(header_cls)(payload, 0)
+        assert header.correlation_id == self.correlation
+        try:
+            body, _ = _reader(resp_cls)(payload, used)
+        except SerialError:  # kio refuses some values brokers send (a timestamp of -1 for "none")
+            return Walked(walk_codes(resp_cls, payload, used)[0])
+        return body
+
+    def _recv(self, n: int) -> bytes:
+        data = bytearray()
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise EOFError("the broker closed the connection")
+            data += chunk
+        return bytes(data)
+
+
+@dataclasses.dataclass(frozen=True)
+class Walked:
+    """An answer kio cannot decode, read by `walk_codes`: its error codes only."""
+
+    codes: list[tuple[str, int]]
+
+
+_FIXED = {"int8": 1, "bool": 1, "int16": 2, "uint16": 2, "error_code": 2, "int32": 4, "timedelta_i32": 4,
+          "int64": 8, "float64": 8, "timedelta_i64": 8, "datetime_i64": 8, "uuid": 16}
+
+
+def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def walk_codes(cls: type, buf: bytes, pos: int, path: str = "") -> tuple[list[tuple[str, int]], int]:
+    """The error codes of one entity of `cls` at `pos` (Kafka's encoding, as the schema lays it out), and
+    where it ends: what `error_codes` takes from kio's decoding, for answers kio refuses."""
+    flexible = bool(cls.__flexible__)
+    codes: list[tuple[str, int]] = []
+
+    def length(pos: int, wide: bool) -> tuple[int, int]:
+        if flexible:
+            n, pos = _uvarint(buf, pos)
+            return n - 1, pos
+        fmt = ">i" if wide else ">h"
+        return struct.unpack_from(fmt, buf, pos)[0], pos + struct.calcsize(fmt)
+
+    def primitive(kafka_type: str, name: str, pos: int) -> int:
+        if kafka_type in _FIXED:
+            if name == "error_code" or name.endswith("_error_code"):
+                codes.append((f"{path}.{name}".lstrip("."), struct.unpack_from(">h", buf, pos)[0]))
+            return pos + _FIXED[kafka_type]
+        n, pos = length(pos, kafka_type in ("bytes", "records"))
+        return pos + max(n, 0)
+
+    def one(f: dataclasses.Field, pos: int) -> int:
+        kind = classify_field(f)
+        if isinstance(kind, EntityField):
+            if is_optional(f):
+                if buf[pos] == 0xFF:
+                    return pos + 1
+                pos += 1
+            inner, pos = walk_codes(kind.type_, buf, pos, f"{path}.{f.name}")
+            codes.extend(inner)
+            return pos
+        if isinstance(kind, EntityTupleField | PrimitiveTupleField):
+            n, pos = length(pos, True)
+            for _ in range(max(n, 0)):
+                if isinstance(kind, EntityTupleField):
+                    inner, pos = walk_codes(kind.type_, buf, pos, f"{path}.{f.name}")
+                    codes.extend(inner)
+                else:
+                    pos = primitive(f.metadata["kafka_type"], "", pos)
+            return pos
+        return primitive(f.metadata["kafka_type"], f.name, pos)
+
+    tagged = {}
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("tag") is not None:
+            tagged[f.metadata["tag"]] = f
+        else:
+            pos = one(f, pos)
+    if flexible:
+        count, pos = _uvarint(buf, pos)
+        for _ in range(count):
+            tag, pos = _uvarint(buf, pos)
+            size, pos = _uvarint(buf, pos)
+            if tag in tagged:
+                one(tagged[tag], pos)
+            pos += size
+    return codes, pos
+
+
+def error_codes(body: Any) -> list[tuple[str, int]]:
+    """Every error_code field of an answer, recursively, as (path without array indices, code), sorted: a
+    multiset, so the order brokers list topics or partitions in does not matter."""
+    if body is None:
+        return [(CLOSED, -1)]
+    if isinstance(body, Walked):
+        return sorted(body.codes)
+    out: list[tuple[str, int]] = []
+
+    def walk(obj: Any, path: str) -> None:
+        if dataclasses.is_dataclass(obj):
+            for f in dataclasses.fields(obj):
+                value = getattr(obj, f.name)
+                if f.name == "error_code" or f.name.endswith("_error_code"):
+                    out.append((f"{path}.{f.name}".lstrip("."), int(value)))
+                else:
+                    walk(value, f"{path}.{f.name}")
+        elif isinstance(obj, tuple):
+            for item in obj:
+                walk(item, path)
+    walk(body, "")
+    return sorted(out)
+
+
+# -- values -------------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Pools:
+    """The names requests draw from: the fuzzer's topics (which exist on both brokers) and names that exist
+    nowhere, groups, transactional ids."""
+
+    topics: tuple[str, ...]
+    missing_topics: tuple[str, ...] = ("fz-missing", "fz-missing-2")
+    groups: tuple[str, ...] = ("fz-group", "fz-group-2")
+    transactional_ids: tuple[str, ...] = ("fz-txn", "fz-txn-2")
+    users: tuple[str, ...] = ("fz-user", "fz-user-2")
+
+    def topic(self, rng: random.Random) -> str:
+        return rng.choice(self.topics + self.topics + self.missing_topics)
+
+
+INT_BITS = {"int8": 8, "int16": 16, "uint16": 16, "int32": 32, "int64": 64}
+TIME_FIELDS = {"timedelta_i32", "timedelta_i64"}
+CONFIG_NAMES = ("retention.ms", "cleanup.policy", "segment.bytes", "min.insync.replicas", "max.message.bytes",
+                "no.such.config", "")
+CONFIG_VALUES = ("1000", "-1", "compact", "delete", "abc", "")
+NOW_MS = 1_750_000_000_000
+
+
+def _boundary(rng: random.Random, bits: int) -> int:
+    top = (1 << (bits - 1)) - 1
+    return rng.choice([0, 1, -1, 2, 3, top, -top - 1, rng.randrange(-100, 100)])
+
+
+def _int_for(name: str, kafka_type: str, rng: random.Random) -> int:
+    """An integer for field `name`: near the values that decide something for such a field."""
+    bits = INT_BITS[kafka_type]
+    if "partition" in name or name in ("index",):
+        return rng.choice([0, 0, 1, 2, -1, 7, (1 << 31) - 1])
+    if "timestamp" in name:
+        return rng.choice([-1, -2, -3, -4, -5, -6, -7, 0, NOW_MS, NOW_MS + 10**12])
+    if "offset" in name:
+        return rng.choice([-1, -2, 0, 0, 1, 5, 1000, (1 << 63) - 1])
+    if "epoch" in name:
+        return rng.choice([-1, 0, 0, 1, 5])
+    if name == "producer_id":
+        return rng.choice([-1, 0, 4242])
+    if name in ("num_partitions", "count"):
+        return rng.choice([-1, 0, 1, 2, 4, 100_000])
+    if name == "replication_factor":
+        return rng.choice([-1, 0, 1, 2])
+    if name in ("resource_type", "resource_type_filter"):
+        return rng.choice([0, 1, 2, 2, 3, 4, 5, 6, 99])
+    if name in ("pattern_type", "pattern_type_filter"):
+        return rng.choice([0, 1, 2, 3, 3, 4, 9])
+    if name == "operation":
+        return rng.choice(range(0, 15))
+    if name == "permission_type":
+        return rng.choice([0, 1, 2, 3])
+    if name == "key_type":
+        return rng.choice([0, 0, 1, 2, 3])
+    if name == "isolation_level":
+        return rng.choice([0, 0, 1, 2])
+    if name == "config_operation":
+        return rng.choice([0, 1, 2, 3, 4])
+    if name == "acks":
+        return rng.choice([-1, 1, 1, 2])  # (0: no answer to compare)
+    if name in ("max_bytes", "min_bytes", "partition_max_bytes"):
+        return rng.choice([0, 1, 1 << 20, -1, (1 << 31) - 1])
+    if name in ("node_id", "broker_id", "replica_id", "leader_id"):
+        return rng.choice([-1, 0, 1, 2])
+    return _boundary(rng, bits)
+
+
+def _string_for(name: str, owner: str, rng: random.Random, pools: Pools) -> str:
+    lower_owner = owner.lower()
+    if name == "name" and "config" in lower_owner:
+        return rng.choice(CONFIG_NAMES)
+    if name == "value" and "config" in lower_owner:
+        return rng.choice(CONFIG_VALUES)
+    if name == "name" and "protocol" in lower_owner:
+        return rng.choice(["range", "roundrobin", "x"])
+    if name in ("name", "topic", "topic_name", "topics", "topic_names", "subscribed_topic_names"):
+        if any(w in lower_owner for w in ("user", "scram")):
+            return rng.choice(pools.users)
+        return pools.topic(rng)
+    if "group" in name or name in ("key", "coordinator_keys", "groups_names", "groups", "states_filter"):
+        return rng.choice(pools.groups + pools.transactional_ids + ("",))
+    if "transactional_id" in name:
+        return rng.choice(pools.transactional_ids + ("",))
+    if name in ("member_id",):
+        return rng.choice(["", "fz-member"])
+    if name in ("protocol_type",):
+        return rng.choice(["consumer", ""])
+    if name == "mechanism":
+        return rng.choice(["PLAIN", "SCRAM-SHA-256", "GSSAPI"])
+    if name.startswith("client_software"):
+        return rng.choice(["wirefuzz", "1.0", "bad name!"])
+    if name in ("resource_name", "resource_name_filter", "entity_name", "match"):
+        return rng.choice([*pools.topics[:1], "*", "kafka-cluster", "1", pools.missing_topics[0]])
+    if "principal" in name:
+        return rng.choice(["User:alice", "User:*", "bad"])
+    if name in ("host", "host_filter"):
+        return rng.choice(["*", "127.0.0.1"])
+    if name in ("entity_type", "key") or "quota" in name:
+        return rng.choice(["user", "client-id", "producer_byte_rate", "nope"])
+    if "path" in name or "dir" in name:
+        return rng.choice(["/nonexistent", ""])
+    return rng.choice(["", "x", "fuzz"])
+
+
+def _records(rng: random.Random) -> bytes | None:
+    """A Produce partition's records: usually one valid v2 batch, sometimes none, empty or garbage."""
+    roll = rng.random()
+    if roll < 0.1:
+        return None
+    if roll < 0.15:
+        return b""
+    if roll < 0.2:
+        return rng.randbytes(rng.choice([1, 30, 70]))
+    now = int(time.time() * 1000)
+    records = [SimpleRecord(now, rng.choice([None, b"k"]), rng.randbytes(rng.choice([0, 10, 100])))
+               for _ in range(rng.choice([1, 1, 3]))]
+    return build_batch(records)
+
+
+def values_for(cls: type, rng: random.Random, pools: Pools, depth: int = 0) -> dict[str, Any]:
+    """Plain values for every field of kio class `cls` (codec.build makes the entity)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        kind = classify_field(f)
+        optional = is_optional(f)
+        if optional and rng.random() < 0.15:
+            out[f.name] = None
+            continue
+        if isinstance(kind, EntityField):
+            out[f.name] = values_for(kind.type_, rng, pools, depth + 1)
+        elif isinstance(kind, EntityTupleField):
+            out[f.name] = [values_for(kind.type_, rng, pools, depth + 1) for _ in range(_count(rng, depth))]
+        elif isinstance(kind, PrimitiveTupleField):
+            kafka_type = f.metadata.get("kafka_type")
+            out[f.name] = [_primitive(f.name, kafka_type, cls.__name__, rng, pools) for _ in range(_count(rng, depth))]
+        else:
+            out[f.name] = _primitive(f.name, f.metadata.get("kafka_type"), cls.__name__, rng, pools)
+    return out
+
+
+def _count(rng: random.Random, depth: int) -> int:
+    return rng.choice([0, 1, 1, 2, 3] if depth < 2 else [0, 1, 2])
+
+
+def _primitive(name: str, kafka_type: str | None, owner: str, rng: random.Random, pools: Pools) -> Any:
+    if kafka_type in INT_BITS:
+        return _int_for(name, kafka_type, rng)
+    if kafka_type in TIME_FIELDS:
+        return datetime.timedelta(milliseconds=rng.choice([0, 10, 50, 6000, 30_000, -1]))
+    if kafka_type == "datetime_i64":
+        return datetime.datetime.fromtimestamp(NOW_MS / 1000, datetime.UTC)
+    if kafka_type == "bool":
+        return rng.random() < 0.5
+    if kafka_type == "float64":
+        return rng.choice([0.0, 1.5, -1.0, 1e9])
+    if kafka_type == "uuid":
+        return rng.choice([TopicRef(rng.choice(pools.topics)), TopicRef(rng.choice(pools.topics)),
+                           uuid.UUID(int=0), uuid.UUID(int=rng.getrandbits(128))])
+    if kafka_type == "records":
+        return _records(rng)
+    if kafka_type == "bytes":
+        return rng.randbytes(rng.choice([0, 4, 16]))
+    if kafka_type == "string":
+        return _string_for(name, owner, rng, pools)
+    raise AssertionError(f"no generator for {kafka_type} ({owner}.{name})")
+
+
+def resolve(values: Any, ids: dict[str, uuid.UUID]) -> Any:
+    """`values` with each TopicRef replaced by this broker's id of the topic."""
+    if isinstance(values, TopicRef):
+        return ids[values.name]
+    if isinstance(values, dict):
+        return {k: resolve(v, ids) for k, v in values.items()}
+    if isinstance(values, list):
+        return [resolve(v, ids) for v in values]
+    return values
+
+
+# -- per-API adjustments ------------------------------------------------------------------------------------
+def _short_waits(v: dict, *names: str) -> None:
+    for name in names:
+        if name in v:
+            v[name] = datetime.timedelta(milliseconds=min(max(v[name].total_seconds() * 1000, 0), 50))
+
+
+def _validate_only(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    """Creations and config changes only validated: a change would differ in time on the two brokers (Kafka
+    applies them through its controller, asynchronously)."""
+    v["validate_only"] = True
+    _short_waits(v, "timeout")
+
+
+def _fix_produce(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    v["transactional_id"] = None  # transactional batches need a transaction: InitProducerId first (not fuzzed)
+    _short_waits(v, "timeout")
+
+
+def _fix_fetch(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    # chronolog has no incremental fetch sessions (docs/differences.md): sessionless requests only; no
+    # follower fetches (replica ids, replica state, cluster id: replication is not served).
+    v["session_id"] = 0
+    v["session_epoch"] = rng.choice([-1, 0])
+    v["replica_id"] = -1
+    v.pop("replica_state", None)
+    v["cluster_id"] = None
+    v["forgotten_topics_data"] = []
+    _short_waits(v, "max_wait")
+    for t in v.get("topics") or ():
+        for p in t.get("partitions") or ():
+            p.pop("replica_directory_id", None)
+            p.pop("high_watermark", None)
+            p["log_start_offset"] = -1  # only followers send it
+
+
+def _fix_metadata(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    # Auto-creation's first answer differs by design (Kafka: LEADER_NOT_AVAILABLE until the controller made
+    # it; chronolog: ready at once, docs/differences.md), and would leave topics only one side has.
+    v["allow_auto_topic_creation"] = False
+
+
+def _fix_replica(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    v["replica_id"] = -1  # consumers only: replicas' requests are not served (no replication)
+
+
+def _fix_delete_topics(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    """Only topics that exist on neither side: Kafka deletes asynchronously, and the fuzzer's topics must stay."""
+    for key in ("topic_names",):
+        if key in v:
+            v[key] = [rng.choice(pools.missing_topics) for _ in v[key]]
+    for t in v.get("topics") or ():
+        t["name"] = rng.choice(pools.missing_topics + (None,))
+        if not isinstance(t.get("topic_id"), uuid.UUID):
+            t["topic_id"] = uuid.UUID(int=rng.getrandbits(128))
+    _short_waits(v, "timeout")
+
+
+def _fix_join(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    # A new member of a new group would wait for the rebalance: only unknown members (and, from v4, the
+    # empty id answered MEMBER_ID_REQUIRED at once).
+    if version < 4 or not v.get("member_id"):
+        v["member_id"] = "fz-member" if version < 4 else rng.choice(["", "fz-member"])
+
+
+def _fix_heartbeat_848(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    # Joining (epoch 0) starts a member whose session then runs out at different moments on the two brokers.
+    if v.get("member_epoch") == 0:
+        v["member_epoch"] = rng.choice([-1, 1, 5])
+
+
+def _fix_scram(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    v["upsertions"] = []  # no users made: the shared brokers' other tests list users
+
+
+def _fix_timeouts(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    _short_waits(v, "timeout")
+
+
+FIXES: dict[int, Callable[[dict, int, random.Random, Pools], None]] = {
+    0: _fix_produce, 1: _fix_fetch, 2: _fix_replica, 3: _fix_metadata, 11: _fix_join, 19: _validate_only,
+    20: _fix_delete_topics, 21: _fix_timeouts, 23: _fix_replica, 33: _validate_only, 37: _validate_only,
+    44: _validate_only, 49: _validate_only, 51: _fix_scram, 68: _fix_heartbeat_848,
+}
+
+
+def generate(api_key: int, version: int, rng: random.Random, pools: Pools) -> dict[str, Any]:
+    values = values_for(request_class(api_key, version), rng, pools)
+    fix = FIXES.get(api_key)
+    if fix is not None:
+        fix(values, version, rng, pools)
+    return values
+
+
+def requests(apis: dict[int, tuple[int, int]], count: int, seed: int, pools: Pools
+             ) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """`count` requests (api key, version, values) spread over `apis` ({key: (min, max)}): round-robin over
+    the APIs so that every one gets its share, the version drawn in its range."""
+    rng = random.Random(seed)
+    keys = sorted(apis)
+    for i in range(count):
+        key = keys[i % len(keys)]
+        low, high = apis[key]
+        version = rng.randint(low, high)
+        yield key, version, generate(key, version, rng, pools)
+
+
+def build(api_key: int, version: int, values: dict[str, Any], ids: dict[str, uuid.UUID]) -> Any:
+    return codec.build(request_class(api_key, version), resolve(values, ids))
