@@ -243,3 +243,24 @@ def test_compressed_batches_are_judged_in_c_through_the_codecs(codec):
     assert fresh.map_chunk(whole + bytes(broken), 0, 0, 100, 1 << 40)[:2] == (len(whole), native.PYTHON)
     assert fresh.filter_chunk(whole + bytes(broken), 0, False, 100, NOW, {}, 0, 0, 0, -1, -1, 4096,
                               1 << 40)[:2] == (len(whole), native.PYTHON)
+
+
+def test_the_pure_python_switch_reaches_every_c_twin():
+    """CHRONOLOG_PURE_PYTHON=1 (chronolog.native) turns off the cleaner's C map and every other C module,
+    the Spark sink's encoder included; the statuses the cleaner reads are the C walk's."""
+    import os
+    import subprocess
+    import sys
+
+    from chronolog.storage.cleaner import offset_map
+
+    assert (offset_map.MORE, offset_map.PYTHON, offset_map.BUDGET, offset_map.END, offset_map.FULL) == \
+        (native.MORE, native.PYTHON, native.BUDGET, native.END, native.FULL)
+    code = ("from chronolog.storage.cleaner import Cleaner; from chronolog.records import encode, batch, columns; "
+            "from chronolog.storage import segment; "
+            "print(Cleaner().native, encode.AVAILABLE, batch._native_scan, columns.NATIVE_COLUMNS, "
+            "segment._native_batch_end)")
+    for switch, want in (("1", "False False None False None"), ("0", "True True")):
+        env = {**os.environ, "CHRONOLOG_PURE_PYTHON": switch}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+        assert out.startswith(want), out
