@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DATA   := $(CURDIR)/var/run-data
 
-.PHONY: install bytecode sysdeps nodedeps faustdeps jars test run bench lint clean
+.PHONY: install bytecode sysdeps nodedeps faustdeps jars test test-long run bench lint clean
 
 $(STAMP): pyproject.toml setup.py src/chronolog/records/_walk.c src/chronolog/records/_clean.c src/chronolog/records/_recordwalk.h src/chronolog/records/_crc32c.h src/chronolog/records/_columns.c src/chronolog/records/_encode.c src/chronolog/storage/_headers.c
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -47,8 +47,15 @@ jars: $(JARS)/.stamp
 
 install: $(STAMP) bytecode sysdeps nodedeps faustdeps jars
 
+# The suite's tiers (docs/testing.md, "The suite"): `make test` is what CI runs, within 15 minutes on two
+# cores; `make test-long` runs the same tests with their full seed counts, kills and load durations
+# (tests/scale.py). PYTEST_ARGS adds options, e.g. PYTEST_ARGS="-n 2" or a path.
+PYTEST_ARGS ?=
 test: install
-	$(PY) -m pytest -q
+	CHRONOLOG_TEST_SCALE=ci $(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-long: install
+	CHRONOLOG_TEST_SCALE=long $(PY) -m pytest -q --durations=30 $(PYTEST_ARGS)
 
 run: install
 	$(VENV)/bin/chronolog pipeline run --data-dir $(DATA)/data --out $(DATA)/out
