@@ -98,17 +98,17 @@ def heartbeat(req: Any, ctx: RequestContext) -> dict:
             "error_code": ctx.coordinator.heartbeat(req.group_id, int(req.generation_id), req.member_id)}
 
 
-@register(13, 0, 4)
+@register(13, 0, 5)
 def leave_group(req: Any, ctx: RequestContext) -> dict:
     if _group_denied(ctx, "read", req.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
-    if ctx.api_version >= 3:
-        ids = [m.member_id for m in req.members]
-        errors = ctx.coordinator.leave(req.group_id, ids)
-        return {"throttle_time": 0, "error_code": 0,
-                "members": [{"member_id": i, "group_instance_id": None, "error_code": e} for i, e in zip(ids, errors, strict=True)]}
-    (error,) = ctx.coordinator.leave(req.group_id, [req.member_id])
-    return {"throttle_time": 0, "error_code": error}
+    if ctx.api_version >= 3:  # a batch; a static member may be named by its group.instance.id alone (KIP-345)
+        error, results = ctx.coordinator.leave_members(
+            req.group_id, [(m.member_id, m.group_instance_id) for m in req.members])
+        return {"throttle_time": 0, "error_code": error,
+                "members": [{"member_id": mid, "group_instance_id": iid, "error_code": e} for mid, iid, e in results]}
+    error, results = ctx.coordinator.leave_members(req.group_id, [(req.member_id, None)])
+    return {"throttle_time": 0, "error_code": error or results[0][2]}
 
 
 @register(8, 2, 9)  # v9: KIP-848 members commit with their member epoch

@@ -900,13 +900,22 @@ class ConsumerGroups:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return 0
 
-    def classic_leave(self, group_id: str, member_id: str) -> int:
+    def classic_leave(self, group_id: str, member_id: str, instance_id: str | None = None) -> tuple[str, int]:
+        """LeaveGroup to a consumer group (Kafka 4.4's `classicGroupLeaveToConsumerGroup`): a member by its id,
+        or a static one by its instance id (the member id empty or its own, else FENCED_INSTANCE_ID), of
+        either protocol, fenced at once. (The member id as asked, error)."""
         group = self.groups[group_id]
-        if member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        self._remove(group, member_id, "left")
+        if instance_id is None:
+            member = group.members.get(member_id)
+        else:
+            member = next((m for m in group.members.values() if m.instance_id == instance_id), None)
+            if member is not None and member_id and member.member_id != member_id:
+                return member_id, ErrorCode.FENCED_INSTANCE_ID
+        if member is None:
+            return member_id, ErrorCode.UNKNOWN_MEMBER_ID
+        self._remove(group, member.member_id, "left (LeaveGroup)")
         failed = self._durable(group_id)
-        return failed["error_code"] if failed else 0
+        return member_id, failed["error_code"] if failed else 0
 
     # -- the rest of the coordinator asks these ------------------------------------------------------
     def validate_commit(self, group_id: str, member_id: str, epoch: int, api_version: int,

@@ -220,8 +220,8 @@ class GroupCoordinator:
         if group.members and ((group.protocol_type is not None and group.protocol_type != protocol_type)
                               or not self._common_protocol(group, protocols)):
             return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "member_id": member_id}
-        if not member_id:
-            member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+        if not member_id:  # ClassicGroup.generateMemberId: a static member's id starts with its instance id
+            member_id = f"{instance_id if instance_id is not None else client_id or 'member'}-{uuid.uuid4()}"
             if require_known_member:
                 # KIP-394: hand out the id first; the member joins again with it.
                 group.members.setdefault(member_id, Member(member_id, instance_id, client_id, client_host,
@@ -360,17 +360,54 @@ class GroupCoordinator:
         return 0
 
     def leave(self, group_id: str, member_ids: list[str]) -> list[int]:
+        """Members leaving by member id: their error codes."""
+        error, results = self.leave_members(group_id, [(mid, None) for mid in member_ids])
+        return [r[2] for r in results] if not error else [error] * len(member_ids)
+
+    def leave_members(self, group_id: str, members: list[tuple[str, str | None]]
+                      ) -> tuple[int, list[tuple[str, str | None, int]]]:
+        """LeaveGroup (GroupMetadataManager.classicGroupLeave): (member id, group instance id) pairs; from v3
+        a static member may be named by its instance id alone (an empty member id: KIP-345's administrative
+        removal), and leaves at once. The group's error, and each member's (member id as answered, instance
+        id, error)."""
         if group_id in self.consumer.groups:
-            return [self.consumer.classic_leave(group_id, mid) for mid in member_ids]
+            return 0, [self._consumer_leave(group_id, mid, iid) for mid, iid in members]
         group = self.groups.get(group_id)
+        if group is None:  # each member unknown (Kafka 4.4 answers so, the group's error none)
+            return 0, [(mid, iid, ErrorCode.UNKNOWN_MEMBER_ID) for mid, iid in members]
+        if group.state == DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         results = []
-        for mid in member_ids:
-            if group is None or mid not in group.members:
-                results.append(ErrorCode.UNKNOWN_MEMBER_ID)
+        for mid, iid in members:
+            if not mid:  # by instance id alone
+                static = self._static_member(group, iid) if iid is not None else None
+                if static is None:
+                    results.append((mid, iid, ErrorCode.UNKNOWN_MEMBER_ID))
+                    continue
+                log.info("group %s: static member %s (instance %s) removed by LeaveGroup", group_id, static, iid)
+                self._remove_member(group, static)
+                results.append((mid, iid, 0))
+                continue
+            if iid is not None:  # ClassicGroup.validateMember
+                static = self._static_member(group, iid)
+                if static is None or static != mid:
+                    results.append((mid, iid, ErrorCode.UNKNOWN_MEMBER_ID if static is None
+                                    else ErrorCode.FENCED_INSTANCE_ID))
+                    continue
+            if mid not in group.members:
+                results.append((mid, iid, ErrorCode.UNKNOWN_MEMBER_ID))
                 continue
             self._remove_member(group, mid)
-            results.append(0)
-        return results
+            results.append((mid, iid, 0))
+        return 0, results
+
+    def _consumer_leave(self, group_id: str, member_id: str, instance_id: str | None) -> tuple[str, str | None, int]:
+        answered, error = self.consumer.classic_leave(group_id, member_id, instance_id)
+        return answered, instance_id, error
+
+    @staticmethod
+    def _static_member(group: Group, instance_id: str) -> str | None:
+        return next((m.member_id for m in group.members.values() if m.group_instance_id == instance_id), None)
 
     def _remove_member(self, group: Group, member_id: str) -> None:
         member = group.members.pop(member_id, None)
