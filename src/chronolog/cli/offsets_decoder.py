@@ -21,6 +21,7 @@ import uuid
 
 from chronolog.errors import KafkaError
 from chronolog.records import group_records as gr
+from chronolog.records.consumer_protocol import TopicPartitions, read_assignment, read_subscription
 from chronolog.records.group_records import (
     GroupMetadataKey,
     OffsetCommitKey,
@@ -107,8 +108,8 @@ def _group_metadata_json(value: bytes, version: int) -> dict:
         if version >= 1:
             member["rebalanceTimeout"] = m.rebalance_timeout
         member["sessionTimeout"] = m.session_timeout
-        member["subscription"] = (_decoded(m.subscription, _subscription) if consumer else _b64(m.subscription))
-        member["assignment"] = (_decoded(m.assignment, _assignment) if consumer else _b64(m.assignment))
+        member["subscription"] = _subscription(m.subscription) if consumer else _b64(m.subscription)
+        member["assignment"] = _assignment(m.assignment) if consumer else _b64(m.assignment)
         members.append(member)
     out["members"] = members
     return out
@@ -152,65 +153,31 @@ def _consumer_json(kind: int, value: bytes) -> dict:
             "partitionsPendingRevocation": _topic_partitions(c.pending_revocation)}
 
 
-def _decoded(data: bytes, reader) -> object:
-    """The embedded consumer protocol structure, or the original bytes (base64) when it does not parse."""
+def _partitions_json(tps: TopicPartitions) -> list[dict]:
+    return [{"topic": topic, "partitions": list(parts)} for topic, parts in tps]
+
+
+def _subscription(data: bytes) -> object:
+    """The member's ConsumerProtocolSubscription with the fields of its version, or the original bytes
+    (base64) when it does not parse."""
     try:
-        return reader(_Cursor(data))
-    except (struct.error, IndexError, UnicodeDecodeError, ValueError):
+        sub = read_subscription(data)
+    except ValueError:
         return _b64(data)
-
-
-class _Cursor:
-    def __init__(self, data: bytes) -> None:
-        self.data, self.pos = data, 0
-
-    def take(self, fmt: str) -> int:
-        (v,) = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += struct.calcsize(fmt)
-        return v
-
-    def string(self) -> str | None:
-        n = self.take(">h")
-        if n < 0:
-            return None
-        if self.pos + n > len(self.data):
-            raise ValueError("string past the end")
-        s = self.data[self.pos:self.pos + n].decode()
-        self.pos += n
-        return s
-
-    def bytes_(self) -> str | None:
-        n = self.take(">i")
-        if n < 0:
-            return None
-        if self.pos + n > len(self.data):
-            raise ValueError("bytes past the end")
-        b = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return _b64(b)
-
-    def topic_partitions(self) -> list[dict]:
-        out = []
-        for _ in range(self.take(">i")):
-            topic = self.string()
-            out.append({"topic": topic, "partitions": [self.take(">i") for _ in range(self.take(">i"))]})
-        return out
-
-
-def _subscription(c: _Cursor) -> dict:
-    """ConsumerProtocolSubscription v0-v3 (topics, userData; v1 ownedPartitions; v2 generationId; v3 rackId)."""
-    version = c.take(">h")
-    out: dict = {"topics": [c.string() for _ in range(c.take(">i"))], "userData": c.bytes_()}
-    if version >= 1:
-        out["ownedPartitions"] = c.topic_partitions() if c.pos < len(c.data) else []
-    if version >= 2:
-        out["generationId"] = c.take(">i") if c.pos < len(c.data) else -1
-    if version >= 3:
-        out["rackId"] = c.string() if c.pos < len(c.data) else None
+    out: dict = {"topics": list(sub.topics), "userData": _b64(sub.user_data)}
+    if sub.version >= 1:
+        out["ownedPartitions"] = _partitions_json(sub.owned_partitions)
+    if sub.version >= 2:
+        out["generationId"] = sub.generation_id
+    if sub.version >= 3:
+        out["rackId"] = sub.rack_id
     return out
 
 
-def _assignment(c: _Cursor) -> dict:
-    """ConsumerProtocolAssignment (assignedPartitions, userData)."""
-    c.take(">h")
-    return {"assignedPartitions": c.topic_partitions(), "userData": c.bytes_()}
+def _assignment(data: bytes) -> object:
+    """The member's ConsumerProtocolAssignment, or the original bytes (base64) when it does not parse."""
+    try:
+        assignment = read_assignment(data)
+    except ValueError:
+        return _b64(data)
+    return {"assignedPartitions": _partitions_json(assignment.partitions), "userData": _b64(assignment.user_data)}
