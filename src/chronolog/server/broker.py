@@ -145,7 +145,8 @@ class Broker:
     # A connection's repeated one-partition Fetch is recognised by its bytes and answered without the
     # handler (protocol.fetch_plan); tests switch this off to compare both paths.
     plan_fetches = True
-    # Programmed faults (server/faults.py), set only by chronolog.testing; every request then passes through it.
+    # Programmed faults (chronolog.testing.faults), set only by chronolog.testing: an object whose
+    # `async respond(handler, body, ctx)` then serves every request.
     faults = None
 
     def __init__(self, data_dir: Path | str, host: str = "127.0.0.1", port: int = 9092,
