@@ -13,15 +13,25 @@ dir applies its `.txnindex` files and producer snapshots for that itself.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from chronolog.errors import ChronologError, UnknownTopicOrPartitionError
 from chronolog.records import Record
 from chronolog.storage import PartitionLog
 from chronolog.storage.basics import parse_log_dir_name
 from chronolog.storage.txnindex import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED
+
+T = TypeVar("T")
+# Errors of a leader or coordinator that moved or is still loading, and librdkafka's local codes for a
+# connection to a node that died: librdkafka's admin calls do not flag them all retriable, but the cluster
+# answers again once the partitions or the group have a new home
+_MOVING = frozenset({-195, -187, -137,  # _TRANSPORT, _ALL_BROKERS_DOWN, _DESTROY_BROKER
+                     5, 6, 14, 15, 16})  # LEADER_NOT_AVAILABLE, NOT_LEADER, COORDINATOR_LOAD/_NOT_AVAILABLE, NOT_COORDINATOR
+OFFSET_INVALID = -1001
 
 
 def _isolation(isolation: str) -> str:
@@ -200,9 +210,40 @@ class BrokerSource:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} not found on {self.bootstrap}")
         return sorted(t.partitions)
 
+    @property
+    def retry_for(self) -> float:
+        """A dead node's partitions get new leaders after its broker session expires (9 s by default in
+        KRaft, broker.session.timeout.ms): retriable errors are retried this long."""
+        return max(60.0, 4 * self.timeout)
+
+    def _retrying(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)`, again while the error is one a moving leader or coordinator gives (a node of the
+        cluster died, its partitions' leaders are being elected elsewhere), for at most `retry_for` seconds;
+        then the last error stands."""
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + self.retry_for
+        while True:
+            try:
+                return fn(*args)
+            except KafkaException as exc:
+                if not _moving(exc) or time.monotonic() >= deadline:
+                    raise
+            except _NoAnswer as exc:
+                if time.monotonic() >= deadline:
+                    raise ChronologError(f"{exc} within {self.retry_for:.0f} s") from None
+            time.sleep(0.2)  # a back-off between tries, as librdkafka's retry.backoff.ms
+            try:  # librdkafka's admin calls ask the leader they cached: ask the cluster where it moved
+                self.admin.list_topics(timeout=self.timeout)
+            except Exception:  # only a refresh: the next try tells
+                pass
+
     def watermarks(self, topic: str, partition: int, *, isolation: str = READ_UNCOMMITTED) -> tuple[int, int]:
         """(log start, end); the end is the LSO under read_committed (ListOffsets latest with
         isolation_level 1, as the consumer of that level asks it)."""
+        return self._retrying(self._watermarks, topic, partition, isolation)
+
+    def _watermarks(self, topic: str, partition: int, isolation: str) -> tuple[int, int]:
         from confluent_kafka import TopicPartition
         if _isolation(isolation) == READ_UNCOMMITTED:
             return self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self.timeout)
@@ -217,10 +258,13 @@ class BrokerSource:
 
     def offsets_for_time(self, topic: str, ts: int, partitions: list[int] | None = None, *,
                          isolation: str = READ_UNCOMMITTED) -> dict[int, OffsetAtTime]:
+        parts = partitions or self.partitions(topic)
+        return self._retrying(self._offsets_for_time, topic, ts, parts, isolation)
+
+    def _offsets_for_time(self, topic: str, ts: int, parts: list[int], isolation: str) -> dict[int, OffsetAtTime]:
         from confluent_kafka import IsolationLevel, TopicPartition
         from confluent_kafka.admin import OffsetSpec
 
-        parts = partitions or self.partitions(topic)
         level = IsolationLevel.READ_COMMITTED if _isolation(isolation) == READ_COMMITTED \
             else IsolationLevel.READ_UNCOMMITTED
         futures = self.admin.list_offsets({TopicPartition(topic, p): OffsetSpec.for_timestamp(ts) for p in parts},
@@ -228,6 +272,8 @@ class BrokerSource:
         out = {}
         for tp, fut in futures.items():
             info = fut.result()
+            if info.offset == OFFSET_INVALID:  # librdkafka's answer when the leader it asked never answered
+                raise _NoAnswer(f"no answer for {topic}-{tp.partition} from its leader")
             low, high = self.watermarks(topic, tp.partition, isolation=isolation)
             found = info.offset >= 0
             out[tp.partition] = OffsetAtTime(tp.partition, info.offset if found else high,
@@ -254,20 +300,31 @@ class BrokerSource:
 
     # -- groups -------------------------------------------------------------------------------------
     def group_state(self, group: str) -> tuple[str, int]:
-        """(state, number of active members)."""
-        result = self.admin.describe_consumer_groups([group], request_timeout=self.timeout)[group].result()
+        """(state, number of active members). A group the broker does not know is DEAD with no members:
+        Kafka 4.x answers librdkafka's ConsumerGroupDescribe for it with GROUP_ID_NOT_FOUND."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        try:
+            result = self._retrying(lambda: self.admin.describe_consumer_groups(
+                [group], request_timeout=self.timeout)[group].result())
+        except KafkaException as exc:
+            if exc.args and getattr(exc.args[0], "code", lambda: None)() == KafkaError.GROUP_ID_NOT_FOUND:
+                return "DEAD", 0
+            raise
         return str(result.state).split(".")[-1].upper(), len(result.members)
 
     def committed(self, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
         from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
         req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])
-        result = self.admin.list_consumer_group_offsets([req], request_timeout=self.timeout)[group].result()
+        result = self._retrying(lambda: self.admin.list_consumer_group_offsets(
+            [req], request_timeout=self.timeout)[group].result())
         return {tp.partition: tp.offset for tp in result.topic_partitions}
 
     def commit(self, group: str, topic: str, offsets: dict[int, int]) -> None:
         from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
         req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, o) for p, o in offsets.items()])
-        result = self.admin.alter_consumer_group_offsets([req], request_timeout=self.timeout)[group].result()
+        result = self._retrying(lambda: self.admin.alter_consumer_group_offsets(
+            [req], request_timeout=self.timeout)[group].result())
         errors = [tp for tp in result.topic_partitions if tp.error is not None]
         if errors:
             raise ChronologError(f"committing offsets for group {group} failed: {errors[0].error.str()}")
@@ -287,6 +344,20 @@ def parse_topic_partitions(spec: str) -> tuple[str, list[int] | None]:
     if not m:
         raise ChronologError(f"cannot read {spec!r} as TOPIC or TOPIC:P,P")
     return m.group(1), [int(p) for p in m.group(2).split(",")] if m.group(2) else None
+
+
+class _NoAnswer(Exception):
+    """A partition's leader did not answer (it died; a new one is being elected): ask again."""
+
+
+def _moving(exc: Exception) -> bool:
+    """A KafkaException a client retries: a leader or coordinator moving, a connection to a dead node."""
+    from confluent_kafka import KafkaError
+
+    err = exc.args[0] if exc.args else None
+    if not isinstance(err, KafkaError):
+        return False
+    return err.retriable() or err.code() in _MOVING
 
 
 def poll_range(consumer, topic: str, partition: int, end: int, timeout: float, timed_out: str) -> Iterator:
