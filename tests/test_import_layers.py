@@ -23,16 +23,6 @@ import chronolog
 PACKAGE = Path(chronolog.__file__).parent
 DESIGN = Path(__file__).resolve().parents[1] / "docs" / "design.md"
 
-# The one circle known today, kept until it is untied (issue 37: the cleaner's segment swap edits the log's
-# private fields; the swap moves into the log as `replace_segments`). It names the circle by what it is, a
-# storage circle through the cleaner, so renaming the log's modules does not hide a new circle elsewhere.
-# The test passes with or without it; delete the entry once the circle is gone.
-KNOWN_CIRCLES = {
-    "issue 37: storage.log <-> storage.cleaner (the swap into the log)":
-        lambda circle: all(m.startswith("chronolog.storage.") for m in circle)
-        and any(m.startswith("chronolog.storage.cleaner") for m in circle),
-}
-
 _NAMED_IMPORTERS = {"import_module", "__import__", "LazyModule", "load_native"}
 
 
@@ -227,10 +217,6 @@ def _short(module: str) -> str:
     return module.removeprefix("chronolog.")
 
 
-def _known_circle(circle: list[str]) -> str | None:
-    return next((why for why, match in KNOWN_CIRCLES.items() if match(set(circle))), None)
-
-
 # -- the tests -------------------------------------------------------------------------------------------
 def _unit(module: str) -> str:
     """The table name a module belongs to: its top-level package or module (`chronolog` for the root)."""
@@ -259,9 +245,8 @@ def test_no_upward_or_sideways_import():
 
 def test_no_import_circle():
     graph = import_graph()
-    found = [c for c in circles(graph) if _known_circle(c) is None]
     lines = []
-    for circle in found:
+    for circle in circles(graph):
         steps = " -> ".join(_short(m) for m in circle)
         at = ", ".join(f"{_short(a)}:{graph[a][b]}" for a, b in zip(circle, circle[1:], strict=False))
         lines.append(f"{steps}   (imports at {at})")
