@@ -13,6 +13,7 @@ from tests.storage.helpers import NOW, WIDE, batch
 
 
 def test_a_partition_asked_twice_answers_invalid_request_and_the_others_are_answered(tmp_path):
+    """Once, after the others: measured against Kafka 4.4 (v5 and v9)."""
     with LogManager(tmp_path, BrokerConfig()) as manager:
         manager.create_topic("t", 2, WIDE)
         manager.get_log("t", 0).append(batch(NOW, NOW + 10), now=NOW)
@@ -23,9 +24,8 @@ def test_a_partition_asked_twice_answers_invalid_request_and_the_others_are_answ
             part(partition_index=0, timestamp=NOW + 1), part(partition_index=1, timestamp=NOW),
             part(partition_index=0, timestamp=NOW)])])
         answers = list_offsets(req, ctx)["topics"][0]["partitions"]
-    assert [(a["partition_index"], a["error_code"]) for a in answers] == [
-        (0, ErrorCode.INVALID_REQUEST), (1, 0), (0, ErrorCode.INVALID_REQUEST)]
-    assert (answers[1]["offset"], answers[1]["timestamp"]) == (0, NOW + 5)
+    assert [(a["partition_index"], a["error_code"]) for a in answers] == [(1, 0), (0, ErrorCode.INVALID_REQUEST)]
+    assert (answers[0]["offset"], answers[0]["timestamp"]) == (0, NOW + 5)
 
 
 def _ask(manager, version: int, timestamp: int) -> dict:

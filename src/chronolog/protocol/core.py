@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import datetime
 import os
+import re
 import struct
 import time
 import uuid
@@ -19,11 +20,13 @@ from typing import Any
 
 from chronolog.errors import (
     ErrorCode,
+    FencedLeaderEpochError,
     InvalidRecordError,
     InvalidRequiredAcksError,
     InvalidTopicExceptionError,
     KafkaError,
     OffsetOutOfRangeError,
+    UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
 from chronolog.protocol import codec
@@ -60,12 +63,30 @@ def error_of(exc: Exception) -> int:
     return ErrorCode.KAFKA_STORAGE_ERROR if isinstance(exc, OSError) else ErrorCode.UNKNOWN_SERVER_ERROR
 
 
+def check_leader_epoch(current: Any) -> None:
+    """Partition.checkCurrentLeaderEpoch: a client's current leader epoch (-1: none given) against ours, which
+    is always LEADER_EPOCH (0) on one node: older is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH."""
+    epoch = -1 if current is None else int(current)
+    if epoch == -1:
+        return
+    if epoch < LEADER_EPOCH:
+        raise FencedLeaderEpochError(f"current leader epoch {epoch} is older than the leader's {LEADER_EPOCH}")
+    if epoch > LEADER_EPOCH:
+        raise UnknownLeaderEpochError(f"current leader epoch {epoch} is newer than the leader's {LEADER_EPOCH}")
+
+
 # -- ApiVersions -------------------------------------------------------------------------------------
+# ApiVersionsRequest.isValid (KIP-511): the client's software name and version, from v3.
+_SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
 # v5 (KIP-1242: the client's cluster and node ids, REBOOTSTRAP_REQUIRED) is Kafka 4.4's newest, but kio has
 # no schema for it: a v5 request is answered UNSUPPORTED_VERSION with our range and the client retries v4
 # (docs/differences.md). v4 only lets SupportedFeatures' min version be 0 (KAFKA-17011); we list none.
 @register(18, 0, 4)
 def api_versions(req: Any, ctx: RequestContext) -> dict:
+    if ctx.api_version >= 3 and not all(_SOFTWARE_NAME.fullmatch(getattr(req, f) or "") for f in (
+            "client_software_name", "client_software_version")):
+        return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time": 0}
     keys = [{"api_key": k, "min_version": h.min_version, "max_version": h.max_version}
             for k, h in sorted(HANDLERS.items())]
     return {"error_code": 0, "api_keys": keys, "throttle_time": 0}
@@ -105,14 +126,21 @@ def metadata(req: Any, ctx: RequestContext) -> dict:
     if requested is None or (ctx.api_version == 0 and not requested):
         names = [n for n in sorted(manager.topics()) if ctx.allowed("describe", "topic", n, log_if_denied=False)]
         topics = [_topic_metadata(ctx, n, operations=topic_ops) for n in names]
+    elif any(getattr(t, "topic_id", None) for t in requested) and ctx.api_version < 12:
+        # v10-11 have the field, but Kafka resolves ids only from v12: INVALID_REQUEST for every topic
+        topics = [{"error_code": ErrorCode.INVALID_REQUEST, "name": t.name, "partitions": []} for t in requested]
     else:
         topics = []
         auto = bool(getattr(req, "allow_auto_topic_creation", True)) and \
             bool(ctx.broker_config["auto.create.topics.enable"])
+        by_id = [t.topic_id for t in requested if getattr(t, "topic_id", None)]
+        if by_id:  # v12+ (KIP-516; KIP-848 clients): any id, and every topic is asked for by id, names ignored
+            requested = [t for t in requested if getattr(t, "topic_id", None)]
+            requested = [t for k, t in enumerate(requested) if t.topic_id not in by_id[:k]]
         for t in requested:
             name = t.name
             topic_id = getattr(t, "topic_id", None)
-            if name is None and topic_id is not None and topic_id.int:  # v12+ by id (KIP-516; KIP-848 clients)
+            if by_id:
                 name = ctx.state.topic_name(topic_id)
                 if name is None or not ctx.allowed("describe", "topic", name):
                     topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id,
@@ -256,24 +284,27 @@ def _fetch_once(req: Any, ctx: RequestContext) -> tuple[list[dict], int, list]:
     total = 0
     responses = []
     found = []
-    by_id = ctx.api_version >= 13  # topics named by id (KIP-516)
-    for t in req.topics:
-        name = ctx.state.topic_name(t.topic_id) if by_id else t.topic
+    for name, topic_id, asked in _fetch_partitions(req, ctx):
         parts = []
-        for p in t.partitions:
+        for p in asked:
             out = {"partition_index": p.partition, "error_code": 0, "high_watermark": -1,
                    "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
                    "preferred_read_replica": -1, "records": b""}
             try:
                 if name is None:  # KafkaApis.handleFetchRequest: an id the metadata cache does not know
-                    raise KafkaError(f"no topic has id {t.topic_id}", code=ErrorCode.UNKNOWN_TOPIC_ID)
+                    raise KafkaError(f"no topic has id {topic_id}", code=ErrorCode.UNKNOWN_TOPIC_ID)
                 if not ctx.allowed("read", "topic", name):
                     raise KafkaError("not authorized to read", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 plog = ctx.log_manager.get_log(name, p.partition)
+                check_leader_epoch(getattr(p, "current_leader_epoch", -1))  # v9+ (KIP-320)
                 hw, lso = plog.high_watermark, plog.last_stable_offset
                 out.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=plog.log_start_offset)
                 limit = min(int(p.partition_max_bytes), remaining)
                 fetch_offset = int(p.fetch_offset)
+                if fetch_offset < plog.log_start_offset or fetch_offset > plog.log_end_offset:
+                    # LocalLog.read checks the range whatever the byte limit leaves to read
+                    raise OffsetOutOfRangeError(f"fetch offset {fetch_offset} is outside "
+                                                f"[{plog.log_start_offset}, {plog.log_end_offset}]")
                 if committed:
                     # KIP-98 (LocalLog.read with FetchIsolation.TXN_COMMITTED): data up to the last stable
                     # offset, with the aborted transactions the fetched range overlaps.
@@ -297,8 +328,30 @@ def _fetch_once(req: Any, ctx: RequestContext) -> tuple[list[dict], int, list]:
             except Exception as exc:
                 out["error_code"] = error_of(exc)
             parts.append(out)
-        responses.append({"topic": name, "topic_id": t.topic_id if by_id else None, "partitions": parts})
+        responses.append({"topic": name, "topic_id": topic_id, "partitions": parts})
     return responses, total, found
+
+
+def _fetch_partitions(req: Any, ctx: RequestContext) -> list[tuple[str | None, Any, list]]:
+    """(name, topic id, partitions) to answer, in the request's order: FetchRequest.fetchData keeps one
+    entry per topic partition (a partition asked for again replaces the first, in its place), and the
+    answer lists consecutive partitions of a topic under one topic. From v13 topics are named by id
+    (KIP-516): the name is None for an unknown id."""
+    by_id = ctx.api_version >= 13
+    wanted: dict[tuple[Any, int], tuple[str | None, Any, Any]] = {}
+    for t in req.topics:
+        name = ctx.state.topic_name(t.topic_id) if by_id else t.topic
+        key = t.topic_id if by_id else t.topic
+        for p in t.partitions:
+            wanted[(key, int(p.partition))] = (name, t.topic_id if by_id else None, p)
+    grouped: list[tuple[str | None, Any, list]] = []
+    last = None
+    for (key, _), (name, topic_id, p) in wanted.items():
+        if last != key or not grouped:
+            grouped.append((name, topic_id, []))
+            last = key
+        grouped[-1][2].append(p)
+    return grouped
 
 
 def _records_of(plog: Any, piece: Any) -> bytes | codec.FileRegion:
@@ -378,18 +431,25 @@ _TIERED_TIMESTAMPS = frozenset({-5, -6})
 def list_offsets(req: Any, ctx: RequestContext) -> dict:
     """Every requested partition is answered (seed 001's empty answers crashed clients): a timestamp with
     no record at or after it gives offset -1 / timestamp -1, as Kafka does. A partition asked for twice
-    answers INVALID_REQUEST each time (KafkaApis: ListOffsetsRequest.duplicatePartitions)."""
+    answers INVALID_REQUEST once, after the topic's other partitions (KafkaApis: the set
+    ListOffsetsRequest.duplicatePartitions, answered last)."""
     seen = collections.Counter((t.name, int(p.partition_index)) for t in req.topics for p in t.partitions)
+    answered: set[tuple[str, int]] = set()
     committed = int(getattr(req, "isolation_level", 0)) == READ_COMMITTED
     topics = []
     for t in req.topics:
         parts = []
+        duplicated = []
         for p in t.partitions:
+            if seen[(t.name, int(p.partition_index))] > 1:
+                if (t.name, int(p.partition_index)) not in answered:
+                    answered.add((t.name, int(p.partition_index)))
+                    duplicated.append({"partition_index": p.partition_index, "error_code": ErrorCode.INVALID_REQUEST,
+                                       "timestamp": -1, "offset": -1, "leader_epoch": -1, "old_style_offsets": []})
+                continue
             out = {"partition_index": p.partition_index, "error_code": 0, "timestamp": -1, "offset": -1,
                    "leader_epoch": -1, "old_style_offsets": []}
             try:
-                if seen[(t.name, int(p.partition_index))] > 1:
-                    raise KafkaError("partition requested more than once", code=ErrorCode.INVALID_REQUEST)
                 if not ctx.allowed("describe", "topic", t.name):
                     raise KafkaError("not authorized", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 timestamp = int(p.timestamp)
@@ -397,6 +457,7 @@ def list_offsets(req: Any, ctx: RequestContext) -> dict:
                     raise KafkaError(f"timestamp {timestamp} needs a later ListOffsets version",
                                      code=ErrorCode.UNSUPPORTED_VERSION)
                 plog = ctx.log_manager.get_log(t.name, p.partition_index)
+                check_leader_epoch(getattr(p, "current_leader_epoch", -1))  # v4+ (KIP-320)
                 if timestamp in _TIERED_TIMESTAMPS:
                     found = None
                 elif committed and timestamp == LATEST_TIMESTAMP:
@@ -413,7 +474,7 @@ def list_offsets(req: Any, ctx: RequestContext) -> dict:
             except Exception as exc:
                 out["error_code"] = error_of(exc)
             parts.append(out)
-        topics.append({"name": t.name, "partitions": parts})
+        topics.append({"name": t.name, "partitions": parts + duplicated})
     return {"throttle_time": 0, "topics": topics}
 
 
@@ -428,6 +489,7 @@ def offset_for_leader_epoch(req: Any, ctx: RequestContext) -> dict:
             out = {"error_code": 0, "partition": p.partition, "leader_epoch": LEADER_EPOCH, "end_offset": -1}
             try:
                 plog = ctx.log_manager.get_log(t.topic, p.partition)
+                check_leader_epoch(getattr(p, "current_leader_epoch", -1))  # v2+ (KIP-320)
                 if int(p.leader_epoch) > LEADER_EPOCH:
                     out.update(leader_epoch=-1, end_offset=-1)
                 else:

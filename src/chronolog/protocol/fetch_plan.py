@@ -93,6 +93,8 @@ class FetchPlan:
         if len(topic.partitions) != 1:
             return None
         p = topic.partitions[0]
+        if version >= 9 and int(p.current_leader_epoch) not in (-1, 0):
+            return None  # a leader epoch other than none or the leader's (0) is an error: the handler's
         fields = _I32.pack(int(p.partition))
         if version >= 9:
             fields += _I32.pack(int(p.current_leader_epoch))
