@@ -9,8 +9,10 @@ deployments exercise rolling; see docs/configuration.md.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from chronolog.errors import ChronologError, InvalidConfigError
@@ -31,12 +33,40 @@ class ConfigDef:
     choices: tuple[str, ...] | None = None
     synonym_scale: Mapping[str, int] = dataclasses.field(default_factory=dict)  # e.g. hours -> ms
     synonym_negative: int | None = None  # what any negative broker-synonym value stands for, if allowed
+    maximum: int | None = None
+    # Kafka's extra validator of the value (its message), for the rules bounds cannot say.
+    check: Callable[[str, Any], None] | None = None
+    # A Kafka config chronolog takes only at its default: why any other value is refused (INVALID_CONFIG)
+    # rather than accepted and ignored.
+    unsupported: str | None = None
 
 
 def _d(name: str, type_: str, default: Any, doc: str, synonyms: tuple[str, ...] = (), minimum: int | None = None,
        choices: tuple[str, ...] | None = None, scale: Mapping[str, int] | None = None,
-       synonym_negative: int | None = None) -> ConfigDef:
-    return ConfigDef(name, type_, default, doc, synonyms, minimum, choices, dict(scale or {}), synonym_negative)
+       synonym_negative: int | None = None, maximum: int | None = None,
+       check: Callable[[str, Any], None] | None = None, unsupported: str | None = None) -> ConfigDef:
+    return ConfigDef(name, type_, default, doc, synonyms, minimum, choices, dict(scale or {}), synonym_negative,
+                     maximum, check, unsupported)
+
+
+def _gzip_level(name: str, value: Any) -> None:
+    """GzipCompression.LEVEL_VALIDATOR."""
+    if value != -1 and not 1 <= value <= 9:
+        raise InvalidConfigError(f"Invalid value {value} for configuration {name}: Value must be between 1 and 9 "
+                                 "or equal to -1")
+
+
+def _throttled_replicas(name: str, value: Any) -> None:
+    """ThrottledReplicaListValidator: '*' or partitionId:brokerId pairs."""
+    items = [v.strip() for v in str(value).split(",") if v.strip()]
+    if items == ["*"] or all(re.fullmatch(r"\d+:\d+", v) for v in items):
+        return
+    raise InvalidConfigError(f"Invalid value [{', '.join(items)}] for configuration {name}: {name} must be the "
+                             "literal '*' or a list of replicas in the following format: "
+                             "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+
+_TIERED = "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."
 
 
 _HOUR = 3_600_000
@@ -63,8 +93,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("retention.bytes", "long", -1, "Delete oldest segments while the partition exceeds this (-1: never).",
        ("log.retention.bytes",)),
     _d("cleanup.policy", "list", "delete", "delete: retention removes old segments; compact: the log cleaner "
-       "keeps the last record of each key; compact,delete: both.", ("log.cleanup.policy",),
-       choices=("delete", "compact")),
+       "keeps the last record of each key; compact,delete: both; empty: neither (kept forever).",
+       ("log.cleanup.policy",), choices=("compact", "delete")),
     # -- compaction (LogConfig, CleanerConfig; docs/compaction.md) --
     _d("delete.retention.ms", "long", 86400000, "How long a tombstone (and an empty transaction's marker) is "
        "kept after the cleaner first met it (KIP-534 delete horizon).", ("log.cleaner.delete.retention.ms",), 0),
@@ -92,17 +122,55 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
        ("compression.type",), choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
     _d("flush.messages", "long", LONG_MAX, "fsync after this many messages.", ("log.flush.interval.messages",), 1),
     _d("flush.ms", "long", LONG_MAX, "fsync when unflushed data is this old.", ("log.flush.interval.ms",), 0),
-    _d("preallocate", "boolean", False, "Preallocate segment files (accepted, not used).", ("log.preallocate",)),
+    _d("preallocate", "boolean", False, "Preallocate segment files: only false (segment files grow as they are "
+       "written).", ("log.preallocate",),
+       unsupported="chronolog does not preallocate segment files (only false is accepted)"),
     _d("min.insync.replicas", "int", 1, "Accepted for compatibility; a single node is always in sync.",
        ("min.insync.replicas",), 1),
+    # -- the rest of Kafka 4.4's topic configs (LogConfig): described as Kafka describes them. Those a single
+    # Kafka node without tiered storage also accepts and ignores are accepted; those Kafka would honour and
+    # chronolog does not are refused at any value but their default.
+    _d("compression.gzip.level", "int", -1, "gzip level when compression.type is gzip: only the default.",
+       ("compression.gzip.level",), check=_gzip_level,
+       unsupported="chronolog compresses at the codec's default level (only -1 is accepted)"),
+    _d("compression.lz4.level", "int", 9, "lz4 level when compression.type is lz4: only the default.",
+       ("compression.lz4.level",), 1, maximum=17,
+       unsupported="chronolog compresses at the codec's default level (only 9 is accepted)"),
+    _d("compression.zstd.level", "int", 3, "zstd level when compression.type is zstd: only the default.",
+       ("compression.zstd.level",), -131072, maximum=22,
+       unsupported="chronolog compresses at the codec's default level (only 3 is accepted)"),
+    _d("max.decompressed.message.bytes", "int", 2147483639, "Largest decompressed batch: only the default.",
+       ("max.decompressed.message.bytes",), 1,
+       unsupported="chronolog does not bound decompressed batches per topic (only 2147483639 is accepted)"),
+    _d("errors.deadletterqueue.group.enable", "boolean", False, "Share groups' dead-letter topics: only false "
+       "(share groups are not served).", (),
+       unsupported="chronolog serves no share groups (only false is accepted)"),
+    _d("remote.storage.enable", "boolean", False, "Tiered storage: only false, as on a Kafka broker without "
+       "remote.log.storage.system.enable.", (), unsupported=_TIERED),
+    _d("remote.log.copy.disable", "boolean", False, "Tiered storage only: accepted, no effect (as in Kafka "
+       "without tiered storage).", ()),
+    _d("remote.log.delete.on.disable", "boolean", False, "Tiered storage only: accepted, no effect.", ()),
+    _d("local.retention.ms", "long", -2, "Tiered storage only: accepted, no effect.", ("log.local.retention.ms",),
+       -2),
+    _d("local.retention.bytes", "long", -2, "Tiered storage only: accepted, no effect.",
+       ("log.local.retention.bytes",), -2),
+    _d("remote.copy.lag.ms", "long", 0, "Tiered storage only: accepted, no effect.", ("log.remote.copy.lag.ms",)),
+    _d("remote.copy.lag.bytes", "long", -1, "Tiered storage only: accepted, no effect.",
+       ("log.remote.copy.lag.bytes",)),
+    _d("leader.replication.throttled.replicas", "list", "", "Replication throttle: accepted, no effect on a "
+       "single node (no followers).", (), check=_throttled_replicas),
+    _d("follower.replication.throttled.replicas", "list", "", "Replication throttle: accepted, no effect on a "
+       "single node (no followers).", (), check=_throttled_replicas),
+    _d("unclean.leader.election.enable", "boolean", False, "Accepted, no effect: a single node is the only "
+       "replica.", ("unclean.leader.election.enable",)),
 )}
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("node.id", "int", 1, "This broker's id in Metadata.", ("broker.id",), 0),
-    _d("log.dirs", "string", "", "Data directory (one is supported).", ("log.dir",)),
+    _d("log.dirs", "list", "", "Data directory (one is supported).", ("log.dir",)),
     _d("log.retention.check.interval.ms", "long", 300000, "How often retention runs.", (), 1),
     _d("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often flush.ms is checked.", (), 0),
-    _d("log.flush.offset.checkpoint.interval.ms", "long", 60000, "How often recovery points are checkpointed.",
+    _d("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often recovery points are checkpointed.",
        (), 0),
     _d("producer.id.expiration.ms", "int", 86400000, "How long a producer id is remembered after the max "
        "timestamp of its last batch (its sequence numbers, for recognising retries).", (), 1),
@@ -176,9 +244,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("listeners.allow.non.loopback.without.auth", "boolean", False,
        "chronolog: allow a listener without authentication on a non-loopback address.", ()),
     # -- listeners, TLS, SASL, ACLs, connection bounds (docs/security.md) --
-    _d("listeners", "string", "", "NAME://host:port,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL or mapped "
+    _d("listeners", "list", "", "NAME://host:port,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL or mapped "
        "names); empty: one PLAINTEXT listener from --host/--port.", ()),
-    _d("advertised.listeners", "string", "", "Addresses given to clients in Metadata/FindCoordinator, by "
+    _d("advertised.listeners", "list", "", "Addresses given to clients in Metadata/FindCoordinator, by "
        "listener name; empty: the listener's own address.", ()),
     _d("listener.security.protocol.map", "string",
        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
@@ -247,6 +315,18 @@ class Password:
 
 
 def _coerce(defn: ConfigDef, raw: Any, scale: int = 1) -> Any:
+    value = _parse(defn, raw, scale)
+    if defn.check is not None:
+        defn.check(defn.name, value)
+    if defn.unsupported is not None and value != defn.default:
+        message = defn.unsupported
+        raise InvalidConfigError(message if message == _TIERED else
+                                 f"Invalid value {raw} for configuration {defn.name}: {message}")
+    return value
+
+
+def _parse(defn: ConfigDef, raw: Any, scale: int = 1) -> Any:
+    """`ConfigDef.parseType` and the config's range validator, with Kafka's messages."""
     if raw is None:
         raise InvalidConfigError(f"{defn.name}: a value is required")
     try:
@@ -255,37 +335,59 @@ def _coerce(defn: ConfigDef, raw: Any, scale: int = 1) -> Any:
             if defn.minimum is not None and value < defn.minimum:
                 raise InvalidConfigError(f"Invalid value {raw} for configuration {defn.name}: "
                                          f"Value must be at least {defn.minimum}")
+            if defn.maximum is not None and value > defn.maximum:
+                raise InvalidConfigError(f"Invalid value {raw} for configuration {defn.name}: "
+                                         f"Value must be no more than {defn.maximum}")
             if defn.type == "int" and value > 2**31 - 1:
                 raise InvalidConfigError(f"Invalid value {raw} for configuration {defn.name}: not an int32")
             return value
         if defn.type == "double":
             value = float(str(raw).strip())
             if value != value or (defn.minimum is not None and value < defn.minimum):
-                raise InvalidConfigError(f"Invalid value {raw} for configuration {defn.name}: "
+                raise InvalidConfigError(f"Invalid value {java_double(value)} for configuration {defn.name}: "
                                          f"Value must be at least {defn.minimum}")
             if defn.name in _RATIOS and value > 1:
-                raise InvalidConfigError(f"Invalid value {raw} for configuration {defn.name}: "
+                raise InvalidConfigError(f"Invalid value {java_double(value)} for configuration {defn.name}: "
                                          "Value must be no more than 1")
             return value
         if defn.type == "boolean":
             text = str(raw).strip().lower()
             if text not in ("true", "false"):
-                raise InvalidConfigError(f"Invalid value {raw} for configuration {defn.name}: expected true or false")
+                raise InvalidConfigError(f"Invalid value {raw} for configuration {defn.name}: "
+                                         "Expected value to be either true or false")
             return text == "true"
         if defn.type == "password":
             return raw if isinstance(raw, Password) else Password(str(raw))
         text = str(raw).strip()
         if defn.choices is not None:
-            items = [t.strip() for t in text.split(",")] if defn.type == "list" else [text]
+            if defn.type == "list":  # an empty list is a list (KIP-1161: cleanup.policy= means neither)
+                items = [t.strip() for t in text.split(",")] if text else []
+            else:
+                items = [text]
             for item in items:
-                if item not in defn.choices:
-                    raise InvalidConfigError(f"Invalid value {raw} for configuration {defn.name}: "
+                if item not in defn.choices:  # ValidList names the item, ValidString the value
+                    raise InvalidConfigError(f"Invalid value {item} for configuration {defn.name}: "
                                              f"String must be one of: {', '.join(defn.choices)}")
             return ",".join(items) if defn.type == "list" else text
         return text
     except ValueError:
+        kind = {"int": "INT", "long": "LONG", "double": "DOUBLE"}.get(defn.type, defn.type.upper())
         raise InvalidConfigError(f"Invalid value {raw} for configuration {defn.name}: "
-                                 f"expected a {defn.type}") from None
+                                 f"Not a number of type {kind}") from None
+
+
+def java_double(value: float) -> str:
+    """A double as Java's `Double.toString` writes it (what Kafka answers and prints): 0.5, 2.0, 1.0E7,
+    1.7976931348623157E308 (the shortest digits, as Python's repr, in Java's layout)."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(float(value))
+    sign, digits, exponent = Decimal(repr(float(value))).normalize().as_tuple()
+    text = "".join(map(str, digits))
+    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{len(text) + int(exponent) - 1}"
 
 
 _RATIOS = ("min.cleanable.dirty.ratio", "log.cleaner.io.buffer.load.factor")
@@ -323,6 +425,21 @@ class TopicConfig:
     flush_ms: int = LONG_MAX
     preallocate: bool = False
     min_insync_replicas: int = 1
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    max_decompressed_message_bytes: int = 2147483639
+    errors_deadletterqueue_group_enable: bool = False
+    remote_storage_enable: bool = False
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_copy_lag_ms: int = 0
+    remote_copy_lag_bytes: int = -1
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
+    unclean_leader_election_enable: bool = False
 
     @classmethod
     def from_kafka(cls, overrides: Mapping[str, str] | None = None,
@@ -363,7 +480,8 @@ class TopicConfig:
         out = {}
         for name in TOPIC_CONFIGS:
             value = getattr(self, _attr(name))
-            out[name] = str(value).lower() if isinstance(value, bool) else str(value)
+            out[name] = str(value).lower() if isinstance(value, bool) else \
+                java_double(value) if isinstance(value, float) else str(value)
         return out
 
     @property

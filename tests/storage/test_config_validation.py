@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from chronolog.config import TOPIC_CONFIGS, BrokerConfig, TopicConfig
@@ -17,14 +19,24 @@ _INVALID = {
     "cleanup.policy": ("true", "foobar"),
     "min.cleanable.dirty.ratio": ("not_a_number", "-0.1", "1.2"),
     "min.insync.replicas": ("not_a_number", "0", "-1"),
+    "compression.gzip.level": ("not_a_number", "0", "10"),
+    "compression.zstd.level": ("not_a_number", "23"),
+    "local.retention.ms": ("not_a_number", "-3"),
+    "local.retention.bytes": ("not_a_number", "-3"),
+    "remote.copy.lag.ms": ("not_a_number",),
+    "remote.copy.lag.bytes": ("not_a_number",),
+    # ThrottledReplicaListValidator shows the value as a list
+    "leader.replication.throttled.replicas": ("[x]", "[1:x]"),
+    "follower.replication.throttled.replicas": ("[x]", "[*, 1:1]"),
 }
 
 
 @pytest.mark.parametrize("name", sorted(TOPIC_CONFIGS))
 def test_from_props_invalid(name):
     for value in _INVALID.get(name, ("not_a_number", "-1")):
-        with pytest.raises(InvalidConfigError, match=f"Invalid value {value} for configuration {name}"):
-            TopicConfig.from_kafka({name: value})
+        given = value.strip("[]").replace(", ", ",")
+        with pytest.raises(InvalidConfigError, match=re.escape(f"Invalid value {value} for configuration {name}")):
+            TopicConfig.from_kafka({name: given})
 
 
 def test_invalid_compaction_lag_config(tmp_path):

@@ -5,17 +5,28 @@ at once (the time configs above all: `message.timestamp.type`, the timestamp bou
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
-from chronolog.config import BROKER_CONFIGS, TOPIC_CONFIGS
-from chronolog.errors import ErrorCode, KafkaError, UnknownTopicOrPartitionError
+from chronolog.config import TOPIC_CONFIGS, TopicConfig
+from chronolog.errors import (
+    ErrorCode,
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    InvalidTopicExceptionError,
+    KafkaError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from chronolog.protocol.config_entries import ConfigView, broker_entries, created_topic_configs, topic_entries
 from chronolog.protocol.core import error_of, topic_uuid
 from chronolog.protocol.registry import RequestContext, register
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
-SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
-_KAFKA_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
 
 
 def _take_mutations(ctx: RequestContext, partitions: int) -> None:
@@ -34,34 +45,41 @@ def _denied(ctx: RequestContext, op: str, name: str) -> KafkaError | None:
 
 @register(19, 2, 7)
 def create_topics(req: Any, ctx: RequestContext) -> dict:
-    """`ControllerApis.createTopics` + `ReplicationControlManager.createTopics`. A created topic (and one that
-    validate_only would create) is answered with its partitions, replication factor, topic id (v7+; a fresh
-    one for validate_only, as Kafka's) and its effective configs sorted by name (v5+): Kafka's Java
-    AdminClient streams that list and fails on a null one. Without DESCRIBE_CONFIGS on the topic the configs
-    are left out and `topic_config_error_code` says TOPIC_AUTHORIZATION_FAILED. A refused topic keeps the
-    schema defaults (-1, -1, no configs)."""
-    results = []
+    """`ControllerApis.createTopics` + `ReplicationControlManager.createTopics`, checks in Kafka's order: a
+    name twice in the request, authorization, the name (`Topic.validate`, a collision of '.' and '_' with an
+    existing topic), existence, the configs, replicas and partitions, the mutation quota.
+
+    A created topic (and one that validate_only would create) is answered with its partitions, replication
+    factor, topic id (v7+; a fresh one for validate_only, as Kafka's) and its effective configs sorted by
+    name (v5+): Kafka's Java AdminClient streams that list and fails on a null one. Without DESCRIBE_CONFIGS
+    on the topic the configs are left out and `topic_config_error_code` says TOPIC_AUTHORIZATION_FAILED. A
+    refused topic keeps the schema defaults (-1, -1, no configs)."""
+    names = [t.name for t in req.topics]
+    duplicates = {n for n in names if names.count(n) > 1}
+    existing = set(ctx.log_manager.topics())
+    collisions: dict[str, str] = {}
+    for name in sorted(existing):
+        if "." in name or "_" in name:
+            collisions.setdefault(name.replace(".", "_"), name)
+    view = ConfigView(ctx.broker_config)
+    results, tail = [], []
     for t in req.topics:
+        if t.name in duplicates:
+            if not any(r["name"] == t.name for r in tail):
+                tail.append(_refused(t.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+            continue
+        if t.name == "__cluster_metadata":
+            tail.append(_refused(t.name, ErrorCode.INVALID_REQUEST,
+                                 "Creation of internal topic __cluster_metadata is prohibited."))
+            continue
+        if not ctx.allowed("create", "topic", t.name):
+            tail.append(_refused(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
+            continue
         out = {"name": t.name, "error_code": 0, "error_message": None, "num_partitions": -1,
                "replication_factor": -1, "configs": [], "topic_config_error_code": 0}
         try:
-            denied = _denied(ctx, "create", t.name)
-            if denied:
-                raise denied
-            partitions = int(t.num_partitions)
-            if partitions == -1:
-                partitions = int(ctx.broker_config["num.partitions"])
-            if int(t.replication_factor) not in (-1, 1):
-                raise KafkaError(f"Replication factor {t.replication_factor} is larger than the 1 available "
-                                 "broker", code=ErrorCode.INVALID_REPLICATION_FACTOR)
-            configs = {c.name: c.value for c in t.configs}
+            partitions, configs = _check_new_topic(ctx, t, existing, collisions)
             if req.validate_only:
-                from chronolog.config import TopicConfig
-                from chronolog.storage.manager import validate_topic_name
-                validate_topic_name(t.name)
-                TopicConfig.from_kafka(configs, ctx.broker_config.topic_defaults())  # as create_topic checks
-                if ctx.log_manager.has_topic(t.name):
-                    raise KafkaError(f"Topic '{t.name}' already exists.", code=ErrorCode.TOPIC_ALREADY_EXISTS)
                 ctx.log_manager.check_partition_budget(partitions)
                 out["topic_id"] = uuid.uuid4()
             else:
@@ -69,17 +87,99 @@ def create_topics(req: Any, ctx: RequestContext) -> dict:
                 ctx.log_manager.create_topic(t.name, partitions, configs)
                 out["topic_id"] = topic_uuid(ctx, t.name)
             if ctx.allowed("describe_configs", "topic", t.name, log_if_denied=False):
-                described = _topic_entries(ctx, configs, None, False)
-                out.update(num_partitions=partitions, replication_factor=1, configs=[
-                    {k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
-                    for e in sorted(described, key=lambda e: e["name"])])
+                out.update(num_partitions=partitions, replication_factor=1,
+                           configs=created_topic_configs(view, configs))
             else:
                 out["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         except Exception as exc:
             out.update(error_code=error_of(exc), error_message=str(exc))
             out.pop("topic_id", None)
         results.append(out)
-    return {"throttle_time": 0, "topics": results}
+    return {"throttle_time": 0, "topics": results + tail}
+
+
+def _refused(name: str, code: int, message: str) -> dict:
+    return {"name": name, "error_code": code, "error_message": message, "num_partitions": -1,
+            "replication_factor": -1, "configs": [], "topic_config_error_code": 0}
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka 4.4's `Topic.validate`, with its messages."""
+    if not name:
+        raise InvalidTopicExceptionError("Topic name is invalid: the empty string is not allowed")
+    if name in (".", ".."):
+        raise InvalidTopicExceptionError(f"Topic name is invalid: '{name}' is not allowed")
+    if len(name) > 249:
+        raise InvalidTopicExceptionError(f"Topic name is invalid: the length of '{name}' is longer than the max "
+                                         "allowed length 249")
+    if not _LEGAL_TOPIC.fullmatch(name):
+        raise InvalidTopicExceptionError(f"Topic name is invalid: '{name}' contains one or more characters other "
+                                         "than ASCII alphanumerics, '.', '_' and '-'")
+
+
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def _check_new_topic(ctx: RequestContext, t: Any, existing: set[str],
+                     collisions: dict[str, str]) -> tuple[int, dict[str, str]]:
+    """Everything `ReplicationControlManager.createTopics` checks before it creates: the topic's partition
+    count and configs."""
+    validate_topic_name(t.name)
+    if t.name in existing:
+        raise TopicAlreadyExistsError(f"Topic '{t.name}' already exists.")
+    if ("." in t.name or "_" in t.name) and t.name.replace(".", "_") in collisions:
+        raise InvalidTopicExceptionError(f"Topic '{t.name}' collides with existing topic: "
+                                         f"{collisions[t.name.replace('.', '_')]}")
+    configs = {}
+    for c in t.configs:
+        if c.value is None:
+            raise InvalidConfigError(f"Null value not supported for topic configs: {c.name}")
+        configs[c.name] = c.value
+    TopicConfig.from_kafka(configs, ctx.broker_config.topic_defaults())
+    if t.assignments:
+        if int(t.replication_factor) != -1:
+            raise InvalidRequestError("A manual partition assignment was specified, but replication factor was "
+                                      "not set to -1.")
+        if int(t.num_partitions) != -1:
+            raise InvalidRequestError("A manual partition assignment was specified, but numPartitions was not "
+                                      "set to -1.")
+        seen = set()
+        for a in t.assignments:
+            if a.partition_index in seen:
+                raise InvalidReplicaAssignmentError(f"Found multiple manual partition assignments for partition "
+                                                    f"{a.partition_index}")
+            seen.add(a.partition_index)
+            _check_replicas([int(b) for b in a.broker_ids], ctx.state.node_id)
+        if seen != set(range(len(seen))):
+            raise InvalidReplicaAssignmentError("partitions should be a consecutive 0-based integer sequence")
+        return len(seen), configs
+    rf, partitions = int(t.replication_factor), int(t.num_partitions)
+    if rf < -1 or rf == 0:
+        raise InvalidReplicationFactorError("Replication factor must be larger than 0, or -1 to use the default "
+                                            "value.")
+    if partitions < -1 or partitions == 0:
+        raise InvalidPartitionsError("Number of partitions was set to an invalid non-positive value.")
+    if rf == -1:
+        rf = int(ctx.broker_config["default.replication.factor"])
+    if rf > 1:
+        raise InvalidReplicationFactorError(f"Unable to replicate the partition {rf} time(s): The target "
+                                            f"replication factor of {rf} cannot be reached because only 1 "
+                                            "broker(s) are registered or some brokers have all their log directories cordoned.")
+    return (int(ctx.broker_config["num.partitions"]) if partitions == -1 else partitions), configs
+
+
+def _check_replicas(replicas: list[int], node_id: int) -> None:
+    """`ReplicationControlManager.validateManualPartitionAssignment` on a one-node cluster."""
+    if not replicas:
+        raise InvalidReplicaAssignmentError("The manual partition assignment includes an empty replica list.")
+    for broker in replicas:
+        if replicas.count(broker) > 1:
+            raise InvalidReplicaAssignmentError(f"The manual partition assignment includes the broker {broker} "
+                                                "more than once.")
+    for broker in replicas:
+        if broker != node_id:
+            raise InvalidReplicaAssignmentError(f"The manual partition assignment includes broker {broker}, but "
+                                                "no such broker is registered.")
 
 
 @register(20, 1, 6)
@@ -141,100 +241,147 @@ def delete_records(req: Any, ctx: RequestContext) -> dict:
     return {"throttle_time": 0, "topics": topics}
 
 
-def _describe_topic(ctx: RequestContext, name: str, keys: list[str] | None, docs: bool) -> list[dict]:
-    return _topic_entries(ctx, ctx.log_manager.topic_overrides(name), keys, docs)
-
-
-def _topic_entries(ctx: RequestContext, overrides: dict[str, str], keys: list[str] | None,
-                   docs: bool) -> list[dict]:
-    """DescribeConfigs' entries of a topic with these overrides on the broker's defaults."""
-    from chronolog.config import TopicConfig
-
-    broker_defaults = ctx.broker_config.topic_defaults()
-    effective = TopicConfig.from_kafka(overrides, broker_defaults, validate_values=False).to_kafka()
-    out = []
-    for key, defn in TOPIC_CONFIGS.items():
-        if keys and key not in keys:
-            continue
-        source = SOURCE_DYNAMIC_TOPIC if key in overrides else (
-            SOURCE_STATIC_BROKER if key in broker_defaults else SOURCE_DEFAULT)
-        out.append({"name": key, "value": effective[key], "read_only": False, "config_source": source,
-                    "is_default": source == SOURCE_DEFAULT, "is_sensitive": False, "synonyms": [],
-                    "config_type": _KAFKA_TYPES.get(defn.type, 0), "documentation": defn.doc if docs else None})
-    return out
-
-
-def _describe_broker(ctx: RequestContext, keys: list[str] | None, docs: bool) -> list[dict]:
-    out = []
-    for key, defn in BROKER_CONFIGS.items():
-        if keys and key not in keys:
-            continue
-        value = ctx.broker_config[key]
-        sensitive = defn.type == "password"  # DescribeConfigs answers a password config's value as null
-        text = None if sensitive else str(value).lower() if isinstance(value, bool) else str(value)
-        out.append({"name": key, "value": text,
-                    "read_only": True, "config_source": SOURCE_STATIC_BROKER, "is_default": False,
-                    "is_sensitive": sensitive, "synonyms": [], "config_type": _KAFKA_TYPES.get(defn.type, 0),
-                    "documentation": defn.doc if docs else None})
-    return out
-
-
 @register(32, 1, 4)
 def describe_configs(req: Any, ctx: RequestContext) -> dict:
-    results = []
+    """`ConfigHelper.handleDescribeConfigsRequest`: authorized resources first, then the refused ones; no
+    keys (null or empty) means every config, unknown keys are left out."""
+    results, refused = [], []
+    synonyms = bool(getattr(req, "include_synonyms", False))
     docs = bool(getattr(req, "include_documentation", False))
+    view = ConfigView(ctx.broker_config)
     for r in req.resources:
-        keys = list(r.configuration_keys) if r.configuration_keys is not None else None
-        out = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
+        keys = list(r.configuration_keys) if r.configuration_keys else None
+        out = {"error_code": 0, "error_message": "", "resource_type": r.resource_type,
                "resource_name": r.resource_name, "configs": []}
+        if r.resource_type == TOPIC_RESOURCE and not ctx.allowed("describe_configs", "topic", r.resource_name):
+            out.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Topic authorization failed.")
+            refused.append(out)
+            continue
+        if r.resource_type == BROKER_RESOURCE and not ctx.allowed("describe_configs", "cluster", "kafka-cluster"):
+            out.update(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                       error_message="Cluster authorization failed.")
+            refused.append(out)
+            continue
         try:
             if r.resource_type == TOPIC_RESOURCE:
-                if not ctx.allowed("describe_configs", "topic", r.resource_name):
-                    raise KafkaError("not authorized", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                out["configs"] = _describe_topic(ctx, r.resource_name, keys, docs)
+                validate_topic_name(r.resource_name)
+                if not ctx.log_manager.has_topic(r.resource_name):
+                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    out["configs"] = topic_entries(view, ctx.log_manager.topic_overrides(r.resource_name), keys,
+                                                   synonyms, docs)
             elif r.resource_type == BROKER_RESOURCE:
-                if not ctx.allowed("describe_configs", "cluster", "kafka-cluster"):
-                    raise KafkaError("not authorized", code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-                out["configs"] = _describe_broker(ctx, keys, docs)
-            else:
-                raise KafkaError(f"unsupported resource type {r.resource_type}", code=ErrorCode.INVALID_REQUEST)
-        except UnknownTopicOrPartitionError as exc:
-            out.update(error_code=exc.code, error_message=str(exc))
+                cluster_default = not r.resource_name
+                if not cluster_default:
+                    _broker_id(ctx, r.resource_name)
+                out["configs"] = broker_entries(view, keys, synonyms, docs, cluster_default)
+            elif r.resource_type in _UNSERVED:
+                raise InvalidRequestError(f"chronolog has no {_UNSERVED[r.resource_type]} configs")
+            else:  # Kafka: an InvalidRequestException without a message of its own
+                raise InvalidRequestError(INVALID_REQUEST_MESSAGE)
         except Exception as exc:
-            out.update(error_code=error_of(exc), error_message=str(exc))
+            out.update(error_code=error_of(exc), error_message=str(exc), configs=[])
         results.append(out)
-    return {"throttle_time": 0, "results": results}
+    return {"throttle_time": 0, "results": results + refused}
+
+
+# Resource types Kafka describes and chronolog does not (docs/differences.md).
+_UNSERVED = {8: "broker logger (log4j)", 16: "client metrics", 32: "group"}
+INVALID_REQUEST_MESSAGE = ("This most likely occurs because of a request being malformed by the client library or "
+                           "the message was sent to an incompatible broker. See the broker logs for more details.")
+
+
+def _broker_id(ctx: RequestContext, name: str) -> int:
+    """`ConfigHelper.resourceNameToBrokerId`, and this broker's id only."""
+    try:
+        broker = int(name)
+    except ValueError:
+        raise InvalidRequestError(f"Broker id must be an integer, but it is: {name}") from None
+    if broker != ctx.state.node_id:
+        raise InvalidRequestError(f"Unexpected broker id, expected {ctx.state.node_id} or empty string, but "
+                                  f"received {name}")
+    return broker
+
+
+class _Unexplained(KafkaError):
+    """An error Kafka answers without a message."""
+
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_OPS = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 
 def _alter(ctx: RequestContext, req: Any, incremental: bool) -> dict:
+    """IncrementalAlterConfigs (`ConfigurationControlManager.incrementalAlterConfigResource`) and AlterConfigs
+    (`legacyAlterConfigResource`: the given configs replace every override). APPEND and SUBTRACT work on the
+    topic's override, or on the config's default when it has none, as Kafka's `getParts`. The whole new set
+    of overrides is validated before anything is stored; validate_only stores nothing. Broker configs are
+    not changed at run time here (docs/differences.md): they are refused in one line."""
     responses = []
+    seen = [(r.resource_type, r.resource_name) for r in req.resources]
     for r in req.resources:
         out = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
                "resource_name": r.resource_name}
         try:
-            if r.resource_type == BROKER_RESOURCE and not ctx.allowed("alter_configs", "cluster", "kafka-cluster"):
-                raise KafkaError("not authorized", code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            if seen.count((r.resource_type, r.resource_name)) > 1:
+                raise InvalidRequestError("Each resource must appear at most once.")
+            names = [c.name for c in r.configs]
+            if len(set(names)) != len(names):
+                raise InvalidRequestError("Error due to duplicate config keys")
+            if r.resource_type == BROKER_RESOURCE:
+                if not ctx.allowed("alter_configs", "cluster", "kafka-cluster"):
+                    raise KafkaError("Cluster authorization failed.", code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                if r.resource_name:
+                    _broker_id(ctx, r.resource_name)
+                raise InvalidRequestError("chronolog does not change broker configs at run time: set "
+                                          f"{', '.join(names) or 'them'} in the broker's settings and restart it")
+            if r.resource_type in _UNSERVED:
+                raise InvalidRequestError(f"chronolog has no {_UNSERVED[r.resource_type]} configs")
             if r.resource_type != TOPIC_RESOURCE:
-                raise KafkaError("only topic configs can be changed at run time", code=ErrorCode.INVALID_REQUEST)
+                raise InvalidRequestError(INVALID_REQUEST_MESSAGE)
             if not ctx.allowed("alter_configs", "topic", r.resource_name):
-                raise KafkaError("not authorized", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            set_, delete = {}, []
-            for c in r.configs:
-                op = int(getattr(c, "config_operation", 0)) if incremental else 0
-                if op == 0:
-                    set_[c.name] = c.value
-                elif op == 1:
-                    delete.append(c.name)
-                else:
-                    raise KafkaError("APPEND/SUBTRACT apply to list configs only", code=ErrorCode.INVALID_CONFIG)
+                raise KafkaError("Topic authorization failed.", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            overrides = _altered(ctx, r, incremental)
+            TopicConfig.from_kafka(overrides, ctx.broker_config.topic_defaults())
             if not req.validate_only:
-                ctx.log_manager.alter_topic_config(r.resource_name, set_, delete, replace=not incremental)
-            else:
-                ctx.log_manager.topic_overrides(r.resource_name)
+                ctx.log_manager.alter_topic_config(r.resource_name, overrides, replace=True)
         except Exception as exc:
-            out.update(error_code=error_of(exc), error_message=str(exc))
+            out.update(error_code=error_of(exc), error_message=None if isinstance(exc, _Unexplained) else str(exc))
         responses.append(out)
     return {"throttle_time": 0, "responses": responses}
+
+
+def _altered(ctx: RequestContext, r: Any, incremental: bool) -> dict[str, str]:
+    """The topic's overrides after the request's operations."""
+    validate_topic_name(r.resource_name)
+    if not ctx.log_manager.has_topic(r.resource_name):
+        raise UnknownTopicOrPartitionError(f"The topic '{r.resource_name}' does not exist.")
+    overrides = ctx.log_manager.topic_overrides(r.resource_name) if incremental else {}
+    for c in r.configs:
+        op = int(getattr(c, "config_operation", SET)) if incremental else SET
+        if op not in _OPS:  # Kafka: OpType.forId fails, UNKNOWN_SERVER_ERROR without a message
+            raise _Unexplained(code=ErrorCode.UNKNOWN_SERVER_ERROR)
+        if c.name not in TOPIC_CONFIGS and op != DELETE:
+            raise InvalidConfigError(f"Unknown topic config name: {c.name}")
+        if op == SET:
+            if c.value is None:
+                raise InvalidRequestError(f"Null value not supported for : {c.name}")
+            overrides[c.name] = c.value
+        elif op == DELETE:
+            overrides.pop(c.name, None)
+        else:
+            defn = TOPIC_CONFIGS[c.name]
+            if defn.type != "list":
+                raise InvalidConfigError(f"Can't {_OPS[op]} to key {c.name} because its type is not LIST.")
+            old = overrides.get(c.name)
+            parts = [v for v in (old if old is not None else str(defn.default)).split(",") if v]
+            for v in (c.value or "").split(","):
+                if op == APPEND and v not in parts:
+                    parts.append(v)
+                elif op == SUBTRACT and v in parts:
+                    parts.remove(v)
+            overrides[c.name] = ",".join(parts)
+    return overrides
 
 
 @register(33, 0, 2)
