@@ -8,6 +8,7 @@ import socket
 import struct
 import time
 
+import pytest
 from confluent_kafka import Producer
 
 from tests.brokerproc import BrokerProcess
@@ -49,67 +50,63 @@ def _wait_for_topic(sock: socket.socket, topic: str) -> None:
     assert poll_until(ready, 60)
 
 
-def test_idle_connections_are_closed_and_busy_ones_kept(tmp_path):
-    proc = BrokerProcess(tmp_path / "data", {"connections.max.idle.ms": str(IDLE_MS)}).start()
-    try:
-        idle = socket.create_connection(("127.0.0.1", proc.port))
-        talking = socket.create_connection(("127.0.0.1", proc.port))
-        idle.sendall(_api_versions(1))
-        recv_frame(idle)
-        start = time.monotonic()
-        n = 2
-        while time.monotonic() - start < 3 * IDLE_MS / 1000:
-            talking.sendall(_api_versions(n))  # a request every 150 ms: never idle
-            recv_frame(talking)
-            n += 1
-            time.sleep(0.15)
-        assert _closed_within(idle, 60.0)  # closed already, or soon: the bound only ends a hung run
-        talking.sendall(_api_versions(n))
-        assert recv_frame(talking)[:4] == struct.pack(">i", n)
-        idle.close()
-        talking.close()
-    finally:
-        proc.stop()
+@pytest.fixture(scope="module")
+def proc(tmp_path_factory):
+    """One broker for the module: each test opens (and closes) connections of its own, on topics of its own."""
+    proc = BrokerProcess(tmp_path_factory.mktemp("idle") / "data", {"connections.max.idle.ms": str(IDLE_MS)}).start()
+    yield proc
+    proc.stop()
 
 
-def test_a_long_poll_longer_than_the_idle_limit_is_answered(tmp_path):
+def test_idle_connections_are_closed_and_busy_ones_kept(proc):
+    idle = socket.create_connection(("127.0.0.1", proc.port))
+    talking = socket.create_connection(("127.0.0.1", proc.port))
+    idle.sendall(_api_versions(1))
+    recv_frame(idle)
+    start = time.monotonic()
+    n = 2
+    while time.monotonic() - start < 3 * IDLE_MS / 1000:
+        talking.sendall(_api_versions(n))  # a request every 150 ms: never idle
+        recv_frame(talking)
+        n += 1
+        time.sleep(0.15)
+    assert _closed_within(idle, 60.0)  # closed already, or soon: the bound only ends a hung run
+    talking.sendall(_api_versions(n))
+    assert recv_frame(talking)[:4] == struct.pack(">i", n)
+    idle.close()
+    talking.close()
+
+
+def test_a_long_poll_longer_than_the_idle_limit_is_answered(proc):
     """A Fetch at the log end waits max_wait_ms (here 3x the idle limit) for data: the connection is busy, not
     idle, and gets its (empty) answer."""
     from tests.reliability.test_hostile_wire import request
 
-    proc = BrokerProcess(tmp_path / "data", {"connections.max.idle.ms": str(IDLE_MS)}).start()
-    try:
-        with socket.create_connection(("127.0.0.1", proc.port)) as sock:
-            sock.sendall(request(3, 9, {"topics": [{"name": "t"}], "allow_auto_topic_creation": True,
-                                        "include_cluster_authorized_operations": False,
-                                        "include_topic_authorized_operations": False}, correlation_id=1))
-            recv_frame(sock)
-            _wait_for_topic(sock, "t")
-            sock.sendall(request(1, 12, {
-                "replica_id": -1, "max_wait": 3 * IDLE_MS, "min_bytes": 1, "max_bytes": 1 << 20,
-                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0,
-                                                           "current_leader_epoch": -1, "last_fetched_epoch": -1,
-                                                           "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
-                "forgotten_topics_data": [], "rack_id": ""}, correlation_id=2))
-            sock.settimeout(10)
-            started = time.monotonic()
-            answer = recv_frame(sock)
-            assert answer[:4] == struct.pack(">i", 2)
-            assert time.monotonic() - started >= 3 * IDLE_MS / 1000 * 0.9
-    finally:
-        proc.stop()
+    with socket.create_connection(("127.0.0.1", proc.port)) as sock:
+        sock.sendall(request(3, 9, {"topics": [{"name": "t"}], "allow_auto_topic_creation": True,
+                                    "include_cluster_authorized_operations": False,
+                                    "include_topic_authorized_operations": False}, correlation_id=1))
+        recv_frame(sock)
+        _wait_for_topic(sock, "t")
+        sock.sendall(request(1, 12, {
+            "replica_id": -1, "max_wait": 3 * IDLE_MS, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                       "current_leader_epoch": -1, "last_fetched_epoch": -1,
+                                                       "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""}, correlation_id=2))
+        sock.settimeout(10)
+        started = time.monotonic()
+        answer = recv_frame(sock)
+        assert answer[:4] == struct.pack(">i", 2)
+        assert time.monotonic() - started >= 3 * IDLE_MS / 1000 * 0.9
 
 
-def test_a_client_whose_idle_connection_was_closed_goes_on(tmp_path):
-    proc = BrokerProcess(tmp_path / "data", {"connections.max.idle.ms": str(IDLE_MS)}).start()
-    try:
-        p = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 0})
-        for round_ in range(2):
-            p.produce("t", value=b"v%d" % round_)
-            assert p.flush(15) == 0
-            # The broker closes the producer's idle connections (no client connection is left established on
-            # the broker's side); the next round must reconnect on its own.
-            assert poll_until(lambda: not established_connections(proc.port), 60)
-    finally:
-        proc.stop()
+def test_a_client_whose_idle_connection_was_closed_goes_on(proc):
+    p = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 0})
+    for round_ in range(2):
+        p.produce("reconnects", value=b"v%d" % round_)
+        assert p.flush(15) == 0
+        # The broker closes the producer's idle connections (no client connection is left established on
+        # the broker's side); the next round must reconnect on its own.
+        assert poll_until(lambda: not established_connections(proc.port), 60)
