@@ -291,15 +291,16 @@ INVALID_REQUEST_MESSAGE = ("This most likely occurs because of a request being m
                            "the message was sent to an incompatible broker. See the broker logs for more details.")
 
 
-def _broker_id(ctx: RequestContext, name: str) -> int:
-    """`ConfigHelper.resourceNameToBrokerId`, and this broker's id only."""
+def _broker_id(ctx: RequestContext, name: str, describing: bool = True) -> int:
+    """`ConfigHelper.resourceNameToBrokerId` (describing) or `ConfigAdminManager`'s check (altering), and this
+    broker's id only."""
     try:
         broker = int(name)
     except ValueError:
         raise InvalidRequestError(f"Broker id must be an integer, but it is: {name}") from None
     if broker != ctx.state.node_id:
-        raise InvalidRequestError(f"Unexpected broker id, expected {ctx.state.node_id} or empty string, but "
-                                  f"received {name}")
+        raise InvalidRequestError(f"Unexpected broker id, expected {ctx.state.node_id}"
+                                  f"{' or empty string' if describing else ''}, but received {name}")
     return broker
 
 
@@ -332,7 +333,7 @@ def _alter(ctx: RequestContext, req: Any, incremental: bool) -> dict:
                 if not ctx.allowed("alter_configs", "cluster", "kafka-cluster"):
                     raise KafkaError("Cluster authorization failed.", code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
                 if r.resource_name:
-                    _broker_id(ctx, r.resource_name)
+                    _broker_id(ctx, r.resource_name, describing=False)
                 raise InvalidRequestError("chronolog does not change broker configs at run time: set "
                                           f"{', '.join(names) or 'them'} in the broker's settings and restart it")
             if r.resource_type in _UNSERVED:
