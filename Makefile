@@ -43,7 +43,14 @@ $(JARS)/.stamp: jvm/pom.xml
 	@command -v mvn >/dev/null 2>&1 || { echo "jars: Maven (mvn) is not installed; the Kafka tests skip" >&2; exit 0; }; \
 	rm -rf $(JARS) && mvn -q -B -f jvm/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
 		-DoutputDirectory=$(CURDIR)/$(JARS) && touch $@
-jars: $(JARS)/.stamp
+# Spark's own Kafka connector, without what pyspark already ships (Spark, Scala, Hadoop, codecs).
+SPARK_KAFKA := var/jars/spark-kafka
+$(SPARK_KAFKA)/.stamp: jvm/spark-kafka/pom.xml
+	@command -v mvn >/dev/null 2>&1 || exit 0; \
+	rm -rf $(SPARK_KAFKA) && mvn -q -B -f jvm/spark-kafka/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+		-DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2 \
+		-DoutputDirectory=$(CURDIR)/$(SPARK_KAFKA) && touch $@
+jars: $(JARS)/.stamp $(SPARK_KAFKA)/.stamp
 
 install: $(STAMP) bytecode sysdeps nodedeps faustdeps jars
 
