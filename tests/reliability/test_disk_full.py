@@ -27,6 +27,7 @@ import uuid
 import pytest
 
 from tests.brokerproc import BrokerProcess
+from tests.scale import scaled
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
@@ -167,8 +168,13 @@ def _incident_lines(log_text: str) -> list[str]:
     return [line for line in log_text.splitlines() if line.startswith(("ERROR", "INFO chronolog.logdir"))]
 
 
-@pytest.mark.parametrize("segment_bytes", [1 << 20, 4 << 20, 128 << 20],
-                         ids=["1MiB-segments", "4MiB-segments", "128MiB-segments"])
+# Segments rolled often and one never rolled; the long run (tests/scale.py) adds the middle setting,
+# 4 MiB (the SIGBUS this test was written for came in every setting).
+SEGMENT_SIZES = scaled({"1MiB-segments": 1 << 20, "128MiB-segments": 128 << 20},
+                       {"1MiB-segments": 1 << 20, "4MiB-segments": 4 << 20, "128MiB-segments": 128 << 20})
+
+
+@pytest.mark.parametrize("segment_bytes", list(SEGMENT_SIZES.values()), ids=list(SEGMENT_SIZES))
 def test_a_full_disk_never_kills_the_broker_nor_loses_acknowledged_records(small_fs, tmp_path, segment_bytes):
     data = small_fs / "data"
     broker = BrokerProcess(data, {"log.segment.bytes": str(segment_bytes), "num.partitions": "1",
