@@ -19,6 +19,7 @@ import uuid
 from typing import Any
 
 from chronolog.errors import (
+    CorruptMessageError,
     ErrorCode,
     FencedLeaderEpochError,
     InvalidRecordError,
@@ -137,6 +138,9 @@ def metadata(req: Any, ctx: RequestContext) -> dict:
         if by_id:  # v12+ (KIP-516; KIP-848 clients): any id, and every topic is asked for by id, names ignored
             requested = [t for t in requested if getattr(t, "topic_id", None)]
             requested = [t for k, t in enumerate(requested) if t.topic_id not in by_id[:k]]
+        else:  # a topic named twice is answered once (KafkaApis: a set of names)
+            names = [t.name for t in requested]
+            requested = [t for k, t in enumerate(requested) if t.name not in names[:k]]
         for t in requested:
             name = t.name
             topic_id = getattr(t, "topic_id", None)
@@ -179,11 +183,32 @@ def metadata(req: Any, ctx: RequestContext) -> dict:
 
 
 # -- Produce -----------------------------------------------------------------------------------------
-def validate_records(version: int, records: Any) -> None:
+def _next_batch_size(view: memoryview, pos: int) -> int | None:
+    """`ByteBufferLogInputStream.nextBatchSize`: the size of the batch at `pos`, None when too few bytes
+    remain for one (the batch iterator ends there); a size below a v0 record's overhead or a magic above 2
+    is corrupt."""
+    remaining = len(view) - pos
+    if remaining < 12:
+        return None
+    (size,) = struct.unpack_from(">i", view, pos + 8)
+    if size < 14:
+        raise CorruptMessageError(f"Record size {size} is less than the minimum record overhead (14)")
+    if remaining < 17:
+        return None
+    magic = struct.unpack_from(">b", view, pos + 16)[0]
+    if magic < 0 or magic > 2:
+        raise CorruptMessageError(f"Invalid magic found in record: {magic}")
+    return size + 12 if remaining >= size + 12 else None
+
+
+def validate_records(version: int, records: Any) -> int:
     """ProduceRequest.validateRecords (v3+, the versions we read): exactly one batch per partition, of magic
-    2, and no zstd before v7. KafkaApis answers these per partition, before the log sees the bytes."""
+    2, and no zstd before v7, as Kafka's batch iterator sees them: a truncated batch is no batch, a bad size
+    or magic is corrupt. KafkaApis answers these per partition, before the log sees the bytes. Returns the
+    batch's size: bytes after it too few for another batch are dropped (UnifiedLog.trimInvalidBytes)."""
     view = memoryview(records or b"").cast("B")
-    if len(view) < 17:
+    size = _next_batch_size(view, 0)
+    if size is None:
         raise InvalidRecordError(f"Produce requests with version {version} must have at least one record batch "
                                  "per partition")
     if view[16] != 2:  # the magic byte sits at offset 16 in v0/v1 messages and v2 batches alike
@@ -192,10 +217,10 @@ def validate_records(version: int, records: Any) -> None:
     if version < 7 and len(view) > 22 and view[22] & 0x07 == 4:  # attributes: the codec bits; 4 is zstd
         raise KafkaError(f"Produce requests with version {version} are not allowed to use ZStandard compression",
                          code=ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
-    (length,) = struct.unpack_from(">i", view, 8)
-    if 12 + length < len(view):
+    if _next_batch_size(view, size) is not None:
         raise InvalidRecordError(f"Produce requests with version {version} are only allowed to contain exactly "
                                  "one record batch per partition")
+    return size
 
 
 def _produce_topics(req: Any, ctx: RequestContext) -> list[tuple[str | None, Any]]:
@@ -204,6 +229,12 @@ def _produce_topics(req: Any, ctx: RequestContext) -> list[tuple[str | None, Any
     if ctx.api_version < 13:
         return [(t.name, t) for t in req.topic_data]
     return [(ctx.state.topic_name(t.topic_id), t) for t in req.topic_data]
+
+
+# ReplicaManager.appendToLocalLog answers these with LogAppendInfo.UNKNOWN_LOG_APPEND_INFO (log start -1).
+_NO_APPEND_INFO = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE,
+                             ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.UNKNOWN_TOPIC_ID})
 
 
 @register(0, 0, 13, parse_min=3)
@@ -236,7 +267,7 @@ def produce(req: Any, ctx: RequestContext) -> dict | None:
                 if name in INTERNAL_TOPICS:  # ReplicaManager.appendRecords: only coordinators write these
                     raise KafkaError(f"cannot append to internal topic {name}", code=ErrorCode.INVALID_TOPIC_EXCEPTION)
                 plog = ctx.log_manager.get_log(name, pd.index)
-                validate_records(ctx.api_version, pd.records)
+                size = validate_records(ctx.api_version, pd.records)
                 batch = transactional.get((name, pd.index))
                 if batch is not None and verify:
                     # ReplicaManager.appendRecords with transaction verification (KIP-890 part 1): a
@@ -249,7 +280,15 @@ def produce(req: Any, ctx: RequestContext) -> dict | None:
                 # An idempotent producer's retry is answered with its first write's offset and not written
                 # again; a sequence gap or a fenced epoch raises (the partition's producer state, kept
                 # across restarts by `storage.producers`).
-                info = plog.append(pd.records or b"")
+                try:
+                    records = pd.records if len(pd.records) == size else memoryview(pd.records)[:size]
+                    info = plog.append(records)
+                except Exception as exc:
+                    # ReplicaManager.appendToLocalLog: a refused append answers the partition's log start
+                    # offset (processFailedRecord), except for the errors it answers with no append info
+                    if error_of(exc) not in _NO_APPEND_INFO:
+                        result["log_start_offset"] = plog.log_start_offset
+                    raise
                 appended = appended or not info.duplicate
                 result.update(base_offset=info.first_offset, log_append_time=info.log_append_time,
                               log_start_offset=info.log_start_offset)

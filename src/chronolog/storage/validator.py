@@ -87,10 +87,9 @@ def validate_batch(data: memoryview, h: BatchHeader, config: TopicConfig, now: i
         if h.producer_id >= 0 and h.base_sequence < 0:
             raise InvalidRecordError(f"invalid sequence number {h.base_sequence} in a batch of producer "
                                      f"{h.producer_id}")
-    if config.compacted and not control:
-        check_keys(RecordBatch(data), partition)
+    keyless = keyless_records(RecordBatch(data), partition) if config.compacted and not control else ()
     lo, batch_max, n_records = scan_batch_timestamps(data, h)
-    validate_timestamps(data, h.attributes, lo, batch_max, config, now)
+    validate_timestamps(data, h.attributes, lo, batch_max, config, now, keyless)
     return lo, batch_max, n_records
 
 
@@ -101,29 +100,33 @@ def check_offset_range(last_offset_delta: int, count: int) -> None:
                                  f"records {count}")
 
 
-def check_keys(batch: RecordBatch, partition: str) -> None:
-    """`LogValidator.validateKey`: the cleaner keeps records by key, so a compacted topic refuses one
-    without (INVALID_RECORD, the whole batch)."""
-    for record in batch.records():
-        if record.key is None:
-            raise InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition "
-                                     f"{partition}.")
+def keyless_records(batch: RecordBatch, partition: str) -> tuple[tuple[int, str], ...]:
+    """`LogValidator.validateKey`: the cleaner keeps records by key, so a compacted topic refuses a record
+    without one; each such record's index in the batch and Kafka's message (the batch is refused whole)."""
+    message = f"Compacted topic cannot accept message without key in topic partition {partition}."
+    return tuple((index, message) for index, record in enumerate(batch.records()) if record.key is None)
 
 
-def validate_timestamps(data, attributes: int, lo: int, batch_max: int, config: TopicConfig, now: int) -> None:
+def validate_timestamps(data, attributes: int, lo: int, batch_max: int, config: TopicConfig, now: int,
+                        keyless: tuple[tuple[int, str], ...] = ()) -> None:
     """LogValidator.validateTimestamp for a client's batch, with its record errors (KIP-467). The
     batch's smallest and largest timestamps decide whether any record is out of bounds (bounds are
     inclusive; -1, no timestamp, bypasses them); only then are the records walked to name each one.
     A producer may not set the LogAppendTime bit: on a LogAppendTime topic every record is refused, on a
     CreateTime topic those without a timestamp (Kafka reads a LogAppendTime batch's records as stamped
-    with its max timestamp, so it is that value that is checked). `data`: the bytes of one v2 batch."""
+    with its max timestamp, so it is that value that is checked). `data`: the bytes of one v2 batch.
+    `keyless`: the record errors of `keyless_records`; as in `LogValidator.validateRecord` a record's key is
+    checked before its timestamp, and the batch is refused INVALID_TIMESTAMP if any record's timestamp is
+    out of bounds, else INVALID_RECORD (`processRecordErrors`)."""
     producer_lat = bool(attributes & TIMESTAMP_TYPE_MASK)
     before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
 
     def out_of_bounds(ts: int) -> bool:
         return ts != -1 and (now - ts > before or ts - now > after)
 
-    if config.log_append_time:
+    if keyless:
+        pass  # the records are walked to name each error
+    elif config.log_append_time:
         if not producer_lat:
             return
     elif not producer_lat and not out_of_bounds(lo) and not out_of_bounds(batch_max) and \
@@ -131,17 +134,29 @@ def validate_timestamps(data, attributes: int, lo: int, batch_max: int, config: 
         return
     batch = RecordBatch(bytearray(data))
     errors: list[tuple[int, str]] = []
+    key_errors = dict(keyless)
+    bad_timestamp = False
     for index, rec in enumerate(batch.records()):
+        if index in key_errors:
+            errors.append((index, key_errors[index]))
+            continue
         ts = batch.max_timestamp if producer_lat else rec.timestamp
         if not config.log_append_time and ts != -1:
             if out_of_bounds(ts):
+                bad_timestamp = True
                 errors.append((index, f"Timestamp {ts} of message with offset {rec.offset} is out of range. "
                                       f"The timestamp should be within [{now - before}, {now + after}]"))
         elif producer_lat:
+            bad_timestamp = True
             errors.append((index, f"Invalid timestamp type in message with offset {rec.offset}. Producer "
                                   "should not set timestamp type to LogAppendTime."))
-    if errors:
+    if bad_timestamp:
         exc = InvalidTimestampError("One or more records have been rejected due to invalid timestamp")
+    elif errors:
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+        exc = InvalidRecordError(f"One or more records have been rejected due to {len(errors)} record errors in "
+                                 f"total, and only showing the first three errors at most: [{shown}]")
+    if errors:
         exc.record_errors = tuple(errors)
         raise exc
 

@@ -1,0 +1,256 @@
+"""Produce validation against chronolog and Kafka 4.4 (`LogValidator`, `ProduceRequest.validateRecords`,
+`ReplicaManager.appendRecords`): timestamp bounds, keyless records on compacted topics (per-record errors),
+sizes, CRC, magic, batch counts, acks, sequences, unknown topics. Raw Produce requests (the whole answer:
+error code, per-record errors, offsets) and librdkafka's delivery reports."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from chronolog.records.batch import CRC_OFFSET, CompressionType
+from tests.differential.steps import (
+    build_batch,
+    consume,
+    now_ms,
+    produce,
+    produce_raw,
+    raw_call,
+    records,
+    wait_until,
+)
+
+HOUR = 3_600_000
+BOUNDED = {"message.timestamp.before.max.ms": "60000", "message.timestamp.after.max.ms": "60000"}
+
+
+def _answer(part: dict) -> dict:
+    """A partition's Produce answer without what differs between brokers (append time only as set/unset)."""
+    out = dict(part)
+    out.pop("index", None)
+    if "log_append_time" in out:
+        out["log_append_time_set"] = out.pop("log_append_time") != -1
+    out["record_errors"] = [e["batch_index"] for e in out.get("record_errors", [])]
+    return out
+
+
+TIMESTAMP_CASES = {
+    "in_bounds": [0, -1000, 1000],
+    "too_old": [-2 * HOUR],
+    "too_new": [2 * HOUR],
+    "one_bad_among_three": [0, -2 * HOUR, 0],
+    "old_and_new": [2 * HOUR, 0, -2 * HOUR],
+}
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip"])
+@pytest.mark.parametrize("case", sorted(TIMESTAMP_CASES))
+def test_timestamp_bounds(both, case, codec):
+    """message.timestamp.before/after.max.ms: a batch with one record out of bounds is refused whole,
+    INVALID_TIMESTAMP, each such record named in record_errors."""
+    now = now_ms()
+    stamps = [now + d for d in TIMESTAMP_CASES[case]]
+    batch = build_batch(records(stamps), compression=getattr(CompressionType, codec.upper()))
+
+    def steps(side):
+        topic = side.create_topic(configs=BOUNDED)
+        return {"answer": _answer(produce_raw(side, topic, batch)), "stored": len(consume(side, topic))}
+
+    both.same(steps)
+
+
+def test_timestamp_bounds_ignored_under_log_append_time(both):
+    now = now_ms()
+
+    def steps(side):
+        topic = side.create_topic(configs={**BOUNDED, "message.timestamp.type": "LogAppendTime"})
+        got = produce_raw(side, topic, build_batch(records([now - 2 * HOUR, now + 2 * HOUR])))
+        return {"answer": _answer(got), "types": [r["timestamp_type"] for r in consume(side, topic)]}
+
+    assert both.same(steps)["answer"]["log_append_time_set"] is True
+
+
+def test_timestamp_bounds_through_librdkafka(both):
+    now = now_ms()
+    batches = [records([now]), records([now - 2 * HOUR], "old"), records([now + 2 * HOUR], "new"), records([now])]
+
+    def steps(side):
+        topic = side.create_topic(configs=BOUNDED)
+        return produce(side, topic, batches)
+
+    assert [e for _p, _o, e in both.same(steps)] == [None, "INVALID_TIMESTAMP", "INVALID_TIMESTAMP", None]
+
+
+KEYLESS = {
+    "all_keyed": [b"a", b"b"],
+    "one_keyless": [b"a", None, b"c"],
+    "two_keyless": [None, b"b", None],
+}
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "zstd"])
+@pytest.mark.parametrize("case", sorted(KEYLESS))
+def test_keyless_records_on_compacted_topic(both, case, codec):
+    """Compacted topics refuse records without a key: INVALID_RECORD for the batch, each keyless record's
+    index in record_errors (LogValidator.validateKey)."""
+    now = now_ms()
+    batch = build_batch([(k, b"v", now) for k in KEYLESS[case]], compression=getattr(CompressionType, codec.upper()))
+
+    def steps(side):
+        topic = side.create_topic(configs={"cleanup.policy": "compact"})
+        return {"answer": _answer(produce_raw(side, topic, batch)), "stored": len(consume(side, topic))}
+
+    both.same(steps)
+
+
+def test_keyless_tombstones_and_keyed_tombstones(both):
+    """A tombstone needs a key too; a keyed one is taken."""
+    now = now_ms()
+
+    def steps(side):
+        topic = side.create_topic(configs={"cleanup.policy": "compact,delete"})
+        keyed = produce_raw(side, topic, build_batch([(b"a", None, now)]))
+        keyless = produce_raw(side, topic, build_batch([(None, None, now)]))
+        return {"keyed": _answer(keyed), "keyless": _answer(keyless)}
+
+    both.same(steps)
+
+
+@pytest.mark.parametrize("size", [1500, 2100, 5000])
+def test_batch_larger_than_max_message_bytes(both, size):
+    """max.message.bytes=2000 (a batch's whole size, header included): MESSAGE_TOO_LARGE above it."""
+    now = now_ms()
+    batch = build_batch([(b"k", b"x" * (size - 80), now)])
+
+    def steps(side):
+        topic = side.create_topic(configs={"max.message.bytes": "2000"})
+        return {"size": len(batch), "answer": _answer(produce_raw(side, topic, batch))}
+
+    both.same(steps)
+
+
+def test_oversize_through_librdkafka(both):
+    now = now_ms()
+
+    def steps(side):
+        topic = side.create_topic(configs={"max.message.bytes": "2000"})
+        return produce(side, topic, [[(b"k", b"x" * 3000, now)], [(b"k", b"y" * 100, now)]])
+
+    assert [e for _p, _o, e in both.same(steps)] == ["MSG_SIZE_TOO_LARGE", None]
+
+
+def _corrupt(batch: bytes) -> bytes:
+    raw = bytearray(batch)
+    raw[-1] ^= 0xFF
+    return bytes(raw)
+
+
+def _bad_crc(batch: bytes) -> bytes:
+    raw = bytearray(batch)
+    (crc,) = struct.unpack_from(">I", raw, CRC_OFFSET)
+    struct.pack_into(">I", raw, CRC_OFFSET, crc ^ 1)
+    return bytes(raw)
+
+
+def _magic(batch: bytes, magic: int) -> bytes:
+    raw = bytearray(batch)
+    raw[16] = magic
+    return bytes(raw)
+
+
+BAD_BATCHES = {
+    "payload_flipped": lambda b: _corrupt(b),
+    "crc_wrong": lambda b: _bad_crc(b),
+    "magic_1": lambda b: _magic(b, 1),
+    "magic_3": lambda b: _magic(b, 3),
+    "two_batches": lambda b: b + b,
+    "truncated": lambda b: b[:-5],
+    "empty": lambda b: b"",
+    "trailing_5_bytes": lambda b: b + b"\0" * 5,
+    "trailing_partial_batch": lambda b: b + b[:30],
+    "size_below_overhead": lambda b: b[:8] + struct.pack(">i", 10) + b[12:],
+    "short_header": lambda b: b[:14],
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_BATCHES))
+def test_malformed_batches(both, case):
+    now = now_ms()
+    batch = BAD_BATCHES[case](build_batch(records([now, now + 1])))
+
+    def steps(side):
+        topic = side.create_topic()
+        answer = _answer(produce_raw(side, topic, batch))
+        return {"answer": answer, "stored": len(consume(side, topic))}
+
+    both.same(steps)
+
+
+def test_unknown_topic_partition_and_acks(both):
+    now = now_ms()
+    batch = build_batch(records([now]))
+
+    def steps(side):
+        topic = side.create_topic()
+        return {"unknown_topic": _answer(produce_raw(side, f"{topic}-absent", batch)),
+                "unknown_partition": _answer(produce_raw(side, topic, batch, partition=3)),
+                "acks_2": _answer(produce_raw(side, topic, batch, acks=2)),
+                "acks_1": _answer(produce_raw(side, topic, batch, acks=1))}
+
+    both.same(steps)
+
+
+def _init_producer_id(side) -> tuple[int, int]:
+    """A producer id for an idempotent producer (retried while Kafka's coordinator loads)."""
+    def ask():
+        resp = raw_call(side, 22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                      "producer_id": -1, "producer_epoch": -1})
+        return resp if resp["error_code"] == 0 else None
+
+    resp = wait_until(ask, what=f"{side.kind}: a producer id")
+    return resp["producer_id"], resp["producer_epoch"]
+
+
+SEQUENCES = {
+    "in_order": [0, 2, 4],
+    "duplicate_of_last": [0, 2, 2],
+    "duplicate_of_first": [0, 2, 0],
+    "gap": [0, 5],
+    "first_not_zero": [3],
+    "going_back": [0, 2, 1],
+}
+
+
+@pytest.mark.parametrize("case", sorted(SEQUENCES))
+def test_idempotent_sequences(both, case):
+    """Batches of two records from one idempotent producer with the given base sequences: duplicates answer
+    the first append's offset, gaps OUT_OF_ORDER_SEQUENCE_NUMBER (ProducerStateManager)."""
+    now = now_ms()
+
+    def steps(side):
+        topic = side.create_topic()
+        pid, epoch = _init_producer_id(side)
+        out = []
+        for seq in SEQUENCES[case]:
+            batch = build_batch(records([now, now]), producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+            out.append(_answer(produce_raw(side, topic, batch)))
+        return {"answers": out, "stored": [r["offset"] for r in consume(side, topic)]}
+
+    both.same(steps)
+
+
+@pytest.mark.parametrize("version", [3, 7, 8, 9, 11, 12])
+def test_answer_shape_by_version(both, version):
+    """The same good and refused batches at each Produce version both serve (by name: v13 names topics by
+    id): offsets, log start offset, per-record errors where the version has them."""
+    now = now_ms()
+    good = build_batch(records([now, now + 1]))
+    keyless = build_batch([(None, b"v", now)])
+
+    def steps(side):
+        topic = side.create_topic(configs={"cleanup.policy": "compact"})
+        keyed = build_batch([(b"k", b"v", now)])
+        return [_answer(produce_raw(side, topic, b, version=version)) for b in (keyed, keyless, good)]
+
+    both.same(steps)
