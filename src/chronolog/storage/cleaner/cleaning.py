@@ -243,7 +243,7 @@ class Cleaner:
                     stats.map_records += records
                     self.throttler.maybe_throttle(nbytes)
                 if last >= 0:
-                    txn._consume_up_to(last)  # what `on_batch` does for a plain batch
+                    txn.consume_up_to(last)  # what `on_batch` does for a plain batch
                 if status == FULL:
                     full[0] = True
                     return -1
@@ -334,7 +334,7 @@ class Cleaner:
                     stats.records_read += read
                     stats.records_retained += kept
                     self.throttler.maybe_throttle(nread)
-                    txn._consume_up_to(last)  # what `on_batch` does for a plain batch
+                    txn.consume_up_to(last)  # what `on_batch` does for a plain batch
                 if out:
                     dest.append_native(out, points, size, since, max_ts, max_ts_offset)
                     stats.bytes_written += len(out)

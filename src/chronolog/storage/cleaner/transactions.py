@@ -35,14 +35,15 @@ class CleanedTransactionMetadata:
             self._seq += 1
             heapq.heappush(self._aborted, (txn.first_offset, self._seq, txn))
 
-    def _consume_up_to(self, offset: int) -> None:
+    def consume_up_to(self, offset: int) -> None:
+        """The aborted transactions that start at or before `offset` become ongoing (read up to there)."""
         while self._aborted and self._aborted[0][0] <= offset:
             txn = heapq.heappop(self._aborted)[2]
             self.ongoing_aborted.setdefault(txn.producer_id, _AbortedMeta(txn))
 
     def on_control_batch(self, batch: RecordBatch) -> bool:
         """True when the control batch can be discarded (`onControlBatchRead`)."""
-        self._consume_up_to(batch.last_offset)
+        self.consume_up_to(batch.last_offset)
         first = next(iter(batch.records()), None)
         if first is None:
             return True  # an empty control batch was already cleaned
@@ -64,7 +65,7 @@ class CleanedTransactionMetadata:
 
     def on_batch(self, batch: RecordBatch) -> bool:
         """True when the data batch belongs to an aborted transaction (`onBatchRead`)."""
-        self._consume_up_to(batch.last_offset)
+        self.consume_up_to(batch.last_offset)
         if not batch.is_transactional:
             return False
         meta = self.ongoing_aborted.get(batch.producer_id)
