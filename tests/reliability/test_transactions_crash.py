@@ -1,9 +1,10 @@
-"""SIGKILL the broker again and again while a confluent-kafka consume-transform-produce loop runs with
-transactions (send_offsets_to_transaction, read_committed input), restart it each time, and prove the
-read_committed output holds every input exactly once, in order, with no aborted record visible. The
-application does what an exactly-once application does on an error it cannot retry: it starts again
-(a new producer with the same transactional.id fences the old one and aborts its transaction; the consumer
-resumes from the committed offsets, KIP-447's require_stable waiting for an open commit to end).
+"""SIGKILL the broker again and again (4 times; 6 in the long run, tests/scale.py) while a confluent-kafka
+consume-transform-produce loop runs with transactions (send_offsets_to_transaction, read_committed input),
+restart it each time, and prove the read_committed output holds every input exactly once, in order, with
+no aborted record visible. The application does what an exactly-once application does on an error it
+cannot retry: it starts again (a new producer with the same transactional.id fences the old one and aborts
+its transaction; the consumer resumes from the committed offsets, KIP-447's require_stable waiting for an
+open commit to end).
 
 librdkafka's send_offsets_to_transaction can block forever when the group coordinator's connection went
 down under it (it ignores its timeout: librdkafka issues #5456 and #5511, open), whichever broker it talks
@@ -24,9 +25,10 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.brokerproc import BrokerProcess
+from tests.scale import scaled
 
 INPUTS = 2000
-KILLS = 6
+KILLS = scaled(4, 6)  # the long run (tests/scale.py) kills six times, as the test was first written
 BATCH = 10  # records per transaction: many transactions, so the kills land inside them
 QUIET = {"log_level": 0}
 SEND_OFFSETS_BOUND_S = 3.0  # see the module's docstring
