@@ -1,6 +1,6 @@
 """The C walks of a crash recovery's two passes over a segment give exactly the Python loops' answers: the
 minima rebuild (`_headers.minima_run`, in `LogSegment._extend_by_scan`) and the producers' replay
-(`_headers.producer_run`, in `LogSegment.producer_batches`), switched off for the comparison. Segments mix
+(`_headers.producer_run`, in `loader.producer_batches`), switched off for the comparison. Segments mix
 every kind of batch those walks meet: uncompressed and compressed, LogAppendTime, out-of-order and
 huge timestamps, no records, records the C walk declines, producers' and control batches, a batch over the C
 walk's read size, and a legacy message, a torn tail or a corrupt range where the Python loop takes over."""
@@ -16,12 +16,12 @@ import pytest
 from chronolog.config import TopicConfig
 from chronolog.records import CompressionType, SimpleRecord, build_batch, crc32c
 from chronolog.storage import PartitionLog
+from chronolog.storage import loader as loader_module
 from chronolog.storage import minima as minima_module
-from chronolog.storage import segment as segment_module
 from chronolog.storage.minima import SegmentMinima
 from tests.storage.helpers import NOW, WIDE
 
-pytestmark = pytest.mark.skipif(segment_module._native_minima_run is None or segment_module._native_scan is None,
+pytestmark = pytest.mark.skipif(minima_module._native_minima_run is None or minima_module._native_scan is None,
                                 reason="the C walks were not built (no compiler)")
 CODECS = [CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4, CompressionType.ZSTD]
 
@@ -91,7 +91,7 @@ def _segment(tmp_path, rng: random.Random, n_batches: int, tail: str = ""):
 def _minima_both(seg, monkeypatch):
     native = seg._extend_by_scan(SegmentMinima(seg.base_offset))
     with monkeypatch.context() as m:
-        m.setattr(segment_module, "_native_minima_run", None)
+        m.setattr(minima_module, "_native_minima_run", None)
         python = seg._extend_by_scan(SegmentMinima(seg.base_offset))
     return native, python
 
@@ -100,7 +100,6 @@ def _minima_both(seg, monkeypatch):
 @pytest.mark.parametrize("seed", range(4))
 def test_the_minima_are_the_python_loops(tmp_path, seed, chunk_bytes, monkeypatch):
     monkeypatch.setattr(minima_module, "CHUNK_BYTES", chunk_bytes)
-    monkeypatch.setattr(segment_module, "CHUNK_BYTES", chunk_bytes)
     rng = random.Random(seed)
     plog, seg = _segment(tmp_path, rng, 300)
     native, python = _minima_both(seg, monkeypatch)
@@ -113,7 +112,6 @@ def test_the_minima_are_the_python_loops(tmp_path, seed, chunk_bytes, monkeypatc
 @pytest.mark.parametrize("tail", ["legacy", "torn"])
 def test_where_the_python_loop_takes_over_the_answer_is_the_same(tmp_path, tail, monkeypatch):
     monkeypatch.setattr(minima_module, "CHUNK_BYTES", 2000)
-    monkeypatch.setattr(segment_module, "CHUNK_BYTES", 2000)
     plog, seg = _segment(tmp_path, random.Random(11), 60, tail)
     native, python = _minima_both(seg, monkeypatch)
     assert native is None and python is None  # a legacy batch or a torn tail: the segment stays untracked
@@ -126,10 +124,10 @@ def test_a_segment_with_a_corrupt_range_is_left_to_the_python_loop(tmp_path, mon
 
     seg.corrupt_ranges = [CorruptRange(0, 500, 900, 3, 4)]
     calls = []
-    monkeypatch.setattr(segment_module, "_native_minima_run", lambda *a: calls.append(a))
-    monkeypatch.setattr(segment_module, "_native_producer_run", lambda *a: calls.append(a))
+    monkeypatch.setattr(minima_module, "_native_minima_run", lambda *a: calls.append(a))
+    monkeypatch.setattr(loader_module, "_native_producer_run", lambda *a: calls.append(a))
     assert seg._extend_by_scan(SegmentMinima(0)) is None
-    list(seg.producer_batches(0, 0))
+    list(loader_module.producer_batches(seg, 0, 0))
     assert calls == []
     plog.close()
 
@@ -137,14 +135,14 @@ def test_a_segment_with_a_corrupt_range_is_left_to_the_python_loop(tmp_path, mon
 @pytest.mark.parametrize("most", [1, 3, 4096])
 @pytest.mark.parametrize("seed", range(3))
 def test_the_producers_batches_are_the_python_loops(tmp_path, seed, most, monkeypatch):
-    monkeypatch.setattr(segment_module, "_PRODUCER_RUN_MOST", most)
+    monkeypatch.setattr(loader_module, "_PRODUCER_RUN_MOST", most)
     rng = random.Random(100 + seed)
     plog, seg = _segment(tmp_path, rng, 200, rng.choice(["", "legacy", "torn"]))
     for start in (0, 57, 10**9):
-        native = list(seg.producer_batches(0, start))
+        native = list(loader_module.producer_batches(seg, 0, start))
         with monkeypatch.context() as m:
-            m.setattr(segment_module, "_native_producer_run", None)
-            python = list(seg.producer_batches(0, start))
+            m.setattr(loader_module, "_native_producer_run", None)
+            python = list(loader_module.producer_batches(seg, 0, start))
         assert native == python
         if start == 0:
             assert python, "the segment should hold producers' batches"
@@ -164,8 +162,8 @@ def test_opening_a_crashed_partition_rebuilds_the_same_sidecar_and_producers(tmp
     for name, native in (("a", True), ("b", False)):
         with monkeypatch.context() as m:
             if not native:
-                m.setattr(segment_module, "_native_minima_run", None)
-                m.setattr(segment_module, "_native_producer_run", None)
+                m.setattr(minima_module, "_native_minima_run", None)
+                m.setattr(loader_module, "_native_producer_run", None)
             d = tmp_path / name / "t-0"
             for p in list(d.glob("*.snapshot")) + list(d.glob("*chronolog-minima*")):
                 p.unlink()

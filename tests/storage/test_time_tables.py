@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from chronolog.config import TopicConfig
 from chronolog.records import CompressionType, Record, RecordBatch, SimpleRecord, build_batch
 from chronolog.storage import PartitionLog
-from chronolog.storage.segment import TIME_TABLES, TimeTableCache
+from chronolog.storage.time_lookup import STANDALONE, TimeTableCache
 
 NOW = 1_700_000_000_000
 CFG = {"message.timestamp.before.max.ms": str(2**62), "message.timestamp.after.max.ms": str(2**62),
@@ -82,7 +82,7 @@ def test_the_cache_is_bounded_by_records(tmp_path):
             assert found.offset == b * 200 + 150
     assert cache._records <= 500 and len(cache._tables) == 2
     plog.close()
-    assert TIME_TABLES.max_records >= 100_000
+    assert STANDALONE.time_tables.max_records >= 100_000
 
 
 @settings(max_examples=100, deadline=None)

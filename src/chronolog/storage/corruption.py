@@ -115,3 +115,29 @@ def verify_segment(segment) -> tuple[list[CorruptRange], int]:
             return sorted(set(ranges), key=lambda r: r.start), 0
         ranges.append(CorruptRange(base, valid, nxt[0], expected, nxt[1].base_offset - 1))
         start = valid = nxt[0]
+
+
+# -- spans of a segment already checked (headers or CRCs), so that no reader checks them again --------
+def span_end(spans, position: int) -> int:
+    """The end of the span of `spans` (sorted, apart) holding `position`; -1 when none does."""
+    for a, b in spans:
+        if a <= position <= b:
+            return b
+        if a > position:
+            break
+    return -1
+
+
+def add_span(spans, start: int, end: int, most: int) -> list[list[int]]:
+    """`spans` with [start, end) merged in; beyond `most` spans the shortest is forgotten."""
+    out = []
+    for a, b in spans:
+        if b < start or a > end:  # apart from [start, end)
+            out.append([a, b])
+        else:  # touching or overlapping: one span
+            start, end = min(a, start), max(b, end)
+    out.append([start, end])
+    out.sort()
+    if len(out) > most:
+        out.remove(min(out, key=lambda s: s[1] - s[0]))
+    return out

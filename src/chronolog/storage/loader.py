@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from chronolog.config import TopicConfig
 from chronolog.errors import KafkaError, OffsetOutOfRangeError
+from chronolog.native import load_native
 from chronolog.records.batch import CONTROL_MASK, TRANSACTIONAL_MASK
 from chronolog.records.control import EndTxnMarker, marker_of
 from chronolog.storage.index import IndexCorruptError
@@ -35,6 +37,7 @@ from chronolog.storage.txnindex import AbortedTxn
 
 if TYPE_CHECKING:
     from chronolog.storage.log import PartitionLog
+    from chronolog.storage.time_lookup import LogCaches
 
 log = logging.getLogger("chronolog.storage.log")
 
@@ -57,10 +60,12 @@ def load(plog: PartitionLog, *, recover: bool, recovery_point: int, log_start_of
 
 
 def open_readonly(cls: type[L], directory: Path, config: TopicConfig | None, time_index_style: str,
-                  files: ReadOnlyFiles | None) -> L:
+                  files: ReadOnlyFiles | None, caches: LogCaches | None = None) -> L:
     """`PartitionLog.open_readonly`: nothing is written; an interrupted swap is read as the next writable
     open will finish it (`SwapResolvedFiles`)."""
     plog = cls(Path(directory), config or TopicConfig(), writable=False, time_index_style=time_index_style)
+    if caches is not None:
+        plog.caches = caches
     if files is None and has_interrupted_swap(plog.dir):
         files = SwapResolvedFiles(plog.dir)  # read as the broker's next start will finish the swap
     plog._files = files
@@ -74,6 +79,7 @@ def open_readonly(cls: type[L], directory: Path, config: TopicConfig | None, tim
         for base in bases:
             plog.segments.append(LogSegment(plog.dir, base, writable=False, **kwargs) if files is None
                                  else FilesSegment(files, plog.dir, base, **kwargs))
+            plog.segments[-1].reader_minima = plog.caches.reader_minima
     for seg, nxt in zip(plog.segments, plog.segments[1:], strict=False):
         seg.is_last = False
         seg._offset_limit_after = nxt.base_offset
@@ -239,7 +245,7 @@ def replay_producers(plog: PartitionLog, states: ProducerStates, start: int,
         seg = plog.segments[i]
         rebuild = rebuild_txn_from is not None and seg.base_offset >= rebuild_txn_from
         pos = seg.offset_index.lookup(start).position if start > seg.base_offset else 0
-        for pid, epoch, seq, base, last, ts, attributes, position in seg.producer_batches(pos, start):
+        for pid, epoch, seq, base, last, ts, attributes, position in producer_batches(seg, pos, start):
             if not attributes & CONTROL_MASK:
                 states.update(pid, epoch, seq, base, last, ts, bool(attributes & TRANSACTIONAL_MASK))
                 continue
@@ -250,6 +256,32 @@ def replay_producers(plog: PartitionLog, states: ProducerStates, start: int,
             if done is not None and rebuild and done[0].is_aborted:
                 txn, lso = done
                 seg.txn_index.append(AbortedTxn(pid, txn.first_offset, txn.last_offset, lso))
+
+
+# `_headers.producer_run` (C): `producer_batches`' walk over whole v2 batches.
+_native_producer_run = load_native("chronolog.storage._headers", "producer_run")
+_PRODUCER_RUN_MOST = 4096  # batches per call: a bounded list, however long the segment
+
+
+def producer_batches(seg: LogSegment, position: int, start: int
+                     ) -> Iterator[tuple[int, int, int, int, int, int, int, int]]:
+    """(producer id, epoch, base sequence, base offset, last offset, max timestamp, attributes, position)
+    of each v2 batch from `position` that carries a producer id (data or control) and that ends at or
+    after offset `start`: what the producers' replay needs, all of it in batch headers but a control
+    batch's marker (read at `position`). Whole v2 batches are read in C (`_headers.producer_run`,
+    headers only, in large reads), the rest through `batches_from` as before."""
+    pos = position
+    if _native_producer_run is not None and seg._fd >= 0 and not seg.corrupt_ranges:
+        while pos < seg.size:
+            stop, found = _native_producer_run(seg._fd, pos, seg.size, start, _PRODUCER_RUN_MOST)
+            yield from found
+            if stop == pos:
+                break
+            pos = stop
+    for _pos, batch in seg.batches_from(pos):
+        if batch.magic == 2 and batch.producer_id >= 0 and batch.last_offset >= start:
+            yield (batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.base_offset,
+                   batch.last_offset, batch.max_timestamp, batch.attributes, _pos)
 
 
 def _marker_at(plog: PartitionLog, seg: LogSegment, position: int) -> EndTxnMarker | None:

@@ -15,10 +15,12 @@ import contextlib
 import logging
 import os
 import random
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from chronolog.config import TopicConfig
 from chronolog.diskio import fsync_dir
 from chronolog.errors import OffsetOutOfRangeError
 from chronolog.records import Record, RecordBatch
@@ -99,6 +101,19 @@ class LocalLog:
     """The segment list of a partition as Kafka's `LocalLog` keeps it; `PartitionLog` (`UnifiedLog`) is
     built on it and holds its state (directory, config, lock, segments, log end offset). Public methods take
     the log's lock."""
+
+    dir: Path
+    topic: str
+    partition: int
+    config: TopicConfig
+    lock: threading.RLock
+    clock: Callable[[], int]
+    segments: list[LogSegment]
+    log_start_offset: int
+    _next_offset: int
+    _segments_version: int  # bumped whenever the segment list or an inactive segment changes
+    _segment_created_ms: dict[int, int]
+    _closed: bool
 
     def _new_segment(self, base: int, *, check_indexes: bool = True) -> LogSegment:
         seg = LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,

@@ -12,9 +12,7 @@ one is recorded in the `.txnindex` of the segment that holds its ABORT marker (s
 
 from __future__ import annotations
 
-import bisect
 import contextlib
-import itertools
 import logging
 import struct
 import threading
@@ -54,7 +52,7 @@ from chronolog.records.batch import (
     TRANSACTIONAL_MASK,
 )
 from chronolog.records.control import ControlType, EndTxnMarker, build_control_batch
-from chronolog.storage import loader
+from chronolog.storage import loader, time_lookup
 from chronolog.storage.basics import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -78,7 +76,6 @@ from chronolog.storage.producers import (
 from chronolog.storage.readonly import ReadOnlyFiles
 from chronolog.storage.retention import DelayedDeletions, ExpiredArrivals, log_deletions
 from chronolog.storage.segment import (
-    TIME_TABLES,
     LogSegment,
 )
 from chronolog.storage.txnindex import AbortedTxn
@@ -88,7 +85,6 @@ log = logging.getLogger(__name__)
 
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms (KIP-854)
 WRITE_RETRY_MS = 5000  # chronolog.log.dir.write.retry.ms: how often a partition whose write failed tries again
-_LOG_TOKENS = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -163,11 +159,16 @@ class PartitionLog(LocalLog):
 
     @classmethod
     def open_readonly(cls, directory: Path, config: TopicConfig | None = None,
-                      time_index_style: str = "batch_last", *, files: ReadOnlyFiles | None = None) -> PartitionLog:
+                      time_index_style: str = "batch_last", *, files: ReadOnlyFiles | None = None,
+                      caches: time_lookup.LogCaches | None = None) -> PartitionLog:
         """Read a directory that must not change (a copy of a Kafka log dir, a read-only mount): nothing
         is written; indexes that are missing are rebuilt in memory. With `files` the directory is read
-        through that object (`storage.readonly`), e.g. from an object store; `directory` then only names it."""
-        return loader.open_readonly(cls, directory, config, time_index_style, files)
+        through that object (`storage.readonly`), e.g. from an object store; `directory` then only names it.
+        `caches`: those of the logs' owner (default: those of logs opened on their own)."""
+        return loader.open_readonly(cls, directory, config, time_index_style, files, caches)
+
+    # The lookup caches this log shares with the other logs of its owner: the log manager sets its own.
+    caches: time_lookup.LogCaches = time_lookup.STANDALONE
 
     _files: ReadOnlyFiles | None = None  # where a read-only log's files come from, if not `dir`
     _readonly_producers_loaded = False
@@ -564,76 +565,12 @@ class PartitionLog(LocalLog):
             if timestamp == LATEST_TIMESTAMP:
                 return FoundTimestamp(-1, self._next_offset, LEADER_EPOCH)
             if timestamp == MAX_TIMESTAMP:
-                return self._max_timestamp_entry()
+                return time_lookup.max_timestamp_entry(self)
             if timestamp < 0:
                 # Includes -5 LATEST_TIERED and -6 EARLIEST_PENDING_UPLOAD: they need ListOffsets v9/v11, above
                 # what chronolog speaks, so Kafka's version gate (ReplicaManager) answers UNSUPPORTED_VERSION.
                 raise UnsupportedVersionError(f"unsupported special timestamp {timestamp}")
-            seg = self._first_segment_reaching(timestamp)
-            if seg is None:
-                return None
-            found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset, tables=TIME_TABLES,
-                                                 key=self._time_tables_key())
-            if found is None:
-                # A read-only copy's time index may name a batch that fails its CRC (recovery would have
-                # dropped it from the index), and on a compacted topic the segment's largest timestamp may
-                # be an empty batch's, whose records the cleaner removed: the answer is then in a later
-                # segment (Kafka answers none there).
-                for later in self.segments[self.segments.index(seg) + 1:]:
-                    if later.max_timestamp_so_far >= timestamp:
-                        found = later.find_offset_by_timestamp(timestamp, self.log_start_offset,
-                                                               tables=TIME_TABLES, key=self._time_tables_key())
-                        if found is not None:
-                            break
-            return found
-
-    def _time_tables_key(self) -> tuple[int, int]:
-        """This log's bytes as the shared per-batch timestamp tables know them: a token of this object
-        and the segment version, which every truncation, deletion and roll bumps."""
-        token = getattr(self, "_time_tables_token", None)
-        if token is None:
-            token = self._time_tables_token = next(_LOG_TOKENS)
-        return token, self._segments_version
-
-    def _first_segment_reaching(self, timestamp: int) -> LogSegment | None:
-        """First segment whose largest timestamp is >= target (Kafka's linear `find`), found by bisecting
-        the running maximum of the inactive segments' largest timestamps, cached until they change."""
-        inactive = self.segments[:-1]
-        key = self._segments_version
-        if getattr(self, "_prefix_key", None) != key:
-            prefix, running = [], -1
-            for seg in inactive:
-                if seg.max_timestamp_so_far >= 0:
-                    running = max(running, seg.largest_timestamp)
-                prefix.append(running)
-            self._prefix, self._prefix_key = prefix, key
-        i = bisect.bisect_left(self._prefix, timestamp)
-        if i < len(inactive):
-            return inactive[i]
-        active = self.segments[-1]
-        if active.max_timestamp_so_far >= 0 and active.largest_timestamp >= timestamp:
-            return active
-        return None
-
-    def _max_timestamp_entry(self) -> FoundTimestamp | None:
-        best = None
-        for seg in self.segments:
-            if seg.max_timestamp_so_far >= 0 and (best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far):
-                best = seg
-        if best is None:
-            # No record has a timestamp: UnifiedLog's maxBy(maxTimestampSoFar) takes the first segment (its
-            # max is -1), whose first batch of max timestamp -1 answers its first record, timestamp -1; an
-            # empty log has no batch, so no answer (-1/-1).
-            for seg in self.segments:
-                found = seg.find_offset_by_timestamp(-1, self.log_start_offset)
-                if found is not None:
-                    return found
-            return None
-        target = best.max_timestamp_so_far
-        found = best.find_offset_by_timestamp(target, self.log_start_offset, tables=TIME_TABLES,
-                                              key=self._time_tables_key())
-        return found if found is not None else FoundTimestamp(target, best.offset_of_max_timestamp_so_far,
-                                                              LEADER_EPOCH)
+            return time_lookup.find_offset(self, timestamp)
 
     # -- retention, deletion, truncation -----------------------------------------------------------
     def delete_old_segments(self, now: int | None = None) -> int:

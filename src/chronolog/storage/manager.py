@@ -5,17 +5,14 @@ topics."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import errno
 import json
 import logging
 import os
-import re
 import shutil
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,7 +23,6 @@ from chronolog.diskio import FileSystemSync, describe, disk_log, free_bytes, fsy
 from chronolog.errors import (
     ChronologError,
     InvalidPartitionsError,
-    InvalidTopicExceptionError,
     KafkaError,
     KafkaStorageErrorError,
     PolicyViolationError,
@@ -46,26 +42,21 @@ from chronolog.storage.checkpoints import (
     write_checkpoint,
 )
 from chronolog.storage.dirlock import DataDirLock
+from chronolog.storage.partition_metadata import (
+    new_topic_id,
+    sync_new_partitions,
+    validate_topic_name,
+    write_partition_metadata,
+)
 
 if TYPE_CHECKING:
     from chronolog.storage.cleaner import CleanerStats
     from chronolog.storage.log import PartitionLog
+    from chronolog.storage.time_lookup import LogCaches
 
 log = logging.getLogger(__name__)
 
 TOPICS_FILE = "chronolog-topics.json"
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-
-
-def validate_topic_name(name: str) -> None:
-    """Kafka's `Topic.validate`."""
-    if not name or name in (".", ".."):
-        raise InvalidTopicExceptionError(f"Topic name {name!r} is illegal")
-    if len(name) > 249:
-        raise InvalidTopicExceptionError(f"Topic name {name!r} is longer than 249 characters")
-    if not _LEGAL_TOPIC.match(name):
-        raise InvalidTopicExceptionError(f"Topic name {name!r} is illegal, it contains a character other than "
-                                         "ASCII alphanumerics, '.', '_' and '-'")
 
 
 class LogManager:
@@ -99,6 +90,8 @@ class LogManager:
         self._lazy = False
         self._fs_sync: FileSystemSync | None = None  # the data dir's file system, synced once at a clean stop
         self.loaded = threading.Event()  # set once no partition is left to open
+        self._caches: LogCaches | None = None
+        self._caches_lock = threading.Lock()
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def startup(self, background: bool = True, *, lazy: bool = False) -> None:
@@ -185,7 +178,7 @@ class LogManager:
                 continue
             if topic not in self._topics:
                 # A partition dir without metadata (e.g. copied from Kafka): adopt it with defaults.
-                self._topics[topic] = {"partitions": 0, "configs": {}, "topic_id": _new_topic_id()}
+                self._topics[topic] = {"partitions": 0, "configs": {}, "topic_id": new_topic_id()}
             if partition >= self._topics[topic]["partitions"]:
                 self._topics[topic]["partitions"] = partition + 1
                 adopted = True
@@ -316,7 +309,17 @@ class LogManager:
 
     def _tuned(self, plog: PartitionLog) -> PartitionLog:
         plog.write_retry_ms = self.broker_config["chronolog.log.dir.write.retry.ms"]
+        plog.caches = self._log_caches()
         return plog
+
+    def _log_caches(self) -> LogCaches:
+        """The lookup caches this broker's logs share (`storage.time_lookup`), made with the first log."""
+        with self._caches_lock:  # not the manager's lock: loader threads get here holding a partition's
+            if self._caches is None:
+                from chronolog.storage.time_lookup import LogCaches
+
+                self._caches = LogCaches.new()
+            return self._caches
 
     def shutdown(self, *, durable: bool = True) -> None:
         """Clean stop: flush, trim indexes, write checkpoints and the clean-shutdown marker. On a full or
@@ -435,14 +438,11 @@ class LogManager:
         directory = self.data_dir / f"{topic}-{partition}"
         plog = self._tuned(_partition_log().open(directory, self.topic_config(topic),
                                              producer_expiration_ms=self.broker_config["producer.id.expiration.ms"]))
-        meta = directory / "partition.metadata"
-        if not meta.exists():
-            # Kafka's PartitionMetadataFile: two lines, no trailing newline.
-            try:
-                write_atomic(meta, f"version: 0\ntopic_id: {self._topics[topic]['topic_id']}".encode(), sync=sync)
-            except BaseException:
-                plog.delete()
-                raise
+        try:
+            write_partition_metadata(directory, self._topics[topic]["topic_id"], sync=sync)
+        except BaseException:
+            plog.delete()
+            raise
         return plog
 
     def _create_logs(self, name: str, partitions: range) -> None:
@@ -458,7 +458,7 @@ class LogManager:
                     new_dirs.append(directory)
                 self._logs[(name, p)] = self._create_log(name, p, sync=False)
                 made.append(p)
-            _sync_all([self.data_dir / f"{name}-{p}" for p in made])
+            sync_new_partitions([self.data_dir / f"{name}-{p}" for p in made])
             self._write_topics()
         except BaseException as exc:
             held = filecache.open_descriptors()  # before the rollback closes anything (-1: none left to look)
@@ -490,7 +490,7 @@ class LogManager:
             if name in self._topics:
                 raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
             self.check_partition_budget(partitions)
-            self._topics[name] = {"partitions": partitions, "configs": overrides, "topic_id": _new_topic_id()}
+            self._topics[name] = {"partitions": partitions, "configs": overrides, "topic_id": new_topic_id()}
             try:
                 self._create_logs(name, range(partitions))
             except BaseException:  # nothing of a failed create stays in Metadata
@@ -777,30 +777,6 @@ class _Pending(NamedTuple):
     name: str  # the directory's
     recovery_point: int
     log_start_offset: int
-
-
-def _sync_all(directories: list[Path]) -> None:
-    """fsync each new partition's partition.metadata and directory, several at once (concurrent fsyncs
-    share the file system's journal commits: one request's thousand partitions cost a few commits, not
-    two thousand), then the data dir that holds them."""
-    def sync(directory: Path) -> None:
-        for path in (directory / "partition.metadata", directory):
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
-    if not directories:
-        return
-    with ThreadPoolExecutor(min(8, len(directories)), thread_name_prefix="chronolog-create") as pool:
-        for _ in pool.map(sync, directories):
-            pass
-    fsync_dir(directories[0].parent)
-
-
-def _new_topic_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def _partition_log() -> type[PartitionLog]:

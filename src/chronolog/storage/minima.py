@@ -29,13 +29,23 @@ base offset i64, first batch CRC u32, minimum timestamp i64; finally a CRC-32C o
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import struct
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from chronolog.diskio import pwrite_all
-from chronolog.records import crc32c
+from chronolog.errors import CorruptMessageError, InvalidRecordError, KafkaError
+from chronolog.native import load_native
+from chronolog.records import AnyBatch, LegacyBatch, crc32c
+from chronolog.records.batch import COMPRESSION_MASK
+
+log = logging.getLogger("chronolog.storage.segment")
 
 MINIMA_SUFFIX = ".chronolog-minima"
 CHUNK_BYTES = 256 << 10  # a reader refining inside a chunk scans at most this much (plus one append)
@@ -255,3 +265,234 @@ def read_minima(path: Path, base_offset: int, pread, log_size: int) -> SegmentMi
     if found is None or not found.matches(pread, log_size):
         return None
     return found
+
+
+# -- a segment's minima (`LogSegment`'s base class SegmentMinimaTracking) -----------------------------
+# `_headers.minima_run` (C): `_extend_by_scan`'s walk over uncompressed v2 batches, with `scan_timestamps` (C)
+# reading their records as `RecordBatch.scan_timestamps` does.
+_native_minima_run = load_native("chronolog.storage._headers", "minima_run")
+_native_scan = load_native("chronolog.records._walk", "scan_timestamps")
+
+_NO_TS = -(2**63)  # a batch whose timestamps cannot be read: lower than anything, so nothing is proven past it
+_NO_RECORDS = 2**63 - 1  # a batch without records (compaction can leave one): no record is below anything
+
+
+class MinEntry(NamedTuple):
+    """Bytes [position, end) of a segment, from the batch based at `first_offset`, whose records are all
+    at or after `min_timestamp`; `batches` is 1 for a single batch, 0 for a chunk of one or more."""
+
+    position: int
+    end: int
+    first_offset: int
+    min_timestamp: int
+    batches: int
+
+
+def _batch_min(batch: AnyBatch) -> int | None:
+    """Smallest timestamp a reader sees in the batch; None when it has no records."""
+    if isinstance(batch, LegacyBatch):
+        return min((r.timestamp for r in batch.records()), default=None)
+    if batch.records_count <= 0:
+        return None
+    if batch.timestamp_type == 1:
+        return batch.max_timestamp  # LogAppendTime: every record reads as the batch's max timestamp
+    try:
+        return batch.scan_timestamps()[0]
+    except (InvalidRecordError, CorruptMessageError, KafkaError):
+        return _NO_TS
+
+
+class ReaderMinimaCache:
+    """Minima that read-only segments scanned, kept by file so that a planner that queries the same files
+    again does not scan them again; validated like a sidecar before use. Bounded by chunks held, least
+    recently used first out. One per owner of logs (`storage.time_lookup.LogCaches`)."""
+
+    MAX_CHUNKS = 1 << 18  # ~64 GiB of segments remembered, some tens of MB
+
+    def __init__(self) -> None:
+        self._minima: OrderedDict[tuple, SegmentMinima] = OrderedDict()
+        self._lock = threading.Lock()
+        self._chunks = 0
+
+    def remember(self, seg: SegmentMinimaTracking, minima: SegmentMinima) -> None:
+        with self._lock:
+            key = seg._reader_key()
+            old = self._minima.pop(key, None)
+            if old is not None:
+                self._chunks -= len(old.chunks)
+            self._minima[key] = minima
+            self._chunks += len(minima.chunks)
+            while self._chunks > self.MAX_CHUNKS and len(self._minima) > 1:
+                _key, dropped = self._minima.popitem(last=False)
+                self._chunks -= len(dropped.chunks)
+
+    def best(self, seg: SegmentMinimaTracking, from_file: SegmentMinima | None) -> SegmentMinima | None:
+        """The sidecar or what was scanned before, whichever covers more and still matches."""
+        if seg.writable:
+            return from_file
+        with self._lock:
+            key = seg._reader_key()
+            cached = self._minima.get(key)
+            if cached is not None:
+                self._minima.move_to_end(key)
+        if cached is not None and (from_file is None or cached.covered_end > from_file.covered_end) \
+                and cached.matches(seg.pread, seg.size):
+            return cached
+        return from_file
+
+
+STANDALONE_READER_MINIMA = ReaderMinimaCache()  # for segments of logs opened outside a log manager
+
+
+class SegmentMinimaTracking:
+    """The minima side of `LogSegment` (its base class): tracking the minima of a writable segment as it
+    grows, its sidecar file, and the minima a reader gets (`time_minima`). Uses the segment's `dir`,
+    `base_offset`, `size`, `writable`, `pread`, `batches_from` and `corrupt_ranges`."""
+
+    reader_minima: ReaderMinimaCache = STANDALONE_READER_MINIMA
+    _minima: SegmentMinima | None = None   # writable segments: chunk minima tracked as batches are appended
+    _minima_on_disk = False                # the sidecar file says what `_minima` says
+    _minima_view: tuple[int, list[MinEntry]] | None = None
+
+    def min_timestamp(self) -> int | None:
+        """Smallest record timestamp in the segment (None when empty). It lets a reader prove that no
+        record below a time lies after some offset, which the max-based time index cannot; see
+        `time_minima`."""
+        entries = self.time_minima()
+        return min((e.min_timestamp for e in entries), default=None)
+
+    @property
+    def minima_path(self) -> Path:
+        return minima_path(self.dir, self.base_offset)
+
+    def start_minima(self, *, rebuild: bool = False) -> None:
+        """Begin tracking minima of a writable segment: an empty one starts empty; an existing one takes
+        its sidecar when it still matches the file (scanning any tail it does not cover), or with `rebuild`
+        (after recovery) scans the whole segment. Otherwise the segment stays untracked and gets no
+        sidecar: readers scan it, which is exact."""
+        if self.size == 0:
+            self._minima, self._minima_on_disk = SegmentMinima(self.base_offset), False
+            self.minima_path.unlink(missing_ok=True)
+            return
+        if rebuild:
+            self.minima_path.unlink(missing_ok=True)  # written again from the scan (roll, clean close)
+        found = None if rebuild else read_minima(self.minima_path, self.base_offset, self.pread, self.size)
+        if found is None and not rebuild:
+            self._minima = None
+            return
+        on_disk = found is not None and found.covered_end == self.size
+        self._minima = self._extend_by_scan(found or SegmentMinima(self.base_offset))
+        self._minima_on_disk = on_disk and self._minima is not None
+
+    def resume_minima(self) -> None:
+        """`start_minima` for a segment that is becoming the active one (at open, or after truncation
+        made an inactive segment the last), unless it already tracks them."""
+        if self._minima is None:
+            self.start_minima()
+
+    def _extend_by_scan(self, minima: SegmentMinima) -> SegmentMinima | None:
+        """`minima` extended over the batches after its covered end, read from the file; None when they
+        cannot be described (legacy batches, corruption)."""
+        if self.corrupt_ranges:
+            return None
+        native = _native_minima_run if self._fd >= 0 and _native_scan is not None else None
+        while minima.covered_end < self.size:
+            if native is not None:  # the uncompressed batches in C, up to one it leaves to the loop below
+                tail = minima.chunks[-1] if minima.chunks else None
+                minima.extend_run(*native(self._fd, minima.covered_end, self.size, CHUNK_BYTES, _native_scan,
+                                          -1 if tail is None else tail.position,
+                                          0 if tail is None else tail.min_timestamp))
+                if minima.covered_end >= self.size:
+                    break
+            for pos, batch in self.batches_from(minima.covered_end, resync=False):
+                if isinstance(batch, LegacyBatch):
+                    return None
+                low = _batch_min(batch)
+                last = (pos, batch.base_offset, batch.size_in_bytes, batch.crc)
+                if not minima.extend(pos, batch.base_offset, batch.crc, last, _NO_RECORDS if low is None else low):
+                    return None
+                if native is not None and not batch.attributes & COMPRESSION_MASK:
+                    break  # back to C (a run of compressed batches stays here)
+            else:
+                break  # nothing more can be read
+        return minima if minima.covered_end == self.size else None
+
+    def write_minima(self) -> None:
+        """Persist the tracked minima (at roll, recovery and clean close); a no-op when untracked, when the
+        file already says the same, or for read-only segments."""
+        if not self.writable or self._minima is None or self._minima_on_disk:
+            return
+        if self._minima.covered_end != self.size:
+            self._minima = None  # bytes reached the file some other way: stop claiming anything
+            self.minima_path.unlink(missing_ok=True)
+            return
+        try:
+            write_minima(self.minima_path, self._minima)
+            self._minima_on_disk = True
+        except OSError as exc:  # a missing sidecar costs readers a scan, never an answer
+            log.warning("segment %s: cannot write %s: %s", self.log_path, self.minima_path.name, exc)
+
+    def drop_minima_file(self) -> None:
+        """Remove the sidecar before the file shrinks (truncation), so no crash leaves a claim about bytes
+        that are gone."""
+        if self.writable:
+            self.minima_path.unlink(missing_ok=True)
+            self._minima_on_disk = False
+        self._minima_view = None
+
+    def truncate_minima(self) -> None:
+        """After truncation to `self.size`: keep the minima of what is left (a cut chunk keeps its
+        minimum, still a lower bound)."""
+        if self._minima is not None and not self._minima.truncate(self.size, self.pread):
+            self._minima = None
+        self._minima_on_disk = False
+        self._minima_view = None
+
+    def time_minima(self) -> list[MinEntry]:
+        """The segment's bytes as consecutive runs with the smallest record timestamp of each: chunks from
+        the tracked minima or the validated sidecar, then one entry per batch for the tail they do not
+        cover. Read-only segments also remember a scanned tail in this process (validated like a sidecar),
+        so a planner that queries the same files again does not scan them again."""
+        view = self._minima_view
+        if view is not None and view[0] == self.size:
+            return view[1]
+        known = self._minima
+        if known is None or known.covered_end > self.size:
+            known = self.reader_minima.best(self, self._read_sidecar())
+        entries: list[MinEntry] = []
+        if known is not None:
+            # (no chunks: every batch is empty, as the log cleaner leaves some: nothing to describe)
+            ends = [c.position for c in known.chunks[1:]] + ([known.covered_end] if known.chunks else [])
+            entries = [MinEntry(c.position, end, c.base_offset, c.min_timestamp, 0)
+                       for c, end in zip(known.chunks, ends, strict=True)]
+        start = known.covered_end if known is not None else 0
+        grown = None if self.writable else known.copy() if known is not None else SegmentMinima(self.base_offset)
+        for pos, batch in self.batches_from(start):
+            low = _batch_min(batch)
+            if low is not None:
+                entries.append(MinEntry(pos, pos + batch.size_in_bytes, batch.base_offset, low, 1))
+            if grown is not None and (isinstance(batch, LegacyBatch) or not grown.extend(
+                    pos, batch.base_offset, batch.crc, (pos, batch.base_offset, batch.size_in_bytes, batch.crc),
+                    _NO_RECORDS if low is None else low)):
+                grown = None
+        if grown is not None and not self.corrupt_ranges and grown.covered_end > start:
+            self.reader_minima.remember(self, grown)
+        self._minima_view = (self.size, entries)
+        return entries
+
+    def _read_sidecar(self) -> SegmentMinima | None:
+        return read_minima(self.minima_path, self.base_offset, self.pread, self.size)
+
+    def _reader_key(self) -> tuple:
+        """Names this segment's file in the cache of scanned minima (`ReaderMinimaCache`)."""
+        st = os.fstat(self._fd)
+        return (str(self.log_path), st.st_dev, st.st_ino, self.base_offset)
+
+    def batch_minima(self, position: int, end: int) -> Iterator[tuple[int, int]]:
+        """(base offset, smallest timestamp) of each batch in bytes [position, end), last batch first;
+        a batch's records are scanned only when the caller gets that far."""
+        batches = [batch for _pos, batch in self.batches_from(position, end)]
+        for batch in reversed(batches):
+            low = _batch_min(batch)
+            if low is not None:
+                yield batch.base_offset, low

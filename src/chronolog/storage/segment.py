@@ -12,24 +12,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import struct
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import NamedTuple
 
 from chronolog.diskio import describe, pwrite_all, pwritev_all
 from chronolog.errors import CorruptMessageError, InvalidRecordError, KafkaError
 from chronolog.native import load_native
-from chronolog.records import HEADER_SIZE, AnyBatch, LegacyBatch, RecordBatch, iter_batches
-from chronolog.records.batch import COMPRESSION_MASK, TIMESTAMP_TYPE_MASK, TimestampTable
-from chronolog.records.batch import HEADER as BATCH_HEADER
+from chronolog.records import AnyBatch, LegacyBatch, iter_batches
 from chronolog.storage import filecache
 from chronolog.storage.basics import FoundTimestamp
-from chronolog.storage.corruption import CorruptRange, find_next_valid_batch
+from chronolog.storage.corruption import CorruptRange, add_span, find_next_valid_batch, span_end
 from chronolog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex, TimestampOffset
-from chronolog.storage.minima import CHUNK_BYTES, SegmentMinima, minima_path, read_minima, write_minima
+from chronolog.storage.minima import SegmentMinimaTracking
+from chronolog.storage.time_lookup import HeaderReader, TimeTableCache, find_in_segment
 from chronolog.storage.txnindex import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
@@ -50,7 +46,7 @@ def offsets_named(names: Iterable[str], suffix: str) -> list[int]:
     return sorted(int(n[:-len(suffix)]) for n in names if n.endswith(suffix) and n[:-len(suffix)].isdigit())
 
 
-class LogSegment:
+class LogSegment(SegmentMinimaTracking):
     """A `.log` file with its two indexes. Not thread-safe: the owning `PartitionLog` holds the lock.
 
     The `.log` descriptor is held through the open-file cache (`storage.filecache`): `_fd` reopens it
@@ -256,26 +252,6 @@ class LogSegment:
                 continue
             pos += consumed
 
-    def producer_batches(self, position: int, start: int
-                         ) -> Iterator[tuple[int, int, int, int, int, int, int, int]]:
-        """(producer id, epoch, base sequence, base offset, last offset, max timestamp, attributes, position)
-        of each v2 batch from `position` that carries a producer id (data or control) and that ends at or
-        after offset `start`: what the producers' replay needs, all of it in batch headers but a control
-        batch's marker (read at `position`). Whole v2 batches are read in C (`_headers.producer_run`,
-        headers only, in large reads), the rest through `batches_from` as before."""
-        pos = position
-        if _native_producer_run is not None and self._fd >= 0 and not self.corrupt_ranges:
-            while pos < self.size:
-                stop, found = _native_producer_run(self._fd, pos, self.size, start, _PRODUCER_RUN_MOST)
-                yield from found
-                if stop == pos:
-                    break
-                pos = stop
-        for _pos, batch in self.batches_from(pos):
-            if batch.magic == 2 and batch.producer_id >= 0 and batch.last_offset >= start:
-                yield (batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.base_offset,
-                       batch.last_offset, batch.max_timestamp, batch.attributes, _pos)
-
     is_last = True  # the owning log clears it for segments that are not the last
 
     _crc_spans: list[list[int]] | tuple = ()  # [start, end) of a read-only segment whose CRCs were checked
@@ -283,13 +259,13 @@ class LogSegment:
     def _crc_ok(self, pos: int, batch: AnyBatch) -> bool:
         """Whether the batch at `pos` passes `validate` (CRC, sizes), checked once per read-only segment."""
         end = pos + batch.size_in_bytes
-        if _span_end(self._crc_spans, pos) >= end:
+        if span_end(self._crc_spans, pos) >= end:
             return True
         try:
             batch.validate()
         except (CorruptMessageError, InvalidRecordError):
             return False
-        self._crc_spans = _add_span(self._crc_spans, pos, end, self.MAX_CHECKED_SPANS)
+        self._crc_spans = add_span(self._crc_spans, pos, end, self.MAX_CHECKED_SPANS)
         return True
 
     def _corrupt_range_at(self, pos: int) -> CorruptRange | None:
@@ -389,154 +365,6 @@ class LogSegment:
 
     def first_batch_timestamp(self) -> int | None:
         return self.rolling_based_timestamp
-
-    def min_timestamp(self) -> int | None:
-        """Smallest record timestamp in the segment (None when empty). It lets a reader prove that no
-        record below a time lies after some offset, which the max-based time index cannot; see
-        `time_minima`."""
-        entries = self.time_minima()
-        return min((e.min_timestamp for e in entries), default=None)
-
-    # -- minimum timestamps (the `.chronolog-minima` sidecar, see storage.minima) --------------------
-    _minima: SegmentMinima | None = None   # writable segments: chunk minima tracked as batches are appended
-    _minima_on_disk = False                # the sidecar file says what `_minima` says
-    _minima_view: tuple[int, list[MinEntry]] | None = None
-
-    @property
-    def minima_path(self) -> Path:
-        return minima_path(self.dir, self.base_offset)
-
-    def start_minima(self, *, rebuild: bool = False) -> None:
-        """Begin tracking minima of a writable segment: an empty one starts empty; an existing one takes
-        its sidecar when it still matches the file (scanning any tail it does not cover), or with `rebuild`
-        (after recovery) scans the whole segment. Otherwise the segment stays untracked and gets no
-        sidecar: readers scan it, which is exact."""
-        if self.size == 0:
-            self._minima, self._minima_on_disk = SegmentMinima(self.base_offset), False
-            self.minima_path.unlink(missing_ok=True)
-            return
-        if rebuild:
-            self.minima_path.unlink(missing_ok=True)  # written again from the scan (roll, clean close)
-        found = None if rebuild else read_minima(self.minima_path, self.base_offset, self.pread, self.size)
-        if found is None and not rebuild:
-            self._minima = None
-            return
-        on_disk = found is not None and found.covered_end == self.size
-        self._minima = self._extend_by_scan(found or SegmentMinima(self.base_offset))
-        self._minima_on_disk = on_disk and self._minima is not None
-
-    def resume_minima(self) -> None:
-        """`start_minima` for a segment that is becoming the active one (at open, or after truncation
-        made an inactive segment the last), unless it already tracks them."""
-        if self._minima is None:
-            self.start_minima()
-
-    def _extend_by_scan(self, minima: SegmentMinima) -> SegmentMinima | None:
-        """`minima` extended over the batches after its covered end, read from the file; None when they
-        cannot be described (legacy batches, corruption)."""
-        if self.corrupt_ranges:
-            return None
-        native = _native_minima_run if self._fd >= 0 and _native_scan is not None else None
-        while minima.covered_end < self.size:
-            if native is not None:  # the uncompressed batches in C, up to one it leaves to the loop below
-                tail = minima.chunks[-1] if minima.chunks else None
-                minima.extend_run(*native(self._fd, minima.covered_end, self.size, CHUNK_BYTES, _native_scan,
-                                          -1 if tail is None else tail.position,
-                                          0 if tail is None else tail.min_timestamp))
-                if minima.covered_end >= self.size:
-                    break
-            for pos, batch in self.batches_from(minima.covered_end, resync=False):
-                if isinstance(batch, LegacyBatch):
-                    return None
-                low = _batch_min(batch)
-                last = (pos, batch.base_offset, batch.size_in_bytes, batch.crc)
-                if not minima.extend(pos, batch.base_offset, batch.crc, last, _NO_RECORDS if low is None else low):
-                    return None
-                if native is not None and not batch.attributes & COMPRESSION_MASK:
-                    break  # back to C (a run of compressed batches stays here)
-            else:
-                break  # nothing more can be read
-        return minima if minima.covered_end == self.size else None
-
-    def write_minima(self) -> None:
-        """Persist the tracked minima (at roll, recovery and clean close); a no-op when untracked, when the
-        file already says the same, or for read-only segments."""
-        if not self.writable or self._minima is None or self._minima_on_disk:
-            return
-        if self._minima.covered_end != self.size:
-            self._minima = None  # bytes reached the file some other way: stop claiming anything
-            self.minima_path.unlink(missing_ok=True)
-            return
-        try:
-            write_minima(self.minima_path, self._minima)
-            self._minima_on_disk = True
-        except OSError as exc:  # a missing sidecar costs readers a scan, never an answer
-            log.warning("segment %s: cannot write %s: %s", self.log_path, self.minima_path.name, exc)
-
-    def drop_minima_file(self) -> None:
-        """Remove the sidecar before the file shrinks (truncation), so no crash leaves a claim about bytes
-        that are gone."""
-        if self.writable:
-            self.minima_path.unlink(missing_ok=True)
-            self._minima_on_disk = False
-        self._minima_view = None
-
-    def truncate_minima(self) -> None:
-        """After truncation to `self.size`: keep the minima of what is left (a cut chunk keeps its
-        minimum, still a lower bound)."""
-        if self._minima is not None and not self._minima.truncate(self.size, self.pread):
-            self._minima = None
-        self._minima_on_disk = False
-        self._minima_view = None
-
-    def time_minima(self) -> list[MinEntry]:
-        """The segment's bytes as consecutive runs with the smallest record timestamp of each: chunks from
-        the tracked minima or the validated sidecar, then one entry per batch for the tail they do not
-        cover. Read-only segments also remember a scanned tail in this process (validated like a sidecar),
-        so a planner that queries the same files again does not scan them again."""
-        view = self._minima_view
-        if view is not None and view[0] == self.size:
-            return view[1]
-        known = self._minima
-        if known is None or known.covered_end > self.size:
-            known = _best_minima(self, self._read_sidecar())
-        entries: list[MinEntry] = []
-        if known is not None:
-            # (no chunks: every batch is empty, as the log cleaner leaves some: nothing to describe)
-            ends = [c.position for c in known.chunks[1:]] + ([known.covered_end] if known.chunks else [])
-            entries = [MinEntry(c.position, end, c.base_offset, c.min_timestamp, 0)
-                       for c, end in zip(known.chunks, ends, strict=True)]
-        start = known.covered_end if known is not None else 0
-        grown = None if self.writable else known.copy() if known is not None else SegmentMinima(self.base_offset)
-        for pos, batch in self.batches_from(start):
-            low = _batch_min(batch)
-            if low is not None:
-                entries.append(MinEntry(pos, pos + batch.size_in_bytes, batch.base_offset, low, 1))
-            if grown is not None and (isinstance(batch, LegacyBatch) or not grown.extend(
-                    pos, batch.base_offset, batch.crc, (pos, batch.base_offset, batch.size_in_bytes, batch.crc),
-                    _NO_RECORDS if low is None else low)):
-                grown = None
-        if grown is not None and not self.corrupt_ranges and grown.covered_end > start:
-            _remember_minima(self, grown)
-        self._minima_view = (self.size, entries)
-        return entries
-
-    def _read_sidecar(self) -> SegmentMinima | None:
-        return read_minima(self.minima_path, self.base_offset, self.pread, self.size)
-
-    def _reader_key(self) -> tuple:
-        """Names this segment's file in the process-wide cache of scanned minima."""
-        st = os.fstat(self._fd)
-        return (str(self.log_path), st.st_dev, st.st_ino, self.base_offset)
-
-    def batch_minima(self, position: int, end: int) -> Iterator[tuple[int, int]]:
-        """(base offset, smallest timestamp) of each batch in bytes [position, end), last batch first;
-        a batch's records are scanned only when the caller gets that far."""
-        batches = [batch for _pos, batch in self.batches_from(position, end)]
-        for batch in reversed(batches):
-            low = _batch_min(batch)
-            if low is not None:
-                yield batch.base_offset, low
 
     def first_timestamp(self) -> int | None:
         """Smallest timestamp of the first batch's records (for tools); None when empty."""
@@ -887,7 +715,7 @@ class LogSegment:
         batch-parsing path, which knows how to handle them."""
         if self.corrupt_ranges:
             return False
-        headers = _HeaderReader(self)
+        headers = HeaderReader(self)
         pos = self.offset_index.lookup(offset).position
         while True:  # the first batch whose last offset is >= `offset` (FileRecords.searchForOffsetWithSize)
             head = headers.at(pos)
@@ -934,7 +762,7 @@ class LogSegment:
         return start, end - start, first_base
 
     @staticmethod
-    def _last_boundary(headers: _HeaderReader, pos: int, target: int) -> int | None:
+    def _last_boundary(headers: HeaderReader, pos: int, target: int) -> int | None:
         """The last batch boundary at or before `target`, walking headers from `pos` (a batch start);
         None when a header there is not a v2 batch's (a legacy batch: the caller walks instead)."""
         while pos < target:
@@ -956,303 +784,24 @@ class LogSegment:
 
     def _checked_end(self, position: int) -> int:
         """The end of the checked span holding `position` (-1: none)."""
-        return _span_end(self._checked, position)
+        return span_end(self._checked, position)
 
     def _mark_checked(self, start: int, end: int) -> None:
         if self._checked_end(start) >= end:  # inside a span already: nothing to merge
             return
-        self._checked = _add_span(self._checked, start, end, self.MAX_CHECKED_SPANS)
+        self._checked = add_span(self._checked, start, end, self.MAX_CHECKED_SPANS)
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0, *,
                                  tables: TimeTableCache | None = None, key: tuple = ()) -> FoundTimestamp | None:
         """First record with timestamp >= target and offset >= starting_offset
-        (`LogSegment.findOffsetByTimestamp`: time index floor, offset index position, then a log scan).
-        With `tables`, batches are walked by their headers and only the one that can hold the answer is
-        read, through the cache of per-batch timestamp tables; `key` names this log version there."""
-        floor = self.time_index.lookup(timestamp)
-        position = self.offset_index.lookup(max(floor.offset, starting_offset)).position
-        if tables is not None and not self.corrupt_ranges:
-            found = self._find_by_headers(timestamp, starting_offset, position, tables, key)
-            if found is not False:
-                return found
-        for _pos, batch in self.batches_from(position):
-            if batch.max_timestamp >= timestamp and batch.last_offset >= starting_offset:
-                if isinstance(batch, LegacyBatch):
-                    for rec in batch.records():
-                        if rec.timestamp >= timestamp and rec.offset >= starting_offset:
-                            return FoundTimestamp(rec.timestamp, rec.offset, batch.partition_leader_epoch)
-                    continue
-                found = batch.first_at_or_after(timestamp, starting_offset)
-                if found is not None:
-                    return FoundTimestamp(found[1], found[0], batch.partition_leader_epoch)
-        return None
-
-    def _find_by_headers(self, timestamp: int, starting_offset: int, position: int, tables: TimeTableCache,
-                         key: tuple) -> FoundTimestamp | None | bool:
-        """`find_offset_by_timestamp` over v2 headers; False sends the caller to the batch-parsing loop."""
-        headers = _HeaderReader(self)
-        pos = position
-        while True:
-            pos = headers.skip_below(pos, timestamp, starting_offset)
-            h = headers.header(pos)
-            if not h:
-                return h
-            size = 12 + h[1]
-            if h[8] >= timestamp and h[0] + h[6] >= starting_offset:
-                if not self.writable and not self._crc_ok(pos, headers.batch(pos, size)):
-                    return False  # the parsing loop records the corrupt range and steps over it
-                found = tables.first_at_or_after((*key, self.base_offset, pos), h,
-                                                 lambda p=pos, n=size: headers.batch(p, n), timestamp,
-                                                 starting_offset)
-                if found is not None:
-                    return FoundTimestamp(found[1], found[0], h[2])
-            pos += size
+        (`LogSegment.findOffsetByTimestamp`, `storage.time_lookup.find_in_segment`)."""
+        return find_in_segment(self, timestamp, starting_offset, tables, key)
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
-
-
-# `_headers.minima_run` (C): `_extend_by_scan`'s walk over uncompressed v2 batches, with `scan_timestamps` (C)
-# reading their records as `RecordBatch.scan_timestamps` does.
-_native_minima_run = load_native("chronolog.storage._headers", "minima_run")
-# `_headers.producer_run` (C): `producer_batches`' walk over whole v2 batches.
-_native_producer_run = load_native("chronolog.storage._headers", "producer_run")
-_PRODUCER_RUN_MOST = 4096  # batches per call: a bounded list, however long the segment
-_native_scan = load_native("chronolog.records._walk", "scan_timestamps")
-
-_NO_TS = -(2**63)  # a batch whose timestamps cannot be read: lower than anything, so nothing is proven past it
-_NO_RECORDS = 2**63 - 1  # a batch without records (compaction can leave one): no record is below anything
-
-
-def _span_end(spans, position: int) -> int:
-    """The end of the span of `spans` (sorted, apart) holding `position`; -1 when none does."""
-    for a, b in spans:
-        if a <= position <= b:
-            return b
-        if a > position:
-            break
-    return -1
-
-
-def _add_span(spans, start: int, end: int, most: int) -> list[list[int]]:
-    """`spans` with [start, end) merged in; beyond `most` spans the shortest is forgotten."""
-    out = []
-    for a, b in spans:
-        if b < start or a > end:  # apart from [start, end)
-            out.append([a, b])
-        else:  # touching or overlapping: one span
-            start, end = min(a, start), max(b, end)
-    out.append([start, end])
-    out.sort()
-    if len(out) > most:
-        out.remove(min(out, key=lambda s: s[1] - s[0]))
-    return out
-
-
-class MinEntry(NamedTuple):
-    """Bytes [position, end) of a segment, from the batch based at `first_offset`, whose records are all
-    at or after `min_timestamp`; `batches` is 1 for a single batch, 0 for a chunk of one or more."""
-
-    position: int
-    end: int
-    first_offset: int
-    min_timestamp: int
-    batches: int
-
-
-def _batch_min(batch: AnyBatch) -> int | None:
-    """Smallest timestamp a reader sees in the batch; None when it has no records."""
-    if isinstance(batch, LegacyBatch):
-        return min((r.timestamp for r in batch.records()), default=None)
-    if batch.records_count <= 0:
-        return None
-    if batch.timestamp_type == 1:
-        return batch.max_timestamp  # LogAppendTime: every record reads as the batch's max timestamp
-    try:
-        return batch.scan_timestamps()[0]
-    except (InvalidRecordError, CorruptMessageError, KafkaError):
-        return _NO_TS
-
-
-_READER_MINIMA: OrderedDict[tuple, SegmentMinima] = OrderedDict()
-_READER_MINIMA_LOCK = threading.Lock()
-_READER_MINIMA_MAX_CHUNKS = 1 << 18  # ~64 GiB of segments remembered, some tens of MB; oldest use out first
-_reader_chunks = 0
-
-
-def _reader_key(seg: LogSegment) -> tuple:
-    return seg._reader_key()
-
-
-def _remember_minima(seg: LogSegment, minima: SegmentMinima) -> None:
-    global _reader_chunks
-    with _READER_MINIMA_LOCK:
-        key = _reader_key(seg)
-        old = _READER_MINIMA.pop(key, None)
-        if old is not None:
-            _reader_chunks -= len(old.chunks)
-        _READER_MINIMA[key] = minima
-        _reader_chunks += len(minima.chunks)
-        while _reader_chunks > _READER_MINIMA_MAX_CHUNKS and len(_READER_MINIMA) > 1:
-            _key, dropped = _READER_MINIMA.popitem(last=False)
-            _reader_chunks -= len(dropped.chunks)
-
-
-def _best_minima(seg: LogSegment, from_file: SegmentMinima | None) -> SegmentMinima | None:
-    """The sidecar or what this process scanned before, whichever covers more and still matches."""
-    if seg.writable:
-        return from_file
-    with _READER_MINIMA_LOCK:
-        key = _reader_key(seg)
-        cached = _READER_MINIMA.get(key)
-        if cached is not None:
-            _READER_MINIMA.move_to_end(key)
-    if cached is not None and (from_file is None or cached.covered_end > from_file.covered_end) \
-            and cached.matches(seg.pread, seg.size):
-        return cached
-    return from_file
-
-
-# baseOffset, batchLength, magic, lastOffsetDelta, maxTimestamp of a v2 batch header.
-_WALK_FIELDS = struct.Struct(">qi4xb6xi8xq")
 
 
 # `_headers.batch_end` (C): fetch_range's header walk with exactly the Python walk's answers.
 _native_batch_end = load_native("chronolog.storage._headers", "batch_end")
 # `_headers.clean_run` (C): recovery's walk over valid v2 batches (`LogSegment._scan`).
 _native_clean_run = load_native("chronolog.storage._headers", "clean_run")
-
-
-_HEADER_FIRST_READ = 4096  # one header of a big batch costs a small read
-
-
-class _HeaderReader:
-    """The 61-byte header of the v2 batch at a position, from chunked reads of the headers only. None at
-    the end of the data (or a torn tail of the last segment); False for anything a batch-parsing reader
-    must look at (legacy messages, bad sizes or magic, truncation mid-file)."""
-
-    __slots__ = ("_seg", "_end", "_buf", "_buf_pos", "_chunk")
-
-    def __init__(self, seg: LogSegment) -> None:
-        self._seg = seg
-        self._end = seg.size
-        self._buf = b""
-        self._buf_pos = 0
-        self._chunk = _HEADER_FIRST_READ  # many small batches: reads grow
-
-    @property
-    def end(self) -> int:
-        """The segment's size when this reader began: nothing past it is read."""
-        return self._end
-
-    def header(self, pos: int) -> tuple | None | bool:
-        """`RecordBatch` header fields (baseOffset, batchLength, leaderEpoch, magic, crc, attributes,
-        lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, count)."""
-        if pos >= self._end:
-            return None
-        rel = pos - self._buf_pos
-        if rel < 0 or rel + HEADER_SIZE > len(self._buf):
-            # Reads grow while the walk goes on within reach of the next, larger read (a walk over many
-            # batches); a jump further than that (to an index entry, as a fetch inside a checked span makes)
-            # starts again with one small read instead of a 64 KiB one.
-            if rel < 0 or rel > len(self._buf) + self._chunk:
-                self._chunk = _HEADER_FIRST_READ
-            self._buf = self._seg.pread(pos, min(self._chunk, self._end - pos))
-            self._chunk = min(self._chunk * 4, 64 << 10)
-            self._buf_pos, rel = pos, 0
-            if len(self._buf) < HEADER_SIZE:
-                return None if self._seg.is_last else False
-        h = BATCH_HEADER.unpack_from(self._buf, rel)
-        if h[3] != 2 or h[1] < HEADER_SIZE - 12 or h[6] < 0:
-            return False
-        if pos + 12 + h[1] > self._end:
-            return None if self._seg.is_last else False
-        return h
-
-    def skip_below(self, pos: int, timestamp: int, min_offset: int) -> int:
-        """The first position from `pos` whose batch may hold a record at or after both bounds, walking
-        only the headers already read (five fields each, the checks of `header`); where the buffer ends
-        or a header looks wrong it stops, and `header` there gives the verdict."""
-        buf, end = self._buf, self._end
-        rel = pos - self._buf_pos
-        limit = len(buf) - HEADER_SIZE
-        while pos < end and 0 <= rel <= limit:
-            base, length, magic, delta, max_ts = _WALK_FIELDS.unpack_from(buf, rel)
-            if (magic != 2 or length < HEADER_SIZE - 12 or delta < 0 or pos + 12 + length > end
-                    or (max_ts >= timestamp and base + delta >= min_offset)):
-                break
-            pos += 12 + length
-            rel += 12 + length
-        return pos
-
-    def batch(self, pos: int, size: int) -> RecordBatch:
-        """The batch at `pos`, from the headers' buffer when it holds all of it, else read."""
-        rel = pos - self._buf_pos
-        if 0 <= rel and rel + size <= len(self._buf):
-            return RecordBatch(self._buf, rel)
-        return RecordBatch(self._seg.pread(pos, size))
-
-    def at(self, pos: int) -> tuple[int, int, int] | None | bool:
-        """(size, base offset, last offset), or None / False as `header`."""
-        h = self.header(pos)
-        if not h:
-            return h
-        return 12 + h[1], h[0], h[0] + h[6]
-
-
-class TimeTableCache:
-    """Lookups by time inside big batches (a librdkafka batch holds thousands of records): the first
-    lookup in a batch scans it, stopping at the answer; a second builds the batch's `TimestampTable`
-    and keeps it here, so later lookups bisect instead of scanning. Bounded by records held (about 24
-    bytes each), least recently used first out. Keys name a batch position in one version of one
-    log; entries also check base offset, CRC and length, so a table never answers for other bytes."""
-
-    MIN_RECORDS = 64  # smaller batches scan faster than they bisect
-
-    def __init__(self, max_records: int = 1_000_000, max_seen: int = 4096) -> None:
-        self.max_records = max_records
-        self.max_seen = max_seen
-        self._tables: OrderedDict[tuple, tuple[tuple[int, int, int], TimestampTable]] = OrderedDict()
-        self._seen: OrderedDict[tuple, None] = OrderedDict()
-        self._records = 0
-        self._lock = threading.Lock()
-
-    def first_at_or_after(self, key: tuple, header: tuple, load, target: int,
-                          min_offset: int) -> tuple[int, int] | None:
-        """`RecordBatch.first_at_or_after` for the batch with this header; `load()` reads the batch."""
-        if header[12] < self.MIN_RECORDS or header[5] & TIMESTAMP_TYPE_MASK:
-            return load().first_at_or_after(target, min_offset)
-        ident = (header[0], header[4], header[1])
-        with self._lock:
-            entry = self._tables.get(key)
-            if entry is not None and entry[0] == ident:
-                self._tables.move_to_end(key)
-                return entry[1].first_at_or_after(target, min_offset)
-            seen = key in self._seen
-            if not seen:
-                self._seen[key] = None
-                if len(self._seen) > self.max_seen:
-                    self._seen.popitem(last=False)
-        batch = load()
-        if not seen:
-            return batch.first_at_or_after(target, min_offset)
-        table = batch.timestamp_table()
-        with self._lock:
-            old = self._tables.pop(key, None)
-            if old is not None:
-                self._records -= len(old[1])
-            self._tables[key] = (ident, table)
-            self._records += len(table)
-            while self._records > self.max_records and len(self._tables) > 1:
-                _key, (_ident, dropped) = self._tables.popitem(last=False)
-                self._records -= len(dropped)
-        return table.first_at_or_after(target, min_offset)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._tables.clear()
-            self._seen.clear()
-            self._records = 0
-
-
-TIME_TABLES = TimeTableCache()
