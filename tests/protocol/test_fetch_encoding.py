@@ -294,3 +294,22 @@ def test_a_region_the_socket_does_not_take_at_once_is_sent_whole(broker, monkeyp
     (p,) = _decode(12, answer).responses[0].partitions
     assert seg.size > 1 << 20 and bytes(p.records) == seg.pread(0, seg.size)
     assert partial == [True]
+
+
+@pytest.mark.parametrize("version", range(12, 19))
+def test_a_diverging_epoch_is_framed_as_kio_frames_it(version):
+    """A fetch past the end of its last fetched epoch answers that epoch's end in the partition's tagged
+    field 0 (Partition.fetchRecords, KIP-595)."""
+    import uuid
+
+    values = {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": [
+        {"topic": "t", "topic_id": uuid.uuid4(), "partitions": [
+            {"partition_index": 0, "error_code": 0, "high_watermark": 5, "last_stable_offset": 5, "log_start_offset": 0,
+             "aborted_transactions": None, "preferred_read_replica": -1, "records": b"",
+             "diverging_epoch": {"epoch": 0, "end_offset": 5}},
+            {"partition_index": 1, "error_code": 0, "high_watermark": 5, "last_stable_offset": 5, "log_start_offset": 0,
+             "aborted_transactions": None, "preferred_read_replica": -1, "records": b"xyz"}]}]}
+    framed = codec.encode_fetch_response(version, 3, values)
+    assert framed == _kio_frame(version, 3, values)
+    diverging = _decode(version, framed).responses[0].partitions[0].diverging_epoch
+    assert (diverging.epoch, diverging.end_offset) == (0, 5)

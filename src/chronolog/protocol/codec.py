@@ -477,11 +477,11 @@ class _Frame:
             value = uuid.UUID(str(value)) if value else uuid.UUID(int=0)
         self.out += value.bytes
 
-    def topics(self, topics, name_key: str, partitions_key: str, partition: Callable[[dict], None],
+    def topics(self, topics, name_key: str, partitions_key: str, partition: Callable[[dict], bool | None],
                by_id: bool = False) -> None:
         """The topics array both framed responses share: each topic's name (its `topic_id` when `by_id`),
         then its partitions array, each partition's fields written by `partition` and closed, like each
-        topic, by its tagged fields."""
+        topic, by its tagged fields (empty, unless `partition` wrote them and said so)."""
         self.length(len(topics), True)
         for topic in topics:
             if by_id:
@@ -491,8 +491,8 @@ class _Frame:
             partitions = topic.get(partitions_key) or ()
             self.length(len(partitions), True)
             for p in partitions:
-                partition(p)
-                self.tags()
+                if not partition(p):
+                    self.tags()
             self.tags()
 
 
@@ -510,7 +510,7 @@ def encode_fetch_response(version: int, correlation_id: int, values: dict[str, A
     if version >= 7:
         f.out += _I16.pack(int(values.get("error_code", 0))) + _I32.pack(int(values.get("session_id", 0)))
 
-    def partition(p: dict) -> None:
+    def partition(p: dict) -> bool:
         f.out += _PARTITION_HEAD.pack(int(p["partition_index"]), int(p.get("error_code", 0)),
                                       int(p.get("high_watermark", -1)), int(p.get("last_stable_offset", -1)))
         if version >= 5:
@@ -526,6 +526,7 @@ def encode_fetch_response(version: int, correlation_id: int, values: dict[str, A
         if version >= 11:
             f.out += _I32.pack(int(p.get("preferred_read_replica", -1)))
         records = p.get("records")
+        diverging = p.get("diverging_epoch")
         if records is None:
             f.length(-1, True)
         elif isinstance(records, FileRegion):  # the framing so far, then the region; framing goes on after it
@@ -536,6 +537,14 @@ def encode_fetch_response(version: int, correlation_id: int, values: dict[str, A
         else:
             f.length(len(records), True)
             f.out += records
+
+        if diverging is not None and version >= 12:
+            # the partition's tagged fields: one, tag 0 (DivergingEpoch), 13 bytes: epoch, end offset and the
+            # struct's own (empty) tagged fields
+            f.out += b"\x01\x00\x0d" + _I32.pack(int(diverging["epoch"])) + _I64.pack(int(diverging["end_offset"]))
+            f.out.append(0)
+            return True
+        return False
 
     f.topics(values.get("responses") or (), "topic", "partitions", partition, by_id=version >= 13)
     f.tags()

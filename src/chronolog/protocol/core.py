@@ -128,9 +128,10 @@ def metadata(req: Any, ctx: RequestContext) -> dict:
     if requested is None or (ctx.api_version == 0 and not requested):
         names = [n for n in sorted(manager.topics()) if ctx.allowed("describe", "topic", n, log_if_denied=False)]
         topics = [_topic_metadata(ctx, n, operations=topic_ops) for n in names]
-    elif any(getattr(t, "topic_id", None) for t in requested) and ctx.api_version < 12:
-        # v10-11 have the field, but Kafka resolves ids only from v12: INVALID_REQUEST for every topic
-        topics = [{"error_code": ErrorCode.INVALID_REQUEST, "name": t.name, "partitions": []} for t in requested]
+    elif ctx.api_version < 12 and any(getattr(t, "topic_id", None) or t.name is None for t in requested):
+        # v10-11 have the fields, but Kafka resolves ids (and takes null names) only from v12: INVALID_REQUEST
+        # for every topic
+        topics = [{"error_code": ErrorCode.INVALID_REQUEST, "name": t.name or "", "partitions": []} for t in requested]
     else:
         topics = []
         auto = bool(getattr(req, "allow_auto_topic_creation", True)) and \
@@ -348,6 +349,16 @@ def _fetch_once(req: Any, ctx: RequestContext) -> tuple[list[dict], int, list]:
                 out.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=plog.log_start_offset)
                 limit = min(int(p.partition_max_bytes), remaining)
                 fetch_offset = int(p.fetch_offset)
+                last_epoch = int(getattr(p, "last_fetched_epoch", -1))  # v12+ (KIP-595 divergence detection)
+                if last_epoch >= 0:
+                    # Partition.fetchRecords: the end of the last fetched epoch decides first; past it the
+                    # answer is that epoch's end (diverging_epoch), no records and no error
+                    if last_epoch > LEADER_EPOCH:
+                        raise OffsetOutOfRangeError(f"no end offset for the last fetched epoch {last_epoch}")
+                    if plog.log_start_offset <= plog.log_end_offset < fetch_offset:
+                        out["diverging_epoch"] = {"epoch": LEADER_EPOCH, "end_offset": plog.log_end_offset}
+                        parts.append(out)
+                        continue
                 if fetch_offset < plog.log_start_offset or fetch_offset > plog.log_end_offset:
                     # LocalLog.read checks the range whatever the byte limit leaves to read
                     raise OffsetOutOfRangeError(f"fetch offset {fetch_offset} is outside "

@@ -1,0 +1,152 @@
+"""The wire-level differential fuzzer: valid requests generated from Kafka's message schemas (wirefuzz.py),
+the same ones sent raw to chronolog and to Kafka 4.4, every error code of the answers compared.
+
+`CHRONOLOG_FUZZ_REQUESTS` requests (2,000 by default, every API chronolog serves; the long run is 20,000 or
+more), `CHRONOLOG_FUZZ_SEED` the seed. A difference is either fixed, or explained in `KNOWN` with the
+bullet of docs/differences.md that gives its reason, or the case is not generated (wirefuzz.FIXES, each with
+its reason). The APIs of `OPEN` still differ in ways listed in docs/differences.md ("Wire fuzzer"): their
+differences are printed, and fail the test only with `CHRONOLOG_FUZZ_STRICT=1`. The test fails on any other
+difference and prints one example of each kind.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from tests.differential import wirefuzz
+
+REQUESTS = int(os.environ.get("CHRONOLOG_FUZZ_REQUESTS", "2000"))
+SEED = int(os.environ.get("CHRONOLOG_FUZZ_SEED", "4404"))
+# CHRONOLOG_FUZZ_APIS=0,1,2: only these API keys (to look into one API's differences)
+ONLY = {int(k) for k in os.environ.get("CHRONOLOG_FUZZ_APIS", "").split(",") if k.strip()}
+STRICT = os.environ.get("CHRONOLOG_FUZZ_STRICT", "") not in ("", "0")
+# APIs whose error codes still differ from Kafka 4.4's on some generated requests (docs/differences.md, "Wire
+# fuzzer: open differences", lists what differs for each): the group and transaction APIs, the admin APIs,
+# ACLs, quotas and SCRAM credentials.
+OPEN = {
+    8: "OffsetCommit", 9: "OffsetFetch", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup",
+    15: "DescribeGroups", 16: "ListGroups", 19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords",
+    22: "InitProducerId", 24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit",
+    29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls", 32: "DescribeConfigs", 33: "AlterConfigs",
+    37: "CreatePartitions", 42: "DeleteGroups", 44: "IncrementalAlterConfigs", 47: "OffsetDelete",
+    48: "DescribeClientQuotas", 49: "AlterClientQuotas", 51: "AlterUserScramCredentials",
+    65: "DescribeTransactions", 66: "ListTransactions", 68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe",
+    75: "DescribeTopicPartitions",
+}
+API_VERSIONS_V3 = 3
+
+
+def _versions(wire: wirefuzz.Wire) -> dict[int, tuple[int, int]]:
+    body = wire.call(18, API_VERSIONS_V3, wirefuzz.build(18, API_VERSIONS_V3, {
+        "client_software_name": "wirefuzz", "client_software_version": "1"}, {}))
+    return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in body.api_keys}
+
+
+def common_versions(ours: dict[int, tuple[int, int]], theirs: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    """Each API chronolog serves, over the versions both brokers serve and kio has schemas for. Produce v0-2
+    are advertised by both for old librdkafka but refused (KAFKA-18659): from v3."""
+    out = {}
+    for key, (low, high) in ours.items():
+        assert key in theirs, f"chronolog serves API {key}, Kafka 4.4 does not"
+        low, high = max(low, theirs[key][0], 3 if key == 0 else 0), min(high, theirs[key][1])
+        while high >= low:
+            try:
+                wirefuzz.request_class(key, high)
+                break
+            except Exception:
+                high -= 1
+        assert high >= low, f"no common version of API {key}"
+        out[key] = (low, high)
+    return out
+
+
+def _topic_ids(wire: wirefuzz.Wire, names: list[str]) -> dict[str, uuid.UUID]:
+    body = wire.call(3, 12, wirefuzz.build(3, 12, {"topics": [{"name": n} for n in names],
+                                                  "allow_auto_topic_creation": False}, {}))
+    ids = {t.name: t.topic_id for t in body.topics}
+    assert set(ids) == set(names) and all(i is not None and i.int for i in ids.values()), ids
+    return ids
+
+
+def _coordinators_ready(wire: wirefuzz.Wire, timeout: float = 60) -> None:
+    """Both coordinators' topics made and loaded (FindCoordinator makes them, as KafkaApis does): before, group
+    and transaction requests answer what a broker still starting answers, at different moments on each."""
+    deadline = time.monotonic() + timeout
+    while True:
+        body = wire.call(10, 4, wirefuzz.build(10, 4, {"key_type": 0, "coordinator_keys": ["fz-ready"]}, {}))
+        txn = wire.call(10, 4, wirefuzz.build(10, 4, {"key_type": 1, "coordinator_keys": ["fz-ready"]}, {}))
+        if not any(c.error_code for b in (body, txn) for c in b.coordinators):
+            return
+        assert time.monotonic() < deadline, (body, txn)
+        time.sleep(0.1)
+
+
+# -- differences explained ----------------------------------------------------------------------------------
+# (api key, predicate on (version, values, chronolog's codes, Kafka's codes)) -> the reason, which
+# docs/differences.md gives in full. Each is pinned by a test of chronolog's side where it is documented.
+Codes = list[tuple[str, int]]
+KNOWN: list[tuple[int, Callable[[int, dict, Codes, Codes], bool], str]] = []
+
+
+def explained(api_key: int, version: int, values: dict, ours: Codes, theirs: Codes) -> str | None:
+    for key, matches, reason in KNOWN:
+        if key == api_key and matches(version, values, ours, theirs):
+            return reason
+    return None
+
+
+def run(chronolog_side: Any, kafka_side: Any, count: int, seed: int) -> tuple[int, dict, collections.Counter]:
+    prefix = f"fz{seed}-{count}"
+    topics = {f"{prefix}-a": ({}, 3), f"{prefix}-b": ({}, 1), f"{prefix}-c": ({"cleanup.policy": "compact"}, 1)}
+    for side in (chronolog_side, kafka_side):
+        for name, (configs, partitions) in topics.items():
+            side.create_topic(name, partitions, configs)
+    pools = wirefuzz.Pools(topics=tuple(topics), missing_topics=(f"{prefix}-missing", f"{prefix}-gone"),
+                           groups=(f"{prefix}-g", f"{prefix}-g2"), transactional_ids=(f"{prefix}-t", f"{prefix}-t2"),
+                           users=(f"{prefix}-u", f"{prefix}-u2"))
+    ours_wire, theirs_wire = wirefuzz.Wire(chronolog_side.raw.port), wirefuzz.Wire(kafka_side.raw.port)
+    try:
+        apis = common_versions(_versions(ours_wire), _versions(theirs_wire))
+        if ONLY:
+            apis = {k: v for k, v in apis.items() if k in ONLY}
+        for wire in (ours_wire, theirs_wire):
+            _coordinators_ready(wire)
+        ids = (_topic_ids(ours_wire, list(topics)), _topic_ids(theirs_wire, list(topics)))
+        differences: dict[tuple, tuple] = {}
+        sent = collections.Counter()
+        for api_key, version, values in wirefuzz.requests(apis, count, seed, pools):
+            ours = wirefuzz.error_codes(ours_wire.call(api_key, version, wirefuzz.build(api_key, version, values,
+                                                                                        ids[0])))
+            theirs = wirefuzz.error_codes(theirs_wire.call(api_key, version, wirefuzz.build(api_key, version,
+                                                                                            values, ids[1])))
+            sent[api_key] += 1
+            if ours != theirs and explained(api_key, version, values, ours, theirs) is None:
+                kind = (api_key, tuple(sorted(set(ours) ^ set(theirs))))
+                differences.setdefault(kind, (version, values, ours, theirs))
+        return len(apis), differences, sent
+    finally:
+        ours_wire.close()
+        theirs_wire.close()
+
+
+def _report(differences: dict) -> str:
+    return "\n".join(f"API {key} v{version}: chronolog {ours} Kafka {theirs}\n    {values}" for (key, _), (
+        version, values, ours, theirs) in sorted(differences.items(), key=lambda i: i[0][0]))
+
+
+def test_wire_fuzz_error_codes_agree(chronolog_side, kafka_side, capsys):
+    api_count, differences, sent = run(chronolog_side, kafka_side, REQUESTS, SEED)
+    assert len(sent) == api_count and sum(sent.values()) == REQUESTS  # every API chronolog serves, all sent
+    assert ONLY or api_count >= 40
+    open_ones = {kind: d for kind, d in differences.items() if kind[0] in OPEN and not STRICT}
+    failing = {kind: d for kind, d in differences.items() if kind not in open_ones}
+    with capsys.disabled():
+        if open_ones:
+            print(f"\nwire fuzzer: {len(open_ones)} kinds of difference in the open APIs "
+                  f"({', '.join(sorted({OPEN[k] for k, _ in open_ones}))})")
+    assert not failing, f"{len(failing)} kinds of difference:\n" + _report(failing)
