@@ -220,15 +220,27 @@ class GroupCoordinator:
         if group.members and ((group.protocol_type is not None and group.protocol_type != protocol_type)
                               or not self._common_protocol(group, protocols)):
             return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "member_id": member_id}
+        leader_before = group.leader
+        replaced = False
         if not member_id:  # ClassicGroup.generateMemberId: a static member's id starts with its instance id
             member_id = f"{instance_id if instance_id is not None else client_id or 'member'}-{uuid.uuid4()}"
-            if require_known_member:
+            if instance_id is not None:  # classicGroupJoinNewStaticMember: no KIP-394 round trip
+                old = self._static_member(group, instance_id)
+                if old is not None:  # a restarted static member takes over its old entry and assignment
+                    self._replace_static_member(group, old, member_id)
+                    replaced = True
+            elif require_known_member:
                 # KIP-394: hand out the id first; the member joins again with it.
                 group.members.setdefault(member_id, Member(member_id, instance_id, client_id, client_host,
                                                            session_timeout, rebalance_timeout, protocol_type,
                                                            protocols))
                 group.members[member_id].join_future = None
                 return {"error_code": ErrorCode.MEMBER_ID_REQUIRED, "member_id": member_id}
+        elif instance_id is not None and self._static_member(group, instance_id) != member_id:
+            # validateExistingMember: an old id of a replaced static member is fenced
+            error = ErrorCode.UNKNOWN_MEMBER_ID if self._static_member(group, instance_id) is None \
+                else ErrorCode.FENCED_INSTANCE_ID
+            return {"error_code": error, "member_id": member_id}
         elif member_id not in group.members:
             return {"error_code": ErrorCode.UNKNOWN_MEMBER_ID, "member_id": member_id}
         member = group.members.get(member_id)
@@ -240,6 +252,15 @@ class GroupCoordinator:
         member.session_timeout_ms, member.rebalance_timeout_ms = session_timeout, rebalance_timeout
         member.last_heartbeat = time.monotonic()
         group.protocol_type = protocol_type
+        if replaced and group.state == STABLE and group.protocol_name == self._common_protocol(
+                group, group.members[group.leader].protocols):
+            # updateStaticMemberThenRebalanceOrCompleteJoin: a static member back in a stable group, the
+            # group's protocol unchanged, gets the current generation with no rebalance (the leader as it
+            # was, so that it does not assign; its SyncGroup answers the assignment it had)
+            self._store_group(group)
+            return {"error_code": 0, "generation_id": group.generation, "protocol_type": group.protocol_type,
+                    "protocol_name": group.protocol_name, "leader": leader_before, "member_id": member_id,
+                    "members": [], "skip_assignment": False}
         loop = asyncio.get_running_loop()
         future = member.join_future = loop.create_future()
         self._prepare_rebalance(group)
@@ -408,6 +429,21 @@ class GroupCoordinator:
     @staticmethod
     def _static_member(group: Group, instance_id: str) -> str | None:
         return next((m.member_id for m in group.members.values() if m.group_instance_id == instance_id), None)
+
+    @staticmethod
+    def _replace_static_member(group: Group, old_id: str, new_id: str) -> None:
+        """ClassicGroup.replaceStaticMember: the entry, with its assignment, under the new member id; the old
+        id's pending JoinGroup or SyncGroup is fenced."""
+        member = group.members.pop(old_id)
+        for future, answer in ((member.join_future, {"error_code": ErrorCode.FENCED_INSTANCE_ID, "member_id": old_id}),
+                               (member.sync_future, {"error_code": ErrorCode.FENCED_INSTANCE_ID})):
+            if future is not None and not future.done():
+                future.set_result(answer)
+        member.join_future = member.sync_future = None
+        member.member_id = new_id
+        group.members[new_id] = member
+        if group.leader == old_id:
+            group.leader = new_id
 
     def _remove_member(self, group: Group, member_id: str) -> None:
         member = group.members.pop(member_id, None)

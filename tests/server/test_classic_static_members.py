@@ -1,0 +1,70 @@
+"""Static members of a classic group (KIP-345, Kafka's `classicGroupJoinNewStaticMember` and
+`updateStaticMemberThenRebalanceOrCompleteJoin`): a consumer restarted with the same `group.instance.id`
+takes over its old entry and assignment in a stable group without a rebalance, and the old member id is
+fenced. Kafka's Java client relies on this (tests/jvm/test_java_client.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from chronolog.config import BrokerConfig
+from chronolog.errors import ErrorCode
+from chronolog.server.coordinator import STABLE, GroupCoordinator
+
+SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x03foo\xff\xff\xff\xff"
+
+
+@pytest.fixture
+def coord(tmp_path):
+    c = GroupCoordinator(tmp_path / "state", BrokerConfig({"group.initial.rebalance.delay.ms": "100",
+                                                           "group.min.session.timeout.ms": "1000"}))
+    c.store.load()
+    yield c
+    c.consumer.close()
+    c.store.close()
+
+
+async def _join(coord, instance: str, member_id: str = "", protocols=None) -> dict:
+    # JoinGroup v5+ (require_known_member): a static member still gets no MEMBER_ID_REQUIRED round trip
+    return await coord.join("g", member_id, instance, f"client-{instance}", "/127.0.0.1", 10_000, 60_000,
+                            "consumer", protocols or [("range", SUBSCRIPTION)], True)
+
+
+async def _stable_pair(coord) -> dict[str, str]:
+    """Static members a and b joined and synced generation 1: their member ids by instance id."""
+    a, b = await asyncio.gather(_join(coord, "a"), _join(coord, "b"))
+    assert a["error_code"] == b["error_code"] == 0 and a["generation_id"] == b["generation_id"] == 1
+    ids = {"a": a["member_id"], "b": b["member_id"]}
+    leader = a["leader"]
+    follower = next(i for i in ids.values() if i != leader)
+    pending = asyncio.create_task(coord.sync("g", 1, follower, {}))
+    await asyncio.sleep(0)
+    await coord.sync("g", 1, leader, {ids["a"]: b"for-a", ids["b"]: b"for-b"})
+    await pending
+    assert coord.groups["g"].state == STABLE
+    return ids
+
+
+def test_restarted_static_member_takes_over_without_rebalance(coord):
+    async def scenario():
+        ids = await _stable_pair(coord)
+        group = coord.groups["g"]
+        leader = group.leader
+        back = await _join(coord, "a")
+        assert back["error_code"] == 0 and back["member_id"] not in ids.values()
+        assert back["member_id"].startswith("a-")
+        # the same generation, answered at once, the leader as it was (even if a was it): nobody reassigns
+        assert (back["generation_id"], back["leader"], back["members"]) == (1, leader, [])
+        assert group.state == STABLE and group.generation == 1
+        synced = await coord.sync("g", 1, back["member_id"], {})
+        assert (synced["error_code"], synced["assignment"]) == (0, b"for-a")
+        assert coord.heartbeat("g", 1, ids["b"]) == 0
+        assert coord.heartbeat("g", 1, back["member_id"]) == 0
+        # the old id of instance a is fenced, not taken for a new member
+        old = await _join(coord, "a", ids["a"])
+        assert old["error_code"] == ErrorCode.FENCED_INSTANCE_ID
+        assert set(group.members) == {back["member_id"], ids["b"]}
+
+    asyncio.run(scenario())
