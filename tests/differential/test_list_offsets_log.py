@@ -181,3 +181,17 @@ def test_latest_offset_read_committed_with_open_transaction(both):
 
     obs = both.same(steps)
     assert obs["open"]["committed"][(0, "latest")][0] == 2
+
+
+def test_internal_segment_bytes(broker):
+    """docs/differences.md: Kafka 4.x accepts the test-only topic config internal.segment.bytes (segments
+    below segment.bytes' 1 MiB floor); chronolog refuses it as unknown, its segment.bytes taking small
+    values itself."""
+    from confluent_kafka import KafkaException
+
+    if broker.kind == "kafka":
+        broker.create_topic(configs={"internal.segment.bytes": "1024"})
+    else:
+        with pytest.raises(KafkaException, match="INVALID_CONFIG"):
+            broker.create_topic(configs={"internal.segment.bytes": "1024"})
+        broker.create_topic(configs={"segment.bytes": "1024"})

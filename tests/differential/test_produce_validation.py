@@ -130,6 +130,19 @@ def test_batch_larger_than_max_message_bytes(both, size):
     both.same(steps)
 
 
+def test_batch_larger_than_broker_message_max_bytes(both):
+    """No topic override: the broker's message.max.bytes (1048588 on both) bounds a batch."""
+    now = now_ms()
+    fits = build_batch([(b"k", b"x" * 1_000_000, now)])
+    too_big = build_batch([(b"k", b"x" * 1_100_000, now)])
+
+    def steps(side):
+        topic = side.create_topic()
+        return [_answer(produce_raw(side, topic, b)) for b in (fits, too_big)]
+
+    assert [a["error_code"] for a in both.same(steps)] == [0, 10]
+
+
 def test_oversize_through_librdkafka(both):
     now = now_ms()
 
