@@ -6,6 +6,7 @@ config lists sorted by name, documentation as whether some was given."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -112,3 +113,21 @@ def alter(broker: Any, name: str, configs: dict[str, str | None], validate_only:
         "resources": [{"resource_type": rtype, "resource_name": name,
                        "configs": [{"name": n, "value": v} for n, v in configs.items()]}],
         "validate_only": validate_only})
+
+
+def metadata_partitions(broker: Any, name: str) -> tuple[int, int]:
+    from tests.differential.admin_wire import request
+
+    answer = request(broker.port, 3, 12, {"topics": [{"name": name, "topic_id": None}],
+                                           "allow_auto_topic_creation": False})
+    (topic,) = answer["topics"]
+    return topic["error_code"], len(topic["partitions"])
+
+
+def visible(broker: Any, name: str, partitions: int, timeout: float = 15.0) -> tuple[int, int]:
+    """Metadata of a topic once it shows `partitions` (Kafka's brokers learn of a creation from the metadata
+    log a moment after the answer)."""
+    deadline = time.monotonic() + timeout
+    while (state := metadata_partitions(broker, name)) != (0, partitions) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return state

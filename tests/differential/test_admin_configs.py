@@ -20,6 +20,7 @@ from tests.differential.admin_pair import (  # noqa: F401  (fixture)
     pair,
     same,
     unique,
+    visible,
 )
 
 # Broker configs both brokers describe whose value does not depend on the host, the port or the data dir,
@@ -56,6 +57,7 @@ def topic(pair):  # noqa: F811
     name = unique("cfg")
     for b in pair:
         create(b, (name, 1, 1, {"retention.ms": "1000", "cleanup.policy": "compact"}))
+        assert visible(b, name, 1) == (0, 1)  # Kafka's DescribeConfigs asks the broker's metadata cache
     return name
 
 

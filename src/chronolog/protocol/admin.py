@@ -143,13 +143,15 @@ def _check_new_topic(ctx: RequestContext, t: Any, existing: set[str],
         if int(t.num_partitions) != -1:
             raise InvalidRequestError("A manual partition assignment was specified, but numPartitions was not "
                                       "set to -1.")
-        seen = set()
+        seen: set[int] = set()
+        rf = None
         for a in t.assignments:
             if a.partition_index in seen:
                 raise InvalidReplicaAssignmentError(f"Found multiple manual partition assignments for partition "
                                                     f"{a.partition_index}")
             seen.add(a.partition_index)
-            _check_replicas([int(b) for b in a.broker_ids], ctx.state.node_id)
+            _check_replicas([int(b) for b in a.broker_ids], ctx.state.node_id, rf)
+            rf = len(a.broker_ids)
         if seen != set(range(len(seen))):
             raise InvalidReplicaAssignmentError("partitions should be a consecutive 0-based integer sequence")
         return len(seen), configs
@@ -168,57 +170,141 @@ def _check_new_topic(ctx: RequestContext, t: Any, existing: set[str],
     return (int(ctx.broker_config["num.partitions"]) if partitions == -1 else partitions), configs
 
 
-def _check_replicas(replicas: list[int], node_id: int) -> None:
-    """`ReplicationControlManager.validateManualPartitionAssignment` on a one-node cluster."""
+def _check_replicas(replicas: list[int], node_id: int, replication_factor: int | None = None) -> None:
+    """`ReplicationControlManager.validateManualPartitionAssignment` on a one-node cluster: the replicas in
+    broker id order, each registered and once, as many as the topic's other partitions have."""
     if not replicas:
         raise InvalidReplicaAssignmentError("The manual partition assignment includes an empty replica list.")
-    for broker in replicas:
-        if replicas.count(broker) > 1:
-            raise InvalidReplicaAssignmentError(f"The manual partition assignment includes the broker {broker} "
-                                                "more than once.")
-    for broker in replicas:
+    previous = None
+    for broker in sorted(replicas):
         if broker != node_id:
             raise InvalidReplicaAssignmentError(f"The manual partition assignment includes broker {broker}, but "
                                                 "no such broker is registered.")
+        if broker == previous:
+            raise InvalidReplicaAssignmentError(f"The manual partition assignment includes the broker {broker} "
+                                                "more than once.")
+        previous = broker
+    if replication_factor is not None and len(replicas) != replication_factor:
+        raise InvalidReplicaAssignmentError(f"The manual partition assignment includes a partition with "
+                                            f"{len(replicas)} replica(s), but this is not consistent with previous "
+                                            f"partitions, which have {replication_factor} replica(s).")
 
 
 @register(20, 1, 6)
 def delete_topics(req: Any, ctx: RequestContext) -> dict:
-    names = list(getattr(req, "topic_names", None) or []) + [t.name for t in (getattr(req, "topics", None) or [])]
-    results = []
-    for name in names:
-        out = {"name": name, "error_code": 0, "error_message": None}
+    """`ControllerApis.deleteTopics`: topics by name (v0-5, and v6 without an id) or by id (v6); names and ids
+    given twice, both or neither are refused (INVALID_REQUEST), unknown ones answered with Kafka's default
+    messages, refused ones with TOPIC_AUTHORIZATION_FAILED (without the name of a topic the principal may
+    not describe). Kafka shuffles the answers so their order tells nothing; here they come in request
+    order, errors first."""
+    if not ctx.broker_config["delete.topic.enable"]:
+        code = ErrorCode.INVALID_REQUEST if ctx.api_version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
+        names = list(getattr(req, "topic_names", None) or []) + [t.name for t in (getattr(req, "topics", None) or [])]
+        return {"throttle_time": 0, "responses": [
+            {"name": n, "error_code": code, "error_message": "Topic deletion is disabled."} for n in names]}
+    errors: list[dict] = []
+
+    def answer(name: str | None, topic_id: uuid.UUID | None, code: int = 0, message: str | None = None) -> None:
+        errors.append({"name": name, "topic_id": topic_id or _ZERO, "error_code": code, "error_message": message})
+
+    given_names = list(getattr(req, "topic_names", None) or [])
+    given_ids = []
+    for t in getattr(req, "topics", None) or []:
+        tid = t.topic_id if t.topic_id not in (None, _ZERO) else None
+        if t.name is None and tid is None:
+            answer(None, None, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified.")
+        elif t.name is None:
+            given_ids.append(tid)
+        elif tid is None:
+            given_names.append(t.name)
+        else:
+            answer(t.name, tid, ErrorCode.INVALID_REQUEST, "You may not specify both topic name and topic id.")
+    for name in dict.fromkeys(n for n in given_names if given_names.count(n) > 1):
+        answer(name, None, ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+    for tid in dict.fromkeys(i for i in given_ids if given_ids.count(i) > 1):
+        answer(None, tid, ErrorCode.INVALID_REQUEST, "Duplicate topic id.")
+    to_delete: dict[uuid.UUID, str] = {}
+    for tid in (i for i in given_ids if given_ids.count(i) == 1):
+        name = ctx.state.topic_name(tid)
+        if name is None:
+            answer(None, tid, ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
+        elif not ctx.allowed("delete", "topic", name):
+            describable = ctx.allowed("describe", "topic", name, log_if_denied=False)
+            answer(name if describable else None, tid, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                   "Topic authorization failed.")
+        else:
+            to_delete[tid] = name
+    for name in (n for n in given_names if given_names.count(n) == 1):
+        if not ctx.allowed("describe", "topic", name, log_if_denied=False) or \
+                (ctx.log_manager.has_topic(name) and not ctx.allowed("delete", "topic", name)):
+            answer(name, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+        elif not ctx.log_manager.has_topic(name):
+            answer(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this "
+                   "topic-partition.")
+        else:
+            tid = topic_uuid(ctx, name)
+            if tid in to_delete or tid in given_ids:
+                to_delete.pop(tid, None)
+                answer(name, tid, ErrorCode.INVALID_REQUEST, "The provided topic name maps to an ID that was "
+                       "already supplied.")
+            else:
+                to_delete[tid] = name
+    done = []
+    for tid, name in to_delete.items():
+        out = {"name": name, "topic_id": tid, "error_code": 0, "error_message": None}
         try:
-            if not ctx.broker_config["delete.topic.enable"]:
-                raise KafkaError("topic deletion is disabled", code=ErrorCode.TOPIC_DELETION_DISABLED)
-            denied = _denied(ctx, "delete", name)
-            if denied:
-                raise denied
-            out["topic_id"] = topic_uuid(ctx, name) if ctx.log_manager.has_topic(name) else None
             _take_mutations(ctx, ctx.log_manager.topics().get(name, 0))
             ctx.log_manager.delete_topic(name)
         except Exception as exc:
             out.update(error_code=error_of(exc), error_message=str(exc))
-        results.append(out)
-    return {"throttle_time": 0, "responses": results}
+        done.append(out)
+    return {"throttle_time": 0, "responses": errors + done}
+
+
+_ZERO = uuid.UUID(int=0)
 
 
 @register(37, 0, 3)
 def create_partitions(req: Any, ctx: RequestContext) -> dict:
-    results = []
+    """`ControllerApis.createPartitions` + `ReplicationControlManager.createPartitions`: a name given twice
+    is answered once (INVALID_REQUEST), then the refused ones, then the rest, with Kafka's checks and
+    messages. An unknown topic is answered without a message, as Kafka's."""
+    names = [t.name for t in req.topics]
+    duplicates = list(dict.fromkeys(n for n in names if names.count(n) > 1))
+    head = [{"name": n, "error_code": ErrorCode.INVALID_REQUEST, "error_message": "Duplicate topic name."}
+            for n in duplicates]
+    refused, results = [], []
     for t in req.topics:
+        if t.name in duplicates:
+            continue
         out = {"name": t.name, "error_code": 0, "error_message": None}
+        if not ctx.allowed("alter", "topic", t.name):
+            refused.append({**out, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
+            continue
         try:
-            denied = _denied(ctx, "alter", t.name)
-            if denied:
-                raise denied
+            current = ctx.log_manager.topics().get(t.name)
+            if current is None:
+                raise _Unexplained(code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            count = int(t.count)
+            if count == current:
+                raise InvalidPartitionsError(f"Topic already has {current} partition(s).")
+            if count < current:
+                raise InvalidPartitionsError(f"The topic {t.name} currently has {current} partition(s); {count} "
+                                             "would not be an increase.")
+            if t.assignments is not None:
+                if len(t.assignments) != count - current:
+                    raise InvalidReplicaAssignmentError(f"Attempted to add {count - current} additional "
+                                                        f"partition(s), but only {len(t.assignments)} assignment(s) "
+                                                        "were specified.")
+                for a in t.assignments:
+                    _check_replicas([int(b) for b in a.broker_ids], ctx.state.node_id, 1)
             if not req.validate_only:
-                _take_mutations(ctx, int(t.count) - ctx.log_manager.topics().get(t.name, int(t.count)))
-            ctx.log_manager.create_partitions(t.name, int(t.count), validate_only=bool(req.validate_only))
+                _take_mutations(ctx, count - current)
+            ctx.log_manager.create_partitions(t.name, count, validate_only=bool(req.validate_only))
         except Exception as exc:
-            out.update(error_code=error_of(exc), error_message=str(exc))
+            out.update(error_code=error_of(exc), error_message=None if isinstance(exc, _Unexplained) else str(exc))
         results.append(out)
-    return {"throttle_time": 0, "results": results}
+    return {"throttle_time": 0, "results": head + refused + results}
 
 
 @register(21, 0, 2)
