@@ -121,3 +121,55 @@ def test_kafka_dump_log_reads_chronolog_segments(written, options):
     assert "Mismatches" not in reports["chronolog"] and "isvalid: false" not in reports["chronolog"]
     assert "Found" not in reports["chronolog"] or "Found timestamp mismatch" not in reports["chronolog"]
     assert reports["chronolog"] == reports["kafka"]
+
+
+# -- recompressed by the broker, and cleaned by it ----------------------------------------------------------
+def _batch_view(raw: bytes) -> list[tuple]:
+    """Each batch's header without its length and CRC, and its records decompressed."""
+    from chronolog.records.memory import iter_batches
+
+    out = []
+    for batch in iter_batches(raw):
+        header = list(batch._h)
+        del header[4], header[1]  # crc, batch length: they follow the compressed bytes
+        out.append((tuple(header), bytes(batch.records_section())))
+    return out
+
+
+@pytest.mark.parametrize("codec", CODECS[1:])
+def test_batches_recompressed_by_the_topic_codec(chronolog_side, kafka_side, codec):
+    """compression.type=<codec> on the topic, an uncompressed producer: each broker compresses every batch
+    (LogValidator's recompression). The compressed bytes are each compressor's own (Java's zip, snappy-java,
+    lz4-java and zstd-jni against zlib, cramjam and libzstd here) and cannot be equal; the batches' headers
+    but for length and CRC, and the records once decompressed, are; the segments roll at the same offsets."""
+    base = (now_ms() - 7_200_000) // 1000 * 1000
+    views = {}
+    for side in (chronolog_side, kafka_side):
+        topic = side.create_topic(configs={**TOPIC_CONFIGS, "compression.type": codec}, prefix=f"files-re-{codec}")
+        produce(side, topic, _batches(base), **{"compression.type": "none"})
+        views[side.kind] = {name: _batch_view(raw) for name, raw in _files(side.partition_dir(topic), ".log").items()}
+    assert views["chronolog"] == views["kafka"]
+
+
+def test_compacted_segments_are_kafkas_bytes(chronolog_side, kafka_side):
+    """A compacted topic rolled by record time, once each broker's cleaner has been over it: the cleaned
+    segments are the same bytes (LogCleaner keeps each key's last record, rebuilding batches in place)."""
+    from tests.differential.steps import consume, wait_until
+
+    base = (now_ms() - 3_000_000) // 1000 * 1000
+    keys = [b"a", b"b", b"a", b"c", b"b", b"a", b"d", b"c", b"a", b"e"]
+    batches = [[(k, f"v{i}".encode(), base + i * 40_000)] for i, k in enumerate(keys)]
+    logs = {}
+    for side in (chronolog_side, kafka_side):
+        topic = side.create_topic(configs={"cleanup.policy": "compact", "segment.ms": "60000",
+                                           "min.cleanable.dirty.ratio": "0.01"}, prefix="files-compacted")
+        produce(side, topic, batches)
+        closed = max(int(p.name[:-4]) for p in side.partition_dir(topic).glob("*.log"))
+
+        def cleaned(side=side, topic=topic, closed=closed):
+            older = [r["key"] for r in consume(side, topic) if r["offset"] < closed]
+            return len(older) == len(set(older))
+
+        wait_until(cleaned, 60, f"{side.kind}: the cleaner's pass")
+        logs[side.kind] = _files(side.partition_dir(topic), ".log")
+    assert logs["chronolog"] == logs["kafka"]
