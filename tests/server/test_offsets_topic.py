@@ -321,6 +321,33 @@ def test_a_coordinator_restores_group_generations(tmp_path):
     assert asyncio.run(run(False)) == 7
 
 
+def test_a_coordinator_restores_classic_members(tmp_path):
+    """ClassicGroup.fromRecord: the members of the last GroupMetadata record come back (Stable), so one that
+    goes on with its generation after a restart is known; an empty group comes back Empty."""
+    from chronolog.errors import ErrorCode
+    from chronolog.records.group_records import MemberMetadata
+
+    async def run(first: bool):
+        coord = GroupCoordinator(tmp_path / "state", CFG)
+        await coord.start()
+        if first:
+            member = MemberMetadata("m-1", "cid", "/127.0.0.1", 10000, b"sub", b"assigned", 20000, "inst-1")
+            coord.store.store_group("g", GroupMetadataValue("consumer", 7, "range", "m-1", 1, (member,)))
+            coord.store.store_group("e", GroupMetadataValue("consumer", 3, None, None, 1, ()))
+            await coord.stop()
+            return None
+        g, e = coord.groups["g"], coord.groups["e"]
+        out = (g.state, g.generation, g.leader, g.protocol_name, e.state,
+               coord.heartbeat("g", 7, "m-1"), coord.heartbeat("g", 6, "m-1"),
+               coord.describe("g")["members"][0]["member_assignment"], g.members["m-1"].group_instance_id)
+        await coord.stop()
+        return out
+
+    asyncio.run(run(True))
+    assert asyncio.run(run(False)) == ("Stable", 7, "m-1", "range", "Empty", 0, ErrorCode.ILLEGAL_GENERATION,
+                                       b"assigned", "inst-1")
+
+
 @pytest.mark.parametrize("value", [b"", b"\x00", struct.pack(">h", 9) + b"\x00" * 8])
 def test_unreadable_values_are_refused_with_kafkas_error(value):
     from chronolog.errors import CorruptMessageError

@@ -137,16 +137,31 @@ class GroupCoordinator:
         await asyncio.to_thread(self.store.load)
         self.consumer.restore(self.store.consumer_records)  # KIP-848 groups, with their members
         for g, meta in self.store.groups.items():
-            # its members are not brought back: they find themselves unknown and rejoin (the generation goes on)
             if g not in self.consumer.groups:
-                self.groups[g] = Group(g, generation=meta.generation, protocol_type=meta.protocol_type or None,
-                                       new_group=False)
+                self.groups[g] = self._loaded_group(g, meta)
         for g, _t, _p in self.store.offsets:
             if g not in self.consumer.groups:
                 self.groups.setdefault(g, Group(g, new_group=False))
         self._reaper = asyncio.create_task(self._expire_members())
         self._retention = asyncio.create_task(self._expire_offsets())
         self._loaded.set()
+
+    @staticmethod
+    def _loaded_group(group_id: str, meta: GroupMetadataValue) -> Group:
+        """ClassicGroup.fromRecord: the group as its last GroupMetadata record left it: its generation,
+        protocol and leader, and its members with their subscriptions and assignments, Stable (Empty without
+        members). Their session timers start now (GroupMetadataManager.onLoaded), so a member that goes on
+        heartbeating, committing or committing in a transaction with its generation is still known."""
+        group = Group(group_id, generation=meta.generation, protocol_type=meta.protocol_type or None,
+                      new_group=False)
+        if meta.members:
+            group.state, group.protocol_name, group.leader = STABLE, meta.protocol, meta.leader
+            for m in meta.members:
+                group.members[m.member_id] = Member(
+                    m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout,
+                    m.rebalance_timeout if m.rebalance_timeout >= 0 else m.session_timeout, meta.protocol_type,
+                    [(meta.protocol or "", bytes(m.subscription))], assignment=bytes(m.assignment))
+        return group
 
     async def stop(self) -> None:
         for task in (self._reaper, self._retention):
