@@ -161,3 +161,31 @@ def test_records_without_timestamps(both):
                 "consumed": [r["timestamp"] for r in consume(side, mixed)]}
 
     both.same(steps)
+
+
+@pytest.mark.parametrize("version", [4, 7, 9])
+def test_leader_epochs_and_duplicate_partitions(both, version):
+    """current_leader_epoch older, equal and newer than the leader's (0 on a fresh topic of one node), and a
+    partition asked for twice (INVALID_REQUEST for both of its entries)."""
+    if version > min(_max_version(s, 2) for s in both):
+        pytest.skip(f"ListOffsets v{version} is not served by both brokers")
+    base = (now_ms() - 600_000) // 1000 * 1000
+
+    def part(p: int, epoch: int, ts: int) -> dict:
+        return {"partition_index": p, "current_leader_epoch": epoch, "timestamp": ts, "max_num_offsets": 1}
+
+    def steps(side):
+        topic = side.create_topic(partitions=2)
+        produce(side, topic, [records([base + 1000, base + 2000])])
+        out = {}
+        for epoch in (-1, 0, 1):
+            body = {"replica_id": -1, "isolation_level": 0,
+                    "topics": [{"name": topic, "partitions": [part(0, epoch, base + 1500)]}]}
+            out[epoch] = raw_call(side, 2, version, body)["topics"][0]["partitions"]
+        body = {"replica_id": -1, "isolation_level": 0,
+                "topics": [{"name": topic, "partitions": [part(0, -1, -1), part(1, -1, -2), part(0, -1, -2)]}]}
+        out["duplicate"] = sorted((p["partition_index"], p["error_code"], p["offset"])
+                                  for t in raw_call(side, 2, version, body)["topics"] for p in t["partitions"])
+        return out
+
+    both.same(steps)
