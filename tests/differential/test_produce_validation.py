@@ -172,6 +172,29 @@ def _magic(batch: bytes, magic: int) -> bytes:
     return bytes(raw)
 
 
+def _patch(batch: bytes, fmt: str, at: int, value: int, *, crc: bool = True) -> bytes:
+    """`batch` with one header field rewritten (and its CRC made right again, unless crc=False)."""
+    from chronolog.records.batch import ATTRIBUTES_OFFSET, crc32c
+
+    raw = bytearray(batch)
+    struct.pack_into(fmt, raw, at, value)
+    if crc:
+        struct.pack_into(">I", raw, CRC_OFFSET, crc32c(bytes(raw[ATTRIBUTES_OFFSET:])))
+    return bytes(raw)
+
+
+def _cut_records(batch: bytes, n: int) -> bytes:
+    """The last `n` bytes of the records gone, the batch length and CRC made to match."""
+    raw = batch[:-n]
+    return _patch(_patch(raw, ">i", 8, len(raw) - 12, crc=False), ">h", 21, struct.unpack_from(">h", raw, 21)[0])
+
+
+def _garbage_gzip(batch: bytes) -> bytes:
+    raw = batch[:61] + b"\x1f\x8b not really gzip at all"
+    raw = _patch(raw, ">i", 8, len(raw) - 12, crc=False)
+    return _patch(raw, ">h", 21, 1)
+
+
 BAD_BATCHES = {
     "payload_flipped": lambda b: _corrupt(b),
     "crc_wrong": lambda b: _bad_crc(b),
@@ -184,6 +207,16 @@ BAD_BATCHES = {
     "trailing_partial_batch": lambda b: b + b[:30],
     "size_below_overhead": lambda b: b[:8] + struct.pack(">i", 10) + b[12:],
     "short_header": lambda b: b[:14],
+    # header fields a client may not set so, CRC right
+    "base_offset_5": lambda b: _patch(b, ">q", 0, 5, crc=False),
+    "control_bit": lambda b: _patch(b, ">h", 21, 0x20),
+    "transactional_bit_without_producer": lambda b: _patch(b, ">h", 21, 0x10),
+    "count_above_records": lambda b: _patch(b, ">i", 57, 3),
+    "count_below_records": lambda b: _patch(b, ">i", 57, 1),
+    "last_offset_delta_5": lambda b: _patch(b, ">i", 23, 5),
+    "producer_id_without_sequence": lambda b: _patch(b, ">q", 43, 7),
+    "last_record_cut": lambda b: _cut_records(b, 2),
+    "magic_0_valid_crc": lambda b: _magic(b, 0),
 }
 
 
@@ -198,6 +231,21 @@ def test_malformed_batches(both, case):
         return {"answer": answer, "stored": len(consume(side, topic))}
 
     both.same(steps)
+
+
+def test_compressed_payload_that_does_not_decompress(both):
+    """docs/differences.md: a gzip batch (CRC right) whose payload is not gzip: chronolog answers
+    CORRUPT_MESSAGE; Kafka 4.4 answers UNKNOWN_SERVER_ERROR (the codec's exception is no ApiException, so
+    ReplicaManager's catch-all answers it, with the log start offset)."""
+    batch = _garbage_gzip(build_batch(records([now_ms()])))
+
+    def steps(side):
+        topic = side.create_topic()
+        return {"answer": _answer(produce_raw(side, topic, batch)), "stored": len(consume(side, topic))}
+
+    c, k = both.run(steps)
+    assert c["answer"]["error_code"] == 2 and c["answer"]["log_start_offset"] == -1 and c["stored"] == 0
+    assert k["answer"]["error_code"] == -1 and k["answer"]["log_start_offset"] == 0 and k["stored"] == 0
 
 
 def test_unknown_topic_partition_and_acks(both):
