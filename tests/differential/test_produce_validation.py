@@ -315,3 +315,26 @@ def test_answer_shape_by_version(both, version):
         return [_answer(produce_raw(side, topic, b, version=version)) for b in (keyed, keyless, good)]
 
     both.same(steps)
+
+
+@pytest.mark.parametrize("lie", ["lower", "higher"])
+@pytest.mark.parametrize("codec", ["none", "gzip"])
+def test_batch_max_timestamp_field_is_recomputed(both, codec, lie):
+    """A client's batch whose max_timestamp field is not its records' max: LogValidator writes the records'
+    max over it (the stored bytes and the lookups by time show which)."""
+    from tests.differential.steps import observe_offsets
+
+    base = (now_ms() - 600_000) // 1000 * 1000
+    stamps = [base + 3000, base + 1000, base + 2000]
+    wrong = base if lie == "lower" else base + 9000
+    batch = build_batch(records(stamps), compression=getattr(CompressionType, codec.upper()), max_timestamp=wrong)
+
+    def steps(side):
+        topic = side.create_topic()
+        answer = _answer(produce_raw(side, topic, batch))
+        raw = b"".join(p.read_bytes() for p in sorted(side.partition_dir(topic).glob("*.log")))
+        return {"answer": answer, "stored": raw, **observe_offsets(side, topic, 1, [base, base + 2500, base + 5000],
+                                                                  kafka_python=False)}
+
+    obs = both.same(steps)
+    assert struct.unpack_from(">q", obs["stored"], 35)[0] == base + 3000
