@@ -15,7 +15,7 @@ from chronolog.config import TopicConfig
 from chronolog.records import SimpleRecord, build_batch
 from chronolog.storage import PartitionLog
 from tests.brokerproc import BrokerProcess
-from tests.cli.conftest import chronolog
+from tests.clirun import chronolog_completed
 
 pytest.importorskip("duckdb")
 
@@ -28,8 +28,7 @@ def stamp(i: int) -> int:
 
 
 def sql(*args: str) -> subprocess.CompletedProcess:
-    r = chronolog("sql", *args)
-    return subprocess.CompletedProcess(["chronolog", "sql", *args], r.rc, r.out, r.err)
+    return chronolog_completed("sql", *args)
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,6 @@ crash (found by recovery). `chronolog check` reports the same range offline."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 
 import pytest
@@ -15,6 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from chronolog.storage import PartitionLog
 from tests.brokerproc import BrokerProcess
+from tests.clirun import chronolog_completed
 
 T0 = 1_700_000_000_000
 N = 400
@@ -64,8 +63,7 @@ def _zero_two_batches_of_an_old_segment(data_dir) -> tuple[int, int]:
 
 
 def _check(data_dir) -> tuple[int, dict]:
-    out = subprocess.run([sys.executable, "-m", "chronolog.cli.main", "check", "--data-dir", str(data_dir), "--json"],
-                         capture_output=True, text=True, timeout=120)
+    out = chronolog_completed("check", "--data-dir", str(data_dir), "--json")
     return out.returncode, json.loads(out.stdout)
 
 
@@ -108,12 +106,10 @@ def test_check_passes_on_a_healthy_dir_and_fails_clearly_on_a_missing_one(tmp_pa
     plog.close()
     code, report = _check(data)
     assert code == 0 and report == {"partitions": 1, "problems": [], "ok": True}
-    out = subprocess.run([sys.executable, "-m", "chronolog.cli.main", "check", "--data-dir", str(tmp_path / "nope")],
-                         capture_output=True, text=True, timeout=60)
+    out = chronolog_completed("check", "--data-dir", str(tmp_path / "nope"))
     assert out.returncode == 2 and "is not a directory" in out.stderr and "Traceback" not in out.stderr
     assert _check(data.as_uri()) == (code, report)
-    out = subprocess.run([sys.executable, "-m", "chronolog.cli.main", "check", "--data-dir",
-                          (tmp_path / "nope").as_uri()], capture_output=True, text=True, timeout=60)
+    out = chronolog_completed("check", "--data-dir", (tmp_path / "nope").as_uri())
     assert out.returncode == 2 and "does not exist" in out.stderr and "Traceback" not in out.stderr
 
 
@@ -138,7 +134,6 @@ def test_check_reads_producer_snapshots_and_reports_a_corrupt_one(tmp_path, kafk
         (problem,) = report["problems"]
         assert (problem["segment"], problem["problem"]) == (victim.name, "corrupt snapshot")
         assert "CRC" in problem["error"] or "crc" in problem["error"]
-    out = subprocess.run([sys.executable, "-m", "chronolog.cli.main", "check", "--data-dir", str(data.parent)],
-                         capture_output=True, text=True, timeout=120)
+    out = chronolog_completed("check", "--data-dir", str(data.parent))
     assert out.returncode == 1 and f"t-0/{victim.name}: corrupt producer snapshot" in out.stdout
     assert "Traceback" not in out.stderr

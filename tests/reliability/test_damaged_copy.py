@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import subprocess
-import sys
 import time
 
 import pytest
@@ -21,6 +19,7 @@ from chronolog.storage import LogManager, PartitionLog
 from chronolog.storage.dirlock import LOCK_FILE
 from chronolog.timetravel.sources import BrokerSource, DataDirSource
 from tests.brokerproc import BrokerProcess
+from tests.clirun import chronolog_completed
 
 T0 = 1_700_000_000_000
 BATCHES, PER_BATCH = 30, 4
@@ -145,8 +144,7 @@ def test_offline_and_broker_reads_of_a_damaged_copy_agree(tmp_path, caplog, dama
     reports = sorted({r.getMessage().split(";")[0] for r in caplog.records if "are corrupt" in r.getMessage()})
     assert reports
 
-    check = subprocess.run([sys.executable, "-m", "chronolog.cli.main", "check", "--data-dir", str(copy)],
-                           capture_output=True, text=True, timeout=120)
+    check = chronolog_completed("check", "--data-dir", str(copy))
     assert check.returncode == 1 and "corrupt" in check.stdout, check.stdout + check.stderr
 
     broker_records, broker_lookups, broker_log = _broker(copy)

@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from chronolog.timetravel.sources import DataDirSource
 from tests.brokerproc import BrokerProcess, free_port
+from tests.clirun import chronolog_completed
 
 NOW = int(time.time() * 1000)
 
@@ -74,13 +75,10 @@ def test_second_serve_on_one_data_dir_is_refused_and_the_first_keeps_serving(tmp
         inputs.mkdir()
         (inputs / "a.log").write_text("Jun 14 15:16:01 combo sshd[19939]: session opened\n"
                                       "Jun 14 15:16:02 combo sshd[19939]: session closed\n")
-        demo = subprocess.run([sys.executable, "-m", "chronolog.cli.main", "demo", "--data-dir",
-                               str(tmp_path / "data"), "--input", str(inputs)], capture_output=True, text=True,
-                              timeout=120)
+        demo = chronolog_completed("demo", "--data-dir", str(tmp_path / "data"), "--input", str(inputs))
         assert demo.returncode != 0 and f"in use by process {first.proc.pid}" in demo.stderr, demo.stderr
         assert demo.stderr.strip().count("\n") == 0 and not (tmp_path / "data" / "a-0").exists()
-        check = subprocess.run([sys.executable, "-m", "chronolog.cli.main", "check", "--data-dir",
-                                str(tmp_path / "data")], capture_output=True, text=True, timeout=120)
+        check = chronolog_completed("check", "--data-dir", str(tmp_path / "data"))
         assert check.returncode == 0, check.stdout + check.stderr
     finally:
         assert first.stop() == 0

@@ -9,13 +9,13 @@ import json
 import socket
 import struct
 import subprocess
-import sys
 import time
 import uuid
 
 import pytest
 
 from tests.brokerproc import BrokerProcess
+from tests.clirun import chronolog_completed
 from tests.frames import recv_frame
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -186,8 +186,7 @@ def test_librdkafka_producer_and_consumer_are_throttled(quota_broker):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "chronolog.cli.main", *args], capture_output=True, text=True,
-                          timeout=60)
+    return chronolog_completed(*args)
 
 
 def test_cli_quota_applies_to_the_next_request(quota_broker):

@@ -10,7 +10,6 @@ import shutil
 import socket
 import struct
 import subprocess
-import sys
 import time
 import uuid
 
@@ -19,6 +18,7 @@ import pytest
 from chronolog.security.acl import AclBinding, AclFilter, AclStore
 from chronolog.security.credentials import CredentialStore
 from tests.brokerproc import BrokerProcess
+from tests.clirun import chronolog_completed
 from tests.frames import recv_frame
 from tests.waiting import established_connections, poll_until, readable
 
@@ -484,8 +484,7 @@ def _connect_plain(proc: BrokerProcess) -> socket.socket:
 
 # -- CLI ---------------------------------------------------------------------------------------------------
 def _cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "chronolog.cli.main", *args], input=stdin, capture_output=True,
-                          text=True, timeout=60)
+    return chronolog_completed(*args, stdin=stdin)
 
 
 def test_cli_users_and_acls(tmp_path):
