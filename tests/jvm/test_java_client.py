@@ -1,0 +1,193 @@
+"""Kafka 4.4's Java client, unmodified, against chronolog: idempotent and transactional producers, consumer
+groups of both protocols, offsetsForTimes and seek by time, static membership, cooperative rebalancing.
+
+Each test runs one scenario of java/ClientScenarios.java in a JVM of its own and asserts on the JSON lines
+it prints."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from chronolog.testing.kafka import classpath, java_command, kafka_available
+
+JAVA = Path(__file__).parent / "java"
+# CreateTime timestamps of the last hours (older ones would be retention's to delete)
+BASE_TS = (int(time.time()) - 3 * 3600) * 1000
+# As Kafka's own integration tests run groups: no wait for more members before the first rebalance, and
+# KIP-848 members heartbeating often enough that a rebalance is seen in well under a second.
+GROUP_CONFIGS = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.consumer.heartbeat.interval.ms": "300",
+    "group.consumer.session.timeout.ms": "10000",
+}
+
+
+@pytest.fixture(scope="module")
+def classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    reason = kafka_available()
+    if reason:
+        pytest.skip(f"Kafka's Java client cannot run here: {reason}")
+    out = tmp_path_factory.mktemp("classes")
+    subprocess.run(["javac", "-nowarn", "-cp", classpath(), "-d", str(out), str(JAVA / "ClientScenarios.java")],
+                   check=True, capture_output=True, timeout=120)
+    return out
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    from chronolog.testing.runner import TestBroker
+
+    b = TestBroker(tmp_path_factory.mktemp("java-client") / "data", configs=GROUP_CONFIGS, keep_data=False)
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def run(classes: Path, scenario: str, bootstrap: str, *args: str) -> list[dict]:
+    cmd = java_command("ClientScenarios", [scenario, bootstrap, *args])
+    cp = cmd.index("-cp") + 1
+    cmd[cp] = f"{classes}:{cmd[cp]}"
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"{scenario} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def test_idempotent_producer_then_read_committed(broker, classes):
+    topic = broker.create_topic(partitions=3, prefix="idem")
+    n = 300
+    lines = run(classes, "idempotent", broker.bootstrap, topic, str(n), str(BASE_TS))
+    sent = {ln["sent"]: ln for ln in lines if "sent" in ln}
+    read = [ln for ln in lines if "value" in ln]
+    assert sorted(sent) == list(range(n))
+    # every record once
+    assert sorted(int(r["value"][1:]) for r in read) == list(range(n))
+    by_part: dict[int, list[dict]] = defaultdict(list)
+    for r in read:
+        by_part[r["partition"]].append(r)
+    for part, rs in by_part.items():
+        # in the order sent, at the offsets the producer was told, without gaps
+        assert [int(r["value"][1:]) for r in rs] == sorted(int(r["value"][1:]) for r in rs)
+        assert [r["offset"] for r in rs] == list(range(len(rs)))
+        for r in rs:
+            i = int(r["value"][1:])
+            assert (sent[i]["partition"], sent[i]["offset"]) == (part, r["offset"])
+    for r in read:
+        i = int(r["value"][1:])
+        assert r["key"] == f"k{i}"
+        assert r["headers"] == {"seq": str(i), "src": "java"}
+        assert r["timestamp"] == BASE_TS + (i * 7919 % n) * 1000 == sent[i]["timestamp"]
+        assert r["timestamp_type"] == "CreateTime"
+
+
+def test_transactions_commit_abort_fence(broker, classes):
+    topic = broker.create_topic(partitions=2, prefix="txn")
+    group = f"g-{topic}"
+    lines = run(classes, "transactions", broker.bootstrap, topic, group)
+    out = {k: v for ln in lines for k, v in ln.items()}
+    committed = {f"c{i}" for i in range(10)} | {"d0"}
+    aborted = {f"a{i}" for i in range(5)}
+    # an open transaction holds read_committed's end (the LSO) back, not read_uncommitted's
+    assert out["open_end_committed"] != out["open_end_uncommitted"]
+    assert "ProducerFencedException" in out["fenced"]
+    iso = {ln["isolation"]: ln for ln in lines if "isolation" in ln}
+    rc, ru = iso["read_committed"]["values"], iso["read_uncommitted"]["values"]
+    assert set(rc) == committed and len(rc) == len(committed)
+    assert set(ru) == committed | aborted | {"o0"} and len(ru) == len(committed | aborted) + 1
+    assert out["committed"] == 7 and out["metadata"] == "in-txn"
+    assert iso["read_committed"]["end"] == iso["read_uncommitted"]["end"]
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_group_split_commit_and_resume(broker, classes, protocol):
+    topic = broker.create_topic(partitions=4, prefix=f"grp-{protocol}")
+    lines = run(classes, "group", broker.bootstrap, topic, f"g-{topic}", protocol)
+    split = next(ln["split"] for ln in lines if "split" in ln)
+    assert sorted(split["a"] + split["b"]) == [0, 1, 2, 3] and len(split["a"]) == 2
+    members = {ln["member"]: ln for ln in lines if "member" in ln}
+    # each member read only its own partitions, together the whole first batch
+    assert members["a"]["records"] == members["a"]["assignment"] == split["a"]
+    assert members["b"]["records"] == members["b"]["assignment"] == split["b"]
+    assert members["a"]["count"] + members["b"]["count"] == 40
+    # the third member starts at the committed positions: only the second batch
+    assert sorted((p, o) for p, o, _ in members["c"]["records"]) == [(p, o) for p in range(4) for o in range(10, 15)]
+    assert {v.split("-")[0] for _, _, v in members["c"]["records"]} == {"second"}
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_static_member_restart_keeps_partitions(broker, classes, protocol):
+    topic = broker.create_topic(partitions=4, prefix=f"static-{protocol}")
+    lines = run(classes, "static", broker.bootstrap, topic, f"g-{topic}", protocol)
+    before = next(ln["before"] for ln in lines if "before" in ln)
+    after = next(ln for ln in lines if "after" in ln)
+    now = after["after"]
+    # the new consumer has a's partitions and generation; b has not moved and saw no callback since
+    assert (now["a2"], now["gen_a2"]) == (before["a"], before["gen_a"])
+    assert (now["b"], now["gen_b"], now["events_b"]) == (before["b"], before["gen_b"], [])
+
+
+def test_cooperative_rebalance_revokes_only_moved(broker, classes):
+    topic = broker.create_topic(partitions=4, prefix="coop")
+    lines = run(classes, "cooperative", broker.bootstrap, topic, f"g-{topic}")
+    out = lines[-1]
+    moved = out["b"]
+    assert sorted(out["a"] + moved) == [0, 1, 2, 3] and len(moved) == 2
+    events_a = [(e["kind"], e["partitions"]) for e in out["events_a"] if e["partitions"]]
+    assert events_a == [("assigned", [0, 1, 2, 3]), ("revoked", moved)]
+    assert [(e["kind"], e["partitions"]) for e in out["events_b"] if e["partitions"]] == [("assigned", moved)]
+
+
+def test_offsets_for_times_and_seek(broker, classes):
+    topic = broker.create_topic(partitions=2, prefix="times")
+    n = 60
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    stamps: dict[int, list[int]] = {0: [], 1: []}
+    for i in range(n):
+        # out of order: a record may be older than the one before it
+        ts = BASE_TS + (i * 37 % n) * 1000 + (500 if i % 7 == 0 else 0)
+        part = i % 2
+        p.produce(topic, value=b"%d" % i, partition=part, timestamp=ts)
+        stamps[part].append(ts)
+    assert p.flush(30) == 0
+    lo, hi = BASE_TS, BASE_TS + n * 1000
+    targets = sorted({lo - 1, lo, lo + 1, lo + 500, lo + 7500, lo + 30_000, lo + 30_001, hi - 1000, hi - 500, hi,
+                      *(stamps[0][::9]), *(stamps[1][::11])})
+    lines = run(classes, "times", broker.bootstrap, topic, ",".join(map(str, targets)))
+    answers = {(ln["target"], ln["partition"]): ln for ln in lines if "target" in ln}
+
+    def brute(part: int, target: int) -> tuple[int, int] | tuple[None, None]:
+        for off, ts in enumerate(stamps[part]):
+            if ts >= target:
+                return off, ts
+        return None, None
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "times"})
+    try:
+        for t in targets:
+            rd = {tp.partition: tp.offset for tp in c.offsets_for_times([TopicPartition(topic, q, t) for q in (0, 1)],
+                                                                          timeout=10)}
+            for part in (0, 1):
+                a = answers[(t, part)]
+                off, ts = brute(part, t)
+                assert (a["offset"], a["timestamp"]) == (off, ts), (t, part)
+                # seek there: the first record read is the one answered; no such record: the end
+                assert (a["first_offset"], a["first_ts"]) == (off, ts)
+                assert a["position"] == (off if off is not None else n // 2)
+                # the admin's ListOffsets and librdkafka's answer agree (-1: no record that late)
+                assert (a["admin_offset"], a["admin_ts"]) == ((off, ts) if off is not None else (-1, -1))
+                assert rd[part] == (off if off is not None else -1)
+    finally:
+        c.close()
+    maxes = {ln["partition"]: ln for ln in lines if "max_timestamp" in ln}
+    for part in (0, 1):
+        top = max(stamps[part])
+        assert (maxes[part]["max_timestamp"], maxes[part]["offset"]) == (top, stamps[part].index(top))
