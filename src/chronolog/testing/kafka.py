@@ -145,8 +145,12 @@ def run_tool(tool: str, *args: str, input: str | bytes | None = None, timeout: f
 
 
 def random_cluster_id() -> str:
-    """A cluster id as `kafka-storage random-uuid` makes it: 16 random bytes, URL-safe base64, no padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A cluster id as `kafka-storage random-uuid` makes it: 16 random bytes, URL-safe base64, no padding,
+    never starting with "-" (Kafka's `Uuid.randomUuid` draws again, or a tool would read it as an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 class _Node:
@@ -205,6 +209,9 @@ class _Node:
         if self.running:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(30)
+        if self._stdout is not None:  # start() may bring the node back on its data
+            self._stdout.close()
+            self._stdout = None
 
     def terminate(self) -> None:
         """Ask for a clean stop (SIGTERM: Kafka's controlled shutdown) without waiting for it."""
