@@ -1,8 +1,9 @@
 """Kafka 4.4's Java client, unmodified, against chronolog: idempotent and transactional producers, consumer
 groups of both protocols, offsetsForTimes and seek by time, static membership, cooperative rebalancing.
 
-Each test runs one scenario of java/ClientScenarios.java in a JVM of its own and asserts on the JSON lines
-it prints."""
+java/ClientScenarios.java runs every scenario at once in one JVM (a JVM start costs seconds; the scenarios
+mostly wait on rebalances), each with a topic and group of its own; each test asserts on its scenario's JSON
+lines."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,9 @@ from chronolog.testing.kafka import classpath, java_command, kafka_available
 JAVA = Path(__file__).parent / "java"
 # CreateTime timestamps of the last hours (older ones would be retention's to delete)
 BASE_TS = (int(time.time()) - 3 * 3600) * 1000
+IDEMPOTENT_RECORDS = 300
+TIMES_RECORDS = 60
+PROTOCOLS = ("classic", "consumer")
 # As Kafka's own integration tests run groups: no wait for more members before the first rebalance, and
 # KIP-848 members heartbeating often enough that a rebalance is seen in well under a second.
 GROUP_CONFIGS = {
@@ -53,19 +58,73 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
         b.stop()
 
 
-def run(classes: Path, scenario: str, bootstrap: str, *args: str) -> list[dict]:
-    cmd = java_command("ClientScenarios", [scenario, bootstrap, *args])
+@dataclass
+class Runs:
+    lines: dict[str, list[dict]]
+    topics: dict[str, str]
+    stamps: dict[int, list[int]]  # the CreateTime of each record of the "times" topic, by partition, in order
+
+    def of(self, tag: str) -> list[dict]:
+        """The scenario's lines; its failure (a Java exception, or no end) is this test's failure."""
+        lines = self.lines.get(tag, [])
+        errors = [ln["error"] for ln in lines if "error" in ln]
+        assert not errors, f"scenario {tag} failed in the JVM:\n{errors[0]}"
+        assert any(ln.get("done") for ln in lines), f"scenario {tag} did not finish"
+        return [ln for ln in lines if "done" not in ln]
+
+
+def produce_out_of_order(bootstrap: str, topic: str, n: int) -> dict[int, list[int]]:
+    """n records over 2 partitions whose CreateTime goes back and forth (a record may be older than the
+    one before it): the timestamps of each partition, in offset order."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    stamps: dict[int, list[int]] = {0: [], 1: []}
+    for i in range(n):
+        ts = BASE_TS + (i * 37 % n) * 1000 + (500 if i % 7 == 0 else 0)
+        p.produce(topic, value=b"%d" % i, partition=i % 2, timestamp=ts)
+        stamps[i % 2].append(ts)
+    assert p.flush(30) == 0
+    return stamps
+
+
+@pytest.fixture(scope="module")
+def runs(broker, classes: Path) -> Runs:
+    topics = {tag: broker.create_topic(partitions=parts, prefix=tag) for tag, parts in [
+        ("idem", 3), ("txn", 2), ("group-classic", 4), ("group-consumer", 4), ("static-classic", 4),
+        ("static-consumer", 4), ("coop", 4), ("times", 2)]}
+    stamps = produce_out_of_order(broker.bootstrap, topics["times"], TIMES_RECORDS)
+    specs = [
+        ("idem", "idempotent", topics["idem"], str(IDEMPOTENT_RECORDS), str(BASE_TS)),
+        ("txn", "transactions", topics["txn"], f"g-{topics['txn']}"),
+        *((f"group-{p}", "group", topics[f"group-{p}"], f"g-{topics[f'group-{p}']}", p) for p in PROTOCOLS),
+        *((f"static-{p}", "static", topics[f"static-{p}"], f"g-{topics[f'static-{p}']}", p) for p in PROTOCOLS),
+        ("coop", "cooperative", topics["coop"], f"g-{topics['coop']}"),
+        ("times", "times", topics["times"], ",".join(map(str, time_targets(stamps)))),
+    ]
+    cmd = java_command("ClientScenarios", [broker.bootstrap, *(";".join(spec) for spec in specs)])
     cp = cmd.index("-cp") + 1
     cmd[cp] = f"{classes}:{cmd[cp]}"
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, f"{scenario} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"the JVM exited {proc.returncode}:\n{proc.stderr[-5000:]}"
+    lines: dict[str, list[dict]] = defaultdict(list)
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            ln = json.loads(line)
+            lines[ln.pop("scenario")].append(ln)
+    return Runs(lines, topics, stamps)
 
 
-def test_idempotent_producer_then_read_committed(broker, classes):
-    topic = broker.create_topic(partitions=3, prefix="idem")
-    n = 300
-    lines = run(classes, "idempotent", broker.bootstrap, topic, str(n), str(BASE_TS))
+def time_targets(stamps: dict[int, list[int]]) -> list[int]:
+    """Before, at and between the records' timestamps, past the last, and some records' own."""
+    lo, hi = BASE_TS, BASE_TS + TIMES_RECORDS * 1000
+    return sorted({lo - 1, lo, lo + 1, lo + 500, lo + 7500, lo + 30_000, lo + 30_001, hi - 1000, hi - 500, hi,
+                   *stamps[0][::9], *stamps[1][::11]})
+
+
+def test_idempotent_producer_then_read_committed(runs):
+    """enable.idempotence, acks=all, 5 requests in flight over many batches: every record once, in order,
+    at the offset the producer was told, its key, headers and CreateTime intact (read read_committed)."""
+    n = IDEMPOTENT_RECORDS
+    lines = runs.of("idem")
     sent = {ln["sent"]: ln for ln in lines if "sent" in ln}
     read = [ln for ln in lines if "value" in ln]
     assert sorted(sent) == list(range(n))
@@ -89,10 +148,10 @@ def test_idempotent_producer_then_read_committed(broker, classes):
         assert r["timestamp_type"] == "CreateTime"
 
 
-def test_transactions_commit_abort_fence(broker, classes):
-    topic = broker.create_topic(partitions=2, prefix="txn")
-    group = f"g-{topic}"
-    lines = run(classes, "transactions", broker.bootstrap, topic, group)
+def test_transactions_commit_abort_fence(runs):
+    """Committed, aborted and open transactions as each isolation level reads them; a second producer with
+    the same transactional.id fences the first; offsets committed inside a transaction."""
+    lines = runs.of("txn")
     out = {k: v for ln in lines for k, v in ln.items()}
     committed = {f"c{i}" for i in range(10)} | {"d0"}
     aborted = {f"a{i}" for i in range(5)}
@@ -107,10 +166,11 @@ def test_transactions_commit_abort_fence(broker, classes):
     assert iso["read_committed"]["end"] == iso["read_uncommitted"]["end"]
 
 
-@pytest.mark.parametrize("protocol", ["classic", "consumer"])
-def test_group_split_commit_and_resume(broker, classes, protocol):
-    topic = broker.create_topic(partitions=4, prefix=f"grp-{protocol}")
-    lines = run(classes, "group", broker.bootstrap, topic, f"g-{topic}", protocol)
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_group_split_commit_and_resume(runs, protocol):
+    """group.protocol=classic and consumer (KIP-848): two members split the partitions and commit what they
+    read; a third member of the group resumes from the committed positions."""
+    lines = runs.of(f"group-{protocol}")
     split = next(ln["split"] for ln in lines if "split" in ln)
     assert sorted(split["a"] + split["b"]) == [0, 1, 2, 3] and len(split["a"]) == 2
     members = {ln["member"]: ln for ln in lines if "member" in ln}
@@ -123,10 +183,12 @@ def test_group_split_commit_and_resume(broker, classes, protocol):
     assert {v.split("-")[0] for _, _, v in members["c"]["records"]} == {"second"}
 
 
-@pytest.mark.parametrize("protocol", ["classic", "consumer"])
-def test_static_member_restart_keeps_partitions(broker, classes, protocol):
-    topic = broker.create_topic(partitions=4, prefix=f"static-{protocol}")
-    lines = run(classes, "static", broker.bootstrap, topic, f"g-{topic}", protocol)
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_static_member_restart_keeps_partitions(runs, protocol):
+    """group.instance.id: a consumer closed and started again within the session timeout takes its old
+    partitions back, and the other member sees no rebalance (a classic restart rebalanced the whole group
+    until the coordinator replaced static members as Kafka's classicGroupJoinNewStaticMember does)."""
+    lines = runs.of(f"static-{protocol}")
     before = next(ln["before"] for ln in lines if "before" in ln)
     after = next(ln for ln in lines if "after" in ln)
     now = after["after"]
@@ -135,9 +197,10 @@ def test_static_member_restart_keeps_partitions(broker, classes, protocol):
     assert (now["b"], now["gen_b"], now["events_b"]) == (before["b"], before["gen_b"], [])
 
 
-def test_cooperative_rebalance_revokes_only_moved(broker, classes):
-    topic = broker.create_topic(partitions=4, prefix="coop")
-    lines = run(classes, "cooperative", broker.bootstrap, topic, f"g-{topic}")
+def test_cooperative_rebalance_revokes_only_moved(runs):
+    """CooperativeStickyAssignor (classic protocol): a second member joining revokes from the first only the
+    partitions that move to it; the first keeps the rest throughout."""
+    lines = runs.of("coop")
     out = lines[-1]
     moved = out["b"]
     assert sorted(out["a"] + moved) == [0, 1, 2, 3] and len(moved) == 2
@@ -146,23 +209,15 @@ def test_cooperative_rebalance_revokes_only_moved(broker, classes):
     assert [(e["kind"], e["partitions"]) for e in out["events_b"] if e["partitions"]] == [("assigned", moved)]
 
 
-def test_offsets_for_times_and_seek(broker, classes):
-    topic = broker.create_topic(partitions=2, prefix="times")
-    n = 60
-    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-    stamps: dict[int, list[int]] = {0: [], 1: []}
-    for i in range(n):
-        # out of order: a record may be older than the one before it
-        ts = BASE_TS + (i * 37 % n) * 1000 + (500 if i % 7 == 0 else 0)
-        part = i % 2
-        p.produce(topic, value=b"%d" % i, partition=part, timestamp=ts)
-        stamps[part].append(ts)
-    assert p.flush(30) == 0
-    lo, hi = BASE_TS, BASE_TS + n * 1000
-    targets = sorted({lo - 1, lo, lo + 1, lo + 500, lo + 7500, lo + 30_000, lo + 30_001, hi - 1000, hi - 500, hi,
-                      *(stamps[0][::9]), *(stamps[1][::11])})
-    lines = run(classes, "times", broker.bootstrap, topic, ",".join(map(str, targets)))
+def test_offsets_for_times_and_seek(runs, broker):
+    """offsetsForTimes over CreateTimes out of order, and a consumer seeking to what it answered: the first
+    offset whose timestamp is at or after the target, as a scan of the records finds it, and as the
+    AdminClient's ListOffsets and librdkafka's offsets_for_times answer."""
+    lines = runs.of("times")
+    topic, stamps, n = runs.topics["times"], runs.stamps, TIMES_RECORDS
+    targets = time_targets(stamps)
     answers = {(ln["target"], ln["partition"]): ln for ln in lines if "target" in ln}
+    assert len(answers) == 2 * len(targets)
 
     def brute(part: int, target: int) -> tuple[int, int] | tuple[None, None]:
         for off, ts in enumerate(stamps[part]):

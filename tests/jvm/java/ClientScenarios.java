@@ -1,7 +1,9 @@
 // Kafka's Java client, unmodified, through the scenarios a user runs: idempotent and transactional
 // producers, consumer groups (classic and KIP-848), static membership, cooperative rebalancing,
-// offsetsForTimes and seek by time. One JVM runs one scenario; it prints JSON lines the Python test reads.
-// Args: scenario bootstrap [scenario args...]
+// offsetsForTimes and seek by time. One JVM runs them all at once, each on a thread of its own with its
+// own topic and group (they mostly wait on rebalances: together they take about as long as the longest),
+// and prints JSON lines tagged with the scenario, which the Python test reads.
+// Args: bootstrap spec... where a spec is "tag;scenario;arg;arg..."
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -37,21 +39,42 @@ import org.apache.kafka.common.serialization.StringSerializer;
 
 public class ClientScenarios {
     static String bootstrap;
+    static final ThreadLocal<String> TAG = new ThreadLocal<>();
 
     public static void main(String[] args) throws Exception {
-        bootstrap = args[1];
-        String[] rest = java.util.Arrays.copyOfRange(args, 2, args.length);
-        switch (args[0]) {
-            case "idempotent" -> idempotent(rest[0], Integer.parseInt(rest[1]), Long.parseLong(rest[2]));
-            case "transactions" -> transactions(rest[0], rest[1]);
-            case "group" -> group(rest[0], rest[1], rest[2]);
-            case "static" -> staticMembership(rest[0], rest[1], rest[2]);
-            case "cooperative" -> cooperative(rest[0], rest[1]);
-            case "times" -> times(rest[0], rest[1]);
-            default -> throw new IllegalArgumentException("no scenario " + args[0]);
+        bootstrap = args[0];
+        List<Thread> threads = new ArrayList<>();
+        for (int i = 1; i < args.length; i++) {
+            String[] spec = args[i].split(";", -1);
+            Thread t = new Thread(() -> {
+                TAG.set(spec[0]);
+                try {
+                    run(spec[1], java.util.Arrays.copyOfRange(spec, 2, spec.length));
+                    emit("done", true);
+                } catch (Throwable e) {  // one scenario failing is that test's failure, not the others'
+                    java.io.StringWriter trace = new java.io.StringWriter();
+                    e.printStackTrace(new java.io.PrintWriter(trace));
+                    emit("error", trace.toString());
+                }
+            }, "scenario-" + spec[0]);
+            t.start();
+            threads.add(t);
         }
+        for (Thread t : threads) t.join();
         System.out.flush();
         System.exit(0);  // the clients' threads are closed; nothing else may keep the JVM up
+    }
+
+    static void run(String scenario, String[] a) throws Exception {
+        switch (scenario) {
+            case "idempotent" -> idempotent(a[0], Integer.parseInt(a[1]), Long.parseLong(a[2]));
+            case "transactions" -> transactions(a[0], a[1]);
+            case "group" -> group(a[0], a[1], a[2]);
+            case "static" -> staticMembership(a[0], a[1], a[2]);
+            case "cooperative" -> cooperative(a[0], a[1]);
+            case "times" -> times(a[0], a[1]);
+            default -> throw new IllegalArgumentException("no scenario " + scenario);
+        }
     }
 
     // -- the scenarios ----------------------------------------------------------------------------
@@ -512,8 +535,11 @@ public class ClientScenarios {
     }
 
     static synchronized void emit(Map<String, Object> m) {
+        Map<String, Object> tagged = new LinkedHashMap<>();
+        tagged.put("scenario", TAG.get());
+        tagged.putAll(m);
         StringBuilder sb = new StringBuilder();
-        json(sb, m);
+        json(sb, tagged);
         System.out.println(sb);
     }
 
