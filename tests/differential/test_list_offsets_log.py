@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.differential.conftest import normalise
 from tests.differential.steps import (
     consume,
     list_offsets_admin,
@@ -195,3 +196,47 @@ def test_internal_segment_bytes(broker):
         with pytest.raises(KafkaException, match="INVALID_CONFIG"):
             broker.create_topic(configs={"internal.segment.bytes": "1024"})
         broker.create_topic(configs={"segment.bytes": "1024"})
+
+
+def test_lookup_where_compaction_left_an_empty_batch(both):
+    """Producer 1's only batch (key a, the segment's newest timestamp) is overwritten by producer 2 in the
+    next segment: the cleaner keeps it as an empty batch (its producer's last sequence) and the segment's
+    largest timestamp stays its. A lookup by a time only that batch reached: Kafka searches that segment
+    alone (UnifiedLog.searchOffsetInLocalLog) and answers none; chronolog goes on to the next segments and
+    answers the first record at or after that time (docs/differences.md). Every other answer is equal."""
+    from confluent_kafka import Producer
+
+    base = (now_ms() - 3_000_000) // 1000 * 1000
+    configs = {"cleanup.policy": "compact", "segment.bytes": MIB, "segment.ms": "60000",
+               "min.cleanable.dirty.ratio": "0.01"}
+    big = b"x" * 600_000
+
+    def send(side, topic, producer, key, value, ts):
+        producer.produce(topic, key=key, value=value, partition=0, timestamp=ts)
+        assert producer.flush(30) == 0
+
+    def steps(side):
+        topic = side.create_topic(configs=configs)
+        p1, p2 = (Producer(side.client_config(**{"enable.idempotence": True, "linger.ms": 0}))
+                  for _ in range(2))
+        send(side, topic, p2, b"x", big, base)
+        send(side, topic, p1, b"a", b"first", base + 50_000)
+        send(side, topic, p2, b"a", b"second", base + 70_000)
+        send(side, topic, p2, b"y", big, base + 80_000)
+        send(side, topic, p2, b"z", b"last", base + 200_000)
+
+        def cleaned():
+            return [r["offset"] for r in consume(side, topic)] == [0, 2, 3, 4]
+
+        wait_until(cleaned, 60, f"{side.kind}: the cleaner's pass")
+        return {"segments": segment_bases(side, topic),
+                **observe_offsets(side, topic, 1, [base + 10_000, base + 40_000, base + 60_000, base + 75_000])}
+
+    c, k = (normalise(o) for o in both.run(steps))
+    assert c["segments"] == k["segments"] == [0, 2, 4]
+    for ts in (base + 10_000, base + 40_000):  # only the emptied batch reaches them in segment 0
+        assert k["list_offsets"].pop((0, ts)) == (-1, -1) and k["offsets_for_times"].pop((0, ts)) == -1
+        assert k["kafka_python"].pop((0, ts)) is None
+        assert c["list_offsets"].pop((0, ts)) == (2, base + 70_000) and c["offsets_for_times"].pop((0, ts)) == 2
+        assert c["kafka_python"].pop((0, ts)) == (2, base + 70_000)
+    assert c == k
