@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from chronolog.errors import ErrorCode
-from chronolog.protocol.core import ms
+from chronolog.protocol.core import ms, topic_uuid
 from chronolog.protocol.registry import RequestContext, register
 
 
@@ -60,7 +60,7 @@ async def find_coordinator(req: Any, ctx: RequestContext) -> dict:
     return {"throttle_time": 0, "error_code": 0, "error_message": None, **node}
 
 
-@register(11, 0, 7)
+@register(11, 0, 9)  # v8: a reason; v9: skip_assignment in the answer (KIP-814), never set here
 async def join_group(req: Any, ctx: RequestContext) -> dict:
     if _group_denied(ctx, "read", req.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "generation_id": -1, "member_id": ""}
@@ -111,17 +111,26 @@ def leave_group(req: Any, ctx: RequestContext) -> dict:
     return {"throttle_time": 0, "error_code": error or results[0][2]}
 
 
-@register(8, 2, 9)  # v9: KIP-848 members commit with their member epoch
+def _names_by_id(ctx: RequestContext) -> dict:
+    """Topic id -> name (KIP-516), for the versions that name topics by id (OffsetCommit/OffsetFetch v10)."""
+    return {topic_uuid(ctx, name): name for name in ctx.log_manager.topics()}
+
+
+@register(8, 2, 10)  # v9: KIP-848 members commit with their member epoch; v10: topics by id (KIP-848)
 async def offset_commit(req: Any, ctx: RequestContext) -> dict:
     generation = int(getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1)))
+    ids = _names_by_id(ctx) if ctx.api_version >= 10 else None
+    names = [ids.get(t.topic_id) if ids is not None else t.name for t in req.topics]  # None: an unknown id
     offsets, topics = [], []
     denied = _group_denied(ctx, "read", req.group_id)
-    for t in req.topics:
+    for name, t in zip(names, req.topics, strict=True):
+        if name is None:
+            continue
         for p in t.partitions:
-            offsets.append((t.name, p.partition_index, int(p.committed_offset),
+            offsets.append((name, p.partition_index, int(p.committed_offset),
                             int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata))
     # KafkaApis.handleOffsetCommitRequest: Read on the group, then Read on each topic.
-    unreadable = {t.name for t in req.topics if not ctx.allowed("read", "topic", t.name)}
+    unreadable = {n for n in names if n is not None and not ctx.allowed("read", "topic", n)}
     if denied:
         error = ErrorCode.GROUP_AUTHORIZATION_FAILED
     else:
@@ -129,28 +138,36 @@ async def offset_commit(req: Any, ctx: RequestContext) -> dict:
         error = await ctx.coordinator.commit_async(req.group_id, generation, req.member_id or "", kept,
                                                    api_version=ctx.api_version)
 
-    def topic_error(name: str) -> int:
+    def topic_error(name: str | None) -> int:
+        if name is None:
+            return ErrorCode.UNKNOWN_TOPIC_ID
         if name in unreadable:
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED
         return error or (0 if ctx.log_manager.has_topic(name) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
-    for t in req.topics:
-        topics.append({"name": t.name, "partitions": [
-            {"partition_index": p.partition_index, "error_code": topic_error(t.name)} for p in t.partitions]})
+    for name, t in zip(names, req.topics, strict=True):
+        topics.append({"name": getattr(t, "name", name), "topic_id": getattr(t, "topic_id", None), "partitions": [
+            {"partition_index": p.partition_index, "error_code": topic_error(name)} for p in t.partitions]})
     return {"throttle_time": 0, "topics": topics}
 
 
-def _offsets_for(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool = False) -> list[dict]:
+def _offsets_for(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool = False,
+                 by_id: bool = False) -> list[dict]:
     """KafkaApis.handleOffsetFetchRequest: a requested topic without Describe answers
     TOPIC_AUTHORIZATION_FAILED per partition; asking for all topics leaves such topics out. With
     require_stable (KIP-447) a partition with a pending transactional commit answers UNSTABLE_OFFSET_COMMIT
-    (GroupMetadataManager.getOffsets), so the consumer retries instead of reading an offset about to move."""
-    hidden = {t.name for t in topics or [] if not ctx.allowed("describe", "topic", t.name)}
-    wanted = None if topics is None else [(t.name, int(p)) for t in topics if t.name not in hidden
-                                          for p in t.partition_indexes]
+    (GroupMetadataManager.getOffsets), so the consumer retries instead of reading an offset about to move.
+    `by_id` (v10): topics named by id; an unknown id answers UNKNOWN_TOPIC_ID, and asking for all topics
+    leaves out those no longer in the metadata (they have no id)."""
+    ids = _names_by_id(ctx) if by_id else None
+    named = [(ids.get(t.topic_id) if by_id else t.name, t) for t in topics] if topics is not None else None
+    hidden = {n for n, _t in named or [] if n is not None and not ctx.allowed("describe", "topic", n)}
+    wanted = None if named is None else [(n, int(p)) for n, t in named if n is not None and n not in hidden
+                                         for p in t.partition_indexes]
     found = ctx.coordinator.fetch_offsets(group_id, wanted)
     if topics is None:  # all of the group's topics: leave out those it may not describe (once per topic)
-        visible = {t for t in {t for t, _p in found} if ctx.allowed("describe", "topic", t, log_if_denied=False)}
+        visible = {t for t in {t for t, _p in found} if ctx.allowed("describe", "topic", t, log_if_denied=False)
+                   and (not by_id or ctx.log_manager.has_topic(t))}
         found = {tp: v for tp, v in found.items() if tp[0] in visible}
     by_topic: dict[str, list[dict]] = {}
     for (t, p), (offset, epoch, meta) in found.items():
@@ -159,15 +176,28 @@ def _offsets_for(ctx: RequestContext, group_id: str, topics: Any, require_stable
                                            "committed_leader_epoch": -1 if unstable else epoch,
                                            "metadata": "" if unstable else meta or "",
                                            "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT if unstable else 0})
-    for t in topics or []:
-        if t.name in hidden:
-            by_topic[t.name] = [{"partition_index": int(p), "committed_offset": -1, "committed_leader_epoch": -1,
-                                 "metadata": "", "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
-                                for p in t.partition_indexes]
-    return [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
+
+    def failed(t: Any, code: int) -> list[dict]:
+        return [{"partition_index": int(p), "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+                 "error_code": code} for p in t.partition_indexes]
+
+    out = []
+    if named is None:
+        for t, parts in by_topic.items():
+            out.append({"name": t, "topic_id": topic_uuid(ctx, t) if by_id else None, "partitions": parts})
+        return out
+    for n, t in named:
+        if n is None:
+            parts = failed(t, ErrorCode.UNKNOWN_TOPIC_ID)
+        elif n in hidden:
+            parts = failed(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        else:
+            parts = by_topic.get(n, [])
+        out.append({"name": n or "", "topic_id": getattr(t, "topic_id", None), "partitions": parts})
+    return out
 
 
-@register(9, 1, 9)  # v9: KIP-848 members fetch with their member id and epoch
+@register(9, 1, 10)  # v9: KIP-848 members fetch with their member id and epoch; v10: topics by id
 def offset_fetch(req: Any, ctx: RequestContext) -> dict:
     if ctx.api_version >= 8:
         groups = []
@@ -179,7 +209,8 @@ def offset_fetch(req: Any, ctx: RequestContext) -> dict:
                 groups.append({"group_id": g.group_id, "topics": [], "error_code": error})
             else:
                 groups.append({"group_id": g.group_id, "error_code": 0, "topics": _offsets_for(
-                    ctx, g.group_id, g.topics, bool(getattr(req, "require_stable", False)))})
+                    ctx, g.group_id, g.topics, bool(getattr(req, "require_stable", False)),
+                    by_id=ctx.api_version >= 10)})
         return {"throttle_time": 0, "groups": groups}
     if _group_denied(ctx, "describe", req.group_id):
         return {"throttle_time": 0, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
@@ -187,23 +218,33 @@ def offset_fetch(req: Any, ctx: RequestContext) -> dict:
             "topics": _offsets_for(ctx, req.group_id, req.topics, bool(getattr(req, "require_stable", False)))}
 
 
-@register(15, 0, 5)
+@register(15, 0, 6)
 def describe_groups(req: Any, ctx: RequestContext) -> dict:
+    """v6 (KIP-1043): a group that is not there, or not a classic group, answers GROUP_ID_NOT_FOUND rather
+    than a Dead group without error."""
     groups = []
     for g in req.groups:
         if _group_denied(ctx, "describe", g):
             groups.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": g, "group_state": "",
                            "protocol_type": "", "protocol_data": "", "members": []})
-        else:
-            groups.append(ctx.coordinator.describe(g))
+            continue
+        described = ctx.coordinator.describe(g)
+        if ctx.api_version >= 6 and g not in ctx.coordinator.groups:
+            described["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
+            described["error_message"] = f"Group {g} is not a classic group." \
+                if g in ctx.coordinator.consumer.groups else f"Group {g} not found."
+        groups.append(described)
     return {"throttle_time": 0, "groups": groups}
 
 
-@register(16, 0, 4)
+@register(16, 0, 5)
 def list_groups(req: Any, ctx: RequestContext) -> dict:
-    states = set(getattr(req, "states_filter", None) or [])
+    """v4 filters by state (KIP-518), v5 by type (KIP-848), each case-insensitively."""
+    states = {s.lower() for s in getattr(req, "states_filter", None) or []}
+    types = {t.lower() for t in getattr(req, "types_filter", None) or []}
     groups = [g for g in ctx.coordinator.list_groups()
-              if (not states or g["group_state"] in states) and not _group_denied(ctx, "describe", g["group_id"])]
+              if (not states or g["group_state"].lower() in states) and (not types or g["group_type"] in types)
+              and not _group_denied(ctx, "describe", g["group_id"])]
     return {"throttle_time": 0, "error_code": 0, "groups": groups}
 
 

@@ -1,12 +1,13 @@
 """Transaction APIs (KIP-98, KIP-447, KIP-664): thin translations between kio requests and the transaction
 coordinator on `ctx.state.transactions`, with Kafka's authorization checks (KafkaApis.handle*).
 
-Versions: InitProducerId 0-5, AddPartitionsToTxn 0-4 (v4+ is the batched form brokers send; KafkaApis
-requires ClusterAction for it), AddOffsetsToTxn 0-3, EndTxn 0-4, TxnOffsetCommit 0-5. TxnOffsetCommit v5
-adds the group's offsets partition to the transaction itself (KIP-890 part 2, as Kafka's verification
-with ADD_PARTITION does); EndTxn v5 belongs to transaction version 2 (an epoch bump per transaction,
-partitions added implicitly by Produce), which we do not finalize: clients then use version 1 as they do
-with Kafka 3.x.
+Versions (Kafka 4.4's but TxnOffsetCommit's): InitProducerId 0-5, AddPartitionsToTxn 0-5 (v4+ is the
+batched form brokers send; KafkaApis requires ClusterAction for it), AddOffsetsToTxn 0-4, EndTxn 0-5,
+TxnOffsetCommit 0-5 (v6 names topics by id, KIP-1319: kio has no schema for it yet). Versions that only add
+the error code TRANSACTION_ABORTABLE (KIP-890 part 1) are the versions before them here. TxnOffsetCommit v5
+adds the group's offsets partition to the transaction itself (KIP-890 part 2, as Kafka's verification with
+ADD_PARTITION does). Transaction version 2 itself (an epoch bump per transaction, partitions added
+implicitly by Produce) is not finalized here: clients use version 1 as they do with Kafka 3.x.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def _add_partitions(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topi
     return [{"name": name, "results_by_partition": parts} for name, parts in by_topic.items()]
 
 
-@register(24, 0, 4)
+@register(24, 0, 5)
 def add_partitions_to_txn(req: Any, ctx: RequestContext) -> dict:
     if ctx.api_version >= 4:
         if not ctx.allowed("cluster_action", "cluster", "kafka-cluster"):
@@ -116,7 +117,7 @@ def add_partitions_to_txn(req: Any, ctx: RequestContext) -> dict:
 
 
 # -- AddOffsetsToTxn ---------------------------------------------------------------------------------
-@register(25, 0, 3)
+@register(25, 0, 4)
 def add_offsets_to_txn(req: Any, ctx: RequestContext) -> dict:
     """KafkaApis.handleAddOffsetsToTxnRequest: Write on the transactional id, Read on the group."""
     if _denied(ctx, "write", req.transactional_id):
@@ -132,8 +133,12 @@ def add_offsets_to_txn(req: Any, ctx: RequestContext) -> dict:
 
 
 # -- EndTxn ------------------------------------------------------------------------------------------
-@register(26, 0, 4)
+@register(26, 0, 5)
 def end_txn(req: Any, ctx: RequestContext) -> dict:
+    """v5 answers the producer id and epoch to go on with (KIP-890 part 2). We do not finalize transaction
+    version 2, so clients send v5 only unasked (Kafka's own cap EndTxn at v4 without it): a v5 EndTxn ends
+    the transaction as v4 does, and its answer names the producer's id and epoch, unchanged (no epoch bump
+    per transaction). docs/differences.md."""
     if _denied(ctx, "write", req.transactional_id):
         error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif _coordinator(ctx) is None:
@@ -141,7 +146,9 @@ def end_txn(req: Any, ctx: RequestContext) -> dict:
     else:
         error = _guarded(_coordinator(ctx).end_txn, req.transactional_id, int(req.producer_id),
                          int(req.producer_epoch), bool(req.committed))
-    return {"throttle_time": 0, "error_code": error}
+    ok = not error
+    return {"throttle_time": 0, "error_code": error, "producer_id": int(req.producer_id) if ok else -1,
+            "producer_epoch": int(req.producer_epoch) if ok else -1}
 
 
 # -- TxnOffsetCommit ---------------------------------------------------------------------------------

@@ -679,5 +679,5 @@ class GroupCoordinator:
                 "authorized_operations": -2147483648}
 
     def list_groups(self) -> list[dict]:
-        return [{"group_id": g.group_id, "protocol_type": g.protocol_type or "consumer", "group_state": g.state,
+        return [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state,
                  "group_type": "classic"} for g in self.groups.values()] + self.consumer.list_groups()
