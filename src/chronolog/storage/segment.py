@@ -5,6 +5,9 @@ every `index.interval.bytes` (strictly more bytes since the last entry), never f
 append; the time index gets the running max timestamp and its offset at the same moments, only when that
 maximum grew, and once more when the segment is rolled or closed; `largest_timestamp` falls back to the
 file's mtime when no batch carries a timestamp.
+
+The segment's minimum timestamps are its base class's (`storage.minima.SegmentMinimaTracking`); lookups by
+time inside it walk batch headers in `storage.time_lookup`.
 """
 
 from __future__ import annotations
