@@ -95,7 +95,7 @@ def test_producer_without_auto_create_allowed(both):
 
     def steps(side):
         delivered = produce(side, name, [[(b"k", b"v", now_ms())]], partition=-1,
-                            **{"allow.auto.create.topics": False, "message.timeout.ms": 1000})
+                            **{"allow.auto.create.topics": False, "message.timeout.ms": 1000, "linger.ms": 0})
         return {"delivered": [e for _p, _o, e in delivered],
                 "exists": name in side.admin().list_topics(timeout=10).topics}
 
