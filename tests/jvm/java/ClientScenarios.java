@@ -48,9 +48,10 @@ public class ClientScenarios {
             String[] spec = args[i].split(";", -1);
             Thread t = new Thread(() -> {
                 TAG.set(spec[0]);
+                long start = System.nanoTime();
                 try {
                     run(spec[1], java.util.Arrays.copyOfRange(spec, 2, spec.length));
-                    emit("done", true);
+                    emit("done", true, "seconds", (System.nanoTime() - start) / 1e9);
                 } catch (Throwable e) {  // one scenario failing is that test's failure, not the others'
                     java.io.StringWriter trace = new java.io.StringWriter();
                     e.printStackTrace(new java.io.PrintWriter(trace));
@@ -125,13 +126,21 @@ public class ClientScenarios {
 
         KafkaProducer<String, String> second = transactional(txnId);
         second.initTransactions();  // bumps the epoch: the first producer is fenced
-        String fenced = null;
+        // What the fenced producer is told depends on the transaction version: with TV2 (Kafka 4.4) its
+        // produce fails with InvalidProducerEpochException and the abort that follows is fenced; with TV1
+        // AddPartitionsToTxn fences it at once. Both end in ProducerFencedException.
+        List<String> fenced = new ArrayList<>();
         try {
             first.beginTransaction();
             first.send(new ProducerRecord<>(topic, 0, "z", "z0")).get();
             first.commitTransaction();
         } catch (Exception e) {
-            fenced = chain(e);
+            fenced.add(chain(e));
+            try {
+                first.abortTransaction();
+            } catch (Exception again) {
+                fenced.add(chain(again));
+            }
         }
         emit("fenced", fenced);
         first.close(Duration.ZERO);
