@@ -114,3 +114,18 @@ def test_delete_topics_by_id(pair, topic):  # noqa: F811
             {"name": None, "topic_id": None}, {"name": "x", "topic_id": unknown}], "timeout": 30000}))
     same(pair, by_id)
     same(pair, settled, topic)
+
+
+def test_elect_leaders_and_list_reassignments_on_one_node(pair, topic):  # noqa: F811
+    """A one-node cluster: every partition already has its preferred leader, none is being reassigned."""
+    def elect(b, partitions):
+        topics = None if partitions is None else [{"topic": t, "partitions": ps} for t, ps in partitions]
+        answer = request(b.port, 43, 2, {"election_type": 0, "topic_partitions": topics, "timeout": 30000})
+        if partitions is None:  # every topic of the broker: only the test's own are comparable
+            answer["replica_election_results"] = [r for r in answer["replica_election_results"]
+                                                  if r["topic"] == topic]
+        return answer
+    same(pair, elect, [(topic, [0, 1, 7]), ("no-such-topic-z", [0])])
+    same(pair, elect, None)
+    same(pair, lambda b: request(b.port, 46, 0, {"timeout": 30000, "topics": None}))
+    same(pair, lambda b: request(b.port, 46, 0, {"timeout": 30000, "topics": [{"name": topic, "partition_indexes": [0]}]}))

@@ -481,6 +481,44 @@ def incremental_alter_configs(req: Any, ctx: RequestContext) -> dict:
     return _alter(ctx, req, incremental=True)
 
 
+# -- ElectLeaders, ListPartitionReassignments: what a one-node cluster answers ----------------------------
+@register(43, 0, 2)
+def elect_leaders(req: Any, ctx: RequestContext) -> dict:
+    """`ReplicationControlManager.electLeaders` on one node: every partition's only replica leads it, so a
+    preferred or unclean election is never needed (ELECTION_NOT_NEEDED); asked for every partition (null),
+    each topic is answered without partitions, as Kafka leaves out those with the leader they want."""
+    if not ctx.allowed("alter", "cluster", "kafka-cluster"):
+        return {"throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "replica_election_results": []}
+    topics = ctx.log_manager.topics()
+    if req.topic_partitions is None:
+        return {"throttle_time": 0, "error_code": 0, "replica_election_results": [
+            {"topic": name, "partition_result": []} for name in sorted(topics)]}
+    results = []
+    for t in req.topic_partitions:
+        parts = []
+        for p in t.partitions:
+            if t.topic not in topics:
+                code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {t.topic}"
+            elif not 0 <= int(p) < topics[t.topic]:
+                code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {t.topic}-{p}"
+            else:
+                code, message = ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+            parts.append({"partition_id": int(p), "error_code": code, "error_message": message})
+        results.append({"topic": t.topic, "partition_result": parts})
+    return {"throttle_time": 0, "error_code": 0, "replica_election_results": results}
+
+
+@register(46, 0, 0)
+def list_partition_reassignments(req: Any, ctx: RequestContext) -> dict:
+    """No partition is ever being reassigned on one node (`kafka-reassign-partitions --list`: "No partition
+    reassignments found."); AlterPartitionReassignments is not served."""
+    if not ctx.allowed("describe", "cluster", "kafka-cluster"):
+        return {"throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Cluster authorization failed.", "topics": []}
+    return {"throttle_time": 0, "error_code": 0, "error_message": None, "topics": []}
+
+
 # -- DescribeLogDirs ---------------------------------------------------------------------------------
 @register(35, 0, 4)
 def describe_log_dirs(req: Any, ctx: RequestContext) -> dict:
