@@ -144,3 +144,25 @@ def txn_versions(side) -> dict:
 
 def test_transaction_api_versions(both):
     both.same(txn_versions)
+
+
+def delete_groups(side, version: int) -> dict:
+    topic = side.create_topic(partitions=1, prefix="dg")
+    tag = uuid.uuid4().hex[:8]
+    busy, empty, absent = f"gdb-{tag}", f"gde-{tag}", f"gda-{tag}"
+    for g in (busy, empty):
+        coordinator_ready(side, g)
+    join_and_sync(side, busy, topic)
+    retry(side, 8, 9, error_of=lambda r: r["topics"][0]["partitions"][0]["error_code"], group_id=empty,
+          generation_id_or_member_epoch=-1, member_id="",
+          topics=[{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 3,
+                                                  "committed_leader_epoch": -1, "committed_metadata": ""}]}])
+    answer = call(side, 42, version, groups_names=[busy, empty, absent])
+    return _anon(sorted(answer["results"], key=lambda r: r["group_id"]),
+                 {busy: "<busy>", empty: "<empty>", absent: "<absent>"})
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_delete_groups_versions(both, version):
+    seen = both.same(delete_groups, version)
+    assert [r["error_code"] for r in seen] == [69, 68, 0]  # absent, busy, empty (sorted by their ids)

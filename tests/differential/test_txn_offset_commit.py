@@ -25,7 +25,7 @@ from tests.differential.groups_wire import (
     topic_id,
 )
 
-VERSIONS = range(0, 6)
+VERSIONS = range(0, 7)
 
 
 def _group(prefix: str) -> str:
@@ -143,7 +143,7 @@ def kept_partition_commits(side) -> dict:
     given = second.owned_names(ids)[topic][0]
     txn = Txn(side)
     out = {"add_offsets": txn.add_offsets(group), "epoch moved": first.epoch > old_epoch}
-    for version in (3, 5):
+    for version in (3, 5, 6):
         out[f"kept, old epoch, v{version}"] = txn.commit_offsets(
             group, topic, version=version, member_id=first.member_id, generation=old_epoch, partition=kept)
         out[f"given away, old epoch, v{version}"] = txn.commit_offsets(
@@ -157,3 +157,29 @@ def kept_partition_commits(side) -> dict:
 def test_older_member_epoch_per_partition(both):
     seen = both.same(kept_partition_commits)
     assert seen["epoch moved"]
+
+
+def unknown_topic_id(side) -> dict:
+    """v6 names topics by id (KIP-1319): an id no topic has answers UNKNOWN_TOPIC_ID, the others commit."""
+    from tests.differential.groups_wire import call
+
+    topic = side.create_topic(partitions=1, prefix="txu")
+    group = _group("gid")
+    coordinator_ready(side, group)
+    txn = Txn(side)
+    out = {"add_offsets": txn.add_offsets(group)}
+    answer = call(side, 28, 6, transactional_id=txn.txn_id, group_id=group, producer_id=txn.pid,
+                  producer_epoch=txn.epoch, generation_id=-1, member_id="", group_instance_id=None,
+                  topics=[{"topic_id": str(uuid.uuid4()), "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                                          "committed_metadata": ""}]},
+                          {"topic_id": topic_id(side, topic), "partitions": [{"partition_index": 0,
+                                                                              "committed_offset": 2,
+                                                                              "committed_metadata": ""}]}])
+    out["errors"] = [p["error_code"] for t in answer["topics"] for p in t["partitions"]]
+    out["end"] = txn.end(True)
+    out["committed"] = committed(side, group, topic)
+    return out
+
+
+def test_v6_unknown_topic_id(both):
+    assert both.same(unknown_topic_id)["errors"] == [100, 0]

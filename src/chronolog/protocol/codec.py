@@ -37,6 +37,7 @@ from kio.serial._introspect import (
 from kio.serial.errors import SerialError
 
 from chronolog.errors import CorruptMessageError, InvalidRequestError, UnsupportedVersionError
+from chronolog.protocol import newer_schemas
 from chronolog.protocol.produce_request import read_produce_request
 from chronolog.protocol.wire import past_end as _past_end
 from chronolog.protocol.wire import read_uvarint as _uvarint
@@ -70,6 +71,9 @@ SAME_AS = {(35, 0): 1}
 
 @functools.cache
 def request_schema(api_key: int, version: int) -> type:
+    newer = newer_schemas.REQUESTS.get((api_key, version))  # versions kio has no schema for yet
+    if newer is not None:
+        return newer
     try:
         return load_request_schema(api_key, SAME_AS.get((api_key, version), version))
     except Exception:
@@ -78,6 +82,9 @@ def request_schema(api_key: int, version: int) -> type:
 
 @functools.cache
 def response_schema(api_key: int, version: int) -> type:
+    newer = newer_schemas.RESPONSES.get((api_key, version))
+    if newer is not None:
+        return newer
     return load_response_schema(api_key, SAME_AS.get((api_key, version), version))
 
 

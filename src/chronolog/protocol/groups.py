@@ -84,7 +84,8 @@ async def sync_group(req: Any, ctx: RequestContext) -> dict:
     if _group_denied(ctx, "read", req.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "assignment": b""}
     result = await ctx.coordinator.sync(req.group_id, int(req.generation_id), req.member_id,
-                                        {a.member_id: bytes(a.assignment) for a in req.assignments})
+                                        {a.member_id: bytes(a.assignment) for a in req.assignments},
+                                        getattr(req, "group_instance_id", None))
     out = {"throttle_time": 0, "assignment": b"", "protocol_type": None, "protocol_name": None}
     out.update(result)
     return out
@@ -95,7 +96,8 @@ def heartbeat(req: Any, ctx: RequestContext) -> dict:
     if _group_denied(ctx, "read", req.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     return {"throttle_time": 0,
-            "error_code": ctx.coordinator.heartbeat(req.group_id, int(req.generation_id), req.member_id)}
+            "error_code": ctx.coordinator.heartbeat(req.group_id, int(req.generation_id), req.member_id,
+                                                    getattr(req, "group_instance_id", None))}
 
 
 @register(13, 0, 5)
@@ -248,13 +250,14 @@ def list_groups(req: Any, ctx: RequestContext) -> dict:
     return {"throttle_time": 0, "error_code": 0, "groups": groups}
 
 
-@register(42, 0, 2)
+@register(42, 0, 3)
 def delete_groups(req: Any, ctx: RequestContext) -> dict:
+    """v3 adds an error message per group (its schema is ours, protocol.newer_schemas)."""
     results = []
     for g in req.groups_names:
         error = ErrorCode.GROUP_AUTHORIZATION_FAILED if _group_denied(ctx, "delete", g) else \
             ctx.coordinator.delete_group(g)
-        results.append({"group_id": g, "error_code": error})
+        results.append({"group_id": g, "error_code": error, "error_message": ErrorCode(error).name if error else None})
     return {"throttle_time": 0, "results": results}
 
 

@@ -1,11 +1,11 @@
 """Transaction APIs (KIP-98, KIP-447, KIP-664): thin translations between kio requests and the transaction
 coordinator on `ctx.state.transactions`, with Kafka's authorization checks (KafkaApis.handle*).
 
-Versions (Kafka 4.4's but TxnOffsetCommit's): InitProducerId 0-5, AddPartitionsToTxn 0-5 (v4+ is the
-batched form brokers send; KafkaApis requires ClusterAction for it), AddOffsetsToTxn 0-4, EndTxn 0-5,
-TxnOffsetCommit 0-5 (v6 names topics by id, KIP-1319: kio has no schema for it yet). Versions that only add
-the error code TRANSACTION_ABORTABLE (KIP-890 part 1) are the versions before them here. TxnOffsetCommit v5
-adds the group's offsets partition to the transaction itself (KIP-890 part 2, as Kafka's verification with
+Versions (Kafka 4.4's): InitProducerId 0-5, AddPartitionsToTxn 0-5 (v4+ is the batched form brokers send;
+KafkaApis requires ClusterAction for it), AddOffsetsToTxn 0-4, EndTxn 0-5, TxnOffsetCommit 0-6 (v6 names
+topics by id, KIP-1319; its schema is ours, protocol.newer_schemas). Versions that only add the error code
+TRANSACTION_ABORTABLE (KIP-890 part 1) are the versions before them here. TxnOffsetCommit v5 adds the
+group's offsets partition to the transaction itself (KIP-890 part 2, as Kafka's verification with
 ADD_PARTITION does). Transaction version 2 itself (an epoch bump per transaction, partitions added
 implicitly by Produce) is not finalized here: clients use version 1 as they do with Kafka 3.x.
 """
@@ -18,7 +18,7 @@ import re
 from typing import Any
 
 from chronolog.errors import ErrorCode
-from chronolog.protocol.core import error_of, ms
+from chronolog.protocol.core import error_of, ms, topic_uuid
 from chronolog.protocol.registry import RequestContext, register
 
 log = logging.getLogger(__name__)
@@ -152,11 +152,17 @@ def end_txn(req: Any, ctx: RequestContext) -> dict:
 
 
 # -- TxnOffsetCommit ---------------------------------------------------------------------------------
-@register(28, 0, 5)
+@register(28, 0, 6)
 def txn_offset_commit(req: Any, ctx: RequestContext) -> dict:
     """KafkaApis.handleTxnOffsetCommitRequest: Write on the transactional id, Read on the group, Read on
-    each topic; then the producer's checks (coordinator) and KIP-447's member/generation checks (group)."""
-    unreadable = {t.name for t in req.topics if not ctx.allowed("read", "topic", t.name)}
+    each topic; then the producer's checks (coordinator) and KIP-447's member/generation checks (group).
+    v6 names topics by id (KIP-1319): an unknown id answers UNKNOWN_TOPIC_ID."""
+    if ctx.api_version >= 6:
+        ids = {topic_uuid(ctx, name): name for name in ctx.log_manager.topics()}
+        names = [ids.get(t.topic_id) for t in req.topics]
+    else:
+        names = [t.name for t in req.topics]
+    unreadable = {n for n in names if n is not None and not ctx.allowed("read", "topic", n)}
     if _denied(ctx, "write", req.transactional_id):
         error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif not ctx.allowed("read", "group", req.group_id):
@@ -171,22 +177,26 @@ def txn_offset_commit(req: Any, ctx: RequestContext) -> dict:
         error = error or _coordinator(ctx).check_offset_commit(req.transactional_id, int(req.producer_id),
                                                                int(req.producer_epoch), req.group_id)
         if not error:
-            offsets = [(t.name, int(p.partition_index), int(p.committed_offset),
+            offsets = [(n, int(p.partition_index), int(p.committed_offset),
                         int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata)
-                       for t in req.topics if t.name not in unreadable and ctx.log_manager.has_topic(t.name)
+                       for n, t in zip(names, req.topics, strict=True)
+                       if n is not None and n not in unreadable and ctx.log_manager.has_topic(n)
                        for p in t.partitions]
             error = _guarded(ctx.coordinator.txn_commit, req.group_id, int(getattr(req, "generation_id", -1)),
                              getattr(req, "member_id", "") or "", getattr(req, "group_instance_id", None),
                              int(req.producer_id), offsets, int(req.producer_epoch), ctx.api_version)
 
-    def topic_error(name: str) -> int:
+    def topic_error(name: str | None) -> int:
+        if name is None:
+            return ErrorCode.UNKNOWN_TOPIC_ID
         if name in unreadable:
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED
         return error or (0 if ctx.log_manager.has_topic(name) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
     return {"throttle_time": 0, "topics": [
-        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": topic_error(t.name)}
-                                        for p in t.partitions]} for t in req.topics]}
+        {"name": getattr(t, "name", n), "topic_id": getattr(t, "topic_id", None),
+         "partitions": [{"partition_index": p.partition_index, "error_code": topic_error(n)} for p in t.partitions]}
+        for n, t in zip(names, req.topics, strict=True)]}
 
 
 # -- DescribeProducers, DescribeTransactions, ListTransactions (KIP-664) -------------------------------

@@ -1,0 +1,129 @@
+"""Message versions Kafka 4.4 has and kio 0.6.5 (the newest release) does not, written as kio generates them
+from Kafka's JSON schemas (clients/src/main/resources/common/message/*.json) so kio's readers and writers
+serve them: TxnOffsetCommit v6 (topics by id, KIP-1319) and DeleteGroups v3 (an error message per group).
+`codec.request_schema`/`response_schema` look here before asking kio. Drop an entry once kio has it.
+(No `from __future__ import annotations`: kio reads the fields' types, which must not be strings.)"""
+
+import uuid
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.schema.response_header.v1.header import ResponseHeader
+from kio.schema.types import GroupId, ProducerId, TransactionalId
+from kio.static.constants import EntityType
+from kio.static.primitive import i16, i32, i32Timedelta, i64
+
+
+# -- TxnOffsetCommit v6 (TxnOffsetCommitRequest.json / TxnOffsetCommitResponse.json) --------------------------
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnOffsetCommitRequestPartition:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(6)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(28)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    partition_index: i32 = field(metadata={"kafka_type": "int32"})
+    committed_offset: i64 = field(metadata={"kafka_type": "int64"})
+    committed_leader_epoch: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
+    committed_metadata: str | None = field(metadata={"kafka_type": "string"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnOffsetCommitRequestTopic:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(6)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(28)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    topic_id: uuid.UUID | None = field(metadata={"kafka_type": "uuid"})
+    partitions: tuple[TxnOffsetCommitRequestPartition, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnOffsetCommitRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(6)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(28)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    transactional_id: TransactionalId = field(metadata={"kafka_type": "string"})
+    group_id: GroupId = field(metadata={"kafka_type": "string"})
+    producer_id: ProducerId = field(metadata={"kafka_type": "int64"})
+    producer_epoch: i16 = field(metadata={"kafka_type": "int16"})
+    generation_id: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))  # GenerationIdOrMemberEpoch
+    member_id: str = field(metadata={"kafka_type": "string"}, default="")
+    group_instance_id: str | None = field(metadata={"kafka_type": "string"}, default=None)
+    topics: tuple[TxnOffsetCommitRequestTopic, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnOffsetCommitResponsePartition:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(6)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(28)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    partition_index: i32 = field(metadata={"kafka_type": "int32"})
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnOffsetCommitResponseTopic:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(6)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(28)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    topic_id: uuid.UUID | None = field(metadata={"kafka_type": "uuid"})
+    partitions: tuple[TxnOffsetCommitResponsePartition, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnOffsetCommitResponse:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(6)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(28)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    topics: tuple[TxnOffsetCommitResponseTopic, ...]
+
+
+# -- DeleteGroups v3 (DeleteGroupsRequest.json / DeleteGroupsResponse.json) -----------------------------------
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteGroupsRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(3)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(42)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    groups_names: tuple[GroupId, ...] = field(metadata={"kafka_type": "string"}, default=())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeletableGroupResult:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(3)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(42)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    group_id: GroupId = field(metadata={"kafka_type": "string"})
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    error_message: str | None = field(metadata={"kafka_type": "string"}, default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteGroupsResponse:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(3)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(42)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    results: tuple[DeletableGroupResult, ...]
+
+
+REQUESTS: dict[tuple[int, int], type] = {(28, 6): TxnOffsetCommitRequest, (42, 3): DeleteGroupsRequest}
+RESPONSES: dict[tuple[int, int], type] = {(28, 6): TxnOffsetCommitResponse, (42, 3): DeleteGroupsResponse}
