@@ -94,13 +94,14 @@ def runs(request: pytest.FixtureRequest, classes: Path) -> Runs:
     broker = request.getfixturevalue("broker" if request.param == "chronolog" else "kafka_broker")
     topics = {tag: broker.create_topic(partitions=parts, prefix=tag) for tag, parts in [
         ("idem", 3), ("txn", 2), ("group-classic", 4), ("group-consumer", 4), ("static-classic", 4),
-        ("static-consumer", 4), ("coop", 4), ("times", 2)]}
+        ("static-consumer", 4), ("zombie", 4), ("coop", 4), ("times", 2)]}
     stamps = produce_out_of_order(broker.bootstrap, topics["times"], TIMES_RECORDS)
     specs = [
         ("idem", "idempotent", topics["idem"], str(IDEMPOTENT_RECORDS), str(BASE_TS)),
         ("txn", "transactions", topics["txn"], f"g-{topics['txn']}"),
         *((f"group-{p}", "group", topics[f"group-{p}"], f"g-{topics[f'group-{p}']}", p) for p in PROTOCOLS),
         *((f"static-{p}", "static", topics[f"static-{p}"], f"g-{topics[f'static-{p}']}", p) for p in PROTOCOLS),
+        ("zombie", "zombie", topics["zombie"], f"g-{topics['zombie']}"),
         ("coop", "cooperative", topics["coop"], f"g-{topics['coop']}"),
         ("times", "times", topics["times"], ",".join(map(str, time_targets(stamps)))),
     ]
@@ -199,6 +200,15 @@ def test_static_member_restart_keeps_partitions(runs, protocol):
     # the new consumer has a's partitions and generation; b has not moved and saw no callback since
     assert (now["a2"], now["gen_a2"]) == (before["a"], before["gen_a"])
     assert (now["b"], now["gen_b"], now["events_b"]) == (before["b"], before["gen_b"], [])
+
+
+def test_static_member_zombie_is_fenced(runs):
+    """A second consumer started with the group.instance.id of one still running takes its place, and the
+    old one is fenced (FencedInstanceIdException) rather than joining again: before the coordinator checked
+    instance ids on Heartbeat and SyncGroup, the two took the instance from each other forever."""
+    now = next(ln["zombie"] for ln in runs.of("zombie") if "zombie" in ln)
+    assert now["a_failed"] == "FencedInstanceIdException"
+    assert now["a2"] == now["a"] and sorted(now["a2"] + now["b"]) == [0, 1, 2, 3]
 
 
 def test_cooperative_rebalance_revokes_only_moved(runs):

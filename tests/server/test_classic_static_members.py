@@ -62,9 +62,14 @@ def test_restarted_static_member_takes_over_without_rebalance(coord):
         assert (synced["error_code"], synced["assignment"]) == (0, b"for-a")
         assert coord.heartbeat("g", 1, ids["b"]) == 0
         assert coord.heartbeat("g", 1, back["member_id"]) == 0
-        # the old id of instance a is fenced, not taken for a new member
+        # the old id of instance a (a consumer still running: a zombie) is fenced wherever it shows up, so
+        # it stops instead of joining again and taking the instance back
         old = await _join(coord, "a", ids["a"])
         assert old["error_code"] == ErrorCode.FENCED_INSTANCE_ID
+        assert coord.heartbeat("g", 1, ids["a"], "a") == ErrorCode.FENCED_INSTANCE_ID
+        assert (await coord.sync("g", 1, ids["a"], {}, "a"))["error_code"] == ErrorCode.FENCED_INSTANCE_ID
+        assert coord.heartbeat("g", 1, ids["a"]) == ErrorCode.UNKNOWN_MEMBER_ID  # without its instance id
+        assert coord.heartbeat("g", 1, back["member_id"], "b") == ErrorCode.FENCED_INSTANCE_ID
         assert set(group.members) == {back["member_id"], ids["b"]}
 
     asyncio.run(scenario())

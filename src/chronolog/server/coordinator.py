@@ -352,12 +352,13 @@ class GroupCoordinator:
             m.last_heartbeat = time.monotonic()
 
     async def sync(self, group_id: str, generation: int, member_id: str,
-                   assignments: dict[str, bytes]) -> dict:
+                   assignments: dict[str, bytes], instance_id: str | None = None) -> dict:
         if group_id in self.consumer.groups:
             return self.consumer.classic_sync(group_id, generation, member_id)
         group = self.groups.get(group_id)
-        if group is None or member_id not in group.members:
-            return {"error_code": ErrorCode.UNKNOWN_MEMBER_ID}
+        error = self._validate_member(group, member_id, instance_id)
+        if error:
+            return {"error_code": error}
         if generation != group.generation:
             return {"error_code": ErrorCode.ILLEGAL_GENERATION}
         if group.state == PREPARING:
@@ -382,12 +383,13 @@ class GroupCoordinator:
                     m.last_heartbeat = now  # its session restarts with the answer (propagateAssignment)
         return await future
 
-    def heartbeat(self, group_id: str, generation: int, member_id: str) -> int:
+    def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None = None) -> int:
         if group_id in self.consumer.groups:
             return self.consumer.classic_heartbeat(group_id, generation, member_id)
         group = self.groups.get(group_id)
-        if group is None or member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
+        error = self._validate_member(group, member_id, instance_id)
+        if error:
+            return error
         group.members[member_id].last_heartbeat = time.monotonic()
         if group.state == PREPARING:
             return ErrorCode.REBALANCE_IN_PROGRESS
@@ -444,6 +446,20 @@ class GroupCoordinator:
     @staticmethod
     def _static_member(group: Group, instance_id: str) -> str | None:
         return next((m.member_id for m in group.members.values() if m.group_instance_id == instance_id), None)
+
+    @classmethod
+    def _validate_member(cls, group: Group | None, member_id: str, instance_id: str | None) -> int:
+        """ClassicGroup.validateMember: a static member's old id (its instance taken over by a newer
+        consumer, the old one still running) is fenced, so that it stops rather than joining again and
+        taking the instance back in turn."""
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if instance_id is not None:
+            static = cls._static_member(group, instance_id)
+            if static is not None and static != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+            return 0 if static is not None else ErrorCode.UNKNOWN_MEMBER_ID
+        return 0 if member_id in group.members else ErrorCode.UNKNOWN_MEMBER_ID
 
     @staticmethod
     def _replace_static_member(group: Group, old_id: str, new_id: str) -> None:

@@ -73,6 +73,7 @@ public class ClientScenarios {
             case "group" -> group(a[0], a[1], a[2]);
             case "static" -> staticMembership(a[0], a[1], a[2]);
             case "cooperative" -> cooperative(a[0], a[1]);
+            case "zombie" -> zombie(a[0], a[1]);
             case "times" -> times(a[0], a[1]);
             default -> throw new IllegalArgumentException("no scenario " + scenario);
         }
@@ -214,6 +215,26 @@ public class ClientScenarios {
         b.stop();
         emit("after", now,
              "events_a2", a2.events, "events_a", a.events);
+    }
+
+    /** A second consumer with a running member's group.instance.id (the old one still alive, a zombie)
+     *  takes its place; the old one is fenced (FencedInstanceIdException) instead of joining again. */
+    static void zombie(String topic, String group) throws Exception {
+        int parts = partitions(topic).size();
+        Member a = new Member("a", consumer(group, "classic", statics("a")), topic, false).start();
+        Member b = new Member("b", consumer(group, "classic", statics("b")), topic, false).start();
+        waitFor("two static members splitting the partitions", () -> split(parts, a, b));
+        List<Integer> ownedA = a.assignment();
+        Member a2 = new Member("a2", consumer(group, "classic", statics("a")), topic, false).start();
+        waitFor("the old member failing or the new one's assignment", () -> a.failed != null);
+        produce(topic, parts, 1, "after");
+        waitFor("the new member and b reading", () -> a2.records.size() + b.records.size() >= parts);
+        Map<String, Object> now = Map.of("a", ownedA, "a2", a2.assignment(), "b", b.assignment(),
+                                         "a_failed", chain(a.failed));
+        a2.running = b.running = false;
+        a2.stop();
+        b.stop();
+        emit("zombie", now);
     }
 
     /** CooperativeStickyAssignor: a second member joining takes only the partitions that move, and the
