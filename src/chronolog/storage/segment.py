@@ -24,11 +24,10 @@ from chronolog.errors import CorruptMessageError, InvalidRecordError, KafkaError
 from chronolog.native import load_native
 from chronolog.records import AnyBatch, LegacyBatch, iter_batches
 from chronolog.storage import filecache
-from chronolog.storage.basics import FoundTimestamp
 from chronolog.storage.corruption import CorruptRange, add_span, find_next_valid_batch, span_end
 from chronolog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex, TimestampOffset
 from chronolog.storage.minima import SegmentMinimaTracking
-from chronolog.storage.time_lookup import HeaderReader, TimeTableCache, find_in_segment
+from chronolog.storage.time_lookup import HeaderReader, find_in_segment
 from chronolog.storage.txnindex import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
@@ -794,11 +793,8 @@ class LogSegment(SegmentMinimaTracking):
             return
         self._checked = add_span(self._checked, start, end, self.MAX_CHECKED_SPANS)
 
-    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0, *,
-                                 tables: TimeTableCache | None = None, key: tuple = ()) -> FoundTimestamp | None:
-        """First record with timestamp >= target and offset >= starting_offset
-        (`LogSegment.findOffsetByTimestamp`, `storage.time_lookup.find_in_segment`)."""
-        return find_in_segment(self, timestamp, starting_offset, tables, key)
+    # `LogSegment.findOffsetByTimestamp` (the function itself, as a method: no call in between)
+    find_offset_by_timestamp = find_in_segment
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size})"

@@ -19,7 +19,6 @@ from chronolog.records.batch import HEADER as BATCH_HEADER
 from chronolog.records.batch import TIMESTAMP_TYPE_MASK, TimestampTable
 from chronolog.storage.basics import LEADER_EPOCH, FoundTimestamp
 from chronolog.storage.minima import STANDALONE_READER_MINIMA, ReaderMinimaCache
-from chronolog.storage.validator import BatchHeader
 
 if TYPE_CHECKING:
     from chronolog.storage.log import PartitionLog
@@ -105,8 +104,8 @@ def find_offset(plog: PartitionLog, timestamp: int) -> FoundTimestamp | None:
 
 
 # -- in a segment ---------------------------------------------------------------------------------------
-def find_in_segment(seg: LogSegment, timestamp: int, starting_offset: int, tables: TimeTableCache | None,
-                    key: tuple) -> FoundTimestamp | None:
+def find_in_segment(seg: LogSegment, timestamp: int, starting_offset: int = 0, *,
+                    tables: TimeTableCache | None = None, key: tuple = ()) -> FoundTimestamp | None:
     """First record with timestamp >= target and offset >= starting_offset
     (`LogSegment.findOffsetByTimestamp`: time index floor, offset index position, then a log scan).
     With `tables`, batches are walked by their headers and only the one that can hold the answer is
@@ -140,16 +139,16 @@ def _find_by_headers(seg: LogSegment, timestamp: int, starting_offset: int, posi
         h = headers.header(pos)
         if not h:
             return h
-        h = BatchHeader._make(h)
-        size = LOG_OVERHEAD + h.batch_length
-        if h.max_timestamp >= timestamp and h.base_offset + h.last_offset_delta >= starting_offset:
+        # (the header's fields by position: this runs for every batch a lookup meets)
+        size = LOG_OVERHEAD + h[1]  # batchLength
+        if h[8] >= timestamp and h[0] + h[6] >= starting_offset:  # maxTimestamp; baseOffset + lastOffsetDelta
             if not seg.writable and not seg._crc_ok(pos, headers.batch(pos, size)):
                 return False  # the parsing loop records the corrupt range and steps over it
             found = tables.first_at_or_after((*key, seg.base_offset, pos), h,
                                              lambda p=pos, n=size: headers.batch(p, n), timestamp,
                                              starting_offset)
             if found is not None:
-                return FoundTimestamp(found[1], found[0], h.partition_leader_epoch)
+                return FoundTimestamp(found[1], found[0], h[2])  # partitionLeaderEpoch
         pos += size
 
 
@@ -251,12 +250,12 @@ class TimeTableCache:
         self._records = 0
         self._lock = threading.Lock()
 
-    def first_at_or_after(self, key: tuple, header: BatchHeader, load, target: int,
+    def first_at_or_after(self, key: tuple, header: tuple, load, target: int,
                           min_offset: int) -> tuple[int, int] | None:
         """`RecordBatch.first_at_or_after` for the batch with this header; `load()` reads the batch."""
-        if header.records_count < self.MIN_RECORDS or header.attributes & TIMESTAMP_TYPE_MASK:
+        if header[12] < self.MIN_RECORDS or header[5] & TIMESTAMP_TYPE_MASK:  # recordsCount, attributes
             return load().first_at_or_after(target, min_offset)
-        ident = (header.base_offset, header.crc, header.batch_length)
+        ident = (header[0], header[4], header[1])  # baseOffset, crc, batchLength
         with self._lock:
             entry = self._tables.get(key)
             if entry is not None and entry[0] == ident:
