@@ -73,3 +73,28 @@ def test_restarted_static_member_takes_over_without_rebalance(coord):
         assert set(group.members) == {back["member_id"], ids["b"]}
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("replaced", ["leader", "follower"])
+def test_returning_static_leader_skips_assignment(coord, replaced):
+    """JoinGroup v9+ (KIP-814): a static leader taking its entry back is named leader and told to skip the
+    assignment (as leader it still watches the subscribed topics' partitions); a follower is answered as
+    a follower."""
+    async def scenario():
+        ids = await _stable_pair(coord)
+        group = coord.groups["g"]
+        leader_instance = next(i for i, mid in ids.items() if mid == group.leader)
+        instance = leader_instance if replaced == "leader" else ({"a", "b"} - {leader_instance}).pop()
+        back = await coord.join("g", "", instance, "c", "/127.0.0.1", 10_000, 60_000, "consumer",
+                                [("range", SUBSCRIPTION)], True, skip_assignment=True)
+        assert back["error_code"] == 0 and back["generation_id"] == 1 and group.state == STABLE
+        if replaced == "leader":
+            assert (back["leader"], back["skip_assignment"]) == (back["member_id"], True)
+            assert sorted(m["group_instance_id"] for m in back["members"]) == ["a", "b"]
+            assert back["member_id"] in {m["member_id"] for m in back["members"]}
+        else:
+            assert (back["leader"], back["skip_assignment"], back["members"]) == (group.leader, False, [])
+        synced = await coord.sync("g", 1, back["member_id"], {})
+        assert synced["assignment"] == (b"for-a" if instance == "a" else b"for-b")
+
+    asyncio.run(scenario())

@@ -60,7 +60,7 @@ async def find_coordinator(req: Any, ctx: RequestContext) -> dict:
     return {"throttle_time": 0, "error_code": 0, "error_message": None, **node}
 
 
-@register(11, 0, 9)  # v8: a reason; v9: skip_assignment in the answer (KIP-814), never set here
+@register(11, 0, 9)  # v8: a reason; v9: skip_assignment in the answer (KIP-814): a returning static leader
 async def join_group(req: Any, ctx: RequestContext) -> dict:
     if _group_denied(ctx, "read", req.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "generation_id": -1, "member_id": ""}
@@ -70,7 +70,7 @@ async def join_group(req: Any, ctx: RequestContext) -> dict:
         req.group_id, req.member_id, getattr(req, "group_instance_id", None), ctx.client_id or "",
         ctx.client_host, session, rebalance, req.protocol_type,
         [(p.name, bytes(p.metadata)) for p in req.protocols], require_known_member=ctx.api_version >= 4,
-        topics=ctx.log_manager.topics())
+        topics=ctx.log_manager.topics(), skip_assignment=ctx.api_version >= 9)
     base = {"throttle_time": 0, "generation_id": -1, "protocol_type": None, "protocol_name": None,
             "leader": "", "member_id": "", "members": []}
     base.update(result)

@@ -214,8 +214,9 @@ class GroupCoordinator:
     async def join(self, group_id: str, member_id: str, instance_id: str | None, client_id: str, client_host: str,
                    session_timeout: int, rebalance_timeout: int, protocol_type: str,
                    protocols: list[tuple[str, bytes]], require_known_member: bool,
-                   topics: dict[str, int] | None = None) -> dict:
-        """`topics`: partition counts, for a classic member joining a consumer group."""
+                   topics: dict[str, int] | None = None, skip_assignment: bool = False) -> dict:
+        """`topics`: partition counts, for a classic member joining a consumer group. `skip_assignment`:
+        the answer may tell a leader not to assign (JoinGroup v9+, KIP-814)."""
         if not group_id:
             return {"error_code": ErrorCode.INVALID_GROUP_ID}
         if not (self.config["group.min.session.timeout.ms"] <= session_timeout
@@ -270,12 +271,15 @@ class GroupCoordinator:
         if replaced and group.state == STABLE and group.protocol_name == self._common_protocol(
                 group, group.members[group.leader].protocols):
             # updateStaticMemberThenRebalanceOrCompleteJoin: a static member back in a stable group, the
-            # group's protocol unchanged, gets the current generation with no rebalance (the leader as it
-            # was, so that it does not assign; its SyncGroup answers the assignment it had)
+            # group's protocol unchanged, gets the current generation with no rebalance and its SyncGroup
+            # the assignment it had. Nobody assigns: a returning leader is told to skip it (v9+; it still
+            # watches the topics' partitions as leader), before v9 it is named a follower.
             self._store_group(group)
+            leads = skip_assignment and group.leader == member_id
             return {"error_code": 0, "generation_id": group.generation, "protocol_type": group.protocol_type,
-                    "protocol_name": group.protocol_name, "leader": leader_before, "member_id": member_id,
-                    "members": [], "skip_assignment": False}
+                    "protocol_name": group.protocol_name,
+                    "leader": group.leader if skip_assignment else leader_before, "member_id": member_id,
+                    "members": self._join_members(group) if leads else [], "skip_assignment": leads}
         loop = asyncio.get_running_loop()
         future = member.join_future = loop.create_future()
         self._prepare_rebalance(group)
@@ -326,6 +330,12 @@ class GroupCoordinator:
                 group.rebalance_task.cancel()
             self._complete_join(group)
 
+    @staticmethod
+    def _join_members(group: Group) -> list[dict]:
+        """The members as a leader's JoinGroup answer lists them (ClassicGroup.currentClassicGroupMembers)."""
+        return [{"member_id": x.member_id, "group_instance_id": x.group_instance_id,
+                 "metadata": dict(x.protocols).get(group.protocol_name, b"")} for x in group.members.values()]
+
     def _complete_join(self, group: Group) -> None:
         joined = {mid: m for mid, m in group.members.items() if m.join_future is not None and not m.join_future.done()}
         group.members = joined
@@ -341,9 +351,7 @@ class GroupCoordinator:
         leader = joined[group.leader]
         group.protocol_name = self._common_protocol(group, leader.protocols) or leader.protocols[0][0]
         for mid, m in joined.items():
-            members = [{"member_id": x.member_id, "group_instance_id": x.group_instance_id,
-                        "metadata": dict(x.protocols).get(group.protocol_name, b"")}
-                       for x in joined.values()] if mid == group.leader else []
+            members = self._join_members(group) if mid == group.leader else []
             m.join_future.set_result({"error_code": 0, "generation_id": group.generation,
                                       "protocol_type": group.protocol_type, "protocol_name": group.protocol_name,
                                       "leader": group.leader, "member_id": mid, "members": members,
