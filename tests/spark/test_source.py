@@ -14,6 +14,7 @@ from chronolog.config import BrokerConfig
 from chronolog.records import SimpleRecord, build_batch
 from chronolog.storage import LogManager
 from tests.brokerproc import BrokerProcess
+from tests.scale import scaled
 from tests.storage.helpers import write_data_dir
 
 pytestmark = pytest.mark.spark
@@ -146,7 +147,8 @@ def test_random_windows_equal_brute_force_pushed_and_not_pushed_in_both_modes(sp
     def load():
         return spark.read.format("chronolog").option(mode, where).option("subscribe", "ev").load()
 
-    for t1, t2 in _random_windows(20261123 if mode == "path" else 7, 8):
+    # 4 windows of each mode (3 queries each) in make test, 8 in the long run (tests/scale.py)
+    for t1, t2 in _random_windows(20261123 if mode == "path" else 7, scaled(4, 8)):
         want = truth(t1, t2)
         assert rows(load().where(f"timestamp >= '{iso(t1)}' AND timestamp < '{iso(t2)}'")) == want, (t1, t2)
         assert rows(load().where(f"unix_millis(timestamp) >= {t1} AND unix_millis(timestamp) < {t2}")) == want
