@@ -68,6 +68,9 @@ def test_restarted_static_member_takes_over_without_rebalance(coord):
         assert old["error_code"] == ErrorCode.FENCED_INSTANCE_ID
         assert coord.heartbeat("g", 1, ids["a"], "a") == ErrorCode.FENCED_INSTANCE_ID
         assert (await coord.sync("g", 1, ids["a"], {}, "a"))["error_code"] == ErrorCode.FENCED_INSTANCE_ID
+        offsets = [("foo", 0, 5, -1, None)]
+        assert coord.commit("g", 1, ids["a"], offsets, instance_id="a") == ErrorCode.FENCED_INSTANCE_ID
+        assert coord.commit("g", 1, back["member_id"], offsets, instance_id="a") == 0
         assert coord.heartbeat("g", 1, ids["a"]) == ErrorCode.UNKNOWN_MEMBER_ID  # without its instance id
         assert coord.heartbeat("g", 1, back["member_id"], "b") == ErrorCode.FENCED_INSTANCE_ID
         assert set(group.members) == {back["member_id"], ids["b"]}

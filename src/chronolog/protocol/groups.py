@@ -138,7 +138,8 @@ async def offset_commit(req: Any, ctx: RequestContext) -> dict:
     else:
         kept = [o for o in offsets if o[0] not in unreadable and ctx.log_manager.has_topic(o[0])]
         error = await ctx.coordinator.commit_async(req.group_id, generation, req.member_id or "", kept,
-                                                   api_version=ctx.api_version)
+                                                   api_version=ctx.api_version,
+                                                   instance_id=getattr(req, "group_instance_id", None))
 
     def topic_error(name: str | None) -> int:
         if name is None:

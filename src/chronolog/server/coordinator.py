@@ -525,11 +525,12 @@ class GroupCoordinator:
 
     # -- offsets ------------------------------------------------------------------------------------
     def commit(self, group_id: str, generation: int, member_id: str,
-               offsets: list[tuple[str, int, int, int, str | None]], api_version: int = 9) -> int:
+               offsets: list[tuple[str, int, int, int, str | None]], api_version: int = 9,
+               instance_id: str | None = None) -> int:
         """Member commits need the current generation; simple commits (generation -1, no member id, as
         kafka-consumer-groups.sh and our reset-offsets send) need a group without active members. The write
         runs here, on the caller's thread (`commit_async` is what the broker calls)."""
-        error = self._check_commit(group_id, generation, member_id, api_version, offsets)
+        error = self._check_commit(group_id, generation, member_id, api_version, offsets, instance_id)
         if error:
             return error
         try:
@@ -539,11 +540,12 @@ class GroupCoordinator:
         return 0
 
     async def commit_async(self, group_id: str, generation: int, member_id: str,
-                           offsets: list[tuple[str, int, int, int, str | None]], api_version: int = 9) -> int:
+                           offsets: list[tuple[str, int, int, int, str | None]], api_version: int = 9,
+                           instance_id: str | None = None) -> int:
         """`commit` with the append and its fsync in a worker thread: the event loop answers everyone else
         meanwhile, and the commit is answered (and its offsets readable) only once it is durable, as Kafka's
         coordinator runtime completes a write when it is committed to the log."""
-        error = self._check_commit(group_id, generation, member_id, api_version, offsets)
+        error = self._check_commit(group_id, generation, member_id, api_version, offsets, instance_id)
         if error:
             return error
         try:
@@ -555,7 +557,8 @@ class GroupCoordinator:
         return 0
 
     def _check_commit(self, group_id: str, generation: int, member_id: str, api_version: int,
-                      offsets: list[tuple[str, int, int, int, str | None]] = ()) -> int:
+                      offsets: list[tuple[str, int, int, int, str | None]] = (),
+                      instance_id: str | None = None) -> int:
         if group_id in self.consumer.groups:  # a KIP-848 group: member epochs instead of generations
             return self.consumer.validate_commit(group_id, member_id, generation, api_version,
                                                  [(o[0], o[1]) for o in offsets])
@@ -564,8 +567,9 @@ class GroupCoordinator:
             if group.members:
                 return ErrorCode.UNKNOWN_MEMBER_ID
         else:
-            if member_id not in group.members:
-                return ErrorCode.UNKNOWN_MEMBER_ID
+            error = self._validate_member(group, member_id, instance_id)  # ClassicGroup.validateOffsetCommit
+            if error:
+                return error
             if generation != group.generation:
                 return ErrorCode.ILLEGAL_GENERATION
             if group.state == COMPLETING:
