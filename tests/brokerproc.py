@@ -85,6 +85,8 @@ class BrokerProcess:
             if self._read_listeners(log_start):
                 return self
             time.sleep(0.05)
+        self.proc.kill()  # a start that failed leaves no broker behind for the rest of the session
+        self.proc.wait(10)
         raise RuntimeError("broker did not start listening")
 
     def _read_listeners(self, log_start: int) -> bool:
