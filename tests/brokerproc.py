@@ -50,11 +50,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class PortTaken(Exception):
+    """The port picked for a first start was bound by another process before the broker bound it."""
+
+
 class BrokerProcess:
     def __init__(self, data_dir: Path, configs: dict[str, str] | None = None, port: int | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.configs = {**TEST_CONFIGS, **(configs or {})}
         self.port = port or free_port()
+        # A port picked here may be taken by another process (another xdist worker) before the broker binds
+        # it: the first start then tries another. A restart keeps its port, which clients reconnect to.
+        self._may_move = port is None
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
         self.listeners: dict[str, tuple[str, int]] = {}
@@ -68,6 +75,14 @@ class BrokerProcess:
         return f"{host}:{port}"
 
     def start(self, timeout: float = 120.0) -> BrokerProcess:
+        for _ in range(3):
+            try:
+                return self._start(timeout)
+            except PortTaken:
+                self.port = free_port()
+        return self._start(timeout)
+
+    def _start(self, timeout: float) -> BrokerProcess:
         args = [sys.executable, "-m", "chronolog.cli.main", "serve", "--data-dir", str(self.data_dir),
                 "--port", str(self.port)]
         for k, v in self.configs.items():
@@ -78,7 +93,11 @@ class BrokerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
+                self._log.close()
+                text = self.log_path.read_bytes()[log_start:].decode(errors="replace")
+                if self._may_move and not self.listeners and "address already in use" in text:
+                    raise PortTaken(self.port)
+                raise RuntimeError(f"broker exited with {self.proc.returncode}: {text[-2000:]}")
             # Our own process's "serving on" line, not a connection to the port: on a busy machine another
             # process may hold a port this one was given, and a start that returned before the broker had
             # installed its signal handlers would let a SIGTERM kill it uncleanly.
