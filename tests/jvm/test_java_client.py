@@ -8,6 +8,7 @@ lines."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 from collections import defaultdict
@@ -17,8 +18,10 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from chronolog.testing.kafka import classpath, java_command, kafka_available
+from tests.brokerproc import BrokerProcess
 
 JAVA = Path(__file__).parent / "java"
 # CreateTime timestamps of the last hours (older ones would be retention's to delete)
@@ -151,6 +154,41 @@ def test_idempotent_producer_then_read_committed(runs):
         assert r["headers"] == {"seq": str(i), "src": "java"}
         assert r["timestamp"] == BASE_TS + (i * 7919 % n) * 1000 == sent[i]["timestamp"]
         assert r["timestamp_type"] == "CreateTime"
+
+
+def test_idempotent_producer_through_broker_kill(classes, tmp_path):
+    """The broker SIGKILLed while an idempotent producer sends (batches buffered and in flight) and
+    started again: the producer's retries are told apart from new batches by the producer state the broker
+    rebuilt from its log, so every record is there once, in order."""
+    n = 20_000
+    broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("crash", 2, 1)])["crash"].result(30)
+        cmd = java_command("ClientScenarios", [broker.bootstrap, f"crash;idempotent-crash;crash;{n}"])
+        cp = cmd.index("-cp") + 1
+        cmd[cp] = f"{classes}:{cmd[cp]}"
+        log = tmp_path / "jvm.log"  # a file: the client's reconnect warnings must not fill a pipe
+        with open(log, "w") as err, subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                     stderr=err, text=True) as proc:
+            assert proc.stdout is not None and proc.stdin is not None
+            cues = (json.loads(line) for line in proc.stdout if line.startswith("{"))
+            assert "kill" in next(cues)  # a quarter sent: kill now
+            broker.stop(signal.SIGKILL)
+            assert "paused" in next(cues)  # half sent: it waits for the broker
+            broker.start()
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            lines = {"crash": list(cues)}
+            proc.wait(120)
+            assert proc.returncode == 0, log.read_text()[-5000:]
+    finally:
+        broker.stop()
+    out = next(ln for ln in Runs(broker.bootstrap, lines, {}, {}).of("crash") if "records" in ln)
+    assert out["errors"] == []
+    for part in (0, 1):
+        got = [(off, v) for p, off, v in out["records"] if p == part]
+        assert got == [(k, f"v{part + 2 * k}") for k in range(n // 2)]
 
 
 def test_transactions_commit_abort_fence(runs):

@@ -70,6 +70,7 @@ public class ClientScenarios {
         switch (scenario) {
             case "idempotent" -> idempotent(a[0], Integer.parseInt(a[1]), Long.parseLong(a[2]));
             case "transactions" -> transactions(a[0], a[1]);
+            case "idempotent-crash" -> idempotentCrash(a[0], Integer.parseInt(a[1]));
             case "group" -> group(a[0], a[1], a[2]);
             case "static" -> staticMembership(a[0], a[1], a[2]);
             case "cooperative" -> cooperative(a[0], a[1]);
@@ -104,6 +105,42 @@ public class ClientScenarios {
             }
         }
         for (ConsumerRecord<String, String> r : readAll(topic, "read_committed")) emit(record(r));
+    }
+
+    /** An idempotent producer whose broker is killed and restarted while it sends: the first half is sent
+     *  (not waited for), the test kills the broker when told, and answers on stdin once it is back. */
+    static void idempotentCrash(String topic, int n) throws Exception {
+        Properties p = producerProps();
+        p.put("enable.idempotence", "true");
+        p.put("acks", "all");
+        p.put("linger.ms", "1");
+        p.put("batch.size", "1024");
+        p.put("reconnect.backoff.max.ms", "200");  // back soon after the restart
+        List<Future<RecordMetadata>> sent = new ArrayList<>();
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in));
+            for (int i = 0; i < n; i++) {
+                if (i == n / 4) emit("kill", i);  // the test kills the broker now, batches in flight
+                if (i == n / 2) {
+                    emit("paused", i);
+                    in.readLine();
+                }
+                sent.add(producer.send(new ProducerRecord<>(topic, i % 2, "k" + i, "v" + i)));
+            }
+            producer.flush();
+        }
+        List<String> errors = new ArrayList<>();
+        for (Future<RecordMetadata> f : sent) {
+            try {
+                f.get();
+            } catch (Exception e) {
+                errors.add(chain(e));
+            }
+        }
+        List<Object> values = new ArrayList<>();
+        for (ConsumerRecord<String, String> r : readAll(topic, "read_committed"))
+            values.add(List.of(r.partition(), r.offset(), r.value()));
+        emit("errors", errors, "records", values);
     }
 
     /** Commit one transaction, abort one, commit another; a second producer with the same
