@@ -314,13 +314,9 @@ def produce(req: Any, ctx: RequestContext) -> dict | None:
 
 
 # -- Fetch -------------------------------------------------------------------------------------------
-# Record ranges at least this large are answered as file regions (sent with sendfile on plain TCP);
-# smaller ones are read at once with one pread and written with the response, which costs less for a few
-# batches than a separate send of the framing, a dup of the descriptor and the sendfile (fetching 103 MB
-# from one broker per fetch size, best of 3 on 2026-11-23: with sendfile 1.37 s at 16 KiB, 0.30 s at
-# 64 KiB, 0.094 s at 256 KiB, 0.041 s at 1 MiB; with pread 1.11, 0.36, 0.124 and 0.053 s; even at 32-48
-# KiB). Until the server called os.sendfile itself, asyncio's loop.sendfile cost more than the copy up to
-# about 768 KiB.
+# Record ranges at least this large are answered as file regions (sendfile on plain TCP); smaller ones are
+# read with one pread and written with the response: for a few batches that costs less than a separate send
+# of the framing, a dup of the descriptor and the sendfile (docs/benchmarks.md, "The zero-copy threshold").
 ZERO_COPY_MIN_BYTES = 64 * 1024
 
 

@@ -303,7 +303,7 @@ def submit(pool: str, fn: Callable[..., object], *args: object) -> Future | None
 def fsync_together(fds: list[int]) -> None:
     """fsync of several files at once, on several threads (fsync releases the GIL): what one file's sync
     costs on ext4 is mostly the journal commit and the device's cache flush, and syncs that arrive together
-    share them (three small files: about 1 ms at once against 6-8 ms one after the other on the shared VM).
+    share them (three small files: about 1 ms at once against 6-8 ms one after the other).
     The same syncs as one after the other, each file's data durable when this returns; the first error
     raised."""
     errors: list[BaseException] = []
