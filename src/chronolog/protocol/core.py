@@ -16,7 +16,7 @@ import re
 import struct
 import time
 import uuid
-from typing import Any
+from typing import Any, NamedTuple
 
 from chronolog.errors import (
     CorruptMessageError,
@@ -232,12 +232,31 @@ def validate_records(version: int, records: Any) -> int:
     return size
 
 
-def _produce_topics(req: Any, ctx: RequestContext) -> list[tuple[str | None, Any]]:
+class _ProduceTopic(NamedTuple):
+    topic_id: Any
+    partition_data: list
+
+
+def _produce_topics(req: Any, ctx: RequestContext) -> list[tuple[str | None, _ProduceTopic]]:
     """(name, topic data) of each topic of a Produce request; v13 names topics by id (KIP-516), resolved
-    here, None for an id that names no topic (KafkaApis.handleProduceRequest: UNKNOWN_TOPIC_ID)."""
-    if ctx.api_version < 13:
-        return [(t.name, t) for t in req.topic_data]
-    return [(ctx.state.topic_name(t.topic_id), t) for t in req.topic_data]
+    here, None for an id that names no topic (KafkaApis.handleProduceRequest: UNKNOWN_TOPIC_ID). A partition
+    named twice is one entry of KafkaApis' map: the last one's records, in the first one's place, answered
+    once; consecutive partitions of a topic are one topic of the answer."""
+    wanted: dict[tuple[Any, int], tuple[str | None, Any, Any]] = {}
+    for t in req.topic_data:
+        topic_id = getattr(t, "topic_id", None)
+        name = ctx.state.topic_name(topic_id) if ctx.api_version >= 13 else t.name
+        key = topic_id if ctx.api_version >= 13 else t.name
+        for pd in t.partition_data:
+            wanted[(key, int(pd.index))] = (name, topic_id, pd)
+    grouped: list[tuple[str | None, _ProduceTopic]] = []
+    last = None
+    for (key, _), (name, topic_id, pd) in wanted.items():
+        if last != key or not grouped:
+            grouped.append((name, _ProduceTopic(topic_id, [])))
+            last = key
+        grouped[-1][1].partition_data.append(pd)
+    return grouped
 
 
 # ReplicaManager.appendToLocalLog answers these with LogAppendInfo.UNKNOWN_LOG_APPEND_INFO (log start -1).
@@ -305,7 +324,7 @@ def produce(req: Any, ctx: RequestContext) -> dict | None:
                 result.update(error_code=error_of(exc), error_message=str(exc)[:500], record_errors=[
                     {"batch_index": i, "batch_index_error_message": m} for i, m in getattr(exc, "record_errors", ())])
             parts.append(result)
-        responses.append({"name": name, "topic_id": getattr(data, "topic_id", None), "partition_responses": parts})
+        responses.append({"name": name, "topic_id": data.topic_id, "partition_responses": parts})
     if appended and ctx.state.data_waiters is not None:
         ctx.state.data_waiters.notify()
     if acks == 0:
