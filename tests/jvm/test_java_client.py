@@ -97,15 +97,16 @@ def runs(request: pytest.FixtureRequest, classes: Path) -> Runs:
     broker = request.getfixturevalue("broker" if request.param == "chronolog" else "kafka_broker")
     topics = {tag: broker.create_topic(partitions=parts, prefix=tag) for tag, parts in [
         ("idem", 3), ("txn", 2), ("group-classic", 4), ("group-consumer", 4), ("static-classic", 4),
-        ("static-consumer", 4), ("zombie", 4), ("coop", 4), ("times", 2)]}
+        ("static-consumer", 4), ("zombie-classic", 4), ("zombie-consumer", 4), ("coop-classic", 4),
+        ("coop-consumer", 4), ("times", 2)]}
     stamps = produce_out_of_order(broker.bootstrap, topics["times"], TIMES_RECORDS)
     specs = [
         ("idem", "idempotent", topics["idem"], str(IDEMPOTENT_RECORDS), str(BASE_TS)),
         ("txn", "transactions", topics["txn"], f"g-{topics['txn']}"),
         *((f"group-{p}", "group", topics[f"group-{p}"], f"g-{topics[f'group-{p}']}", p) for p in PROTOCOLS),
         *((f"static-{p}", "static", topics[f"static-{p}"], f"g-{topics[f'static-{p}']}", p) for p in PROTOCOLS),
-        ("zombie", "zombie", topics["zombie"], f"g-{topics['zombie']}"),
-        ("coop", "cooperative", topics["coop"], f"g-{topics['coop']}"),
+        *((f"zombie-{p}", "zombie", topics[f"zombie-{p}"], f"g-{topics[f'zombie-{p}']}", p) for p in PROTOCOLS),
+        *((f"coop-{p}", "cooperative", topics[f"coop-{p}"], f"g-{topics[f'coop-{p}']}", p) for p in PROTOCOLS),
         ("times", "times", topics["times"], ",".join(map(str, time_targets(stamps)))),
     ]
     cmd = java_command("ClientScenarios", [broker.bootstrap, *(";".join(spec) for spec in specs)])
@@ -240,20 +241,26 @@ def test_static_member_restart_keeps_partitions(runs, protocol):
     assert (now["b"], now["gen_b"], now["events_b"]) == (before["b"], before["gen_b"], [])
 
 
-def test_static_member_zombie_is_fenced(runs):
-    """A second consumer started with the group.instance.id of one still running takes its place, and the
-    old one is fenced (FencedInstanceIdException) rather than joining again: before the coordinator checked
-    instance ids on Heartbeat and SyncGroup, the two took the instance from each other forever."""
-    now = next(ln["zombie"] for ln in runs.of("zombie") if "zombie" in ln)
-    assert now["a_failed"] == "FencedInstanceIdException"
-    assert now["a2"] == now["a"] and sorted(now["a2"] + now["b"]) == [0, 1, 2, 3]
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_static_member_zombie(runs, protocol):
+    """A second consumer started with the group.instance.id of one still running. Classic: it takes the
+    place and the old one is fenced (FencedInstanceIdException); before the coordinator checked instance
+    ids on Heartbeat and SyncGroup the two took the instance from each other forever. Consumer protocol:
+    the newcomer is refused (UnreleasedInstanceIdException). The other member is not disturbed."""
+    now = next(ln["zombie"] for ln in runs.of(f"zombie-{protocol}") if "zombie" in ln)
+    if protocol == "classic":
+        assert (now["alive"], now["a_failed"], now["a2_failed"]) == ("a2", "FencedInstanceIdException", "")
+    else:
+        assert (now["alive"], now["a_failed"], now["a2_failed"]) == ("a", "", "UnreleasedInstanceIdException")
+    assert (now["alive_owns"], now["b"]) == (now["a"], now["b_before"])
 
 
-def test_cooperative_rebalance_revokes_only_moved(runs):
-    """CooperativeStickyAssignor (classic protocol): a second member joining revokes from the first only the
-    partitions that move to it; the first keeps the rest throughout."""
-    lines = runs.of("coop")
-    out = lines[-1]
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_cooperative_rebalance_revokes_only_moved(runs, protocol):
+    """CooperativeStickyAssignor with the classic protocol, and the consumer protocol (incremental by
+    design): a second member joining revokes from the first only the partitions that move to it; the first
+    keeps the rest throughout."""
+    out = runs.of(f"coop-{protocol}")[-1]
     moved = out["b"]
     assert sorted(out["a"] + moved) == [0, 1, 2, 3] and len(moved) == 2
     events_a = [(e["kind"], e["partitions"]) for e in out["events_a"] if e["partitions"]]

@@ -73,8 +73,8 @@ public class ClientScenarios {
             case "idempotent-crash" -> idempotentCrash(a[0], Integer.parseInt(a[1]));
             case "group" -> group(a[0], a[1], a[2]);
             case "static" -> staticMembership(a[0], a[1], a[2]);
-            case "cooperative" -> cooperative(a[0], a[1]);
-            case "zombie" -> zombie(a[0], a[1]);
+            case "cooperative" -> cooperative(a[0], a[1], a[2]);
+            case "zombie" -> zombie(a[0], a[1], a[2]);
             case "times" -> times(a[0], a[1]);
             default -> throw new IllegalArgumentException("no scenario " + scenario);
         }
@@ -254,35 +254,46 @@ public class ClientScenarios {
              "events_a2", a2.events, "events_a", a.events);
     }
 
-    /** A second consumer with a running member's group.instance.id (the old one still alive, a zombie)
-     *  takes its place; the old one is fenced (FencedInstanceIdException) instead of joining again. */
-    static void zombie(String topic, String group) throws Exception {
+    /** A second consumer started with the group.instance.id of a member still running (a zombie, or a
+     *  mistake): with the classic protocol the newcomer takes the place and the old one is fenced
+     *  (FencedInstanceIdException); with the consumer protocol the newcomer is refused
+     *  (UnreleasedInstanceIdException) and the old one stays. Either way the group goes on undisturbed. */
+    static void zombie(String topic, String group, String protocol) throws Exception {
         int parts = partitions(topic).size();
-        Member a = new Member("a", consumer(group, "classic", statics("a")), topic, false).start();
-        Member b = new Member("b", consumer(group, "classic", statics("b")), topic, false).start();
+        Member a = new Member("a", consumer(group, protocol, statics("a")), topic, false).start();
+        Member b = new Member("b", consumer(group, protocol, statics("b")), topic, false).start();
         waitFor("two static members splitting the partitions", () -> split(parts, a, b));
-        List<Integer> ownedA = a.assignment();
-        Member a2 = new Member("a2", consumer(group, "classic", statics("a")), topic, false).start();
-        waitFor("the old member failing or the new one's assignment", () -> a.failed != null);
+        List<Integer> ownedA = a.assignment(), ownedB = b.assignment();
+        Member a2 = new Member("a2", consumer(group, protocol, statics("a")), topic, false).start();
+        waitFor("one of the two with instance id a failing", () -> a.failed != null || a2.failed != null);
+        Member alive = a.failed != null ? a2 : a;
+        waitFor("the one left owning partitions", () -> !alive.owned.isEmpty());
         produce(topic, parts, 1, "after");
-        waitFor("the new member and b reading", () -> a2.records.size() + b.records.size() >= parts);
-        Map<String, Object> now = Map.of("a", ownedA, "a2", a2.assignment(), "b", b.assignment(),
-                                         "a_failed", chain(a.failed));
-        a2.running = b.running = false;
-        a2.stop();
+        waitFor("the one left and b reading", () -> alive.records.size() + b.records.size() >= parts);
+        Map<String, Object> now = new LinkedHashMap<>();
+        now.put("a", ownedA);
+        now.put("b_before", ownedB);
+        now.put("alive", alive.name);
+        now.put("alive_owns", alive.assignment());
+        now.put("b", b.assignment());
+        now.put("a_failed", chain(a.failed));
+        now.put("a2_failed", chain(a2.failed));
+        alive.running = b.running = false;
+        alive.stop();
         b.stop();
         emit("zombie", now);
     }
 
-    /** CooperativeStickyAssignor: a second member joining takes only the partitions that move, and the
-     *  first member keeps (is never revoked) the rest. */
-    static void cooperative(String topic, String group) throws Exception {
+    /** CooperativeStickyAssignor (or the consumer protocol): a second member joining takes only the
+     *  partitions that move, and the first member keeps (is never revoked) the rest. */
+    static void cooperative(String topic, String group, String protocol) throws Exception {
         int parts = partitions(topic).size();
-        Map<String, Object> coop = Map.of("partition.assignment.strategy",
-            "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
-        Member a = new Member("a", consumer(group, "classic", coop), topic, false).start();
+        // the consumer protocol (KIP-848) is incremental by design: the broker assigns, no strategy to set
+        Map<String, Object> coop = protocol.equals("classic") ? Map.of("partition.assignment.strategy",
+            "org.apache.kafka.clients.consumer.CooperativeStickyAssignor") : Map.of();
+        Member a = new Member("a", consumer(group, protocol, coop), topic, false).start();
         waitFor("the first member owning every partition", () -> a.assignment().size() == parts);
-        Member b = new Member("b", consumer(group, "classic", coop), topic, false).start();
+        Member b = new Member("b", consumer(group, protocol, coop), topic, false).start();
         waitFor("two members splitting the partitions", () -> split(parts, a, b));
         produce(topic, parts, 1, "after");
         waitFor("both members reading", () -> a.records.size() + b.records.size() >= parts);
