@@ -84,8 +84,7 @@ async def sync_group(req: Any, ctx: RequestContext) -> dict:
     if _group_denied(ctx, "read", req.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "assignment": b""}
     result = await ctx.coordinator.sync(req.group_id, int(req.generation_id), req.member_id,
-                                        {a.member_id: bytes(a.assignment) for a in req.assignments},
-                                        getattr(req, "group_instance_id", None))
+                                        {a.member_id: bytes(a.assignment) for a in req.assignments})
     out = {"throttle_time": 0, "assignment": b"", "protocol_type": None, "protocol_name": None}
     out.update(result)
     return out
@@ -96,8 +95,7 @@ def heartbeat(req: Any, ctx: RequestContext) -> dict:
     if _group_denied(ctx, "read", req.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     return {"throttle_time": 0,
-            "error_code": ctx.coordinator.heartbeat(req.group_id, int(req.generation_id), req.member_id,
-                                                    getattr(req, "group_instance_id", None))}
+            "error_code": ctx.coordinator.heartbeat(req.group_id, int(req.generation_id), req.member_id)}
 
 
 @register(13, 0, 5)
