@@ -95,6 +95,8 @@ class FetchPlan:
         p = topic.partitions[0]
         if version >= 9 and int(p.current_leader_epoch) not in (-1, 0):
             return None  # a leader epoch other than none or the leader's (0) is an error: the handler's
+        if version >= 12 and int(p.last_fetched_epoch) > 0:
+            return None  # a last fetched epoch after the leader's: OFFSET_OUT_OF_RANGE, the handler's
         fields = _I32.pack(int(p.partition))
         if version >= 9:
             fields += _I32.pack(int(p.current_leader_epoch))
