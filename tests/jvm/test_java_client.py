@@ -11,6 +11,7 @@ import json
 import signal
 import subprocess
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ BASE_TS = (int(time.time()) - 3 * 3600) * 1000
 IDEMPOTENT_RECORDS = 300
 TIMES_RECORDS = 60
 PROTOCOLS = ("classic", "consumer")
+SPREAD_MS = 10 * 60_000
 # As Kafka's own integration tests run groups: no wait for more members before the first rebalance, and
 # KIP-848 members heartbeating often enough that a rebalance is seen in well under a second.
 GROUP_CONFIGS = {
@@ -100,6 +102,11 @@ def runs(request: pytest.FixtureRequest, classes: Path) -> Runs:
         ("static-consumer", 4), ("zombie-classic", 4), ("zombie-consumer", 4), ("coop-classic", 4),
         ("coop-consumer", 4), ("times", 2)]}
     stamps = produce_out_of_order(broker.bootstrap, topics["times"], TIMES_RECORDS)
+    topics["duration"] = broker.create_topic(partitions=2, prefix="duration")
+    produce_spread(broker.bootstrap, topics["duration"])
+    prefix = topics["pattern"] = f"pat-{uuid.uuid4().hex[:8]}"
+    for suffix, parts in (("m1", 2), ("m2", 1), ("x", 1)):
+        broker.create_topic(f"{prefix}-{suffix}", partitions=parts)
     specs = [
         ("idem", "idempotent", topics["idem"], str(IDEMPOTENT_RECORDS), str(BASE_TS)),
         ("txn", "transactions", topics["txn"], f"g-{topics['txn']}"),
@@ -108,6 +115,8 @@ def runs(request: pytest.FixtureRequest, classes: Path) -> Runs:
         *((f"zombie-{p}", "zombie", topics[f"zombie-{p}"], f"g-{topics[f'zombie-{p}']}", p) for p in PROTOCOLS),
         *((f"coop-{p}", "cooperative", topics[f"coop-{p}"], f"g-{topics[f'coop-{p}']}", p) for p in PROTOCOLS),
         ("times", "times", topics["times"], ",".join(map(str, time_targets(stamps)))),
+        ("duration", "duration", topics["duration"], "PT35M"),
+        ("pattern", "pattern", prefix, f"g-{prefix}", "3", "5"),
     ]
     cmd = java_command("ClientScenarios", [broker.bootstrap, *(";".join(spec) for spec in specs)])
     cp = cmd.index("-cp") + 1
@@ -120,6 +129,16 @@ def runs(request: pytest.FixtureRequest, classes: Path) -> Runs:
             ln = json.loads(line)
             lines[ln.pop("scenario")].append(ln)
     return Runs(broker.bootstrap, lines, topics, stamps)
+
+
+def produce_spread(bootstrap: str, topic: str) -> None:
+    """13 records a partition, 10 minutes apart, the last one now."""
+    p = Producer({"bootstrap.servers": bootstrap})
+    now = int(time.time() * 1000)
+    for k in range(13):
+        for part in (0, 1):
+            p.produce(topic, value=b"%d" % k, partition=part, timestamp=now - (12 - k) * SPREAD_MS)
+    assert p.flush(30) == 0
 
 
 def time_targets(stamps: dict[int, list[int]]) -> list[int]:
@@ -305,3 +324,20 @@ def test_offsets_for_times_and_seek(runs):
     for part in (0, 1):
         top = max(stamps[part])
         assert (maxes[part]["max_timestamp"], maxes[part]["offset"]) == (top, stamps[part].index(top))
+
+
+def test_auto_offset_reset_by_duration(runs):
+    """auto.offset.reset=by_duration:PT35M (KIP-1106): the consumer starts at the first record at most 35
+    minutes old, the 10th of 13 records 10 minutes apart (the one 30 minutes old)."""
+    out = next(ln for ln in runs.of("duration") if "positions" in ln)
+    assert out["positions"] == {"0": 9, "1": 9}
+
+
+def test_subscription_pattern_consumer_protocol(runs):
+    """A consumer-protocol member subscribed by SubscriptionPattern (the broker resolves the regex): the
+    matching topics are assigned, and a matching topic created later joins the assignment."""
+    prefix = runs.topics["pattern"]
+    lines = {k: v for ln in runs.of("pattern") for k, v in ln.items()}
+    assert lines["before"] == [f"{prefix}-m1:0", f"{prefix}-m1:1", f"{prefix}-m2:0"]
+    assert lines["after"] == [f"{prefix}-m1:0", f"{prefix}-m1:1", f"{prefix}-m2:0", f"{prefix}-m3:0",
+                              f"{prefix}-m3:1"]

@@ -76,6 +76,8 @@ public class ClientScenarios {
             case "cooperative" -> cooperative(a[0], a[1], a[2]);
             case "zombie" -> zombie(a[0], a[1], a[2]);
             case "times" -> times(a[0], a[1]);
+            case "duration" -> byDuration(a[0], a[1]);
+            case "pattern" -> pattern(a[0], a[1], Integer.parseInt(a[2]), Integer.parseInt(a[3]));
             default -> throw new IllegalArgumentException("no scenario " + scenario);
         }
     }
@@ -347,6 +349,48 @@ public class ClientScenarios {
         }
     }
 
+    /** auto.offset.reset=by_duration (KIP-1106): a consumer without a position starts at the first record
+     *  no older than the duration, found with ListOffsets by timestamp. */
+    static void byDuration(String topic, String duration) throws Exception {
+        Properties p = new Properties();
+        p.put("auto.offset.reset", "by_duration:" + duration);
+        List<TopicPartition> tps = partitions(topic);
+        try (KafkaConsumer<String, String> c = plainConsumer("read_uncommitted", p)) {
+            long asked = System.currentTimeMillis();
+            c.assign(tps);
+            Map<String, Long> positions = new java.util.TreeMap<>();
+            for (TopicPartition tp : tps) positions.put(Integer.toString(tp.partition()), c.position(tp));
+            emit("positions", positions, "asked_at", asked, "answered_at", System.currentTimeMillis());
+        }
+    }
+
+    /** A consumer-protocol member subscribed by a server-side regular expression (SubscriptionPattern,
+     *  KIP-848): the topics that match, and a matching topic created later, are assigned. */
+    static void pattern(String prefix, String group, int before, int after) throws Exception {
+        try (KafkaConsumer<String, String> c = consumer(group, "consumer", Map.of());
+             Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
+            c.subscribe(new org.apache.kafka.clients.consumer.SubscriptionPattern(prefix + "-m.*"));
+            waitFor("the matching topics assigned", () -> {
+                c.poll(Duration.ofMillis(100));
+                return c.assignment().size() >= before;
+            });
+            emit("before", names(c.assignment()));
+            admin.createTopics(List.of(new org.apache.kafka.clients.admin.NewTopic(prefix + "-m3", 2, (short) 1)))
+                .all().get();
+            waitFor("the new matching topic assigned", () -> {
+                c.poll(Duration.ofMillis(100));
+                return c.assignment().size() >= after;
+            });
+            emit("after", names(c.assignment()));
+        }
+    }
+
+    static List<String> names(Set<TopicPartition> tps) {
+        Set<String> s = new TreeSet<>();
+        for (TopicPartition tp : tps) s.add(tp.topic() + ":" + tp.partition());
+        return new ArrayList<>(s);
+    }
+
     // -- a group member on a thread of its own ----------------------------------------------------
 
     static final class Member implements Runnable {
@@ -502,7 +546,12 @@ public class ClientScenarios {
     }
 
     static KafkaConsumer<String, String> plainConsumer(String isolation) {
+        return plainConsumer(isolation, new Properties());
+    }
+
+    static KafkaConsumer<String, String> plainConsumer(String isolation, Properties extra) {
         Properties p = new Properties();
+        p.putAll(extra);
         p.put("bootstrap.servers", bootstrap);
         p.put("key.deserializer", StringDeserializer.class.getName());
         p.put("value.deserializer", StringDeserializer.class.getName());
