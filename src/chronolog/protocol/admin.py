@@ -62,7 +62,13 @@ def create_topics(req: Any, ctx: RequestContext) -> dict:
         if "." in name or "_" in name:
             collisions.setdefault(name.replace(".", "_"), name)
     view = ConfigView(ctx.broker_config)
-    results, tail = [], []
+    results, tail, plans = [], [], []
+    effective = [t for t in req.topics if t.name not in duplicates and t.name != "__cluster_metadata"]
+    # ControllerApis: the partitions asked for (a manual assignment's count, else num_partitions) above one
+    # batch of records fail the request as a whole, before any topic is looked at.
+    if sum(len(t.assignments) if t.assignments else int(t.num_partitions) for t in effective) > \
+            MAX_RECORDS_PER_USER_OP:
+        return _all_refused(req, "Excessively large number of partitions per request.")
     for t in req.topics:
         if t.name in duplicates:
             if not any(r["name"] == t.name for r in tail):
@@ -78,7 +84,16 @@ def create_topics(req: Any, ctx: RequestContext) -> dict:
         out = {"name": t.name, "error_code": 0, "error_message": None, "num_partitions": -1,
                "replication_factor": -1, "configs": [], "topic_config_error_code": 0}
         try:
-            partitions, configs = _check_new_topic(ctx, t, existing, collisions)
+            plans.append((t, out, *_check_new_topic(ctx, t, existing, collisions)))
+        except Exception as exc:
+            out.update(error_code=error_of(exc), error_message=str(exc))
+        results.append(out)
+    # The controller writes a topic, its configs and its partitions as records of one batch, at most
+    # MAX_RECORDS_PER_USER_OP: a request asking for more fails as a whole (BoundedListTooLongException).
+    if sum(1 + len(configs) + partitions for _, _, partitions, configs in plans) > MAX_RECORDS_PER_USER_OP:
+        return _all_refused(req, "Unable to perform excessively large batch operation.")
+    for t, out, partitions, configs in plans:
+        try:
             if req.validate_only:
                 ctx.log_manager.check_partition_budget(partitions)
                 out["topic_id"] = uuid.uuid4()
@@ -94,8 +109,16 @@ def create_topics(req: Any, ctx: RequestContext) -> dict:
         except Exception as exc:
             out.update(error_code=error_of(exc), error_message=str(exc))
             out.pop("topic_id", None)
-        results.append(out)
     return {"throttle_time": 0, "topics": results + tail}
+
+
+MAX_RECORDS_PER_USER_OP = 10000  # QuorumController
+
+
+def _all_refused(req: Any, message: str) -> dict:
+    """A CreateTopics the controller fails as a whole: every topic answered POLICY_VIOLATION."""
+    return {"throttle_time": 0, "topics": [_refused(t.name, ErrorCode.POLICY_VIOLATION, message)
+                                           for t in req.topics]}
 
 
 def _refused(name: str, code: int, message: str) -> dict:
@@ -273,6 +296,12 @@ def create_partitions(req: Any, ctx: RequestContext) -> dict:
     duplicates = list(dict.fromkeys(n for n in names if names.count(n) > 1))
     head = [{"name": n, "error_code": ErrorCode.INVALID_REQUEST, "error_message": "Duplicate topic name."}
             for n in duplicates]
+    grown = sum(max(0, int(t.count) - ctx.log_manager.topics().get(t.name, int(t.count))) for t in req.topics
+                if t.name not in duplicates)
+    if grown > MAX_RECORDS_PER_USER_OP:  # as CreateTopics: one batch of partition records at most
+        return {"throttle_time": 0, "results": [
+            {"name": t.name, "error_code": ErrorCode.POLICY_VIOLATION,
+             "error_message": "Unable to perform excessively large batch operation."} for t in req.topics]}
     refused, results = [], []
     for t in req.topics:
         if t.name in duplicates:
@@ -309,21 +338,29 @@ def create_partitions(req: Any, ctx: RequestContext) -> dict:
 
 @register(21, 0, 2)
 def delete_records(req: Any, ctx: RequestContext) -> dict:
-    topics = []
+    """`KafkaApis.handleDeleteRecordsRequest`: one answer per partition (a partition asked twice keeps the
+    last offset asked), UNKNOWN_TOPIC_OR_PARTITION for one the broker does not have."""
+    asked: dict[str, dict[int, int]] = {}
     for t in req.topics:
-        parts = []
+        parts = asked.setdefault(t.name, {})
         for p in t.partitions:
-            out = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
+            parts[int(p.partition_index)] = int(p.offset)
+    topics = []
+    for name, parts in asked.items():
+        answers = []
+        for partition, offset in parts.items():
+            out = {"partition_index": partition, "low_watermark": -1, "error_code": 0}
             try:
-                denied = _denied(ctx, "delete", t.name)
+                denied = _denied(ctx, "delete", name)
                 if denied:
                     raise denied
-                out["low_watermark"] = ctx.log_manager.get_log(t.name, p.partition_index).delete_records_before(
-                    int(p.offset))
+                if not 0 <= partition < ctx.log_manager.topics().get(name, 0):
+                    raise _Unexplained(code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                out["low_watermark"] = ctx.log_manager.get_log(name, partition).delete_records_before(offset)
             except Exception as exc:
                 out["error_code"] = error_of(exc)
-            parts.append(out)
-        topics.append({"name": t.name, "partitions": parts})
+            answers.append(out)
+        topics.append({"name": name, "partitions": answers})
     return {"throttle_time": 0, "topics": topics}
 
 
@@ -331,6 +368,11 @@ def delete_records(req: Any, ctx: RequestContext) -> dict:
 def describe_configs(req: Any, ctx: RequestContext) -> dict:
     """`ConfigHelper.handleDescribeConfigsRequest`: authorized resources first, then the refused ones; no
     keys (null or empty) means every config, unknown keys are left out."""
+    if any(r.resource_type not in _DESCRIBABLE for r in req.resources):
+        return {"throttle_time": 0, "results": [
+            {"error_code": ErrorCode.INVALID_REQUEST, "error_message": INVALID_REQUEST_MESSAGE,
+             "resource_type": r.resource_type, "resource_name": r.resource_name, "configs": []}
+            for r in req.resources]}
     results, refused = [], []
     synonyms = bool(getattr(req, "include_synonyms", False))
     docs = bool(getattr(req, "include_documentation", False))
@@ -363,8 +405,6 @@ def describe_configs(req: Any, ctx: RequestContext) -> dict:
                 out["configs"] = broker_entries(view, keys, synonyms, docs, cluster_default)
             elif r.resource_type in _UNSERVED:
                 raise InvalidRequestError(f"chronolog has no {_UNSERVED[r.resource_type]} configs")
-            else:  # Kafka: an InvalidRequestException without a message of its own
-                raise InvalidRequestError(INVALID_REQUEST_MESSAGE)
         except Exception as exc:
             out.update(error_code=error_of(exc), error_message=str(exc), configs=[])
         results.append(out)
@@ -373,6 +413,9 @@ def describe_configs(req: Any, ctx: RequestContext) -> dict:
 
 # Resource types Kafka describes and chronolog does not (docs/differences.md).
 _UNSERVED = {8: "broker logger (log4j)", 16: "client metrics", 32: "group"}
+# ConfigHelper's partition of the resources by authorization throws for any other type: the whole request
+# is answered INVALID_REQUEST, each resource with the error's default message.
+_DESCRIBABLE = frozenset({TOPIC_RESOURCE, BROKER_RESOURCE, *_UNSERVED})
 INVALID_REQUEST_MESSAGE = ("This most likely occurs because of a request being malformed by the client library or "
                            "the message was sent to an incompatible broker. See the broker logs for more details.")
 
@@ -415,6 +458,12 @@ def _alter(ctx: RequestContext, req: Any, incremental: bool) -> dict:
             names = [c.name for c in r.configs]
             if len(set(names)) != len(names):
                 raise InvalidRequestError("Error due to duplicate config keys")
+            for c in r.configs:  # the broker's checks (ConfigAdminManager.preprocess), before the controller's
+                op = int(getattr(c, "config_operation", SET)) if incremental else SET
+                if op not in _OPS:  # Kafka: OpType.forId fails, UNKNOWN_SERVER_ERROR without a message
+                    raise _Unexplained(code=ErrorCode.UNKNOWN_SERVER_ERROR)
+                if op != DELETE and c.value is None:
+                    raise InvalidRequestError(f"Null value not supported for : {c.name}")
             if r.resource_type == BROKER_RESOURCE:
                 if not ctx.allowed("alter_configs", "cluster", "kafka-cluster"):
                     raise KafkaError("Cluster authorization failed.", code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
@@ -430,6 +479,8 @@ def _alter(ctx: RequestContext, req: Any, incremental: bool) -> dict:
                 raise KafkaError("Topic authorization failed.", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             overrides = _altered(ctx, r, incremental)
             TopicConfig.from_kafka(overrides, ctx.broker_config.topic_defaults())
+            if not ctx.log_manager.has_topic(r.resource_name):  # checked after the configs, as Kafka does
+                raise UnknownTopicOrPartitionError(f"The topic '{r.resource_name}' does not exist.")
             if not req.validate_only:
                 ctx.log_manager.alter_topic_config(r.resource_name, overrides, replace=True)
         except Exception as exc:
@@ -439,26 +490,20 @@ def _alter(ctx: RequestContext, req: Any, incremental: bool) -> dict:
 
 
 def _altered(ctx: RequestContext, r: Any, incremental: bool) -> dict[str, str]:
-    """The topic's overrides after the request's operations."""
+    """The topic's overrides after the request's operations (none when it does not exist: its existence is
+    checked after the configs)."""
     validate_topic_name(r.resource_name)
-    if not ctx.log_manager.has_topic(r.resource_name):
-        raise UnknownTopicOrPartitionError(f"The topic '{r.resource_name}' does not exist.")
-    overrides = ctx.log_manager.topic_overrides(r.resource_name) if incremental else {}
+    exists = ctx.log_manager.has_topic(r.resource_name)
+    overrides = ctx.log_manager.topic_overrides(r.resource_name) if incremental and exists else {}
     for c in r.configs:
         op = int(getattr(c, "config_operation", SET)) if incremental else SET
-        if op not in _OPS:  # Kafka: OpType.forId fails, UNKNOWN_SERVER_ERROR without a message
-            raise _Unexplained(code=ErrorCode.UNKNOWN_SERVER_ERROR)
-        if c.name not in TOPIC_CONFIGS and op != DELETE:
-            raise InvalidConfigError(f"Unknown topic config name: {c.name}")
         if op == SET:
-            if c.value is None:
-                raise InvalidRequestError(f"Null value not supported for : {c.name}")
             overrides[c.name] = c.value
         elif op == DELETE:
             overrides.pop(c.name, None)
         else:
-            defn = TOPIC_CONFIGS[c.name]
-            if defn.type != "list":
+            defn = TOPIC_CONFIGS.get(c.name)
+            if defn is None or defn.type != "list":
                 raise InvalidConfigError(f"Can't {_OPS[op]} to key {c.name} because its type is not LIST.")
             old = overrides.get(c.name)
             parts = [v for v in (old if old is not None else str(defn.default)).split(",") if v]
@@ -490,6 +535,18 @@ def elect_leaders(req: Any, ctx: RequestContext) -> dict:
     if not ctx.allowed("alter", "cluster", "kafka-cluster"):
         return {"throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "replica_election_results": []}
+    # Kafka: the controller's deadline is the request's timeout (none left: REQUEST_TIMED_OUT), and an election
+    # type other than preferred (0) or unclean (1) is INVALID_REQUEST; each partition asked gets the error too.
+    timeout = req.timeout.total_seconds() if hasattr(req.timeout, "total_seconds") else int(req.timeout) / 1000
+    code = ErrorCode.REQUEST_TIMED_OUT if timeout <= 0 else (
+        ErrorCode.INVALID_REQUEST if int(getattr(req, "election_type", 0)) not in (0, 1) else 0)
+    if req.topic_partitions is not None and not req.topic_partitions:  # nothing asked: answered at once
+        return {"throttle_time": 0, "error_code": 0, "replica_election_results": []}
+    if code:
+        return {"throttle_time": 0, "error_code": code, "replica_election_results": [
+            {"topic": t.topic, "partition_result": [{"partition_id": int(p), "error_code": code,
+                                                     "error_message": None} for p in t.partitions]}
+            for t in req.topic_partitions or ()]}
     topics = ctx.log_manager.topics()
     if req.topic_partitions is None:
         return {"throttle_time": 0, "error_code": 0, "replica_election_results": [
