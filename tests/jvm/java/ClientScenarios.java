@@ -448,9 +448,10 @@ public class ClientScenarios {
                 });
                 while (running) {
                     ConsumerRecords<String, String> got = consumer.poll(Duration.ofMillis(100));
+                    // not committed yet before the records count: whoever sees them all waits for the commit
+                    if (commit && !got.isEmpty()) committedAll = false;
                     for (ConsumerRecord<String, String> r : got) records.add(r);
                     if (commit && !got.isEmpty()) {
-                        committedAll = false;
                         consumer.commitSync();
                         committedAll = true;
                     }
