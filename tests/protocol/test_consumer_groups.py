@@ -22,7 +22,8 @@ from chronolog.protocol.consumer_groups import (
 )
 from chronolog.protocol.core import metadata, topic_uuid
 from chronolog.protocol.registry import BrokerState, RequestContext
-from chronolog.server.consumer_group import ConsumerMember, range_assign, uniform_assign
+from chronolog.server.assignment import range_assign, uniform_assign
+from chronolog.server.consumer_group import ConsumerMember
 from chronolog.server.coordinator import Group, GroupCoordinator, Member
 from chronolog.storage import LogManager
 

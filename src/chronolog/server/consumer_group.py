@@ -32,9 +32,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
-import functools
 import logging
-import re
 import struct
 import time
 import uuid
@@ -43,13 +41,15 @@ from dataclasses import dataclass, field
 
 from chronolog.errors import ErrorCode, KafkaError, KafkaStorageErrorError
 from chronolog.records import group_records as gr
+from chronolog.server.assignment import ASSIGNORS, Assignment, regex_matches, topic_regex
+from chronolog.server.assignment import inter as _inter
+from chronolog.server.assignment import minus as _minus
+from chronolog.server.assignment import union as _union
 
 log = logging.getLogger(__name__)
 
 LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2  # ConsumerGroupHeartbeatRequest.LEAVE_GROUP_(STATIC_)MEMBER_EPOCH
 EMPTY, ASSIGNING, RECONCILING, STABLE = "Empty", "Assigning", "Reconciling", "Stable"
-
-Assignment = dict[str, frozenset[int]]  # topic name -> partitions
 
 
 @dataclass
@@ -118,77 +118,6 @@ class HeartbeatError(Exception):
         self.code, self.message = code, message
 
 
-# -- assignors (org.apache.kafka.coordinator.group.assignor) ------------------------------------------
-def range_assign(members: dict[str, ConsumerMember], sizes: dict[str, int]) -> dict[str, Assignment]:
-    """RangeAssignor: per topic, its subscribers in member-id order get contiguous ranges; the first
-    (partitions % subscribers) get one more. Co-partitioned topics land on the same members."""
-    out: dict[str, dict[str, set[int]]] = {m: {} for m in members}
-    for topic, count in sorted(sizes.items()):
-        subs = sorted(m for m, x in members.items() if topic in x.subscribed)
-        if not subs:
-            continue
-        quota, extra = divmod(count, len(subs))
-        start = 0
-        for i, m in enumerate(subs):
-            n = quota + (1 if i < extra else 0)
-            if n:
-                out[m][topic] = set(range(start, start + n))
-            start += n
-    return {m: {t: frozenset(p) for t, p in a.items()} for m, a in out.items()}
-
-
-def uniform_assign(members: dict[str, ConsumerMember], sizes: dict[str, int]) -> dict[str, Assignment]:
-    """UniformAssignor: balanced (member counts differ by at most one among members with the same
-    subscription) and sticky (a member keeps what it holds while that stays balanced)."""
-    counts = {m: 0 for m in members}
-    owner: dict[tuple[str, int], str] = {}
-    partitions = [(t, p) for t, n in sorted(sizes.items()) for p in range(n)
-                  if any(t in x.subscribed for x in members.values())]
-    total_subs = {m: sum(sizes.get(t, 0) for t in x.subscribed) for m, x in members.items()}
-    quota = {m: -(-sum(1 for t, _p in partitions if t in members[m].subscribed)
-                   // max(1, sum(1 for x in members.values() if set(x.subscribed) & set(members[m].subscribed))))
-             for m in members} if members else {}
-    # Sticky pass: keep current owners up to the quota.
-    for (t, p) in partitions:
-        for m, x in members.items():
-            held = t in x.assigned and p in x.assigned[t]
-            if held and t in x.subscribed and counts[m] < quota[m] and (t, p) not in owner:
-                owner[(t, p)] = m
-                counts[m] += 1
-    # The rest go to the least loaded subscriber (ties: fewest subscribed partitions, then member id).
-    for (t, p) in partitions:
-        if (t, p) in owner:
-            continue
-        subs = [m for m, x in members.items() if t in x.subscribed]
-        m = min(subs, key=lambda m: (counts[m], total_subs[m], m))
-        owner[(t, p)] = m
-        counts[m] += 1
-    out: dict[str, dict[str, set[int]]] = {m: {} for m in members}
-    for (t, p), m in owner.items():
-        out[m].setdefault(t, set()).add(p)
-    return {m: {t: frozenset(ps) for t, ps in a.items()} for m, a in out.items()}
-
-
-ASSIGNORS = {"uniform": uniform_assign, "range": range_assign}
-
-
-def _minus(a: Assignment, b: Assignment) -> Assignment:
-    out = {t: ps - b.get(t, frozenset()) for t, ps in a.items()}
-    return {t: ps for t, ps in out.items() if ps}
-
-
-def _inter(a: Assignment, b: Assignment) -> Assignment:
-    out = {t: ps & b.get(t, frozenset()) for t, ps in a.items()}
-    return {t: ps for t, ps in out.items() if ps}
-
-
-def _union(a: Assignment, b: Assignment) -> Assignment:
-    out = dict(a)
-    for t, ps in b.items():
-        out[t] = out.get(t, frozenset()) | ps
-    return {t: ps for t, ps in out.items() if ps}
-
-
 def parse_subscription(metadata: bytes) -> tuple[tuple[str, ...], Assignment]:
     """ConsumerProtocolSubscription: (topics, owned partitions of v1+). Raises ValueError if malformed."""
     try:
@@ -236,39 +165,6 @@ def encode_assignment(assigned: Assignment) -> bytes:
 _TOMBSTONE_ORDER = (gr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
                     gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gr.CONSUMER_GROUP_MEMBER_METADATA,
                     gr.CONSUMER_GROUP_PARTITION_METADATA, gr.CONSUMER_GROUP_METADATA)
-
-
-@functools.lru_cache(maxsize=256)
-def topic_regex(regex: str):
-    """A subscription regex compiled as Kafka compiles it: RE2 syntax (GroupMetadataManager uses RE2/J, KIP-848:
-    no lookaround or backreferences; `\\pL`, `[[:alpha:]]`, `\\z` are fine), matched against the whole name.
-    Python's `re` stands in where the google-re2 binding is not installed. Raises ValueError when invalid."""
-    try:
-        import re2
-    except ImportError:  # pragma: no cover (a dependency; kept working without it)
-        try:
-            return re.compile(regex)
-        except re.error as exc:
-            raise ValueError(str(exc)) from None
-    options = re2.Options()
-    options.log_errors = False  # an invalid regex is the client's error, answered, not logged by RE2
-    try:
-        return re2.compile(regex, options)
-    except re2.error as exc:
-        raise ValueError(exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes)
-                         else str(exc)) from None
-
-
-def regex_matches(regex: str | None, topics) -> set[str]:
-    """The topics a member's regex subscribes it to: every topic whose whole name matches, internal ones
-    (`__consumer_offsets`) included, as Kafka's TopicRegexResolver matches every topic of the metadata image."""
-    if not regex:
-        return set()
-    try:
-        pattern = topic_regex(regex)
-    except ValueError:
-        return set()
-    return {t for t in topics if pattern.fullmatch(t)}
 
 
 def topic_uuid_of(raw: str) -> uuid.UUID:
