@@ -84,7 +84,8 @@ async def sync_group(req: Any, ctx: RequestContext) -> dict:
     if _group_denied(ctx, "read", req.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "assignment": b""}
     result = await ctx.coordinator.sync(req.group_id, int(req.generation_id), req.member_id,
-                                        {a.member_id: bytes(a.assignment) for a in req.assignments})
+                                        {a.member_id: bytes(a.assignment) for a in req.assignments},
+                                        getattr(req, "group_instance_id", None))
     out = {"throttle_time": 0, "assignment": b"", "protocol_type": None, "protocol_name": None}
     out.update(result)
     return out
@@ -95,7 +96,8 @@ def heartbeat(req: Any, ctx: RequestContext) -> dict:
     if _group_denied(ctx, "read", req.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     return {"throttle_time": 0,
-            "error_code": ctx.coordinator.heartbeat(req.group_id, int(req.generation_id), req.member_id)}
+            "error_code": ctx.coordinator.heartbeat(req.group_id, int(req.generation_id), req.member_id,
+                                                    getattr(req, "group_instance_id", None))}
 
 
 @register(13, 0, 5)
