@@ -186,3 +186,41 @@ def test_broker_configs_are_not_changed_at_run_time(pair):  # noqa: F811
             "chronolog does not change broker configs at run time: set log.retention.ms in the broker's settings "
             "and restart it"))
     same(pair, incremental, "2", ops, validate_only=True, rtype=BROKER)
+
+
+# -- chronolog's side of the documented differences (docs/differences.md, "Admin") -----------------------------
+def test_broker_describe_lists_only_what_chronolog_has(pair):  # noqa: F811
+    """Kafka describes all of KafkaConfig; chronolog its own broker settings and the topic configs' broker
+    synonyms, not a Kafka default for a setting it does not have."""
+    chronolog, kafka = pair
+    ours = {e["name"] for e in describe(chronolog, BROKER, "1")["results"][0]["configs"]}
+    theirs = {e["name"] for e in describe(kafka, BROKER, "1")["results"][0]["configs"]}
+    assert set(BROKER_KEYS) <= ours & theirs
+    assert "num.network.threads" in theirs and "num.network.threads" not in ours
+
+
+@pytest.mark.parametrize("rtype,what", [(8, "broker logger (log4j)"), (16, "client metrics"), (32, "group")])
+def test_config_resources_chronolog_has_not(pair, rtype, what):  # noqa: F811
+    chronolog, kafka = pair
+    assert describe(kafka, rtype, "1")["results"][0]["error_code"] == 0
+    (result,) = describe(chronolog, rtype, "1")["results"]
+    assert (result["error_code"], result["error_message"]) == (42, f"chronolog has no {what} configs")
+
+
+def test_min_insync_replicas_above_the_replication_factor(pair):  # noqa: F811
+    """Kafka 4.x caps the effective min ISR at the replication factor: a single node takes acks=all writes to a
+    topic with min.insync.replicas=2, and so does chronolog."""
+    from confluent_kafka import Producer
+
+    name = unique("mir")
+    errors = []
+    for b in pair:
+        create(b, (name, 1, 1, {"min.insync.replicas": "2"}))
+        assert visible(b, name, 1) == (0, 1)
+        producer = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "retries": 0,
+                             "message.timeout.ms": 10000, "log_level": 0})
+        got: list = []
+        producer.produce(name, b"v", on_delivery=lambda err, _msg, got=got: got.append(err))
+        producer.flush(20)
+        errors.append(got)
+    assert errors == [[None], [None]]
