@@ -30,7 +30,8 @@ BASE_TS = 1_700_000_000_000
 
 
 def _template(late: bool) -> tuple[bytearray, int]:
-    from chronolog.records.batch import SimpleRecord, build_batch
+    from chronolog.records.batch import SimpleRecord
+    from chronolog.records.batch_builder import build_batch
     deltas = [i * SPACING_MS - (LATE_BY_MS if late and i % LATE_EVERY == LATE_EVERY - 1 else 0)
               for i in range(PER_BATCH)]
     shift = -min(deltas)  # the first record carries the base timestamp: keep every delta >= 0 from it

@@ -255,7 +255,7 @@ def produce_raw(side: Any, topic: str, batch: bytes, *, version: int = 9, partit
 
 def build_batch(recs: Iterable[Rec], **kw: Any) -> bytes:
     from chronolog.records.batch import SimpleRecord
-    from chronolog.records.batch import build_batch as _build
+    from chronolog.records.batch_builder import build_batch as _build
 
     return _build([SimpleRecord(r[2], r[0], r[1], tuple(r[3]) if len(r) > 3 else ()) for r in recs], **kw)
 

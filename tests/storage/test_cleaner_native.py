@@ -207,7 +207,8 @@ def test_compressed_batches_are_judged_in_c_through_the_codecs(codec):
     mapped, and it is copied whole or spliced and recompressed, the records `splice_batch` keeps; a batch
     whose frame does not decompress stops the walk there (PYTHON), so the Python path raises its error."""
     from chronolog.records import RecordBatch
-    from chronolog.records.batch import record_spans, splice_batch
+    from chronolog.records.batch import record_spans
+    from chronolog.records.batch_builder import splice_batch
     from chronolog.records.compression import compress, decompress
 
     whole = build_batch([SimpleRecord(NOW, b"w1", b"1"), SimpleRecord(NOW + 5, b"w2", b"2")], base_offset=0,

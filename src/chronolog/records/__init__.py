@@ -8,12 +8,10 @@ from chronolog.records.batch import (
     RecordBatch,
     SimpleRecord,
     TimestampType,
-    build_batch,
     crc32c,
-    set_base_offset,
-    set_max_timestamp,
-    set_partition_leader_epoch,
 )
+from chronolog.records.batch_builder import build_batch
+from chronolog.records.batch_patch import set_base_offset, set_max_timestamp, set_partition_leader_epoch
 from chronolog.records.compression import CompressionType, compress, decompress
 from chronolog.records.legacy import LegacyBatch, merge_to_v2, upconvert_to_v2
 from chronolog.records.memory import AnyBatch, MemoryRecords, iter_batches

@@ -1,4 +1,5 @@
-"""RecordBatch v2 (magic 2): a zero-copy view for reading, a builder, and in-place header patches.
+"""RecordBatch v2 (magic 2): a zero-copy view for reading and the one cursor over a batch's records.
+Building batches is `records.batch_builder`'s; patching headers in place `records.batch_patch`'s.
 
 Layout (`DefaultRecordBatch`): baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 |
 magic int8 | crc uint32 | attributes int16 | lastOffsetDelta int32 | baseTimestamp int64 |
@@ -12,15 +13,15 @@ from __future__ import annotations
 import bisect
 import struct
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum
 
 from chronolog.errors import CorruptMessageError, InvalidRecordError
 from chronolog.native import load_native
-from chronolog.records.compression import DEFAULT_MAX_DECOMPRESSED, CompressionType, compress, decompress
+from chronolog.records.compression import DEFAULT_MAX_DECOMPRESSED, CompressionType, decompress
 from chronolog.records.varint import read_raw_varint as _raw_varint
-from chronolog.records.varint import read_varint, write_varint
+from chronolog.records.varint import read_varint
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -186,22 +187,9 @@ class RecordBatch:
         # One copy into `bytes` up front: slicing and indexing bytes is cheaper than going through the
         # memoryview once per field, and every key and value becomes its own bytes object anyway.
         body = decompress(codec, body, max_decompressed) if codec != CompressionType.NONE else bytes(body)
-        count = self.records_count
-        # Each record needs at least 7 bytes; a count that cannot fit is a lie, not an allocation.
-        if count > len(body):
-            raise InvalidRecordError(f"batch claims {count} records in {len(body)} bytes")
         log_append = bool(self._h[5] & TIMESTAMP_TYPE_MASK)
         base_offset, base_ts, max_ts = self._h[0], self._h[7], self._h[8]
-        pos = 0
-        n = len(body)
-        for _ in range(count):
-            length, pos = read_varint(body, pos, True)
-            end = pos + length
-            if length < 0 or end > n:
-                raise InvalidRecordError("record length runs past the batch")
-            pos += 1  # record attributes (unused)
-            ts_delta, pos = read_varint(body, pos)
-            off_delta, pos = read_varint(body, pos, True)
+        for _start, end, ts_delta, off_delta, pos in record_cursor(body, self.records_count):
             klen, pos = read_varint(body, pos, True)
             if klen >= 0:
                 key = body[pos:pos + klen]
@@ -235,8 +223,6 @@ class RecordBatch:
                 raise InvalidRecordError("record length does not match its fields")
             yield Record(base_offset + off_delta, max_ts if log_append else base_ts + ts_delta, key, value,
                          tuple(headers))
-        if pos != n:
-            raise InvalidRecordError("bytes left after the last record of the batch")
 
     def records_section(self, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> bytes | memoryview:
         """The records' bytes after the header, decompressed if needed (a view when uncompressed)."""
@@ -252,12 +238,9 @@ class RecordBatch:
 
     def scan_timestamps(self, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> tuple[int, int, int]:
         """(min timestamp, max timestamp, records) reading only each record's length, timestamp delta and
-        offset delta — what append validation needs (`LogValidator` looks at every record), without
-        building records. Raises on offset deltas that are not 0..n-1 or lengths that lie.
-
-        The loop is the append path's per-record cost, so varints of one and two bytes (every length
-        under 8 KiB, every delta under 8192) are decoded inline; longer ones take `_raw_varint(..., int32=True)` (at most
-        5 bytes, as Kafka reads an `int`) or, for the timestamp delta, `_raw_varint` (a `long`: 10)."""
+        offset delta and checking that its key, value and headers fill it — what append validation needs
+        (`LogValidator` looks at every record), without building records. Raises on offset deltas that are
+        not 0..n-1 or lengths that lie."""
         body = self._body(max_decompressed)
         count = self._h[12]
         if _native_scan is not None:
@@ -265,82 +248,26 @@ class RecordBatch:
             if found is not None:  # None (rejected, or a delta beyond 64 bits): the Python walk below answers
                 base_ts = self._h[7]
                 return base_ts + found[0], base_ts + found[1], count
-        n = len(body)
-        if count > n or count <= 0:
-            raise InvalidRecordError(f"batch claims {count} records in {n} bytes")
-        pos = 0
+        if count <= 0:
+            raise InvalidRecordError(f"batch claims {count} records in {len(body)} bytes")
         lo = hi = None
+        want = 0
         try:
-            # `want` is offset delta i zigzag-encoded (2 * i): compared without decoding.
-            for want in range(0, 2 * count, 2):
-                b = body[pos]
-                if b < 0x80:
-                    pos += 1
-                else:
-                    c = body[pos + 1]
-                    if c < 0x80:
-                        b = (b & 0x7F) | (c << 7)
-                        pos += 2
-                    else:
-                        b, pos = _raw_varint(body, pos, True)
-                end = pos + ((b >> 1) ^ -(b & 1))
-                t = body[pos + 1]  # after the attributes byte
-                if t < 0x80:
-                    p = pos + 2
-                else:
-                    c = body[pos + 2]
-                    if c < 0x80:
-                        t = (t & 0x7F) | (c << 7)
-                        p = pos + 3
-                    else:
-                        t, p = _raw_varint(body, pos + 1)
-                o = body[p]
-                if o < 0x80:
-                    p += 1
-                else:
-                    c = body[p + 1]
-                    if c < 0x80:
-                        o = (o & 0x7F) | (c << 7)
-                        p += 2
-                    else:
-                        o, p = _raw_varint(body, p, True)
-                q = p
-                if o != want or end > n or end < pos + 3:
-                    if o != want:
-                        raise InvalidRecordError(f"record {want // 2} has offset delta {(o >> 1) ^ -(o & 1)}")
-                    raise InvalidRecordError("record length runs past the batch")
-                # Key and value lengths inline (one byte: under 64 bytes or null; two: under 8 KiB), then
-                # no headers: the common record; anything else takes `_fields_end`.
-                k = body[p]
-                if k < 0x80:
-                    p += 1 + (k >> 1 if not k & 1 else 0)
-                    v = body[p]
-                    if v < 0x80:
-                        p += 1 + (v >> 1 if not v & 1 else 0)
-                    else:
-                        c = body[p + 1]
-                        p = p + 2 + (((v & 0x7F) | (c << 7)) >> 1) if c < 0x80 and not v & 1 else -1
-                    if p == end - 1 and body[p] == 0:
-                        p = end
-                    elif p >= 0:
-                        p = -1
-                else:
-                    p = -1
-                if p != end and _fields_end(body, q, end) != end:
-                    raise InvalidRecordError(f"record {want // 2}: key, value and headers do not fill its "
-                                             f"{end - pos} bytes")
-                t = (t >> 1) ^ -(t & 1)
+            for start, end, t, o, p in record_cursor(body, count):
+                if o != want:
+                    raise InvalidRecordError(f"record {want} has offset delta {o}")
+                if _fields_end(body, p, end) != end:
+                    raise InvalidRecordError(f"record {want}: key, value and headers do not fill its "
+                                             f"{end - start} bytes")
                 if lo is None:
                     lo = hi = t
                 elif t < lo:
                     lo = t
                 elif t > hi:
                     hi = t
-                pos = end
+                want += 1
         except IndexError:
             raise InvalidRecordError("record runs past the end of the batch") from None
-        if pos != n:
-            raise InvalidRecordError("bytes left after the last record of the batch")
         base_ts = self._h[7]
         return base_ts + lo, base_ts + hi, count  # type: ignore[operator]
 
@@ -353,45 +280,15 @@ class RecordBatch:
         base_ts, base_off = self._h[7], self._h[0]
         offsets, stamps, running = array("q"), array("q"), array("q")
         top = None
-        pos, n = 0, len(body)
-        try:
-            for _ in range(self._h[12]):
-                b = body[pos]
-                if b < 0x80:
-                    pos += 1
-                else:
-                    c = body[pos + 1]
-                    if c < 0x80:
-                        b = (b & 0x7F) | (c << 7)
-                        pos += 2
-                    else:
-                        b, pos = _raw_varint(body, pos, True)
-                end = pos + ((b >> 1) ^ -(b & 1))
-                t = body[pos + 1]
-                if t < 0x80:
-                    p = pos + 2
-                else:
-                    c = body[pos + 2]
-                    if c < 0x80:
-                        t = (t & 0x7F) | (c << 7)
-                        p = pos + 3
-                    else:
-                        t, p = _raw_varint(body, pos + 1)
-                o = body[p]
-                if o >= 0x80:
-                    c = body[p + 1]
-                    o = (o & 0x7F) | (c << 7) if c < 0x80 else _raw_varint(body, p, True)[0]
-                if end > n or end < pos + 3:
-                    raise InvalidRecordError("record length runs past the batch")
-                t = base_ts + ((t >> 1) ^ -(t & 1))
-                offsets.append(base_off + ((o >> 1) ^ -(o & 1)))
-                stamps.append(t)
-                if top is None or t > top:
-                    top = t
-                running.append(top)
-                pos = end
-        except IndexError:
-            raise InvalidRecordError("record runs past the end of the batch") from None
+        for _start, _end, t, o, _p in record_cursor(body, self._h[12], exact=False):
+            if o is None:
+                raise InvalidRecordError("record runs past the end of the batch")
+            t += base_ts
+            offsets.append(base_off + o)
+            stamps.append(t)
+            if top is None or t > top:
+                top = t
+            running.append(top)
         return TimestampTable(offsets, stamps, running)
 
     def first_at_or_after(self, target: int, min_offset: int = 0,
@@ -411,44 +308,13 @@ class RecordBatch:
             found = _native_first(body, self._h[12], base_off, base_ts, target, min_offset)
             if found is not None:  # None: bytes C does not walk; the loop below answers (and raises)
                 return found or None  # (): no record qualifies
-        pos, n = 0, len(body)
-        try:
-            for _ in range(self._h[12]):
-                b = body[pos]
-                if b < 0x80:
-                    pos += 1
-                else:
-                    c = body[pos + 1]
-                    if c < 0x80:
-                        b = (b & 0x7F) | (c << 7)
-                        pos += 2
-                    else:
-                        b, pos = _raw_varint(body, pos, True)
-                end = pos + ((b >> 1) ^ -(b & 1))
-                t = body[pos + 1]
-                if t < 0x80:
-                    p = pos + 2
-                else:
-                    c = body[pos + 2]
-                    if c < 0x80:
-                        t = (t & 0x7F) | (c << 7)
-                        p = pos + 3
-                    else:
-                        t, p = _raw_varint(body, pos + 1)
-                t = base_ts + ((t >> 1) ^ -(t & 1))
-                if t >= target:
-                    o = body[p]
-                    if o >= 0x80:
-                        c = body[p + 1]
-                        o = (o & 0x7F) | (c << 7) if c < 0x80 else _raw_varint(body, p, True)[0]
-                    offset = base_off + ((o >> 1) ^ -(o & 1))
-                    if offset >= min_offset:
-                        return offset, t
-                if end > n or end < pos + 3:
-                    raise InvalidRecordError("record length runs past the batch")
-                pos = end
-        except IndexError:
-            raise InvalidRecordError("record runs past the end of the batch") from None
+        # Not `exact`: the C walk answers on reaching a qualifying record, before checking its length.
+        for _start, _end, t, o, _p in record_cursor(body, self._h[12], exact=False):
+            if base_ts + t >= target:
+                if o is None:
+                    raise InvalidRecordError("record runs past the end of the batch")
+                if base_off + o >= min_offset:
+                    return base_off + o, base_ts + t
         return None
 
     def __iter__(self) -> Iterator[Record]:
@@ -482,11 +348,93 @@ def scan_batch_timestamps(buf, header: tuple) -> tuple[int, int, int]:
     return RecordBatch(buf).scan_timestamps()
 
 
+def record_cursor(body, count: int, exact: bool = True) -> Iterator[tuple[int, int, int, int | None, int]]:
+    """The one walk over a records section's varints: for each of `count` records, (start, end, timestamp
+    delta, offset delta, key position): `start` where its length varint begins, `end` one past its last
+    byte, the key's length varint just after the offset delta. Lengths and offset deltas are int varints,
+    the timestamp delta a long (`DefaultRecord.readFrom`); one- and two-byte varints (lengths under 8 KiB,
+    deltas under 8192) are decoded inline, as this loop is every Python reader's per-record cost.
+
+    `exact` (readers, append validation): the count must fit the section, a record's length is checked
+    before it is yielded and the records must fill the section. Not `exact` (the lookup by time, as its C
+    twin in `_columns.c` walks): a length is checked only when stepping over its record, bytes after the
+    last record are not looked at, and an offset delta that runs past the section is yielded as None.
+    Bad bytes raise InvalidRecordError."""
+    n = len(body)
+    if exact and (count < 0 or count > n):  # each record takes at least 7 bytes
+        raise InvalidRecordError(f"batch claims {count} records in {n} bytes")
+    pos = 0
+    try:
+        for _ in range(count):
+            start = pos
+            b = body[pos]
+            if b < 0x80:
+                pos += 1
+            else:
+                c = body[pos + 1]
+                if c < 0x80:
+                    b = (b & 0x7F) | (c << 7)
+                    pos += 2
+                else:
+                    b, pos = _raw_varint(body, pos, True)
+            end = pos + ((b >> 1) ^ -(b & 1))
+            bad = end > n or end < pos + 3  # attributes, timestamp delta and offset delta take 3 at least
+            if bad and exact:
+                raise InvalidRecordError("record length runs past the batch")
+            t = body[pos + 1]  # after the attributes byte
+            if t < 0x80:
+                p = pos + 2
+            else:
+                c = body[pos + 2]
+                if c < 0x80:
+                    t = (t & 0x7F) | (c << 7)
+                    p = pos + 3
+                else:
+                    t, p = _raw_varint(body, pos + 1)
+            try:
+                o = body[p]
+                if o < 0x80:
+                    p += 1
+                else:
+                    c = body[p + 1]
+                    if c < 0x80:
+                        o = (o & 0x7F) | (c << 7)
+                        p += 2
+                    else:
+                        o, p = _raw_varint(body, p, True)
+                o = (o >> 1) ^ -(o & 1)
+            except (IndexError, InvalidRecordError):
+                if exact:
+                    raise
+                o = None  # the C lookup reads it only for a record at or after its target
+            yield start, end, (t >> 1) ^ -(t & 1), o, p
+            if bad:
+                raise InvalidRecordError("record length runs past the batch")
+            pos = end
+    except IndexError:
+        raise InvalidRecordError("record runs past the end of the batch") from None
+    if exact and pos != n:
+        raise InvalidRecordError("bytes left after the last record of the batch")
+
+
 def _fields_end(body, p: int, end: int) -> int:
     """Where a record's key, value and headers starting at `p` end; the caller compares it with the
     record's stated end. Kafka's `LogValidator` reads every record (`DefaultRecord.readPartiallyFrom`
     for compressed batches): a CRC computed over lying lengths must not get a batch into the log that
     no consumer can decode."""
+    # The common record inline: key and value lengths of one byte (under 64 bytes, or null) or a two-byte
+    # value length (under 8 KiB), then no headers.
+    k = body[p]
+    if k < 0x80:
+        q = p + 1 + (k >> 1 if not k & 1 else 0)
+        v = body[q]
+        if v < 0x80:
+            q += 1 + (v >> 1 if not v & 1 else 0)
+        else:
+            c = body[q + 1]
+            q = q + 2 + (((v & 0x7F) | (c << 7)) >> 1) if c < 0x80 and not v & 1 else -1
+        if q == end - 1 and body[q] == 0:
+            return end
     for _ in (0, 1):  # key, then value: a length (negative: null) and the bytes
         b = body[p]
         if b < 0x80:
@@ -555,110 +503,10 @@ class TimestampTable:
         return None
 
 
-def _encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key, value, headers) -> None:
-    body = bytearray()
-    body.append(0)
-    write_varint(timestamp_delta, body)
-    write_varint(offset_delta, body)
-    for field in (key, value):
-        if field is None:
-            write_varint(-1, body)
-        else:
-            write_varint(len(field), body)
-            body += field
-    write_varint(len(headers), body)
-    for hkey, hval in headers:
-        kb = hkey.encode("utf-8")
-        write_varint(len(kb), body)
-        body += kb
-        if hval is None:
-            write_varint(-1, body)
-        else:
-            write_varint(len(hval), body)
-            body += hval
-    write_varint(len(body), out)
-    out += body
-
-
-def build_batch(records: Iterable[SimpleRecord | Record], *, base_offset: int = 0,
-                compression: int = CompressionType.NONE, timestamp_type: int = TimestampType.CREATE_TIME,
-                producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-                partition_leader_epoch: int = -1, is_transactional: bool = False,
-                is_control: bool = False, max_timestamp: int | None = None,
-                last_offset_delta: int | None = None, delete_horizon_ms: int | None = None) -> bytes:
-    """Encode one v2 batch. `Record`s keep their offsets (delta = offset - base_offset); `SimpleRecord`s
-    get their position. Under LogAppendTime pass the broker time as `max_timestamp`.
-
-    The log cleaner rebuilds a batch from the records it keeps as `MemoryRecordsBuilder` does: the
-    original `last_offset_delta` is kept (`overrideLastOffset`, so the producer's last sequence stays
-    right), and a `delete_horizon_ms` becomes the base timestamp with the KIP-534 flag set (record
-    timestamps stay exact: their deltas are taken from it)."""
-    items = list(records)
-    if not items:
-        raise InvalidRecordError("a record batch needs at least one record")
-    first_ts = items[0].timestamp if delete_horizon_ms is None else delete_horizon_ms
-    body = bytearray()
-    deltas = []
-    for i, rec in enumerate(items):
-        delta = rec.offset - base_offset if isinstance(rec, Record) else i
-        deltas.append(delta)
-        _encode_record(body, delta, rec.timestamp - first_ts, rec.key, rec.value, rec.headers)
-    payload = compress(compression, bytes(body)) if compression != CompressionType.NONE else bytes(body)
-    attributes = int(compression) & COMPRESSION_MASK
-    if timestamp_type == TimestampType.LOG_APPEND_TIME:
-        attributes |= TIMESTAMP_TYPE_MASK
-    if is_transactional:
-        attributes |= TRANSACTIONAL_MASK
-    if is_control:
-        attributes |= CONTROL_MASK
-    if delete_horizon_ms is not None:
-        attributes |= DELETE_HORIZON_MASK
-    max_ts = max_timestamp if max_timestamp is not None else max(r.timestamp for r in items)
-    batch_length = HEADER_SIZE - LOG_OVERHEAD + len(payload)
-    buf = bytearray(HEADER_SIZE + len(payload))
-    HEADER.pack_into(buf, 0, base_offset, batch_length, partition_leader_epoch, 2, 0, attributes,
-                     max(deltas) if last_offset_delta is None else last_offset_delta, first_ts, max_ts,
-                     producer_id, producer_epoch, base_sequence, len(items))
-    buf[HEADER_SIZE:] = payload
-    struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
-    return bytes(buf)
-
-
-def build_empty_batch(*, base_offset: int, last_offset_delta: int, max_timestamp: int, timestamp_type: int,
-                      producer_id: int, producer_epoch: int, base_sequence: int, partition_leader_epoch: int,
-                      is_transactional: bool, is_control: bool) -> bytes:
-    """A batch header without records (`DefaultRecordBatch.writeEmptyHeader`): what the log cleaner keeps of
-    a producer's last batch, or of the last batch it cleans, once every record in it is gone."""
-    attributes = 0
-    if timestamp_type == TimestampType.LOG_APPEND_TIME:
-        attributes |= TIMESTAMP_TYPE_MASK
-    if is_transactional:
-        attributes |= TRANSACTIONAL_MASK
-    if is_control:
-        attributes |= CONTROL_MASK
-    buf = bytearray(HEADER_SIZE)
-    HEADER.pack_into(buf, 0, base_offset, HEADER_SIZE - LOG_OVERHEAD, partition_leader_epoch, 2, 0, attributes,
-                     last_offset_delta, NO_TIMESTAMP, max_timestamp, producer_id, producer_epoch, base_sequence, 0)
-    struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
-    return bytes(buf)
-
-
 def _record_spans_py(body, count: int) -> list[tuple[int, int, int, int, int, int, int]]:
     """`record_spans` in Python: the answer for every body, InvalidRecordError for a bad one."""
-    n = len(body)
-    if count < 0 or count > n:
-        raise InvalidRecordError(f"batch claims {count} records in {n} bytes")
     out = []
-    pos = 0
-    for _ in range(count):
-        start = pos  # the record's length varint included: a span is copied whole
-        length, pos = read_varint(body, pos, True)
-        end = pos + length
-        if length < 3 or end > n:
-            raise InvalidRecordError("record length runs past the batch")
-        p = pos + 1
-        ts_delta, p = read_varint(body, p)
-        off_delta, p = read_varint(body, p, True)
+    for start, end, ts_delta, off_delta, p in record_cursor(body, count):
         klen, p = read_varint(body, p, True)
         kstart = p
         if klen >= 0:
@@ -671,9 +519,6 @@ def _record_spans_py(body, count: int) -> list[tuple[int, int, int, int, int, in
         if p > end or (vlen > 0 and p + vlen > end):
             raise InvalidRecordError("record fields run past the record")
         out.append((off_delta, ts_delta, start, end, kstart, klen, vlen))
-        pos = end
-    if pos != n:
-        raise InvalidRecordError("bytes left after the last record of the batch")
     return out
 
 
@@ -689,53 +534,3 @@ def record_spans(body, count: int) -> list[tuple[int, int, int, int, int, int, i
         if found is not None:
             return found
     return _record_spans_py(body, count)
-
-
-def splice_batch(batch: RecordBatch, body, spans: list[tuple[int, int, int, int, int, int, int]],
-                 compress_with: Callable[[int, bytes], bytes] | None = None) -> bytes:
-    """A copy of `batch` holding only the records at `spans` of its decompressed `body`, copied byte for byte:
-    base offset, last offset delta, base timestamp and producer fields unchanged (the records' deltas stay
-    valid), the max timestamp that of the records kept (the broker's under LogAppendTime), recompressed
-    with the batch's codec (through `compress_with(codec, data)` when given: the log cleaner's own). The
-    log cleaner's fast path; it must keep at least one record."""
-    payload = b"".join(bytes(body[s:e]) for _o, _t, s, e, _ks, _kl, _vl in spans)
-    codec = batch.compression
-    if codec != CompressionType.NONE:
-        payload = (compress_with or compress)(codec, payload)
-    h = batch._h
-    max_ts = h[8] if h[5] & TIMESTAMP_TYPE_MASK else h[7] + max(t for _o, t, *_r in spans)
-    buf = bytearray(HEADER_SIZE + len(payload))
-    HEADER.pack_into(buf, 0, h[0], HEADER_SIZE - LOG_OVERHEAD + len(payload), h[2], 2, 0, h[5], h[6], h[7], max_ts,
-                     h[9], h[10], h[11], len(spans))
-    buf[HEADER_SIZE:] = payload
-    struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
-    return bytes(buf)
-
-
-def _rewrite_crc(buf, position: int) -> None:
-    (batch_length,) = struct.unpack_from(">i", buf, position + 8)
-    end = position + LOG_OVERHEAD + batch_length
-    struct.pack_into(">I", buf, position + CRC_OFFSET,
-                     crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET:end]))
-
-
-def set_base_offset(buf, position: int, offset: int) -> None:
-    """Outside the CRC: no recomputation (`DefaultRecordBatch.setLastOffset` style)."""
-    struct.pack_into(">q", buf, position, offset)
-
-
-def set_partition_leader_epoch(buf, position: int, epoch: int) -> None:
-    struct.pack_into(">i", buf, position + PARTITION_LEADER_EPOCH_OFFSET, epoch)
-
-
-def set_max_timestamp(buf, position: int, timestamp_type: int, timestamp: int) -> None:
-    """Set max timestamp and the timestamp-type bit and recompute the CRC (`setMaxTimestamp`); records,
-    compressed or not, are untouched: consumers derive LogAppendTime timestamps from the header."""
-    (attributes,) = struct.unpack_from(">h", buf, position + ATTRIBUTES_OFFSET)
-    if timestamp_type == TimestampType.LOG_APPEND_TIME:
-        attributes |= TIMESTAMP_TYPE_MASK
-    else:
-        attributes &= ~TIMESTAMP_TYPE_MASK
-    struct.pack_into(">h", buf, position + ATTRIBUTES_OFFSET, attributes)
-    struct.pack_into(">q", buf, position + MAX_TIMESTAMP_OFFSET, timestamp)
-    _rewrite_crc(buf, position)

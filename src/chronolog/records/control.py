@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from chronolog.errors import InvalidRecordError
-from chronolog.records.batch import RecordBatch, SimpleRecord, build_batch
+from chronolog.records.batch import RecordBatch, SimpleRecord
+from chronolog.records.batch_builder import build_batch
 
 _KEY = struct.Struct(">hh")  # ControlRecordType.CONTROL_RECORD_KEY_SCHEMA_VERSION_V0
 _VALUE = struct.Struct(">hi")  # EndTransactionMarker.END_TXN_MARKER_SCHEMA_VERSION_V0

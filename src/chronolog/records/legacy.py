@@ -15,7 +15,8 @@ import zlib
 from collections.abc import Iterator
 
 from chronolog.errors import CorruptMessageError, InvalidRecordError
-from chronolog.records.batch import Record, TimestampType, build_batch
+from chronolog.records.batch import Record, TimestampType
+from chronolog.records.batch_builder import build_batch
 from chronolog.records.compression import (
     DEFAULT_MAX_DECOMPRESSED,
     CompressionType,

@@ -40,7 +40,8 @@ from typing import Any
 
 from chronolog.config import BrokerConfig
 from chronolog.errors import KafkaError, KafkaStorageErrorError, TopicAlreadyExistsError
-from chronolog.records.batch import SimpleRecord, build_batch
+from chronolog.records.batch import SimpleRecord
+from chronolog.records.batch_builder import build_batch
 from chronolog.records.control import marker_of
 from chronolog.records.group_records import (
     CONSUMER_OFFSETS_TOPIC,

@@ -35,7 +35,8 @@ from typing import Any
 
 from chronolog.config import BrokerConfig
 from chronolog.errors import ErrorCode, KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
-from chronolog.records.batch import SimpleRecord, build_batch
+from chronolog.records.batch import SimpleRecord
+from chronolog.records.batch_builder import build_batch
 from chronolog.server.txn_log import (
     MAX_EPOCH,
     NO_PRODUCER_EPOCH,

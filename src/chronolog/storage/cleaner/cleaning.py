@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from chronolog.errors import KafkaError
 from chronolog.records import RecordBatch, TimestampType, build_batch, iter_batches
-from chronolog.records.batch import build_empty_batch, splice_batch
+from chronolog.records.batch_builder import build_empty_batch, splice_batch
 from chronolog.records.compression import compress
 from chronolog.storage.cleaner.files import (
     LOG_SUFFIX,
