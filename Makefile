@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DATA   := $(CURDIR)/var/run-data
 
-.PHONY: install bytecode sysdeps nodedeps faustdeps jars test test-long run bench lint clean
+.PHONY: install bytecode sysdeps nodedeps faustdeps jars franzgo test test-long run bench lint clean
 
 $(STAMP): pyproject.toml setup.py src/chronolog/records/_walk.c src/chronolog/records/_clean.c src/chronolog/records/_recordwalk.h src/chronolog/records/_crc32c.h src/chronolog/records/_columns.c src/chronolog/records/_encode.c src/chronolog/storage/_headers.c
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -52,7 +52,12 @@ $(SPARK_KAFKA)/.stamp: jvm/spark-kafka/pom.xml
 		-DoutputDirectory=$(CURDIR)/$(SPARK_KAFKA) && touch $@
 jars: $(JARS)/.stamp $(SPARK_KAFKA)/.stamp
 
-install: $(STAMP) bytecode sysdeps nodedeps faustdeps jars
+# franz-go's own test suite (tests/compat/test_franz_go_suite.py), fetched through the Go module proxy and
+# compiled once into var/ (minutes the first time); nothing without Go, and the test then skips.
+franzgo: $(STAMP)
+	@command -v go >/dev/null 2>&1 || exit 0; $(PY) -m tests.compat.franz_go --build || true
+
+install: $(STAMP) bytecode sysdeps nodedeps faustdeps jars franzgo
 
 # The suite's tiers (docs/testing.md, "The suite"): `make test` is what CI runs, within 15 minutes on two
 # cores; `make test-long` runs the same tests with their full seed counts, kills and load durations
