@@ -11,7 +11,7 @@ import importlib
 import sys
 import time
 
-AREAS = ("records", "storage", "broker", "start", "testing", "peer", "spark", "sink", "load", "console", "quotas",
+AREAS = ("records", "storage", "broker", "start", "testing", "peer", "kafka", "spark", "sink", "load", "console", "quotas",
          "cleaner", "partitions", "commits")
 
 

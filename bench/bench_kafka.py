@@ -1,0 +1,507 @@
+"""chronolog beside Apache Kafka 4.4, in one run, with the same clients and the same bytes.
+
+Kafka runs as `chronolog.testing.kafka.KafkaBroker` (one combined KRaft node on loopback) with
+`BENCH_JVM_OPTS` (the 1 GiB heap of `kafka-server-start.sh`, G1); chronolog as `chronolog serve`. The
+brokers run one after the other, each alone on the machine, through the same steps:
+
+- start: exec -> first answered Metadata (v4, no topics) on an empty data dir, best of `starts` (the
+  first of them the start of the broker the rest runs on); for Kafka
+  the storage dir is formatted first (`kafka-storage format`, not timed), as an installation does once;
+- idle RSS, and RSS after the load below, of the whole process tree (the JVM for Kafka);
+- produce `records` x 1 KiB through confluent-kafka (librdkafka) from one Python loop, acks=1 and acks=all
+  (a new topic each run), MB/s, median of `runs`;
+- consume the acks=1 topic back through confluent-kafka from offset 0, again and again until at least
+  `consume_seconds` have passed (a single read of a few hundred MB takes well under a second and varies
+  threefold), MB/s, median of `runs`;
+- Kafka's own perf tools, each in a JVM of its own (`run_tool`): `kafka-producer-perf-test` of
+  `perf_records` x 1 KiB, acks=1, its summary line's MB/sec; `kafka-consumer-perf-test` reading them back,
+  its `fetch.MB.sec` (the rate once the group is joined); median of `runs`;
+- ListOffsets by time over late records (batches of 10 whose CreateTimes are shuffled inside the batch):
+  one lookup per record's own timestamp, p50 of the round trips, and how many answers equal the
+  brute-force answer (the first offset whose timestamp is >= the asked time: Kafka's rule);
+- restart after a SIGKILL with an active segment of `kill_bytes` (1 KiB records, acks=1, one segment):
+  exec -> first Metadata, and exec -> the log end offset served again (the whole segment recovered).
+
+Ratios are chronolog/Kafka as the issue states them: for rates chronolog's over Kafka's (> 1: chronolog
+faster), for times and memory chronolog's over Kafka's (< 1: chronolog better); each beside its target.
+
+The setting is CHRONOLOG_BENCH_KAFKA: `default`, `long` (a 1 GiB active segment, more records), or `tiny`
+(seconds; what the test of this module runs).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.brokerproc import free_port
+
+from bench.common import print_table
+
+SIZE = 1024
+T0 = 1_700_000_000_000
+# Both brokers keep every record whatever its timestamp (the late records are from 2023).
+TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1", "message.timestamp.after.max.ms": str(2**62)}
+KAFKA_CONFIGS = {"num.partitions": "1", "log.retention.ms": "-1"}
+
+
+@dataclass(frozen=True)
+class Setting:
+    records: int  # librdkafka produce, per run
+    runs: int
+    consume_seconds: float
+    perf_records: int  # Kafka's perf tools, per run
+    lookups: int
+    kill_bytes: int
+    starts: int
+
+
+SETTINGS = {
+    "tiny": Setting(records=3_000, runs=1, consume_seconds=0.2, perf_records=3_000, lookups=20,
+                    kill_bytes=4 << 20, starts=1),
+    "default": Setting(records=200_000, runs=3, consume_seconds=3.0, perf_records=200_000, lookups=200,
+                       kill_bytes=256 << 20, starts=3),
+    "long": Setting(records=500_000, runs=3, consume_seconds=5.0, perf_records=500_000, lookups=200,
+                    kill_bytes=1 << 30, starts=3),
+}
+WAIT = 300  # seconds: the bound of any one wait on a broker
+
+
+def setting() -> Setting:
+    name = os.environ.get("CHRONOLOG_BENCH_KAFKA", "default").strip().lower() or "default"
+    if name not in SETTINGS:
+        raise ValueError(f"CHRONOLOG_BENCH_KAFKA={name!r}: use one of {', '.join(SETTINGS)}")
+    return SETTINGS[name]
+
+
+# -- the measures every broker gets -----------------------------------------------------------------------
+
+# Metadata v4 (KIP-896 removed v0-v3 from Kafka 4.x; chronolog answers any), no topics, header v1.
+_METADATA_V4 = struct.pack(">hhih", 3, 4, 1, 5) + b"bench" + struct.pack(">ib", 0, 0)
+
+
+def answers_metadata(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            s.sendall(struct.pack(">i", len(_METADATA_V4)) + _METADATA_V4)
+            head = b""
+            while len(head) < 8:
+                chunk = s.recv(8 - len(head))
+                if not chunk:
+                    return False
+                head += chunk
+            return struct.unpack(">i", head[4:8])[0] == 1
+    except OSError:
+        return False
+
+
+def first_metadata(proc: subprocess.Popen, port: int, started: float, timeout: float = WAIT) -> float:
+    """Seconds from `started` (just before exec) until Metadata is answered on `port` (polled each ms)."""
+    deadline = time.monotonic() + timeout
+    while not answers_metadata(port):
+        if proc.poll() is not None:
+            raise RuntimeError(f"the broker exited with {proc.returncode} before answering")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the broker did not answer Metadata within {timeout} s")
+        time.sleep(0.001)
+    return time.perf_counter() - started
+
+
+def rss_tree_mb(pid: int) -> float:
+    """VmRSS of `pid` and all its descendants, MB."""
+    total = 0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total / 1024
+
+
+def create(bootstrap: str, topic: str, configs: dict[str, str] | None = None) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin.create_topics([NewTopic(topic, 1, 1, config={**TOPIC_CONFIG, **(configs or {})})])[topic].result(60)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # a leader to produce to (Kafka elects it just after the answer)
+        md = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if md is not None and md.error is None and md.partitions and md.partitions[0].leader >= 0:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"topic {topic}: no leader within 60 s")
+
+
+def delete(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})  # alive until the answer
+    admin.delete_topics([topic])[topic].result(60)
+
+
+def produce_mb_s(bootstrap: str, topic: str, count: int, acks: str) -> float:
+    """confluent-kafka from one Python loop, one `produce()` per 1 KiB record, flushed: MB/s."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1_000_000, "acks": acks,
+                  "queue.buffering.max.messages": 1_000_000, "log_level": 0})
+    payload = random.Random(1).randbytes(SIZE)
+    start = time.perf_counter()
+    deadline = time.monotonic() + WAIT
+    for _ in range(count):
+        while True:
+            try:
+                p.produce(topic, value=payload, partition=0)
+                break
+            except BufferError:
+                p.poll(0.01)
+                if time.monotonic() > deadline:
+                    raise RuntimeError("produce: the broker stopped taking records") from None
+    left = p.flush(WAIT)
+    elapsed = time.perf_counter() - start
+    if left:
+        raise RuntimeError(f"produce: {left} records not acknowledged within {WAIT} s")
+    return count * SIZE / elapsed / 1e6
+
+
+def consume_mb_s(bootstrap: str, topic: str, count: int, min_seconds: float) -> float:
+    """confluent-kafka reading the `count` records of `topic` from offset 0, whole passes until at least
+    `min_seconds` have passed: MB/s over all passes."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-kafka", "enable.auto.commit": False,
+                  "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760, "log_level": 0})
+    nbytes = 0
+    start = time.perf_counter()
+    deadline = time.monotonic() + WAIT
+    try:
+        while True:
+            c.assign([TopicPartition(topic, 0, 0)])
+            got = 0
+            while got < count:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"consume: {got} of {count} records within {WAIT} s")
+                for m in c.consume(min(10_000, count - got), 1.0):  # never waiting past the last
+                    if m.error() is None:
+                        got += 1
+                        nbytes += len(m.value())
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_seconds:
+                return nbytes / elapsed / 1e6
+    finally:
+        c.close()
+
+
+def late_lookups(bootstrap: str, topic: str, count: int) -> tuple[float, int]:
+    """`count` records in batches of 10 whose timestamps are shuffled inside each batch, then one ListOffsets
+    by time per record's own timestamp: (p50 ms, how many answers equal the brute-force answer)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    rng = random.Random(7)
+    stamps = []
+    for base in range(0, count, 10):
+        block = [T0 + 1000 * (base + j) for j in range(min(10, count - base))]
+        rng.shuffle(block)
+        stamps += block
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1000, "batch.num.messages": 10, "acks": 1,
+                  "log_level": 0})
+    for base in range(0, count, 10):
+        for ts in stamps[base:base + 10]:
+            p.produce(topic, value=b"late", partition=0, timestamp=ts)
+        if p.flush(60):
+            raise RuntimeError("late records not acknowledged within 60 s")
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-kafka-late", "log_level": 0})
+    timings = []
+    exact = 0
+    try:
+        c.offsets_for_times([TopicPartition(topic, 0, T0)], timeout=30)  # the connection, untimed
+        for ts in stamps:
+            want = next(i for i, s in enumerate(stamps) if s >= ts)  # brute force over every record
+            start = time.perf_counter()
+            (answer,) = c.offsets_for_times([TopicPartition(topic, 0, ts)], timeout=30)
+            timings.append(time.perf_counter() - start)
+            exact += answer.offset == want
+    finally:
+        c.close()
+    return statistics.median(timings) * 1000, exact
+
+
+def producer_perf(bootstrap: str, topic: str, count: int) -> float:
+    """`kafka-producer-perf-test`, acks=1: its summary line's MB/sec."""
+    import re
+
+    from chronolog.testing.kafka import run_tool
+
+    proc = run_tool("kafka-producer-perf-test", "--topic", topic, "--num-records", str(count), "--record-size",
+                    str(SIZE), "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}", "acks=1",
+                    "linger.ms=5", "batch.size=1000000", timeout=WAIT)
+    lines = re.findall(r"(\d+) records sent, [\d.]+ records/sec \(([\d.]+) MB/sec\)", proc.stdout)
+    if proc.returncode != 0 or not lines or int(lines[-1][0]) != count:
+        raise RuntimeError(f"kafka-producer-perf-test: exit {proc.returncode}: {(proc.stderr or proc.stdout)[-800:]}")
+    return float(lines[-1][1])
+
+
+def consumer_perf(bootstrap: str, topic: str, count: int, group: str) -> float:
+    """`kafka-consumer-perf-test` of `count` records: its fetch.MB.sec (after the group's join)."""
+    from chronolog.testing.kafka import run_tool
+
+    proc = run_tool("kafka-consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic, "--num-records",
+                    str(count), "--group", group, "--timeout", "60000", timeout=WAIT)
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    try:
+        header = [h.strip() for h in lines[-2].split(",")]
+        values = [v.strip() for v in lines[-1].split(",")]
+        row = dict(zip(header, values, strict=True))
+        if int(row["data.consumed.in.nMsg"]) < count:
+            raise ValueError(f"{row['data.consumed.in.nMsg']} of {count} records")
+        return float(row["fetch.MB.sec"])
+    except (IndexError, KeyError, ValueError) as exc:
+        raise RuntimeError(f"kafka-consumer-perf-test: exit {proc.returncode} ({exc}): "
+                           f"{(proc.stderr or proc.stdout)[-800:]}") from None
+
+
+def end_offset(bootstrap: str, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-kafka-end", "log_level": 0})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        c.close()
+
+
+def fill_active_segment(bootstrap: str, nbytes: int) -> int:
+    """A topic whose one segment holds `nbytes` of 1 KiB records (acks=1): the records' count."""
+    count = nbytes // SIZE
+    create(bootstrap, "big", {"segment.bytes": str(min(2**31 - 1, nbytes + (64 << 20)))})
+    produce_mb_s(bootstrap, "big", count, "1")
+    return count
+
+
+# -- the two brokers --------------------------------------------------------------------------------------
+
+class Broker:
+    """What the steps need of a broker under test."""
+
+    name = ""
+    proc: subprocess.Popen
+    port: int
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> float:
+        """Exec, then seconds to the first Metadata."""
+        raise NotImplementedError
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(60)
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+
+class Chronolog(Broker):
+    name = "chronolog"
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+
+    def start(self) -> float:
+        self.port = free_port()
+        started = time.perf_counter()
+        self.proc = subprocess.Popen([sys.executable, "-m", "chronolog.cli.main", "serve", "--data-dir",
+                                      str(self.data_dir), "--port", str(self.port)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        try:
+            return first_metadata(self.proc, self.port, started)
+        except BaseException:
+            self.kill()
+            raise
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class Kafka(Broker):
+    name = "Kafka 4.4"
+
+    def __init__(self, base: Path) -> None:
+        from chronolog.testing.kafka import BENCH_JVM_OPTS, KafkaBroker
+
+        self.cluster = KafkaBroker(configs=KAFKA_CONFIGS, jvm_opts=BENCH_JVM_OPTS, base=base)
+        self.node = self.cluster.nodes[0]
+        self.port = self.node.port
+        self.formatted = False
+
+    def start(self) -> float:
+        if not self.formatted:
+            self.node.format(self.cluster.cluster_id)
+            self.formatted = True
+        started = time.perf_counter()
+        self.node.start()
+        self.proc = self.node.proc
+        try:
+            return first_metadata(self.proc, self.port, started)
+        except BaseException:
+            self.node.kill()
+            raise
+
+    def kill(self) -> None:
+        self.node.kill()
+
+    def stop(self) -> None:
+        self.node.stop(30)
+
+
+def best_start(make: Callable[[], Broker], tries: int) -> float:
+    best = float("inf")
+    for _ in range(tries):
+        broker = make()
+        try:
+            best = min(best, broker.start())
+        finally:
+            broker.stop()
+    return best
+
+
+def run_one(broker: Broker, s: Setting) -> dict[str, float]:
+    out: dict[str, float] = {"start": broker.start()}
+    try:
+        time.sleep(1)  # the start's own allocations settle (a JVM's heap is reserved, not yet touched)
+        out["idle_rss"] = rss_tree_mb(broker.proc.pid)
+        b = broker.bootstrap
+        for acks, key in (("1", "produce_1"), ("all", "produce_all")):
+            figures = []
+            for run in range(s.runs):
+                topic = f"load-{key}-{run}"
+                create(b, topic)
+                figures.append(produce_mb_s(b, topic, s.records, acks))
+                if not (acks == "1" and run == 0):
+                    delete(b, topic)
+            out[key] = statistics.median(figures)
+        out["consume"] = statistics.median(consume_mb_s(b, "load-produce_1-0", s.records, s.consume_seconds)
+                                           for _ in range(s.runs))
+        out["loaded_rss"] = rss_tree_mb(broker.proc.pid)
+        perf_p, perf_c = [], []
+        for run in range(s.runs):
+            topic = f"perf-{run}"
+            create(b, topic)
+            perf_p.append(producer_perf(b, topic, s.perf_records))
+            perf_c.append(consumer_perf(b, topic, s.perf_records, f"perf-group-{run}"))
+            delete(b, topic)
+        out["perf_produce"], out["perf_consume"] = statistics.median(perf_p), statistics.median(perf_c)
+        create(b, "late")
+        out["lookup_p50"], out["exact"] = late_lookups(b, "late", s.lookups)
+        count = fill_active_segment(b, s.kill_bytes)
+    except BaseException:
+        broker.kill()
+        raise
+    broker.kill()
+    started = time.perf_counter()
+    try:
+        broker.start()  # times from its own exec; the end offset below from the same `started`
+        out["restart"] = first_metadata(broker.proc, broker.port, started)
+        deadline = time.monotonic() + WAIT
+        while (end := _end_or_none(broker.bootstrap)) != count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"after the SIGKILL: log end {end}, {count} records acknowledged")
+            time.sleep(0.01)
+        out["restart_end"] = time.perf_counter() - started
+    finally:
+        broker.stop()
+    return out
+
+
+def _end_or_none(bootstrap: str) -> int | None:
+    try:
+        return end_offset(bootstrap, "big")
+    except Exception:  # not served yet
+        return None
+
+
+def main() -> None:
+    from chronolog.testing.kafka import kafka_available
+
+    reason = kafka_available()
+    if reason:
+        print(f"kafka bench skipped: Apache Kafka cannot run here ({reason})", flush=True)
+        return
+    s = setting()
+    results: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="chronolog-bench-kafka-") as tmpdir:
+        tmp = Path(tmpdir)
+        # the first start of run_one is one of the tries
+        starts = {"chronolog": best_start(lambda: Chronolog(Path(tempfile.mkdtemp(dir=tmp))), s.starts - 1),
+                  "kafka": best_start(lambda: Kafka(Path(tempfile.mkdtemp(dir=tmp))), s.starts - 1)}
+        results["chronolog"] = run_one(Chronolog(tmp / "chronolog"), s)
+        results["kafka"] = run_one(Kafka(tmp / "kafka"), s)
+    ours, theirs = results["chronolog"], results["kafka"]
+    ours["start"] = min(ours["start"], starts["chronolog"])
+    theirs["start"] = min(theirs["start"], starts["kafka"])
+    rows = [("measure", "chronolog", "Kafka 4.4", "chronolog/Kafka", "target")]
+
+    def row(label: str, key: str, fmt: str, target: str) -> None:
+        a, b = ours[key], theirs[key]
+        rows.append((label, fmt.format(a), fmt.format(b), f"{a / b:.2f}x" if b else "-", target))
+
+    mb = s.records * SIZE // 1_000_000
+    row(f"exec -> first Metadata, empty (best of {s.starts}), s", "start", "{:.3f}", "<= 0.1x")
+    row("idle RSS, process tree, MB", "idle_rss", "{:.0f}", "-")
+    row(f"produce {s.records:,} x 1 KiB, confluent-kafka acks=1, MB/s", "produce_1", "{:.0f}", ">= 1.5x")
+    row("  the same, acks=all, MB/s", "produce_all", "{:.0f}", ">= 1.5x")
+    row(f"consume {mb} MB, confluent-kafka, passes >= {s.consume_seconds:g} s, MB/s", "consume", "{:.0f}", ">= 1.5x")
+    row("RSS after that load, process tree, MB", "loaded_rss", "{:.0f}", "<= 0.15x")
+    row(f"kafka-producer-perf-test {s.perf_records:,} x 1 KiB acks=1, MB/sec", "perf_produce", "{:.1f}", ">= 1.5x")
+    row("kafka-consumer-perf-test, fetch.MB.sec", "perf_consume", "{:.1f}", ">= 1.5x")
+    row(f"ListOffsets by time p50 over {s.lookups} late records, ms", "lookup_p50", "{:.2f}", "<= 0.8x")
+    rows.append((f"  answers equal to brute force, of {s.lookups}", str(int(ours["exact"])), str(int(theirs["exact"])),
+                 "-", "all exact"))
+    big = f"{s.kill_bytes / (1 << 20):.0f} MiB"
+    row(f"SIGKILL, {big} active segment: exec -> first Metadata, s", "restart", "{:.3f}", "-")
+    row("  exec -> its log end offset served, s", "restart_end", "{:.3f}", "-")
+    print_table(rows)
+    runs = f"median of {s.runs}" if s.runs > 1 else "1 run"
+    print(f"(rates {runs}; one broker at a time; confluent-kafka {__import__('confluent_kafka').libversion()[0]}, "
+          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; for rates > 1x means chronolog faster, "
+          f"for times and memory < 1x means chronolog smaller)", flush=True)
+    missed = [r[0].strip() for r in rows[1:] if _missed(r[3], r[4])]
+    if ours["exact"] != s.lookups:
+        missed.append("chronolog's ListOffsets answers are not all exact")
+    if missed:
+        print("targets missed: " + "; ".join(missed), flush=True)
+
+
+def _missed(ratio: str, target: str) -> bool:
+    if ratio == "-" or target[:2] not in (">=", "<="):
+        return False
+    value, bound = float(ratio.rstrip("x")), float(target[3:].rstrip("x"))
+    return value < bound if target.startswith(">=") else value > bound
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""`python -m bench kafka` in its tiny setting: the race with Apache Kafka 4.4 runs to its table, so that a
+change to the broker, the Kafka fixture or the clients cannot break `make bench` unseen."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chronolog.testing.kafka import kafka_available
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_bench_kafka_runs_in_its_tiny_setting():
+    reason = kafka_available()
+    if reason:
+        pytest.skip(f"Apache Kafka cannot run here: {reason}")
+    env = {**os.environ, "CHRONOLOG_BENCH_KAFKA": "tiny"}
+    proc = subprocess.run([sys.executable, "-m", "bench", "kafka"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=240)
+    out = proc.stdout
+    assert proc.returncode == 0 and "bench kafka failed" not in out, out + proc.stderr
+    table = {line.split("  ")[0]: line for line in out.splitlines()}
+    for label in ("exec -> first Metadata", "produce 3,000 x 1 KiB", "kafka-consumer-perf-test",
+                  "ListOffsets by time p50", "SIGKILL"):
+        assert any(k.startswith(label) for k in table), (label, out)
+    exact = next(line for line in out.splitlines() if "answers equal to brute force" in line).split()
+    assert exact[-5:-3] == ["20", "20"], out  # both brokers answer every late lookup exactly
