@@ -129,3 +129,10 @@ def test_elect_leaders_and_list_reassignments_on_one_node(pair, topic):  # noqa:
     same(pair, elect, None)
     same(pair, lambda b: request(b.port, 46, 0, {"timeout": 30000, "topics": None}))
     same(pair, lambda b: request(b.port, 46, 0, {"timeout": 30000, "topics": [{"name": topic, "partition_indexes": [0]}]}))
+
+
+def test_delegation_tokens_on_a_plaintext_listener(pair):  # noqa: F811
+    """As a Kafka broker without delegation tokens configured: DELEGATION_TOKEN_REQUEST_NOT_ALLOWED on PLAINTEXT
+    (Kafka's -1 timestamps in the other three answers cannot be decoded by kio: DescribeDelegationToken only)."""
+    same(pair, lambda b: request(b.port, 41, 3, {"owners": None}))
+    same(pair, lambda b: request(b.port, 41, 1, {"owners": [{"principal_type": "User", "principal_name": "x"}]}))

@@ -175,7 +175,7 @@ def test_log_dirs_transactions_acls(chronolog, filled):
     assert "SecurityDisabledException: No Authorizer is configured on the broker" in first_error_line(acls)
 
 
-def test_one_node_answers_leader_election_reassignments_features_quorum(chronolog, filled):
+def test_one_node_answers_leader_election_reassignments_features_quorum(chronolog, filled, tmp_path: Path):
     name, _ = filled
     # A one-node cluster: every partition already has its preferred leader; nothing is being reassigned.
     out = tool("kafka-leader-election", chronolog, "--election-type", "preferred", "--topic", name,
@@ -190,6 +190,12 @@ def test_one_node_answers_leader_election_reassignments_features_quorum(chronolo
     assert quorum.returncode == 1
     assert first_error_line(quorum) == ("org.apache.kafka.common.errors.UnsupportedVersionException: The node "
                                         "does not support DESCRIBE_QUORUM")
+    # No delegation tokens (docs/differences.md): refused as by a Kafka broker without them, on PLAINTEXT.
+    config = tmp_path / "client.properties"
+    config.write_text("")
+    tokens = tool("kafka-delegation-tokens", chronolog, "--describe", "--command-config", str(config), ok=False)
+    assert tokens.returncode == 1
+    assert "Delegation Token requests are not allowed on PLAINTEXT/1-way SSL channels" in first_error_line(tokens)
 
 
 def test_dump_log_reads_chronologs_segments(chronolog, filled):

@@ -607,3 +607,6 @@ def describe_log_dirs(req: Any, ctx: RequestContext) -> dict:
     except OSError:  # Kafka answers KAFKA_STORAGE_ERROR for a dir it cannot read
         result = {"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "log_dir": str(data_dir), "topics": []}
     return {"throttle_time": 0, "error_code": 0, "results": [result]}
+
+
+from chronolog.protocol import delegation_tokens  # noqa: E402, F401  (registers the delegation token APIs)
