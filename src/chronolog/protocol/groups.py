@@ -83,6 +83,8 @@ async def join_group(req: Any, ctx: RequestContext) -> dict:
 async def sync_group(req: Any, ctx: RequestContext) -> dict:
     if _group_denied(ctx, "read", req.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "assignment": b""}
+    if not req.group_id:  # GroupCoordinatorService.isGroupIdNotEmpty
+        return {"error_code": ErrorCode.INVALID_GROUP_ID, "assignment": b""}
     result = await ctx.coordinator.sync(req.group_id, int(req.generation_id), req.member_id,
                                         {a.member_id: bytes(a.assignment) for a in req.assignments},
                                         getattr(req, "group_instance_id", None))
@@ -95,6 +97,8 @@ async def sync_group(req: Any, ctx: RequestContext) -> dict:
 def heartbeat(req: Any, ctx: RequestContext) -> dict:
     if _group_denied(ctx, "read", req.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+    if not req.group_id:  # GroupCoordinatorService.isGroupIdNotEmpty
+        return {"throttle_time": 0, "error_code": ErrorCode.INVALID_GROUP_ID}
     return {"throttle_time": 0,
             "error_code": ctx.coordinator.heartbeat(req.group_id, int(req.generation_id), req.member_id,
                                                     getattr(req, "group_instance_id", None))}
@@ -104,6 +108,8 @@ def heartbeat(req: Any, ctx: RequestContext) -> dict:
 def leave_group(req: Any, ctx: RequestContext) -> dict:
     if _group_denied(ctx, "read", req.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
+    if not req.group_id:  # GroupCoordinatorService.isGroupIdNotEmpty
+        return {"throttle_time": 0, "error_code": ErrorCode.INVALID_GROUP_ID, "members": []}
     if ctx.api_version >= 3:  # a batch; a static member may be named by its group.instance.id alone (KIP-345)
         error, results = ctx.coordinator.leave_members(
             req.group_id, [(m.member_id, m.group_instance_id) for m in req.members])
@@ -131,27 +137,39 @@ async def offset_commit(req: Any, ctx: RequestContext) -> dict:
         for p in t.partitions:
             offsets.append((name, p.partition_index, int(p.committed_offset),
                             int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata))
-    # KafkaApis.handleOffsetCommitRequest: Read on the group, then Read on each topic.
+    # KafkaApis.handleOffsetCommitRequest: Read on the group, then Read on each topic; partitions that do not
+    # exist are answered UNKNOWN_TOPIC_OR_PARTITION, and the group is not asked when nothing is left.
     unreadable = {n for n in names if n is not None and not ctx.allowed("read", "topic", n)}
+    error = 0
     if denied:
         error = ErrorCode.GROUP_AUTHORIZATION_FAILED
     else:
-        kept = [o for o in offsets if o[0] not in unreadable and ctx.log_manager.has_topic(o[0])]
-        error = await ctx.coordinator.commit_async(req.group_id, generation, req.member_id or "", kept,
-                                                   api_version=ctx.api_version,
-                                                   instance_id=getattr(req, "group_instance_id", None))
+        kept = [o for o in offsets if o[0] not in unreadable and _exists(ctx, o[0], o[1])]
+        if kept:
+            error = await ctx.coordinator.commit_async(req.group_id, generation, req.member_id or "", kept,
+                                                       api_version=ctx.api_version,
+                                                       instance_id=getattr(req, "group_instance_id", None))
 
-    def topic_error(name: str | None) -> int:
+    def partition_error(name: str | None, partition: int) -> int:
+        if denied:
+            return error
         if name is None:
             return ErrorCode.UNKNOWN_TOPIC_ID
         if name in unreadable:
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        return error or (0 if ctx.log_manager.has_topic(name) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return error if _exists(ctx, name, partition) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     for name, t in zip(names, req.topics, strict=True):
         topics.append({"name": getattr(t, "name", name), "topic_id": getattr(t, "topic_id", None), "partitions": [
-            {"partition_index": p.partition_index, "error_code": topic_error(name)} for p in t.partitions]})
+            {"partition_index": p.partition_index, "error_code": partition_error(name, int(p.partition_index))}
+            for p in t.partitions]})
     return {"throttle_time": 0, "topics": topics}
+
+
+def _exists(ctx: RequestContext, topic: str, partition: int) -> bool:
+    """The partition is in the metadata (KafkaApis asks metadataCache.contains for each one committed)."""
+    count = ctx.log_manager.topics().get(topic)
+    return count is not None and 0 <= partition < count
 
 
 def _offsets_for(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool = False,

@@ -163,39 +163,53 @@ def txn_offset_commit(req: Any, ctx: RequestContext) -> dict:
     else:
         names = [t.name for t in req.topics]
     unreadable = {n for n in names if n is not None and not ctx.allowed("read", "topic", n)}
+    exists = {(n, int(p.partition_index)): n is not None and n not in unreadable
+              and 0 <= int(p.partition_index) < ctx.log_manager.topics().get(n, 0)
+              for n, t in zip(names, req.topics, strict=True) for p in t.partitions}
+    whole = True  # an error of the whole request (authorization of the id or the group), not of the rest
     if _denied(ctx, "write", req.transactional_id):
         error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif not ctx.allowed("read", "group", req.group_id):
         error = ErrorCode.GROUP_AUTHORIZATION_FAILED
-    elif _coordinator(ctx) is None or ctx.coordinator is None:
-        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
-        error = 0
-        if ctx.api_version >= 5:  # KIP-890 part 2: the group's offsets partition joins the transaction here
-            error = _guarded(_coordinator(ctx).add_offsets, req.transactional_id, int(req.producer_id),
-                             int(req.producer_epoch), req.group_id)
-        error = error or _coordinator(ctx).check_offset_commit(req.transactional_id, int(req.producer_id),
-                                                               int(req.producer_epoch), req.group_id)
-        if not error:
-            offsets = [(n, int(p.partition_index), int(p.committed_offset),
-                        int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata)
-                       for n, t in zip(names, req.topics, strict=True)
-                       if n is not None and n not in unreadable and ctx.log_manager.has_topic(n)
-                       for p in t.partitions]
-            error = _guarded(ctx.coordinator.txn_commit, req.group_id, int(getattr(req, "generation_id", -1)),
-                             getattr(req, "member_id", "") or "", getattr(req, "group_instance_id", None),
-                             int(req.producer_id), offsets, int(req.producer_epoch), ctx.api_version)
+        whole = False
+        if not any(exists.values()):  # KafkaApis answers without asking the coordinators
+            error = 0
+        elif not req.group_id:  # GroupCoordinatorService.isGroupIdNotEmpty
+            error = ErrorCode.INVALID_GROUP_ID
+        elif _coordinator(ctx) is None or ctx.coordinator is None:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        else:
+            error = 0
+            if ctx.api_version >= 5:  # KIP-890 part 2: the group's offsets partition joins the transaction here
+                error = _guarded(_coordinator(ctx).add_offsets, req.transactional_id, int(req.producer_id),
+                                 int(req.producer_epoch), req.group_id)
+            error = error or _coordinator(ctx).check_offset_commit(req.transactional_id, int(req.producer_id),
+                                                                   int(req.producer_epoch), req.group_id)
+            if not error:
+                offsets = [(n, int(p.partition_index), int(p.committed_offset),
+                            int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata)
+                           for n, t in zip(names, req.topics, strict=True) for p in t.partitions
+                           if exists[(n, int(p.partition_index))]]
+                error = _guarded(ctx.coordinator.txn_commit, req.group_id, int(getattr(req, "generation_id", -1)),
+                                 getattr(req, "member_id", "") or "", getattr(req, "group_instance_id", None),
+                                 int(req.producer_id), offsets, int(req.producer_epoch), ctx.api_version)
 
-    def topic_error(name: str | None) -> int:
+    def partition_error(name: str | None, partition: int) -> int:
+        """KafkaApis.handleTxnOffsetCommitRequest: unreadable topics and partitions not in the metadata are
+        answered apart from what the coordinators say of the rest."""
+        if whole:
+            return error
         if name is None:
             return ErrorCode.UNKNOWN_TOPIC_ID
         if name in unreadable:
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        return error or (0 if ctx.log_manager.has_topic(name) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return error if exists[(name, partition)] else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     return {"throttle_time": 0, "topics": [
         {"name": getattr(t, "name", n), "topic_id": getattr(t, "topic_id", None),
-         "partitions": [{"partition_index": p.partition_index, "error_code": topic_error(n)} for p in t.partitions]}
+         "partitions": [{"partition_index": p.partition_index, "error_code": partition_error(n, int(p.partition_index))}
+                        for p in t.partitions]}
         for n, t in zip(names, req.topics, strict=True)]}
 
 

@@ -222,6 +222,8 @@ class GroupCoordinator:
         if not (self.config["group.min.session.timeout.ms"] <= session_timeout
                 <= self.config["group.max.session.timeout.ms"]):
             return {"error_code": ErrorCode.INVALID_SESSION_TIMEOUT, "member_id": member_id}
+        if not protocol_type or not protocols:  # ClassicGroup.supportsProtocols: none to agree on
+            return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "member_id": member_id}
         if self.consumer.has_members(group_id):  # Kafka: classicGroupJoinToConsumerGroup, any migration policy
             result = self.consumer.classic_join(group_id, member_id, instance_id, client_id, client_host,
                                                 session_timeout, rebalance_timeout, protocol_type, protocols,
