@@ -278,7 +278,8 @@ def test_the_topic_option_is_looked_up_once_on_the_driver(broker):
     once (a missing topic is an error before any task), and tasks check their rows against that answer."""
     from pyspark.sql.types import BinaryType, StructField, StructType
 
-    from chronolog.spark.sink import Rows, check_rows, make_writer
+    from chronolog.spark.sink import make_writer
+    from chronolog.spark.sink_rows import Rows, check_rows
     topic = create(broker.bootstrap, "looked-up", 2, **{"max.message.bytes": "3000"})
     schema = StructType([StructField("value", BinaryType())])
     raw = {"kafka.bootstrap.servers": broker.bootstrap, "topic": topic}
