@@ -1,7 +1,9 @@
 """Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, DescribeConfigs,
-AlterConfigs, IncrementalAlterConfigs, DescribeLogDirs. Config changes are validated, persisted and applied to live logs
-at once (the time configs above all: `message.timestamp.type`, the timestamp bounds, `segment.ms`,
-`retention.ms`, `segment.bytes`, `index.interval.bytes`)."""
+AlterConfigs, IncrementalAlterConfigs, DescribeLogDirs, and what a one-node cluster answers to ElectLeaders
+and ListPartitionReassignments; each as Kafka 4.4's controller checks and answers it (tests/differential).
+Config changes are validated, persisted and applied to live logs at once (the time configs above all:
+`message.timestamp.type`, the timestamp bounds, `segment.ms`, `retention.ms`, `segment.bytes`,
+`index.interval.bytes`). The delegation token APIs are registered with this module (delegation_tokens)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from chronolog.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from chronolog.protocol import delegation_tokens  # noqa: F401  (registers the delegation token APIs)
 from chronolog.protocol.config_entries import ConfigView, broker_entries, created_topic_configs, topic_entries
 from chronolog.protocol.core import error_of, topic_uuid
 from chronolog.protocol.registry import RequestContext, register
@@ -607,6 +610,3 @@ def describe_log_dirs(req: Any, ctx: RequestContext) -> dict:
     except OSError:  # Kafka answers KAFKA_STORAGE_ERROR for a dir it cannot read
         result = {"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "log_dir": str(data_dir), "topics": []}
     return {"throttle_time": 0, "error_code": 0, "results": [result]}
-
-
-from chronolog.protocol import delegation_tokens  # noqa: E402, F401  (registers the delegation token APIs)
