@@ -1,8 +1,10 @@
 """chronolog beside Apache Kafka 4.4, in one run, with the same clients and the same bytes.
 
 Kafka runs as `chronolog.testing.kafka.KafkaBroker` (one combined KRaft node on loopback) with
-`BENCH_JVM_OPTS` (the 1 GiB heap of `kafka-server-start.sh`, G1); chronolog as `chronolog serve`. The
-brokers run one after the other, each alone on the machine, through the same steps:
+`BENCH_JVM_OPTS` (the 1 GiB heap of `kafka-server-start.sh`, G1); chronolog as `chronolog serve`. Both
+run side by side, and every measured run is taken on one broker then the other (chronolog, Kafka,
+chronolog, Kafka, ...), so that the load of a shared machine at a moment hits both sides of a ratio
+alike; each run is one client against one broker, the other idle. The steps:
 
 - start: exec -> first answered Metadata (v4, no topics) on an empty data dir, best of `starts` (the
   first of them the start of the broker the rest runs on); for Kafka
@@ -389,51 +391,74 @@ def best_start(make: Callable[[], Broker], tries: int) -> float:
     return best
 
 
-def run_one(broker: Broker, s: Setting) -> dict[str, float]:
-    out: dict[str, float] = {"start": broker.start()}
+def run_both(brokers: dict[str, Broker], s: Setting) -> dict[str, dict[str, float]]:
+    """Both brokers up side by side, each measured run taken on one then the other (chronolog, Kafka,
+    chronolog, ...), so that the machine's load of the moment hits both sides of a ratio alike."""
+    out: dict[str, dict[str, float]] = {name: {} for name in brokers}
+    started: list[Broker] = []
     try:
+        for name, broker in brokers.items():
+            out[name]["start"] = broker.start()
+            started.append(broker)
         time.sleep(1)  # the start's own allocations settle (a JVM's heap is reserved, not yet touched)
-        out["idle_rss"] = rss_tree_mb(broker.proc.pid)
-        b = broker.bootstrap
-        for acks, key in (("1", "produce_1"), ("all", "produce_all")):
-            figures = []
-            for run in range(s.runs):
-                topic = f"load-{key}-{run}"
-                create(b, topic)
-                figures.append(produce_mb_s(b, topic, s.records, acks))
-                if not (acks == "1" and run == 0):
-                    delete(b, topic)
-            out[key] = statistics.median(figures)
-        out["consume"] = statistics.median(consume_mb_s(b, "load-produce_1-0", s.records, s.consume_seconds)
-                                           for _ in range(s.runs))
-        out["loaded_rss"] = rss_tree_mb(broker.proc.pid)
-        perf_p, perf_c = [], []
-        for run in range(s.runs):
+        for name, broker in brokers.items():
+            out[name]["idle_rss"] = rss_tree_mb(broker.proc.pid)
+
+        def each(key: str, measure: Callable[[Broker, int], float], runs: int = s.runs) -> None:
+            figures: dict[str, list[float]] = {name: [] for name in brokers}
+            for run in range(runs):
+                for name, broker in brokers.items():
+                    figures[name].append(measure(broker, run))
+            for name in brokers:
+                out[name][key] = statistics.median(figures[name])
+
+        def produce_run(acks: str) -> Callable[[Broker, int], float]:
+            def measure(broker: Broker, run: int) -> float:
+                topic = f"load-{acks}-{run}"
+                create(broker.bootstrap, topic)
+                figure = produce_mb_s(broker.bootstrap, topic, s.records, acks)
+                if not (acks == "1" and run == 0):  # the one the consumers read
+                    delete(broker.bootstrap, topic)
+                return figure
+            return measure
+
+        each("produce_1", produce_run("1"))
+        each("produce_all", produce_run("all"))
+        each("consume", lambda broker, run: consume_mb_s(broker.bootstrap, "load-1-0", s.records, s.consume_seconds))
+        for name, broker in brokers.items():
+            out[name]["loaded_rss"] = rss_tree_mb(broker.proc.pid)
+
+        def perf_run(broker: Broker, run: int) -> float:
             topic = f"perf-{run}"
-            create(b, topic)
-            perf_p.append(producer_perf(b, topic, s.perf_records))
-            perf_c.append(consumer_perf(b, topic, s.perf_records, f"perf-group-{run}"))
-            delete(b, topic)
-        out["perf_produce"], out["perf_consume"] = statistics.median(perf_p), statistics.median(perf_c)
-        create(b, "late")
-        out["lookup_p50"], out["exact"] = late_lookups(b, "late", s.lookups)
-        count = fill_active_segment(b, s.kill_bytes)
-    except BaseException:
-        broker.kill()
-        raise
-    broker.kill()
-    started = time.perf_counter()
-    try:
-        broker.start()  # times from its own exec; the end offset below from the same `started`
-        out["restart"] = first_metadata(broker.proc, broker.port, started)
-        deadline = time.monotonic() + WAIT
-        while (end := _end_or_none(broker.bootstrap)) != count:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"after the SIGKILL: log end {end}, {count} records acknowledged")
-            time.sleep(0.01)
-        out["restart_end"] = time.perf_counter() - started
+            create(broker.bootstrap, topic)
+            return producer_perf(broker.bootstrap, topic, s.perf_records)
+
+        each("perf_produce", perf_run)
+        each("perf_consume", lambda broker, run: consumer_perf(broker.bootstrap, f"perf-{run}", s.perf_records,
+                                                               f"perf-group-{run}"))
+        for name, broker in brokers.items():
+            create(broker.bootstrap, "late")
+            out[name]["lookup_p50"], out[name]["exact"] = late_lookups(broker.bootstrap, "late", s.lookups)
+        counts = {name: fill_active_segment(broker.bootstrap, s.kill_bytes) for name, broker in brokers.items()}
+        for broker in brokers.values():
+            broker.kill()
+        started.clear()
+        for name, broker in brokers.items():  # one at a time: a restart alone on the machine
+            begun = time.perf_counter()
+            broker.start()  # times from its own exec; the end offset below from the same `begun`
+            started.append(broker)
+            out[name]["restart"] = first_metadata(broker.proc, broker.port, begun)
+            deadline = time.monotonic() + WAIT
+            while (end := _end_or_none(broker.bootstrap)) != counts[name]:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{name} after a SIGKILL: log end {end}, {counts[name]} records acknowledged")
+                time.sleep(0.01)
+            out[name]["restart_end"] = time.perf_counter() - begun
+            broker.stop()
+            started.remove(broker)
     finally:
-        broker.stop()
+        for broker in started:
+            broker.kill()
     return out
 
 
@@ -452,14 +477,12 @@ def main() -> None:
         print(f"kafka bench skipped: Apache Kafka cannot run here ({reason})", flush=True)
         return
     s = setting()
-    results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="chronolog-bench-kafka-") as tmpdir:
         tmp = Path(tmpdir)
-        # the first start of run_one is one of the tries
+        # the first start of run_both is one of the tries
         starts = {"chronolog": best_start(lambda: Chronolog(Path(tempfile.mkdtemp(dir=tmp))), s.starts - 1),
                   "kafka": best_start(lambda: Kafka(Path(tempfile.mkdtemp(dir=tmp))), s.starts - 1)}
-        results["chronolog"] = run_one(Chronolog(tmp / "chronolog"), s)
-        results["kafka"] = run_one(Kafka(tmp / "kafka"), s)
+        results = run_both({"chronolog": Chronolog(tmp / "chronolog"), "kafka": Kafka(tmp / "kafka")}, s)
     ours, theirs = results["chronolog"], results["kafka"]
     ours["start"] = min(ours["start"], starts["chronolog"])
     theirs["start"] = min(theirs["start"], starts["kafka"])
@@ -486,7 +509,7 @@ def main() -> None:
     row("  exec -> its log end offset served, s", "restart_end", "{:.3f}", "-")
     print_table(rows)
     runs = f"median of {s.runs}" if s.runs > 1 else "1 run"
-    print(f"(rates {runs}; one broker at a time; confluent-kafka {__import__('confluent_kafka').libversion()[0]}, "
+    print(f"(rates {runs}, runs interleaved; confluent-kafka {__import__('confluent_kafka').libversion()[0]}, "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; for rates > 1x means chronolog faster, "
           f"for times and memory < 1x means chronolog smaller)", flush=True)
     missed = [r[0].strip() for r in rows[1:] if _missed(r[3], r[4])]
