@@ -59,15 +59,19 @@ franzgo: $(STAMP)
 
 install: $(STAMP) bytecode sysdeps nodedeps faustdeps jars franzgo
 
-# The suite's tiers (docs/testing.md, "The suite"): `make test` is what CI runs, within 15 minutes on two
-# cores; `make test-long` runs the same tests with their full seed counts, kills and load durations
-# (tests/scale.py). PYTEST_ARGS adds options, e.g. PYTEST_ARGS="-n 2" or a path.
+# The suite's tiers (docs/testing.md, "This repository's suite"): `make test` is what CI runs, within 15
+# minutes on two cores; `make test-long` runs the same tests with their full seed counts, kills and load
+# durations (tests/scale.py). Two xdist workers, each module on one of them (its module broker started
+# once): much of the suite waits on brokers, JVMs and clients. TEST_WORKERS=0 runs it in one process;
+# PYTEST_ARGS adds options or paths.
+TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
+XDIST := -n $(TEST_WORKERS) --dist loadfile
 test: install
-	CHRONOLOG_TEST_SCALE=ci $(PY) -m pytest -q $(PYTEST_ARGS)
+	CHRONOLOG_TEST_SCALE=ci $(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 test-long: install
-	CHRONOLOG_TEST_SCALE=long $(PY) -m pytest -q --durations=30 $(PYTEST_ARGS)
+	CHRONOLOG_TEST_SCALE=long $(PY) -m pytest -q $(XDIST) --durations=30 $(PYTEST_ARGS)
 
 run: install
 	$(VENV)/bin/chronolog pipeline run --data-dir $(DATA)/data --out $(DATA)/out
