@@ -74,3 +74,29 @@ def commits_of_missing_partitions(side) -> dict:
 def test_commits_of_partitions_the_topic_does_not_have(both):
     seen = both.same(commits_of_missing_partitions)
     assert seen["beyond the topic, a stranger"] == {2: 3, 7: 3} and seen["committed"] == 5
+
+
+def commits_without_a_group(side) -> dict:
+    """OffsetMetadataManager.validateOffsetCommit: a commit with a generation to a group that is not there is
+    refused (ILLEGAL_GENERATION, GROUP_ID_NOT_FOUND from v9) and makes no group; one without a generation
+    makes a simple group, whatever member id it names."""
+    topic = side.create_topic(partitions=1, prefix="ng")
+    tag = uuid.uuid4().hex[:8]
+    out = {}
+    for version, member, generation in ((8, "m", 1), (9, "m", 1), (9, "", 0), (9, "m", -1), (8, "", -1)):
+        group = f"gng-{tag}-{version}-{member}-{generation}"
+        coordinator_ready(side, group)
+        answer = retry(side, 8, version, error_of=lambda r: r["topics"][0]["partitions"][0]["error_code"],
+                       group_id=group, generation_id_or_member_epoch=generation, member_id=member,
+                       topics=[{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 2,
+                                                               "committed_leader_epoch": -1,
+                                                               "committed_metadata": ""}]}])
+        deleted = call(side, 42, 2, groups_names=[group])["results"][0]["error_code"]
+        out[f"v{version} member {member!r} generation {generation}"] = (
+            answer["topics"][0]["partitions"][0]["error_code"], deleted)
+    return out
+
+
+def test_commits_without_a_group(both):
+    seen = both.same(commits_without_a_group)
+    assert tuple(seen["v9 member 'm' generation 1"]) == (69, 69)

@@ -564,19 +564,29 @@ class GroupCoordinator:
         if group_id in self.consumer.groups:  # a KIP-848 group: member epochs instead of generations
             return self.consumer.validate_commit(group_id, member_id, generation, api_version,
                                                  [(o[0], o[1]) for o in offsets])
-        group = self.group(group_id)
-        if generation < 0 and not member_id:
-            if group.members:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-        else:
-            error = self._validate_member(group, member_id, instance_id)  # ClassicGroup.validateOffsetCommit
+        # OffsetMetadataManager.validateOffsetCommit: an absent group becomes a simple one only for a commit
+        # without a generation (else GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before); then
+        # ClassicGroup.validateOffsetCommit.
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation >= 0:
+                return ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION
+            group = self.group(group_id)
+        if group.state == DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and group.state == EMPTY:
+            return 0  # the admin client's or a consumer without group management's commit
+        if generation >= 0 or member_id or instance_id is not None:
+            error = self._validate_member(group, member_id, instance_id)
             if error:
                 return error
             if generation != group.generation:
                 return ErrorCode.ILLEGAL_GENERATION
-            if group.state == COMPLETING:
-                return ErrorCode.REBALANCE_IN_PROGRESS
-            group.members[member_id].last_heartbeat = time.monotonic()
+        else:
+            return ErrorCode.UNKNOWN_MEMBER_ID  # no member named, and the group has members
+        if group.state == COMPLETING:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        group.members[member_id].last_heartbeat = time.monotonic()
         return 0
 
     def txn_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
