@@ -436,7 +436,13 @@ def _fix_produce(v: dict, version: int, rng: random.Random, pools: Pools) -> Non
     v["transactional_id"] = None  # transactional batches need a transaction: InitProducerId first (not fuzzed)
     # acks other than -1, 0, 1: Kafka 4.4's answers vary (CORRUPT_MESSAGE, or none at all); 0: no answer
     v["acks"] = rng.choice([-1, 1])
+    seen = set()
     for t in v.get("topic_data") or ():
+        # a partition twice in one request: Kafka 4.4 appends one occurrence's records but may answer with
+        # another's validation error (its response map merges them); chronolog answers and appends the last
+        key = t.get("name") or t.get("topic_id")
+        t["partition_data"] = [p for p in t["partition_data"]
+                               if not ((key, p["index"]) in seen or seen.add((key, p["index"])))]
         for p in t["partition_data"]:
             if p["records"] is None:  # null records: Kafka 4.4 never answers the request
                 p["records"] = b""
@@ -459,6 +465,11 @@ def _fix_fetch(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
     for key in ("min_bytes", "max_bytes"):
         v[key] = abs(v[key])
     for t in v.get("topics") or ():
+        topic_id = t.get("topic_id")
+        if version >= 13 and not isinstance(topic_id, TopicRef) and (topic_id is None or not topic_id.int):
+            # the null topic id with more than one partition: Kafka 4.4 fails the request with
+            # UNKNOWN_SERVER_ERROR (with one partition both answer UNKNOWN_TOPIC_ID, pinned)
+            t["topic_id"] = TopicRef(rng.choice(pools.topics))
         for p in t.get("partitions") or ():
             p["partition_max_bytes"] = abs(p["partition_max_bytes"])
     for t in v.get("topics") or ():
