@@ -179,6 +179,7 @@ def _start(target: str, base: Path, stack: contextlib.ExitStack) -> str:
     if target == "chronolog":
         from tests.brokerproc import BrokerProcess
 
+        (base / "chronolog").mkdir()
         broker = BrokerProcess(base / "chronolog" / "data", {"group.initial.rebalance.delay.ms": "0"}).start()
         stack.callback(broker.stop)
         return broker.bootstrap

@@ -4,9 +4,9 @@ against Apache Kafka 4.4 with the same settings: every test that passes on Kafka
 in KNOWN_DIFFERENCES with its reason (each one also in docs/differences.md).
 
 make test runs the whole suite with a small record count (the suite's own KGO_TEST_RECORDS knob) and
-without the tests of KNOWN_DIFFERENCES; make test-long runs them on Kafka too, with 100,000 records a chain
-(docs/compatibility.md has the counts of a run). The module comes through the Go module proxy at run time:
-without `go` or the proxy the module skips.
+without the tests of KNOWN_DIFFERENCES; make test-long runs them on Kafka too, with franz-go's own
+500,000 records a chain (docs/compatibility.md has the counts of a run). The module comes through the Go
+module proxy at run time: without `go` or the proxy the module skips.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ KNOWN_DIFFERENCES = {
     "TestShareGroupOffsetsAdmin": "share groups (KIP-932) are not served",
     "TestConsumeRegexShareSkipsInternal": "share groups (KIP-932) are not served",
 }
-# Records a chain of TestGroupETL / TestTxnEtl produces and consumes (franz-go's own default is 500,000).
+# Records a chain of TestGroupETL / TestTxnEtl produces and consumes (franz-go's own default: 500,000).
 # 2,000 still takes every chain through its joins, leaves, rebalances and transaction aborts; what the
 # larger count adds is load on the fetch and commit paths while groups move.
-RECORDS = scaled(2_000, 100_000)
+RECORDS = scaled(2_000, 500_000)
 # Most of the suite is t.Parallel() and waits on the broker, not the CPU: Go's default of one test per core
 # would leave two cores mostly idle.
 PARALLEL = 8
