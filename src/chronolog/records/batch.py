@@ -250,26 +250,9 @@ class RecordBatch:
                 return base_ts + found[0], base_ts + found[1], count
         if count <= 0:
             raise InvalidRecordError(f"batch claims {count} records in {len(body)} bytes")
-        lo = hi = None
-        want = 0
-        try:
-            for start, end, t, o, p in record_cursor(body, count):
-                if o != want:
-                    raise InvalidRecordError(f"record {want} has offset delta {o}")
-                if _fields_end(body, p, end) != end:
-                    raise InvalidRecordError(f"record {want}: key, value and headers do not fill its "
-                                             f"{end - start} bytes")
-                if lo is None:
-                    lo = hi = t
-                elif t < lo:
-                    lo = t
-                elif t > hi:
-                    hi = t
-                want += 1
-        except IndexError:
-            raise InvalidRecordError("record runs past the end of the batch") from None
+        stamps = [t for _s, _e, t, _o, _p in record_cursor(body, count, validate=True)]
         base_ts = self._h[7]
-        return base_ts + lo, base_ts + hi, count  # type: ignore[operator]
+        return base_ts + min(stamps), base_ts + max(stamps), count
 
     def timestamp_table(self, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> TimestampTable:
         """Every record's offset and timestamp plus their running maximum, for answering many lookups by
@@ -348,7 +331,8 @@ def scan_batch_timestamps(buf, header: tuple) -> tuple[int, int, int]:
     return RecordBatch(buf).scan_timestamps()
 
 
-def record_cursor(body, count: int, exact: bool = True) -> Iterator[tuple[int, int, int, int | None, int]]:
+def record_cursor(body, count: int, exact: bool = True,
+                  validate: bool = False) -> Iterator[tuple[int, int, int, int | None, int]]:
     """The one walk over a records section's varints: for each of `count` records, (start, end, timestamp
     delta, offset delta, key position): `start` where its length varint begins, `end` one past its last
     byte, the key's length varint just after the offset delta. Lengths and offset deltas are int varints,
@@ -359,13 +343,14 @@ def record_cursor(body, count: int, exact: bool = True) -> Iterator[tuple[int, i
     before it is yielded and the records must fill the section. Not `exact` (the lookup by time, as its C
     twin in `_columns.c` walks): a length is checked only when stepping over its record, bytes after the
     last record are not looked at, and an offset delta that runs past the section is yielded as None.
-    Bad bytes raise InvalidRecordError."""
+    `validate` (append validation, `exact` too): offset deltas must be 0..n-1 and each record's key, value
+    and headers must fill it exactly. Bad bytes raise InvalidRecordError."""
     n = len(body)
     if exact and (count < 0 or count > n):  # each record takes at least 7 bytes
         raise InvalidRecordError(f"batch claims {count} records in {n} bytes")
     pos = 0
     try:
-        for _ in range(count):
+        for i in range(count):
             start = pos
             b = body[pos]
             if b < 0x80:
@@ -407,6 +392,12 @@ def record_cursor(body, count: int, exact: bool = True) -> Iterator[tuple[int, i
                 if exact:
                     raise
                 o = None  # the C lookup reads it only for a record at or after its target
+            if validate:
+                if o != i:
+                    raise InvalidRecordError(f"record {i} has offset delta {o}")
+                if _fields_end(body, p, end) != end:
+                    raise InvalidRecordError(f"record {i}: key, value and headers do not fill its "
+                                             f"{end - pos} bytes")
             yield start, end, (t >> 1) ^ -(t & 1), o, p
             if bad:
                 raise InvalidRecordError("record length runs past the batch")
@@ -422,7 +413,7 @@ def _fields_end(body, p: int, end: int) -> int:
     record's stated end. Kafka's `LogValidator` reads every record (`DefaultRecord.readPartiallyFrom`
     for compressed batches): a CRC computed over lying lengths must not get a batch into the log that
     no consumer can decode."""
-    # The common record inline: key and value lengths of one byte (under 64 bytes, or null) or a two-byte
+    # The common record first: key and value lengths of one byte (under 64 bytes, or null) or a two-byte
     # value length (under 8 KiB), then no headers.
     k = body[p]
     if k < 0x80:
