@@ -306,9 +306,9 @@ def test_every_piece_of_state_reaches_the_log(tmp_path):
     for i, mutate in enumerate(mutations):
         mutate()
         c.consumer.persist("g")
-        written = dict(c.consumer.written["g"])
-        c.consumer._encoded.clear()
-        assert dict(c.consumer._image(g)) == written, f"change {i} not written"
+        written = dict(c.consumer.group_store.written["g"])
+        c.consumer.group_store._encoded.clear()
+        assert dict(c.consumer.group_store._image(g)) == written, f"change {i} not written"
     last = snapshot(c)
     stop(c)
     c = start(tmp_path)
@@ -361,7 +361,7 @@ def test_heartbeat_is_answered_once_its_records_are_durable_and_the_loop_goes_on
     asyncio.run(go())
     c.store.write_records = write
     m1 = c.consumer.groups["g"].members["m1"]
-    assert gr.consumer_member_key(8, "g", "m1") in c.consumer.written["g"]
+    assert gr.consumer_member_key(8, "g", "m1") in c.consumer.group_store.written["g"]
 
     def failing(group, records):
         raise KafkaStorageErrorError("disk full")

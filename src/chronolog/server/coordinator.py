@@ -32,6 +32,7 @@ from chronolog.config import BrokerConfig
 from chronolog.errors import ErrorCode, KafkaError, KafkaStorageErrorError
 from chronolog.records.group_records import GroupMetadataValue, MemberMetadata
 from chronolog.server.consumer_group import ConsumerGroups
+from chronolog.server.consumer_group_store import ConsumerGroupStore
 from chronolog.server.offsets_topic import OffsetStore
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ class GroupCoordinator:
             logs.startup(background=False)
         self.store = OffsetStore(logs, broker_config, legacy_dir=state_dir, owns_logs=own)
         self.groups: dict[str, Group] = {}  # classic groups; `consumer` holds the KIP-848 ones (one id, one type)
-        self.consumer = ConsumerGroups(self)
+        self.consumer = ConsumerGroups(self, ConsumerGroupStore(self.store))
         self._reaper: asyncio.Task | None = None
         self._retention: asyncio.Task | None = None
         self._creating: asyncio.Future | None = None

@@ -4,8 +4,8 @@
 A group's records go to partition `abs(hashCode(group)) % offsets.topic.num.partitions`
 (`GroupMetadataManager.partitionFor`), written through our own PartitionLog in Kafka's schemas
 (records.group_records): OffsetCommit records on every commit, GroupMetadata records when a rebalance
-completes, a KIP-848 group's ConsumerGroup* records as it changes (server/consumer_group.py decides them; they
-are kept here as read and replayed there at start), null values (tombstones) for deleted offsets and groups; the log cleaner compacts the topic like
+completes, a KIP-848 group's ConsumerGroup* records as it changes (server/consumer_group_store.py makes them;
+they are kept here as read and replayed there at start), null values (tombstones) for deleted offsets and groups; the log cleaner compacts the topic like
 any `cleanup.policy=compact` topic. Transactional offset commits (TxnOffsetCommit) are transactional batches
 of the producer; they become the group's offsets when the COMMIT marker is appended to the partition and
 vanish with an ABORT marker, as in Kafka. On start the partitions are read from their start: the last
@@ -93,7 +93,7 @@ class OffsetStore:
         self.offsets: dict[Key, Committed] = {}
         self.commit_times: dict[Key, int] = {}  # the commit timestamp of each offset (offsets.retention.minutes)
         self.groups: dict[str, GroupMetadataValue] = {}
-        # KIP-848 groups' records as read at start (group -> key -> value); server/consumer_group replays them
+        # KIP-848 groups' records as read at start (group -> key -> value), replayed by ConsumerGroupStore
         self.consumer_records: dict[str, dict[bytes, bytes]] = {}
         # producer id -> (group, topic, partition) -> offset: TxnOffsetCommit offsets awaiting their marker.
         self.pending: dict[int, dict[Key, Committed]] = {}
