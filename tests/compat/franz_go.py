@@ -206,6 +206,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--skip", dest="skip_regex", help="not the tests this Go regex selects")
     ap.add_argument("--records", type=int, help="records a produce/consume chain moves (KGO_TEST_RECORDS)")
     ap.add_argument("--parallel", type=int, default=8, help="tests run at once (go test -parallel)")
+    ap.add_argument("--timeout", type=int, default=3600, help="seconds before a hung run is stopped, its running "
+                    "tests failed")
     ap.add_argument("--json", type=Path, help="write every test's outcome per target to this file")
     ap.add_argument("--build", action="store_true", help="only fetch and compile the suite (into var/)")
     a = ap.parse_args(argv)
@@ -230,7 +232,7 @@ def _main(a, repo: Path, base: Path) -> int:
         with contextlib.ExitStack() as stack:
             seeds = _start(target, base, stack)
             results[target] = run(binary, seeds, run_regex=a.run_regex, skip_regex=a.skip_regex,
-                                  records=a.records, parallel=a.parallel)
+                                  records=a.records, parallel=a.parallel, timeout=a.timeout)
         res = results[target]
         print(f"{target}: {res.counts()}")
         for name, outcome in sorted(res.top.items()):
