@@ -449,37 +449,28 @@ def _alter(ctx: RequestContext, req: Any, incremental: bool) -> dict:
     (`legacyAlterConfigResource`: the given configs replace every override). APPEND and SUBTRACT work on the
     topic's override, or on the config's default when it has none, as Kafka's `getParts`. The whole new set
     of overrides is validated before anything is stored; validate_only stores nothing. Broker configs are
-    not changed at run time here (docs/differences.md): they are refused in one line."""
-    responses = []
+    not changed at run time here (docs/differences.md): they are refused in one line.
+
+    As Kafka, the broker's checks come first (`ConfigAdminManager.preprocess`: duplicates, null values, the
+    resource type, authorization), then the controller's; an operation Kafka does not know fails every
+    resource that reached the controller (UNKNOWN_SERVER_ERROR, no message)."""
     seen = [(r.resource_type, r.resource_name) for r in req.resources]
+    outs, passed = [], []
     for r in req.resources:
         out = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
                "resource_name": r.resource_name}
+        outs.append(out)
         try:
-            if seen.count((r.resource_type, r.resource_name)) > 1:
-                raise InvalidRequestError("Each resource must appear at most once.")
-            names = [c.name for c in r.configs]
-            if len(set(names)) != len(names):
-                raise InvalidRequestError("Error due to duplicate config keys")
-            for c in r.configs:  # the broker's checks (ConfigAdminManager.preprocess), before the controller's
-                op = int(getattr(c, "config_operation", SET)) if incremental else SET
-                if op not in _OPS:  # Kafka: OpType.forId fails, UNKNOWN_SERVER_ERROR without a message
-                    raise _Unexplained(code=ErrorCode.UNKNOWN_SERVER_ERROR)
-                if op != DELETE and c.value is None:
-                    raise InvalidRequestError(f"Null value not supported for : {c.name}")
-            if r.resource_type == BROKER_RESOURCE:
-                if not ctx.allowed("alter_configs", "cluster", "kafka-cluster"):
-                    raise KafkaError("Cluster authorization failed.", code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-                if r.resource_name:
-                    _broker_id(ctx, r.resource_name, describing=False)
-                raise InvalidRequestError("chronolog does not change broker configs at run time: set "
-                                          f"{', '.join(names) or 'them'} in the broker's settings and restart it")
-            if r.resource_type in _UNSERVED:
-                raise InvalidRequestError(f"chronolog has no {_UNSERVED[r.resource_type]} configs")
-            if r.resource_type != TOPIC_RESOURCE:
-                raise InvalidRequestError(INVALID_REQUEST_MESSAGE)
-            if not ctx.allowed("alter_configs", "topic", r.resource_name):
-                raise KafkaError("Topic authorization failed.", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            _preprocess(ctx, r, incremental, seen)
+            passed.append((r, out))
+        except Exception as exc:
+            out.update(error_code=error_of(exc), error_message=str(exc))
+    if incremental and any(_reaches_unknown_op(r) for r, _ in passed):
+        for _, out in passed:  # OpType.forId fails while the controller reads the request
+            out.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=None)
+        return {"throttle_time": 0, "responses": outs}
+    for r, out in passed:
+        try:
             overrides = _altered(ctx, r, incremental)
             TopicConfig.from_kafka(overrides, ctx.broker_config.topic_defaults())
             if not ctx.log_manager.has_topic(r.resource_name):  # checked after the configs, as Kafka does
@@ -487,18 +478,66 @@ def _alter(ctx: RequestContext, req: Any, incremental: bool) -> dict:
             if not req.validate_only:
                 ctx.log_manager.alter_topic_config(r.resource_name, overrides, replace=True)
         except Exception as exc:
-            out.update(error_code=error_of(exc), error_message=None if isinstance(exc, _Unexplained) else str(exc))
-        responses.append(out)
-    return {"throttle_time": 0, "responses": responses}
+            out.update(error_code=error_of(exc), error_message=str(exc))
+    return {"throttle_time": 0, "responses": outs}
+
+
+def _controller_order(configs: Any) -> list:
+    """A resource's configs in the order Kafka's controller meets them: the keys of a `java.util.HashMap` of
+    16 buckets, by bucket of `String.hashCode` (spread as HashMap does), in request order within one."""
+    def bucket(name: str) -> int:
+        h = 0
+        for unit in name.encode("utf-16-be").hex(" ", 2).split():
+            h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & 15
+    return sorted(configs, key=lambda c: bucket(c.name or ""))
+
+
+def _reaches_unknown_op(r: Any) -> bool:
+    """The controller goes through a resource's operations and stops at the first APPEND or SUBTRACT of a
+    config that is not a list (an error of that resource); an unknown operation reached before that throws,
+    failing the whole request."""
+    for c in _controller_order(r.configs):
+        op = int(c.config_operation)
+        if op not in _OPS:
+            return True
+        if op in (APPEND, SUBTRACT) and getattr(TOPIC_CONFIGS.get(c.name), "type", None) != "list":
+            return False
+    return False
+
+
+def _preprocess(ctx: RequestContext, r: Any, incremental: bool, seen: list[tuple[int, str]]) -> None:
+    """The broker's checks of one resource; a topic resource that passes goes on to the controller's."""
+    if seen.count((r.resource_type, r.resource_name)) > 1:
+        raise InvalidRequestError("Each resource must appear at most once.")
+    names = [c.name for c in r.configs]
+    if len(set(names)) != len(names):
+        raise InvalidRequestError("Error due to duplicate config keys")
+    nulls = [c.name for c in r.configs
+             if (int(getattr(c, "config_operation", SET)) if incremental else SET) != DELETE and c.value is None]
+    if nulls:
+        raise InvalidRequestError(f"Null value not supported for : {', '.join(nulls)}")
+    if r.resource_type == BROKER_RESOURCE:
+        if not ctx.allowed("alter_configs", "cluster", "kafka-cluster"):
+            raise KafkaError("Cluster authorization failed.", code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        if r.resource_name:
+            _broker_id(ctx, r.resource_name, describing=False)
+        raise InvalidRequestError("chronolog does not change broker configs at run time: set "
+                                  f"{', '.join(names) or 'them'} in the broker's settings and restart it")
+    if r.resource_type in _UNSERVED:
+        raise InvalidRequestError(f"chronolog has no {_UNSERVED[r.resource_type]} configs")
+    if r.resource_type != TOPIC_RESOURCE:
+        raise InvalidRequestError(INVALID_REQUEST_MESSAGE)
+    if not ctx.allowed("alter_configs", "topic", r.resource_name):
+        raise KafkaError("Topic authorization failed.", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
 def _altered(ctx: RequestContext, r: Any, incremental: bool) -> dict[str, str]:
     """The topic's overrides after the request's operations (none when it does not exist: its existence is
     checked after the configs)."""
-    validate_topic_name(r.resource_name)
     exists = ctx.log_manager.has_topic(r.resource_name)
     overrides = ctx.log_manager.topic_overrides(r.resource_name) if incremental and exists else {}
-    for c in r.configs:
+    for c in _controller_order(r.configs) if incremental else r.configs:
         op = int(getattr(c, "config_operation", SET)) if incremental else SET
         if op == SET:
             overrides[c.name] = c.value
@@ -516,6 +555,7 @@ def _altered(ctx: RequestContext, r: Any, incremental: bool) -> dict[str, str]:
                 elif op == SUBTRACT and v in parts:
                     parts.remove(v)
             overrides[c.name] = ",".join(parts)
+    validate_topic_name(r.resource_name)  # ControllerConfigurationValidator: the name, then the configs
     return overrides
 
 
