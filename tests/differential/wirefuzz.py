@@ -484,6 +484,9 @@ def _fix_metadata(v: dict, version: int, rng: random.Random, pools: Pools) -> No
     # the topic; chronolog: ready at once, docs/differences.md), and would leave topics only one side has:
     # none asked for (v0-3 cannot say so: existing topics only).
     v["allow_auto_topic_creation"] = False
+    if v.get("topics") is None or (version == 0 and not v.get("topics")):
+        # "every topic" answers for whatever other tests left on each broker: the fuzzer's own topics instead
+        v["topics"] = [{"name": name} for name in pools.topics]
     for t in v.get("topics") or ():
         topic_id = t.get("topic_id")
         if version >= 12 and t.get("name") is None and (topic_id is None or getattr(topic_id, "int", 1) == 0):
