@@ -198,7 +198,7 @@ class _Node:
         self._stdout = open(self.dir / "stdout.log", "ab")
         self.proc = subprocess.Popen(java_command("kafka.Kafka", [str(self.properties)], self.jvm_opts, self.log4j),
                                      stdout=self._stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=_die_with_parent)
 
     @property
     def running(self) -> bool:
@@ -399,6 +399,17 @@ class KafkaBroker(KafkaCluster):
     @property
     def server_log(self) -> Path:
         return self.nodes[0].server_log
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the thread that started it ends (Linux's PR_SET_PDEATHSIG; the
+    fixtures start Kafka from the main thread), so a killed test run leaves no Kafka JVM holding ports."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the fixture's own stop is all there is
+        pass
 
 
 class _PortTaken(Exception):
