@@ -36,15 +36,12 @@ CONFIGS = {"transaction.state.log.num.partitions": "4", "offsets.topic.num.parti
 @pytest.fixture(scope="module")
 def java_app(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """EosApp compiled against Kafka 4.4's client jars."""
-    from chronolog.testing.kafka import classpath, kafka_available
+    from chronolog.testing.kafka import compile_java, kafka_available
 
     reason = kafka_available()
     if reason:
         pytest.skip(reason)
-    out = tmp_path_factory.mktemp("eos-java")
-    subprocess.run(["javac", "-d", str(out), "-cp", classpath(), str(HERE / "java" / "EosApp.java")], check=True,
-                   timeout=120)
-    return out
+    return compile_java(tmp_path_factory.mktemp("eos-java"), HERE / "java" / "EosApp.java")
 
 
 class App:
@@ -108,11 +105,10 @@ def test_exactly_once_through_an_app_kill_and_a_broker_restart(client, protocol,
         _feed(bs, topic_in, range(half))
         args = [bs, protocol, group, topic_in, topic_out, txn_id]
         if client == "java":
-            from chronolog.testing.kafka import classpath
+            from chronolog.testing.kafka import java_command
 
-            java_dir = request.getfixturevalue("java_app")
-            command = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Dlog4j2.level=WARN",
-                       "-Dlog4j2.rootLevel=WARN", "-cp", f"{java_dir}:{classpath()}", "EosApp", *args]
+            command = java_command("EosApp", args, ("-Xmx256m", "-XX:TieredStopAtLevel=1"),
+                                   classes=request.getfixturevalue("java_app"))
         else:
             command = [sys.executable, str(HERE / "eos_groups_app.py"), *args]
         log = tmp_path / "app.log"

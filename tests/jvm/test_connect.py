@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from chronolog.testing.kafka import _free_ports, classpath, java_command, kafka_available
+from chronolog.testing.kafka import _free_ports, compile_java, java_command, kafka_available
 
 pytestmark = pytest.mark.slow
 JAVA = Path(__file__).parent / "java"
@@ -27,11 +27,7 @@ def connector_classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     reason = kafka_available()
     if reason:
         pytest.skip(f"Kafka Connect cannot run here: {reason}")
-    out = tmp_path_factory.mktemp("connectors")
-    subprocess.run(["javac", "-nowarn", "-cp", classpath(), "-d", str(out),
-                    str(JAVA / "CountingSource.java"), str(JAVA / "FileSink.java")],
-                   check=True, capture_output=True, timeout=120)
-    return out
+    return compile_java(tmp_path_factory.mktemp("connectors"), JAVA / "CountingSource.java", JAVA / "FileSink.java")
 
 
 def rest(url: str, body: dict | None = None) -> dict | list:
@@ -69,9 +65,8 @@ def test_connect_worker_runs_a_source_and_a_sink(chronolog_broker, connector_cla
     }
     worker_props = tmp_path / "worker.properties"
     worker_props.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    cmd = java_command("org.apache.kafka.connect.cli.ConnectDistributed", [str(worker_props)])
-    cp = cmd.index("-cp") + 1
-    cmd[cp] = f"{connector_classes}:{cmd[cp]}"
+    cmd = java_command("org.apache.kafka.connect.cli.ConnectDistributed", [str(worker_props)],
+                       classes=connector_classes)
     log = open(tmp_path / "worker.log", "ab")
     worker = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"

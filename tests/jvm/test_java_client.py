@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from chronolog.testing.kafka import classpath, java_command, kafka_available
+from chronolog.testing.kafka import compile_java, java_command, kafka_available
 from tests.brokerproc import BrokerProcess
 
 JAVA = Path(__file__).parent / "java"
@@ -45,10 +45,7 @@ def classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     reason = kafka_available()
     if reason:
         pytest.skip(f"Kafka's Java client cannot run here: {reason}")
-    out = tmp_path_factory.mktemp("classes")
-    subprocess.run(["javac", "-nowarn", "-cp", classpath(), "-d", str(out), str(JAVA / "ClientScenarios.java")],
-                   check=True, capture_output=True, timeout=120)
-    return out
+    return compile_java(tmp_path_factory.mktemp("classes"), JAVA / "ClientScenarios.java")
 
 
 @pytest.fixture(scope="module")
@@ -118,9 +115,7 @@ def runs(request: pytest.FixtureRequest, classes: Path) -> Runs:
         ("duration", "duration", topics["duration"], "PT35M"),
         ("pattern", "pattern", prefix, f"g-{prefix}", "3", "5"),
     ]
-    cmd = java_command("ClientScenarios", [broker.bootstrap, *(";".join(spec) for spec in specs)])
-    cp = cmd.index("-cp") + 1
-    cmd[cp] = f"{classes}:{cmd[cp]}"
+    cmd = java_command("ClientScenarios", [broker.bootstrap, *(";".join(spec) for spec in specs)], classes=classes)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"the JVM exited {proc.returncode}:\n{proc.stderr[-5000:]}"
     lines: dict[str, list[dict]] = defaultdict(list)
@@ -185,9 +180,8 @@ def test_idempotent_producer_through_broker_kill(classes, tmp_path):
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic("crash", 2, 1)])["crash"].result(30)
-        cmd = java_command("ClientScenarios", [broker.bootstrap, f"crash;idempotent-crash;crash;{n}"])
-        cp = cmd.index("-cp") + 1
-        cmd[cp] = f"{classes}:{cmd[cp]}"
+        cmd = java_command("ClientScenarios", [broker.bootstrap, f"crash;idempotent-crash;crash;{n}"],
+                           classes=classes)
         log = tmp_path / "jvm.log"  # a file: the client's reconnect warnings must not fill a pipe
         with open(log, "w") as err, subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                                      stderr=err, text=True) as proc:

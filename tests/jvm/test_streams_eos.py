@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from chronolog.testing.kafka import classpath, java_command, kafka_available
+from chronolog.testing.kafka import compile_java, java_command, kafka_available
 
 pytestmark = pytest.mark.slow
 JAVA = Path(__file__).parent / "java"
@@ -26,10 +26,7 @@ def app_classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     reason = kafka_available()
     if reason:
         pytest.skip(f"Kafka Streams cannot run here: {reason}")
-    out = tmp_path_factory.mktemp("classes")
-    subprocess.run(["javac", "-nowarn", "-cp", classpath(), "-d", str(out), str(JAVA / "StreamsCountApp.java")],
-                   check=True, capture_output=True, timeout=120)
-    return out
+    return compile_java(tmp_path_factory.mktemp("classes"), JAVA / "StreamsCountApp.java")
 
 
 def produce_chunk(bootstrap: str, topic: str, start: int) -> None:
@@ -65,9 +62,7 @@ def committed_counts(bootstrap: str, topic: str) -> dict[str, list[int]]:
 
 class App:
     def __init__(self, classes: Path, bootstrap: str, app_id: str, src: str, dst: str, state: Path) -> None:
-        cmd = java_command("StreamsCountApp", [bootstrap, app_id, src, dst, str(state)])
-        cp = cmd.index("-cp") + 1
-        cmd[cp] = f"{classes}:{cmd[cp]}"
+        cmd = java_command("StreamsCountApp", [bootstrap, app_id, src, dst, str(state)], classes=classes)
         self.log = open(state.parent / f"{app_id}.log", "ab")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
 

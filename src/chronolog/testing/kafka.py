@@ -122,14 +122,26 @@ def _log4j_config(path: Path) -> Path:
 
 
 def java_command(main_class: str, args: Sequence[str], jvm_opts: Sequence[str] = TEST_JVM_OPTS,
-                 log4j: Path | None = None) -> list[str]:
+                 log4j: Path | None = None, classes: Path | None = None) -> list[str]:
+    """A JVM running `main_class` with Kafka's jars on the classpath (and `classes`, a folder of compiled
+    programs of a test, before them)."""
     cmd = ["java", *jvm_opts]
     if log4j is not None:
         cmd.append(f"-Dlog4j2.configurationFile={log4j}")
     else:  # tools: warnings and errors only, as bin/kafka-run-class.sh's tools-log4j2.yaml
         cmd.append("-Dlog4j2.level=WARN")
         cmd.append("-Dlog4j2.rootLevel=WARN")
-    return [*cmd, "-cp", classpath(), main_class, *args]
+    path = classpath() if classes is None else f"{classes}{os.pathsep}{classpath()}"
+    return [*cmd, "-cp", path, main_class, *args]
+
+
+def compile_java(out: Path, *sources: Path) -> Path:
+    """Compile a test's Java programs against Kafka's jars into `out` (for `java_command(classes=out)`)."""
+    proc = subprocess.run(["javac", "-nowarn", "-cp", classpath(), "-d", str(out), *map(str, sources)],
+                          capture_output=True, text=True, timeout=180)
+    if proc.returncode != 0:
+        raise ChronologError(f"javac failed: {proc.stderr.strip()[-2000:]}")
+    return out
 
 
 def run_tool(tool: str, *args: str, input: str | bytes | None = None, timeout: float = 120,
