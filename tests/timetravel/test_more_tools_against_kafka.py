@@ -81,3 +81,49 @@ def check_produce(bootstrap: str, topic: str, partitions: int, tmp_path) -> None
 def test_topics_and_produce_against_a_kafka_broker(kafka_broker, tmp_path):
     topic = check_topics(kafka_broker.bootstrap)
     check_produce(kafka_broker.bootstrap, topic, 4, tmp_path)
+
+
+def commit_three_times(bootstrap: str, topic: str, group: str, partitions: int) -> list[tuple[int, dict]]:
+    """A real consumer of `group` commits three sets of positions; returns (a time after each commit and
+    before the next, the positions)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    marks = []
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while not c.assignment() and time.monotonic() < deadline:
+            c.poll(0.2)
+        for step in (1, 2, 3):
+            positions = {p: min(step * 2 + p, 5) for p in range(partitions)}
+            c.commit(offsets=[TopicPartition(topic, p, o) for p, o in positions.items()], asynchronous=False)
+            at = time.time_ns() // 1_000_000 + 1
+            while time.time_ns() // 1_000_000 <= at + 1:  # the next commit is stamped strictly after `at`
+                pass
+            marks.append((at, positions))
+    finally:
+        c.close()
+    return marks
+
+
+def check_groups(bootstrap: str, topic: str, partitions: int) -> None:
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    marks = commit_three_times(bootstrap, topic, group, partitions)
+    assert group in run("groups", "list", "-b", bootstrap)
+    out = json.loads(run("groups", "describe", group, "-b", bootstrap, "--json"))
+    assert out["group"] == group and out["members"] == []
+    ends = {p["partition"]: p["end_offset"] for p in
+            json.loads(run("topics", "describe", topic, "-b", bootstrap, "--json"))["partitions"]}
+    assert {r["partition"]: (r["committed"], r["log_end"], r["lag"]) for r in out["partitions"]} == {
+        p: (o, ends[p], ends[p] - o) for p, o in marks[-1][1].items()}
+    # group-history replays Kafka's own __consumer_offsets records, read over the broker
+    for at, positions in marks:
+        hist = json.loads(run("group-history", "--group", group, "--at", str(at), "-b", bootstrap, "--json"))
+        assert {(r["topic"], r["partition"]): r["offset"] for r in hist["partitions"]} == {
+            (topic, p): o for p, o in positions.items()}
+        assert all(r["committed_at"] <= at for r in hist["partitions"])
+
+
+def test_groups_and_history_against_a_kafka_broker(kafka_broker, tmp_path):
+    topic = kafka_broker.create_topic(partitions=4, configs={"retention.ms": "-1"})
+    check_produce(kafka_broker.bootstrap, topic, 4, tmp_path)
+    check_groups(kafka_broker.bootstrap, topic, 4)
