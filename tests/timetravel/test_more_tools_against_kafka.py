@@ -63,14 +63,22 @@ def check_topics(bootstrap: str) -> str:
     return topic
 
 
+def stamp(i: int) -> int:
+    """Line i's own time: every fifth line out of order."""
+    return BASE + 1000 * i - (1500 if i % 5 == 2 else 0)
+
+
+LINES = [f"{iso(stamp(i))} line {i}" for i in range(30)]
+
+
 def check_produce(bootstrap: str, topic: str, partitions: int, tmp_path) -> None:
-    lines = [f"{iso(BASE + 1000 * i - (1500 if i % 5 == 2 else 0))} line {i}" for i in range(30)]
+    lines = LINES
     path = tmp_path / "lines.log"
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     run("produce", topic, str(path), "--time-field", "1", "--time-format", "iso", "-b", bootstrap)
     got = read_all(bootstrap, topic, partitions, len(lines))
-    want = {(line.encode(), BASE + 1000 * i - (1500 if i % 5 == 2 else 0)) for i, line in enumerate(lines)}
+    want = {(line.encode(), stamp(i)) for i, line in enumerate(lines)}
     assert {(m.value(), m.timestamp()[1]) for m in got} == want
     assert len(got) == len(lines)
     ends = {p["partition"]: p["end_offset"] for p in
@@ -127,3 +135,14 @@ def test_groups_and_history_against_a_kafka_broker(kafka_broker, tmp_path):
     topic = kafka_broker.create_topic(partitions=4, configs={"retention.ms": "-1"})
     check_produce(kafka_broker.bootstrap, topic, 4, tmp_path)
     check_groups(kafka_broker.bootstrap, topic, 4)
+
+
+def test_sql_over_a_kafka_topic(kafka_broker, tmp_path):
+    topic = kafka_broker.create_topic(partitions=4, configs={"retention.ms": "-1"})
+    check_produce(kafka_broker.bootstrap, topic, 4, tmp_path)
+    out = run("sql", "select value, timestamp from records order by timestamp, value", "--topic", topic,
+              "--from", str(BASE + 5_000), "--to", str(BASE + 20_000), "--format", "json",
+              "-b", kafka_broker.bootstrap)
+    got = [json.loads(line)["value"] for line in out.splitlines()]
+    assert got == [line for i, line in sorted(enumerate(LINES), key=lambda e: stamp(e[0]))
+                   if BASE + 5_000 <= stamp(i) < BASE + 20_000]
