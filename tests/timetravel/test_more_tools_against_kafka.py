@@ -1,4 +1,4 @@
-"""The way out, continued: `chronolog topics` and `produce` against Apache Kafka 4.4 — one broker, and a
+"""The way out, continued: `chronolog topics`, `produce`, `groups`, `group-history` and `sql` against Apache Kafka 4.4 — one broker, and a
 3-node cluster with a node killed while the tools run. The answers are the ones chronolog gives, or one
 line and a non-zero exit; never a partial answer with exit 0."""
 
@@ -9,6 +9,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 from typer.testing import CliRunner
 
@@ -147,3 +148,46 @@ def test_sql_over_a_kafka_topic(kafka_broker, tmp_path):
     got = [json.loads(line)["value"] for line in out.splitlines()]
     assert got == [line for i, line in sorted(enumerate(LINES), key=lambda e: stamp(e[0]))
                    if BASE + 5_000 <= stamp(i) < BASE + 20_000]
+
+
+def exact_or_refused(*args: str) -> str | None:
+    """The tool's output when it answers, or None when it refuses in one line with a non-zero exit."""
+    result = CliRunner().invoke(app, list(args))
+    if result.exit_code == 0:
+        return result.output
+    assert result.output.strip() and len(result.output.strip().splitlines()) == 1, result.output
+    assert not isinstance(result.exception, AssertionError | TypeError | KeyError), repr(result.exception)
+    return None
+
+
+@pytest.mark.slow
+def test_topics_groups_produce_against_a_cluster_while_a_node_dies(kafka_cluster, tmp_path):
+    bootstrap = kafka_cluster.bootstrap
+    topic = kafka_cluster.create_topic(partitions=4, configs={"retention.ms": "-1"}, replication=3)
+    check_produce(bootstrap, topic, 4, tmp_path)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    marks = commit_three_times(bootstrap, topic, group, 4)
+    ends = {p["partition"]: p["end_offset"] for p in
+            json.loads(run("topics", "describe", topic, "-b", bootstrap, "--json"))["partitions"]}
+    victim = kafka_cluster.nodes[1]
+    victim.kill()  # leaders (and maybe the group's coordinator) move while the tools ask
+    try:
+        out = exact_or_refused("topics", "list", "-b", bootstrap, "--json")
+        if out is not None:
+            assert json.loads(out)[topic] == 4
+        out = exact_or_refused("topics", "describe", topic, "-b", bootstrap, "--json")
+        if out is not None:
+            assert {p["partition"]: p["end_offset"] for p in json.loads(out)["partitions"]} == ends
+        out = exact_or_refused("groups", "describe", group, "-b", bootstrap, "--json")
+        if out is not None:
+            assert {r["partition"]: r["committed"] for r in json.loads(out)["partitions"]} == marks[-1][1]
+        path = tmp_path / "more.log"
+        path.write_text("".join(f"{iso(BASE + 100_000 + i)} more {i}\n" for i in range(20)))
+        out = exact_or_refused("produce", topic, str(path), "--time-field", "1", "-b", bootstrap)
+        if out is not None:  # every line landed, with its own time
+            got = read_all(bootstrap, topic, 4, len(LINES) + 20)
+            assert sorted(m.timestamp()[1] for m in got if m.value().startswith(b"20") and b" more " in m.value()) \
+                == [BASE + 100_000 + i for i in range(20)]
+    finally:
+        victim.start()  # the session's cluster whole again for the next test
+        kafka_cluster.wait_ready(120)
