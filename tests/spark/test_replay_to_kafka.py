@@ -1,0 +1,32 @@
+"""`pipeline --replay-to`'s replay against Apache Kafka 4.4: a window of a Kafka topic re-ingested into
+another Kafka topic through chronolog's Spark source and sink keeps each record's partition, key, value,
+headers and CreateTime, and only the window's records."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Producer
+
+from chronolog.spark.pipeline import replay_window
+
+from .test_replay_to import records
+
+pytestmark = pytest.mark.spark
+
+BASE = 1_700_000_000_000
+
+
+def test_replay_to_within_kafka_keeps_times_keys_and_headers(spark, kafka_broker):
+    source = kafka_broker.create_topic(partitions=3, configs={"retention.ms": "-1"})
+    p = Producer({"bootstrap.servers": kafka_broker.bootstrap, "enable.idempotence": True})
+    for i in range(60):
+        p.produce(source, key=b"k%d" % i, value=b"v%d" % i, partition=i % 3,
+                  timestamp=BASE + 1000 * i - (2500 if i % 7 == 3 else 0), headers=[("h", b"%d" % i)])
+    assert p.flush(60) == 0
+    everything = records(kafka_broker.bootstrap, source, 3, 60)
+    t1, t2 = BASE + 10_000, BASE + 40_000
+    want = [r for r in everything if t1 <= r[4][1] < t2]
+    assert 0 < len(want) < len(everything)
+    target = f"{source}-replayed"
+    assert replay_window(spark, kafka_broker.bootstrap, t1, t2, target, print, source=source) == len(want)
+    assert records(kafka_broker.bootstrap, target, 3, len(want)) == want
