@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
+from chronolog.server.embedded import EmbeddedBroker
 from chronolog.spark.pipeline import replay_window
 
 from .test_replay_to import records
@@ -30,3 +32,25 @@ def test_replay_to_within_kafka_keeps_times_keys_and_headers(spark, kafka_broker
     target = f"{source}-replayed"
     assert replay_window(spark, kafka_broker.bootstrap, t1, t2, target, print, source=source) == len(want)
     assert records(kafka_broker.bootstrap, target, 3, len(want)) == want
+
+
+def test_replay_to_chronolog_to_kafka_and_back(spark, kafka_broker, tmp_path):
+    with EmbeddedBroker(tmp_path / "data") as broker:
+        source = "moving"
+        p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept alive until the result
+        admin.create_topics([NewTopic(source, 3, 1, config={"retention.ms": "-1"})])[source].result(15)
+        for i in range(60):
+            p.produce(source, key=b"k%d" % i, value=b"v%d" % i, partition=i % 3,
+                      timestamp=BASE + 1000 * i - (2500 if i % 7 == 3 else 0), headers=[("h", b"%d" % i)])
+        assert p.flush(60) == 0
+        everything = records(broker.bootstrap, source, 3, 60)
+        t1, t2 = BASE + 10_000, BASE + 40_000
+        want = [r for r in everything if t1 <= r[4][1] < t2]
+        on_kafka = f"moved-{tmp_path.name[-8:]}"
+        assert replay_window(spark, broker.bootstrap, t1, t2, on_kafka, print, source=source,
+                             target_bootstrap=kafka_broker.bootstrap) == len(want)
+        assert records(kafka_broker.bootstrap, on_kafka, 3, len(want)) == want
+        assert replay_window(spark, kafka_broker.bootstrap, None, None, "back", print, source=on_kafka,
+                             target_bootstrap=broker.bootstrap) == len(want)
+        assert records(broker.bootstrap, "back", 3, len(want)) == want

@@ -30,6 +30,9 @@ def run(
     replay_to: str | None = typer.Option(None, "--replay-to", metavar="TOPIC",
                                          help="Also re-ingest the window into TOPIC with its original timestamps "
                                               "(through the Spark sink; created if missing, appended to if not)."),
+    replay_bootstrap_server: str | None = typer.Option(None, "--replay-bootstrap-server", metavar="HOST:PORT",
+                                                       help="The broker --replay-to writes to (e.g. an Apache "
+                                                            "Kafka cluster; default: the broker read from)."),
 ) -> None:
     """Ingest syslog files with their syslog times as CreateTime, then parse, count and chart a window
     with Spark through the chronolog source."""
@@ -67,7 +70,8 @@ def run(
                 report = run_job(spark, bootstrap_server, files, t1, t2, out, log)
             if replay_to:
                 with con.status(f"replaying the window into {replay_to}"):
-                    report["replayed"] = replay_window(spark, bootstrap_server, t1, t2, replay_to, log)
+                    report["replayed"] = replay_window(spark, bootstrap_server, t1, t2, replay_to, log,
+                                                       target_bootstrap=replay_bootstrap_server)
         finally:
             spark.stop()
     finally:

@@ -160,24 +160,29 @@ def run_job(spark, bootstrap: str, files: list[Path], t1: int | None, t2: int | 
 
 
 def replay_window(spark, bootstrap: str, t1: int | None, t2: int | None, target: str,
-                  log: Callable[[str], None], source: str = TOPIC) -> int:
+                  log: Callable[[str], None], source: str = TOPIC, target_bootstrap: str | None = None) -> int:
     """Re-ingest the records of `source` with t1 <= timestamp < t2 into `target` through the chronolog sink,
     each with its key, value, headers and original timestamp (as CreateTime), and in the same partition
     when `target` has as many partitions. `target` is created like the ingest topic (same partition count,
     time retention off: the replayed times are old) when it does not exist; otherwise the window is
-    appended to it."""
+    appended to it. `target` lives on `target_bootstrap` when given (e.g. moving to a Kafka cluster),
+    else on the broker read from."""
     from confluent_kafka.admin import NewTopic
     from pyspark.sql import functions as F
 
     from chronolog.timetravel.client import admin_client, client_config, kafka_error_text
 
-    if target == source:
+    out = target_bootstrap or bootstrap
+    if target == source and out == bootstrap:
         raise ChronologError(f"--replay-to {target}: the window would be appended to the topic it is read from")
     admin = admin_client(client_config(bootstrap))
     topics = admin.list_topics(timeout=15).topics
     if source not in topics:
         raise ChronologError(f"topic {source!r} does not exist on {bootstrap}")
     count = len(topics[source].partitions)
+    if out != bootstrap:
+        admin = admin_client(client_config(out))
+        topics = admin.list_topics(timeout=15).topics
     if target not in topics:
         try:
             admin.create_topics([NewTopic(target, count, 1, config={"retention.ms": "-1"})])[target].result(15)
@@ -194,7 +199,7 @@ def replay_window(spark, bootstrap: str, t1: int | None, t2: int | None, target:
     columns = ["key", "value", "headers", "timestamp"] + (["partition"] if same else [])
     window = df.select(*columns).cache()
     n = window.count()
-    window.write.mode("append").format("chronolog").option("kafka.bootstrap.servers", bootstrap) \
+    window.write.mode("append").format("chronolog").option("kafka.bootstrap.servers", out) \
         .option("topic", target).save()
     window.unpersist()
     log(f"replayed {n} records of {source} into {target} with their original timestamps"
