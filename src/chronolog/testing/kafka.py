@@ -208,9 +208,9 @@ class _Node:
 
     def start(self) -> None:
         self._stdout = open(self.dir / "stdout.log", "ab")
-        self.proc = subprocess.Popen(java_command("kafka.Kafka", [str(self.properties)], self.jvm_opts, self.log4j),
-                                     stdout=self._stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, preexec_fn=_die_with_parent)
+        cmd = java_command("kafka.Kafka", [str(self.properties)], self.jvm_opts, self.log4j)
+        self.proc = subprocess.Popen([*_DIE_WITH_PARENT, *cmd], stdout=self._stdout, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
 
     @property
     def running(self) -> bool:
@@ -413,15 +413,10 @@ class KafkaBroker(KafkaCluster):
         return self.nodes[0].server_log
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the thread that started it ends (Linux's PR_SET_PDEATHSIG; the
-    fixtures start Kafka from the main thread), so a killed test run leaves no Kafka JVM holding ports."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the fixture's own stop is all there is
-        pass
+# SIGKILL when the thread that started it ends (Linux's PR_SET_PDEATHSIG, set by util-linux's setpriv before
+# it execs the JVM; the fixtures start Kafka from the main thread), so a killed test run leaves no Kafka JVM
+# holding ports. Not a preexec_fn: Python code between fork and exec can deadlock beside other threads.
+_DIE_WITH_PARENT = ("setpriv", "--pdeathsig", "KILL") if shutil.which("setpriv") else ()
 
 
 class _PortTaken(Exception):
