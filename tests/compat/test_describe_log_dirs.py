@@ -106,7 +106,7 @@ def raw_describe(port: int, version: int, topics: list[tuple[str, list[int]]] | 
     return body
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5])
 def test_every_version_over_a_socket(broker, version):  # noqa: F811
     fill(broker.bootstrap)
     alpha = partition_sizes(broker.data_dir, "alpha", 3)
@@ -120,6 +120,8 @@ def test_every_version_over_a_socket(broker, version):  # noqa: F811
         assert body.error_code == 0
     if version >= 4:
         assert result.total_bytes > 0 and 0 <= result.usable_bytes <= result.total_bytes
+    if version >= 5:
+        assert result.is_cordoned is False
     only = raw_describe(broker.port, version, [("beta", [0, 5])])
     assert [(t.name, [p.partition_index for p in t.partitions]) for t in only.results[0].topics] == [("beta", [0])]
     empty = raw_describe(broker.port, version, [])

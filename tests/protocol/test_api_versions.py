@@ -21,7 +21,6 @@ from tests.differential import wirefuzz
 # not listed here.
 BELOW_KAFKA = {
     18: (4, "ApiVersions v5 (KIP-1242) has no schema in kio 0.6.5, the newest release"),
-    35: (4, "DescribeLogDirs v5 only adds IsCordoned (KIP-1066) for brokers with several log dirs"),
 }
 
 

@@ -620,13 +620,14 @@ def list_partition_reassignments(req: Any, ctx: RequestContext) -> dict:
 
 
 # -- DescribeLogDirs ---------------------------------------------------------------------------------
-@register(35, 0, 4)
+@register(35, 0, 5)
 def describe_log_dirs(req: Any, ctx: RequestContext) -> dict:
     """`KafkaApis.handleDescribeLogDirsRequest` + `ReplicaManager.describeLogDirs`: one log dir (the data
     dir), each hosted partition's size with offsetLag 0 (high watermark = log end offset on a single
     replica) and isFutureKey false; null topics means every partition; partitions we do not host are left
     out, and topics left without partitions too. Without DESCRIBE on the cluster the answer is no log dirs
-    and CLUSTER_AUTHORIZATION_FAILED (the top-level error exists from v3; older versions see no dirs)."""
+    and CLUSTER_AUTHORIZATION_FAILED (the top-level error exists from v3; older versions see no dirs).
+    v5's IsCordoned (KIP-1066) is false: the one log dir always takes new partitions."""
     if not ctx.allowed("describe", "cluster", "kafka-cluster"):
         return {"throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     logs = ctx.log_manager.logs()
@@ -640,7 +641,7 @@ def describe_log_dirs(req: Any, ctx: RequestContext) -> dict:
             by_topic.setdefault(topic, []).append({"partition_index": partition, "partition_size": plog.size,
                                                    "offset_lag": 0, "is_future_key": False})
     data_dir = ctx.log_manager.data_dir.absolute()
-    result = {"error_code": 0, "log_dir": str(data_dir),
+    result = {"error_code": 0, "log_dir": str(data_dir), "is_cordoned": False,
               "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()]}
     try:
         import shutil  # (with its archive codecs) not by every broker's start
