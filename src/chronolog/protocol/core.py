@@ -33,7 +33,7 @@ from chronolog.errors import (
 from chronolog.protocol import codec
 from chronolog.protocol.fetch_plan import FetchPlan
 from chronolog.protocol.operations import NOT_ASKED, TOPIC, authorized, cluster_operations
-from chronolog.protocol.registry import HANDLERS, RequestContext, register
+from chronolog.protocol.registry import FEATURES, HANDLERS, RequestContext, register
 from chronolog.protocol.topic_ids import uuid_of
 from chronolog.protocol.txn_batches import transactional_batch
 from chronolog.storage.basics import (
@@ -91,7 +91,14 @@ def api_versions(req: Any, ctx: RequestContext) -> dict:
         return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time": 0}
     keys = [{"api_key": k, "min_version": h.min_version, "max_version": h.max_version}
             for k, h in sorted(HANDLERS.items())]
-    return {"error_code": 0, "api_keys": keys, "throttle_time": 0}
+    out = {"error_code": 0, "api_keys": keys, "throttle_time": 0}
+    if FEATURES:  # ApiVersionsResponse.createApiVersionsResponse: below v4, supported features from 0 are left out
+        out["supported_features"] = [{"name": n, "min_version": lo, "max_version": hi}
+                                     for n, (lo, hi, _) in sorted(FEATURES.items()) if ctx.api_version >= 4 or lo > 0]
+        out["finalized_features"] = [{"name": n, "min_version_level": level, "max_version_level": level}
+                                     for n, (_, _, level) in sorted(FEATURES.items())]
+        out["finalized_features_epoch"] = 1
+    return out
 
 
 # -- Metadata ----------------------------------------------------------------------------------------

@@ -149,6 +149,9 @@ class ApiHandler:
 
 
 HANDLERS: dict[int, ApiHandler] = {}
+# The features ApiVersions (v3+) lists, by Kafka's names: (supported min, supported max, finalized level).
+# The module that serves a feature's APIs adds it (protocol.share_groups: `share.version`, KIP-932).
+FEATURES: dict[str, tuple[int, int, int]] = {}
 
 
 def register(api_key: int, min_version: int, max_version: int, *, parse_min: int | None = None):
