@@ -193,6 +193,22 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("group.consumer.migration.policy", "string", "disabled", "Only `disabled`: a non-empty classic group "
        "refuses consumer-protocol members (an empty one changes type); classic members may join a consumer "
        "group.", (), choices=("disabled",)),
+    # -- share groups (KIP-932; ShareGroupConfig, GroupCoordinatorConfig; server/share_group.py) --
+    _d("group.share.record.lock.duration.ms", "int", 30000, "How long a share consumer holds the records it "
+       "fetched before they may be delivered again (the group config share.record.lock.duration.ms "
+       "overrides it).", (), 1000, maximum=3600000),
+    _d("group.share.min.record.lock.duration.ms", "int", 15000, "Smallest share.record.lock.duration.ms a "
+       "group may set.", (), 1000, maximum=3600000),
+    _d("group.share.max.record.lock.duration.ms", "int", 60000, "Largest share.record.lock.duration.ms a "
+       "group may set.", (), 1000, maximum=3600000),
+    _d("group.share.delivery.count.limit", "int", 5, "Deliveries of a record before it is archived (the "
+       "group config share.delivery.count.limit overrides it).", (), 2, maximum=10),
+    _d("group.share.partition.max.record.locks", "int", 2000, "Records of a share-partition in flight at "
+       "once.", (), 100, maximum=10000),
+    _d("group.share.session.timeout.ms", "int", 45000, "A share group member silent this long is removed.",
+       (), 1),
+    _d("group.share.heartbeat.interval.ms", "int", 5000, "How often share group members heartbeat.", (), 1),
+    _d("group.share.max.size", "int", 200, "Members a share group may have.", (), 1, maximum=1000),
     # -- transactions (KIP-98; TransactionStateManagerConfig, TransactionLogConfig; docs/transactions.md) --
     _d("transaction.max.timeout.ms", "int", 900000, "Largest transaction.timeout.ms a producer may ask for "
        "(InitProducerId answers INVALID_TRANSACTION_TIMEOUT above it).", (), 1),
