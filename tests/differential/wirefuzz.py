@@ -40,7 +40,7 @@ from kio.serial._introspect import (
 )
 from kio.serial.errors import SerialError
 
-from chronolog.protocol import codec
+from chronolog.protocol import codec, newer_schemas
 from chronolog.records import SimpleRecord, build_batch
 
 API_VERSIONS = 18
@@ -58,7 +58,11 @@ class TopicRef:
 # -- raw requests ---------------------------------------------------------------------------------------------
 @functools.cache
 def request_class(api_key: int, version: int) -> type:
-    return load_request_schema(api_key, version)
+    return newer_schemas.REQUESTS.get((api_key, version)) or load_request_schema(api_key, version)
+
+
+def response_class(api_key: int, version: int) -> type:
+    return newer_schemas.RESPONSES.get((api_key, version)) or load_response_schema(api_key, version)
 
 
 @functools.cache
@@ -107,7 +111,7 @@ class Wire:
         except TimeoutError:
             self.close()
             return TIMED_OUT
-        resp_cls = load_response_schema(api_key, version)
+        resp_cls = response_class(api_key, version)
         header_cls = ResponseHeaderV1 if flexible and api_key != API_VERSIONS else ResponseHeaderV0
         header, used = _reader(header_cls)(payload, 0)
         assert header.correlation_id == self.correlation

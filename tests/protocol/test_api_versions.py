@@ -19,9 +19,7 @@ from tests.differential import wirefuzz
 # API key -> (chronolog's max, why not Kafka 4.4's). docs/differences.md ("Protocol versions") says the same.
 # An API raised to Kafka's newest version leaves this table; the test fails only for one below Kafka's that is
 # not listed here.
-BELOW_KAFKA = {
-    18: (4, "ApiVersions v5 (KIP-1242) has no schema in kio 0.6.5, the newest release"),
-}
+BELOW_KAFKA: dict[int, tuple[int, str]] = {}
 
 
 def _advertised(port: int) -> dict[int, tuple[int, int]]:
@@ -47,11 +45,42 @@ def test_every_api_is_served_up_to_kafka_44s_newest_version(kafka_broker, chrono
         assert ours[key][1] == kafka[key][1] == version
 
 
-def test_api_versions_v5_is_refused_with_our_range():
+def test_a_version_past_ours_is_refused_with_our_range():
     """KIP-511: a version we do not know gets a v0 body, UNSUPPORTED_VERSION and ApiVersions' own range."""
     frame = codec.api_versions_error_v0(7, HANDLERS[18].min_version, HANDLERS[18].max_version)
     assert frame[4:8] == (7).to_bytes(4, "big") and frame[8:10] == (35).to_bytes(2, "big")
-    assert HANDLERS[18].max_version == 4
+    assert frame[-4:] == (0).to_bytes(2, "big") + (5).to_bytes(2, "big")
+
+
+def _cluster_and_node(port: int) -> tuple[str, int]:
+    wire = wirefuzz.Wire(port)
+    try:
+        body = wire.call(3, 13, wirefuzz.build(3, 13, {"topics": []}, {}))
+    finally:
+        wire.close()
+    return body.cluster_id, int(body.brokers[0].node_id)
+
+
+@pytest.mark.parametrize("kind", ["chronolog", "kafka"])
+def test_api_versions_v5_checks_the_cluster_and_node_the_client_means(kind, request):
+    """KIP-1242, as Kafka 4.4 answers: both ids or neither (INVALID_REQUEST), and another cluster's or
+    node's ids get REBOOTSTRAP_REQUIRED (129) with no API list."""
+    broker = request.getfixturevalue("chronolog_broker" if kind == "chronolog" else "kafka_broker")
+    cluster, node = _cluster_and_node(broker.port)
+    answers = {}
+    for name, (cluster_id, node_id) in {"neither": (None, -1), "both": (cluster, node), "cluster only": (cluster, -1),
+                                        "node only": (None, node), "other cluster": ("other", node),
+                                        "empty cluster": ("", node), "other node": (cluster, node + 7)}.items():
+        wire = wirefuzz.Wire(broker.port)
+        try:
+            body = wire.call(18, 5, codec.request_schema(18, 5)(
+                client_software_name="test", client_software_version="1", cluster_id=cluster_id, node_id=node_id))
+        finally:
+            wire.close()
+        answers[name] = (int(body.error_code), bool(body.api_keys))
+    assert answers == {"neither": (0, True), "both": (0, True), "cluster only": (42, False),
+                       "node only": (42, False), "other cluster": (129, False), "empty cluster": (129, False),
+                       "other node": (129, False)}
 
 
 # -- topic ids (KIP-516) against chronolog --------------------------------------------------------------------
@@ -172,7 +201,6 @@ def test_the_java_client_uses_kafka_44s_versions_and_reads_what_it_wrote(monkeyp
         assert offsets.returncode == 0, offsets.stderr
         ends = {line.rsplit(":", 2)[1]: int(line.rsplit(":", 1)[1]) for line in offsets.stdout.split()}
         assert sum(ends.values()) == len(lines)
-    # Produce 13 and Fetch 18 by topic id, ListOffsets 11, Metadata 13, FindCoordinator 6; ApiVersions 5
-    # first, refused, then 4
-    for api_key, version in ((0, 13), (1, 18), (2, 11), (3, 13), (10, 6), (18, 5), (18, 4)):
+    # Produce 13 and Fetch 18 by topic id, ListOffsets 11, Metadata 13, FindCoordinator 6, ApiVersions 5
+    for api_key, version in ((0, 13), (1, 18), (2, 11), (3, 13), (10, 6), (18, 5)):
         assert seen[(api_key, version)], (api_key, version, sorted(seen))

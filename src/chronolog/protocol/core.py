@@ -81,14 +81,21 @@ def check_leader_epoch(current: Any) -> None:
 # ApiVersionsRequest.isValid (KIP-511): the client's software name and version, from v3.
 _SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
-# v5 (KIP-1242: the client's cluster and node ids, REBOOTSTRAP_REQUIRED) is Kafka 4.4's newest, but kio has
-# no schema for it: a v5 request is answered UNSUPPORTED_VERSION with our range and the client retries v4
-# (docs/differences.md). v4 only lets SupportedFeatures' min version be 0 (KAFKA-17011); we list none.
-@register(18, 0, 4)
+# v4 only lets SupportedFeatures' min version be 0 (KAFKA-17011). v5 (KIP-1242) names the cluster and node
+# the client means to reach (schema in newer_schemas: kio has none yet).
+@register(18, 0, 5)
 def api_versions(req: Any, ctx: RequestContext) -> dict:
     if ctx.api_version >= 3 and not all(_SOFTWARE_NAME.fullmatch(getattr(req, f) or "") for f in (
             "client_software_name", "client_software_version")):
         return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time": 0}
+    if ctx.api_version >= 5:
+        # As Kafka 4.4 answers (measured): the two ids come together or not at all (INVALID_REQUEST), and
+        # ids of another cluster or node ask the client to bootstrap again (a stale address).
+        cluster_id, node_id = req.cluster_id, int(req.node_id)
+        if (cluster_id is None) != (node_id == -1):
+            return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time": 0}
+        if cluster_id is not None and (cluster_id != ctx.state.cluster_id or node_id != ctx.state.node_id):
+            return {"error_code": ErrorCode.REBOOTSTRAP_REQUIRED, "api_keys": [], "throttle_time": 0}
     keys = [{"api_key": k, "min_version": h.min_version, "max_version": h.max_version}
             for k, h in sorted(HANDLERS.items())]
     out = {"error_code": 0, "api_keys": keys, "throttle_time": 0}

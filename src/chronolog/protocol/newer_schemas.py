@@ -1,6 +1,7 @@
 """Message versions Kafka 4.4 has and kio 0.6.5 (the newest release) does not, written as kio generates them
 from Kafka's JSON schemas (clients/src/main/resources/common/message/*.json) so kio's readers and writers
-serve them: TxnOffsetCommit v6 (topics by id, KIP-1319) and DeleteGroups v3 (an error message per group).
+serve them: TxnOffsetCommit v6 (topics by id, KIP-1319), DeleteGroups v3 (an error message per group) and
+ApiVersions v5 (the cluster and node the client means to reach, KIP-1242).
 `codec.request_schema`/`response_schema` look here before asking kio. Drop an entry once kio has it.
 (No `from __future__ import annotations`: kio reads the fields' types, which must not be strings.)"""
 
@@ -8,6 +9,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from kio.schema.api_versions.v4 import request as api_versions_v4_request
+from kio.schema.api_versions.v4 import response as api_versions_v4_response
 from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.schema.response_header.v1.header import ResponseHeader
@@ -125,5 +128,21 @@ class DeleteGroupsResponse:
     results: tuple[DeletableGroupResult, ...]
 
 
-REQUESTS: dict[tuple[int, int], type] = {(28, 6): TxnOffsetCommitRequest, (42, 3): DeleteGroupsRequest}
-RESPONSES: dict[tuple[int, int], type] = {(28, 6): TxnOffsetCommitResponse, (42, 3): DeleteGroupsResponse}
+# -- ApiVersions v5 (ApiVersionsRequest.json / ApiVersionsResponse.json) ----------------------------------------
+# The request adds ClusterId and NodeId; the response is v4's.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiVersionsRequest(api_versions_v4_request.ApiVersionsRequest):
+    __version__: ClassVar[i16] = i16(5)
+    cluster_id: str | None = field(metadata={"kafka_type": "string"}, default=None)
+    node_id: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiVersionsResponse(api_versions_v4_response.ApiVersionsResponse):
+    __version__: ClassVar[i16] = i16(5)
+
+
+REQUESTS: dict[tuple[int, int], type] = {(28, 6): TxnOffsetCommitRequest, (42, 3): DeleteGroupsRequest,
+                                         (18, 5): ApiVersionsRequest}
+RESPONSES: dict[tuple[int, int], type] = {(28, 6): TxnOffsetCommitResponse, (42, 3): DeleteGroupsResponse,
+                                          (18, 5): ApiVersionsResponse}
