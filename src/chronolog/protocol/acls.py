@@ -8,15 +8,24 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from chronolog.errors import ChronologError, ErrorCode
+from chronolog.errors import ChronologError, ErrorCode, KafkaError
 from chronolog.lazy import LazyModule
 from chronolog.protocol.registry import RequestContext, register
 from chronolog.security.audit import audit
 
 acl = LazyModule("chronolog.security.acl")  # imported by the first ACL request, not by every broker's start
 
-ANY, MATCH = 1, 2
+UNKNOWN, ANY, MATCH = 0, 1, 2
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
+
+
+def _refuse_unknown(what: str, entries: Any, *fields: str) -> None:
+    """Describe/Create/DeleteAclsRequest's constructors throw IllegalArgumentException for an UNKNOWN (0)
+    resource type, pattern type, operation or permission, so Kafka closes the connection before any
+    authorizer is asked; the raised KafkaError closes ours the same way."""
+    for entry in entries:
+        if any(int(getattr(entry, f)) == UNKNOWN for f in fields):
+            raise KafkaError(f"{what} contains UNKNOWN elements")
 
 
 @functools.cache
@@ -66,6 +75,8 @@ def _wire(b: acl.AclBinding) -> dict:
 
 @register(29, 1, 3)
 def describe_acls(req: Any, ctx: RequestContext) -> dict:
+    _refuse_unknown("DescribeAclsRequest", [req], "pattern_type_filter", "resource_type_filter", "permission_type",
+                    "operation")
     store = _store(ctx)
     if store is None:
         return {"throttle_time": 0, "error_code": ErrorCode.SECURITY_DISABLED, "error_message": NO_AUTHORIZER,
@@ -91,6 +102,8 @@ def describe_acls(req: Any, ctx: RequestContext) -> dict:
 
 @register(30, 1, 3)
 def create_acls(req: Any, ctx: RequestContext) -> dict:
+    _refuse_unknown("CreatableAcls", req.creations, "resource_pattern_type", "resource_type", "permission_type",
+                    "operation")
     store = _store(ctx)
     results: list[dict] = []
     valid: list[acl.AclBinding] = []
@@ -124,6 +137,8 @@ def create_acls(req: Any, ctx: RequestContext) -> dict:
 
 @register(31, 1, 3)
 def delete_acls(req: Any, ctx: RequestContext) -> dict:
+    _refuse_unknown("DeleteAclsRequest filters", req.filters, "pattern_type_filter", "resource_type_filter",
+                    "operation", "permission_type")
     store = _store(ctx)
     results = []
     for f in req.filters:
