@@ -145,17 +145,20 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("errors.deadletterqueue.group.enable", "boolean", False, "Share groups' dead-letter topics: only false "
        "(share groups are not served).", (),
        unsupported="chronolog serves no share groups (only false is accepted)"),
-    _d("remote.storage.enable", "boolean", False, "Tiered storage: only false, as on a Kafka broker without "
-       "remote.log.storage.system.enable.", (), unsupported=_TIERED),
-    _d("remote.log.copy.disable", "boolean", False, "Tiered storage only: accepted, no effect (as in Kafka "
-       "without tiered storage).", ()),
-    _d("remote.log.delete.on.disable", "boolean", False, "Tiered storage only: accepted, no effect.", ()),
-    _d("local.retention.ms", "long", -2, "Tiered storage only: accepted, no effect.", ("log.local.retention.ms",),
-       -2),
-    _d("local.retention.bytes", "long", -2, "Tiered storage only: accepted, no effect.",
-       ("log.local.retention.bytes",), -2),
-    _d("remote.copy.lag.ms", "long", 0, "Tiered storage only: accepted, no effect.", ("log.remote.copy.lag.ms",)),
-    _d("remote.copy.lag.bytes", "long", -1, "Tiered storage only: accepted, no effect.",
+    # -- tiered storage (KIP-405; storage/remote/, docs/storage.md "Tiered storage") --
+    _d("remote.storage.enable", "boolean", False, "Copy closed segments to the tier (remote.log.storage.dir) and "
+       "keep serving them; needs remote.log.storage.system.enable on the broker.", ()),
+    _d("remote.log.copy.disable", "boolean", False, "Tiered topic: stop copying (tiered segments stay readable; "
+       "local retention is then retention.*).", ()),
+    _d("remote.log.delete.on.disable", "boolean", False, "Delete the tiered segments when remote.storage.enable "
+       "is turned off.", ()),
+    _d("local.retention.ms", "long", -2, "Tiered topic: how long copied segments stay on local disk (-2: "
+       "retention.ms).", ("log.local.retention.ms",), -2),
+    _d("local.retention.bytes", "long", -2, "Tiered topic: local bytes kept of copied segments (-2: "
+       "retention.bytes).", ("log.local.retention.bytes",), -2),
+    _d("remote.copy.lag.ms", "long", 0, "Delayed upload (Kafka 4.4): only 0 with tiered storage (segments are "
+       "copied once closed).", ("log.remote.copy.lag.ms",)),
+    _d("remote.copy.lag.bytes", "long", -1, "Delayed upload (Kafka 4.4): only -1 with tiered storage.",
        ("log.remote.copy.lag.bytes",)),
     _d("leader.replication.throttled.replicas", "list", "", "Replication throttle: accepted, no effect on a "
        "single node (no followers).", (), check=_throttled_replicas),
@@ -257,6 +260,16 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("chronolog.log.dir.write.retry.ms", "long", 5000,
        "chronolog: after a write to a partition failed (disk full, I/O error) its appends get "
        "KAFKA_STORAGE_ERROR without touching the disk for this long, then one tries again.", (), 1),
+    # -- tiered storage (KIP-405; RemoteLogManagerConfig) --
+    _d("remote.log.storage.system.enable", "boolean", False, "Allow topics with remote.storage.enable.", ()),
+    _d("remote.log.manager.task.interval.ms", "long", 30000, "How often closed segments are copied to the tier "
+       "and tiered segments past retention deleted.", (), 1),
+    _d("remote.log.storage.dir", "string", "", "chronolog: where tiered segments go, a directory or a URI "
+       "pyarrow opens (s3://bucket/prefix, gs://...); default <log.dirs>/../<data dir name>-tier.", ()),
+    _d("remote.log.index.file.cache.total.size.bytes", "long", 1073741824, "Bytes of tiered indexes kept "
+       "in memory (RemoteIndexCache).", (), 1),
+    _d("chronolog.remote.log.reader.cache.bytes", "long", 67108864, "chronolog: bytes of tiered segments' "
+       "byte ranges kept in memory.", (), 0),
     _d("listeners.allow.non.loopback.without.auth", "boolean", False,
        "chronolog: allow a listener without authentication on a non-loopback address.", ()),
     # -- listeners, TLS, SASL, ACLs, connection bounds (docs/security.md) --
@@ -519,6 +532,55 @@ def validate_topic_overrides(overrides: Mapping[str, str]) -> dict[str, str]:
     """Check names and values; returns the overrides normalised to strings (raises InvalidConfigError)."""
     TopicConfig.from_kafka(overrides)
     return {k: str(v) for k, v in overrides.items()}
+
+
+def validate_remote_storage(config: TopicConfig, *, system_enabled: bool, was_enabled: bool = False) -> None:
+    """`LogConfig.validateTopicLogConfigValues`' rules of tiered storage (KIP-405, KIP-950), checked where a
+    topic's configs are created or altered, with Kafka's messages."""
+    if config.remote_storage_enable:
+        if not system_enabled:
+            raise InvalidConfigError(_TIERED)
+        if config.compacted:
+            raise InvalidConfigError("Remote log storage is unsupported for the compacted topics")
+        if config.retention_bytes > -1 and config.local_retention_bytes != -2:
+            if config.local_retention_bytes == -1:
+                raise InvalidConfigError(f"Invalid value -1 for configuration local.retention.bytes: Value must not "
+                                         f"be -1 as retention.bytes value is set as {config.retention_bytes}.")
+            if config.local_retention_bytes > config.retention_bytes:
+                raise InvalidConfigError(f"Invalid value {config.local_retention_bytes} for configuration "
+                                         "local.retention.bytes: Value must not be more than retention.bytes "
+                                         f"property value: {config.retention_bytes}")
+        if config.retention_ms > -1 and config.local_retention_ms != -2:
+            if config.local_retention_ms == -1:
+                raise InvalidConfigError(f"Invalid value -1 for configuration local.retention.ms: Value must not be "
+                                         f"-1 as retention.ms value is set as {config.retention_ms}.")
+            if config.local_retention_ms > config.retention_ms:
+                raise InvalidConfigError(f"Invalid value {config.local_retention_ms} for configuration "
+                                         "local.retention.ms: Value must not be more than retention.ms property "
+                                         f"value: {config.retention_ms}")
+        if config.remote_log_copy_disable:
+            if config.local_retention_bytes not in (-2, config.retention_bytes):
+                raise InvalidConfigError("When `remote.log.copy.disable` is set to true, the `local.retention.bytes` "
+                                         "and `retention.bytes` must be set to the identical value because there "
+                                         "will be no more logs copied to the remote storage.")
+            if config.local_retention_ms not in (-2, config.retention_ms):
+                raise InvalidConfigError("When `remote.log.copy.disable` is set to true, the `local.retention.ms` "
+                                         "and `retention.ms` must be set to the identical value because there will "
+                                         "be no more logs copied to the remote storage.")
+        # Kafka 4.4's delayed upload (remote.copy.lag.*) is not built here: refused rather than ignored.
+        if config.remote_copy_lag_ms != 0:
+            raise InvalidConfigError(f"Invalid value {config.remote_copy_lag_ms} for configuration remote.copy.lag.ms: "
+                                     "chronolog copies a segment once it is closed (only 0 is accepted)")
+        if config.remote_copy_lag_bytes != -1:
+            raise InvalidConfigError(f"Invalid value {config.remote_copy_lag_bytes} for configuration "
+                                     "remote.copy.lag.bytes: chronolog copies a segment once it is closed (only -1 "
+                                     "is accepted)")
+    elif was_enabled and not config.remote_log_delete_on_disable:
+        raise InvalidConfigError(
+            "It is invalid to disable remote storage without deleting remote data. If you want to keep the remote "
+            "data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable=true`. If "
+            "you want to disable remote storage and delete all remote data, please set "
+            "`remote.storage.enable=false,remote.log.delete.on.disable=true`.")
 
 
 class BrokerConfig:

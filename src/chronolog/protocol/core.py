@@ -446,8 +446,8 @@ def _records_of(plog: Any, piece: Any) -> bytes | codec.FileRegion:
     FileRegion over a `dup` of the segment's descriptor, taken under the log's lock (segments are closed
     under it), so retention deleting the segment before the response is sent cannot pull the file away.
     A segment deleted since the range was found gives no records; the next fetch says why."""
-    if piece.size < ZERO_COPY_MIN_BYTES:
-        return piece.read_bytes()
+    if piece.size < ZERO_COPY_MIN_BYTES or getattr(piece._segment, "remote", False):
+        return piece.read_bytes()  # small, or a tiered segment's range (from the tier's cache, no descriptor)
     with plog.lock:
         fd = piece.fileno()
         return codec.FileRegion(os.dup(fd), piece.position, piece.size) if fd >= 0 else b""
@@ -509,8 +509,9 @@ async def fetch(req: Any, ctx: RequestContext) -> dict:
 # UNSUPPORTED_VERSION for the partition.
 _SPECIAL_TIMESTAMP_MIN_VERSION = {-1: 1, -2: 1, -3: 7, -4: 8, -5: 9, -6: 11}
 # The tiered-storage specials (KIP-1005, KIP-1023): without remote storage Kafka's UnifiedLog answers them
-# with no offset (-1, timestamp -1, leader epoch -1) and no error.
-_TIERED_TIMESTAMPS = frozenset({-5, -6})
+# with no offset (-1, timestamp -1, leader epoch -1) and no error; -5 of a tiered topic is its last tiered
+# offset (the log answers it), -6 (delayed upload) always none here.
+_TIERED_TIMESTAMPS = frozenset({-6})
 
 
 # v10 adds timeout_ms (KIP-1075), which bounds waits on remote storage: none here.

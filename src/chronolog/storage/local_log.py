@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chronolog.config import TopicConfig
 from chronolog.diskio import fsync_dir
@@ -33,6 +34,9 @@ from chronolog.storage.txnindex import (
     AbortedTxn,
     check_isolation,
 )
+
+if TYPE_CHECKING:
+    from chronolog.storage.remote.remote_log import RemoteLog
 
 log = logging.getLogger("chronolog.storage.log")
 
@@ -114,6 +118,7 @@ class LocalLog:
     _segments_version: int  # bumped whenever the segment list or an inactive segment changes
     _segment_created_ms: dict[int, int]
     _closed: bool
+    remote: RemoteLog | None
 
     def _new_segment(self, base: int, *, check_indexes: bool = True) -> LogSegment:
         seg = LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
@@ -204,7 +209,11 @@ class LocalLog:
         """Whole batches from the first one holding `start_offset`, up to `max_bytes` (at least one batch
         with `min_one_message`, as KIP-74). None at the log end. Found from batch headers and the offset
         index (`LogSegment.fetch_range`), so serving a fetch never parses records nor reads the bytes
-        twice; segments with corrupt ranges take the batch-parsing path, which steps over them."""
+        twice; segments with corrupt ranges take the batch-parsing path, which steps over them. Offsets
+        below the first local segment of a tiered log are read from the tier, outside the lock."""
+        remote = self.remote
+        if remote is not None and self.log_start_offset <= start_offset < self.segments[0].base_offset:
+            return remote.read(start_offset, max_bytes, max_offset, min_one_message)
         with self.lock:
             if start_offset < self.log_start_offset or start_offset > self._next_offset:
                 raise OffsetOutOfRangeError(f"offset {start_offset} is outside [{self.log_start_offset}, "
@@ -288,6 +297,11 @@ class LocalLog:
             end = self._next_offset if end_offset is None else min(end_offset, self._next_offset)
             start = max(start_offset, self.log_start_offset)
             segments = list(self.segments)
+        remote = self.remote
+        if remote is not None and segments and start < min(end, segments[0].base_offset):
+            for batch in remote.read_batches(start, min(end, segments[0].base_offset)):
+                yield batch
+                start = batch.last_offset + 1
         for i in range(len(segments)):
             seg = segments[i]
             nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
@@ -315,8 +329,11 @@ class LocalLog:
         """The aborted transactions overlapping [start_offset, upper_bound_offset) as whole `.txnindex`
         entries, from the segment holding `start_offset` on until an entry's last stable offset reaches the
         bound (`LocalLog.collectAbortedTransactions`)."""
+        remote = self.remote
+        found: list[AbortedTxn] = []
+        if remote is not None and start_offset < self.segments[0].base_offset:
+            found = remote.aborted_txns(start_offset, upper_bound_offset)  # `RemoteLogManager`'s, from the tier
         with self.lock:
-            found: list[AbortedTxn] = []
             for seg in self.segments[self._segment_for(start_offset):]:
                 txns, complete = seg.txn_index.collect(start_offset, upper_bound_offset)
                 found.extend(txns)

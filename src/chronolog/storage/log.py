@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chronolog.config import TopicConfig
 from chronolog.diskio import describe, disk_log, free_bytes
@@ -56,6 +57,7 @@ from chronolog.storage import loader, time_lookup
 from chronolog.storage.basics import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     LEADER_EPOCH,
     MAX_TIMESTAMP,
@@ -80,6 +82,9 @@ from chronolog.storage.segment import (
 )
 from chronolog.storage.txnindex import AbortedTxn
 from chronolog.storage.validator import BatchHeader, merge_legacy, recompress, topic_codec, validate_batch
+
+if TYPE_CHECKING:
+    from chronolog.storage.remote.remote_log import RemoteLog
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +176,9 @@ class PartitionLog(LocalLog):
     caches: time_lookup.LogCaches = time_lookup.STANDALONE
 
     _files: ReadOnlyFiles | None = None  # where a read-only log's files come from, if not `dir`
+    # The partition's tiered segments (`storage.remote.RemoteLog`, KIP-405), set by the log manager when the
+    # topic has remote.storage.enable: reads below the first local segment and retention go through it.
+    remote: RemoteLog | None = None
     _readonly_producers_loaded = False
 
     def _ensure_producers(self) -> None:
@@ -229,7 +237,11 @@ class PartitionLog(LocalLog):
 
     @property
     def local_log_start_offset(self) -> int:
-        return self.log_start_offset
+        """`UnifiedLog.localLogStartOffset`: the log start offset, or with tiered segments (KIP-405) the
+        first local segment's base offset when that is later."""
+        if self.remote is None:
+            return self.log_start_offset
+        return max(self.log_start_offset, self.segments[0].base_offset)
 
     def update_config(self, config: TopicConfig) -> None:
         with self.lock:
@@ -556,7 +568,13 @@ class PartitionLog(LocalLog):
     def offset_for_timestamp(self, timestamp: int) -> FoundTimestamp | None:
         """`UnifiedLog.fetchOffsetByTimestamp`: the first record with timestamp >= target, found in the
         first segment whose largest timestamp is >= target; the specials -1 latest, -2 earliest,
-        -3 max timestamp, -4 earliest local. None when nothing qualifies (ListOffsets answers -1/-1)."""
+        -3 max timestamp, -4 earliest local, -5 latest tiered. None when nothing qualifies (ListOffsets
+        answers -1/-1). With tiered segments the lookup reads them first (`RemoteLog.find_offset`)."""
+        remote = self.remote
+        if remote is not None and timestamp not in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIMESTAMP):
+            found = self._offset_for_timestamp_tiered(remote, timestamp)
+            if found is not False:
+                return found
         with self.lock:
             if timestamp == EARLIEST_TIMESTAMP:
                 return FoundTimestamp(-1, self.log_start_offset, LEADER_EPOCH)
@@ -566,21 +584,47 @@ class PartitionLog(LocalLog):
                 return FoundTimestamp(-1, self._next_offset, LEADER_EPOCH)
             if timestamp == MAX_TIMESTAMP:
                 return time_lookup.max_timestamp_entry(self)
+            if timestamp == LATEST_TIERED_TIMESTAMP:
+                return None  # no tiered segments: Kafka answers -1 / -1
             if timestamp < 0:
-                # Includes -5 LATEST_TIERED and -6 EARLIEST_PENDING_UPLOAD: they need ListOffsets v9/v11, above
-                # what chronolog speaks, so Kafka's version gate (ReplicaManager) answers UNSUPPORTED_VERSION.
                 raise UnsupportedVersionError(f"unsupported special timestamp {timestamp}")
             return time_lookup.find_offset(self, timestamp)
+
+    def _offset_for_timestamp_tiered(self, remote: RemoteLog, timestamp: int) -> FoundTimestamp | None | bool:
+        """The lookups a tiered log answers from its tiered segments (outside the log's lock: the tier may
+        be slow); False for those the local segments answer alone."""
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return remote.latest_tiered()
+        if timestamp == MAX_TIMESTAMP:
+            tiered = remote.max_timestamp_entry()
+            with self.lock:
+                local = time_lookup.max_timestamp_entry(self)
+            if tiered is None or (local is not None and local.timestamp > tiered.timestamp):
+                return local
+            return tiered
+        if timestamp < 0:
+            return False
+        if self.log_start_offset >= self.local_log_start_offset:
+            return False
+        found = remote.find_offset(timestamp, self.log_start_offset)
+        return found if found is not None else False
 
     # -- retention, deletion, truncation -----------------------------------------------------------
     def delete_old_segments(self, now: int | None = None) -> int:
         """`UnifiedLog.deleteOldSegments` in Kafka's order (KAFKA-12177): segments below the log start offset
         first, then retention.bytes (measured after them), then retention.ms; without the delete policy only
-        the first, so DeleteRecords frees space on a compacted topic too."""
+        the first, so DeleteRecords frees space on a compacted topic too. A tiered log's local segments go by
+        local.retention.* once copied (`RemoteLog.delete_local_segments`)."""
         now = self.clock() if now is None else now
+        if self.remote is not None:
+            return self.remote.delete_local_segments(now)
+        return self.delete_old_local(now)
+
+    def delete_old_local(self, now: int, *, move_start: bool | None = None) -> int:
+        """The three rules of `delete_old_segments` on the local segments."""
         cfg = self.config
         deleted = self._delete_segments(lambda s, n: n is not None and n.base_offset <= self.log_start_offset,
-                                        now, "log start offset")
+                                        now, "log start offset", move_start=move_start)
         if not cfg.deletes:
             return deleted
         if cfg.retention_bytes >= 0:
@@ -593,13 +637,17 @@ class PartitionLog(LocalLog):
                         state["diff"] -= seg.size
                         return True
                     return False
-                deleted += self._delete_segments(breached, now, "retention.bytes")
+                deleted += self._delete_segments(breached, now, "retention.bytes", move_start=move_start)
         if cfg.retention_ms >= 0:
             deleted += self._delete_segments(lambda s, n: now - s.largest_timestamp > cfg.retention_ms, now,
-                                             "retention.ms")
+                                             "retention.ms", move_start=move_start)
         return deleted
 
-    def _delete_segments(self, predicate, now: int, reason: str) -> int:
+    def _delete_segments(self, predicate, now: int, reason: str, *, move_start: bool | None = None,
+                         limit: int | None = None) -> int:
+        """Delete the oldest segments while `predicate` holds. `move_start` (default: unless the log has
+        tiered segments, which keep the log start offset) raises the log start offset to the first segment
+        left (`incrementStartOffset`); `limit` is the local.retention.* value a tiered log's reason names."""
         with self.lock:
             deletable = []
             for i, seg in enumerate(self.segments):
@@ -609,7 +657,7 @@ class PartitionLog(LocalLog):
                 if self.high_watermark >= upper and not last_and_empty and predicate(seg, nxt):
                     deletable.append(seg)
                 else:
-                    if (reason == "retention.ms" and seg.max_timestamp_so_far > now
+                    if (reason in ("retention.ms", "local.retention.ms") and seg.max_timestamp_so_far > now
                             and now - seg.largest_timestamp <= self.config.retention_ms):
                         log.warning("%s-%d: retention is blocked by segment %s whose largest timestamp %d is "
                                     "in the future (now %d)", self.topic, self.partition, seg.log_path.name,
@@ -618,8 +666,8 @@ class PartitionLog(LocalLog):
             if not deletable:
                 return 0
             log_deletions(f"[UnifiedLog partition={self.topic}-{self.partition}, dir={self.dir.parent}] ", reason,
-                          deletable, retention_ms=self.config.retention_ms,
-                          retention_bytes=self.config.retention_bytes, size_before=self.size,
+                          deletable, retention_ms=self.config.retention_ms if limit is None else limit,
+                          retention_bytes=self.config.retention_bytes if limit is None else limit, size_before=self.size,
                           log_start_offset=self.log_start_offset)
             if len(deletable) == len(self.segments):
                 self.roll()
@@ -628,7 +676,8 @@ class PartitionLog(LocalLog):
                 self._schedule_delete(seg)
                 delete_snapshot(self.dir, seg.base_offset)  # the snapshot taken when it was rolled in
             self._segments_version += 1
-            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            if move_start if move_start is not None else self.remote is None:
+                self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
             log.info("%s-%d: deleted %d segment(s) by %s; log start offset %d", self.topic, self.partition,
                      len(deletable), reason, self.log_start_offset)
             return len(deletable)

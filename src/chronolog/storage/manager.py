@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from chronolog.config import BrokerConfig, TopicConfig, validate_topic_overrides
+from chronolog.config import BrokerConfig, TopicConfig, validate_remote_storage, validate_topic_overrides
 from chronolog.diskio import FileSystemSync, describe, disk_log, free_bytes, fsync_dir, write_atomic
 from chronolog.errors import (
     ChronologError,
@@ -52,6 +52,7 @@ from chronolog.storage.partition_metadata import (
 if TYPE_CHECKING:
     from chronolog.storage.cleaner import CleanerStats
     from chronolog.storage.log import PartitionLog
+    from chronolog.storage.remote.manager import RemoteLogManager
     from chronolog.storage.time_lookup import LogCaches
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,8 @@ class LogManager:
         self.loaded = threading.Event()  # set once no partition is left to open
         self._caches: LogCaches | None = None
         self._caches_lock = threading.Lock()
+        # Tiered storage (KIP-405, storage/remote/): made at start when remote.log.storage.system.enable.
+        self.remote_logs: RemoteLogManager | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def startup(self, background: bool = True, *, lazy: bool = False) -> None:
@@ -117,6 +120,10 @@ class LogManager:
             self._fs_sync = FileSystemSync(self.data_dir)
             self._size_file_cache()
             self._lazy = lazy
+            if self.broker_config["remote.log.storage.system.enable"] and self.remote_logs is None:
+                from chronolog.storage.remote.manager import RemoteLogManager
+
+                self.remote_logs = RemoteLogManager(self.data_dir, self.broker_config)
             self._open_logs()
         except BaseException:
             for plog in self._logs.values():
@@ -137,6 +144,8 @@ class LogManager:
                 self._cleaner_thread = threading.Thread(target=self._clean_loop, name="chronolog-log-cleaner",
                                                         daemon=True)
                 self._cleaner_thread.start()
+            if self.remote_logs is not None:
+                self.remote_logs.start(self.opened_logs)
 
     def _size_file_cache(self) -> None:
         """Raise the soft open-files limit to the hard one and size the open-file cache from it (or from
@@ -207,10 +216,13 @@ class LogManager:
             self.loaded.set()
 
     def _open_partition(self, key: tuple[str, int], pending: _Pending) -> PartitionLog:
-        return self._tuned(_partition_log().open(
+        plog = self._tuned(_partition_log().open(
             self.data_dir / pending.name, self.topic_config(key[0]), recover=not self._clean_start,
             recovery_point=pending.recovery_point, log_start_offset=pending.log_start_offset,
             producer_expiration_ms=self.broker_config["producer.id.expiration.ms"]))
+        if self.remote_logs is not None:
+            self.remote_logs.attach(plog, pending.log_start_offset)
+        return plog
 
     def _open_pending_now(self, keys: list[tuple[str, int]]) -> None:
         """The eager start: every partition opened before `startup` returns, by Kafka's
@@ -331,6 +343,8 @@ class LogManager:
         clean stop's `syncfs` writes back the whole file system's dirty pages, other programs' too, which
         on a busy disk can take longer than a test waits for a stop."""
         self._stop.set()
+        if self.remote_logs is not None:
+            self.remote_logs.stop(self.opened_logs())  # a copy in progress ends with its segment
         for loader in self._loaders:
             loader.join()  # each stops after the partition it is opening
         if self._thread is not None:
@@ -443,6 +457,8 @@ class LogManager:
         except BaseException:
             plog.delete()
             raise
+        if self.remote_logs is not None:
+            self.remote_logs.attach(plog, 0)
         return plog
 
     def _create_logs(self, name: str, partitions: range) -> None:
@@ -485,7 +501,8 @@ class LogManager:
         if partitions < 1:
             raise InvalidPartitionsError(f"Number of partitions must be at least 1, got {partitions}")
         overrides = validate_topic_overrides(configs or {})
-        TopicConfig.from_kafka(overrides, self.broker_config.topic_defaults())
+        validate_remote_storage(TopicConfig.from_kafka(overrides, self.broker_config.topic_defaults()),
+                                system_enabled=self.broker_config["remote.log.storage.system.enable"])
         with self._lock:
             if name in self._topics:
                 raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
@@ -507,6 +524,8 @@ class LogManager:
                     shutil.rmtree(self.data_dir / f"{name}-{p}", ignore_errors=True)
                 plog = self._logs.pop((name, p), None)
                 if plog is not None:
+                    if self.remote_logs is not None:
+                        self.remote_logs.forget(plog)
                     plog.delete()
                 self._cleaner_checkpoints.pop((name, p), None)
                 self._uncleanable.discard((name, p))
@@ -578,6 +597,9 @@ class LogManager:
                 overrides.pop(key, None)
             validate_topic_overrides(overrides)
             config = TopicConfig.from_kafka(overrides, self.broker_config.topic_defaults())
+            was_tiered = self.topic_config(name).remote_storage_enable
+            validate_remote_storage(config, system_enabled=self.broker_config["remote.log.storage.system.enable"],
+                                    was_enabled=was_tiered)
             self._topics[name]["configs"] = overrides
             self._write_topics()
             self._open_topic(name)
@@ -585,6 +607,8 @@ class LogManager:
                 plog = self._logs.get((name, p))
                 if plog is not None:
                     plog.update_config(config)
+                    if self.remote_logs is not None and (was_tiered or config.remote_storage_enable):
+                        self.remote_logs.config_changed(plog, was_tiered)
 
     def get_log(self, topic: str, partition: int) -> PartitionLog:
         """The partition's log, opened first if the lazy start has not opened it yet (waiting for the

@@ -33,18 +33,20 @@ def log_deletions(ident: str, reason: str, segments: list, *, retention_ms: int,
                   size_before: int, log_start_offset: int) -> None:
     """One INFO line per deleted segment, with the breach, as `RetentionMsBreach` / `RetentionSizeBreach`
     / `StartOffsetBreach` log them."""
-    if reason == "retention.ms":
+    local = "local " if reason.startswith("local.") else ""  # a tiered log's (KIP-405 RetentionMsBreach)
+    if reason in ("retention.ms", "local.retention.ms"):
         for seg in segments:
             basis = ("the largest record timestamp in the segment" if seg.max_timestamp_so_far >= 0
                      else "the last modified time of the segment")
-            log.info("%sDeleting segment %s due to log retention time %dms breach based on %s", ident,
-                     segment_text(seg), retention_ms, basis)
-    elif reason == "retention.bytes":
+            log.info("%sDeleting segment %s due to %slog retention time %dms breach based on %s", ident,
+                     segment_text(seg), local, retention_ms, basis)
+    elif reason in ("retention.bytes", "local.retention.bytes"):
         size = size_before
         for seg in segments:
             size -= seg.size
-            log.info("%sDeleting segment %s due to log retention size %d breach. Log size after deletion "
-                     "will be %d.", ident, segment_text(seg), retention_bytes, size)
+            log.info("%sDeleting segment %s due to %slog retention size %d breach. %sog size after deletion "
+                     "will be %d.", ident, segment_text(seg), local, retention_bytes, "Local l" if local else "L",
+                     size)
     else:
         log.info("%sDeleting segments due to log start offset %d breach: %s", ident, log_start_offset,
                  ",".join(segment_text(s) for s in segments))
