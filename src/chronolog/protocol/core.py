@@ -35,7 +35,7 @@ from chronolog.protocol.fetch_plan import FetchPlan
 from chronolog.protocol.operations import NOT_ASKED, TOPIC, authorized, cluster_operations
 from chronolog.protocol.registry import FEATURES, HANDLERS, RequestContext, register
 from chronolog.protocol.topic_ids import uuid_of
-from chronolog.protocol.txn_batches import transactional_batch
+from chronolog.protocol.txn_batches import PRODUCE_ADDS_PARTITIONS, TRANSACTION_VERSION, transactional_batch
 from chronolog.storage.basics import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -279,6 +279,42 @@ _NO_APPEND_INFO = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT
                              ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.UNKNOWN_TOPIC_ID})
 
 
+# ReplicaManager's post-verification callback: retriable coordinator errors become NOT_ENOUGH_REPLICAS (which
+# every client retries without a metadata refresh); AddPartitionsToTxnManager: PRODUCER_FENCED becomes
+# INVALID_PRODUCER_EPOCH, what producers expect from a Produce.
+_ADD_ERRORS = {ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.NOT_ENOUGH_REPLICAS,
+               ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.NOT_ENOUGH_REPLICAS,
+               ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.NOT_ENOUGH_REPLICAS,
+               ErrorCode.NOT_COORDINATOR: ErrorCode.NOT_ENOUGH_REPLICAS,
+               ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH}
+
+
+def _add_to_transaction(ctx: RequestContext, txn_id: str | None, batch: tuple[int, int], topic: str,
+                        partition: int) -> None:
+    """Produce v12+ (KIP-890 part 2, AddPartitionsToTxnManager with ADD_PARTITION): the broker adds the
+    partition to the producer's transaction before appending; raises the error the partition answers."""
+    if not txn_id:
+        raise KafkaError("a transactional batch needs a transactional id", code=ErrorCode.INVALID_TXN_STATE)
+    try:
+        error = ctx.state.transactions.add_partitions(txn_id, batch[0], batch[1], {(topic, partition)},
+                                                      TRANSACTION_VERSION)
+    except Exception as exc:  # the state write failed: as a coordinator that cannot answer
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        detail = str(exc)
+    else:
+        detail = ""
+    if error:
+        code = _ADD_ERRORS.get(error, error)
+        if code == ErrorCode.NOT_ENOUGH_REPLICAS:
+            message = ("Unable to verify the partition has been added to the transaction. Underlying error: "
+                       f"{ErrorCode(error).name} {detail}".rstrip())
+        elif code == ErrorCode.INVALID_TXN_STATE:
+            message = "Partition was not added to the transaction"
+        else:
+            message = f"adding the partition to the transaction failed ({ErrorCode(error).name})"
+        raise KafkaError(message, code=code)
+
+
 @register(0, 0, 13, parse_min=3)
 def produce(req: Any, ctx: RequestContext) -> dict | None:
     acks = int(req.acks)
@@ -311,7 +347,10 @@ def produce(req: Any, ctx: RequestContext) -> dict | None:
                 plog = ctx.log_manager.get_log(name, pd.index)
                 size = validate_records(ctx.api_version, pd.records)
                 batch = transactional.get((name, pd.index))
-                if batch is not None and verify:
+                if batch is not None and ctx.api_version >= PRODUCE_ADDS_PARTITIONS \
+                        and ctx.state.transactions is not None:
+                    _add_to_transaction(ctx, txn_id, batch, name, pd.index)
+                elif batch is not None and verify:
                     # ReplicaManager.appendRecords with transaction verification (KIP-890 part 1): a
                     # transactional batch only for a partition its ongoing transaction added.
                     refused = ctx.state.transactions.check_produce(txn_id, batch[0], batch[1], name, pd.index)

@@ -4,10 +4,11 @@ coordinator on `ctx.state.transactions`, with Kafka's authorization checks (Kafk
 Versions (Kafka 4.4's): InitProducerId 0-5, AddPartitionsToTxn 0-5 (v4+ is the batched form brokers send;
 KafkaApis requires ClusterAction for it), AddOffsetsToTxn 0-4, EndTxn 0-5, TxnOffsetCommit 0-6 (v6 names
 topics by id, KIP-1319; its schema is ours, protocol.newer_schemas). Versions that only add the error code
-TRANSACTION_ABORTABLE (KIP-890 part 1) are the versions before them here. TxnOffsetCommit v5 adds the
-group's offsets partition to the transaction itself (KIP-890 part 2, as Kafka's verification with
-ADD_PARTITION does). Transaction version 2 itself (an epoch bump per transaction, partitions added
-implicitly by Produce) is not finalized here: clients use version 1 as they do with Kafka 3.x.
+TRANSACTION_ABORTABLE (KIP-890 part 1) are the versions before them here.
+
+Transaction version 2 (KIP-890 part 2) is finalized (`transaction.version` 2 in ApiVersions, as a freshly
+formatted Kafka 4.x cluster has it): a Java 4.x producer then sends no AddPartitionsToTxn / AddOffsetsToTxn;
+Produce v12+ and TxnOffsetCommit v5+ add their partition, and EndTxn v5 bumps the epoch and answers it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ from typing import Any
 
 from chronolog.errors import ErrorCode
 from chronolog.protocol.core import error_of, ms, topic_uuid
-from chronolog.protocol.registry import RequestContext, register
+from chronolog.protocol.registry import FEATURES, RequestContext, register
+from chronolog.protocol.txn_batches import (
+    END_TXN_BUMPS_EPOCH,
+    TRANSACTION_VERSION,
+    TRANSACTION_VERSION_FEATURE,
+    TXN_OFFSET_COMMIT_ADDS_PARTITION,
+)
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +34,10 @@ TRANSACTIONAL_ID = "transactional_id"
 # Kafka's TransactionState names, the ones ListTransactions filters by (TransactionState.name).
 KNOWN_STATES = frozenset({"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
                           "Dead", "PrepareEpochFence"})
+# Kafka 4.4 supports transaction.version 0-2 (TransactionVersion); a new cluster finalizes the latest.
+FEATURES[TRANSACTION_VERSION_FEATURE] = (0, 2, TRANSACTION_VERSION)
+
+
 def _coordinator(ctx: RequestContext) -> Any:
     return ctx.state.transactions
 
@@ -70,7 +81,7 @@ def init_producer_id(req: Any, ctx: RequestContext) -> dict:
 
 # -- AddPartitionsToTxn ------------------------------------------------------------------------------
 def _add_partitions(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: Any,
-                    verify_only: bool) -> list[dict]:
+                    verify_only: bool, client_version: int = 0) -> list[dict]:
     """One transaction's partitions (KafkaApis.handleAddPartitionsToTxnRequest): topics without Write
     answer TOPIC_AUTHORIZATION_FAILED, unknown ones UNKNOWN_TOPIC_OR_PARTITION, and then every other
     partition OPERATION_NOT_ATTEMPTED; otherwise the coordinator's one answer for all."""
@@ -92,7 +103,7 @@ def _add_partitions(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topi
         elif verify_only:
             errors = _coordinator(ctx).verify_partitions(txn_id, pid, epoch, set(wanted))
         else:
-            error = _guarded(_coordinator(ctx).add_partitions, txn_id, pid, epoch, set(wanted))
+            error = _guarded(_coordinator(ctx).add_partitions, txn_id, pid, epoch, set(wanted), client_version)
             errors = {tp: error for tp in wanted}
     by_topic: dict[str, list[dict]] = {}
     for (name, p) in wanted:
@@ -107,8 +118,10 @@ def add_partitions_to_txn(req: Any, ctx: RequestContext) -> dict:
             return {"throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                     "results_by_transaction": []}
         results = [{"transactional_id": t.transactional_id,
+                    # a broker's add for a Produce v12+ (AddPartitionsToTxnManager, ADD_PARTITION): version 2
                     "topic_results": _add_partitions(ctx, t.transactional_id, int(t.producer_id),
-                                                     int(t.producer_epoch), t.topics, bool(t.verify_only))}
+                                                     int(t.producer_epoch), t.topics, bool(t.verify_only),
+                                                     0 if t.verify_only else TRANSACTION_VERSION)}
                    for t in req.transactions]
         return {"throttle_time": 0, "error_code": 0, "results_by_transaction": results}
     return {"throttle_time": 0, "results_by_topic_v3_and_below": _add_partitions(
@@ -135,20 +148,19 @@ def add_offsets_to_txn(req: Any, ctx: RequestContext) -> dict:
 # -- EndTxn ------------------------------------------------------------------------------------------
 @register(26, 0, 5)
 def end_txn(req: Any, ctx: RequestContext) -> dict:
-    """v5 answers the producer id and epoch to go on with (KIP-890 part 2). We do not finalize transaction
-    version 2, so clients send v5 only unasked (Kafka's own cap EndTxn at v4 without it): a v5 EndTxn ends
-    the transaction as v4 does, and its answer names the producer's id and epoch, unchanged (no epoch bump
-    per transaction). docs/differences.md."""
+    """KafkaApis.handleEndTxnRequest. v5 is transaction version 2 (TransactionVersion.transactionVersionForEndTxn):
+    the epoch is bumped and the answer names the producer id and epoch to go on with (KIP-890 part 2)."""
+    version = TRANSACTION_VERSION if ctx.api_version >= END_TXN_BUMPS_EPOCH else 0
+    pid, epoch = -1, -1
     if _denied(ctx, "write", req.transactional_id):
         error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif _coordinator(ctx) is None:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
-        error = _guarded(_coordinator(ctx).end_txn, req.transactional_id, int(req.producer_id),
-                         int(req.producer_epoch), bool(req.committed))
-    ok = not error
-    return {"throttle_time": 0, "error_code": error, "producer_id": int(req.producer_id) if ok else -1,
-            "producer_epoch": int(req.producer_epoch) if ok else -1}
+        answer = _guarded(_coordinator(ctx).end_transaction, req.transactional_id, int(req.producer_id),
+                          int(req.producer_epoch), bool(req.committed), version)
+        error, pid, epoch = answer if isinstance(answer, tuple) else (answer, -1, -1)
+    return {"throttle_time": 0, "error_code": error, "producer_id": pid, "producer_epoch": epoch}
 
 
 # -- TxnOffsetCommit ---------------------------------------------------------------------------------
@@ -181,9 +193,12 @@ def txn_offset_commit(req: Any, ctx: RequestContext) -> dict:
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
         else:
             error = 0
-            if ctx.api_version >= 5:  # KIP-890 part 2: the group's offsets partition joins the transaction here
+            if ctx.api_version >= TXN_OFFSET_COMMIT_ADDS_PARTITION:
+                # KIP-890 part 2: the group's offsets partition joins the transaction here
                 error = _guarded(_coordinator(ctx).add_offsets, req.transactional_id, int(req.producer_id),
-                                 int(req.producer_epoch), req.group_id)
+                                 int(req.producer_epoch), req.group_id, TRANSACTION_VERSION)
+                if error == ErrorCode.PRODUCER_FENCED:  # AddPartitionsToTxnManager's mapping, as for Produce
+                    error = ErrorCode.INVALID_PRODUCER_EPOCH
             error = error or _coordinator(ctx).check_offset_commit(req.transactional_id, int(req.producer_id),
                                                                    int(req.producer_epoch), req.group_id)
             if not error:

@@ -1,10 +1,22 @@
-"""What the Produce path needs to know of a transactional batch, read from its header alone."""
+"""What the Produce path needs to know of a transactional batch, read from its header alone, and the
+transaction version this broker finalizes."""
 
 from __future__ import annotations
 
 import struct
 
 _BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")  # the v2 record batch header, 61 bytes
+
+# The `transaction.version` feature level ApiVersions finalizes (KIP-890 part 2, Kafka's TransactionVersion):
+# 2 is an epoch bump at the end of every transaction and partitions added by Produce v12+ / TxnOffsetCommit
+# v5+; a Java 4.x producer uses it only when it sees it finalized.
+TRANSACTION_VERSION = 2
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+# Produce v12+ and TxnOffsetCommit v5+ add their partitions to the transaction themselves
+# (AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation: ADD_PARTITION).
+PRODUCE_ADDS_PARTITIONS = 12
+TXN_OFFSET_COMMIT_ADDS_PARTITION = 5
+END_TXN_BUMPS_EPOCH = 5  # TransactionVersion.transactionVersionForEndTxn: v5+ is transaction version 2
 
 
 def transactional_batch(records: bytes | memoryview | None) -> tuple[int, int] | None:

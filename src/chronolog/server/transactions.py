@@ -19,6 +19,15 @@ topic finds the last state of each id: a PrepareCommit/PrepareAbort is completed
 for a partition whose transaction already ended changes nothing a reader sees), an Ongoing transaction
 stays open for its producer to end, or for the timeout to abort, as in Kafka.
 
+Transaction version 2 (KIP-890 part 2, finalized in ApiVersions): a client's EndTxn v5 bumps the epoch
+at every commit and abort (TransactionMetadata.prepareAbortOrCommit) and the markers carry the bumped
+epoch, which fences the old one on every partition; the answer names the new epoch, or, once the epochs
+ran out, a new producer id with epoch 0 (nextProducerId, taken on at completion). Produce v12+ and
+TxnOffsetCommit v5+ add their partitions themselves (AddPartitionsToTxnManager with ADD_PARTITION), and
+an abort of a transaction that added nothing is allowed. Clients of version 1 (EndTxn v4 and below,
+librdkafka) keep version 1's rules. An epoch fence (InitProducerId, a timeout) bumps once, with either
+version: its abort markers carry epoch + 1 (measured on Kafka 4.4).
+
 One deliberate difference: InitProducerId for an id with an Ongoing transaction aborts it (epoch fence)
 and, the abort being complete at once, goes on to bump the epoch in the same request, where Kafka answers
 CONCURRENT_TRANSACTIONS and the client retries into the same state.
@@ -35,6 +44,7 @@ from typing import Any
 
 from chronolog.config import BrokerConfig
 from chronolog.errors import ErrorCode, KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from chronolog.protocol.txn_batches import TRANSACTION_VERSION
 from chronolog.records.batch import SimpleRecord
 from chronolog.records.batch_builder import build_batch
 from chronolog.server.txn_log import (
@@ -78,6 +88,8 @@ class TransactionCoordinator:
         self.txns: dict[str, TxnMetadata] = {}
         self.num_partitions = int(config["transaction.state.log.num.partitions"])
         self._timers: list[asyncio.Task] = []
+        # the finalized transaction.version: TransactionLogValue v1 from level 1 on
+        self.transaction_version = TRANSACTION_VERSION
 
     # -- lifecycle --------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -121,6 +133,11 @@ class TransactionCoordinator:
         """Called by FindCoordinator(TRANSACTION) and InitProducerId: the topic exists from then on."""
         self._ensure_topic()
 
+    @property
+    def log_value_version(self) -> int:
+        """TransactionVersion.transactionLogValueVersion: v1 (flexible) once transaction.version is 1+."""
+        return 1 if self.transaction_version >= 1 else 0
+
     def state_partition(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.num_partitions)
 
@@ -129,7 +146,7 @@ class TransactionCoordinator:
         in-memory state changes only once that append returned (TransactionStateManager.appendTransactionToLog)."""
         self._ensure_topic()
         plog = self.logs.get_log(TRANSACTION_STATE_TOPIC, self.state_partition(transactional_id))
-        value = None if meta is None else value_bytes(meta)
+        value = None if meta is None else value_bytes(meta, self.log_value_version)
         now = self.clock()
         plog.append(build_batch([SimpleRecord(now, key_bytes(transactional_id), value)]), now=now, origin_client=False)
         if meta is None:
@@ -191,7 +208,8 @@ class TransactionCoordinator:
             return
         start = plog.log_end_offset
         now = self.clock()
-        plog.append(build_batch([SimpleRecord(now, key_bytes(m.transactional_id), value_bytes(m)) for m in live]),
+        plog.append(build_batch([SimpleRecord(now, key_bytes(m.transactional_id), value_bytes(m, self.log_value_version))
+                                 for m in live]),
                     now=now, origin_client=False)
         plog.flush()
         plog.delete_records_before(start)
@@ -282,8 +300,9 @@ class TransactionCoordinator:
         return 0, meta
 
     def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
-                       partitions: set[tuple[str, int]]) -> int:
-        """TransactionCoordinator.handleAddPartitionsToTransaction (one error for all partitions)."""
+                       partitions: set[tuple[str, int]], client_version: int = 0) -> int:
+        """TransactionCoordinator.handleAddPartitionsToTransaction (one error for all partitions); a client of
+        transaction version 2 adds them through Produce / TxnOffsetCommit (`client_version` 2)."""
         error, meta = self._check_producer(transactional_id, producer_id, epoch)
         if error:
             log.info("AddPartitionsToTxn for %s (producer %d epoch %d): %s", transactional_id, producer_id, epoch,
@@ -297,6 +316,7 @@ class TransactionCoordinator:
             new.start_ms, new.partitions = now, set()
         new.state, new.last_update_ms = TxnState.ONGOING, now
         new.partitions |= partitions
+        new.client_version = client_version  # TransactionMetadata.prepareAddPartitions
         self._write(new, transactional_id)
         return 0
 
@@ -315,9 +335,11 @@ class TransactionCoordinator:
             return CONSUMER_OFFSETS_TOPIC, self.groups.partition_for(group_id)
         return CONSUMER_OFFSETS_TOPIC, partition_for(group_id, int(self.config["offsets.topic.num.partitions"]))
 
-    def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> int:
+    def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str,
+                    client_version: int = 0) -> int:
         """handleAddOffsetsToTxn: the group's __consumer_offsets partition joins the transaction."""
-        return self.add_partitions(transactional_id, producer_id, epoch, {self.offsets_partition(group_id)})
+        return self.add_partitions(transactional_id, producer_id, epoch, {self.offsets_partition(group_id)},
+                                   client_version)
 
     def check_produce(self, transactional_id: str | None, producer_id: int, epoch: int, topic: str,
                       partition: int) -> int:
@@ -350,24 +372,107 @@ class TransactionCoordinator:
 
     # -- EndTxn -------------------------------------------------------------------------------------------
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> int:
-        """TransactionCoordinator.handleEndTransaction (transaction version 1: the epoch must match)."""
+        """EndTxn of a transaction version 1 client: the error alone (the id and epoch do not change)."""
+        return self.end_transaction(transactional_id, producer_id, epoch, commit)[0]
+
+    def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+                        client_version: int = 0) -> tuple[int, int, int]:
+        """TransactionCoordinator.handleEndTransaction: (error, producer id, epoch to go on with). Version 2
+        (EndTxn v5+) bumps the epoch; version 1 needs the epoch to match and keeps it."""
+        fail = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         if not transactional_id:
-            return ErrorCode.INVALID_REQUEST
+            return (ErrorCode.INVALID_REQUEST, *fail)
         meta = self.txns.get(transactional_id)
-        if meta is None or meta.producer_id != producer_id:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if meta is None:
+            return (ErrorCode.INVALID_PRODUCER_ID_MAPPING, *fail)
+        if client_version >= 2:
+            return self._end_v2(meta, producer_id, epoch, commit, client_version)
+        if meta.producer_id != producer_id:
+            return (ErrorCode.INVALID_PRODUCER_ID_MAPPING, *fail)
         if meta.producer_epoch != epoch:
-            return ErrorCode.PRODUCER_FENCED
+            return (ErrorCode.PRODUCER_FENCED, *fail)
         state = meta.state
         if state == TxnState.ONGOING:
-            return self._prepare_end(meta.copy(), commit)
+            new = meta.copy()
+            new.client_version = client_version
+            error = self._prepare_end(new, commit)
+            return (error, *fail) if error else (0, producer_id, epoch)
         if state == TxnState.COMPLETE_COMMIT and commit or state == TxnState.COMPLETE_ABORT and not commit:
-            return 0  # a retry of an EndTxn that completed
+            return 0, producer_id, epoch  # a retry of an EndTxn that completed
         if state == TxnState.PREPARE_COMMIT and commit or state == TxnState.PREPARE_ABORT and not commit:
-            return ErrorCode.CONCURRENT_TRANSACTIONS
+            return (ErrorCode.CONCURRENT_TRANSACTIONS, *fail)
+        return (self._invalid(transactional_id, state, commit), *fail)
+
+    @staticmethod
+    def _invalid(transactional_id: str, state: TxnState, commit: bool) -> int:
         log.info("EndTxn(%s) for %s in state %s: INVALID_TXN_STATE", "commit" if commit else "abort",
                  transactional_id, state.kafka_name)
         return ErrorCode.INVALID_TXN_STATE
+
+    def _end_v2(self, meta: TxnMetadata, producer_id: int, epoch: int, commit: bool,
+                client_version: int) -> tuple[int, int, int]:
+        """TransactionCoordinator.endTransaction for transaction version 2. A retry of an EndTxn that bumped
+        the epoch carries the epoch before the bump (or, after an overflow, the previous producer id at
+        MAX-1) and is answered with the current id and epoch; with the current epoch it is the next EndTxn:
+
+            state           abort: retry / current     commit: retry / current
+            Empty           PRODUCER_FENCED / bump     PRODUCER_FENCED / INVALID_TXN_STATE
+            CompleteAbort   ok / bump                  INVALID_TXN_STATE / INVALID_TXN_STATE
+            CompleteCommit  INVALID_TXN_STATE / bump   ok / INVALID_TXN_STATE
+        """
+        fail = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        state = meta.state
+        retry_on_overflow = (meta.previous_producer_id == producer_id and epoch == MAX_EPOCH - 1
+                             and meta.producer_epoch == 0)
+        retry_on_bump = meta.producer_epoch == epoch + 1
+        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            valid = retry_on_bump
+        elif state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            valid = retry_on_bump or retry_on_overflow or epoch == meta.producer_epoch
+        else:
+            valid = epoch == meta.producer_epoch
+        if meta.producer_id != producer_id and not retry_on_overflow:
+            return (ErrorCode.INVALID_PRODUCER_ID_MAPPING, *fail)
+        if not valid:
+            return (ErrorCode.PRODUCER_FENCED, *fail)
+        retry = retry_on_bump or retry_on_overflow
+        if state == TxnState.ONGOING:
+            return self._end_with_bump(meta, commit, client_version, no_partitions=False)
+        if state == TxnState.COMPLETE_COMMIT:
+            if commit:
+                return (0, meta.producer_id, meta.producer_epoch) if retry else \
+                    (self._invalid(meta.transactional_id, state, commit), *fail)
+            return (self._invalid(meta.transactional_id, state, commit), *fail) if retry else \
+                self._end_with_bump(meta, False, client_version, no_partitions=True)
+        if state == TxnState.COMPLETE_ABORT:
+            if commit:
+                return (self._invalid(meta.transactional_id, state, commit), *fail)
+            return (0, meta.producer_id, meta.producer_epoch) if retry else \
+                self._end_with_bump(meta, False, client_version, no_partitions=True)
+        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            same = (state == TxnState.PREPARE_COMMIT) == commit
+            return (ErrorCode.CONCURRENT_TRANSACTIONS if same else self._invalid(meta.transactional_id, state, commit),
+                    *fail)
+        if state == TxnState.EMPTY and not commit:
+            return self._end_with_bump(meta, False, client_version, no_partitions=True)
+        return (self._invalid(meta.transactional_id, state, commit), *fail)
+
+    def _end_with_bump(self, meta: TxnMetadata, commit: bool, client_version: int,
+                       no_partitions: bool) -> tuple[int, int, int]:
+        """prepareAbortOrCommit with an epoch bump (a new producer id to move to once the epoch is
+        exhausted), the markers written with the bumped epoch, then prepareComplete."""
+        new = meta.copy()
+        if meta.epoch_exhausted:
+            new.next_producer_id = next(self.producer_ids)
+        new.producer_epoch, new.last_producer_epoch = meta.producer_epoch + 1, meta.producer_epoch
+        new.client_version = client_version
+        if no_partitions:  # an abort with nothing added: its start time is now
+            new.start_ms, new.partitions = self.clock(), set()
+        error = self._prepare_end(new, commit)
+        if error:
+            return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        done = self.txns[meta.transactional_id]
+        return 0, done.producer_id, done.producer_epoch
 
     def _prepare_end(self, new: TxnMetadata, commit: bool) -> int:
         new.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
@@ -401,6 +506,11 @@ class TransactionCoordinator:
         done = meta.copy()
         done.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         done.partitions = set()
+        if meta.next_producer_id != NO_PRODUCER_ID:
+            # prepareComplete after an overflow: the new id with epoch 0; the last epoch stays MAX-1, the one
+            # the client saw
+            done.previous_producer_id, done.producer_id = meta.producer_id, meta.next_producer_id
+            done.producer_epoch, done.next_producer_id = 0, NO_PRODUCER_ID
         done.last_update_ms = self.clock()
         self._write(done, meta.transactional_id)
         if self.on_markers is not None:

@@ -4,8 +4,9 @@
 Kafka's ids (`TransactionState`). A record's key is `TransactionLogKey` v0 and its value
 `TransactionLogValue` v0 (both version-prefixed, `MessageUtil.toVersionPrefixedBytes`); a null value is
 the tombstone of an expired transactional id (`TransactionLog.keyToBytes` / `valueToBytes` /
-`readTxnRecordValue`). Version 1 values (flexible, tagged fields) are read too; we write version 0, as
-Kafka does for clients on transaction version 0/1.
+`readTxnRecordValue`). Version 1 (flexible, with the tagged PreviousProducerId, NextProducerId and
+ClientTransactionVersion) is what Kafka writes once `transaction.version` 1+ is finalized
+(`TransactionVersion.transactionLogValueVersion`); the coordinator writes it with transaction version 2 on.
 """
 
 from __future__ import annotations
@@ -61,11 +62,16 @@ class TxnMetadata:
     last_update_ms: int = -1
     start_ms: int = -1
     has_failed_epoch_fence: bool = False
+    # KIP-890 part 2: the id an EndTxn that ran out of epochs moves to once its markers are written, and the
+    # transaction version of the client's last AddPartitions/EndTxn (TransactionMetadata.clientTransactionVersion)
+    next_producer_id: int = NO_PRODUCER_ID
+    client_version: int = 0
 
     def copy(self) -> TxnMetadata:
         return TxnMetadata(self.transactional_id, self.producer_id, self.producer_epoch, self.last_producer_epoch,
                            self.previous_producer_id, self.timeout_ms, self.state, set(self.partitions),
-                           self.last_update_ms, self.start_ms, self.has_failed_epoch_fence)
+                           self.last_update_ms, self.start_ms, self.has_failed_epoch_fence, self.next_producer_id,
+                           self.client_version)
 
     @property
     def epoch_exhausted(self) -> bool:
@@ -89,19 +95,44 @@ def key_bytes(transactional_id: str) -> bytes:
     return _I16.pack(0) + _string(transactional_id)
 
 
-def value_bytes(meta: TxnMetadata) -> bytes:
-    """TransactionLogValue v0; an Empty transaction has a null partition list (TransactionLog.valueToBytes)."""
-    out = bytearray(_VALUE_HEAD.pack(0, meta.producer_id, meta.producer_epoch, meta.timeout_ms, int(meta.state)))
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def value_bytes(meta: TxnMetadata, version: int = 0) -> bytes:
+    """TransactionLogValue v0 or v1; an Empty transaction has a null partition list (TransactionLog.valueToBytes).
+    v1's tagged fields are written when they differ from their defaults, as Kafka's generated writer does."""
+    flexible = version >= 1
+    out = bytearray(_VALUE_HEAD.pack(version, meta.producer_id, meta.producer_epoch, meta.timeout_ms,
+                                     int(meta.state)))
     if meta.state == TxnState.EMPTY:
-        out += _I32.pack(-1)
+        out += b"\x00" if flexible else _I32.pack(-1)
     else:
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(meta.partitions):
             by_topic.setdefault(topic, []).append(partition)
-        out += _I32.pack(len(by_topic))
+        out += _uvarint(len(by_topic) + 1) if flexible else _I32.pack(len(by_topic))
         for topic, ids in by_topic.items():
-            out += _string(topic) + _I32.pack(len(ids)) + b"".join(_I32.pack(i) for i in ids)
+            raw = topic.encode()
+            if flexible:
+                out += _uvarint(len(raw) + 1) + raw + _uvarint(len(ids) + 1)
+                out += b"".join(_I32.pack(i) for i in ids) + b"\x00"  # no tagged fields of the topic
+            else:
+                out += _string(topic) + _I32.pack(len(ids)) + b"".join(_I32.pack(i) for i in ids)
     out += _TIMES.pack(meta.last_update_ms, meta.start_ms)
+    if flexible:
+        tags = [(tag, body) for tag, body, default in (
+            (0, struct.pack(">q", meta.previous_producer_id), meta.previous_producer_id == NO_PRODUCER_ID),
+            (1, struct.pack(">q", meta.next_producer_id), meta.next_producer_id == NO_PRODUCER_ID),
+            (2, _I16.pack(meta.client_version), meta.client_version == 0)) if not default]
+        out += _uvarint(len(tags))
+        for tag, body in tags:
+            out += _uvarint(tag) + _uvarint(len(body)) + body
     return bytes(out)
 
 
@@ -176,6 +207,10 @@ def read_value(transactional_id: str, data: bytes | None) -> TxnMetadata | None:
         for tag, body in _tags(r):
             if tag == 0 and len(body) == 8:
                 meta.previous_producer_id = struct.unpack(">q", body)[0]
+            elif tag == 1 and len(body) == 8:
+                meta.next_producer_id = struct.unpack(">q", body)[0]
+            elif tag == 2 and len(body) == 2:
+                meta.client_version = _I16.unpack(body)[0]
     return meta
 
 
