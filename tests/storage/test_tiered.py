@@ -1,0 +1,229 @@
+"""Tiered storage (KIP-405) in the storage layer: closed segments copied to a tier (a local directory, and
+moto's S3 server through pyarrow), local copies past local.retention.ms deleted only once listed, every
+record still read exactly, lookups by time exact over tiered late-CreateTime data and cheap (the tier's
+reads counted), the specials -4/-5, retention over the whole log, a restart."""
+
+from __future__ import annotations
+
+import random
+import socket
+from pathlib import Path
+
+import pytest
+
+from chronolog.config import BrokerConfig
+from chronolog.errors import InvalidConfigError
+from chronolog.records import SimpleRecord, build_batch
+from chronolog.storage import LogManager
+from chronolog.storage.remote.metadata import METADATA_SUFFIX
+from chronolog.storage.remote.reading import RANGE_BYTES
+
+BASE = 1_700_000_000_000
+SEGMENT = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def s3_tier():
+    """An S3-compatible server on 127.0.0.1 (moto) with a bucket; yields the tier URI's prefix and query."""
+    server_mod = pytest.importorskip("moto.server")
+    boto3 = pytest.importorskip("boto3")
+    pytest.importorskip("pyarrow.fs")
+    mp = pytest.MonkeyPatch()
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_EC2_METADATA_DISABLED": "true"}.items():
+        mp.setenv(key, value)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1").create_bucket(Bucket="tier")
+    try:
+        yield f"?region=us-east-1&endpoint_override=127.0.0.1:{port}&scheme=http"
+    finally:
+        server.stop()
+        mp.undo()
+
+
+@pytest.fixture(params=["dir", "s3"])
+def tier_location(request, tmp_path):
+    if request.param == "dir":
+        return str(tmp_path / "tier")
+    query = request.getfixturevalue("s3_tier")
+    return f"s3://tier/{tmp_path.name}{query}"
+
+
+def broker_config(tier: str, **extra: str) -> BrokerConfig:
+    return BrokerConfig({"remote.log.storage.system.enable": "true", "remote.log.storage.dir": tier,
+                         "remote.log.manager.task.interval.ms": "3600000", **extra})
+
+
+TOPIC_CONFIGS = {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT), "local.retention.ms": "1500",
+                 "retention.ms": "-1", "index.interval.bytes": "4096"}
+
+
+def produce(plog, batches: int, rng: random.Random, first_index: int = 0) -> list[tuple[int, int, bytes]]:
+    """Batches of 50 records with late CreateTime: each batch's timestamps wander back up to 5 s from the
+    running clock. Returns (offset, timestamp, value) of each record."""
+    out = []
+    for b in range(first_index, first_index + batches):
+        clock = BASE + b * 1000
+        records = []
+        for j in range(50):
+            ts = clock - rng.randrange(5000) + j
+            value = f"{b}:{j}:".encode() + rng.randbytes(120)
+            records.append(SimpleRecord(ts, f"k{j}".encode(), value))
+        info = plog.append(build_batch(records), now=clock + 10_000)
+        out.extend((info.first_offset + j, r.timestamp, r.value) for j, r in enumerate(records))
+    return out
+
+
+def oracle(produced: list[tuple[int, int, bytes]], target: int, start: int = 0) -> tuple[int, int] | None:
+    found = [(o, t) for o, t, _v in produced if t >= target and o >= start]
+    return min(found) if found else None
+
+
+def tier_and_expire(manager: LogManager, now: int) -> None:
+    """What the task and the retention check do, at `now`, until nothing is left to copy."""
+    for _ in range(3):
+        manager.remote_logs.run_once(manager.opened_logs(), now)
+        manager.run_retention_once(now)
+
+
+def local_logs(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.glob("*.log"))
+
+
+def test_tier_keeps_every_record_and_finds_every_time(tmp_path, tier_location):
+    rng = random.Random(42)
+    manager = LogManager(tmp_path / "data", broker_config(tier_location))
+    manager.startup(background=False)
+    try:
+        manager.create_topic("logs", 1, TOPIC_CONFIGS)
+        plog = manager.get_log("logs", 0)
+        produced = produce(plog, 600, rng)  # about 4.6 MB: 5 segments
+        assert len(plog.segments) >= 5
+        assert plog.offset_for_timestamp(-5).offset == -1  # nothing tiered yet
+        now = BASE + 600 * 1000 + 60_000
+        tier_and_expire(manager, now)
+        remote = plog.remote
+        local = local_logs(plog.dir)
+        assert len(local) == 1, local  # only the active segment (rolled by local.retention.ms, then copied)
+        assert plog.log_start_offset == 0
+        assert plog.local_log_start_offset == plog.segments[0].base_offset > 0
+        assert remote.highest_offset == plog.local_log_start_offset - 1
+        # every record, exactly, across the tier and the local segment
+        got = [(r.offset, r.timestamp, r.value) for r in plog.read_records(0)]
+        assert got == produced
+        # ListOffsets' specials (KIP-1005 as Kafka 4.4 answers them)
+        assert plog.offset_for_timestamp(-2).offset == 0
+        assert (plog.offset_for_timestamp(-4).timestamp, plog.offset_for_timestamp(-4).offset) == \
+            (-1, plog.local_log_start_offset)
+        assert (plog.offset_for_timestamp(-5).timestamp, plog.offset_for_timestamp(-5).offset) == \
+            (-1, remote.highest_offset)
+        assert plog.offset_for_timestamp(-1).offset == len(produced)
+        top = max(t for _o, t, _v in produced)
+        assert plog.offset_for_timestamp(-3).offset == min(o for o, t, _v in produced if t == top)
+        # lookups by time, exact over late data, in tiered and local segments
+        for target in [BASE - 10_000, BASE, *sorted(rng.randrange(BASE - 5000, BASE + 610_000) for _ in range(60))]:
+            found = plog.offset_for_timestamp(target)
+            want = oracle(produced, target)
+            assert (found.offset, found.timestamp) == want if want else found is None, target
+        # a cold lookup into a tiered segment: the time index, the offset index, one bounded byte range
+        tier = manager.remote_logs.tier
+        seg_meta = remote.segments[2]
+        target = oracle(produced, BASE + (seg_meta.base_offset // 50) * 1000 + 500)[1]
+        for cache in (remote.caches.indexes, remote.caches.ranges):
+            cache.forget(tier, "")
+        remote._changed()
+        tier.reset_counters()
+        found = plog.offset_for_timestamp(target)
+        assert (found.offset, found.timestamp) == oracle(produced, target)
+        assert seg_meta.base_offset <= found.offset <= seg_meta.end_offset
+        name = f"{seg_meta.base_offset:020d}"
+        assert set(tier.reads) <= {f"{name}.timeindex", f"{name}.index", f"{name}.log"}, dict(tier.reads)
+        assert tier.reads[f"{name}.log"] == 1 and tier.bytes_read[f"{name}.log"] <= RANGE_BYTES
+        assert tier.reads[f"{name}.timeindex"] == 1
+        # a fetch of a tiered offset
+        piece = plog.read(seg_meta.base_offset + 7, 64 << 10)
+        assert piece.first_offset == seg_meta.base_offset and 0 < piece.size <= 64 << 10
+        # nothing copied twice, nothing half listed
+        records = sorted(n for n in tier.list("logs-0") if n.endswith(METADATA_SUFFIX))
+        assert len(records) == len(remote.segments) == len(set(records))
+    finally:
+        manager.shutdown()
+    # a restart lists the same segments and answers the same
+    manager = LogManager(tmp_path / "data", broker_config(tier_location))
+    manager.startup(background=False)
+    try:
+        plog = manager.get_log("logs", 0)
+        assert plog.log_start_offset == 0 and plog.remote.highest_offset == plog.local_log_start_offset - 1
+        assert [(r.offset, r.timestamp, r.value) for r in plog.read_records(0)] == produced
+        more = produce(plog, 200, rng, first_index=600)
+        tier_and_expire(manager, BASE + 800 * 1000 + 60_000)
+        produced += more
+        assert [(r.offset, r.value) for r in plog.read_records(0)] == [(o, v) for o, _t, v in produced]
+        metas = [m.base_offset for m in plog.remote.segments]
+        assert metas == sorted(set(metas))
+        assert all(a.end_offset + 1 == b.base_offset for a, b in
+                   zip(plog.remote.segments, plog.remote.segments[1:], strict=False))
+    finally:
+        manager.shutdown()
+
+
+def test_retention_applies_to_the_whole_log(tmp_path):
+    rng = random.Random(7)
+    manager = LogManager(tmp_path / "data", broker_config(str(tmp_path / "tier")))
+    manager.startup(background=False)
+    try:
+        manager.create_topic("logs", 1, {**TOPIC_CONFIGS, "retention.ms": str(200_000)})
+        plog = manager.get_log("logs", 0)
+        produced = produce(plog, 600, rng)
+        now = BASE + 600 * 1000 + 1000
+        tier_and_expire(manager, now)
+        remote = plog.remote
+        # whole tiered segments whose newest record is older than now - retention.ms are gone, the others stay
+        cutoff = now - 200_000
+        assert remote.segments and all(m.max_timestamp >= cutoff for m in remote.segments)
+        start = plog.log_start_offset
+        assert start == remote.segments[0].base_offset > 0
+        assert max(t for o, t, _v in produced if o < start) < cutoff  # whole segments, newest record past it
+        assert [(r.offset, r.value) for r in plog.read_records(0)] == [(o, v) for o, _t, v in produced if o >= start]
+        assert plog.offset_for_timestamp(-2).offset == start
+        assert not any(n.startswith(f"{0:020d}") for n in remote.tier.list("logs-0"))
+    finally:
+        manager.shutdown()
+
+
+def test_configs_are_checked_as_kafka_checks_them(tmp_path):
+    off = LogManager(tmp_path / "off", BrokerConfig())
+    off.startup(background=False)
+    try:
+        with pytest.raises(InvalidConfigError, match="Tiered Storage functionality is disabled"):
+            off.create_topic("t", 1, {"remote.storage.enable": "true"})
+    finally:
+        off.shutdown()
+    manager = LogManager(tmp_path / "data", broker_config(str(tmp_path / "tier")))
+    manager.startup(background=False)
+    try:
+        for configs, message in [
+                ({"cleanup.policy": "compact"}, "unsupported for the compacted topics"),
+                ({"retention.ms": "1000", "local.retention.ms": "2000"}, "must not be more than retention.ms"),
+                ({"retention.bytes": "1000", "local.retention.bytes": "-1"}, "must not be -1"),
+                ({"remote.copy.lag.ms": "5"}, "only 0 is accepted"),
+                ({"remote.log.copy.disable": "true", "local.retention.ms": "5", "retention.ms": "10"},
+                 "must be set to the identical value")]:
+            with pytest.raises(InvalidConfigError, match=message):
+                manager.create_topic("t", 1, {"remote.storage.enable": "true", **configs})
+        manager.create_topic("t", 1, {"remote.storage.enable": "true", "segment.bytes": "20000"})
+        with pytest.raises(InvalidConfigError, match="without deleting remote data"):
+            manager.alter_topic_config("t", {"remote.storage.enable": "false"})
+        plog = manager.get_log("t", 0)
+        produce(plog, 40, random.Random(1))
+        manager.remote_logs.run_once(manager.opened_logs(), BASE)
+        assert plog.remote.segments
+        manager.alter_topic_config("t", {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"})
+        assert plog.remote is None and not (tmp_path / "tier" / "t-0").exists()
+        assert plog.offset_for_timestamp(-5) is None
+    finally:
+        manager.shutdown()
