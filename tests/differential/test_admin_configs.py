@@ -199,7 +199,7 @@ def test_broker_describe_lists_only_what_chronolog_has(pair):  # noqa: F811
     assert "num.network.threads" in theirs and "num.network.threads" not in ours
 
 
-@pytest.mark.parametrize("rtype,what", [(8, "broker logger (log4j)"), (16, "client metrics"), (32, "group")])
+@pytest.mark.parametrize("rtype,what", [(8, "broker logger (log4j)"), (16, "client metrics")])
 def test_config_resources_chronolog_has_not(pair, rtype, what):  # noqa: F811
     chronolog, kafka = pair
     assert describe(kafka, rtype, "1")["results"][0]["error_code"] == 0

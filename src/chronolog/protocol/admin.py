@@ -24,7 +24,10 @@ from chronolog.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from chronolog.protocol import delegation_tokens  # noqa: F401  (registers the delegation token APIs)
+from chronolog.protocol import (
+    delegation_tokens,  # noqa: F401  (registers the delegation token APIs)
+    group_configs,
+)
 from chronolog.protocol.config_entries import ConfigView, broker_entries, created_topic_configs, topic_entries
 from chronolog.protocol.core import error_of, topic_uuid
 from chronolog.protocol.registry import RequestContext, register
@@ -406,6 +409,8 @@ def describe_configs(req: Any, ctx: RequestContext) -> dict:
                 if not cluster_default:
                     _broker_id(ctx, r.resource_name)
                 out["configs"] = broker_entries(view, keys, synonyms, docs, cluster_default)
+            elif r.resource_type == group_configs.GROUP_RESOURCE:  # KIP-848 and KIP-932 group configs
+                out["configs"] = group_configs.describe(ctx, r.resource_name, keys, synonyms, docs)
             elif r.resource_type in _UNSERVED:
                 raise InvalidRequestError(f"chronolog has no {_UNSERVED[r.resource_type]} configs")
         except Exception as exc:
@@ -415,10 +420,10 @@ def describe_configs(req: Any, ctx: RequestContext) -> dict:
 
 
 # Resource types Kafka describes and chronolog does not (docs/differences.md).
-_UNSERVED = {8: "broker logger (log4j)", 16: "client metrics", 32: "group"}
+_UNSERVED = {8: "broker logger (log4j)", 16: "client metrics"}
 # ConfigHelper's partition of the resources by authorization throws for any other type: the whole request
 # is answered INVALID_REQUEST, each resource with the error's default message.
-_DESCRIBABLE = frozenset({TOPIC_RESOURCE, BROKER_RESOURCE, *_UNSERVED})
+_DESCRIBABLE = frozenset({TOPIC_RESOURCE, BROKER_RESOURCE, group_configs.GROUP_RESOURCE, *_UNSERVED})
 INVALID_REQUEST_MESSAGE = ("This most likely occurs because of a request being malformed by the client library or "
                            "the message was sent to an incompatible broker. See the broker logs for more details.")
 
@@ -471,6 +476,10 @@ def _alter(ctx: RequestContext, req: Any, incremental: bool) -> dict:
         return {"throttle_time": 0, "responses": outs}
     for r, out in passed:
         try:
+            if r.resource_type == group_configs.GROUP_RESOURCE:
+                group_configs.alter(ctx, r, incremental, bool(req.validate_only),
+                                    _controller_order(r.configs) if incremental else list(r.configs))
+                continue
             overrides = _altered(ctx, r, incremental)
             TopicConfig.from_kafka(overrides, ctx.broker_config.topic_defaults())
             if not ctx.log_manager.has_topic(r.resource_name):  # checked after the configs, as Kafka does
@@ -524,6 +533,9 @@ def _preprocess(ctx: RequestContext, r: Any, incremental: bool, seen: list[tuple
             _broker_id(ctx, r.resource_name, describing=False)
         raise InvalidRequestError("chronolog does not change broker configs at run time: set "
                                   f"{', '.join(names) or 'them'} in the broker's settings and restart it")
+    if r.resource_type == group_configs.GROUP_RESOURCE:
+        group_configs.preprocess(ctx, r)
+        return
     if r.resource_type in _UNSERVED:
         raise InvalidRequestError(f"chronolog has no {_UNSERVED[r.resource_type]} configs")
     if r.resource_type != TOPIC_RESOURCE:

@@ -263,7 +263,8 @@ def list_groups(req: Any, ctx: RequestContext) -> dict:
     """v4 filters by state (KIP-518), v5 by type (KIP-848), each case-insensitively."""
     states = {s.lower() for s in getattr(req, "states_filter", None) or []}
     types = {t.lower() for t in getattr(req, "types_filter", None) or []}
-    groups = [g for g in ctx.coordinator.list_groups()
+    shares = ctx.state.share_groups.list_groups() if ctx.state.share_groups is not None else []  # KIP-932
+    groups = [g for g in ctx.coordinator.list_groups() + shares
               if (not states or g["group_state"].lower() in states) and (not types or g["group_type"] in types)
               and not _group_denied(ctx, "describe", g["group_id"])]
     return {"throttle_time": 0, "error_code": 0, "groups": groups}
@@ -274,8 +275,13 @@ def delete_groups(req: Any, ctx: RequestContext) -> dict:
     """v3 adds an error message per group (its schema is ours, protocol.newer_schemas)."""
     results = []
     for g in req.groups_names:
-        error = ErrorCode.GROUP_AUTHORIZATION_FAILED if _group_denied(ctx, "delete", g) else \
-            ctx.coordinator.delete_group(g)
+        shares = ctx.state.share_groups
+        if _group_denied(ctx, "delete", g):
+            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif shares is not None and g in shares.groups:  # a share group (KIP-932)
+            error = shares.delete_group(g)
+        else:
+            error = ctx.coordinator.delete_group(g)
         results.append({"group_id": g, "error_code": error, "error_message": ErrorCode(error).name if error else None})
     return {"throttle_time": 0, "results": results}
 

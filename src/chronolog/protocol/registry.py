@@ -50,6 +50,7 @@ class BrokerState:
     cluster_id: str = "chronolog-cluster"
     coordinator: Any = None
     transactions: Any = None  # the TransactionCoordinator (server.transactions)
+    share_groups: Any = None  # share groups (KIP-932): server.share_group.ShareGroups
     authorizer: Any = field(default_factory=AllowAll)
     data_waiters: Any = None  # set by the server: wakes Fetch long-polls when data arrives
     credentials: Any = None  # the SCRAM CredentialStore (Describe/AlterUserScramCredentials)

@@ -46,7 +46,7 @@ def _load_handlers() -> None:
     import chronolog.protocol.core  # noqa: F401  (registers)
     for optional in ("chronolog.protocol.admin", "chronolog.protocol.groups", "chronolog.protocol.sasl",
                      "chronolog.protocol.acls", "chronolog.protocol.scram_admin", "chronolog.protocol.transactions",
-                     "chronolog.protocol.consumer_groups"):
+                     "chronolog.protocol.consumer_groups", "chronolog.protocol.share_groups"):
         with contextlib.suppress(ModuleNotFoundError):
             __import__(optional)
 
@@ -250,6 +250,9 @@ class Broker:
             coordinator = coordinator_cls(self.data_dir / "__consumer_offsets-state", self.config, state.log_manager)
             await coordinator.start()
             state.coordinator = coordinator
+        if state.share_groups is None:  # share groups (KIP-932): their state files are read before any request
+            from chronolog.server.share_group import ShareGroups
+            state.share_groups = await asyncio.to_thread(ShareGroups, self.data_dir, self.config, state.log_manager)
         if state.transactions is None:
             transactions = transactions_cls(state.log_manager, self.config, state.producer_ids, state.coordinator,
                                             state.data_waiters.notify)
@@ -359,6 +362,8 @@ class Broker:
                 await self.state.transactions.stop()
             if self.state.coordinator is not None:
                 await self.state.coordinator.stop()
+            if self.state.share_groups is not None:
+                self.state.share_groups.close()
             await asyncio.to_thread(self.state.log_manager.shutdown, durable=durable)
 
     # -- connections -------------------------------------------------------------------------------

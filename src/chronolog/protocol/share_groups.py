@@ -1,0 +1,298 @@
+"""The share-group APIs (KIP-932, "queues for Kafka") at Kafka 4.4's versions: ShareGroupHeartbeat (76),
+ShareGroupDescribe (77), ShareFetch (78), ShareAcknowledge (79), DescribeShareGroupOffsets (90),
+AlterShareGroupOffsets (91), DeleteShareGroupOffsets (92), and the `share.version` feature (level 2, as a
+freshly formatted Kafka 4.4 cluster finalizes it).
+
+The state lives in `ctx.state.share_groups` (server/share_group.py); these handlers translate topic ids,
+check authorization as KafkaApis does and run the share sessions' epochs (ShareSessionCache). The share
+coordinator's own APIs (83-87) are not served: chronolog keeps the state in files (server/share_state.py),
+so nothing sends them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from chronolog.errors import ErrorCode
+from chronolog.protocol.core import ms, topic_uuid
+from chronolog.protocol.operations import GROUP, NOT_ASKED, authorized
+from chronolog.protocol.registry import FEATURES, RequestContext, register
+from chronolog.storage.basics import LEADER_EPOCH
+
+FEATURES["share.version"] = (0, 2, 2)  # ShareVersion.SV_2: Kafka 4.4's default
+INT32_MAX = 2**31 - 1
+ACQUIRE_RECORD_LIMIT = 1  # ShareAcquireMode.RECORD_LIMIT (0: batch-optimized)
+
+
+def _shares(ctx: RequestContext) -> Any:
+    return ctx.state.share_groups
+
+
+def _code(exc: Exception) -> tuple[int, str | None]:
+    return int(getattr(exc, "code", ErrorCode.UNKNOWN_SERVER_ERROR)), (str(exc) or None)
+
+
+def _wire_assignment(ctx: RequestContext, assignment: dict[str, frozenset[int]], names: bool) -> dict:
+    return {"topic_partitions": [
+        {"topic_id": topic_uuid(ctx, t), **({"topic_name": t} if names else {}), "partitions": sorted(ps)}
+        for t, ps in sorted(assignment.items()) if ctx.log_manager.has_topic(t)]}
+
+
+# -- ShareGroupHeartbeat ---------------------------------------------------------------------------------------
+@register(76, 1, 1)
+def share_group_heartbeat(req: Any, ctx: RequestContext) -> dict:
+    """GroupMetadataManager.shareGroupHeartbeat; KafkaApis checks Read on the group and Describe on the
+    subscribed topics first."""
+    fail = {"throttle_time": 0, "member_id": req.member_id, "member_epoch": -1, "heartbeat_interval": 0}
+    if not ctx.allowed("read", "group", req.group_id):
+        return {**fail, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+    subscribed = None if req.subscribed_topic_names is None else list(req.subscribed_topic_names)
+    if subscribed and any(not ctx.allowed("describe", "topic", t) for t in subscribed):
+        return {**fail, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+    coordinator = ctx.coordinator
+    other = coordinator is not None and (req.group_id in coordinator.groups or req.group_id in coordinator.consumer.groups)
+    try:
+        result = _shares(ctx).heartbeat(req.group_id, req.member_id, int(req.member_epoch), rack_id=req.rack_id,
+                                        subscribed=subscribed, client_id=ctx.client_id or "",
+                                        client_host=ctx.client_host, topics=ctx.log_manager.topics(),
+                                        other_group=other)
+    except Exception as exc:
+        code, message = _code(exc)
+        return {**fail, "error_code": code, "error_message": message}
+    assignment = result["assignment"]
+    return {"throttle_time": 0, "error_code": 0, "error_message": None, "member_id": result["member_id"],
+            "member_epoch": result["member_epoch"], "heartbeat_interval": result["heartbeat_interval"],
+            "assignment": None if assignment is None else _wire_assignment(ctx, assignment, names=False)}
+
+
+# -- ShareGroupDescribe ------------------------------------------------------------------------------------------
+@register(77, 1, 1)
+def share_group_describe(req: Any, ctx: RequestContext) -> dict:
+    groups = []
+    shares = _shares(ctx)
+    for gid in req.group_ids:
+        empty = {"group_id": gid, "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
+                 "assignor_name": "", "members": [], "authorized_operations": NOT_ASKED}
+        if not ctx.allowed("describe", "group", gid):
+            groups.append({**empty, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None})
+            continue
+        group = shares.groups.get(gid)
+        if group is None:
+            coordinator = ctx.coordinator
+            other = coordinator is not None and (gid in coordinator.groups or gid in coordinator.consumer.groups)
+            groups.append({**empty, "error_code": ErrorCode.GROUP_ID_NOT_FOUND, "error_message":
+                           f"Group {gid} is not a share group." if other else f"Group {gid} not found."})
+            continue
+        members = [{"member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.epoch,
+                    "client_id": m.client_id, "client_host": m.client_host,
+                    "subscribed_topic_names": list(m.subscribed),
+                    "assignment": _wire_assignment(ctx, m.assigned, names=True)} for m in group.members.values()]
+        ops = authorized(ctx, "group", gid, GROUP) if req.include_authorized_operations else NOT_ASKED
+        groups.append({"error_code": 0, "error_message": None, "group_id": gid, "group_state": group.state,
+                       "group_epoch": group.epoch, "assignment_epoch": group.assignment_epoch,
+                       "assignor_name": "simple", "members": members, "authorized_operations": ops})
+    return {"throttle_time": 0, "groups": groups}
+
+
+# -- share sessions ----------------------------------------------------------------------------------------------
+class _SessionError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _session(ctx: RequestContext, group_id: str, member_id: str, epoch: int, *, opening: bool) -> Any:
+    """ShareSessionCache: epoch 0 opens a session (ShareFetch only), -1 closes it, any other must be the
+    session's next epoch."""
+    from_cache = _shares(ctx).sessions
+    key = (group_id, member_id)
+    if epoch == 0:
+        if not opening:
+            raise _SessionError(ErrorCode.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a session")
+        return _shares(ctx).open_session(group_id, member_id)
+    session = from_cache.get(key)
+    if session is None:
+        raise _SessionError(ErrorCode.SHARE_SESSION_NOT_FOUND, f"Share session for member {member_id} not found")
+    if epoch == -1:
+        return session
+    if epoch != session.epoch:
+        raise _SessionError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+                            f"Expected epoch {session.epoch} but got {epoch}")
+    session.epoch = 1 if session.epoch == INT32_MAX else session.epoch + 1
+    return session
+
+
+def _close(ctx: RequestContext, group_id: str, member_id: str) -> None:
+    """The final request of a session (epoch -1): the member's acquired records go back (KafkaApis
+    releases them with SharePartitionManager.releaseSession)."""
+    shares = _shares(ctx)
+    shares.sessions.pop((group_id, member_id), None)
+    group = shares.groups.get(group_id)
+    if group is not None:
+        shares.release_member(group, member_id)
+
+
+def _acknowledge(ctx: RequestContext, group_id: str, member_id: str, name: str | None, topic_id: Any,
+                 partition: int, batches: Any) -> tuple[int, str | None]:
+    if name is None:
+        return ErrorCode.UNKNOWN_TOPIC_ID, None
+    if not ctx.allowed("read", "topic", name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
+    if not ctx.log_manager.has_topic(name) or partition >= ctx.log_manager.topics()[name]:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+    try:
+        _shares(ctx).acknowledge(group_id, member_id, name, partition,
+                                 [(int(b.first_offset), int(b.last_offset), [int(t) for t in b.acknowledge_types])
+                                  for b in batches])
+    except Exception as exc:
+        return _code(exc)
+    return 0, None
+
+
+def _lock_ms(ctx: RequestContext, group_id: str | None) -> int:
+    return int(_shares(ctx).group_config(group_id or "", "share.record.lock.duration.ms"))
+
+
+def _top_error(ctx: RequestContext, code: int, message: str | None = None, group_id: str | None = None) -> dict:
+    return {"throttle_time": 0, "error_code": code, "error_message": message,
+            "acquisition_lock_timeout": _lock_ms(ctx, group_id), "responses": [], "node_endpoints": []}
+
+
+def _leader() -> dict:
+    return {"leader_id": -1, "leader_epoch": -1}
+
+
+# -- ShareFetch ---------------------------------------------------------------------------------------------
+@register(78, 1, 2)
+async def share_fetch(req: Any, ctx: RequestContext) -> dict:
+    """KafkaApis.handleShareFetchRequest + SharePartitionManager.fetchMessages: acknowledgements first, then
+    the session's partitions are fetched, acquiring records under locks, waiting up to MaxWaitMs for any."""
+    group_id, member_id, epoch = req.group_id, req.member_id, int(req.share_session_epoch)
+    if not group_id:
+        return _top_error(ctx, ErrorCode.INVALID_GROUP_ID, "Group id is empty")
+    if not member_id:
+        return _top_error(ctx, ErrorCode.INVALID_REQUEST, "Member id is empty", group_id)
+    if not ctx.allowed("read", "group", group_id):
+        return _top_error(ctx, ErrorCode.GROUP_AUTHORIZATION_FAILED, None, group_id)
+    try:
+        session = _session(ctx, group_id, member_id, epoch, opening=True)
+    except _SessionError as exc:
+        return _top_error(ctx, exc.code, str(exc), group_id)
+    node = ctx.state.node_id
+    results: dict[tuple[str | None, int], dict] = {}
+    ids: dict[str | None, Any] = {}
+
+    def entry(name: str | None, topic_id: Any, partition: int) -> dict:
+        ids[name] = topic_id
+        return results.setdefault((name, partition), {
+            "partition_index": partition, "error_code": 0, "error_message": None, "acknowledge_error_code": 0,
+            "acknowledge_error_message": None, "current_leader": {"leader_id": node, "leader_epoch": LEADER_EPOCH},
+            "records": b"", "acquired_records": []})
+
+    for t in req.topics:
+        name = ctx.state.topic_name(t.topic_id)
+        for p in t.partitions:
+            index = int(p.partition_index)
+            if name is None:
+                entry(None, t.topic_id, index)["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            if epoch != -1:
+                session.partitions[(name, index)] = None
+            if p.acknowledgement_batches:
+                code, message = _acknowledge(ctx, group_id, member_id, name, t.topic_id, index,
+                                             p.acknowledgement_batches)
+                out = entry(name, t.topic_id, index)
+                out["acknowledge_error_code"], out["acknowledge_error_message"] = code, message
+            elif epoch == 0:
+                entry(name, t.topic_id, index)
+    for f in req.forgotten_topics_data or ():
+        name = ctx.state.topic_name(f.topic_id)
+        for index in f.partitions:
+            session.partitions.pop((name, int(index)), None)
+    if epoch == -1:
+        _close(ctx, group_id, member_id)
+    elif not getattr(req, "is_renew_ack", False):
+        await _fetch(req, ctx, group_id, member_id, session, entry)
+    responses: dict[str | None, list[dict]] = {}
+    for (name, _index), out in results.items():
+        responses.setdefault(name, []).append(out)
+    return {"throttle_time": 0, "error_code": 0, "error_message": None,
+            "acquisition_lock_timeout": _lock_ms(ctx, group_id),
+            "responses": [{"topic_id": ids[name] if name is None else topic_uuid(ctx, name), "partitions": parts}
+                          for name, parts in responses.items()],
+            "node_endpoints": []}
+
+
+async def _fetch(req: Any, ctx: RequestContext, group_id: str, member_id: str, session: Any, entry: Any) -> None:
+    shares = _shares(ctx)
+    deadline = time.monotonic() + ms(req.max_wait) / 1000.0
+    max_records = int(getattr(req, "max_records", 0) or 0) or 500
+    strict = int(getattr(req, "share_acquire_mode", 0)) == ACQUIRE_RECORD_LIMIT
+    while True:
+        left_records = max_records
+        left_bytes = int(req.max_bytes) if req.max_bytes is not None else INT32_MAX
+        got = False
+        for name, index in list(session.partitions):
+            if left_records <= 0 or left_bytes <= 0:
+                break
+            if not ctx.log_manager.has_topic(name) or index >= ctx.log_manager.topics()[name]:
+                entry(name, None, index)["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                session.partitions.pop((name, index), None)
+                continue
+            if not ctx.allowed("read", "topic", name):
+                entry(name, topic_uuid(ctx, name), index)["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
+            try:
+                acquired, data = shares.acquire(group_id, member_id, name, index, max_records=left_records,
+                                                max_bytes=left_bytes, strict=strict)
+            except Exception as exc:
+                entry(name, topic_uuid(ctx, name), index)["error_code"] = _code(exc)[0]
+                continue
+            if acquired:
+                out = entry(name, topic_uuid(ctx, name), index)
+                out["records"] = bytes(out["records"]) + data if out["records"] else data
+                out["acquired_records"] = list(out["acquired_records"]) + [
+                    {"first_offset": a, "last_offset": z, "delivery_count": c} for a, z, c in acquired]
+                left_records -= sum(z - a + 1 for a, z, _ in acquired)
+                left_bytes -= len(data)
+                got = True
+        now = time.monotonic()
+        if got or now >= deadline or not session.partitions:
+            return
+        timeout = deadline - now
+        locks = shares.next_deadline(group_id, list(session.partitions))
+        if locks is not None:
+            timeout = max(0.0, min(timeout, locks - now + 0.001))
+        await shares.wait(timeout, ctx.state.data_waiters)
+
+
+# -- ShareAcknowledge ---------------------------------------------------------------------------------------
+@register(79, 1, 2)
+def share_acknowledge(req: Any, ctx: RequestContext) -> dict:
+    """KafkaApis.handleShareAcknowledgeRequest: acknowledgements within an open session; epoch -1 also
+    closes it."""
+    group_id, member_id, epoch = req.group_id, req.member_id, int(req.share_session_epoch)
+    if not group_id:
+        return _top_error(ctx, ErrorCode.INVALID_GROUP_ID, "Group id is empty")
+    if not ctx.allowed("read", "group", group_id):
+        return _top_error(ctx, ErrorCode.GROUP_AUTHORIZATION_FAILED, None, group_id)
+    try:
+        _session(ctx, group_id, member_id or "", epoch, opening=False)
+    except _SessionError as exc:
+        return _top_error(ctx, exc.code, str(exc), group_id)
+    node = ctx.state.node_id
+    responses = []
+    for t in req.topics:
+        name = ctx.state.topic_name(t.topic_id)
+        parts = []
+        for p in t.partitions:
+            code, message = _acknowledge(ctx, group_id, member_id, name, t.topic_id, int(p.partition_index),
+                                         p.acknowledgement_batches)
+            parts.append({"partition_index": p.partition_index, "error_code": code, "error_message": message,
+                          "current_leader": {"leader_id": node, "leader_epoch": LEADER_EPOCH}})
+        responses.append({"topic_id": t.topic_id, "partitions": parts})
+    if epoch == -1:
+        _close(ctx, group_id, member_id)
+    return {"throttle_time": 0, "error_code": 0, "error_message": None,
+            "acquisition_lock_timeout": _lock_ms(ctx, group_id), "responses": responses, "node_endpoints": []}

@@ -1,0 +1,180 @@
+// Kafka's Java KafkaShareConsumer (KIP-932), unmodified, through the scenarios a user of share groups runs:
+// several members of one group sharing a topic, explicit and implicit acknowledgement, records released,
+// rejected, renewed or left to their lock's expiry. One JVM runs every member on a thread of its own and
+// prints JSON lines tagged with the member, which the Python test reads.
+// Args: bootstrap spec... where a spec is "tag;scenario;arg;arg..." and the scenarios are
+//   config;group;name=value,...        set group configs (Admin.incrementalAlterConfigs on the GROUP resource)
+//   member;topic;group;mode;plan;idleMs;maxMs
+//       a share consumer (mode: implicit or explicit) polling until no record came for idleMs after one
+//       did (or maxMs in all); plan: comma-separated "value-suffix=action" for the first delivery of a record whose value
+//       ends with the suffix (release, reject; renew: RENEW, accepted when delivered again; stall: sleep "stallMs=" of
+//       the plan, past the lock, then ACCEPT, which fails; close: close the consumer right after acquiring
+//       it). Every delivery is a line, and every failed acknowledgement.
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.serialization.StringDeserializer;
+
+public class ShareScenarios {
+    static String bootstrap;
+    static final ThreadLocal<String> TAG = new ThreadLocal<>();
+
+    public static void main(String[] args) throws Exception {
+        bootstrap = args[0];
+        List<Thread> threads = new ArrayList<>();
+        for (int i = 1; i < args.length; i++) {
+            String[] spec = args[i].split(";", -1);
+            Thread t = new Thread(() -> {
+                TAG.set(spec[0]);
+                long start = System.nanoTime();
+                try {
+                    run(spec[1], java.util.Arrays.copyOfRange(spec, 2, spec.length));
+                    emit("done", true, "seconds", (System.nanoTime() - start) / 1e9);
+                } catch (Throwable e) {
+                    java.io.StringWriter trace = new java.io.StringWriter();
+                    e.printStackTrace(new java.io.PrintWriter(trace));
+                    emit("error", trace.toString());
+                }
+            }, "share-" + spec[0]);
+            if (spec[1].equals("config")) {  // configs first, before any member joins
+                t.run();
+            } else {
+                threads.add(t);
+                t.start();
+            }
+        }
+        for (Thread t : threads) t.join();
+    }
+
+    static void run(String scenario, String[] a) throws Exception {
+        switch (scenario) {
+            case "config": config(a[0], a[1]); break;
+            case "member": member(a[0], a[1], a[2], a[3], Long.parseLong(a[4]), Long.parseLong(a[5])); break;
+            default: throw new IllegalArgumentException(scenario);
+        }
+    }
+
+    static void config(String group, String pairs) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        try (Admin admin = Admin.create(p)) {
+            Collection<AlterConfigOp> ops = new ArrayList<>();
+            for (String kv : pairs.split(",")) {
+                String[] parts = kv.split("=", 2);
+                ops.add(new AlterConfigOp(new ConfigEntry(parts[0], parts[1]), AlterConfigOp.OpType.SET));
+            }
+            admin.incrementalAlterConfigs(Map.of(new ConfigResource(ConfigResource.Type.GROUP, group), ops)).all().get();
+        }
+    }
+
+    static void member(String topic, String group, String mode, String plan, long idleMs, long maxMs) {
+        Map<String, String> actions = new HashMap<>();
+        long stallMs = 0;
+        for (String item : plan.split(",")) {
+            if (item.startsWith("stallMs=")) {
+                stallMs = Long.parseLong(item.substring(8));
+            } else if (item.contains("=")) {
+                String[] kv = item.split("=", 2);
+                actions.put(kv[0], kv[1]);
+            }
+        }
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("group.id", group);
+        p.put("key.deserializer", StringDeserializer.class.getName());
+        p.put("value.deserializer", StringDeserializer.class.getName());
+        p.put("share.acknowledgement.mode", mode);
+        Set<String> acted = new HashSet<>();
+        KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(p);
+        boolean closed = false;
+        try {
+            consumer.subscribe(List.of(topic));
+            long start = System.currentTimeMillis();
+            long last = -1;  // idleMs counts from the last record, once one came
+            while ((last < 0 || System.currentTimeMillis() - last < idleMs) && System.currentTimeMillis() - start < maxMs) {
+                ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(200));
+                if (records.isEmpty()) continue;
+                last = System.currentTimeMillis();
+                boolean closeNow = false;
+                for (ConsumerRecord<String, String> r : records) {
+                    String action = "accept";
+                    for (Map.Entry<String, String> e : actions.entrySet()) {
+                        if (r.value().endsWith(e.getKey()) && !acted.contains(r.value())) action = e.getValue();
+                    }
+                    if (!action.equals("accept")) acted.add(r.value());
+                    emit("value", r.value(), "partition", r.partition(), "offset", r.offset(),
+                         "delivery", r.deliveryCount().map(Short::intValue).orElse(-1), "action", action);
+                    if (mode.equals("explicit")) {
+                        switch (action) {
+                            case "accept": consumer.acknowledge(r, AcknowledgeType.ACCEPT); break;
+                            case "release": consumer.acknowledge(r, AcknowledgeType.RELEASE); break;
+                            case "reject": consumer.acknowledge(r, AcknowledgeType.REJECT); break;
+                            case "renew":  // KIP-1222: keep the lock; the next poll returns it again
+                                consumer.acknowledge(r, AcknowledgeType.RENEW);
+                                break;
+                            case "stall":  // hold it past its lock (stall=ms in the plan's "stallMs"), then accept
+                                sleep(stallMs);
+                                consumer.acknowledge(r, AcknowledgeType.ACCEPT);
+                                break;
+                            case "close": closeNow = true; break;
+                            default: throw new IllegalArgumentException(action);
+                        }
+                    } else if (action.equals("close")) {
+                        closeNow = true;
+                    }
+                }
+                if (closeNow) {
+                    emit("closing", true);
+                    consumer.close(Duration.ofSeconds(10));
+                    closed = true;
+                    return;
+                }
+                if (mode.equals("explicit")) {
+                    Map<?, ?> results = consumer.commitSync();
+                    for (Map.Entry<?, ?> e : results.entrySet()) {
+                        if (((java.util.Optional<?>) e.getValue()).isPresent()) {
+                            emit("commit_error", e.getKey().toString() + ": " + e.getValue().toString());
+                        }
+                    }
+                }
+            }
+        } finally {
+            if (!closed) consumer.close(Duration.ofSeconds(10));
+        }
+    }
+
+    static void sleep(long ms) {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException e) {
+            throw new RuntimeException(e);
+        }
+    }
+
+    static synchronized void emit(Object... kv) {
+        StringBuilder b = new StringBuilder("{\"scenario\":\"").append(TAG.get()).append('"');
+        for (int i = 0; i < kv.length; i += 2) {
+            b.append(",\"").append(kv[i]).append("\":");
+            Object v = kv[i + 1];
+            if (v instanceof Number || v instanceof Boolean) b.append(v);
+            else b.append('"').append(String.valueOf(v).replace("\\", "\\\\").replace("\"", "\\\"")
+                    .replace("\n", "\\n").replace("\t", "\\t")).append('"');
+        }
+        System.out.println(b.append('}'));
+        System.out.flush();
+    }
+}
