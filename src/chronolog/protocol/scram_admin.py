@@ -48,52 +48,63 @@ def describe_user_scram_credentials(req: Any, ctx: RequestContext) -> dict:
 
 @register(51, 0, 0)
 def alter_user_scram_credentials(req: Any, ctx: RequestContext) -> dict:
+    """`ScramControlManager.alterCredentials`: deletions then upsertions, one answer per user. A user's first
+    error stands (its later operations are skipped); a user altered twice is DUPLICATE_RESOURCE and none of
+    its operations apply; a deletion must find the credential as it was before the request."""
     store = _store(ctx)
-    allowed = store is not None and ctx.allowed("alter", "cluster", "kafka-cluster")
-    ops = [("delete", d) for d in req.deletions] + [("upsert", u) for u in req.upsertions]
-    per_user = Counter(op.name for _kind, op in ops)
-    results: dict[str, tuple[int, str | None]] = {}
-    for kind, op in ops:
+    if store is None or not ctx.allowed("alter", "cluster", "kafka-cluster"):
+        return {"throttle_time": 0, "results": [
+            {"user": u, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+             "error_message": "Cluster authorization failed."}
+            for u in dict.fromkeys(op.name for op in (*req.deletions, *req.upsertions))]}
+    existing = store.users()
+    deletions: dict[str, str] = {}
+    upsertions: dict[str, tuple[str, Any]] = {}
+    errors: dict[str, tuple[int, str]] = {}
+    for kind, op in [("delete", d) for d in req.deletions] + [("upsert", u) for u in req.upsertions]:
         name = op.name
-        if name in results and results[name][0]:
-            continue  # one error per user, as Kafka answers
-        if not allowed:
-            results[name] = (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+        if name in errors:
             continue
-        if per_user[name] > 1:
-            results[name] = (ErrorCode.DUPLICATE_RESOURCE,
-                             "A user credential cannot be altered twice in the same request")
-            continue
-        if not name:
-            results[name] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
+        if deletions.pop(name, None) is not None or upsertions.pop(name, None) is not None:
+            errors[name] = (ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same "
+                                                          "request")
             continue
         mechanism = _BY_CODE.get(int(op.mechanism))
-        if mechanism is None:
-            results[name] = (ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
-            continue
-        try:
-            if kind == "delete":
-                if not store.delete(name, mechanism):
-                    results[name] = (ErrorCode.RESOURCE_NOT_FOUND,
-                                     f"Attempt to delete a user credential that does not exist: {name}")
-                    continue
-                audit(ctx, "AlterUserScramCredentials", f"deleted {mechanism} credential of user {name!r}")
+        if not name:
+            errors[name] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
+        elif mechanism is None:
+            errors[name] = (ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
+        elif kind == "delete":
+            if mechanism not in existing.get(name, {}):
+                errors[name] = (ErrorCode.RESOURCE_NOT_FOUND,
+                                "Attempt to delete a user credential that does not exist")
             else:
-                iterations = int(op.iterations)
-                if iterations < scram.MIN_ITERATIONS:
-                    results[name] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations")
-                    continue
-                if iterations > scram.MAX_ITERATIONS:
-                    results[name] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations")
-                    continue
-                credential = scram.credential_from_salted(mechanism, bytes(op.salt), iterations,
-                                                          bytes(op.salted_password))
-                store.put(name, mechanism, credential)
-                audit(ctx, "AlterUserScramCredentials", f"set {mechanism} credential of user {name!r} "
-                      f"({iterations} iterations)")
+                deletions[name] = mechanism
+        elif int(op.iterations) < scram.MIN_ITERATIONS:
+            errors[name] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations")
+        elif int(op.iterations) > scram.MAX_ITERATIONS:
+            errors[name] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations")
+        else:
+            upsertions[name] = (mechanism, op)
+    results: dict[str, tuple[int, str | None]] = {}
+    for name, mechanism in deletions.items():
+        try:
+            store.delete(name, mechanism)
+            audit(ctx, "AlterUserScramCredentials", f"deleted {mechanism} credential of user {name!r}")
+            results[name] = (0, None)
         except ChronologError as exc:
-            results[name] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, str(exc))
-            continue
-        results.setdefault(name, (0, None))
+            errors[name] = (ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
+    for name, (mechanism, op) in upsertions.items():
+        try:
+            iterations = int(op.iterations)
+            credential = scram.credential_from_salted(mechanism, bytes(op.salt), iterations,
+                                                      bytes(op.salted_password))
+            store.put(name, mechanism, credential)
+            audit(ctx, "AlterUserScramCredentials", f"set {mechanism} credential of user {name!r} "
+                  f"({iterations} iterations)")
+            results[name] = (0, None)
+        except ChronologError as exc:
+            errors[name] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, str(exc))
+    results.update(errors)
     return {"throttle_time": 0, "results": [{"user": u, "error_code": code, "error_message": msg}
                                             for u, (code, msg) in results.items()]}
