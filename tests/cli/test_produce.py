@@ -54,7 +54,8 @@ def test_non_syslog_file_with_its_own_time_replays_windows_exactly(cli_broker, t
     r = chronolog("produce", "access", str(path), "--time-regex", r"\[([^\]]+)\]", "--time-format",
                   "%d/%b/%Y:%H:%M:%S %z", "--key-field", "1", "-b", b)
     assert r.rc == 0, r.err
-    assert "produced 3000 record(s)" in r.err and "60 without a readable time" in r.err
+    assert "produced 3000 record(s)" in r.err and "60 line(s) without a readable time" in r.err
+    assert "line 50: '-- malformed line 49 --'" in r.err and "and 55 more" in r.err  # the first five named
     assert "retention" not in r.err  # retention.ms=-1: no warning
     for t1, t2 in ((truth[0] + 3_600_000, truth[0] + 3 * 3_600_000), (truth[100], truth[100] + 600_000),
                    (min(truth), max(truth) + 1)):

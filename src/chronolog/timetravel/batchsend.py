@@ -1,0 +1,188 @@
+"""An idempotent producer of ready record batches, for tools that build whole batches themselves
+(`chronolog produce` encodes a block of lines at a time with `records.encode`): no Python call per record.
+
+It does what librdkafka's idempotent producer does for one topic (KIP-98): an InitProducerId without a
+transactional id, then each partition's batches stamped with the producer id, epoch and the partition's
+next sequence number, sent in order with acks=all. A batch whose answer was lost is sent again with the
+same sequence, so the broker writes it at most once (DUPLICATE_SEQUENCE_NUMBER answers a copy it
+already has); `send` returns only when every batch it was given is acknowledged, so a caller can count
+what is done. One request is in flight at a time.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import struct
+import time
+from collections import deque
+
+from kio.index import load_request_schema
+from kio.schema.request_header.v1.header import RequestHeader
+from kio.serial import entity_writer
+from kio.static.primitive import i16, i32
+
+from chronolog.errors import ChronologError, ErrorCode
+from chronolog.protocol import fetch_client as fc
+from chronolog.protocol import produce_client as pc
+from chronolog.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, crc32c
+from chronolog.timetravel.connection import Connection, ConnectionLost, servers
+
+INIT_PRODUCER_ID = 22
+_IDS = struct.Struct(">qhi")  # producer id, epoch, base sequence: at 43 in a v2 batch header (DefaultRecordBatch)
+_IDS_OFFSET = 43
+_COUNT = struct.Struct(">i")
+_COUNT_OFFSET = 57
+# Kafka's RetriableException codes a produce can meet while leaders move or the broker restarts
+RETRIABLE = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
+                       ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION,
+                       ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                       ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                       ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS})
+
+
+class BatchSender:
+    """Sends batches of one topic's partitions to their leaders, idempotently."""
+
+    def __init__(self, bootstrap: str, topic: str, client_id: str = "chronolog-produce", timeout_s: float = 30.0,
+                 delivery_timeout_s: float = 120.0) -> None:
+        self.servers = servers(bootstrap)
+        self.topic = topic
+        self.client_id = client_id
+        self.timeout = timeout_s
+        self.delivery_timeout = delivery_timeout_s
+        self._conns: dict[tuple[str, int], Connection] = {}
+        self.leaders: dict[int, tuple[str, int] | None] = {}
+        self._refresh()
+        self.producer_id, self.epoch = self._init_producer_id()
+        self._sequence = dict.fromkeys(self.leaders, 0)
+
+    @property
+    def partitions(self) -> list[int]:
+        return sorted(self.leaders)
+
+    def _conn(self, where: tuple[str, int]) -> Connection:
+        conn = self._conns.get(where)
+        if conn is None:
+            conn = self._conns[where] = Connection(*where, self.timeout, self.client_id)
+        return conn
+
+    def _drop(self, where: tuple[str, int]) -> None:
+        conn = self._conns.pop(where, None)
+        if conn is not None:
+            conn.close()
+
+    def _any(self, call):
+        """`call(conn)` on the first bootstrap server (or known broker) that answers."""
+        last: Exception | None = None
+        for where in [*self._conns, *self.servers]:
+            try:
+                return call(self._conn(where))
+            except ConnectionLost as exc:
+                self._drop(where)
+                last = exc
+        raise ChronologError(f"no broker answers: {last}")
+
+    def _refresh(self) -> None:
+        def ask(conn: Connection) -> fc.Metadata:
+            version = fc.pick(conn.versions, fc.METADATA, fc.METADATA_MIN, fc.METADATA_MAX)
+            if version is None:
+                raise ChronologError(f"{conn.where} answers no Metadata version from {fc.METADATA_MIN} on")
+            return conn.call([fc.metadata_request(version, conn.next_id(), self.client_id, self.topic)],
+                             lambda frame, cid: fc.read_metadata(version, frame, cid, self.topic))
+        md = self._any(ask)
+        if md.topic_error is None or md.topic_error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise ChronologError(f"topic {self.topic!r} not found")
+        if md.topic_error:
+            raise ChronologError(f"topic {self.topic!r}: {ErrorCode(md.topic_error).name}")
+        self.leaders = {p: md.brokers.get(found.leader) if not found.error_code else None
+                        for p, found in md.partitions.items()}
+
+    def _init_producer_id(self) -> tuple[int, int]:
+        """InitProducerId without a transactional id: a new producer id for idempotent writes (KIP-98)."""
+        def ask(conn: Connection) -> tuple[int, int]:
+            version = fc.pick(conn.versions, INIT_PRODUCER_ID, 0, 1)  # v2+ are flexible; 0-1 carry all we need
+            if version is None:
+                raise ChronologError(f"{conn.where} answers no InitProducerId v0-v1: idempotent writes need it")
+            cls = load_request_schema(INIT_PRODUCER_ID, version)
+            out = io.BytesIO()
+            out.write(b"\0\0\0\0")
+            entity_writer(RequestHeader)(out, RequestHeader(
+                request_api_key=i16(INIT_PRODUCER_ID), request_api_version=i16(version),
+                correlation_id=i32(conn.next_id()), client_id=self.client_id))
+            entity_writer(cls)(out, cls(transactional_id=None, transaction_timeout=datetime.timedelta(minutes=1)))
+            data = bytearray(out.getbuffer())
+            struct.pack_into(">i", data, 0, len(data) - 4)
+            body = conn.call([bytes(data)], lambda frame, cid: fc.read_response(INIT_PRODUCER_ID, version, frame,
+                                                                                 cid))
+            if int(body.error_code.value):
+                raise ChronologError(f"InitProducerId: {ErrorCode(int(body.error_code.value)).name}")
+            return int(body.producer_id), int(body.producer_epoch)
+        return self._any(ask)
+
+    def _stamp(self, partition: int, batch: bytes) -> bytearray:
+        """The batch with this producer's id, epoch and the partition's next sequence, and its CRC again."""
+        out = bytearray(batch)
+        _IDS.pack_into(out, _IDS_OFFSET, self.producer_id, self.epoch, self._sequence[partition])
+        self._sequence[partition] += _COUNT.unpack_from(out, _COUNT_OFFSET)[0]
+        struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+        return out
+
+    def send(self, batches: dict[int, list[bytes]]) -> None:
+        """Every batch to its partition, in order per partition; returns when all are acknowledged (acks=all),
+        raises ChronologError when one cannot be written."""
+        pending = {p: deque(self._stamp(p, b) for b in bs) for p, bs in batches.items() if bs}
+        deadline = time.monotonic() + self.delivery_timeout
+        failures = 0
+        while pending:
+            problem = ""
+            by_leader: dict[tuple[str, int], dict[int, bytes]] = {}
+            for p, queue in pending.items():
+                where = self.leaders.get(p)
+                if where is None:
+                    problem = f"{self.topic}-{p} has no leader"
+                else:
+                    by_leader.setdefault(where, {})[p] = queue[0]
+            for where, chosen in by_leader.items():
+                try:
+                    answers = self._produce(where, chosen)
+                except ConnectionLost as exc:
+                    self._drop(where)
+                    problem = str(exc)
+                    continue
+                for p in chosen:
+                    answer = answers.get((self.topic, p))
+                    code = answer.error_code if answer is not None else ErrorCode.UNKNOWN_SERVER_ERROR
+                    if code in (0, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):  # written, now or by an earlier try
+                        pending[p].popleft()
+                        if not pending[p]:
+                            del pending[p]
+                    elif code in RETRIABLE:
+                        problem = f"{self.topic}-{p}: {ErrorCode(code).name}"
+                    else:
+                        name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
+                        detail = f" ({answer.message})" if answer is not None and answer.message else ""
+                        raise ChronologError(f"produce to {self.topic}-{p} failed: {name}{detail}")
+            if problem and pending:
+                failures += 1
+                if time.monotonic() >= deadline:
+                    raise ChronologError(f"produce to {self.topic} failed after {failures} tries: {problem}")
+                time.sleep(min(0.1 * 2 ** min(failures - 1, 4), 1.0))
+                try:
+                    self._refresh()
+                except ChronologError:
+                    pass  # no broker now: the next round tries again, until the deadline
+
+    def _produce(self, where: tuple[str, int], chosen: dict[int, bytes]) -> dict:
+        conn = self._conn(where)
+        version = fc.pick(conn.versions, pc.PRODUCE, pc.PRODUCE_MIN, pc.PRODUCE_MAX)
+        if version is None:
+            raise ChronologError(f"{conn.where} answers no Produce version from {pc.PRODUCE_MIN} to "
+                                 f"{pc.PRODUCE_MAX}")
+        pieces = pc.produce_request(version, conn.next_id(), self.client_id, -1, int(self.timeout * 1000),
+                                    {self.topic: chosen})
+        return conn.call(pieces, lambda frame, cid: pc.read_produce(version, frame, cid))
+
+    def close(self) -> None:
+        for where in list(self._conns):
+            self._drop(where)
