@@ -41,6 +41,18 @@ def loghub_rows(shared: Path) -> list[tuple[str, int, str]]:
     return out
 
 
+SPIKE_BASE = LATE_BASE + 10 * 86_400_000
+
+
+def spike_stamps() -> list[int]:
+    """Two hours of one record every 10 s, then a burst of 500 records from its first ten minutes (a
+    replayed batch), then the clock goes on: the time index counts the burst at the newest time before it."""
+    steady = [SPIKE_BASE + i * 10_000 for i in range(720)]
+    burst = [SPIKE_BASE + (i * 1_200) % 600_000 for i in range(500)]
+    after = [SPIKE_BASE + 7_200_000 + i * 10_000 for i in range(30)]
+    return steady + burst + after
+
+
 def late_stamps(seed: int = 7, count: int = 1500) -> list[int]:
     """Timestamps in arrival order, about one in eight up to 10 minutes late."""
     rng = random.Random(seed)
@@ -90,6 +102,14 @@ def loaded(tmp_path_factory, shared_data) -> Loaded:
         truth["late"][p].append(ts)
         values["late"][p].append(value)
         if i % 10 == 9:
+            producer.flush(30)
+    admin.create_topics([NewTopic("spike", 1, 1, config={"retention.ms": "-1"})])["spike"].result(15)
+    truth["spike"], values["spike"] = {0: []}, {0: []}
+    for i, ts in enumerate(spike_stamps()):
+        producer.produce("spike", value=b"s%d" % i, partition=0, timestamp=ts)
+        truth["spike"][0].append(ts)
+        values["spike"][0].append(b"s%d" % i)
+        if i % 50 == 49:
             producer.flush(30)
     admin.create_topics([NewTopic("appended", 1, 1, config={"message.timestamp.type": "LogAppendTime",
                                                              "retention.ms": "-1"})])["appended"].result(15)

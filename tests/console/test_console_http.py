@@ -51,6 +51,14 @@ def late_counts(stamps: list[int], edges: list[int]) -> list[int]:
     return out
 
 
+def merged(stamps: dict[int, list[int]], t1: int, t2: int) -> list[tuple[int, int, int]]:
+    """(partition, offset, timestamp) of the window's records as the records pages list them: the partitions
+    merged by time, each in offset order (a merge of the partitions' heads)."""
+    import heapq
+    per = [[(ts, p, o) for o, ts in enumerate(stamps[p]) if t1 <= ts < t2] for p in sorted(stamps)]
+    return [(p, o, ts) for ts, p, o in heapq.merge(*per)]
+
+
 def timeline(console, topic: str, **query) -> dict:
     status, body = get(console.url(f"/api/topics/{topic}/timeline", **query))
     assert status == 200, body
@@ -122,7 +130,7 @@ def test_late_records_are_counted_exactly_and_marked(loaded, dir_console, broker
         < page.index("<style>.progress{display:none}</style>") < page.index('<div id="timeline"')
     # over the broker the page says its counts are the time index's, and has no late series
     status, page = get(broker_console.url("/topics/late", **{"step": 60_000}))
-    assert status == 200 and "counts come from the broker's time index" in html.unescape(page)
+    assert status == 200 and "counts are an estimate from the broker's time index" in html.unescape(page)
     assert chart_data(page)["late"] is None
 
 
@@ -147,8 +155,9 @@ def test_a_window_gives_exactly_its_records_paged(loaded, dir_console, broker_co
     # both ends on timestamps records carry: the start is inclusive, the end exclusive
     t1 = min(ts for ts in stamps[1] if ts >= LATE_BASE + 900_000)
     t2 = min(ts for ts in stamps[0] if ts >= LATE_BASE + 1_500_000)
-    want = [(p, o, ts) for p in sorted(stamps) for o, ts in enumerate(stamps[p]) if t1 <= ts < t2]
+    want = merged(stamps, t1, t2)
     assert len(want) > 100 and (1, stamps[1].index(t1), t1) in want
+    assert want != sorted(want)  # partition after partition would be another order
     got, pages = read_window(dir_console, "late", t1, t2, limit=50)
     assert got == want and pages >= 3
     got, _ = read_window(broker_console, "late", t1, t2, limit=50, late=1)
@@ -187,7 +196,15 @@ def test_records_show_their_timestamp_type(broker_console, dir_console):
     ("/topics/linux/records", {"from": "2001-01-01T00:00:00Z", "to": "2001-01-02T00:00:00Z"}, 200,
      "no record in this window"),
     ("/topics/linux/records", {"from": "1000000000000", "to": "1000000000001", "format": "xml"}, 400, "format is one of"),
-    ("/topics/linux", {"step": "-5"}, 400, "step must be between"),
+    ("/topics/linux", {"step": "-5"}, 400, "step must be at least 1, got -5"),
+    ("/topics/linux", {"step": "7000"}, 400, "step 7000 ms is not a round bucket width"),
+    ("/topics/linux/records", {"limit": "0", "from": "2005-06-14T00:00:00Z", "to": "2005-06-15T00:00:00Z"}, 400,
+     "limit must be between 1 and 1000"),
+    ("/topics/linux/records", {"from": "2005-06-14T00:00:00Z", "to": "2005-06-15T00:00:00Z", "cursor": "x"}, 400,
+     "cursor is"),
+    ("/topics/linux/records", {"from": "2005-06-14T00:00:00Z", "to": "2005-06-15T00:00:00Z", "cursor": "9:0"}, 400,
+     "partition 9 is not part of this window"),
+    ("/topics/linux", {"count": "roughly"}, 400, "count is &#39;estimate&#39; or &#39;exact&#39;"),
     ("/topics/linux", {"from": "2005-01-01T00:00:00Z", "to": "2006-01-01T00:00:00Z", "step": "1000"}, 400,
      "at most 2000"),
     ("/topics/vanished", {}, 404, "topic &#39;vanished&#39; not found"),
@@ -197,8 +214,18 @@ def test_bad_input_is_a_message_not_a_trace(broker_console, dir_console, path, q
     for console in (broker_console, dir_console):
         got, page = get(console.url(path, **query))
         assert got == status, page
-        assert words in page and "Traceback" not in page
+        assert words in page and "Traceback" not in page and "None" not in page
     assert get(dir_console.url("/"))[0] == 200  # still serving
+
+
+def test_status_codes_say_whose_fault_it_is(broker_console):
+    """404 for what does not exist, 400 for input the page cannot use, 502 only when the broker fails."""
+    for path in ("/groups/no-such-group", "/topics/no-such-topic", "/topics/no-such-topic/records"):
+        window = {"from": "2005-06-14T00:00:00Z", "to": "2005-06-15T00:00:00Z"} if "records" in path else {}
+        status, page = get(broker_console.url(path, **window))
+        assert status == 404, (path, page)
+        assert "does not exist" in page or "not found" in page
+    # a broker that went away: test_console_groups' test_a_broker_that_goes_away_is_a_message... (502)
 
 
 def test_segments_page_draws_each_segment(loaded, dir_console, data_copy):
@@ -246,3 +273,63 @@ def test_only_loopback_host_names_are_answered(dir_console):
         except urllib.error.HTTPError as exc:
             got = exc.code
         assert got == status, host
+
+
+def test_a_huge_window_is_clamped_to_the_records_and_buckets_are_round(loaded, broker_console, dir_console):
+    """1970 .. 2036 over six weeks of 2005 logs: the window is cut to the records' span and the page says so;
+    every bucket width is a round one and every edge a multiple of it (round UTC times)."""
+    from chronolog.timetravel.timeline import STEPS_MS
+    stamps = loaded.truth["linux"]
+    every = [ts for p in stamps for ts in stamps[p]]
+    for console in (dir_console, broker_console):
+        got = timeline(console, "linux", **{"from": "1970-01-01T00:00:00Z", "to": "2036-01-01T00:00:00Z"})
+        edges = got["edges"]
+        assert got["step"] in STEPS_MS and all(e % got["step"] == 0 for e in edges)
+        assert edges[0] <= min(every) < edges[1] and edges[-2] <= max(every) < edges[-1]
+        assert len(edges) - 1 <= 120 and sum(got["totals"]) == len(every)
+        assert got["asked"] == [0, 2082758400000] and "reaches beyond the topic's records" in got["notes"][0]
+        status, page = get(console.url("/topics/linux", **{"from": "1970-01-01T00:00:00Z", "to": "2036-01-01"}))
+        assert status == 200 and "reaches beyond the topic&#39;s records" in page
+    # whatever the window, the width is one of the list and the edges sit on its multiples
+    for start, end in ((min(every) + 12_345, min(every) + 98_765), (min(every) + 1, max(every) - 77_777),
+                       (min(every) - 3, min(every) + 7 * 86_400_000 + 5)):
+        got = timeline(dir_console, "linux", **{"from": start, "to": end})
+        assert got["step"] in STEPS_MS and all(e % got["step"] == 0 for e in got["edges"]), (start, end)
+        assert got["totals"] == exact_counts(every, got["edges"])
+
+
+def test_ten_digits_are_epoch_seconds_and_the_page_says_so(loaded, dir_console):
+    stamps = loaded.truth["late"]
+    seconds = LATE_BASE // 1000
+    status, page = get(dir_console.url("/topics/late", **{"from": seconds, "to": seconds + 600}))
+    assert status == 200
+    assert f"{seconds} has 10 digits, so it was read as epoch seconds (2023-11-14T22:13:20.000Z)" in page
+    assert chart_data(page)["edges"][0] == LATE_BASE
+    got, _ = read_window(dir_console, "late", seconds, seconds + 600)
+    assert got == merged(stamps, LATE_BASE, LATE_BASE + 600_000) and got
+    status, page = get(dir_console.url("/topics/late/records", **{"from": seconds, "to": LATE_BASE + 600_000}))
+    assert status == 200 and page.count("read as epoch seconds") == 1
+
+
+def test_a_burst_of_late_records_is_not_a_tall_bar_in_the_wrong_place(loaded, broker_console, dir_console):
+    """Over a broker the time index counts a replayed burst at the newest time before it; the tall bar is
+    checked by reading its records, and on request every record is read: both match the data dir."""
+    stamps = loaded.truth["spike"][0]
+    q = {"step": 300_000}
+    offline = timeline(dir_console, "spike", **q)
+    edges = offline["edges"]
+    assert offline["totals"] == exact_counts(stamps, edges) and sum(offline["late"]) == 500
+    index = index_counts(stamps, edges)
+    assert max(index) >= 500 + 30  # what the time index alone draws: the burst in the last busy bucket
+    online = timeline(broker_console, "spike", **q)
+    assert online["edges"] == edges and online["exact"] is False
+    assert online["totals"] == exact_counts(stamps, edges) and online["moved"] == 500 and online["checked"]
+    exact = timeline(broker_console, "spike", **q, count="exact")
+    assert exact["exact"] is True and exact["totals"] == exact_counts(stamps, edges)
+    assert exact["late"] == late_counts(stamps, edges)
+    status, page = get(broker_console.url("/topics/spike", **q))
+    assert status == 200 and 'data-counted="estimate"' in page and "500 late record(s) moved" in page
+    assert 'id="count-exact"' in page
+    status, page = get(broker_console.url("/topics/spike", **q, count="exact"))
+    assert status == 200 and 'data-counted="exact"' in page and "every record of the window read" in page
+    assert chart_data(page)["late"] == late_counts(stamps, edges)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hmac
 import logging
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -22,10 +23,13 @@ import tempfile
 from dataclasses import dataclass, field
 
 from chronolog.console.render import Page
-from chronolog.console.text import url
+from chronolog.console.text import step_text, url
 from chronolog.errors import ChronologError, UnknownTopicOrPartitionError
+from chronolog.timetravel.groups import GroupNotFoundError
 from chronolog.timetravel.timefmt import TimeFormatError, format_time, parse_time
 from chronolog.timetravel.timeline import (
+    MAX_BUCKETS,
+    STEPS_MS,
     Timeline,
     TimelineRangeError,
     bucket_edges,
@@ -85,10 +89,22 @@ def _one(query: dict[str, list[str]], name: str, default: str | None = None) -> 
     return values[-1] if values else default
 
 
-def _time(query, name: str, label: str) -> int | None:
+EPOCH_SECONDS = re.compile(r"\s*\d{10}\s*")
+
+
+def _time(query, name: str, label: str, notes: list[str] | None = None) -> int | None:
+    """A time the user typed or a link carries. Ten digits are epoch *seconds* (2001-09-09 .. 2286-11-20):
+    read as milliseconds they would be a day in January 1970, which nobody means; they are converted and
+    the page says so (in `notes`)."""
     raw = _one(query, name)
     if raw is None or not raw.strip():
         return None
+    if EPOCH_SECONDS.fullmatch(raw):
+        ms = int(raw) * 1000
+        if notes is not None:
+            notes.append(f"{label}: {raw.strip()} has 10 digits, so it was read as epoch seconds "
+                         f"({format_time(ms)}); epoch milliseconds have 13 digits")
+        return ms
     try:
         return parse_time(raw)
     except TimeFormatError as exc:
@@ -104,8 +120,21 @@ def _int(query, name: str, default: int | None = None, low: int | None = None, h
     except ValueError:
         raise BadRequest(f"{name} must be a whole number, got {raw!r}") from None
     if (low is not None and value < low) or (high is not None and value > high):
+        if high is None:
+            raise BadRequest(f"{name} must be at least {low}, got {value}")
+        if low is None:
+            raise BadRequest(f"{name} must be at most {high}, got {value}")
         raise BadRequest(f"{name} must be between {low} and {high}, got {value}")
     return value
+
+
+def _step(query) -> int | None:
+    """A bucket width from the list of round widths (`STEPS_MS`), in ms as links carry it."""
+    step = _int(query, "step", None, 1, None)
+    if step is not None and step not in STEPS_MS:
+        raise BadRequest(f"step {step} ms is not a round bucket width; the widths are "
+                         + ", ".join(f"{s} ({step_text(s)})" for s in STEPS_MS))
+    return step
 
 
 class Console:
@@ -124,7 +153,7 @@ class Console:
         """`page(*args)`, with every expected failure turned into an error page of one line."""
         try:
             return page(*args)
-        except UnknownTopicOrPartitionError as exc:
+        except (UnknownTopicOrPartitionError, GroupNotFoundError) as exc:
             return error_page(404, str(exc))
         except (BadRequest, TimelineRangeError) as exc:
             return error_page(400, str(exc))
@@ -146,39 +175,63 @@ class Console:
 
     # -- timeline ---------------------------------------------------------------------------------------
     def _timeline_plan(self, topic: str, q):
-        """(source, start, end, step, buckets, partitions) after every check a request can fail, or a
-        source and None when the topic holds no timestamped record. The caller closes the source."""
+        """(source, Plan) after every check a request can fail, or (source, None) when the topic holds no
+        timestamped record. The caller closes the source."""
+        from chronolog.console.counting import Plan, clamp
         from chronolog.console.facts import topic_span
-        start = _time(q, "from", "from")
-        end = _time(q, "to", "to")
-        step = _int(q, "step", None, 1, None)
-        buckets = _int(q, "buckets", 120, 1, 2000)
+        notes: list[str] = []
+        start = _time(q, "from", "from", notes)
+        end = _time(q, "to", "to", notes)
+        step = _step(q)
+        buckets = _int(q, "buckets", 120, 1, MAX_BUCKETS)
+        count = _one(q, "count", "estimate")
+        if count not in ("estimate", "exact"):
+            raise BadRequest(f"count is 'estimate' or 'exact', got {count!r}")
+        if start is not None and end is not None and end <= start:
+            raise BadRequest(f"the window must end after it starts ({format_time(start)} .. {format_time(end)})")
         source = self.target.records_source()
         try:
             parts = source.partitions(topic)
-            if start is None or end is None:
-                first, last = topic_span(source, topic)
-                if first is None:
-                    return source, None
-                start = first if start is None else start
-                end = last + 1 if end is None else end
+            first, last = topic_span(source, topic)
+            if first is None:
+                return source, None
+            start = first if start is None else start
+            end = last + 1 if end is None else end
             if end <= start:
                 raise BadRequest(f"the window must end after it starts ({format_time(start)} .. {format_time(end)})")
+            asked = (start, end)
+            start, end, clamped = clamp(start, end, first, last + 1, step, buckets)
+            if clamped:
+                notes.append(clamped)
             if step is None:
                 step = choose_step(start, end, buckets)
             bucket_edges(start, end, step)  # a span no timeline can draw is refused before any lookup
-            return source, (start, end, step, buckets, parts)
+            exact = count == "exact" and not hasattr(source, "log")
+            return source, Plan(start, end, step, buckets, parts, exact, notes, asked if clamped else None)
         except BaseException:
             source.close()
             raise
+
+    def _count(self, source, topic: str, plan, parts: list[int]) -> tuple[list, list[int], int]:
+        """The lines of `parts`: exact from a data dir; over a broker the time index's count, read exactly
+        on request, else with its tall bars checked (`console.counting`). Also the buckets checked and the
+        records moved."""
+        from chronolog.console.counting import check_tall_buckets, exact_lines
+        tl = build_timeline(source, topic, plan.start, plan.end, plan.step, plan.buckets, parts)
+        if tl.exact:
+            return tl.partitions, [], 0
+        if plan.exact:
+            return exact_lines(self.target, topic, parts, tl.edges, tl.partitions), [], 0
+        return tl.partitions, *check_tall_buckets(source, topic, tl.edges, tl.partitions)
 
     def _timeline(self, topic: str, q):
         source, plan = self._timeline_plan(topic, q)
         try:
             if plan is None:
-                return None
-            start, end, step, buckets, parts = plan
-            return build_timeline(source, topic, start, end, step, buckets, parts)
+                return None, None, [], 0
+            lines, checked, moved = self._count(source, topic, plan, plan.parts)
+            return Timeline(topic, bucket_edges(plan.start, plan.end, plan.step), plan.step, lines), plan, \
+                checked, moved
         finally:
             source.close()
 
@@ -191,17 +244,19 @@ class Console:
         if plan is None:
             source.close()
             return Page("timeline.html", {**context, "empty": True})
-        start, end, step, buckets, parts = plan
+        parts = plan.parts
         state: dict = {}
 
         def progress():
             try:
-                lines = []
+                lines, checked, moved = [], [], 0
                 for i, p in enumerate(parts):
                     yield {"partition": p, "number": i + 1, "count": len(parts)}
-                    lines += build_timeline(source, topic, start, end, step, buckets, [p]).partitions
-                tl = Timeline(topic, bucket_edges(start, end, step), step, lines)
-                state["view"] = self._timeline_view(topic, tl, start, end)
+                    got, c, m = self._count(source, topic, plan, [p])
+                    lines += got
+                    checked, moved = sorted(set(checked) | set(c)), moved + m
+                tl = Timeline(topic, bucket_edges(plan.start, plan.end, plan.step), plan.step, lines)
+                state["view"] = self._timeline_view(topic, tl, plan, checked, moved)
             except ChronologError as exc:
                 state["error"] = str(exc)
             except Exception as exc:
@@ -210,48 +265,59 @@ class Console:
             finally:
                 source.close()
 
-        return Page("timeline.html", {**context, "empty": False, "progress": progress(), "state": state},
-                    stream=True)
+        return Page("timeline.html", {**context, "empty": False, "progress": progress(), "state": state,
+                                      "notes": plan.notes}, stream=True)
 
-    def _timeline_view(self, topic: str, tl: Timeline, start: int, end: int) -> dict:
+    def _timeline_view(self, topic: str, tl: Timeline, plan, checked: list[int], moved: int) -> dict:
         edges = tl.edges
         span = edges[-1] - edges[0]
         totals, late = tl.totals, tl.late_totals
+        here = {"from": plan.start, "to": plan.end, "step": plan.step}
         if tl.exact:
             lates = sum(late)
             before = sum(line.late_before for line in tl.partitions)
-            exact = ("counts are exact: read from the data dir, late records placed at their own time"
+            read = ("every record of the window read from the broker" if plan.exact
+                    else "read from the data dir")
+            exact = (f"counts are exact: {read}, late records placed at their own time"
                      + (f"; {lates} record(s) arrived late (stored after records of a later bucket), shown in orange"
                         if lates else "; no record arrived late")
                      + (f"; {before} late record(s) older than this timeline are stored inside it" if before else ""))
         else:
-            exact = ("counts come from the broker's time index: exact when timestamps are in order. A record stored "
-                     "after a newer one (late) is counted at the newer record's time; finding late records takes a "
-                     "data dir (chronolog console --data-dir) or reading the window's records")
+            exact = ("counts are an estimate from the broker's time index: exact when timestamps are in order. A "
+                     "record stored after a newer one (late) is counted at the newer record's time"
+                     + (f"; the {len(checked)} tallest bar(s) were checked by reading their records: {moved} late "
+                        "record(s) moved to their own time" if checked else "")
+                     + ". Exact counts read every record from the window's start to the log end.")
         # What the chart draws, as data in the page: the browser's chart reads it, and so can a test.
-        chart = {"edges": edges, "totals": totals, "late": late if tl.exact else None,
+        chart = {"edges": edges, "totals": totals, "late": late if tl.exact else None, "step": tl.step,
                  "records": url("topics", topic, "records"), "zoom": url("topics", topic)}
-        return {"start": start, "end": end, "step": tl.step, "buckets": len(totals), "total": sum(totals),
+        return {"start": plan.start, "end": plan.end, "step": tl.step, "buckets": len(totals), "total": sum(totals),
                 "exact": tl.exact, "exact_note": exact, "chart": chart, "lines": tl.partitions,
+                "counted": "exact" if tl.exact else "estimate", "checked": checked,
+                "exact_href": None if tl.exact else url("topics", topic, **here, count="exact"),
+                "estimate_href": url("topics", topic, **here) if plan.exact else None,
                 "zoom_out": url("topics", topic, **{"from": edges[0] - span, "to": edges[-1] + span}),
                 "window_records": url("topics", topic, "records", **{"from": edges[0], "to": edges[-1]})}
 
     def timeline_json(self, topic: str, q) -> Response:
         import json
-        tl = self._timeline(topic, q)
+        tl, plan, checked, moved = self._timeline(topic, q)
         data = {"topic": topic, "edges": [], "step": None, "totals": [], "late": [], "exact": True,
-                "partitions": {}} if tl is None else {
+                "partitions": {}, "notes": []} if tl is None else {
             "topic": topic, "edges": tl.edges, "step": tl.step, "totals": tl.totals, "late": tl.late_totals,
-            "exact": tl.exact, "partitions": {str(line.partition): {
+            "exact": tl.exact, "notes": plan.notes, "asked": plan.asked, "checked": checked, "moved": moved,
+            "partitions": {str(line.partition): {
                 "counts": line.counts, "late": line.late if line.late_checked else None,
                 "late_before": line.late_before, "offsets": line.offsets} for line in tl.partitions}}
         return Response(200, json.dumps(data).encode(), "application/json")
 
     # -- a window's records -----------------------------------------------------------------------------
     def records(self, topic: str, q) -> Page:
-        from chronolog.timetravel.timeline import window_page, window_ranges
-        t1 = _time(q, "from", "from")
-        t2 = _time(q, "to", "to")
+        from chronolog.console.window import cursor_text, merged_page, parse_cursor
+        from chronolog.timetravel.timeline import window_ranges
+        notes: list[str] = []
+        t1 = _time(q, "from", "from", notes)
+        t2 = _time(q, "to", "to", notes)
         fmt = _one(q, "format", "text")
         if fmt not in FORMATS:
             raise BadRequest(f"format is one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -261,12 +327,12 @@ class Console:
         raw_cursor = _one(q, "cursor")
         if raw_cursor:
             try:
-                cp, co = raw_cursor.split(":")
-                cursor = (int(cp), int(co))
+                cursor = parse_cursor(raw_cursor)
             except ValueError:
-                raise BadRequest(f"cursor is PARTITION:OFFSET, got {raw_cursor!r}") from None
+                raise BadRequest(f"cursor is PARTITION:OFFSET[,PARTITION:OFFSET...], got {raw_cursor!r}") from None
         context = {"topic": topic, "title": f"topic {topic}: records", "typed_from": _one(q, "from", ""),
-                   "typed_to": _one(q, "to", ""), "formats": FORMATS, "fmt": fmt, "to_end": to_end, "ask": False}
+                   "typed_to": _one(q, "to", ""), "formats": FORMATS, "fmt": fmt, "to_end": to_end, "ask": False,
+                   "notes": notes}
         if t1 is None or t2 is None:
             return Page("records.html", {**context, "ask": True})
         if t2 <= t1:
@@ -274,7 +340,10 @@ class Console:
         source = self.target.records_source()
         try:
             ranges, proven = window_ranges(source, topic, t1, t2, to_log_end=to_end)
-            page = window_page(source, topic, t1, t2, ranges, cursor, limit, SCAN_BUDGET)
+            unknown = sorted(set(cursor or ()) - set(ranges))
+            if unknown:
+                raise BadRequest(f"partition {unknown[0]} is not part of this window (cursor {raw_cursor!r})")
+            page = merged_page(source, topic, t1, t2, ranges, cursor, limit, SCAN_BUDGET)
         finally:
             source.close()
 
@@ -289,8 +358,9 @@ class Console:
             late_href=url("topics", topic, "records", **{"from": t1, "to": t2, "late": 1, "format": fmt}),
             read=", ".join(f"{p}: [{a}, {b})" for p, (a, b) in sorted(ranges.items())), scanned=page.scanned,
             empty=not page.records and nxt is None and cursor is None, records=page.records,
-            first_href=here() if cursor is not None else None, next_cursor=nxt,
-            next_href=here(cursor=f"{nxt[0]}:{nxt[1]}") if nxt is not None else None)
+            first_href=here() if cursor is not None else None,
+            next_cursor=", ".join(f"partition {p} offset {o}" for p, o in sorted(nxt.items())) if nxt else None,
+            next_href=here(cursor=cursor_text(nxt)) if nxt is not None else None)
         return Page("records.html", context)
 
     # -- segments ---------------------------------------------------------------------------------------

@@ -10,6 +10,10 @@ from chronolog.errors import ChronologError
 from chronolog.timetravel.client import kafka_error_text
 
 
+class GroupNotFoundError(ChronologError):
+    """A group the broker does not know (Kafka's GROUP_ID_NOT_FOUND, or a DEAD group with nothing committed)."""
+
+
 def admin_result(future: Any, what: str, timeout: float = 15) -> Any:
     """An admin client future's result, or one `ChronologError` line saying what failed."""
     from confluent_kafka import KafkaException
@@ -33,10 +37,14 @@ def _record_time(source: Any, topic: str, partition: int, offset: int) -> int | 
 def describe_group(source: Any, group: str) -> dict:
     """Members and, per committed partition, offsets, lag in records and lag in record time (the largest
     timestamp seen minus the time of the first unread record, the way time-lag exporters estimate it)."""
-    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
 
-    described = admin_result(source.admin.describe_consumer_groups([group], request_timeout=15)[group],
-                             f"describe group {group}")
+    try:
+        described = source.admin.describe_consumer_groups([group], request_timeout=15)[group].result(15)
+    except KafkaException as exc:
+        if exc.args and getattr(exc.args[0], "code", lambda: None)() == KafkaError.GROUP_ID_NOT_FOUND:
+            raise GroupNotFoundError(f"group {group} does not exist") from None
+        raise ChronologError(f"describe group {group}: {kafka_error_text(exc)}") from None
     state = group_state(described.state)
     members = []
     owner: dict[tuple[str, int], str] = {}
@@ -49,7 +57,7 @@ def describe_group(source: Any, group: str) -> dict:
     offsets = admin_result(source.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                                                     request_timeout=15)[group], f"offsets of {group}")
     if state == "DEAD" and not offsets.topic_partitions and not owner:
-        raise ChronologError(f"group {group} does not exist")
+        raise GroupNotFoundError(f"group {group} does not exist")
     rows = []
     committed_at = {(tp.topic, tp.partition): tp.offset for tp in offsets.topic_partitions}
     for key in owner:  # assigned but never committed: shown with "-", as kafka-consumer-groups.sh does

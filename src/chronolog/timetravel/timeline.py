@@ -27,10 +27,13 @@ from chronolog.records.columns import place_late, place_late_batches
 from chronolog.records.legacy import LegacyBatch
 from chronolog.timetravel.arrow import first_bad_crc, proven_end
 
-# Bucket widths a timeline picks from, so edges fall on round times (days down to seconds).
+# Bucket widths a timeline picks from, so edges fall on round UTC times (multiples of the width since the
+# epoch: whole seconds, minutes, hours, midnights), from a second up to a hundred 365-day years.
+DAY_MS = 86_400_000
 STEPS_MS = (1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 900_000,
-            1_800_000, 3_600_000, 7_200_000, 10_800_000, 21_600_000, 43_200_000, 86_400_000,
-            2 * 86_400_000, 7 * 86_400_000, 14 * 86_400_000, 30 * 86_400_000)
+            1_800_000, 3_600_000, 7_200_000, 10_800_000, 21_600_000, 43_200_000, DAY_MS,
+            2 * DAY_MS, 7 * DAY_MS, 14 * DAY_MS, 30 * DAY_MS, 365 * DAY_MS, 2 * 365 * DAY_MS, 5 * 365 * DAY_MS,
+            10 * 365 * DAY_MS, 50 * 365 * DAY_MS, 100 * 365 * DAY_MS)
 MAX_BUCKETS = 2_000
 
 
@@ -73,12 +76,13 @@ class Timeline:
 
 
 def choose_step(start: int, end: int, max_buckets: int = 120) -> int:
-    """The smallest round bucket width that covers [start, end) in at most `max_buckets` buckets."""
+    """The smallest round bucket width (`STEPS_MS`) that covers [start, end) in at most `max_buckets`
+    buckets; the widest one when none does (never a width off the list: edges stay on round times)."""
     span = max(1, end - start)
     for step in STEPS_MS:
         if -(-span // step) <= max_buckets:
             return step
-    return -(-span // max_buckets)
+    return STEPS_MS[-1]
 
 
 def bucket_edges(start: int, end: int, step: int) -> list[int]:
