@@ -8,11 +8,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from chronolog.errors import ErrorCode
+from chronolog.errors import ErrorCode, InvalidTopicExceptionError
 from chronolog.protocol.core import INTERNAL_TOPICS, ms, topic_uuid
 from chronolog.protocol.operations import GROUP, NOT_ASKED, TOPIC, authorized, cluster_operations
 from chronolog.protocol.registry import RequestContext, register
 from chronolog.storage.basics import LEADER_EPOCH
+from chronolog.storage.partition_metadata import validate_topic_name
 
 BROKER_ENDPOINT = 1  # EndpointType.BROKER (0 is UNKNOWN, 2 CONTROLLER)
 
@@ -105,46 +106,61 @@ def describe_cluster(req: Any, ctx: RequestContext) -> dict:
             "cluster_authorized_operations": ops}
 
 
+def _int32(value: int) -> int:
+    """Java's int arithmetic: a cursor near 2^31 plus the page size wraps, as in Kafka's metadata cache."""
+    return (value + 2**31) % 2**32 - 2**31
+
+
 @register(75, 0, 0)
 def describe_topic_partitions(req: Any, ctx: RequestContext) -> dict:
-    """DescribeTopicPartitionsRequestHandler: topics by name (none: every topic the principal may
-    describe), sorted, paged by `response_partition_limit` with a cursor (KIP-966)."""
+    """DescribeTopicPartitionsRequestHandler + KRaftMetadataCache.getTopicMetadataForDescribeTopicResponse
+    (KIP-966): topics by name (none: every topic the principal may describe) from the cursor's topic on,
+    sorted, paged by `response_partition_limit`; a cursor whose topic is not asked for, or whose partition is
+    negative, is INVALID_REQUEST for every topic asked for. Topics not authorized come last."""
     manager = ctx.log_manager
-    limit = max(1, min(int(req.response_partition_limit), 2000))
-    if req.topics:
-        names = sorted({t.name for t in req.topics})
-    else:
-        names = sorted(n for n in manager.topics() if ctx.allowed("describe", "topic", n, log_if_denied=False))
+    fetch_all = not req.topics
     cursor = req.cursor
-    if cursor is not None:
-        names = [n for n in names if n >= cursor.topic_name]
-    topics, left, next_cursor = [], limit, None
-    for name in names:
-        if not ctx.allowed("describe", "topic", name):
-            topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
-                           "topic_id": uuid.UUID(int=0), "is_internal": False, "partitions": [],
-                           "topic_authorized_operations": NOT_ASKED})
-            continue
-        if not manager.has_topic(name):
-            topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
-                           "topic_id": uuid.UUID(int=0), "is_internal": False, "partitions": [],
-                           "topic_authorized_operations": NOT_ASKED})
-            continue
-        if left == 0:
+    cursor_name = cursor.topic_name if cursor is not None else ""
+    asked = set(manager.topics()) if fetch_all else {t.name for t in req.topics}
+    names = sorted(n for n in asked if n >= cursor_name)
+    if cursor is not None and ((not fetch_all and cursor_name not in names) or int(cursor.partition_index) < 0):
+        return {"throttle_time": 0, "next_cursor": None, "topics": [
+            {"error_code": ErrorCode.INVALID_REQUEST, "name": t.name, "topic_id": uuid.UUID(int=0),
+             "is_internal": False, "partitions": [], "topic_authorized_operations": NOT_ASKED}
+            for t in req.topics]}
+    allowed = [n for n in names if ctx.allowed("describe", "topic", n, log_if_denied=not fetch_all)]
+    refused = [] if fetch_all else [
+        {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": n, "topic_id": uuid.UUID(int=0),
+         "is_internal": False, "partitions": [], "topic_authorized_operations": NOT_ASKED}
+        for n in names if n not in set(allowed)]
+    topics, remaining, next_cursor = [], max(1, min(int(req.response_partition_limit), 2000)), None
+    node = ctx.state.node_id
+    for name in allowed:
+        if remaining == 0:  # the next page starts at this topic, whether or not it exists
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
+        if not manager.has_topic(name):
+            if not fetch_all:
+                try:
+                    validate_topic_name(name)
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                except InvalidTopicExceptionError:
+                    code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                topics.append({"error_code": code, "name": name, "topic_id": uuid.UUID(int=0),
+                               "is_internal": name in INTERNAL_TOPICS, "partitions": [],
+                               "topic_authorized_operations": NOT_ASKED})
+            continue
         count = manager.topics()[name]
-        first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
-        last = min(count, first + left)
-        node = ctx.state.node_id
+        first = int(cursor.partition_index) if name == cursor_name else 0
+        last = min(count, _int32(first + remaining))
         partitions = [{"error_code": 0, "partition_index": p, "leader_id": node, "leader_epoch": LEADER_EPOCH,
                        "replica_nodes": [node], "isr_nodes": [node], "eligible_leader_replicas": [],
                        "last_known_elr": [], "offline_replicas": []} for p in range(first, last)]
-        left -= last - first
         topics.append({"error_code": 0, "name": name, "topic_id": topic_uuid(ctx, name),
                        "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
                        "topic_authorized_operations": authorized(ctx, "topic", name, TOPIC)})
         if last < count:
             next_cursor = {"topic_name": name, "partition_index": last}
             break
-    return {"throttle_time": 0, "topics": topics, "next_cursor": next_cursor}
+        remaining -= len(partitions)
+    return {"throttle_time": 0, "topics": topics + refused, "next_cursor": next_cursor}
