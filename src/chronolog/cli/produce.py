@@ -216,6 +216,8 @@ class Loader:
             cut = min(self.to_skip, len(lines))
             self.to_skip -= cut
             lines = lines[cut:]
+            if not lines:
+                return
         first = self.read + 1
         self.read += len(lines)
         numbers = None
@@ -255,7 +257,8 @@ class Loader:
                 times = [times[0]] * len(hv) + times
                 values = hv + values
                 self.held = ([], [])
-            self._warn_retention(min(times))
+            if times:
+                self._warn_retention(min(times))
         self._send(keys, values, times)
         self.done = self.read
         if self.stop:
