@@ -9,6 +9,7 @@ turns compression off when Produce's minimum is above 0. Produce v13 and Fetch v
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import datetime
 import os
@@ -510,6 +511,8 @@ def planned_fetch(ctx: RequestContext, plan: FetchPlan, fetch_offset: int) -> by
         if plan.topic_id is not None and ctx.state.topic_name(plan.topic_id) != plan.topic:
             return None  # the topic was deleted (or made again, under a new id) since the plan was made
         plog = ctx.log_manager.get_log(plan.topic, plan.partition)
+        if plog.remote is not None and fetch_offset < plog.local_log_start_offset:
+            return None  # a tiered offset: `fetch` reads it off the loop
         hw, lso, log_start = plog.high_watermark, plog.last_stable_offset, plog.log_start_offset
         piece = plog.read(fetch_offset, plan.limit, min_one_message=True)
         if piece is None or piece.size < plan.min_bytes:
@@ -530,15 +533,37 @@ async def fetch(req: Any, ctx: RequestContext) -> dict:
     wait_ms = ms(req.max_wait)
     deadline = time.monotonic() + wait_ms / 1000.0
     min_bytes = int(req.min_bytes)
+    tiered = _reads_tier(req, ctx)
     while True:
-        responses, total, found = _fetch_once(req, ctx)
+        responses, total, found = await asyncio.to_thread(_fetch_once, req, ctx) if tiered else _fetch_once(req, ctx)
         left = deadline - time.monotonic()
         errors = any(p["error_code"] for t in responses for p in t["partitions"])
         if total >= min_bytes or left <= 0 or errors or ctx.state.data_waiters is None:
             break
         await ctx.state.data_waiters.wait(left)
-    _attach_records(found)
+    if tiered:
+        await asyncio.to_thread(_attach_records, found)
+    else:
+        _attach_records(found)
     return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+
+def _reads_tier(req: Any, ctx: RequestContext) -> bool:
+    """Whether a fetch offset lies in a partition's tiered segments (KIP-405): such a fetch is served in a
+    thread, as Kafka's `RemoteLogReader` pool serves it, so a slow tier never holds up the loop."""
+    if getattr(ctx.log_manager, "remote_logs", None) is None:
+        return False
+    by_id = ctx.api_version >= 13
+    for t in req.topics:
+        name = ctx.state.topic_name(t.topic_id) if by_id else t.topic
+        for p in t.partitions:
+            try:
+                plog = ctx.log_manager.get_log(name, int(p.partition))
+            except Exception:
+                continue
+            if plog.remote is not None and int(p.fetch_offset) < plog.local_log_start_offset:
+                return True
+    return False
 
 
 # -- ListOffsets -------------------------------------------------------------------------------------
