@@ -7,9 +7,10 @@
 //   member;topic;group;mode;plan;idleMs;maxMs
 //       a share consumer (mode: implicit or explicit) polling until no record came for idleMs after one
 //       did (or maxMs in all); plan: comma-separated "value-suffix=action" for the first delivery of a record whose value
-//       ends with the suffix (release, reject; renew: RENEW, accepted when delivered again; stall: sleep "stallMs=" of
+//       ends with the suffix (release, reject; release-always: release it at every delivery; renew: RENEW, accepted when delivered again; stall: sleep "stallMs=" of
 //       the plan, past the lock, then ACCEPT, which fails; close: close the consumer right after acquiring
-//       it). Every delivery is a line, and every failed acknowledgement.
+//       it; pauseAfter=N: once N records were delivered and acknowledged, print a pause line and wait for
+//       a line on stdin). Every delivery is a line, and every failed acknowledgement.
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -84,9 +85,13 @@ public class ShareScenarios {
     static void member(String topic, String group, String mode, String plan, long idleMs, long maxMs) {
         Map<String, String> actions = new HashMap<>();
         long stallMs = 0;
+        long pauseAfter = -1;
+        long delivered = 0;
         for (String item : plan.split(",")) {
             if (item.startsWith("stallMs=")) {
                 stallMs = Long.parseLong(item.substring(8));
+            } else if (item.startsWith("pauseAfter=")) {
+                pauseAfter = Long.parseLong(item.substring(11));
             } else if (item.contains("=")) {
                 String[] kv = item.split("=", 2);
                 actions.put(kv[0], kv[1]);
@@ -113,7 +118,9 @@ public class ShareScenarios {
                 for (ConsumerRecord<String, String> r : records) {
                     String action = "accept";
                     for (Map.Entry<String, String> e : actions.entrySet()) {
-                        if (r.value().endsWith(e.getKey()) && !acted.contains(r.value())) action = e.getValue();
+                        if (!r.value().endsWith(e.getKey())) continue;
+                        if (e.getValue().equals("release-always")) action = "release";
+                        else if (!acted.contains(r.value())) action = e.getValue();
                     }
                     if (!action.equals("accept")) acted.add(r.value());
                     emit("value", r.value(), "partition", r.partition(), "offset", r.offset(),
@@ -150,6 +157,17 @@ public class ShareScenarios {
                             emit("commit_error", e.getKey().toString() + ": " + e.getValue().toString());
                         }
                     }
+                }
+                delivered += records.count();
+                if (pauseAfter >= 0 && delivered >= pauseAfter) {  // acknowledged: the test kills the broker now
+                    pauseAfter = -1;
+                    emit("pause", delivered);
+                    try {
+                        new java.io.BufferedReader(new java.io.InputStreamReader(System.in)).readLine();
+                    } catch (java.io.IOException e) {
+                        throw new RuntimeException(e);
+                    }
+                    last = System.currentTimeMillis();
                 }
             }
         } finally {
