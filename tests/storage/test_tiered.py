@@ -227,3 +227,33 @@ def test_configs_are_checked_as_kafka_checks_them(tmp_path):
         assert plog.offset_for_timestamp(-5) is None
     finally:
         manager.shutdown()
+
+
+def test_read_committed_uses_the_tiered_txnindex(tmp_path):
+    """Aborted transactions in tiered segments are found in their remote `.txnindex` (what a read_committed
+    fetch returns), and a read_committed reader of tiered offsets drops them."""
+    manager = LogManager(tmp_path / "data", broker_config(str(tmp_path / "tier")))
+    manager.startup(background=False)
+    try:
+        manager.create_topic("t", 1, {**TOPIC_CONFIGS, "segment.bytes": "8000"})
+        plog = manager.get_log("t", 0)
+        now = BASE
+        pid_commit, pid_abort = 7001, 7002
+        for i in range(40):
+            for pid in (pid_commit, pid_abort):
+                records = [SimpleRecord(now + i, None, f"{pid}:{i}:{j}".encode() * 4) for j in range(3)]
+                plog.append(build_batch(records, producer_id=pid, producer_epoch=0, base_sequence=i * 3,
+                                        is_transactional=True), now=now + i)
+            plog.append_control(pid_commit, 0, True, 0, now=now + i)
+            plog.append_control(pid_abort, 0, False, 0, now=now + i)
+        plog.append(build_batch([SimpleRecord(now + 50, None, b"tail")]), now=now + 50)
+        everything = [(r.offset, r.value) for r in plog.read_records(0, isolation="read_committed")]
+        aborted = plog.aborted_transactions(0, plog.log_end_offset)
+        tier_and_expire(manager, now + 100_000)
+        assert plog.local_log_start_offset > 100
+        assert any(n.endswith(".txnindex") for n in plog.remote.tier.list("t-0"))
+        assert plog.aborted_transactions(0, plog.log_end_offset) == aborted
+        assert [(r.offset, r.value) for r in plog.read_records(0, isolation="read_committed")] == everything
+        assert all(v.startswith(f"{pid_commit}:".encode()) or v == b"tail" for _o, v in everything)
+    finally:
+        manager.shutdown()
