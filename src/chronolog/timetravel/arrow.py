@@ -523,27 +523,51 @@ def _raw_fetchable(source) -> str | None:
     return None if unsupported_options(conf) else bootstrap
 
 
+def _is_log_source(source) -> bool:
+    return hasattr(source, "log") and hasattr(source, "partitions")
+
+
+def raw_fetcher_for(source, isolation: str = "read_uncommitted"):
+    """A `RawFetcher` for a broker source that the raw fetcher can read as configured, else None (a data
+    dir; TLS or SASL configs, which only librdkafka honours)."""
+    from chronolog.protocol import fetch_client as fc
+    bootstrap = None if _is_log_source(source) else _raw_fetchable(source)
+    if bootstrap is None:
+        return None
+    from chronolog.timetravel.fetcher import RawFetcher
+    return RawFetcher(bootstrap, isolation_level=fc.READ_COMMITTED if isolation == "read_committed"
+                      else fc.READ_UNCOMMITTED)
+
+
+def window_columns(source, topic: str, partition: int, start: int, end: int, lo: int | None = None,
+                   hi_excl: int | None = None, *, isolation: str = "read_uncommitted",
+                   names: Iterable[str] = ("key", "value", "headers"), fetcher=None) -> Iterator[DecodedColumns] | None:
+    """The records of one partition with start <= offset < end and lo <= timestamp < hi_excl as columns
+    (`DecodedColumns`, in offset order), from a data dir or a broker the raw fetcher can reach as
+    configured; None for a source that only hands out records (TLS or SASL: librdkafka reads it).
+    `fetcher`: the caller's `raw_fetcher_for(source, isolation)`, reused across partitions; else one is
+    made for this partition and closed after it. Needs no pyarrow."""
+    hi = None if hi_excl is None else hi_excl - 1
+    if _is_log_source(source):
+        return data_dir_columns(source.log(topic, partition), start, end, lo=lo, hi=hi, names=names,
+                                isolation=isolation)
+    if fetcher is not None:
+        return broker_columns(fetcher, topic, partition, start, end, lo=lo, hi=hi, names=names)
+    made = raw_fetcher_for(source, isolation)
+    if made is None:
+        return None
+    return _closing(broker_columns(made, topic, partition, start, end, lo=lo, hi=hi, names=names), made)
+
+
 def window_records(source, topic: str, partition: int, start: int, end: int, lo: int | None = None,
                    hi_excl: int | None = None, *, isolation: str = "read_uncommitted") -> Iterator:
     """`source.read(topic, partition, start, end, isolation=...)` restricted to lo <= timestamp < hi_excl,
-    decoded by the columnar decoder (a data dir, or a broker the raw fetcher can reach as configured): what
-    the tools that print records (`chronolog consume`) walk. Other sources read as before, filtered here.
-    Needs no pyarrow."""
-    from chronolog.protocol import fetch_client as fc
-
-    hi = None if hi_excl is None else hi_excl - 1
-    plog = None
-    if hasattr(source, "log") and hasattr(source, "partitions"):
-        plog = source.log(topic, partition)
-        columns = data_dir_columns(plog, start, end, lo=lo, hi=hi, names=("key", "value", "headers"),
-                                   isolation=isolation)
-    elif (bootstrap := _raw_fetchable(source)) is not None:
-        from chronolog.timetravel.fetcher import RawFetcher
-        fetcher = RawFetcher(bootstrap, isolation_level=fc.READ_COMMITTED if isolation == "read_committed"
-                             else fc.READ_UNCOMMITTED)
-        columns = _closing(broker_columns(fetcher, topic, partition, start, end, lo=lo, hi=hi,
-                                          names=("key", "value", "headers")), fetcher)
-    else:
+    decoded by the columnar decoder where `window_columns` can (a data dir, or a broker the raw fetcher can
+    reach as configured): what the tools that print records one by one walk. Other sources read as before,
+    filtered here. Needs no pyarrow."""
+    columns = window_columns(source, topic, partition, start, end, lo, hi_excl, isolation=isolation)
+    if columns is None:
+        hi = None if hi_excl is None else hi_excl - 1
         for rec in source.read(topic, partition, start, end, isolation=isolation):
             if (lo is None or rec.timestamp >= lo) and (hi is None or rec.timestamp <= hi):
                 yield rec
