@@ -176,3 +176,116 @@ def test_rewind_a_group_in_a_browser(browser, loaded, broker_console, dir_consol
     assert browser.find_elements("css selector", "g.segment")
     shot(browser, "segments")
     assert LATE_BASE < when
+
+
+def axis(driver) -> dict:
+    """The x axis as uPlot drew it: its label, the tick positions and the texts painted at them."""
+    wait_for(driver, "#timeline canvas")
+    return driver.execute_script(
+        "var a = window.chronologTimeline.axes[0];"
+        "return {label: a.label, splits: a._splits, values: a._values, ydistr: window.chronologTimeline.scales.y.distr};")
+
+
+def status_of(driver, url: str) -> int:
+    """The HTTP status the browser gets for `url` (fetched from the page, as a link's navigation would)."""
+    return driver.execute_async_script(
+        "var done = arguments[arguments.length - 1]; fetch(arguments[0]).then(r => done(r.status));", url)
+
+
+def test_a_huge_window_is_clamped_round_and_labelled_with_a_log_toggle(browser, loaded, dir_console):
+    stamps = loaded.truth["linux"]
+    every = [ts for p in stamps for ts in stamps[p]]
+    browser.get(dir_console.url("/topics/linux", **{"from": "1970-01-01T00:00:00Z", "to": "2036-01-01T00:00:00Z"}))
+    wait_for(browser, "#partitions")
+    note = browser.find_element("css selector", ".notice").text
+    assert "reaches beyond the topic's records" in note and "1970-01-01T00:00:00.000Z" in note
+    chart = drawn(browser)
+    edges = chart["starts"] + [chart["end"]]
+    step = edges[1] - edges[0]
+    assert all(e % step == 0 for e in edges) and step in (3_600_000, 10_800_000, 21_600_000, 43_200_000)
+    assert edges[0] <= min(every) and max(every) < edges[-1] and chart["totals"] == exact_counts(every, edges)
+    x = axis(browser)
+    assert x["label"].startswith("record time (UTC)") and len(x["values"]) >= 3 and all(x["values"])
+    assert all(s % step == 0 for s in x["splits"])  # ticks on bucket edges: round UTC times
+    shot(browser, "timeline-clamped")
+    # the log-scale toggle redraws the bars on a log axis, and the address keeps the choice
+    browser.find_element("id", "log-scale").click()
+    assert poll_until(lambda: axis(browser)["ydistr"] == 3, 30)
+    assert "log=1" in browser.current_url and all(axis(browser)["values"])
+    browser.refresh()
+    wait_for(browser, "#partitions")
+    assert axis(browser)["ydistr"] == 3 and browser.find_element("id", "log-scale").is_selected()
+    browser.find_element("id", "log-scale").click()
+    assert poll_until(lambda: axis(browser)["ydistr"] == 1, 30)
+
+
+def test_epoch_seconds_in_the_address_and_status_codes(browser, loaded, broker_console, dir_console):
+    seconds = LATE_BASE // 1000
+    browser.get(dir_console.url("/topics/late", **{"from": seconds, "to": seconds + 3600}))
+    wait_for(browser, "#partitions")
+    notes = [n.text for n in browser.find_elements("css selector", ".notice")]
+    assert any(f"{seconds} has 10 digits, so it was read as epoch seconds (2023-11-14T22:13:20.000Z)" in n
+               for n in notes), notes
+    chart = drawn(browser)
+    step = chart["starts"][1] - chart["starts"][0]
+    assert chart["starts"][0] <= LATE_BASE < chart["starts"][0] + step
+    assert chart["end"] - step < LATE_BASE + 3_600_000 <= chart["end"]
+    # 404 for what does not exist, 400 for input a page cannot use: with the reason on the page
+    for path, query, status, words in (
+            ("/groups/no-such-group", {}, 404, "group no-such-group does not exist"),
+            ("/topics/no-such-topic", {}, 404, "not found"),
+            ("/topics/late", {"step": "-5"}, 400, "step must be at least 1, got -5"),
+            ("/topics/late/records", {"from": seconds, "to": seconds + 60, "cursor": "zz"}, 400, "cursor is")):
+        url = broker_console.url(path, **query)
+        browser.get(url)
+        text = wait_for(browser, "div.error").text
+        assert words in text and "None" not in text, text
+        assert status_of(browser, url) == status, path
+
+
+def test_exact_counts_on_request_over_a_broker(browser, loaded, broker_console):
+    stamps = loaded.truth["spike"][0]
+    browser.get(broker_console.url("/topics/spike", step=300_000))
+    wait_for(browser, "#partitions")
+    counted = browser.find_element("id", "counted")
+    assert counted.get_attribute("data-counted") == "estimate" and "estimated counts" in counted.text
+    chart = drawn(browser)
+    edges = chart["starts"] + [chart["end"]]
+    # the replayed burst is not one tall bar at the end: its bar was checked and the records moved home
+    assert chart["totals"] == exact_counts(stamps, edges) and not chart["late_shown"]
+    browser.find_element("id", "count-exact").click()
+    assert poll_until(lambda: "count=exact" in browser.current_url, 60)
+    wait_for(browser, "#partitions")
+    counted = browser.find_element("id", "counted")
+    assert counted.get_attribute("data-counted") == "exact" and "exact counts" in counted.text
+    chart = drawn(browser)
+    assert chart["totals"] == exact_counts(stamps, edges) and chart["late_shown"]
+    assert chart["late"] == late_counts(stamps, edges) and sum(chart["late"]) == 500
+    shot(browser, "timeline-exact-broker")
+
+
+def test_a_rewind_before_the_first_record_needs_a_second_confirmation(browser, loaded, broker_console):
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+    bootstrap = loaded.broker.bootstrap
+    stamps = loaded.truth["late"]
+    ends = {p: len(s) for p, s in stamps.items()}
+    commit_at_end(bootstrap, "browser-early", "late", ends)
+    browser.get(broker_console.url("/groups/browser-early"))
+    wait_for(browser, "#offsets")
+    Select(browser.find_element("name", "topic")).select_by_visible_text("late")
+    day_before = (min(min(s) for s in stamps.values()) - 86_400_000) // 1000  # epoch seconds, as people type
+    browser.find_element("name", "time").send_keys(str(day_before))
+    browser.find_element("css selector", "#rewind-form button").click()
+    wait_for(browser, "#rewind")
+    assert "read as epoch seconds" in browser.find_element("css selector", ".notice").text
+    assert "is before the first record of late" in browser.find_element("id", "early").text
+    old = browser.find_element("id", "confirm")
+    old.click()  # one click: asked again, nothing committed
+    WebDriverWait(browser, 60).until(expected_conditions.staleness_of(old))
+    assert "Confirm once more" in wait_for(browser, "#early").text
+    assert committed(bootstrap, "browser-early", "late", 2) == ends
+    shot(browser, "rewind-early")
+    browser.find_element("id", "confirm").click()
+    wait_for(browser, "div.ok")
+    assert committed(bootstrap, "browser-early", "late", 2) == {p: 0 for p in ends}

@@ -406,16 +406,36 @@ class Console:
         topic = (_one(form, "topic") or "").strip()
         if not topic:
             raise BadRequest("choose a topic")
-        ts = _time(form, "time", "time")
+        notes: list[str] = []
+        ts = _time(form, "time", "time", notes)
         if ts is None:
             raise BadRequest("give the time to rewind to")
         action = _one(form, "action", "preview")
         if action not in ("preview", "apply"):
             raise BadRequest(f"unknown action {action!r}")
+        first = self._first_record_time(topic)
+        early = first is not None and ts < first
+        if action == "apply" and early and _one(form, "early") != "confirmed":
+            # a rewind to before the topic's first record re-reads everything there is: the confirm button
+            # alone does not commit it, this second confirmation does
+            action, second = "preview", True
+        else:
+            second = False
         result = run_reset_offsets(self.target, group, topic, ts, execute=action == "apply")
         if action == "apply":
             return self.group(group, done={"time": ts, "topic": topic, "result": result})
-        return Page("rewind.html", {"group": group, "topic": topic, "time": ts, "result": result, "csrf": self.csrf})
+        return Page("rewind.html", {"group": group, "topic": topic, "time": ts, "result": result, "csrf": self.csrf,
+                                    "notes": notes, "early": early, "first": first, "second": second})
+
+    def _first_record_time(self, topic: str) -> int | None:
+        """The timestamp of the topic's first record (the smallest of its partitions'), None when it has none."""
+        from chronolog.console.facts import first_and_last
+        source = self.target.broker()
+        try:
+            firsts = [a for a, _b in first_and_last(source, topic).values() if a is not None]
+        finally:
+            source.close()
+        return min(firsts, default=None)
 
 
 def error_page(status: int, message: str) -> Page:

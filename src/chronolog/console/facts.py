@@ -50,6 +50,11 @@ def _firsts_and_lasts(source, topic: str, parts: list[int]) -> dict[int, tuple[i
         raise ChronologError(f"offsets of {topic}: {arg.str() if hasattr(arg, 'str') else arg}") from None
 
 
+def first_and_last(source, topic: str) -> dict[int, tuple[int | None, int | None]]:
+    """Per partition of `topic`, its first record's timestamp and its largest one (None where none)."""
+    return _firsts_and_lasts(source, topic, source.partitions(topic))
+
+
 def topic_span(source, topic: str) -> tuple[int | None, int | None]:
     """The times a whole-topic timeline covers: from the smallest timestamp (a data dir knows it from its
     segment minima, so late records older than the first record are inside; a broker gives the first
