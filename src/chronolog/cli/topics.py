@@ -192,22 +192,31 @@ def _plot(topic: str, rows: list[dict], path: Path) -> dict:
         ax.barh(ypos, width, left=start, height=0.8, edgecolor="black", alpha=0.8,
                 color=f"C{r['partition'] % 10}",  # one colour per partition band
                 hatch="//" if r.get("cleaned") in ("dirty", "partly") else None)  # not yet compacted
-        ax.text(start, ypos, f" {r['base_offset']}", va="center", fontsize=7)
+        ax.text(start, ypos, f" @{r['base_offset']}", va="center", fontsize=7)
         drawn.append({"partition": r["partition"], "base_offset": r["base_offset"], "lane": lanes[key], "y": ypos,
-                      "hatched": r.get("cleaned") in ("dirty", "partly")})
+                      "hatched": r.get("cleaned") in ("dirty", "partly"),
+                      "start": mdates.date2num(start), "end": mdates.date2num(start + width)})
     ticks = [band[p] + (depth[p] - 1) / 2 for p in parts]
-    ax.set_yticks(ticks, [str(p) for p in parts])
-    ax.set_ylabel("partition")
+    # "partition 0", not a bare "0" beside the bars' base-offset labels
+    ax.set_yticks(ticks, [f"partition {p}" for p in parts])
+    if drawn:  # the first and last bars are drawn whole, off the frame (bars' sticky edges defeat margins)
+        spans = [(datetime.fromtimestamp(min(r["first_timestamp"], r["largest_timestamp"]) / 1000, UTC),
+                  datetime.fromtimestamp(max(r["first_timestamp"], r["largest_timestamp"]) / 1000, UTC))
+                 for r in rows if (r["partition"], r["base_offset"]) in lanes]
+        lo, hi = min(a for a, _b in spans), max(b for _a, b in spans) + timedelta(seconds=1)
+        pad = (hi - lo) * 0.02
+        ax.set_xlim(lo - pad, hi + pad)
     ax.invert_yaxis()
     ax.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d %H:%M:%S", tz=UTC))
     ax.set_xlabel("record time (UTC)")
     compacted = any(r.get("cleaned") for r in rows)
-    ax.set_title(f"{topic}: segments from first record time to largest timestamp (label: base offset"
+    ax.set_title(f"{topic}: segments from first record time to largest timestamp (@: base offset"
                  + ("; hatched: not yet compacted)" if compacted else ")"))
     fig.autofmt_xdate()
     fig.tight_layout()
     fig.savefig(path)
     xlabels = [t.get_text() for t in ax.get_xticklabels()]
+    xlim = ax.get_xlim()
     plt.close(fig)
     return {"segments": drawn, "yticks": ticks, "ylabels": [t.get_text() for t in ax.get_yticklabels()],
-            "xlabel": ax.get_xlabel(), "xlabels": xlabels}
+            "xlabel": ax.get_xlabel(), "xlabels": xlabels, "xlim": xlim}

@@ -148,7 +148,7 @@ def run_job(spark, bootstrap: str, files: list[Path], t1: int | None, t2: int | 
     buckets = (window.withColumn("bucket", F.date_trunc(bucket, "timestamp")).groupBy("bucket", "file").count()
                .orderBy("bucket", "file").collect())
     window.unpersist()
-    chart = out / "events_per_hour.png"
+    chart = out / chart_name(bucket)
     _chart(buckets, bucket, start, end, chart)
     report = {"lines_in_window": count, "parquet": str(parquet), "chart": str(chart), "chart_bucket": bucket,
               "agreement": {"lines": total, "agree": agree},
@@ -242,11 +242,18 @@ def chart_series(rows, bucket: str) -> dict[str, tuple[list, list]]:
     return out
 
 
-def _chart(rows, bucket: str, start: int, end: int, path: Path) -> None:
-    """Events per bucket and file over the window's own time range (UTC dates with the year)."""
+def chart_name(bucket: str) -> str:
+    """The chart's file name says what its title says: events per minute, hour, day..."""
+    return f"events_per_{bucket}.png"
+
+
+def _chart(rows, bucket: str, start: int, end: int, path: Path) -> dict:
+    """Events per bucket and file over the window's own time range (UTC dates with the year). The x range
+    holds the window and every bucket drawn (a bucket's start may precede the window's), with a margin, so
+    no point sits half outside the frame. Returns what was drawn."""
     import matplotlib
     matplotlib.use("Agg")
-    from datetime import datetime
+    from datetime import datetime, timedelta
 
     import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
@@ -258,7 +265,14 @@ def _chart(rows, bucket: str, start: int, end: int, path: Path) -> None:
                 drawstyle="steps-post" if bucket in FIXED_BUCKETS else "default")
     # PySpark turns TIMESTAMP into naive datetimes in the Python process's local zone: the axis and its
     # label use that zone too (UTC on a server set to UTC).
-    ax.set_xlim(datetime.fromtimestamp(start / 1000), datetime.fromtimestamp(end / 1000))
+    xs = [x for xs, _ys in series.values() for x in xs]
+    lo = min([datetime.fromtimestamp(start / 1000), *xs])
+    hi = max([datetime.fromtimestamp(end / 1000), *xs])
+    pad = max((hi - lo) * 0.02, timedelta(milliseconds=dict(BUCKETS)[bucket]) / 2)
+    ax.set_xlim(lo - pad, hi + pad)
+    ys = [y for _xs, ys in series.values() for y in ys]
+    top = max(ys, default=1)
+    ax.set_ylim(-0.04 * top, 1.06 * top)  # a point at 0 or at the top is drawn whole
     ax.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d %H:%M"))
     ax.set_xlabel(f"record time ({datetime.fromtimestamp(start / 1000).astimezone().tzname()})")
     ax.set_ylabel(f"events per {bucket}")
@@ -268,7 +282,11 @@ def _chart(rows, bucket: str, start: int, end: int, path: Path) -> None:
     fig.autofmt_xdate()
     fig.tight_layout()
     fig.savefig(path)
+    drawn = {"title": ax.get_title(), "ylabel": ax.get_ylabel(), "xlim": ax.get_xlim(), "ylim": ax.get_ylim(),
+             "points": {name: [(mdates.date2num(x), y) for x, y in zip(*xy, strict=True)]
+                        for name, xy in series.items()}}
     plt.close(fig)
+    return drawn
 
 
 def prepare_out(out: Path) -> None:

@@ -51,7 +51,8 @@ def segment_rows(source: Any, topic: str, checkpoints: dict[tuple[str, int], int
 
 def segment_lanes(rows: list[dict]) -> dict[tuple[int, int], int]:
     """Lane of each segment (partition, base offset) inside its partition's band: out-of-order data makes
-    segments' time ranges overlap, and a segment never shares a lane with one whose range it overlaps
+    segments' time ranges overlap, and a segment never shares a lane with one whose range it overlaps;
+    segments that only share a boundary timestamp (in-order data rolled within one second) share a lane
     (greedy interval colouring by start time, the fewest lanes)."""
     lanes: dict[tuple[int, int], int] = {}
     by_part: dict[int, list[dict]] = {}
@@ -63,7 +64,8 @@ def segment_lanes(rows: list[dict]) -> dict[tuple[int, int], int]:
         for r in sorted(segs, key=lambda r: (min(r["first_timestamp"], r["largest_timestamp"]), r["base_offset"])):
             lo = min(r["first_timestamp"], r["largest_timestamp"])
             hi = max(r["first_timestamp"], r["largest_timestamp"])
-            lane = next((i for i, end in enumerate(ends) if end < lo), len(ends))
+            # ranges that only touch (one ends at the ms the next starts) do not overlap: same lane
+            lane = next((i for i, end in enumerate(ends) if end <= lo), len(ends))
             if lane == len(ends):
                 ends.append(hi)
             else:
