@@ -108,3 +108,30 @@ def test_keys_split_on_bytes(cli_broker, tmp_path):
     finally:
         c.close()
     assert [(m.key(), m.value()) for m in got] == [(b"k\xff", b"v\x00\r"), (b"", b"empty key"), (None, b"nokey")]
+
+
+def test_client_settings_go_through_librdkafka_with_the_same_bytes(cli_broker, awkward_file):
+    """-X settings the batch path does not honour are sent by librdkafka (typer's path): the same records."""
+    b = cli_broker.bootstrap
+    assert chronolog("topics", "create", "exact-x", "-b", b).rc == 0
+    r = chronolog("produce", "exact-x", str(awkward_file), "--time-field", "1", "-X", "acks=all", "-H", "h=1", "-b", b)
+    assert r.rc == 0, r.err
+    assert "produced 8 record(s)" in r.err
+    got = values(b, "exact-x")
+    assert [v for v, _ in got] == AWKWARD.split(b"\n")
+    assert [ts for _, ts in got][-1] == 1718377204000
+
+
+def test_headers_on_the_batch_path(cli_broker, tmp_path):
+    b = cli_broker.bootstrap
+    assert chronolog("topics", "create", "hdrs", "-b", b).rc == 0
+    r = chronolog("produce", "hdrs", "-H", "a=1", "-H", "b=\xe9", "-b", b, stdin="x\ny\n")
+    assert r.rc == 0, r.err
+    c = Consumer({"bootstrap.servers": b, "group.id": "h", "auto.offset.reset": "earliest"})
+    try:
+        c.assign([TopicPartition("hdrs", 0, 0)])
+        got = [c.poll(10) for _ in range(2)]
+    finally:
+        c.close()
+    assert [(m.value(), m.headers()) for m in got] == [(b"x", [("a", b"1"), ("b", "\xe9".encode())]),
+                                                       (b"y", [("a", b"1"), ("b", "\xe9".encode())])]

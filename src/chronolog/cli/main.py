@@ -5,7 +5,8 @@ Start time matters for `chronolog serve`: a broker started by a test fixture or 
 should not pay for the CLI framework (typer validates options through pydantic: about 80 ms of imports),
 the time-travel tools, Spark or plotting. So a plain `serve` command line is read by `chronolog.cli.fastserve`
 without typer; anything it does not recognise (help, a mistake) goes through typer as before, so help and
-error messages have one source. `from chronolog.cli.main import app` builds the full app when first asked.
+error messages have one source; `produce` likewise (`chronolog.cli.fastproduce`), so a load is not
+slower than the file it reads. `from chronolog.cli.main import app` builds the full app when first asked.
 """
 
 from __future__ import annotations
@@ -92,9 +93,9 @@ def main() -> None:
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        from chronolog.cli import fastserve
+        from chronolog.cli import fastproduce, fastserve
 
-        if not fastserve.run(sys.argv[1:]):
+        if not fastserve.run(sys.argv[1:]) and not fastproduce.run(sys.argv[1:]):
             _build_app()()
     except ChronologError as exc:
         print(f"chronolog: error: {exc}", file=sys.stderr)

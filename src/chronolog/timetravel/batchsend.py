@@ -11,16 +11,9 @@ what is done. One request is in flight at a time.
 
 from __future__ import annotations
 
-import datetime
-import io
 import struct
 import time
 from collections import deque
-
-from kio.index import load_request_schema
-from kio.schema.request_header.v1.header import RequestHeader
-from kio.serial import entity_writer
-from kio.static.primitive import i16, i32
 
 from chronolog.errors import ChronologError, ErrorCode
 from chronolog.protocol import fetch_client as fc
@@ -81,7 +74,7 @@ class BatchSender:
             except ConnectionLost as exc:
                 self._drop(where)
                 last = exc
-        raise ChronologError(f"no broker answers: {last}")
+        raise ChronologError(f"{last}; is the broker running?")
 
     def _refresh(self) -> None:
         def ask(conn: Connection) -> fc.Metadata:
@@ -104,20 +97,16 @@ class BatchSender:
             version = fc.pick(conn.versions, INIT_PRODUCER_ID, 0, 1)  # v2+ are flexible; 0-1 carry all we need
             if version is None:
                 raise ChronologError(f"{conn.where} answers no InitProducerId v0-v1: idempotent writes need it")
-            cls = load_request_schema(INIT_PRODUCER_ID, version)
-            out = io.BytesIO()
-            out.write(b"\0\0\0\0")
-            entity_writer(RequestHeader)(out, RequestHeader(
-                request_api_key=i16(INIT_PRODUCER_ID), request_api_version=i16(version),
-                correlation_id=i32(conn.next_id()), client_id=self.client_id))
-            entity_writer(cls)(out, cls(transactional_id=None, transaction_timeout=datetime.timedelta(minutes=1)))
-            data = bytearray(out.getbuffer())
-            struct.pack_into(">i", data, 0, len(data) - 4)
-            body = conn.call([bytes(data)], lambda frame, cid: fc.read_response(INIT_PRODUCER_ID, version, frame,
-                                                                                 cid))
-            if int(body.error_code.value):
-                raise ChronologError(f"InitProducerId: {ErrorCode(int(body.error_code.value)).name}")
-            return int(body.producer_id), int(body.producer_epoch)
+            client = self.client_id.encode()
+            # request header v1 (api key, version, correlation id, client id), then a null transactional
+            # id and transaction_timeout_ms (InitProducerIdRequest.json v0-v1, not flexible)
+            body = struct.pack(">hhih", INIT_PRODUCER_ID, version, conn.next_id(), len(client)) + client + \
+                struct.pack(">hi", -1, 60000)
+            data = struct.pack(">i", len(body)) + body
+            answer = conn.call([data], lambda frame, cid: fc.read_response(INIT_PRODUCER_ID, version, frame, cid))
+            if int(answer.error_code.value):
+                raise ChronologError(f"InitProducerId: {ErrorCode(int(answer.error_code.value)).name}")
+            return int(answer.producer_id), int(answer.producer_epoch)
         return self._any(ask)
 
     def _stamp(self, partition: int, batch: bytes) -> bytearray:

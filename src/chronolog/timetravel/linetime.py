@@ -17,7 +17,7 @@ from chronolog.timetravel.timefmt import EPOCH_FORMATS, FORMATS_HELP, TimeFormat
 
 SYSLOG_REGEX = rb"^(?P<time>[A-Z][a-z]{2}\s+\d{1,2}\s+\d{2}:\d{2}:\d{2})\s"
 _SYSLOG_PREFIX = 16  # "Jun 14 15:16:01 ": a syslog line's time is read once per distinct prefix
-_MISSING = object()
+_UNCACHED = object()
 
 __all__ = ["FORMATS_HELP", "LineReader", "SYSLOG_REGEX"]
 
@@ -109,7 +109,7 @@ class LineReader:
             raise ChronologError("--year is for a time format without a year (syslog or a pattern)")
         self.keyed = self.key_field is not None or self.key_separator is not None
         self.json = any(f is not None and f.is_name for f in (self.time_field, self.key_field))
-        self._prefixes: dict[bytes, int | None] = {}
+        self._prefixes = _Prefixes(self.regex, self.format.read) if self.syslog_prefix else None
 
     def keys_values(self, lines: list[bytes]) -> tuple[list[bytes | None] | None, list[bytes]]:
         """Each line's key (None: no key option) and value: the line, or what follows --key-separator."""
@@ -155,13 +155,36 @@ class LineReader:
         cache = self._prefixes
         if len(cache) > 100_000:
             cache.clear()
-        out = []
-        for v in values:  # the same prefix, the same time: one dict lookup per line
-            ms = cache.get(v[:_SYSLOG_PREFIX], _MISSING)
-            if ms is _MISSING:
-                m = self.regex.search(v)
-                ms = read(m.group("time")) if m else None
-                if m is not None and m.end() <= _SYSLOG_PREFIX:
-                    cache[v[:_SYSLOG_PREFIX]] = ms
-            out.append(ms)
+            cache.minutes.clear()
+        out = [cache[v[:_SYSLOG_PREFIX]] for v in values]  # the same prefix, the same time: one lookup a line
+        if _UNCACHED in out:
+            for i, v in enumerate(out):
+                if v is _UNCACHED:
+                    m = self.regex.search(values[i])
+                    out[i] = self.format.read(m.group("time")) if m else None
         return out
+
+
+class _Prefixes(dict):
+    """Syslog prefix -> time, read on first sight: a dict lookup per line. A prefix in the usual layout
+    (`Jun 14 15:16:01 `) is read as its minute's time (once per minute) plus its seconds."""
+
+    def __init__(self, regex: re.Pattern, read) -> None:
+        super().__init__()
+        self.regex, self.read = regex, read
+        self.minutes: dict[bytes, int | None] = {}
+
+    def __missing__(self, prefix: bytes) -> int | None:
+        if prefix[12:13] == b":" and prefix[15:16] in (b" ", b"\t") and prefix[13:15].isdigit() and \
+                int(prefix[13:15]) < 60:
+            minute = self.minutes.get(prefix[:12], _UNCACHED)
+            if minute is _UNCACHED:
+                minute = self.minutes[prefix[:12]] = self.read(prefix[:12] + b":00")
+            ms = None if minute is None else minute + int(prefix[13:15]) * 1000
+        else:
+            m = self.regex.search(prefix)
+            if m is None:  # the time may run past the prefix (many spaces): read it, do not keep it
+                return _UNCACHED
+            ms = self.read(m.group("time"))
+        self[prefix] = ms
+        return ms

@@ -157,6 +157,7 @@ class TimeFormat:
         # its numbers compared as numbers: where it does, a time that goes back while the text goes forward
         # is a misread (OrderCheck)
         self.sortable = True
+        self._by_minute = False
         if self.epoch is not None or spec == "iso":
             if year is not None:
                 raise TimeFormatError(f"a year is for a time format without one (syslog, a pattern), not {spec}")
@@ -164,7 +165,11 @@ class TimeFormat:
         pattern = SYSLOG_PATTERN if spec == "syslog" else spec if "%" in spec else _java_to_strptime(spec)
         self._regex, self._fraction = _compile(pattern, spec)
         groups = self._regex.groupindex
-        ranks = [_RANK.get(name) for name in sorted(groups, key=groups.get)]
+        # a time whose seconds are their own field before any fraction and after every other field but the
+        # zone is cached by minute (the seconds are added to it); otherwise by second
+        order = sorted(groups, key=groups.get)
+        self._by_minute = "S" in order and all(g in ("f", "z", "Z") for g in order[order.index("S") + 1:])
+        ranks = [_RANK.get(name) for name in order]
         self.sortable = None not in ranks and ranks == sorted(set(ranks))
         if not ({"Y", "y", "s"} & set(groups)):
             if year is None:
@@ -220,10 +225,19 @@ class TimeFormat:
                 extra = int(digits) * 1000 // scale
             else:
                 extra = int((digits + "000")[:3])
-            key = text[:m.start("f")] + text[m.end("f"):]
+            key = text[:m.start("f")] + "\0" + text[m.end("f"):]
+        if self._by_minute:  # the seconds too are added, not looked up: one lookup per minute of the log
+            seconds = int(m.group("S"))
+            if seconds > 59:
+                return None
+            extra += seconds * 1000
+            key = key[:m.start("S")] + "\0" + key[m.end("S"):]  # S is before f: its place in key is as in text
         base = self._seconds.get(key, -1)
         if base == -1:
-            base = self._base_ms(m.groupdict())
+            fields = m.groupdict()
+            if self._by_minute:
+                fields["S"] = None
+            base = self._base_ms(fields)
             if len(self._seconds) > 100_000:
                 self._seconds.clear()
             self._seconds[key] = base

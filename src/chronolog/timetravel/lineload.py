@@ -1,0 +1,476 @@
+"""Loading a file of lines into a topic, one record per line with the line's own time (`chronolog produce`).
+
+Every byte of a line is the record's value: only the `\\n` that ends it is removed. A `\\r` before it
+stays, as kcat -P keeps it (Kafka's console producer drops it): a file with CRLF endings comes back
+byte for byte. Blank lines are records (kcat skips them; --skip-blank does that and counts them).
+
+The input moves in blocks, not lines: a block is split with bytes methods, its times read with a cache
+per distinct prefix, encoded into whole record batches in C (`records.encode`) and sent by an idempotent
+producer (`timetravel.batchsend`) that returns when the broker has acknowledged them. Lines are counted
+done only then, so the Ctrl-C summary can print the exact command that continues (`--skip-lines`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import sys
+import threading
+from array import array
+from contextlib import contextmanager
+from itertools import accumulate, cycle
+from operator import gt
+from pathlib import Path
+
+from chronolog.errors import ChronologError
+from chronolog.timetravel.linetime import LineReader
+from chronolog.timetravel.timefmt import OrderCheck, format_time, now_ms
+
+# Lines before the first readable time wait for it (they take its time); bounded so that a file with no
+# readable time at all is refused before anything is sent.
+MAX_WAITING = 100_000
+BLOCK = 768 * 1024      # read at a time: with record overheads, one batch under librdkafka's 1,000,000 bytes
+BATCH_BYTES = 1_000_000  # librdkafka's batch.size default, below the broker's message.max.bytes
+NAMED = 5               # unreadable lines named in the summary; the rest are counted
+# -X settings the batch path honours the way librdkafka would; any other one is sent through librdkafka
+NATIVE_SETTINGS = frozenset({"bootstrap.servers", "logger", "client.id"})
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def retention_ms(conf: dict, topic: str) -> int | None:
+    """The topic's retention.ms (None when it cannot be read): records older than it are deleted by the
+    broker's next retention pass (Kafka deletes by record timestamp, KIP-32), so loading old logs into
+    a topic with the default 7 days loses them a few minutes later."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, ConfigResource
+    try:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        admin = AdminClient(conf)  # alive until the future resolves
+        described = admin.describe_configs([resource])[resource].result(15)
+        return int(described["retention.ms"].value)
+    except (KafkaException, KeyError, ValueError, TypeError):
+        return None
+
+
+class _Background:
+    """A call run in a thread from now on; `get()` waits for its answer."""
+
+    def __init__(self, call, *args) -> None:
+        self.answer = None
+        self.thread = threading.Thread(target=self._run, args=(call, *args), daemon=True)
+        self.thread.start()
+
+    def _run(self, call, *args) -> None:
+        self.answer = call(*args)
+
+    def get(self):
+        self.thread.join(30)
+        return self.answer
+
+
+def headers(items: list[str]) -> list[tuple[bytes, bytes]]:
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ChronologError(f"--header takes key=value, got {item!r}")
+        out.append((key.encode(), value.encode()))
+    return out
+
+
+def open_input(file: str) -> tuple[object, int | None, str]:
+    if file == "-":
+        return sys.stdin.buffer, None, "stdin"
+    path = Path(file)
+    if path.is_dir():
+        raise ChronologError(f"{file} is a folder: give a file, or - for stdin")
+    try:
+        return open(path, "rb"), os.path.getsize(path), path.name  # noqa: SIM115 (closed by the caller)
+    except OSError as exc:
+        raise ChronologError(f"cannot read {file}: {exc.strerror or exc}") from None
+
+
+def _binary(items: list[bytes | None]) -> tuple:
+    """The Arrow layout `records.encode` reads: (validity or None, int32 offsets, data, offset 0)."""
+    valid = None
+    if None in items:
+        valid = bytearray((len(items) + 7) // 8)
+        for i, item in enumerate(items):
+            if item is not None:
+                valid[i >> 3] |= 1 << (i & 7)
+        items = [b"" if item is None else item for item in items]
+    return valid, array("i", accumulate(map(len, items), initial=0)), b"".join(items), 0
+
+
+class BatchPath:
+    """Whole record batches from a block's columns, sent by the idempotent batch producer."""
+
+    def __init__(self, bootstrap: str, topic: str, headers: list[tuple[bytes, bytes]], partition: int | None) -> None:
+        from chronolog.timetravel.batchsend import BatchSender
+        self.sender = BatchSender(bootstrap, topic)
+        self.partitions = self.sender.partitions
+        self.partition = partition
+        self.headers = headers
+        self.sticky = cycle(self.partitions)  # keyless records: a block at a time to one partition (KIP-480)
+
+    def send(self, keys: list[bytes | None] | None, values: list[bytes], times: list[int] | None) -> None:
+        from chronolog.records.encode import encode_batches
+        n = len(values)
+        key = _binary(keys) if keys is not None else None
+        ts = (None, array("q", times), 0) if times is not None else None
+        hdr = None
+        if self.headers:
+            h = len(self.headers)
+            hdr = (None, array("i", range(0, (n + 1) * h, h)), 0, _binary([k for k, _ in self.headers] * n),
+                   _binary([v for _, v in self.headers] * n))
+        now = now_ms()
+
+        def encode(index=None) -> list[bytes]:
+            return encode_batches(n, key, _binary(values), ts, hdr, now, BATCH_BYTES, index=index)
+
+        if self.partition is not None:
+            batches = {self.partition: encode()}
+        elif keys is None or all(k is None or not k for k in keys):
+            batches = {next(self.sticky): encode()}
+        else:  # librdkafka's consistent_random: a key's partition by its CRC-32; no key: the sticky one
+            from chronolog.native import load_native  # the column form of records.encode.key_partitions
+            chosen = array("i", load_native("chronolog.records._encode", "key_partitions")(n, key, len(self.partitions)))
+            rows: dict[int, array] = {}
+            sticky = next(self.sticky)
+            for i, p in enumerate(chosen):
+                rows.setdefault(sticky if p < 0 else self.partitions[p], array("q")).append(i)
+            batches = {p: encode((index, 0, len(index))) for p, index in rows.items()}
+        self.sender.send(batches)
+
+    def close(self) -> None:
+        self.sender.close()
+
+
+class KafkaPath:
+    """librdkafka, for settings the batch path does not honour (-X security.protocol=SSL ...): the same
+    records, each block flushed before it counts as done."""
+
+    def __init__(self, conf: dict, bootstrap: str, topic: str, headers: list[tuple[bytes, bytes]],
+                 partition: int | None) -> None:
+        from chronolog.timetravel.client import consumer_client, producer_client, topic_metadata
+        self.producer = producer_client(conf, **{"linger.ms": 50, "enable.idempotence": True})
+        probe = consumer_client(conf, **{"group.id": "chronolog-produce"})
+        try:
+            self.partitions = sorted(topic_metadata(probe, bootstrap, topic, 15).partitions)
+        finally:
+            probe.close()
+        self.topic = topic
+        self.partition = partition
+        self.headers = [(k.decode(), v) for k, v in headers]
+        self.failures: list[str] = []
+
+    def _delivered(self, err, _msg) -> None:
+        if err is not None:
+            self.failures.append(err.str())
+
+    def send(self, keys: list[bytes | None] | None, values: list[bytes], times: list[int] | None) -> None:
+        base: dict = {"on_delivery": self._delivered}
+        if self.headers:
+            base["headers"] = self.headers
+        if self.partition is not None:
+            base["partition"] = self.partition
+        for i, value in enumerate(values):
+            kwargs = {**base, "value": value}
+            if keys is not None:
+                kwargs["key"] = keys[i]
+            if times is not None:
+                kwargs["timestamp"] = times[i]
+            while True:
+                try:
+                    self.producer.produce(self.topic, **kwargs)
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain it
+                    self.producer.poll(0.5)
+        left = self.producer.flush(60)
+        if left or self.failures:
+            raise ChronologError(f"produce to {self.topic} failed: "
+                                 f"{self.failures[0] if self.failures else f'{left} unsent'}")
+
+    def close(self) -> None:
+        self.producer.flush(5)
+
+
+class Loader:
+    """The lines of one input, block by block: what was sent and acknowledged, what could not be read."""
+
+    def __init__(self, reader: LineReader, path, topic: str, name: str, skip: int, skip_blank: bool,
+                 require_time: bool, retention: _Background | None) -> None:
+        self.reader, self.path, self.topic, self.name = reader, path, topic, name
+        self.skip_blank, self.require_time, self.retention = skip_blank, require_time, retention
+        self.read = self.done = skip  # lines taken from the input / acknowledged, counted from its first line
+        self.to_skip = self.to_skip_given = skip
+        self.sent = self.blank = self.unreadable = 0
+        self.named: list[tuple[int, bytes]] = []
+        self.held: tuple[list, list] = ([], [])  # keys and values of the lines before the first readable time
+        self.last_ts: int | None = None
+        self.last_text: bytes | None = None
+        self.oldest: int | None = None
+        self.order = OrderCheck()
+        self.warned = False
+        self.sending = self.stop = False
+
+    def on_sigint(self, _signum, _frame) -> None:
+        """Ctrl-C while a block is being sent lets it finish (so what counts as done is exact); at any other
+        moment it stops at once (nothing of the block at hand has counted)."""
+        if self.sending:
+            self.stop = True
+        else:
+            raise KeyboardInterrupt
+
+    def block(self, lines: list[bytes]) -> None:
+        if self.to_skip:
+            cut = min(self.to_skip, len(lines))
+            self.to_skip -= cut
+            lines = lines[cut:]
+            if not lines:
+                return
+        first = self.read + 1
+        self.read += len(lines)
+        numbers = None
+        blank = lines.count(b"")
+        self.blank += blank
+        if blank and self.skip_blank:
+            numbers = [first + i for i, line in enumerate(lines) if line]
+            lines = [line for line in lines if line]
+        keys, values = self.reader.keys_values(lines)
+        times = None
+        if self.reader.timed:
+            try:
+                times = self._fill(self.reader.times(values), values, lines, numbers, first)
+            except _Refused as refused:
+                i = refused.index
+                self._send(keys[:i] if keys is not None else None, values[:i], refused.times[:i])
+                self.done = refused.number - 1
+                raise ChronologError(f"line {refused.number} of {self.name} has no readable time: "
+                                     f"{_show(lines[i])!r}; the {self.done} line(s) before it are sent. "
+                                     f"Continue after it with: {continue_command(refused.number)}") from None
+            lead = next((i for i, ts in enumerate(times) if ts is not None), len(times))
+            if lead:  # no readable time yet: these wait for the first one
+                hk, hv = self.held
+                if keys is not None:
+                    hk += keys[:lead]
+                hv += values[:lead]
+                if len(hv) > MAX_WAITING:
+                    raise ChronologError(f"no readable time in the first {MAX_WAITING} lines of {self.name}: "
+                                         "nothing sent; check --time-field/--time-regex and --time-format")
+                keys = keys[lead:] if keys is not None else None
+                values, times = values[lead:], times[lead:]
+                if not values:
+                    return
+            if self.held[1]:
+                hk, hv = self.held
+                keys = hk + keys if keys is not None else None
+                times = [times[0]] * len(hv) + times
+                values = hv + values
+                self.held = ([], [])
+            if times:
+                self._warn_retention(min(times))
+        self._send(keys, values, times)
+        self.done = self.read
+        if self.stop:
+            raise KeyboardInterrupt
+
+    def _send(self, keys, values, times) -> None:
+        if not values:
+            return
+        self.sending = True
+        try:
+            self.path.send(keys, values, times)
+        finally:
+            self.sending = False
+        self.sent += len(values)
+
+    def _fill(self, times: list, values: list[bytes], lines: list[bytes], numbers, first: int) -> list:
+        """Lines without a readable time take the previous line's (None before the first: the caller holds
+        them); they are named, or refused. Times that go back where the text goes forward are noted."""
+        if None not in times:
+            if (self.last_ts is not None and times and times[0] < self.last_ts) or any(map(gt, times, times[1:])):
+                self._check_order(times, values, numbers, first)
+            if times:
+                self.last_ts, self.last_text = times[-1], values[-1]
+            return times
+        out = list(times)
+        for i, ts in enumerate(times):
+            no = numbers[i] if numbers is not None else first + i
+            if ts is None:
+                if lines[i]:  # a blank line is counted as blank, not named
+                    if self.require_time:
+                        raise _Refused(i, no, out)
+                    self.unreadable += 1
+                    if len(self.named) < NAMED:
+                        self.named.append((no, lines[i]))
+                out[i] = self.last_ts
+                continue
+            if self.last_ts is not None and ts < self.last_ts and self.last_text is not None:
+                self._see(no, self.last_text, values[i], self.last_ts, ts)
+            self.last_ts, self.last_text = ts, values[i]
+        return out
+
+    def _see(self, no: int, before: bytes, value: bytes, before_ts: int, ts: int) -> None:
+        if not self.reader.format.sortable:
+            return
+        self.order.see(no, self.reader.time_text(before) or b"", self.reader.time_text(value) or b"", before_ts, ts)
+
+    def _check_order(self, times: list[int], values: list[bytes], numbers, first: int) -> None:
+        prev_ts, prev_value = self.last_ts, self.last_text
+        for i, ts in enumerate(times):
+            if prev_ts is not None and ts < prev_ts and prev_value is not None:
+                self._see(numbers[i] if numbers is not None else first + i, prev_value, values[i], prev_ts, ts)
+            prev_ts, prev_value = ts, values[i]
+
+    def _warn_retention(self, oldest: int) -> None:
+        self.oldest = oldest if self.oldest is None else min(self.oldest, oldest)
+        r = self.retention.get() if self.retention is not None else None
+        if r is not None and r >= 0 and not self.warned and oldest < now_ms() - r:
+            self.warned = True
+            _say(f"chronolog: warning: {self.topic}: a record from {format_time(oldest)} is older than the "
+                 f"topic's retention.ms={r}; the broker deletes such records on its next retention check. "
+                 f"Keep them: chronolog topics alter {self.topic} -c retention.ms=-1")
+
+
+class _Refused(Exception):
+    """A line without a readable time under --require-time."""
+
+    def __init__(self, index: int, number: int, times: list) -> None:
+        super().__init__(number)
+        self.index, self.number, self.times = index, number, times
+
+
+def _show(line: bytes, width: int = 80) -> str:
+    text = line.decode("utf-8", "backslashreplace")
+    return text if len(text) <= width else text[:width] + "..."
+
+
+def continue_command(skip: int, argv: list[str] | None = None) -> str:
+    """This command line (`argv`, default this process's) again with --skip-lines `skip`: what continues
+    an interrupted load."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    out = []
+    i = 0
+    while i < len(args):
+        if args[i] == "--skip-lines":
+            i += 2
+            continue
+        if args[i].startswith("--skip-lines="):
+            i += 1
+            continue
+        out.append(args[i])
+        i += 1
+    return shlex.join(["chronolog", *out, "--skip-lines", str(skip)])
+
+
+def blocks(stream, tick=None):
+    """Lists of whole lines (the `\\n` removed, nothing else); a last line without `\\n` is a line."""
+    tail = b""
+    read = getattr(stream, "read1", stream.read)
+    while True:
+        chunk = read(BLOCK)
+        if not chunk:
+            break
+        if tick is not None:
+            tick(len(chunk))
+        data = tail + chunk if tail else chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            tail = data
+            continue
+        tail = data[cut + 1:]
+        yield data[:cut].split(b"\n")
+    if tail:
+        yield [tail]
+
+
+def load(topic: str, file: str, conf: dict, *, time_field: str | None = None, time_regex: str | None = None,
+         time_format: str | None = None, year: int | None = None, timezone: str | None = None,
+         field_separator: str | None = None, key_field: str | None = None, key_separator: str | None = None,
+         header: list[str] = (), partition: int | None = None, skip_lines: int = 0, skip_blank: bool = False,
+         require_time: bool = False, progress=None) -> int:
+    """`chronolog produce`: the lines of `file` (or - for stdin) into `topic`, the summary on stderr.
+    Returns the exit code (130 after a Ctrl-C); raises ChronologError for what cannot be done.
+    `progress(name, size)` is a context manager giving a tick(bytes) callable, or None."""
+    bootstrap_server = conf["bootstrap.servers"]
+    if progress is None:
+        progress = _no_progress
+    from chronolog.records.encode import AVAILABLE
+    reader = LineReader(time_field=time_field, time_regex=time_regex, time_format=time_format, year=year,
+                        timezone=timezone, key_field=key_field, key_separator=key_separator,
+                        field_separator=field_separator)
+    hdrs = headers(header)
+    try:
+        if AVAILABLE and set(conf) <= NATIVE_SETTINGS:
+            path = BatchPath(bootstrap_server, topic, hdrs, partition)
+        else:
+            path = KafkaPath(conf, bootstrap_server, topic, hdrs, partition)
+    except ChronologError as exc:
+        if "not found" not in str(exc):
+            raise
+        raise ChronologError(f"{exc}: create it first (chronolog topics create {topic} -c retention.ms=-1 "
+                             "keeps old records)") from None
+    try:
+        if partition is not None and partition not in path.partitions:
+            raise ChronologError(f"topic {topic!r} has no partition {partition} (it has {len(path.partitions)})")
+        # asked beside the first blocks' reading: the answer is needed only once times are known
+        retention = _Background(retention_ms, conf, topic) if reader.timed else None
+        stream, size, name = open_input(file)
+        run = Loader(reader, path, topic, name, skip_lines, skip_blank, require_time, retention)
+        interrupted = False
+        previous = signal.signal(signal.SIGINT, run.on_sigint)
+        try:
+            with progress(name, size) as tick:
+                for lines in blocks(stream, tick):
+                    run.block(lines)
+        except KeyboardInterrupt:  # what was acknowledged is counted; exit 130 as a shell expects
+            interrupted = True
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            if stream is not sys.stdin.buffer:
+                stream.close()
+    finally:
+        path.close()
+    if reader.timed and run.held[1] and not interrupted:
+        raise ChronologError(f"no line of {name} has a readable time ({len(run.held[1])} lines): nothing sent; "
+                             "check --time-field/--time-regex and --time-format")
+    _summary(run, reader, name, topic, interrupted)
+    return 130 if interrupted else 0
+
+
+@contextmanager
+def _no_progress(_name: str, _size: int | None):
+    yield None
+
+
+def _summary(run: Loader, reader: LineReader, name: str, topic: str, interrupted: bool) -> None:
+    fmt = reader.format
+    if fmt is not None and fmt.seconds_as_ms is not None:
+        text = fmt.seconds_as_ms
+        _say(f"chronolog: warning: {text} was read as epoch milliseconds ({format_time(int(text))}); as "
+             f"epoch seconds it is {format_time(int(text) * 1000)}: use --time-format epoch_s for that")
+    if run.order.first is not None:
+        no, before, text = run.order.first
+        _say(f"chronolog: warning: times go back {run.order.count} time(s) where the text goes forward, first "
+             f"at line {no} ({text!r} read as earlier than {before!r} before it): is --time-format "
+             f"{fmt.spec!r} how these lines write their time?")
+    parts = []
+    if run.unreadable:
+        shown = ", ".join(f"line {no}: {_show(text, 60)!r}" for no, text in run.named)
+        more = run.unreadable - len(run.named)
+        parts.append(f"{run.unreadable} line(s) without a readable time took the previous line's time ({shown}"
+                     + (f", and {more} more" if more else "") + ")")
+    if run.blank:
+        parts.append(f"{run.blank} blank line(s) " + ("skipped" if run.skip_blank else "sent as empty records"))
+    since = f", oldest record time {format_time(run.oldest)}" if run.oldest is not None else ""
+    skipped = f" after skipping {run.to_skip_given} line(s)" if run.to_skip_given else ""
+    _say(f"produced {run.sent} record(s) from {name} to {topic}{skipped}{since}"
+         + (f"; {'; '.join(parts)}" if parts else "") + (" before Ctrl-C" if interrupted else ""))
+    if interrupted:
+        _say(f"chronolog: {run.done} line(s) of {name} are done; continue with: "
+             f"{continue_command(run.done)}")
