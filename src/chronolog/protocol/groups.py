@@ -272,31 +272,49 @@ def list_groups(req: Any, ctx: RequestContext) -> dict:
 
 @register(42, 0, 3)
 def delete_groups(req: Any, ctx: RequestContext) -> dict:
-    """v3 adds an error message per group (its schema is ours, protocol.newer_schemas)."""
-    results = []
-    for g in req.groups_names:
+    """KafkaApis.handleDeleteGroupsRequest: each name once (`distinct`), the groups the principal may not
+    delete answered last. v3 adds an error message per group (its schema is ours, protocol.newer_schemas)."""
+    results, refused = [], []
+    for g in dict.fromkeys(req.groups_names):
         shares = ctx.state.share_groups
         if _group_denied(ctx, "delete", g):
-            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
-        elif shares is not None and g in shares.groups:  # a share group (KIP-932)
+            refused.append({"group_id": g, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                            "error_message": ErrorCode.GROUP_AUTHORIZATION_FAILED.name})
+            continue
+        if shares is not None and g in shares.groups:  # a share group (KIP-932)
             error = shares.delete_group(g)
         else:
             error = ctx.coordinator.delete_group(g)
         results.append({"group_id": g, "error_code": error, "error_message": ErrorCode(error).name if error else None})
-    return {"throttle_time": 0, "results": results}
+    return {"throttle_time": 0, "results": results + refused}
 
 
 @register(47, 0, 0)
 def offset_delete(req: Any, ctx: RequestContext) -> dict:
+    """KafkaApis.handleOffsetDeleteRequest: unreadable topics, unknown topics and partitions are answered
+    per partition first; then the coordinator's group checks (the empty id INVALID_GROUP_ID, an unknown
+    group GROUP_ID_NOT_FOUND) answer the whole request alone, as `OffsetDeleteResponse.Builder.merge`."""
     if _group_denied(ctx, "delete", req.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time": 0, "topics": []}
+    counts = ctx.log_manager.topics()
+    answered: dict[tuple[str, int], int] = {}
+    wanted = []
+    for t in req.topics:
+        for p in t.partitions:
+            tp = (t.name, int(p.partition_index))
+            if not ctx.allowed("read", "topic", t.name):
+                answered[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif not 0 <= tp[1] < counts.get(t.name, 0):
+                answered[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                wanted.append(tp)
+    if not req.group_id:
+        return {"error_code": ErrorCode.INVALID_GROUP_ID, "throttle_time": 0, "topics": []}
     if req.group_id not in ctx.coordinator.groups and req.group_id not in ctx.coordinator.consumer.groups:
         return {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "throttle_time": 0, "topics": []}
-    unreadable = {t.name for t in req.topics if not ctx.allowed("read", "topic", t.name)}  # KafkaApis
-    wanted = [(t.name, p.partition_index) for t in req.topics if t.name not in unreadable for p in t.partitions]
-    result = ctx.coordinator.delete_offsets(req.group_id, wanted)
-    topics = [{"name": t.name, "partitions": [
-        {"partition_index": p.partition_index,
-         "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED if t.name in unreadable
-         else result[(t.name, p.partition_index)]} for p in t.partitions]} for t in req.topics]
-    return {"error_code": 0, "throttle_time": 0, "topics": topics}
+    answered.update(ctx.coordinator.delete_offsets(req.group_id, wanted))
+    topics: dict[str, list[dict]] = {}
+    for (name, partition), error in answered.items():
+        topics.setdefault(name, []).append({"partition_index": partition, "error_code": error})
+    return {"error_code": 0, "throttle_time": 0,
+            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
