@@ -199,7 +199,7 @@ class ShareGroups:
             for member in list(group.members.values()):
                 if now - member.last_seen > timeout:
                     log.info("share group %s: member %s left (session timeout)", group.group_id, member.member_id)
-                    self._leave(group, member.member_id)
+                    self._leave(group, member.member_id, timed_out=True)
             self.expire_locks(group, now)
 
     def expire_locks(self, group: ShareGroup, now: float) -> None:
@@ -275,9 +275,13 @@ class ShareGroups:
             member.epoch = group.epoch
         group.assignment_epoch = group.epoch
 
-    def _leave(self, group: ShareGroup, member_id: str) -> None:
+    def _leave(self, group: ShareGroup, member_id: str, *, timed_out: bool = False) -> None:
+        """A member leaves: its acquired records go back. Its share session stays until it closes it (a
+        leaving client acknowledges what it holds with a final ShareAcknowledge after its last heartbeat),
+        or until the member timed out."""
         group.members.pop(member_id, None)
-        self.sessions.pop((group.group_id, member_id), None)
+        if timed_out:
+            self.sessions.pop((group.group_id, member_id), None)
         group.epoch += 1
         self._new_target(group)
         self.release_member(group, member_id)
