@@ -11,7 +11,7 @@ import re
 import uuid
 from typing import Any
 
-from chronolog.config import TOPIC_CONFIGS, TopicConfig
+from chronolog.config import TOPIC_CONFIGS, TopicConfig, validate_remote_storage
 from chronolog.errors import (
     ErrorCode,
     InvalidConfigError,
@@ -164,7 +164,8 @@ def _check_new_topic(ctx: RequestContext, t: Any, existing: set[str],
         if c.value is None:
             raise InvalidConfigError(f"Null value not supported for topic configs: {c.name}")
         configs[c.name] = c.value
-    TopicConfig.from_kafka(configs, ctx.broker_config.topic_defaults())
+    validate_remote_storage(TopicConfig.from_kafka(configs, ctx.broker_config.topic_defaults()),
+                            system_enabled=ctx.broker_config["remote.log.storage.system.enable"])
     if t.assignments:
         if int(t.replication_factor) != -1:
             raise InvalidRequestError("A manual partition assignment was specified, but replication factor was "
@@ -481,7 +482,11 @@ def _alter(ctx: RequestContext, req: Any, incremental: bool) -> dict:
                                     _controller_order(r.configs) if incremental else list(r.configs))
                 continue
             overrides = _altered(ctx, r, incremental)
-            TopicConfig.from_kafka(overrides, ctx.broker_config.topic_defaults())
+            tiered = ctx.log_manager.has_topic(r.resource_name) and \
+                ctx.log_manager.topic_config(r.resource_name).remote_storage_enable
+            validate_remote_storage(TopicConfig.from_kafka(overrides, ctx.broker_config.topic_defaults()),
+                                    system_enabled=ctx.broker_config["remote.log.storage.system.enable"],
+                                    was_enabled=tiered)  # LogConfig.validateTopicLogConfigValues (KIP-405)
             if not ctx.log_manager.has_topic(r.resource_name):  # checked after the configs, as Kafka does
                 raise UnknownTopicOrPartitionError(f"The topic '{r.resource_name}' does not exist.")
             if not req.validate_only:
