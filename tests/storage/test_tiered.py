@@ -257,3 +257,51 @@ def test_read_committed_uses_the_tiered_txnindex(tmp_path):
         assert all(v.startswith(f"{pid_commit}:".encode()) or v == b"tail" for _o, v in everything)
     finally:
         manager.shutdown()
+
+
+def test_an_unreachable_tier_stops_neither_appends_nor_local_reads(tmp_path, monkeypatch):
+    from chronolog.storage.remote.tier import LocalTier, TierError
+    down = {"on": False}
+
+    def failing(method):
+        def call(self, *args, **kwargs):
+            if down["on"]:
+                raise TierError("tier unreachable (test)")
+            return method(self, *args, **kwargs)
+        return call
+
+    for name in ("list", "read", "read_range", "put_file", "put_bytes", "delete"):
+        monkeypatch.setattr(LocalTier, name, failing(getattr(LocalTier, name)))
+    rng = random.Random(3)
+    config = broker_config(str(tmp_path / "tier"))
+    manager = LogManager(tmp_path / "data", config)
+    manager.startup(background=False)
+    try:
+        manager.create_topic("logs", 1, TOPIC_CONFIGS)
+        plog = manager.get_log("logs", 0)
+        produced = produce(plog, 300, rng)
+        tier_and_expire(manager, BASE + 400_000)
+        tiered = plog.remote.highest_offset
+        assert tiered > 0
+        down["on"] = True
+        produced += produce(plog, 300, rng, first_index=300)  # appends go on
+        tier_and_expire(manager, BASE + 800_000)  # copies fail: nothing more is tiered, nothing local deleted
+        assert plog.remote.highest_offset == tiered and plog.local_log_start_offset == tiered + 1
+        local = [(r.offset, r.value) for r in plog.read_records(tiered + 1)]
+        assert local == [(o, v) for o, _t, v in produced if o > tiered]
+        assert plog.offset_for_timestamp(BASE + 500_000).offset == oracle(produced, BASE + 500_000)[0]
+    finally:
+        manager.shutdown()
+    # a start while the tier is down: the partition serves its local segments, keeps its log start offset
+    manager = LogManager(tmp_path / "data", config)
+    manager.startup(background=False)
+    try:
+        plog = manager.get_log("logs", 0)
+        assert plog.log_start_offset == 0 and plog.remote.pending_start == 0
+        assert [r.offset for r in plog.read_records(tiered + 1)][:1] == [tiered + 1]
+        down["on"] = False
+        tier_and_expire(manager, BASE + 900_000)  # listed again, copies resume
+        assert plog.remote.pending_start is None and plog.remote.highest_offset > tiered
+        assert [(r.offset, r.value) for r in plog.read_records(0)] == [(o, v) for o, _t, v in produced]
+    finally:
+        manager.shutdown()
