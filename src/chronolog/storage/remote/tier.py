@@ -164,6 +164,10 @@ class ArrowTier(Tier):
                 raise TierError(f"cannot open remote.log.storage.dir {_redact(uri)}: {exc}") from None
         self.fs = filesystem
         self.base = (base or "").rstrip("/")
+        # Open handles of `.log` objects: opening one costs a HEAD request (its size), each read then one
+        # ranged GET; kept for the next reads of the same object, least recently used closed first.
+        self._handles: dict[str, object] = {}
+        self._handles_lock = threading.Lock()
 
     def _p(self, path: str) -> str:
         return f"{self.base}/{path}" if self.base else path
@@ -178,12 +182,34 @@ class ArrowTier(Tier):
 
     def read_range(self, path: str, offset: int, nbytes: int) -> bytes:
         try:
-            with self.fs.open_input_file(self._p(path)) as f:
-                data = f.read_at(nbytes, offset)
+            data = self._handle(path).read_at(nbytes, offset)
         except self._errors as exc:
+            self._drop(path)
             raise TierError(f"cannot read {path}: {exc}") from None
         self._counted(path, len(data))
         return data
+
+    def _handle(self, path: str):
+        with self._handles_lock:
+            handle = self._handles.pop(path, None)
+            if handle is not None:
+                self._handles[path] = handle  # most recently used last
+                return handle
+        handle = self.fs.open_input_file(self._p(path))
+        with self._handles_lock:
+            self._handles[path] = handle
+            while len(self._handles) > 64:
+                old = self._handles.pop(next(iter(self._handles)))
+                with contextlib.suppress(*self._errors):
+                    old.close()
+        return handle
+
+    def _drop(self, path: str) -> None:
+        with self._handles_lock:
+            handle = self._handles.pop(path, None)
+        if handle is not None:
+            with contextlib.suppress(*self._errors):
+                handle.close()
 
     def read(self, path: str) -> bytes | None:
         try:
@@ -222,6 +248,7 @@ class ArrowTier(Tier):
         self.put_file(path, io.BytesIO(data), len(data))
 
     def delete(self, path: str) -> None:
+        self._drop(path)
         try:
             self.fs.delete_file(self._p(path))
         except FileNotFoundError:
@@ -232,6 +259,10 @@ class ArrowTier(Tier):
             raise TierError(f"cannot delete {path}: {exc}") from None
 
     def delete_dir(self, directory: str) -> None:
+        with self._handles_lock:
+            stale = [p for p in self._handles if p.startswith(f"{directory}/")]
+        for path in stale:
+            self._drop(path)
         try:
             self.fs.delete_dir(self._p(directory))
         except FileNotFoundError:
