@@ -32,6 +32,6 @@ def test_pipeline_window_report_and_rerun(spark, shared_data, tmp_path):
     table = pq.read_table(out / "lines.parquet")
     assert table.num_rows == want and set(table.column("host").to_pylist()) == {"LabSZ"}
     assert sum(r["count"] for r in report["per_hour"]) == want
-    assert (out / "events_per_hour.png").stat().st_size > 5000
+    assert (out / "events_per_minute.png").stat().st_size > 5000 and report["chart"].endswith("events_per_minute.png")
     assert report["chart_bucket"] == "minute"  # a two-hour window is drawn by minute, not as two dots
     assert json.loads((out / "report.json").read_text())["top_messages"]
