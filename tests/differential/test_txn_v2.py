@@ -28,8 +28,8 @@ class TxnV2:
         coordinator_ready(side, self.txn_id, key_type=1)
         self.pid, self.epoch = self.init()
 
-    def init(self) -> tuple[int, int]:
-        answer = retry(self.side, 22, 5, transactional_id=self.txn_id, transaction_timeout=60000, producer_id=-1,
+    def init(self, timeout_ms: int = 60000) -> tuple[int, int]:
+        answer = retry(self.side, 22, 5, transactional_id=self.txn_id, transaction_timeout=timeout_ms, producer_id=-1,
                        producer_epoch=-1)
         assert answer["error_code"] == 0, answer
         return answer["producer_id"], answer["producer_epoch"]
@@ -187,6 +187,26 @@ def fencing(side) -> dict:
     return out
 
 
+def timed_out(side) -> dict:
+    """A transaction older than its timeout is aborted by the coordinator's timer (every 10 s on both) with a
+    fenced epoch: the producer's next EndTxn and Produce are refused."""
+    topic = side.create_topic(prefix="tv2t")
+    p = TxnV2(side)
+    p.pid, p.epoch = p.init(timeout_ms=1000)
+    start = p.epoch
+    out: dict = {"produce": p.produce(topic)}
+    deadline = time.monotonic() + 40
+    while p.describe()["state"] != "CompleteAbort" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    state = p.describe()
+    out["state"] = state["state"], state["epoch"]
+    out["marker epoch"] = partition_epoch(side, topic, p.pid) - start
+    out["end with its epoch"] = p.end(True)
+    out["produce with its epoch"] = p.produce(topic)
+    out["lso"] = (end_offsets(side, topic, True), end_offsets(side, topic, False))
+    return out
+
+
 def offsets_without_add_offsets(side) -> dict:
     """TxnOffsetCommit v5 with no AddOffsetsToTxn before it: the group's offsets partition joins there."""
     topic = side.create_topic(prefix="tv2o")
@@ -240,6 +260,11 @@ def test_fencing(both):
     c, k = both.run(fencing)
     assert c == k
     assert k["zombie end"]["error"] == PRODUCER_FENCED
+
+
+def test_a_timed_out_transaction(both):
+    c, k = both.run(timed_out)
+    assert c == k
 
 
 def test_offsets_without_add_offsets(both):
