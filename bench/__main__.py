@@ -12,7 +12,7 @@ import sys
 import time
 
 AREAS = ("records", "storage", "broker", "start", "testing", "peer", "kafka", "spark", "sink", "load", "console", "quotas",
-         "cleaner", "partitions", "commits", "tiered")
+         "cleaner", "partitions", "commits", "tiered", "produce")
 
 
 def main(argv: list[str]) -> int:

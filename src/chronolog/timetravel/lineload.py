@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import sys
 import threading
 from array import array
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from itertools import accumulate, cycle
 from operator import gt
@@ -216,15 +216,10 @@ class Loader:
         self.oldest: int | None = None
         self.order = OrderCheck()
         self.warned = False
-        self.sending = self.stop = False
-
-    def on_sigint(self, _signum, _frame) -> None:
-        """Ctrl-C while a block is being sent lets it finish (so what counts as done is exact); at any other
-        moment it stops at once (nothing of the block at hand has counted)."""
-        if self.sending:
-            self.stop = True
-        else:
-            raise KeyboardInterrupt
+        # one block is sent (in this thread) while the next is read and encoded; `done` moves only when
+        # a block is acknowledged, so a Ctrl-C at any moment leaves it exact once the block in flight ends
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="chronolog-produce")
+        self._in_flight: Future | None = None
 
     def block(self, lines: list[bytes]) -> None:
         if self.to_skip:
@@ -248,8 +243,9 @@ class Loader:
                 times = self._fill(self.reader.times(values), values, lines, numbers, first)
             except _Refused as refused:
                 i = refused.index
-                self._send(keys[:i] if keys is not None else None, values[:i], refused.times[:i])
-                self.done = refused.number - 1
+                self._send(keys[:i] if keys is not None else None, values[:i], refused.times[:i],
+                           refused.number - 1)
+                self.finish()
                 raise ChronologError(f"line {refused.number} of {self.name} has no readable time: "
                                      f"{_show(lines[i])!r}; the {self.done} line(s) before it are sent. "
                                      f"Continue after it with: {continue_command(refused.number)}") from None
@@ -274,26 +270,34 @@ class Loader:
                 self.held = ([], [])
             if times:
                 self._warn_retention(min(times))
-        self._send(keys, values, times)
-        self.done = self.read
-        if self.stop:
-            raise KeyboardInterrupt
+        self._send(keys, values, times, self.read)
 
-    def _send(self, keys, values, times) -> None:
-        if not values:
-            return
-        self.sending = True
-        try:
+    def _send(self, keys, values, times, done: int) -> None:
+        """Send these records once the block before them is acknowledged; `done` lines count as done then."""
+        if self._in_flight is not None:
+            self._in_flight.result()  # its error, if it failed
+        self._in_flight = self._pool.submit(self._deliver, keys, values, times, done)
+
+    def _deliver(self, keys, values, times, done: int) -> None:
+        if values:
             self.path.send(keys, values, times)
-        finally:
-            self.sending = False
         self.sent += len(values)
+        self.done = done
+
+    def finish(self) -> None:
+        """Wait for the block in flight (raising its error)."""
+        try:
+            if self._in_flight is not None:
+                self._in_flight.result()
+        finally:
+            self._pool.shutdown()
 
     def _fill(self, times: list, values: list[bytes], lines: list[bytes], numbers, first: int) -> list:
         """Lines without a readable time take the previous line's (None before the first: the caller holds
         them); they are named, or refused. Times that go back where the text goes forward are noted."""
         if None not in times:
-            if (self.last_ts is not None and times and times[0] < self.last_ts) or any(map(gt, times, times[1:])):
+            if self.reader.format.sortable and ((self.last_ts is not None and times and times[0] < self.last_ts)
+                                                or any(map(gt, times, times[1:]))):
                 self._check_order(times, values, numbers, first)
             if times:
                 self.last_ts, self.last_text = times[-1], values[-1]
@@ -423,7 +427,6 @@ def load(topic: str, file: str, conf: dict, *, time_field: str | None = None, ti
         stream, size, name = open_input(file)
         run = Loader(reader, path, topic, name, skip_lines, skip_blank, require_time, retention)
         interrupted = False
-        previous = signal.signal(signal.SIGINT, run.on_sigint)
         try:
             with progress(name, size) as tick:
                 for lines in blocks(stream, tick):
@@ -431,9 +434,9 @@ def load(topic: str, file: str, conf: dict, *, time_field: str | None = None, ti
         except KeyboardInterrupt:  # what was acknowledged is counted; exit 130 as a shell expects
             interrupted = True
         finally:
-            signal.signal(signal.SIGINT, previous)
             if stream is not sys.stdin.buffer:
                 stream.close()
+            run.finish()
     finally:
         path.close()
     if reader.timed and run.held[1] and not interrupted:
