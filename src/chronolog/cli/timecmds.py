@@ -26,7 +26,7 @@ from chronolog.cli.common import (
 from chronolog.errors import ChronologError
 from chronolog.timetravel.arrow import raw_fetcher_for, window_columns
 from chronolog.timetravel.client import ClientSource
-from chronolog.timetravel.sources import OffsetAtTime, parse_topic_partitions
+from chronolog.timetravel.sources import OffsetAtTime, kafka_words, parse_topic_partitions
 from chronolog.timetravel.timefmt import format_time, now_ms, parse_duration, parse_time
 
 ISOLATION_HELP = ("read_committed: stop at the last stable offset and leave out aborted transactions' records "
@@ -315,7 +315,7 @@ def _follow(source: ClientSource, topic: str, positions: dict[int, int], show, t
                     return
                 continue
             if msg.error():  # a broker restart is not one: librdkafka reconnects on its own (tested)
-                raise ChronologError(f"reading {topic}-{msg.partition()}: {msg.error().str()}")
+                raise ChronologError(f"reading {topic}-{msg.partition()}: {kafka_words(msg.error())}")
             idle_since = _time.monotonic()
             positions[msg.partition()] = msg.offset() + 1
             rec = Record(msg.offset(), msg.timestamp()[1], msg.key(), msg.value(),

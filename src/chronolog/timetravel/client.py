@@ -23,7 +23,7 @@ from pathlib import Path
 from chronolog.config import parse_pairs
 from chronolog.errors import ChronologError, UnknownTopicOrPartitionError
 from chronolog.records import Record
-from chronolog.timetravel.sources import BrokerSource, OffsetAtTime
+from chronolog.timetravel.sources import BrokerSource, OffsetAtTime, kafka_words
 
 LOGGER = logging.getLogger("chronolog.librdkafka")
 PROBE_TIMEOUT_S = 3.0
@@ -236,12 +236,12 @@ def topic_metadata(consumer, bootstrap: str, topic: str, timeout: float):
     try:
         md = consumer.list_topics(topic, timeout=timeout)
     except KafkaException as exc:
-        raise ChronologError(f"cannot reach {bootstrap}: {kafka_error_text(exc)}") from None
+        raise ChronologError(f"cannot reach {bootstrap}: {kafka_words(exc)}") from None
     t = md.topics.get(topic)
     if t is None or (t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART) or not t.partitions:
         raise UnknownTopicOrPartitionError(f"topic {topic!r} not found on {bootstrap}")
     if t.error is not None:
-        raise ChronologError(f"topic {topic!r}: {t.error.str()}")
+        raise ChronologError(f"topic {topic!r}: {kafka_words(t.error)}")
     return t
 
 
@@ -270,7 +270,7 @@ class ClientSource(BrokerSource):
         try:
             return self.consumer.list_topics(topic, timeout=self.timeout)
         except KafkaException as exc:
-            raise ChronologError(f"cannot reach {self.bootstrap}: {kafka_error_text(exc)}") from None
+            raise ChronologError(f"cannot reach {self.bootstrap}: {kafka_words(exc)}") from None
 
     def partitions(self, topic: str) -> list[int]:
         return sorted(topic_metadata(self.consumer, self.bootstrap, topic, self.timeout).partitions)
@@ -291,7 +291,7 @@ class ClientSource(BrokerSource):
         try:
             return super().watermarks(topic, partition, isolation=isolation)
         except KafkaException as exc:
-            raise ChronologError(f"offsets of {topic}-{partition}: {kafka_error_text(exc)}") from None
+            raise ChronologError(f"offsets of {topic}-{partition}: {kafka_words(exc)}") from None
 
     def offsets_for_time(self, topic: str, ts: int, partitions: list[int] | None = None, *,
                          isolation: str = "read_uncommitted") -> dict[int, OffsetAtTime]:
@@ -300,7 +300,7 @@ class ClientSource(BrokerSource):
         try:
             return super().offsets_for_time(topic, ts, parts, isolation=isolation)
         except KafkaException as exc:
-            raise ChronologError(f"offsets for time in {topic}: {kafka_error_text(exc)}") from None
+            raise ChronologError(f"offsets for time in {topic}: {kafka_words(exc)}") from None
 
     def read(self, topic: str, partition: int, start: int, end: int, *,
              isolation: str = "read_uncommitted") -> Iterator[Record]:
@@ -321,7 +321,7 @@ def _wrapped(fn, what: str, *args):
     try:
         return fn(*args)
     except KafkaException as exc:
-        raise ChronologError(f"{what}: {kafka_error_text(exc)}") from None
+        raise ChronologError(f"{what}: {kafka_words(exc)}") from None
 
 
 def _ranges(parts: list[int]) -> str:

@@ -6,7 +6,11 @@ The leader of the partition is found with Metadata from the bootstrap servers; F
 one partition at a time, and the records of each answer are handed to the caller as bytes (a torn last
 batch, cut by the size limit, is fetched again from its offset by the next request, as every consumer
 does). A leader change (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH) refreshes
-the metadata and retries, a few times.
+the metadata and retries. So does a leader that stopped answering while another broker of the cluster still
+answers Metadata: a node of a cluster died, and its partitions get new leaders once its broker session
+expires (`broker.session.timeout.ms`, 9 s by default), so the fetch waits for that, as Kafka's consumer does
+(`retry_for` seconds at most, then one line saying what to do). When no broker answers at all, the error
+comes at once: there is nothing to wait for.
 """
 
 from __future__ import annotations
@@ -16,12 +20,13 @@ from collections.abc import Iterator
 
 from chronolog.errors import ChronologError, ErrorCode
 from chronolog.protocol import fetch_client as fc
-from chronolog.timetravel.connection import Connection, servers
+from chronolog.timetravel.connection import Connection, ConnectionLost, servers
 
 # librdkafka option names (as Spark's `kafka.` options carry them) that this loop honours; a query given
 # any other keeps the librdkafka reader.
 RAW_FETCH_OPTIONS = frozenset({"bootstrap.servers", "client.id", "isolation.level", "fetch.max.bytes",
                                "max.partition.fetch.bytes", "socket.timeout.ms", "security.protocol"})
+RETRY_FOR_S = 60.0  # a dead node's partitions move after its session (9 s) and an election: BrokerSource's bound
 _RETRIABLE = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH,
               ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.REQUEST_TIMED_OUT}
 
@@ -39,15 +44,18 @@ class RawFetcher:
     """Fetches raw batches of partitions of one topic from their leaders."""
 
     def __init__(self, bootstrap: str, *, client_id: str = "chronolog-reader", timeout: float = 30.0,
-                 max_bytes: int = 8 << 20, isolation_level: int = fc.READ_UNCOMMITTED) -> None:
+                 max_bytes: int = 8 << 20, isolation_level: int = fc.READ_UNCOMMITTED,
+                 retry_for: float = RETRY_FOR_S) -> None:
         self.servers = servers(bootstrap)
         self.bootstrap = bootstrap
         self.client_id = client_id
         self.timeout = timeout
         self.max_bytes = max_bytes
         self.isolation_level = isolation_level
+        self.retry_for = retry_for
         self._conns: dict[tuple[str, int], Connection] = {}
         self._leaders: dict[tuple[str, int], tuple[str, int]] = {}
+        self._brokers: list[tuple[str, int]] = []  # the cluster's brokers, from the last Metadata answer
 
     def _conn(self, host: str, port: int) -> Connection:
         key = (host, port)
@@ -55,26 +63,33 @@ class RawFetcher:
             self._conns[key] = Connection(host, port, self.timeout, self.client_id)
         return self._conns[key]
 
-    def _bootstrap_conn(self) -> Connection:
-        last = None
-        for host, port in self.servers:
-            try:
-                return self._conn(host, port)
-            except ChronologError as exc:
-                last = exc
-        raise last  # type: ignore[misc]
+    def _drop(self, host: str, port: int) -> None:
+        conn = self._conns.pop((host, port), None)
+        if conn is not None:
+            conn.close()
 
     def metadata(self, topic: str) -> fc.Metadata:
-        """The topic's partitions and leaders (never creating the topic: allow_auto_topic_creation false)."""
-        conn = self._bootstrap_conn()
-        version = fc.pick(conn.versions, fc.METADATA, fc.METADATA_MIN, fc.METADATA_MAX)
-        if version is None:
-            raise ChronologError(f"{conn.where} answers no Metadata version we speak")
-        md = conn.call([fc.metadata_request(version, conn.next_id(), self.client_id, topic)],
-                       lambda frame, cid: fc.read_metadata(version, frame, cid, topic))
-        if md.topic_error is None or md.topic_error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or not md.partitions:
-            raise ChronologError(f"topic {topic!r} not found on {self.bootstrap}")
-        return md
+        """The topic's partitions and leaders (never creating the topic: allow_auto_topic_creation false),
+        from the first bootstrap server or known broker that answers; `ConnectionLost` when none does."""
+        last: ConnectionLost | None = None
+        for host, port in dict.fromkeys([*self.servers, *self._brokers]):
+            try:
+                conn = self._conn(host, port)
+                version = fc.pick(conn.versions, fc.METADATA, fc.METADATA_MIN, fc.METADATA_MAX)
+                if version is None:
+                    raise ChronologError(f"{conn.where} answers no Metadata version we speak")
+                md = conn.call([fc.metadata_request(version, conn.next_id(), self.client_id, topic)],
+                               lambda frame, cid, v=version: fc.read_metadata(v, frame, cid, topic))
+            except ConnectionLost as exc:
+                self._drop(host, port)
+                last = exc
+                continue
+            self._brokers = list(md.brokers.values())
+            if md.topic_error is None or md.topic_error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or not md.partitions:
+                raise ChronologError(f"topic {topic!r} not found on {self.bootstrap}")
+            return md
+        raise ConnectionLost(f"{last}; is the broker running?" if len(self.servers) == 1 and last else
+                             f"no broker of {self.bootstrap} answers ({last}); is the cluster running?")
 
     def partitions(self, topic: str) -> list[int]:
         return sorted(self.metadata(topic).partitions)
@@ -87,34 +102,59 @@ class RawFetcher:
             if found is None:
                 raise ChronologError(f"{topic}-{partition} not found on {self.bootstrap}")
             if found.error_code or found.leader not in md.brokers:
-                raise ChronologError(f"{topic}-{partition} has no leader on {self.bootstrap} "
-                                     f"({ErrorCode(found.error_code).name if found.error_code else 'leader unknown'})")
+                raise _NoLeader(f"no leader on {self.bootstrap} "
+                                f"({ErrorCode(found.error_code).name if found.error_code else 'leader unknown'})")
             self._leaders[key] = md.brokers[found.leader]
         return self._leaders[key]
 
     def fetch(self, topic: str, partition: int, offset: int) -> fc.PartitionFetch:
-        """One Fetch of `offset` from the partition's leader, retrying leader moves a few times."""
-        deadline = time.monotonic() + self.timeout
+        """One Fetch of `offset` from the partition's leader, again while the leader moves or, with the rest of
+        the cluster answering, does not answer (at most `retry_for` seconds)."""
+        deadline = time.monotonic() + self.retry_for
         refresh = False
         while True:
+            try:
+                answer, where = self._fetch_once(topic, partition, offset, refresh)
+            except _Unreachable as exc:  # no broker answers Metadata: nothing to wait for
+                raise ConnectionLost(str(exc)) from None
+            except (ConnectionLost, _NoLeader) as exc:
+                if time.monotonic() >= deadline:
+                    raise ChronologError(f"{topic}-{partition}: {exc}, and no other broker took it over within "
+                                         f"{self.retry_for:.0f} s; start that broker again, or check that the "
+                                         "partition has an in-sync replica") from None
+                time.sleep(0.2)  # as librdkafka's retry.backoff.ms
+                refresh = True
+                continue
+            if answer.error_code in _RETRIABLE and time.monotonic() < deadline:
+                time.sleep(0.05)
+                refresh = True
+                continue
+            if answer.error_code:
+                name = ErrorCode(answer.error_code).name
+                if answer.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    raise ChronologError(f"offset {offset} of {topic}-{partition} is out of range on {where}: "
+                                         "deleted by retention meanwhile? Run it again to read from the log start")
+                raise ChronologError(f"fetching {topic}-{partition} at offset {offset} from {where}: {name}"
+                                     f"{_HINTS.get(answer.error_code, '')}")
+            return answer
+
+    def _fetch_once(self, topic: str, partition: int, offset: int, refresh: bool) -> tuple[fc.PartitionFetch, str]:
+        try:
             host, port = self.leader(topic, partition, refresh)
+        except ConnectionLost as exc:
+            raise _Unreachable(str(exc)) from None
+        try:
             conn = self._conn(host, port)
             version = fc.pick(conn.versions, fc.FETCH, fc.FETCH_MIN, fc.FETCH_MAX)
             if version is None:
                 raise ChronologError(f"{conn.where} answers no Fetch version from {fc.FETCH_MIN} on")
             request = fc.fetch_request(version, conn.next_id(), self.client_id, topic, partition, offset,
                                        max_bytes=self.max_bytes, isolation_level=self.isolation_level)
-            answer = conn.call([request], lambda frame, cid, v=version: fc.read_fetch(v, frame, cid, topic, partition))
-            if answer.error_code in _RETRIABLE and time.monotonic() < deadline:
-                refresh = True
-                continue
-            if answer.error_code:
-                name = ErrorCode(answer.error_code).name
-                if answer.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    raise ChronologError(f"offset {offset} of {topic}-{partition} is out of range on "
-                                         f"{conn.where} (deleted by retention?)")
-                raise ChronologError(f"fetching {topic}-{partition} at offset {offset} from {conn.where}: {name}")
-            return answer
+            return conn.call([request], lambda frame, cid, v=version: fc.read_fetch(v, frame, cid, topic,
+                                                                                    partition)), conn.where
+        except ConnectionLost as exc:
+            self._drop(host, port)  # the leader died or moved: ask the cluster where the partition went
+            raise ConnectionLost(f"its leader {host}:{port} does not answer ({exc})") from None
 
     def batches(self, topic: str, partition: int, start: int, end: int,
                 next_offset) -> Iterator[fc.PartitionFetch]:
@@ -141,3 +181,16 @@ class RawFetcher:
         conns, self._conns = list(self._conns.values()), {}
         for c in conns:
             c.close()
+
+
+class _NoLeader(ChronologError):
+    """The cluster names no leader for the partition yet (an election is under way)."""
+
+
+class _Unreachable(ConnectionLost):
+    """No bootstrap server or known broker answers Metadata: waiting would not help."""
+
+
+_HINTS = {ErrorCode.TOPIC_AUTHORIZATION_FAILED: " (no READ permission on the topic: ask for a READ ACL)",
+          ErrorCode.CORRUPT_MESSAGE: " (the broker found a corrupt batch: `chronolog check` on its data dir)",
+          ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: " (deleted meanwhile?)"}

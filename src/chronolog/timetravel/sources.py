@@ -201,7 +201,7 @@ class BrokerSource:
         try:
             return self.consumer.list_topics(topic, timeout=self.timeout)
         except KafkaException as exc:
-            raise ChronologError(f"cannot reach {self.bootstrap}: {exc.args[0].str()}") from None
+            raise ChronologError(f"cannot reach {self.bootstrap}: {kafka_words(exc)}") from None
 
     def partitions(self, topic: str) -> list[int]:
         md = self._metadata(topic)
@@ -231,7 +231,8 @@ class BrokerSource:
                     raise
             except _NoAnswer as exc:
                 if time.monotonic() >= deadline:
-                    raise ChronologError(f"{exc} within {self.retry_for:.0f} s") from None
+                    raise ChronologError(f"{exc} within {self.retry_for:.0f} s: start that broker again, or "
+                                         "check that the partition has an in-sync replica on another broker") from None
             time.sleep(0.2)  # a back-off between tries, as librdkafka's retry.backoff.ms
             try:  # librdkafka's admin calls ask the leader they cached: ask the cluster where it moved
                 self.admin.list_topics(timeout=self.timeout)
@@ -327,7 +328,7 @@ class BrokerSource:
             [req], request_timeout=self.timeout)[group].result())
         errors = [tp for tp in result.topic_partitions if tp.error is not None]
         if errors:
-            raise ChronologError(f"committing offsets for group {group} failed: {errors[0].error.str()}")
+            raise ChronologError(f"committing offsets for group {group} failed: {kafka_words(errors[0].error)}")
 
     def close(self) -> None:
         consumers, self._consumers = list(self._consumers.values()), {}
@@ -344,6 +345,47 @@ def parse_topic_partitions(spec: str) -> tuple[str, list[int] | None]:
     if not m:
         raise ChronologError(f"cannot read {spec!r} as TOPIC or TOPIC:P,P")
     return m.group(1), [int(p) for p in m.group(2).split(",")] if m.group(2) else None
+
+
+# librdkafka's error codes (local ones negative) in the tools' words, each with what to do about it
+_DOWN = ("a broker it needs stopped answering and no other broker took over in time: start that broker again, or "
+         "check that the partition has an in-sync replica on another broker")
+_WORDS = {
+    -195: _DOWN, -137: _DOWN,  # _TRANSPORT, _DESTROY_BROKER
+    -187: "no broker answers: are the brokers of --bootstrap-server running?",  # _ALL_BROKERS_DOWN
+    -185: "no answer in time: the broker is overloaded or cut off; run it again, or give more time with "
+          "-X socket.timeout.ms=MS",  # _TIMED_OUT
+    7: "the broker did not answer in time: it is overloaded; run it again",  # REQUEST_TIMED_OUT
+    5: "the partition has no leader yet (an election is under way, or all its replicas are down): run it again "
+       "in a few seconds, and check the brokers",  # LEADER_NOT_AVAILABLE
+    6: "the partition's leader moved and the new one did not answer in time: run it again",  # NOT_LEADER
+    3: "no such topic or partition: `chronolog topics list` shows them",  # UNKNOWN_TOPIC_OR_PART
+    -190: "no such partition: `chronolog topics describe TOPIC` shows them",  # _UNKNOWN_PARTITION
+    -188: "no such topic: `chronolog topics list` shows them",  # _UNKNOWN_TOPIC
+    29: "not allowed to read the topic: ask for DESCRIBE and READ permission on it (an ACL)",
+    30: "not allowed to use the consumer group: ask for READ permission on the group (an ACL)",
+    31: "not allowed by the cluster's ACLs: ask for the permission the operation needs",
+    58: "authentication failed: check sasl.username and sasl.password (-X or --command-config)",
+    -169: "authentication failed: check sasl.mechanism, sasl.username and sasl.password (-X or --command-config)",
+    -181: "TLS handshake failed: check ssl.ca.location and the broker's certificate (-X or --command-config)",
+    35: "the broker does not support this request: it runs too old a Kafka version",  # UNSUPPORTED_VERSION
+    -197: "stopped: the client was shutting down (a Ctrl-C?); run it again",  # _DESTROY
+    25: "the consumer group is rebalancing or unknown to this coordinator: stop its consumers and run it again",
+    14: "the group coordinator is still loading: run it again in a few seconds",  # COORDINATOR_LOAD_IN_PROGRESS
+    15: "the group coordinator is not available (the offsets topic has no leader?): check the brokers",
+}
+
+
+def kafka_words(exc: BaseException) -> str:
+    """A confluent_kafka.KafkaException (or KafkaError) said in the tools' words with what to do, in one line,
+    the client's own code name kept at the end for a search; librdkafka's text for a code not listed."""
+    err = exc.args[0] if isinstance(exc, Exception) and exc.args else exc
+    code = err.code() if hasattr(err, "code") else None
+    words = _WORDS.get(code) if code is not None else None
+    if words is None:
+        return err.str() if hasattr(err, "str") else str(err)
+    name = err.name() if hasattr(err, "name") else str(code)
+    return f"{words} [{name.lstrip('_')}]"
 
 
 class _NoAnswer(Exception):
@@ -372,7 +414,7 @@ def poll_range(consumer, topic: str, partition: int, end: int, timeout: float, t
         if msg.error():
             if msg.error().code() == KafkaError._PARTITION_EOF:
                 return
-            raise ChronologError(f"reading {topic}-{partition}: {msg.error().str()}")
+            raise ChronologError(f"reading {topic}-{partition}: {kafka_words(msg.error())}")
         if msg.offset() >= end:
             return
         yield msg
