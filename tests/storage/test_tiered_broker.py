@@ -149,3 +149,19 @@ def test_the_tier_reads_alone_as_a_data_dir(tiered):
     from_broker = read_window(b.bootstrap, "logs", lo, window_end, columns=cols).read_all().sort_by("offset")
     assert from_tier.num_rows > 1000
     assert from_tier.to_pylist() == from_broker.to_pylist()
+
+
+def test_consume_from_to_agrees_on_the_broker_and_on_the_tier(tiered):
+    from tests.clirun import chronolog
+    b, tier, produced = tiered
+    end = b._manager().get_log("logs", 0).remote.highest_offset + 1
+    lo = produced[0][1] + 60_000
+    hi = lo + 120_000
+    common = ["consume", "logs", "--from", str(lo), "--to", str(hi), "--format", "json"]
+    on_tier = chronolog(*common, "--data-dir", str(tier))
+    on_broker = chronolog(*common, "-b", b.bootstrap)
+    assert on_tier.rc == on_broker.rc == 0, (on_tier.err, on_broker.err)
+    want = [o for o, t, _v in produced if lo <= t < hi and o < end]
+    assert len(want) > 100 and max(want) < end - 1000  # a window wholly in tiered segments
+    assert on_tier.out == on_broker.out
+    assert len(on_tier.out.splitlines()) == len(want)
