@@ -22,6 +22,7 @@ from chronolog.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, crc32c
 from chronolog.timetravel.connection import Connection, ConnectionLost, servers
 
 INIT_PRODUCER_ID = 22
+DESCRIBE_CONFIGS = 32
 _IDS = struct.Struct(">qhi")  # producer id, epoch, base sequence: at 43 in a v2 batch header (DefaultRecordBatch)
 _IDS_OFFSET = 43
 _COUNT = struct.Struct(">i")
@@ -108,6 +109,40 @@ class BatchSender:
                 raise ChronologError(f"InitProducerId: {ErrorCode(int(answer.error_code.value)).name}")
             return int(answer.producer_id), int(answer.producer_epoch)
         return self._any(ask)
+
+    def topic_config(self, name: str) -> str | None:
+        """One of the topic's configs (DescribeConfigs v1), None when it cannot be read."""
+        import io
+
+        from kio.index import load_request_schema
+        from kio.schema.request_header.v1.header import RequestHeader
+        from kio.serial import entity_writer
+        from kio.static.primitive import i8, i16, i32
+
+        def ask(conn: Connection) -> str | None:
+            if fc.pick(conn.versions, DESCRIBE_CONFIGS, 1, 1) is None:
+                return None
+            cls = load_request_schema(DESCRIBE_CONFIGS, 1)
+            resource = __import__(cls.__module__, fromlist=["DescribeConfigsResource"]).DescribeConfigsResource
+            out = io.BytesIO()
+            out.write(b"\0\0\0\0")
+            entity_writer(RequestHeader)(out, RequestHeader(
+                request_api_key=i16(DESCRIBE_CONFIGS), request_api_version=i16(1), correlation_id=i32(conn.next_id()),
+                client_id=self.client_id))
+            entity_writer(cls)(out, cls(resources=(resource(resource_type=i8(2), resource_name=self.topic,
+                                                            configuration_keys=(name,)),), include_synonyms=False))
+            data = bytearray(out.getbuffer())
+            struct.pack_into(">i", data, 0, len(data) - 4)
+            answer = conn.call([bytes(data)], lambda frame, cid: fc.read_response(DESCRIBE_CONFIGS, 1, frame, cid))
+            for result in answer.results:
+                for config in result.configs:
+                    if config.name == name:
+                        return config.value
+            return None
+        try:
+            return self._any(ask)
+        except ChronologError:
+            return None
 
     def _stamp(self, partition: int, batch: bytes) -> bytearray:
         """The batch with this producer's id, epoch and the partition's next sequence, and its CRC again."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-import threading
 from array import array
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -54,22 +53,6 @@ def retention_ms(conf: dict, topic: str) -> int | None:
         return int(described["retention.ms"].value)
     except (KafkaException, KeyError, ValueError, TypeError):
         return None
-
-
-class _Background:
-    """A call run in a thread from now on; `get()` waits for its answer."""
-
-    def __init__(self, call, *args) -> None:
-        self.answer = None
-        self.thread = threading.Thread(target=self._run, args=(call, *args), daemon=True)
-        self.thread.start()
-
-    def _run(self, call, *args) -> None:
-        self.answer = call(*args)
-
-    def get(self):
-        self.thread.join(30)
-        return self.answer
 
 
 def headers(items: list[str]) -> list[tuple[bytes, bytes]]:
@@ -146,6 +129,10 @@ class BatchPath:
             batches = {p: encode((index, 0, len(index))) for p, index in rows.items()}
         self.sender.send(batches)
 
+    def retention_ms(self) -> int | None:
+        value = self.sender.topic_config("retention.ms")
+        return int(value) if value is not None and value.lstrip("-").isdigit() else None
+
     def close(self) -> None:
         self.sender.close()
 
@@ -167,6 +154,10 @@ class KafkaPath:
         self.partition = partition
         self.headers = [(k.decode(), v) for k, v in headers]
         self.failures: list[str] = []
+        self.conf = conf
+
+    def retention_ms(self) -> int | None:
+        return retention_ms(self.conf, self.topic)
 
     def _delivered(self, err, _msg) -> None:
         if err is not None:
@@ -203,7 +194,7 @@ class Loader:
     """The lines of one input, block by block: what was sent and acknowledged, what could not be read."""
 
     def __init__(self, reader: LineReader, path, topic: str, name: str, skip: int, skip_blank: bool,
-                 require_time: bool, retention: _Background | None) -> None:
+                 require_time: bool, retention: int | None) -> None:
         self.reader, self.path, self.topic, self.name = reader, path, topic, name
         self.skip_blank, self.require_time, self.retention = skip_blank, require_time, retention
         self.read = self.done = skip  # lines taken from the input / acknowledged, counted from its first line
@@ -333,7 +324,7 @@ class Loader:
 
     def _warn_retention(self, oldest: int) -> None:
         self.oldest = oldest if self.oldest is None else min(self.oldest, oldest)
-        r = self.retention.get() if self.retention is not None else None
+        r = self.retention
         if r is not None and r >= 0 and not self.warned and oldest < now_ms() - r:
             self.warned = True
             _say(f"chronolog: warning: {self.topic}: a record from {format_time(oldest)} is older than the "
@@ -422,8 +413,7 @@ def load(topic: str, file: str, conf: dict, *, time_field: str | None = None, ti
     try:
         if partition is not None and partition not in path.partitions:
             raise ChronologError(f"topic {topic!r} has no partition {partition} (it has {len(path.partitions)})")
-        # asked beside the first blocks' reading: the answer is needed only once times are known
-        retention = _Background(retention_ms, conf, topic) if reader.timed else None
+        retention = path.retention_ms() if reader.timed else None
         stream, size, name = open_input(file)
         run = Loader(reader, path, topic, name, skip_lines, skip_blank, require_time, retention)
         interrupted = False
