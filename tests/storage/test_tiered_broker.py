@@ -165,3 +165,20 @@ def test_consume_from_to_agrees_on_the_broker_and_on_the_tier(tiered):
     assert len(want) > 100 and max(want) < end - 1000  # a window wholly in tiered segments
     assert on_tier.out == on_broker.out
     assert len(on_tier.out.splitlines()) == len(want)
+
+
+def test_sql_agrees_on_the_broker_and_on_the_tier(tiered):
+    pytest.importorskip("duckdb")
+    from tests.clirun import chronolog
+    b, tier, produced = tiered
+    end = b._manager().get_log("logs", 0).remote.highest_offset + 1
+    lo = produced[0][1] + 60_000
+    hi = lo + 120_000
+    query = 'SELECT count(*) AS n, min("offset") AS first, max("offset") AS last, sum(octet_length(value)) AS bytes FROM logs'
+    common = ["sql", query, "-t", "logs", "--from", str(lo), "--to", str(hi), "--format", "csv"]
+    on_tier = chronolog(*common, "--data-dir", str(tier))
+    on_broker = chronolog(*common, "-b", b.bootstrap)
+    assert on_tier.rc == on_broker.rc == 0, (on_tier.err, on_broker.err)
+    want = [(o, v) for o, t, v in produced if lo <= t < hi and o < end]
+    assert on_tier.out == on_broker.out
+    assert on_tier.out.splitlines()[1] == f"{len(want)},{want[0][0]},{want[-1][0]},{sum(len(v) for _o, v in want)}"
