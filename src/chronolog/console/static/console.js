@@ -27,19 +27,23 @@
     return iso.slice(11, 19) === "00:00:00" ? iso.slice(5, 10) + " " + clock : clock;
   }
   // the x ticks: multiples of the smallest round interval (a multiple of the bucket width) that puts at most
-  // one label per 110 px; never none, so the axis is always labelled
+  // one label per 110 px; never none, so the axis is always labelled; none so near the right end that its text
+  // would be cut by the chart's right edge
   function ticks(width) {
     var most = Math.max(2, Math.floor(width / 110)), step = d.step || (hi - lo) / n, incr = null;
-    var candidates = ROUND.filter(function (r) { return r % step === 0; });
-    [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000].forEach(function (k) { candidates.push(step * k); });
-    candidates.sort(function (a, b) { return a - b; });
-    for (var i = 0; i < candidates.length && incr === null; i++) {
-      if ((hi - lo) / candidates[i] <= most) incr = candidates[i];
+    var fits = function (c) { return (hi - lo) / c <= most; };
+    var round = ROUND.filter(function (r) { return r % step === 0; });
+    incr = round.filter(fits)[0] || null;
+    if (incr === null) { // wider than the list: whole multiples of the widest round interval
+      var base = round.length ? round[round.length - 1] : step;
+      for (var k = 1; incr === null; k *= 2) if (fits(base * k)) incr = base * k;
     }
-    if (incr === null) incr = candidates[candidates.length - 1];
+    var edge = 45 * (hi - lo) / Math.max(width, 1); // half a date label, in ms
     var out = [];
-    for (var t = Math.ceil(lo / incr) * incr; t <= hi; t += incr) out.push(t);
-    if (!out.length) out.push(lo);
+    for (var t = Math.ceil(lo / incr) * incr; t <= hi; t += incr) {
+      if (hi - t >= edge) out.push(t); // (the left end has the y axis's gutter to spill into)
+    }
+    if (!out.length) out.push(Math.ceil((lo + hi) / 2 / step) * step); // one label, on a bucket edge
     return { incr: incr, splits: out };
   }
 
