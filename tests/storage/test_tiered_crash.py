@@ -17,6 +17,7 @@ import pytest
 from chronolog.config import BrokerConfig
 from chronolog.storage import LogManager
 from chronolog.storage.remote.metadata import METADATA_SUFFIX, RemoteSegment
+from tests.storage.test_tiered import s3_tier  # noqa: F401  (the S3 server fixture)
 
 CONFIGS = {"remote.storage.enable": "true", "segment.bytes": "40000", "local.retention.ms": "1",
            "retention.bytes": "400000", "retention.ms": "-1",
@@ -62,7 +63,7 @@ CHILD = textwrap.dedent('''
 ''')
 
 
-def run_and_kill(data: Path, tier: Path, point: str, hits: int) -> int:
+def run_and_kill(data: Path, tier: str, point: str, hits: int) -> int:
     """Run the child until it has reached `point` `hits` times, SIGKILL it there; the last acked offset."""
     proc = subprocess.Popen([sys.executable, "-c", CHILD, str(data), str(tier), point, repr(CONFIGS)],
                             stdout=subprocess.PIPE, text=True)
@@ -86,10 +87,10 @@ def run_and_kill(data: Path, tier: Path, point: str, hits: int) -> int:
     return acked
 
 
-def check(data: Path, tier: Path, acked: int) -> tuple[int, int]:
+def check(data: Path, tier: str, acked: int) -> tuple[int, int]:
     """Restart on the dirs, check everything; returns (log start offset, tiered segments)."""
     manager = LogManager(data, BrokerConfig({"remote.log.storage.system.enable": "true",
-                                             "remote.log.storage.dir": str(tier)}))
+                                             "remote.log.storage.dir": tier}))
     manager.startup(background=False)
     try:
         plog = manager.get_log("t", 0)
@@ -106,21 +107,29 @@ def check(data: Path, tier: Path, acked: int) -> tuple[int, int]:
             assert metas[-1].end_offset + 1 >= plog.segments[0].base_offset  # the local log continues it
         else:
             assert start == plog.segments[0].base_offset
-        listed = sorted(p.name for p in (tier / "t-0").glob(f"*{METADATA_SUFFIX}"))
-        finished = [n for n in listed if RemoteSegment.from_json((tier / "t-0" / n).read_bytes()).state ==
+        files = remote.tier.list("t-0")
+        listed = sorted(n for n in files if n.endswith(METADATA_SUFFIX))
+        finished = [n for n in listed if RemoteSegment.from_json(remote.tier.read(f"t-0/{n}")).state ==
                     "COPY_SEGMENT_FINISHED"]
         assert finished == [m.name for m in metas]  # each listed once
         for meta in metas:
             for name, size in meta.files.items():
-                assert (tier / "t-0" / name).stat().st_size == size  # whole
+                assert files[name] == size  # whole
         return start, len(metas)
     finally:
         manager.shutdown()
 
 
+@pytest.fixture(params=["dir", "s3"])
+def tier(request, tmp_path):
+    if request.param == "dir":
+        return str(tmp_path / "tier")
+    return f"s3://tier/{tmp_path.name}{request.getfixturevalue('s3_tier')}"
+
+
 @pytest.mark.slow
-def test_sigkill_during_copies_and_deletions(tmp_path):
-    data, tier = tmp_path / "data", tmp_path / "tier"
+def test_sigkill_during_copies_and_deletions(tmp_path, tier):
+    data = tmp_path / "data"
     starts = []
     for run, (point, hits) in enumerate([("copy", 3), ("local-delete", 2), ("copy", 7), ("tier-delete", 1),
                                          ("local-delete", 5), ("copy", 12), ("tier-delete", 4)]):
