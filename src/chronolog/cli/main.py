@@ -93,10 +93,13 @@ def main() -> None:
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        from chronolog.cli import fastproduce, fastserve
+        from chronolog.cli import fastproduce
 
-        if not fastserve.run(sys.argv[1:]) and not fastproduce.run(sys.argv[1:]):
-            _build_app()()
+        if not fastproduce.run(sys.argv[1:]):
+            from chronolog.cli import fastserve
+
+            if not fastserve.run(sys.argv[1:]):
+                _build_app()()
     except ChronologError as exc:
         print(f"chronolog: error: {exc}", file=sys.stderr)
         sys.exit(2)

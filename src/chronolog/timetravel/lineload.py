@@ -13,10 +13,9 @@ done only then, so the Ctrl-C summary can print the exact command that continues
 from __future__ import annotations
 
 import os
-import shlex
 import sys
+import threading
 from array import array
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from itertools import accumulate, cycle
 from operator import gt
@@ -209,8 +208,8 @@ class Loader:
         self.warned = False
         # one block is sent (in this thread) while the next is read and encoded; `done` moves only when
         # a block is acknowledged, so a Ctrl-C at any moment leaves it exact once the block in flight ends
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="chronolog-produce")
-        self._in_flight: Future | None = None
+        self._in_flight: threading.Thread | None = None
+        self._failed: BaseException | None = None
 
     def block(self, lines: list[bytes]) -> None:
         if self.to_skip:
@@ -265,23 +264,27 @@ class Loader:
 
     def _send(self, keys, values, times, done: int) -> None:
         """Send these records once the block before them is acknowledged; `done` lines count as done then."""
-        if self._in_flight is not None:
-            self._in_flight.result()  # its error, if it failed
-        self._in_flight = self._pool.submit(self._deliver, keys, values, times, done)
+        self.finish()
+        self._in_flight = threading.Thread(target=self._deliver, args=(keys, values, times, done),
+                                           name="chronolog-produce", daemon=True)
+        self._in_flight.start()
 
     def _deliver(self, keys, values, times, done: int) -> None:
-        if values:
-            self.path.send(keys, values, times)
+        try:
+            if values:
+                self.path.send(keys, values, times)
+        except BaseException as exc:  # noqa: BLE001 (raised again in the reading thread, by finish)
+            self._failed = exc
+            return
         self.sent += len(values)
         self.done = done
 
     def finish(self) -> None:
-        """Wait for the block in flight (raising its error)."""
-        try:
-            if self._in_flight is not None:
-                self._in_flight.result()
-        finally:
-            self._pool.shutdown()
+        """Wait for the block in flight; raise its error."""
+        if self._in_flight is not None:
+            self._in_flight.join()
+        if self._failed is not None:
+            raise self._failed
 
     def _fill(self, times: list, values: list[bytes], lines: list[bytes], numbers, first: int) -> list:
         """Lines without a readable time take the previous line's (None before the first: the caller holds
@@ -360,6 +363,7 @@ def continue_command(skip: int, argv: list[str] | None = None) -> str:
             continue
         out.append(args[i])
         i += 1
+    import shlex
     return shlex.join(["chronolog", *out, "--skip-lines", str(skip)])
 
 
