@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DATA   := $(CURDIR)/var/run-data
 
-.PHONY: install bytecode sysdeps nodedeps faustdeps jars franzgo test test-long run bench lint clean
+.PHONY: install bytecode sysdeps nodedeps faustdeps quixdeps jars franzgo test test-long run bench lint clean
 
 $(STAMP): pyproject.toml setup.py src/chronolog/records/_walk.c src/chronolog/records/_clean.c src/chronolog/records/_recordwalk.h src/chronolog/records/_crc32c.h src/chronolog/records/_columns.c src/chronolog/records/_encode.c src/chronolog/storage/_headers.c
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -29,6 +29,12 @@ faustdeps: $(STAMP)
 		faust-streaming==0.15.3 mode-streaming==0.7.1 venusian==3.1.0 terminaltables==3.1.10 croniter==5.0.1 \
 		pytz intervaltree==3.2.1 colorlog==6.12.0 mypy_extensions aiohttp-cors==0.8.1 'aiohttp>=3.9,<4' \
 		multidict yarl frozenlist aiosignal propcache aiohappyeyeballs
+
+# Quix Streams (docs/testing.md's example, run by tests/testing/test_docs.py) pins confluent-kafka<2.13, older than
+# the venv's: it goes into a directory of its own beside the venv, put on PYTHONPATH only for that example.
+QUIX_LIB := $(VENV)/quix-lib
+quixdeps: $(STAMP)
+	@test -d $(QUIX_LIB)/quixstreams || $(PY) -m pip install -q --target $(QUIX_LIB) quixstreams==3.28.1
 
 # Byte-compile the package, as pip does for an installed one: a broker then starts from cached bytecode
 # instead of compiling its modules on every start where PYTHONDONTWRITEBYTECODE is set (docs/benchmarks.md,
@@ -57,7 +63,7 @@ jars: $(JARS)/.stamp $(SPARK_KAFKA)/.stamp
 franzgo: $(STAMP)
 	@command -v go >/dev/null 2>&1 || exit 0; $(PY) -m tests.compat.franz_go --build || true
 
-install: $(STAMP) bytecode sysdeps nodedeps faustdeps jars franzgo
+install: $(STAMP) bytecode sysdeps nodedeps faustdeps quixdeps jars franzgo
 
 # The suite's tiers (docs/testing.md, "This repository's suite"): `make test` is what CI runs, within 15
 # minutes on two cores; `make test-long` runs the same tests with their full seed counts, kills and load

@@ -108,6 +108,42 @@ def test_topics_are_isolated_and_deleted_after_each_test(pytester):
     run(pytester).assert_outcomes(passed=3)
 
 
+def test_topics_made_by_chronolog_topics_are_deleted_and_create_topic_lives_for_the_session(pytester):
+    pytester.makepyfile("""
+        names = {}
+
+        def test_make(chronolog_broker, chronolog_topics):
+            made = [chronolog_topics(partitions=2), chronolog_topics(configs={"cleanup.policy": "compact"})]
+            assert chronolog_broker.topics()[made[0]] == 2 and made[0].startswith("test_make-")
+            names["made"], names["kept"] = made, chronolog_broker.create_topic()
+
+        def test_after(chronolog_broker):
+            topics = chronolog_broker.topics()
+            assert not set(names["made"]) & set(topics)
+            assert names["kept"] in topics  # until the session's broker stops and its data dir goes
+    """)
+    run(pytester, "-p", "no:randomly").assert_outcomes(passed=2)
+
+
+def test_a_fault_rule_that_never_fired_is_warned_about(pytester):
+    pytester.makepyfile("""
+        from confluent_kafka import Producer
+
+        def test_unhit(chronolog_faults):
+            chronolog_faults.push_errors("OffsetCommit", "NOT_COORDINATOR")
+
+        def test_hit(chronolog_broker, chronolog_faults):
+            rule = chronolog_faults.add_latency(None, 1, count=1)
+            Producer(chronolog_broker.client_config()).list_topics(timeout=30)
+            assert rule.hits == 1
+    """)
+    result = run(pytester, "-p", "no:randomly")
+    result.assert_outcomes(passed=2, warnings=1)
+    result.stdout.fnmatch_lines(["*FaultNotHitWarning: chronolog_faults: rule 1 (OffsetCommit: NOT_COORDINATOR) "
+                                 "never fired: the broker got no OffsetCommit request*"])
+    assert "rule 2" not in result.stdout.str()
+
+
 REPORT = """
     import json, os, threading
     from pathlib import Path

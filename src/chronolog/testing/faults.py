@@ -10,14 +10,19 @@ Rules, checked in this order for each request:
 - latency: the request waits `ms` before it is served (every matching request, or the next N);
 - close: the connection is closed instead of answering (the client sees a disconnect);
 - errors: the request is answered with an error code and not executed. For the partitioned APIs (Produce,
-  Fetch, ListOffsets, OffsetCommit, OffsetForLeaderEpoch) a rule scoped to a topic or partition answers
-  only those partitions; the others are served. Each matching request uses up one of the rule's N;
+  Fetch, ListOffsets, OffsetCommit, TxnOffsetCommit, OffsetForLeaderEpoch) the code goes on each partition
+  (their responses carry no other) and a rule scoped to a topic or partition answers only those partitions;
+  the others are served. Each matching request uses up one of the rule's N;
 - paused partitions: a Produce to one waits until it is resumed or the request's own timeout passes, then
   answers REQUEST_TIMED_OUT (Kafka's `DelayedProduce` expiring); a Fetch gets no records from it;
 - clock: records appended to a `message.timestamp.type=LogAppendTime` topic are stamped with the broker's
   clock moved by `clock_offset_ms`.
 
 Every method may be called from any thread (the test's, the admin API's on the broker's loop).
+
+A rule that never fired is usually one the client's settings rule out (an OffsetCommit fault for a client
+that commits in its transactions, through TxnOffsetCommit): `unhit()` says why for each, from the requests
+seen since the last `clear()`; the pytest plugin turns that into a `FaultNotHitWarning` after the test.
 """
 
 from __future__ import annotations
@@ -86,10 +91,22 @@ PARTITIONED: dict[int, _Partitioned] = {
                     {"throttle_time": 0}),
     8: _Partitioned("topics", "name", "partitions", "partition_index", "topics", "name", "partitions",
                     "partition_index", {}, {"throttle_time": 0}),
+    # TxnOffsetCommit: per-partition codes only, like OffsetCommit (topics by id from v6, KIP-1319)
+    28: _Partitioned("topics", "name", "partitions", "partition_index", "topics", "name", "partitions",
+                     "partition_index", {}, {"throttle_time": 0}),
     23: _Partitioned("topics", "topic", "partitions", "partition", "topics", "topic", "partitions", "partition",
                      {"leader_epoch": -1, "end_offset": -1}, {"throttle_time": 0}),
 }
 PRODUCE, FETCH, METADATA = 0, 1, 3
+OFFSET_COMMIT, TXN_OFFSET_COMMIT = 8, 28
+# An API a client uses instead of another under some setting: what to fault instead, and why it went unseen.
+INSTEAD = {OFFSET_COMMIT: (TXN_OFFSET_COMMIT, "the client commits its offsets in transactions "
+                                              "(send_offsets_to_transaction)"),
+           TXN_OFFSET_COMMIT: (OFFSET_COMMIT, "the client commits its offsets outside transactions")}
+
+
+class FaultNotHitWarning(UserWarning):
+    """A programmed fault never fired during the test (so the test did not exercise what it meant to)."""
 
 
 class ResponseDropped(ConnectionResetError):
@@ -202,6 +219,11 @@ class Faults:
         self._clock_offset_ms = 0
         self._refusing: asyncio.TimerHandle | None = None
         self._refused = False
+        # What reached the broker since the last clear(), for unhit(): requests per API, client ids per API,
+        # and the topic partitions named per partitioned API.
+        self._seen: dict[int, int] = {}
+        self._seen_clients: dict[int, set[str]] = {}
+        self._seen_partitions: dict[int, set[tuple[str, int]]] = {}
         broker.faults = self
 
     # -- programming -------------------------------------------------------------------------------
@@ -248,9 +270,10 @@ class Faults:
             return list(self._rules)
 
     def clear(self) -> None:
-        """No rules, no paused partitions, the clock back, connections accepted again."""
+        """No rules, no paused partitions, the clock back, connections accepted again; what was seen forgotten."""
         with self._lock:
             self._rules.clear()
+            self._seen, self._seen_clients, self._seen_partitions = {}, {}, {}
         for topic, partition in list(self._paused):
             self.resume(topic, partition)
         self._clock_offset_ms = 0
@@ -309,6 +332,16 @@ class Faults:
     @property
     def refusing(self) -> bool:
         return self._refused
+
+    def unhit(self) -> list[str]:
+        """One line for each rule that has not fired since it was programmed, with the likely reason, from the
+        requests the broker got since the last `clear()` (only those that came while a rule was programmed)."""
+        with self._lock:
+            rules = [r for r in self._rules if r.hits == 0]
+            seen = dict(self._seen)
+            clients = {k: set(v) for k, v in self._seen_clients.items()}
+            partitions = {k: set(v) for k, v in self._seen_partitions.items()}
+        return [f"{_rule_text(r)} never fired: {_why_unhit(r, seen, clients, partitions)}" for r in rules]
 
     def state(self) -> dict:
         """Everything programmed, as JSON-ready values (the admin API's GET answer)."""
@@ -393,6 +426,7 @@ class Faults:
     async def respond(self, handler: Any, body: Any, ctx: RequestContext) -> bytes | codec.ResponseParts | None:
         """Broker._respond's last step, with the programmed faults applied (see the module docstring)."""
         api_key = ctx.api_key
+        self._note(api_key, ctx, body)
         delay, close, errors = self._match(api_key, ctx.client_id)
         if delay:
             await asyncio.sleep(delay / 1000.0)
@@ -404,6 +438,27 @@ class Faults:
         if values is None:
             return None
         return codec.encode_values(api_key, ctx.api_version, ctx.correlation_id, values)
+
+    def _note(self, api_key: int, ctx: RequestContext, body: Any) -> None:
+        """Count the request for unhit() (only while a rule is programmed: the rest is not asked about)."""
+        if not self._rules:
+            return
+        shape = PARTITIONED.get(api_key)
+        named: list[tuple[str, int]] = []
+        if shape is not None and api_key != FETCH:  # a fetch session's requests may name no partition
+            with contextlib.suppress(Exception):
+                named = [(_topic_name(t, shape, ctx), int(getattr(p, shape.req_index)))
+                         for t in getattr(body, shape.req_topics) for p in getattr(t, shape.req_partitions)]
+        with self._lock:
+            self._seen[api_key] = self._seen.get(api_key, 0) + 1
+            if ctx.client_id is not None:
+                ids = self._seen_clients.setdefault(api_key, set())
+                if len(ids) < 100:
+                    ids.add(ctx.client_id)
+            if named:
+                tps = self._seen_partitions.setdefault(api_key, set())
+                if len(tps) < 10_000:
+                    tps.update(named)
 
     def _match(self, api_key: int, client_id: str | None) -> tuple[int, Rule | None, list[Rule]]:
         """Latency to add, a close rule that fires, and the error rules that may fire (for the partitioned
@@ -528,6 +583,43 @@ class Faults:
         finally:
             for w in waits:
                 w.cancel()
+
+
+def _rule_text(rule: Rule) -> str:
+    """`rule 3 (OffsetCommit: NOT_COORDINATOR on orders-0, client app-1)`."""
+    what = {"error": error_name(rule.error) if rule.error else "error", "latency": f"+{rule.latency_ms} ms",
+            "close": "close the connection"}[rule.action]
+    where = ""
+    if rule.topic is not None:
+        where = f" on {rule.topic}" + (f"-{rule.partition}" if rule.partition is not None else "")
+    who = f", client {rule.client_id}" if rule.client_id is not None else ""
+    return f"rule {rule.id} ({API_NAMES.get(rule.api, 'every API') if rule.api is not None else 'every API'}: " \
+           f"{what}{where}{who})"
+
+
+def _why_unhit(rule: Rule, seen: dict[int, int], clients: dict[int, set[str]],
+               partitions: dict[int, set[tuple[str, int]]]) -> str:
+    """Why the requests the broker got did not match the rule, and what would have."""
+    apis = list(seen) if rule.api is None else [rule.api]
+    name = API_NAMES.get(rule.api, rule.api) if rule.api is not None else "any"
+    count = sum(seen.get(a, 0) for a in apis)
+    if count == 0:
+        reason = f"the broker got no {name} request"
+        other = INSTEAD.get(rule.api) if rule.api is not None else None
+        if other is not None and seen.get(other[0]):
+            reason += (f", but {seen[other[0]]} {API_NAMES[other[0]]}: {other[1]}; "
+                       f"push the fault for {API_NAMES[other[0]]} instead")
+        return reason
+    if rule.client_id is not None and not any(rule.client_id in clients.get(a, ()) for a in apis):
+        ids = sorted(set().union(*(clients.get(a, set()) for a in apis)))
+        return f"{count} {name} requests, none from client id {rule.client_id!r} (they came from {ids[:5]})"
+    if rule.scoped:
+        named = set().union(*(partitions.get(a, set()) for a in apis))
+        if named and not any(rule.matches_partition(*tp) for tp in named):
+            topics = sorted({t for t, _ in named})
+            return f"{count} {name} requests, none for {rule.topic}" + \
+                (f"-{rule.partition}" if rule.partition is not None else "") + f" (they named {topics[:5]})"
+    return f"{count} {name} requests came, none matched it"
 
 
 def _count(count: int | None) -> int:

@@ -10,7 +10,11 @@ fixture. Fixtures, all prefixed `chronolog_` so they cannot shadow a project's o
 - `chronolog_topic`: a fresh topic for one test (its name), partitions and configs from the
   `@pytest.mark.chronolog_topic(partitions=3, configs={...})` marker; deleted after the test.
 - `chronolog_faults`: the broker's faults, cleared after the test (so one test's faults never leak into
-  the next).
+  the next); a rule that never fired is reported first as a `FaultNotHitWarning` (with why: an OffsetCommit
+  rule for a client that commits through TxnOffsetCommit, a topic no request named...).
+- `chronolog_topics`: a function making more topics for one test (`chronolog_topics(partitions=2)` -> the
+  name), all deleted after it. Topics made with `chronolog_broker.create_topic()` live until the session's
+  broker stops and its data dir is removed.
 
 ini options: `chronolog_broker_configs` (key=value lines), `chronolog_sasl_users` (user:password lines),
 `chronolog_tls` (true: a TLS listener with a fresh CA), `chronolog_keep_data` (true: keep the data dir).
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -84,9 +89,42 @@ def chronolog_broker(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pyt
 
 @pytest.fixture
 def chronolog_faults(chronolog_broker: Any) -> Iterator[Any]:
-    """The broker's programmable faults; everything programmed is cleared after the test."""
-    yield chronolog_broker.faults
-    chronolog_broker.faults.clear()
+    """The broker's programmable faults; everything programmed is cleared after the test, and a rule that
+    never fired is warned about (FaultNotHitWarning: the test did not exercise what it meant to)."""
+    from chronolog.testing.faults import FaultNotHitWarning
+
+    faults = chronolog_broker.faults
+    yield faults
+    try:
+        for line in faults.unhit():
+            warnings.warn(FaultNotHitWarning(f"chronolog_faults: {line}"), stacklevel=1)
+    finally:
+        faults.clear()
+
+
+@pytest.fixture
+def chronolog_topics(request: pytest.FixtureRequest, chronolog_broker: Any) -> Iterator[Any]:
+    """A function that makes topics for this test (`(partitions=1, configs=None, name=None) -> name`), each
+    deleted after the test, as `chronolog_topic` is."""
+    prefix = re.sub(r"[^a-zA-Z0-9._-]+", "-", request.node.name)[:60].strip("-") or "test"
+    made: list[str] = []
+
+    def make(partitions: int = 1, configs: dict[str, str] | None = None, name: str | None = None) -> str:
+        topic = chronolog_broker.create_topic(name, int(partitions), configs, prefix=prefix)
+        made.append(topic)
+        return topic
+
+    yield make
+    _delete(chronolog_broker, made)
+
+
+def _delete(broker: Any, topics: list[str]) -> None:
+    if broker.running:
+        for name in topics:
+            try:
+                broker.delete_topic(name)
+            except Exception:  # the test deleted it itself
+                pass
 
 
 @pytest.fixture
@@ -108,8 +146,4 @@ def chronolog_topic(request: pytest.FixtureRequest, chronolog_broker: Any) -> It
     if refused is not None:
         pytest.fail(refused, pytrace=False)
     yield name
-    if chronolog_broker.running:
-        try:
-            chronolog_broker.delete_topic(name)
-        except Exception:  # the test deleted it itself
-            pass
+    _delete(chronolog_broker, [name])
