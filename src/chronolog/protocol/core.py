@@ -580,11 +580,36 @@ _TIERED_TIMESTAMPS = frozenset({-6})
 
 # v10 adds timeout_ms (KIP-1075), which bounds waits on remote storage: none here.
 @register(2, 1, 11)
-def list_offsets(req: Any, ctx: RequestContext) -> dict:
+def list_offsets(req: Any, ctx: RequestContext) -> dict | Any:
     """Every requested partition is answered (seed 001's empty answers crashed clients): a timestamp with
     no record at or after it gives offset -1 / timestamp -1, as Kafka does. A partition asked for twice
     answers INVALID_REQUEST once, after the topic's other partitions (KafkaApis: the set
-    ListOffsetsRequest.duplicatePartitions, answered last)."""
+    ListOffsetsRequest.duplicatePartitions, answered last). A lookup that may read tiered segments
+    (KIP-405) is answered in a thread: the coroutine returned is awaited by the dispatcher."""
+    if _looks_up_tier(req, ctx):
+        return asyncio.to_thread(_list_offsets, req, ctx)
+    return _list_offsets(req, ctx)
+
+
+def _looks_up_tier(req: Any, ctx: RequestContext) -> bool:
+    """Whether a lookup by time (or -3) is asked of a partition with tiered segments below its local ones."""
+    if getattr(ctx.log_manager, "remote_logs", None) is None:
+        return False
+    for t in req.topics:
+        for p in t.partitions:
+            timestamp = int(p.timestamp)
+            if timestamp < 0 and timestamp != -3:  # -3: max timestamp, over the tier too
+                continue
+            try:
+                plog = ctx.log_manager.get_log(t.name, int(p.partition_index))
+            except Exception:
+                continue
+            if plog.remote is not None and plog.log_start_offset < plog.local_log_start_offset:
+                return True
+    return False
+
+
+def _list_offsets(req: Any, ctx: RequestContext) -> dict:
     seen = collections.Counter((t.name, int(p.partition_index)) for t in req.topics for p in t.partitions)
     answered: set[tuple[str, int]] = set()
     committed = int(getattr(req, "isolation_level", 0)) == READ_COMMITTED
