@@ -252,8 +252,10 @@ def describe_groups(req: Any, ctx: RequestContext) -> dict:
         described = ctx.coordinator.describe(g)
         if ctx.api_version >= 6 and g not in ctx.coordinator.groups:
             described["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
+            shares = ctx.state.share_groups
             described["error_message"] = f"Group {g} is not a classic group." \
-                if g in ctx.coordinator.consumer.groups else f"Group {g} not found."
+                if g in ctx.coordinator.consumer.groups or (shares is not None and g in shares.groups) \
+                else f"Group {g} not found."
         groups.append(described)
     return {"throttle_time": 0, "groups": groups}
 

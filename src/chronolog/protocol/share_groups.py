@@ -72,7 +72,7 @@ def share_group_describe(req: Any, ctx: RequestContext) -> dict:
     groups = []
     shares = _shares(ctx)
     for gid in req.group_ids:
-        empty = {"group_id": gid, "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
+        empty = {"group_id": gid, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
                  "assignor_name": "", "members": [], "authorized_operations": NOT_ASKED}
         if not ctx.allowed("describe", "group", gid):
             groups.append({**empty, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None})
@@ -296,3 +296,129 @@ def share_acknowledge(req: Any, ctx: RequestContext) -> dict:
         _close(ctx, group_id, member_id)
     return {"throttle_time": 0, "error_code": 0, "error_message": None,
             "acquisition_lock_timeout": _lock_ms(ctx, group_id), "responses": responses, "node_endpoints": []}
+
+
+# -- share-group offsets (KIP-932's admin APIs) ----------------------------------------------------------------
+_NOT_HOSTED = "This server does not host this topic-partition."
+
+
+def _hosted(ctx: RequestContext, name: str, partition: int) -> bool:
+    return ctx.log_manager.has_topic(name) and 0 <= partition < ctx.log_manager.topics()[name]
+
+
+@register(90, 0, 1)
+def describe_share_group_offsets(req: Any, ctx: RequestContext) -> dict:
+    """GroupCoordinatorService.describeShareGroupOffsets: each partition's start offset and (v1, KIP-1226)
+    its lag: the records from the start to the high watermark not yet acknowledged or archived; -1 and -1
+    for a partition the group has no state for. No topics (null) means every partition with state. Kafka
+    4.4 never answers a request naming a partition that does not exist; chronolog answers it
+    UNKNOWN_TOPIC_OR_PARTITION."""
+    shares = _shares(ctx)
+    groups = []
+    for g in req.groups:
+        gid = g.group_id
+        if not ctx.allowed("describe", "group", gid):
+            groups.append({"group_id": gid, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                           "error_message": "Group authorization failed."})
+            continue
+        state = shares.offsets(gid)
+        if g.topics is None:
+            wanted: dict[str, list[int]] = {}
+            for name, index in sorted(state):
+                if ctx.log_manager.has_topic(name):
+                    wanted.setdefault(name, []).append(index)
+            asked = list(wanted.items())
+        else:
+            asked = [(t.topic_name, [int(p) for p in t.partitions]) for t in g.topics]
+        topics = []
+        for name, indexes in asked:
+            parts = []
+            denied = not ctx.allowed("describe", "topic", name)
+            for index in indexes:
+                out = {"partition_index": index, "start_offset": -1, "leader_epoch": LEADER_EPOCH, "lag": -1,
+                       "error_code": 0, "error_message": None}
+                if denied:
+                    out.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, leader_epoch=-1)
+                elif not _hosted(ctx, name, index):
+                    out.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=_NOT_HOSTED,
+                               leader_epoch=-1)
+                elif (sp := state.get((name, index))) is not None:
+                    start, done = sp.summary()
+                    hw = ctx.log_manager.get_log(name, index).high_watermark
+                    out.update(start_offset=start, lag=max(0, hw - start - done))
+                parts.append(out)
+            topics.append({"topic_name": name, "topic_id": topic_uuid(ctx, name) if ctx.log_manager.has_topic(name)
+                           else None, "partitions": parts})
+        groups.append({"group_id": gid, "topics": topics, "error_code": 0, "error_message": None})
+    return {"throttle_time": 0, "groups": groups}
+
+
+def _admin_group(ctx: RequestContext, group_id: str, operation: str, *, must_exist: bool) -> tuple[int, str | None]:
+    shares = _shares(ctx)
+    if not ctx.allowed(operation, "group", group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
+    coordinator = ctx.coordinator
+    if coordinator is not None and (group_id in coordinator.groups or group_id in coordinator.consumer.groups):
+        return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
+    group = shares.groups.get(group_id)
+    if group is None and must_exist:
+        return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+    if group is not None and group.members:
+        return ErrorCode.NON_EMPTY_GROUP, "The group is not empty."
+    return 0, None
+
+
+@register(91, 0, 0)
+def alter_share_group_offsets(req: Any, ctx: RequestContext) -> dict:
+    """GroupCoordinatorService.alterShareGroupOffsets: new start offsets for an empty (or new) share group;
+    the partitions' in-flight state goes. Topics that do not exist are answered first, as Kafka does."""
+    code, message = _admin_group(ctx, req.group_id, "read", must_exist=False)
+    if code:
+        return {"throttle_time": 0, "error_code": code, "error_message": message, "responses": []}
+    shares = _shares(ctx)
+    missing, found = [], []
+    for t in req.topics:
+        name = t.topic_name
+        if not ctx.log_manager.has_topic(name) or not ctx.allowed("read", "topic", name):
+            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if ctx.allowed("read", "topic", name) \
+                else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            missing.append({"topic_name": name, "topic_id": None, "partitions": [
+                {"partition_index": p.partition_index, "error_code": error,
+                 "error_message": _NOT_HOSTED if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None}
+                for p in t.partitions]})
+            continue
+        parts = []
+        for p in t.partitions:
+            index = int(p.partition_index)
+            if not _hosted(ctx, name, index):
+                parts.append({"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                              "error_message": _NOT_HOSTED})
+                continue
+            shares.alter_offset(req.group_id, name, index, int(p.start_offset))
+            parts.append({"partition_index": index, "error_code": 0, "error_message": None})
+        found.append({"topic_name": name, "topic_id": topic_uuid(ctx, name), "partitions": parts})
+    return {"throttle_time": 0, "error_code": 0, "error_message": None, "responses": missing + found}
+
+
+@register(92, 0, 0)
+def delete_share_group_offsets(req: Any, ctx: RequestContext) -> dict:
+    """GroupCoordinatorService.deleteShareGroupOffsets: an empty share group forgets its state of the topics
+    (the next member starts where share.auto.offset.reset says). Unknown topics are answered last."""
+    code, message = _admin_group(ctx, req.group_id, "delete", must_exist=True)
+    if code:
+        return {"throttle_time": 0, "error_code": code, "error_message": message, "responses": []}
+    shares = _shares(ctx)
+    found, missing = [], []
+    for t in req.topics:
+        name = t.topic_name
+        if not ctx.allowed("read", "topic", name):
+            missing.append({"topic_name": name, "topic_id": None, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                            "error_message": None})
+        elif not ctx.log_manager.has_topic(name):
+            missing.append({"topic_name": name, "topic_id": None, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            "error_message": _NOT_HOSTED})
+        else:
+            shares.delete_offsets(req.group_id, name)
+            found.append({"topic_name": name, "topic_id": topic_uuid(ctx, name), "error_code": 0,
+                          "error_message": None})
+    return {"throttle_time": 0, "error_code": 0, "error_message": None, "responses": found + missing}

@@ -235,6 +235,7 @@ class ShareGroups:
                                  f"{group_id}.")
             group = self.groups[group_id] = ShareGroup(group_id)
         member = group.members.get(member_id)
+        bump = False
         if member is None:
             if epoch != 0:
                 raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group "
@@ -244,7 +245,7 @@ class ShareGroups:
                                  f"capacity of {self.config['group.share.max.size']} members.")
             member = group.members[member_id] = ShareMember(member_id, rack_id, client_id, client_host,
                                                             tuple(sorted(set(subscribed or ()))))
-            group.epoch += 1
+            bump = True
         elif epoch not in (0, member.epoch):
             raise ShareError(ErrorCode.FENCED_MEMBER_EPOCH, f"The share group member has a smaller member epoch "
                              f"({epoch}) than the one known by the group coordinator ({member.epoch}). The "
@@ -254,10 +255,12 @@ class ShareGroups:
             member.rack_id = rack_id
         if subscribed is not None and tuple(sorted(set(subscribed))) != member.subscribed:
             member.subscribed = tuple(sorted(set(subscribed)))
-            group.epoch += 1
+            bump = True
         sizes = {t: topics[t] for t in group.subscribed() if t in topics}
         if sizes != group.sizes:
             group.sizes = sizes
+            bump = True
+        if bump:  # one bump of the group epoch a heartbeat, whatever changed (GroupMetadataManager)
             group.epoch += 1
         before = member.assigned
         if group.assignment_epoch != group.epoch:
@@ -413,7 +416,9 @@ class ShareGroups:
 
     def alter_offset(self, group_id: str, topic: str, index: int, offset: int) -> None:
         """AlterShareGroupOffsets: a new start offset for an empty group's share-partition."""
-        group = self.groups.setdefault(group_id, ShareGroup(group_id))
+        group = self.groups.get(group_id)
+        if group is None:  # AlterShareGroupOffsets makes the group, as Kafka does (epoch 1, Empty)
+            group = self.groups[group_id] = ShareGroup(group_id, epoch=1, assignment_epoch=1)
         group.partitions[(topic, index)] = SharePartition(offset)
         self._persist(group, (topic, index))
 
