@@ -182,3 +182,47 @@ def test_sql_agrees_on_the_broker_and_on_the_tier(tiered):
     want = [(o, v) for o, t, v in produced if lo <= t < hi and o < end]
     assert on_tier.out == on_broker.out
     assert on_tier.out.splitlines()[1] == f"{len(want)},{want[0][0]},{want[-1][0]},{sum(len(v) for _o, v in want)}"
+
+
+def test_a_stalled_tier_holds_up_neither_produce_nor_local_reads(tiered):
+    """While the tier does not answer, a ListOffsets by time into a tiered segment waits in a thread; a
+    produce and a read of local offsets are answered meanwhile."""
+    import threading
+
+    from tests.differential.admin_wire import request
+    b, _tier, produced = tiered
+    plog = b._manager().get_log("logs", 0)
+    remote = plog.remote
+    tier = remote.tier
+    for cache in (remote.caches.indexes, remote.caches.ranges):
+        cache.forget(tier, "")
+    remote._changed()
+    release, entered = threading.Event(), threading.Event()
+    original = type(tier).read
+
+    def stalled(self, path):
+        entered.set()
+        assert release.wait(60)
+        return original(self, path)
+
+    target = produced[remote.segments[1].base_offset][1]
+    answers = []
+    tier.read = stalled.__get__(tier)
+    try:
+        asking = threading.Thread(target=lambda: answers.append(request(b.port, 2, 9, {
+            "replica_id": -1, "isolation_level": 0, "topics": [{"name": "logs", "partitions": [
+                {"partition_index": 0, "timestamp": target, "current_leader_epoch": -1}]}]})))
+        asking.start()
+        assert entered.wait(30)  # the lookup is inside the tier now
+        producer = ck.Producer(b.client_config())
+        producer.produce("logs", b"while the tier stalls")
+        assert producer.flush(30) == 0
+        latest = request(b.port, 2, 9, {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "logs",
+                         "partitions": [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]}]})
+        assert latest["topics"][0]["partitions"][0]["offset"] == len(produced) + 1
+        assert not answers  # still waiting for the tier
+    finally:
+        release.set()
+        del tier.read
+    asking.join(30)
+    assert answers[0]["topics"][0]["partitions"][0]["offset"] == oracle(produced, target)[0]
