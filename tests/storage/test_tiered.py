@@ -305,3 +305,25 @@ def test_an_unreachable_tier_stops_neither_appends_nor_local_reads(tmp_path, mon
         assert [(r.offset, r.value) for r in plog.read_records(0)] == [(o, v) for o, _t, v in produced]
     finally:
         manager.shutdown()
+
+
+def test_tiered_segments_kept_open_are_bounded(tmp_path, monkeypatch):
+    from chronolog.storage.remote import remote_log
+    monkeypatch.setattr(remote_log, "MAX_OPEN_SEGMENTS", 4)
+    MAX_OPEN_SEGMENTS = 4
+    manager = LogManager(tmp_path / "data", broker_config(str(tmp_path / "tier")))
+    manager.startup(background=False)
+    try:
+        manager.create_topic("t", 1, {**TOPIC_CONFIGS, "segment.bytes": "2000"})
+        plog = manager.get_log("t", 0)
+        for i in range(200):
+            plog.append(build_batch([SimpleRecord(BASE + i, None, b"x" * 100)]), now=BASE + i)
+        tier_and_expire(manager, BASE + 100_000)
+        assert len(plog.remote.segments) > 3 * MAX_OPEN_SEGMENTS
+        assert [r.offset for r in plog.read_records(0)] == list(range(200))  # opens every tiered segment
+        for i in range(0, 150, 7):
+            assert plog.offset_for_timestamp(BASE + i).offset == i
+        view = plog.remote.view()
+        assert sum(seg.__dict__.get("_pending", True) is None for seg in view.segments) <= MAX_OPEN_SEGMENTS + 1
+    finally:
+        manager.shutdown()

@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("chronolog.storage.remote")
 
+# Tiered segments a partition keeps open (their two indexes in memory, as `TieredSegment` objects) between
+# reads; beyond it the others are dropped and reopened from the bounded index cache when next read.
+MAX_OPEN_SEGMENTS = 16
+
 
 class RemoteLog:
     """The tiered part of one partition. Its list changes only under `_lock`; readers take a snapshot
@@ -154,6 +158,7 @@ class RemoteLog:
             view.segments = [TieredSegment(files, directory, meta, **kwargs) for meta in self.segments]
             for seg, nxt in zip(view.segments, view.segments[1:], strict=False):
                 seg._offset_limit_after = nxt.base_offset
+            view._tiered_args = (files, directory, kwargs)
             view._next_offset = self.segments[-1].end_offset + 1
             view.log_start_offset = self.segments[0].base_offset
             self._view = view
@@ -162,10 +167,27 @@ class RemoteLog:
     def _changed(self) -> None:
         self._view = None
 
+    def _opened_view(self) -> PartitionLog | None:
+        """`view`, with the segments opened by earlier reads dropped beyond `MAX_OPEN_SEGMENTS` (a reader
+        still using one keeps its object; the next read opens a fresh one from the index cache)."""
+        view = self.view()
+        if view is None:
+            return None
+        opened = [i for i, seg in enumerate(view.segments) if seg.__dict__.get("_pending", True) is None]
+        if len(opened) > MAX_OPEN_SEGMENTS:
+            files, directory, kwargs = view._tiered_args
+            with view.lock:
+                for i in opened:
+                    old = view.segments[i]
+                    fresh = TieredSegment(files, directory, old.meta, **kwargs)
+                    fresh._offset_limit_after = old._offset_limit_after
+                    view.segments[i] = fresh
+        return view
+
     # -- reads --------------------------------------------------------------------------------------
     def read(self, start_offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool):
         """Whole batches of the tiered segment holding `start_offset` (`RemoteLogManager.read`)."""
-        view = self.view()
+        view = self._opened_view()
         if view is None or start_offset >= view._next_offset:
             return None
         view.log_start_offset = max(self.segments[0].base_offset if self.segments else 0,
@@ -174,13 +196,13 @@ class RemoteLog:
         return view.read(start_offset, max_bytes, max_offset=limit, min_one_message=min_one_message)
 
     def read_batches(self, start_offset: int, end_offset: int):
-        view = self.view()
+        view = self._opened_view()
         if view is None:
             return iter(())
         return view.read_batches(max(start_offset, view.log_start_offset), end_offset)
 
     def aborted_txns(self, start_offset: int, upper_bound_offset: int) -> list:
-        view = self.view()
+        view = self._opened_view()
         if view is None or start_offset >= view._next_offset:
             return []
         return view.aborted_txns(max(start_offset, view.log_start_offset), upper_bound_offset)
@@ -189,7 +211,7 @@ class RemoteLog:
         """`RemoteLogManager.findOffsetByTimestamp`: the first tiered record at or after `timestamp` from
         the log start offset, through the segment's remote time index (cached) and one range of its `.log`."""
         from chronolog.storage import time_lookup
-        view = self.view()
+        view = self._opened_view()
         if view is None:
             return None
         view.log_start_offset = max(view.segments[0].base_offset, log_start_offset)
@@ -205,7 +227,7 @@ class RemoteLog:
         return None
 
     def max_timestamp_entry(self) -> FoundTimestamp | None:
-        view = self.view()
+        view = self._opened_view()
         if view is None:
             return None
         from chronolog.storage import time_lookup
