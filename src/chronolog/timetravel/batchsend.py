@@ -105,10 +105,17 @@ class BatchSender:
                 struct.pack(">hi", -1, 60000)
             data = struct.pack(">i", len(body)) + body
             answer = conn.call([data], lambda frame, cid: fc.read_response(INIT_PRODUCER_ID, version, frame, cid))
-            if int(answer.error_code.value):
-                raise ChronologError(f"InitProducerId: {ErrorCode(int(answer.error_code.value)).name}")
-            return int(answer.producer_id), int(answer.producer_epoch)
-        return self._any(ask)
+            return int(answer.error_code.value), int(answer.producer_id), int(answer.producer_epoch)
+        deadline = time.monotonic() + self.timeout
+        tries = 0
+        while True:  # a broker that has just started answers COORDINATOR_LOAD_IN_PROGRESS for a while (Kafka)
+            code, producer_id, epoch = self._any(ask)
+            if not code:
+                return producer_id, epoch
+            if code not in RETRIABLE or time.monotonic() >= deadline:
+                raise ChronologError(f"InitProducerId: {ErrorCode(code).name}")
+            tries += 1
+            time.sleep(min(0.05 * 2 ** min(tries, 5), 1.0))
 
     def topic_config(self, name: str) -> str | None:
         """One of the topic's configs (DescribeConfigs v1), None when it cannot be read."""
