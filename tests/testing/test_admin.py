@@ -97,7 +97,8 @@ def test_every_endpoint(test_broker, faults):
     Producer({"bootstrap.servers": test_broker.bootstrap}).list_topics(timeout=10)  # it listens again
     assert client.drop_connections() >= 0
     client.clear()
-    assert client.state() == {"rules": [], "paused": [], "clock_offset_ms": 0, "refusing_connections": False}
+    assert client.state() == {"rules": [], "paused": [], "clock_offset_ms": 0, "refusing_connections": False,
+                              "unhit": []}
 
 
 def test_bad_requests_answer_one_line(test_broker, faults):

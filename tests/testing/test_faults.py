@@ -463,7 +463,8 @@ def test_rules_are_listed_removed_and_cleared(test_broker, faults):
     faults.move_clock(5)
     assert test_broker.faults.broker.plan_fetches is False  # every fetch passes the rules while any exist
     faults.clear()
-    assert faults.state() == {"rules": [], "paused": [], "clock_offset_ms": 0, "refusing_connections": False}
+    assert faults.state() == {"rules": [], "paused": [], "clock_offset_ms": 0, "refusing_connections": False,
+                              "unhit": []}
     assert test_broker.faults.broker.plan_fetches is True
 
 

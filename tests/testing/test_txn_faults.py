@@ -10,6 +10,7 @@ import time
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
+from chronolog.testing import FaultsClient
 from tests.consuming import read_messages
 
 pytestmark = pytest.mark.compat
@@ -112,5 +113,6 @@ def test_an_offset_commit_rule_under_transactions_is_reported_with_the_reason(te
     assert "commits its offsets in transactions" in first and first.endswith("push the fault for TxnOffsetCommit instead")
     assert second.startswith(f"rule {elsewhere.id} (TxnOffsetCommit: NOT_COORDINATOR on elsewhere) never fired: ")
     assert f"none for elsewhere (they named ['{source}'])" in second
+    assert FaultsClient(test_broker.admin_url).unhit() == [first, second]  # what another process sees
     faults.clear()
     assert faults.unhit() == []

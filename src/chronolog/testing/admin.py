@@ -4,7 +4,7 @@ started as a subprocess, a Spark job, a Node or JVM test) with plain HTTP and JS
 Loopback only: the server binds 127.0.0.1 and answers no other peer. It changes how the broker answers
 every client, so it is never part of `chronolog serve`; only `chronolog.testing` starts it.
 
-    GET    /faults                   everything programmed: rules, paused partitions, clock, refusing
+    GET    /faults                   everything programmed: rules, paused partitions, clock, refusing, unhit
     POST   /faults/errors            {"api": "Produce", "error": "NOT_LEADER_OR_FOLLOWER", "count": 2,
                                       "topic": null, "partition": null, "client_id": null}  -> the rule
     POST   /faults/latency           {"api": "Fetch", "ms": 300, "count": null, "client_id": null} -> the rule
@@ -188,6 +188,10 @@ class FaultsClient:
 
     def state(self) -> dict:
         return self._call("GET", "/faults")
+
+    def unhit(self) -> list[str]:
+        """Why each rule that never fired did not (Faults.unhit)."""
+        return self.state()["unhit"]
 
     def push_errors(self, api: str | int, error: str | int, count: int = 1, *, topic: str | None = None,
                     partition: int | None = None, client_id: str | None = None) -> dict:

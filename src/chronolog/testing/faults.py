@@ -344,10 +344,11 @@ class Faults:
         return [f"{_rule_text(r)} never fired: {_why_unhit(r, seen, clients, partitions)}" for r in rules]
 
     def state(self) -> dict:
-        """Everything programmed, as JSON-ready values (the admin API's GET answer)."""
+        """Everything programmed, as JSON-ready values (the admin API's GET answer), with `unhit()`'s lines."""
         return {"rules": [r.describe() for r in self.rules()],
                 "paused": [{"topic": t, "partition": p} for t, p in self.paused()],
-                "clock_offset_ms": self._clock_offset_ms, "refusing_connections": self._refused}
+                "clock_offset_ms": self._clock_offset_ms, "refusing_connections": self._refused,
+                "unhit": self.unhit()}
 
     # -- internals: programming ------------------------------------------------------------------
     def _add(self, rule: Rule) -> Rule:
