@@ -56,6 +56,7 @@ class RemoteLog:
         self._lock = threading.RLock()
         self._view: PartitionLog | None = None
         self.closed = False
+        self._busy = threading.Lock()  # one copy or deletion in the tier at a time (the task's, or `delete_all`)
         self.pending_start: int | None = None  # set while the tier could not be listed (the task retries)
 
     # -- state --------------------------------------------------------------------------------------
@@ -244,14 +245,15 @@ class RemoteLog:
         one at a time (`RLMCopyTask.copyLogSegmentsToRemote`); returns how many were copied."""
         copied = 0
         while not self.closed and self.copy_enabled:
-            job = self._next_copy()
-            if job is None:
-                break
-            try:
-                self._copy(*job)
-            finally:
-                for _name, (fd, _size) in job[1].items():
-                    os.close(fd)
+            with self._busy:
+                job = None if self.closed else self._next_copy()
+                if job is None:
+                    break
+                try:
+                    self._copy(*job)
+                finally:
+                    for _name, (fd, _size) in job[1].items():
+                        os.close(fd)
             copied += 1
         return copied
 
@@ -332,6 +334,10 @@ class RemoteLog:
         """Delete tiered segments, oldest first, below the log start offset or breaching retention.bytes
         (measured over the whole log) or retention.ms (their largest timestamp); stops at the first that
         stays. The log start offset moves past each one before its files go."""
+        with self._busy:
+            return 0 if self.closed else self._expire(now)
+
+    def _expire(self, now: int) -> int:
         plog = self.plog
         cfg = plog.config
         deletable: list[RemoteSegment] = []
@@ -384,10 +390,11 @@ class RemoteLog:
     def delete_all(self) -> None:
         """The topic is deleted, or its tiering turned off with remote.log.delete.on.disable."""
         self.closed = True
-        with self._lock:
-            self.segments = []
-            self._changed()
-        self.tier.delete_dir(self.directory)
+        with self._busy:  # after the copy in progress, if any
+            with self._lock:
+                self.segments = []
+                self._changed()
+            self.tier.delete_dir(self.directory)
         self.caches.ranges.forget(self.tier, f"{self.directory}/")
         self.caches.indexes.forget(self.tier, f"{self.directory}/")
 
