@@ -111,6 +111,7 @@ class RemoteLogManager:
 
     def start(self, logs: Callable[[], dict]) -> None:
         self._logs = logs
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="chronolog-remote-log-manager", daemon=True)
         self._thread.start()
 
