@@ -12,7 +12,7 @@ import sys
 import time
 
 AREAS = ("records", "storage", "broker", "start", "testing", "peer", "kafka", "spark", "sink", "load", "console", "quotas",
-         "cleaner", "partitions", "commits", "tiered", "produce")
+         "cleaner", "partitions", "commits", "tiered", "produce", "consume")
 
 
 def main(argv: list[str]) -> int:
