@@ -6,14 +6,25 @@ from __future__ import annotations
 import pytest
 
 from chronolog.errors import ChronologError
-from chronolog.timetravel.linetime import LineReader, TimeParser
-from chronolog.timetravel.timefmt import parse_time
+from chronolog.timetravel.linetime import LineReader
+from chronolog.timetravel.timefmt import TimeFormat, parse_time
 
 
-def reader(**kw) -> LineReader:
+class Line:
+    """One line read as `chronolog produce` reads a block of one line."""
+
+    def __init__(self, r: LineReader, line: bytes) -> None:
+        keys, values = r.keys_values([line])
+        self.key = keys[0] if keys is not None else None
+        self.value = values[0]
+        self.timestamp = r.times(values)[0] if r.timed else None
+
+
+def reader(**kw):
     base = dict(time_field=None, time_regex=None, time_format=None, year=None, timezone=None, key_field=None,
                 key_separator=None, field_separator=None)
-    return LineReader(**{**base, **kw})
+    r = LineReader(**{**base, **kw})
+    return lambda line: Line(r, line.encode() if isinstance(line, str) else line)
 
 
 @pytest.mark.parametrize("fmt, text, iso", [
@@ -28,7 +39,7 @@ def reader(**kw) -> LineReader:
     ("%Y-%m-%d %H:%M:%S,%f", "2024-06-14 15:00:00,125", "2024-06-14T15:00:00.125Z"),
 ])
 def test_formats(fmt, text, iso):
-    assert TimeParser(fmt, None, __import__("datetime").UTC)(text) == parse_time(iso)
+    assert TimeFormat(fmt).read(text) == parse_time(iso)
 
 
 def test_syslog_needs_a_year_and_reads_29_february():
