@@ -239,7 +239,8 @@ def topic_metadata(consumer, bootstrap: str, topic: str, timeout: float):
         raise ChronologError(f"cannot reach {bootstrap}: {kafka_words(exc)}") from None
     t = md.topics.get(topic)
     if t is None or (t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART) or not t.partitions:
-        raise UnknownTopicOrPartitionError(f"topic {topic!r} not found on {bootstrap}")
+        raise UnknownTopicOrPartitionError(f"topic {topic!r} not found on {bootstrap} (`chronolog topics list` "
+                                           "shows its topics)")
     if t.error is not None:
         raise ChronologError(f"topic {topic!r}: {kafka_words(t.error)}")
     return t
