@@ -114,7 +114,8 @@ def register(app: typer.Typer) -> None:
         to: str | None = typer.Option(None, "--to", help="End of the window (exclusive). Default: no end."),
         group: str | None = typer.Option(None, help="Commit the read positions for this (empty) group."),
         fmt: str = typer.Option("text", "--format", help="text (time, partition@offset, key=, headers=, value) "
-                                "| json (one object a line with key and headers) | raw (values only)"),
+                                "| json (one object a line with key and headers) | raw (each value and a newline, byte for byte as "
+                                "kcat -C prints them)"),
         partitions: str | None = typer.Option(None, help="Comma-separated partitions (default: all)."),
         follow: bool = typer.Option(False, "--follow", "-f", help="Keep reading new records (tail -f) until "
                                     "Ctrl-C, --max-messages or --timeout-ms."),
@@ -131,8 +132,8 @@ def register(app: typer.Typer) -> None:
                                             " Default read_committed: a replayed window holds what consumers "
                                             "of committed data saw."),
     ) -> None:
-        """Every record with FROM <= timestamp < TO, from every partition, exactly once, in offset order
-        per partition. Reads from the first offset at/after FROM to the end offset seen at start, so a late
+        """Every record with FROM <= timestamp < TO, from every partition, exactly once: partition after
+        partition (in partition order), each in offset order. Reads from the first offset at/after FROM to the end offset seen at start, so a late
         (out-of-order) CreateTime record below TO is printed even after records >= TO. Under
         read_committed (the default) the end is the last stable offset and records of aborted transactions
         are left out; transaction markers are never printed. With --follow it then keeps printing new
