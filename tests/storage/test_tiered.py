@@ -299,6 +299,10 @@ def test_an_unreachable_tier_stops_neither_appends_nor_local_reads(tmp_path, mon
         plog = manager.get_log("logs", 0)
         assert plog.log_start_offset == 0 and plog.remote.pending_start == 0
         assert [r.offset for r in plog.read_records(tiered + 1)][:1] == [tiered + 1]
+        with pytest.raises(TierError):  # tiered offsets: an error, not an empty answer
+            plog.read(5, 1000)
+        with pytest.raises(TierError):
+            plog.offset_for_timestamp(BASE)
         down["on"] = False
         tier_and_expire(manager, BASE + 900_000)  # listed again, copies resume
         assert plog.remote.pending_start is None and plog.remote.highest_offset > tiered

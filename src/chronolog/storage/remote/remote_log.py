@@ -170,7 +170,10 @@ class RemoteLog:
 
     def _opened_view(self) -> PartitionLog | None:
         """`view`, with the segments opened by earlier reads dropped beyond `MAX_OPEN_SEGMENTS` (a reader
-        still using one keeps its object; the next read opens a fresh one from the index cache)."""
+        still using one keeps its object; the next read opens a fresh one from the index cache). Raises
+        while the tier could not be listed: what it holds is not known (KAFKA_STORAGE_ERROR to a client)."""
+        if self.pending_start is not None:
+            raise TierError(f"{self.directory}: the tier {self.tier.location} is not listed yet (unreachable)")
         view = self.view()
         if view is None:
             return None
