@@ -116,12 +116,14 @@ def test_lookups_stay_right_after_truncation_and_rerolling(tmp_path):
     assert plog.offset_for_timestamp(NOW + 50).offset == 3
 
 
-def test_tiered_specials_are_unsupported_at_our_list_offsets_version(tmp_path):
+def test_latest_tiered_without_tiering_is_none_and_pending_upload_unsupported(tmp_path):
+    """-5 (KIP-1005) without tiered storage: no offset (ListOffsets -1/-1), as Kafka's UnifiedLog; -6 (delayed
+    upload) is not built here."""
     plog = open_log(tmp_path)
     plog.append(batch(NOW), now=NOW)
-    for special in (-5, -6):
-        with pytest.raises(UnsupportedVersionError):
-            plog.offset_for_timestamp(special)
+    assert plog.offset_for_timestamp(-5) is None
+    with pytest.raises(UnsupportedVersionError):
+        plog.offset_for_timestamp(-6)
 
 
 def test_appends_and_retention_from_two_threads(tmp_path):
