@@ -116,7 +116,8 @@ def data_dir_columns(plog, start: int, end: int, *, lo: int | None = None, hi: i
                 pos, full = dec.feed(data, pos, origin=f"corrupt record batch in {found.file_path}: ",
                                      base=found.position)
             except (CorruptMessageError, InvalidRecordError) as exc:
-                raise CorruptMessageError(str(exc).replace("batch at position", "at byte", 1)) from None
+                raise CorruptMessageError(str(exc).replace("batch at position", "at byte", 1) +
+                                          " (`chronolog check --data-dir` lists every damaged range)") from None
             if not full:
                 break
             yield dec.take()
