@@ -142,7 +142,8 @@ class KafkaPath:
 
     def __init__(self, conf: dict, bootstrap: str, topic: str, headers: list[tuple[bytes, bytes]],
                  partition: int | None) -> None:
-        from chronolog.timetravel.client import consumer_client, producer_client, topic_metadata
+        from chronolog.timetravel.client import LOGGER, consumer_client, producer_client, topic_metadata
+        conf = {"logger": LOGGER, **conf}  # librdkafka's lines go to logging (shown with -v), not to stderr
         self.producer = producer_client(conf, **{"linger.ms": 50, "enable.idempotence": True})
         probe = consumer_client(conf, **{"group.id": "chronolog-produce"})
         try:
