@@ -178,7 +178,7 @@ def _answered(client, watch: AuthWatch, conf: dict, timeout: float) -> None:
         try:
             client.list_topics(timeout=min(0.25, left))
         except KafkaException as exc:
-            last = kafka_error_text(exc)
+            last = kafka_words(exc)
             continue
         _ANSWERED.add(key)
         return
