@@ -17,13 +17,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from chronolog.errors import ChronologError, UnknownTopicOrPartitionError
 from chronolog.records import Record
-from chronolog.storage import PartitionLog
 from chronolog.storage.basics import parse_log_dir_name
 from chronolog.storage.txnindex import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED
+
+if TYPE_CHECKING:  # the storage engine is imported when a data dir is opened: a broker's tools start without it
+    from chronolog.storage import PartitionLog
 
 T = TypeVar("T")
 # Errors of a leader or coordinator that moved or is still loading, and librdkafka's local codes for a
@@ -86,6 +88,7 @@ class DataDirSource:
 
     def _open(self, directory: str | None) -> PartitionLog:
         """The partition in subdirectory `directory` (None: the data dir itself), read-only."""
+        from chronolog.storage import PartitionLog
         return PartitionLog.open_readonly(self.path if directory is None else self.path / directory)
 
     def _present(self) -> set[tuple[str, int]]:
