@@ -38,6 +38,8 @@ OPEN = {
     32: "DescribeConfigs", 33: "AlterConfigs", 42: "DeleteGroups", 44: "IncrementalAlterConfigs",
     47: "OffsetDelete", 65: "DescribeTransactions", 66: "ListTransactions", 68: "ConsumerGroupHeartbeat",
     69: "ConsumerGroupDescribe",
+    76: "ShareGroupHeartbeat", 77: "ShareGroupDescribe", 78: "ShareFetch", 79: "ShareAcknowledge",
+    90: "DescribeShareGroupOffsets", 91: "AlterShareGroupOffsets", 92: "DeleteShareGroupOffsets",
 }
 API_VERSIONS_V3 = 3
 

@@ -81,13 +81,17 @@ async def join_group(req: Any, ctx: RequestContext) -> dict:
 
 @register(14, 0, 5)
 async def sync_group(req: Any, ctx: RequestContext) -> dict:
+    protocol_type, protocol_name = getattr(req, "protocol_type", None), getattr(req, "protocol_name", None)
+    if ctx.api_version >= 5 and (protocol_type is None or protocol_name is None):
+        # KafkaApis.handleSyncGroupRequest (areMandatoryProtocolTypeAndNamePresent), before anything else
+        return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "assignment": b""}
     if _group_denied(ctx, "read", req.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "assignment": b""}
     if not req.group_id:  # GroupCoordinatorService.isGroupIdNotEmpty
         return {"error_code": ErrorCode.INVALID_GROUP_ID, "assignment": b""}
     result = await ctx.coordinator.sync(req.group_id, int(req.generation_id), req.member_id,
                                         {a.member_id: bytes(a.assignment) for a in req.assignments},
-                                        getattr(req, "group_instance_id", None))
+                                        getattr(req, "group_instance_id", None), protocol_type, protocol_name)
     out = {"throttle_time": 0, "assignment": b"", "protocol_type": None, "protocol_name": None}
     out.update(result)
     return out
@@ -190,13 +194,17 @@ def _offsets_for(ctx: RequestContext, group_id: str, topics: Any, require_stable
         visible = {t for t in {t for t, _p in found} if ctx.allowed("describe", "topic", t, log_if_denied=False)
                    and (not by_id or ctx.log_manager.has_topic(t))}
         found = {tp: v for tp, v in found.items() if tp[0] in visible}
-    by_topic: dict[str, list[dict]] = {}
-    for (t, p), (offset, epoch, meta) in found.items():
+    def entry(t: str, p: int) -> dict:
+        offset, epoch, meta = found[(t, p)]
         unstable = require_stable and ctx.coordinator.has_pending(group_id, t, p)
-        by_topic.setdefault(t, []).append({"partition_index": p, "committed_offset": -1 if unstable else offset,
-                                           "committed_leader_epoch": -1 if unstable else epoch,
-                                           "metadata": "" if unstable else meta or "",
-                                           "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT if unstable else 0})
+        return {"partition_index": p, "committed_offset": -1 if unstable else offset,
+                "committed_leader_epoch": -1 if unstable else epoch, "metadata": "" if unstable else meta or "",
+                "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT if unstable else 0}
+
+    by_topic: dict[str, list[dict]] = {}
+    if named is None:
+        for t, p in found:
+            by_topic.setdefault(t, []).append(entry(t, p))
 
     def failed(t: Any, code: int) -> list[dict]:
         return [{"partition_index": int(p), "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
@@ -212,8 +220,8 @@ def _offsets_for(ctx: RequestContext, group_id: str, topics: Any, require_stable
             parts = failed(t, ErrorCode.UNKNOWN_TOPIC_ID)
         elif n in hidden:
             parts = failed(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        else:
-            parts = by_topic.get(n, [])
+        else:  # each partition as asked, a topic or partition asked twice answered twice (as Kafka does)
+            parts = [entry(n, int(p)) for p in t.partition_indexes]
         out.append({"name": n or "", "topic_id": getattr(t, "topic_id", None), "partitions": parts})
     return out
 
@@ -254,7 +262,7 @@ def describe_groups(req: Any, ctx: RequestContext) -> dict:
             described["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
             shares = ctx.state.share_groups
             described["error_message"] = f"Group {g} is not a classic group." \
-                if g in ctx.coordinator.consumer.groups or (shares is not None and g in shares.groups) \
+                if g in ctx.coordinator.consumer.groups or (shares is not None and shares.known(g) is not None) \
                 else f"Group {g} not found."
         groups.append(described)
     return {"throttle_time": 0, "groups": groups}
@@ -295,28 +303,30 @@ def delete_groups(req: Any, ctx: RequestContext) -> dict:
 def offset_delete(req: Any, ctx: RequestContext) -> dict:
     """KafkaApis.handleOffsetDeleteRequest: unreadable topics, unknown topics and partitions are answered
     per partition first; then the coordinator's group checks (the empty id INVALID_GROUP_ID, an unknown
-    group GROUP_ID_NOT_FOUND) answer the whole request alone, as `OffsetDeleteResponse.Builder.merge`."""
+    group GROUP_ID_NOT_FOUND, a classic group with members NON_EMPTY_GROUP) answer the whole request alone, as `OffsetDeleteResponse.Builder.merge`."""
     if _group_denied(ctx, "delete", req.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time": 0, "topics": []}
     counts = ctx.log_manager.topics()
+    asked: list[tuple[str, int]] = []  # every partition as asked: one named twice is answered twice, as Kafka does
     answered: dict[tuple[str, int], int] = {}
     wanted = []
     for t in req.topics:
         for p in t.partitions:
             tp = (t.name, int(p.partition_index))
+            asked.append(tp)
             if not ctx.allowed("read", "topic", t.name):
                 answered[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif not 0 <= tp[1] < counts.get(t.name, 0):
                 answered[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
+            elif tp not in wanted:
                 wanted.append(tp)
     if not req.group_id:
         return {"error_code": ErrorCode.INVALID_GROUP_ID, "throttle_time": 0, "topics": []}
-    if req.group_id not in ctx.coordinator.groups and req.group_id not in ctx.coordinator.consumer.groups:
-        return {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "throttle_time": 0, "topics": []}
+    if error := ctx.coordinator.offset_delete_error(req.group_id):
+        return {"error_code": error, "throttle_time": 0, "topics": []}
     answered.update(ctx.coordinator.delete_offsets(req.group_id, wanted))
     topics: dict[str, list[dict]] = {}
-    for (name, partition), error in answered.items():
-        topics.setdefault(name, []).append({"partition_index": partition, "error_code": error})
+    for name, partition in asked:
+        topics.setdefault(name, []).append({"partition_index": partition, "error_code": answered[(name, partition)]})
     return {"error_code": 0, "throttle_time": 0,
             "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}

@@ -77,7 +77,10 @@ def share_group_describe(req: Any, ctx: RequestContext) -> dict:
         if not ctx.allowed("describe", "group", gid):
             groups.append({**empty, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None})
             continue
-        group = shares.groups.get(gid)
+        if not gid:
+            groups.append({**empty, "error_code": ErrorCode.INVALID_GROUP_ID, "error_message": None})
+            continue
+        group = shares.known(gid)
         if group is None:
             coordinator = ctx.coordinator
             other = coordinator is not None and (gid in coordinator.groups or gid in coordinator.consumer.groups)
@@ -134,7 +137,10 @@ def _close(ctx: RequestContext, group_id: str, member_id: str) -> None:
 
 
 def _acknowledge(ctx: RequestContext, group_id: str, member_id: str, name: str | None, topic_id: Any,
-                 partition: int, batches: Any) -> tuple[int, str | None]:
+                 partition: int, batches: Any, renew: bool = True) -> tuple[int, str | None]:
+    bad = _bad_batches(batches, renew)
+    if bad is not None:
+        return ErrorCode.INVALID_REQUEST, bad
     if name is None:
         return ErrorCode.UNKNOWN_TOPIC_ID, None
     if not ctx.allowed("read", "topic", name):
@@ -148,6 +154,32 @@ def _acknowledge(ctx: RequestContext, group_id: str, member_id: str, name: str |
     except Exception as exc:
         return _code(exc)
     return 0, None
+
+
+def _invalid(req: Any, epoch: int) -> str | None:
+    """KafkaApis' checks before a share session is looked at: a group id and a member id, RENEW only within
+    an open session."""
+    if req.group_id is None:
+        return "Group id must be set"
+    if not req.member_id:
+        return "Member id must be set"
+    return None
+
+
+def _bad_batches(batches: Any, renew: bool) -> str | None:
+    """KafkaApis.validateAcknowledgementBatches: ordered, non-overlapping batches whose types are one per
+    offset (or one for all) and known."""
+    last = -1
+    for b in batches:
+        first, end, types = int(b.first_offset), int(b.last_offset), list(b.acknowledge_types)
+        if first < 0 or end < first or first <= last:
+            return "Invalid acknowledgement batch offsets"
+        if not types or (len(types) != 1 and len(types) != end - first + 1):
+            return "Invalid acknowledgement types"
+        if any(t not in (0, 1, 2, 3, 4) or (t == 4 and not renew) for t in types):
+            return "Invalid acknowledgement type"
+        last = end
+    return None
 
 
 def _lock_ms(ctx: RequestContext, group_id: str | None) -> int:
@@ -169,16 +201,22 @@ async def share_fetch(req: Any, ctx: RequestContext) -> dict:
     """KafkaApis.handleShareFetchRequest + SharePartitionManager.fetchMessages: acknowledgements first, then
     the session's partitions are fetched, acquiring records under locks, waiting up to MaxWaitMs for any."""
     group_id, member_id, epoch = req.group_id, req.member_id, int(req.share_session_epoch)
-    if not group_id:
-        return _top_error(ctx, ErrorCode.INVALID_GROUP_ID, "Group id is empty")
-    if not member_id:
-        return _top_error(ctx, ErrorCode.INVALID_REQUEST, "Member id is empty", group_id)
+    invalid = _invalid(req, epoch)
+    if invalid is None and epoch == 0 and any(p.acknowledgement_batches for t in req.topics for p in t.partitions):
+        invalid = "Acknowledge data present on initial epoch"
+    if invalid is None and getattr(req, "is_renew_ack", False) and epoch in (0, -1):
+        invalid = "Renew acknowledgements are not allowed in the initial or final request of a share session"
+    if invalid is not None:
+        return _top_error(ctx, ErrorCode.INVALID_REQUEST, invalid, group_id)
     if not ctx.allowed("read", "group", group_id):
         return _top_error(ctx, ErrorCode.GROUP_AUTHORIZATION_FAILED, None, group_id)
     try:
         session = _session(ctx, group_id, member_id, epoch, opening=True)
     except _SessionError as exc:
         return _top_error(ctx, exc.code, str(exc), group_id)
+    if int(getattr(req, "share_acquire_mode", 0)) not in (0, ACQUIRE_RECORD_LIMIT):
+        return _top_error(ctx, ErrorCode.INVALID_REQUEST, f"Unknown share acquire mode {req.share_acquire_mode}",
+                          group_id)
     node = ctx.state.node_id
     results: dict[tuple[str | None, int], dict] = {}
     ids: dict[str | None, Any] = {}
@@ -195,7 +233,13 @@ async def share_fetch(req: Any, ctx: RequestContext) -> dict:
         for p in t.partitions:
             index = int(p.partition_index)
             if name is None:
-                entry(None, t.topic_id, index)["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+                out = entry(None, t.topic_id, index)
+                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+                if p.acknowledgement_batches:
+                    out["acknowledge_error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            if not _hosted(ctx, name, index):
+                entry(name, t.topic_id, index)["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             if epoch != -1:
                 session.partitions[(name, index)] = None
@@ -273,8 +317,9 @@ def share_acknowledge(req: Any, ctx: RequestContext) -> dict:
     """KafkaApis.handleShareAcknowledgeRequest: acknowledgements within an open session; epoch -1 also
     closes it."""
     group_id, member_id, epoch = req.group_id, req.member_id, int(req.share_session_epoch)
-    if not group_id:
-        return _top_error(ctx, ErrorCode.INVALID_GROUP_ID, "Group id is empty")
+    invalid = _invalid(req, epoch)
+    if invalid is not None:
+        return _top_error(ctx, ErrorCode.INVALID_REQUEST, invalid, group_id)
     if not ctx.allowed("read", "group", group_id):
         return _top_error(ctx, ErrorCode.GROUP_AUTHORIZATION_FAILED, None, group_id)
     try:
@@ -355,12 +400,14 @@ def describe_share_group_offsets(req: Any, ctx: RequestContext) -> dict:
 
 def _admin_group(ctx: RequestContext, group_id: str, operation: str, *, must_exist: bool) -> tuple[int, str | None]:
     shares = _shares(ctx)
+    if not group_id:
+        return ErrorCode.INVALID_GROUP_ID, "The group id must not be empty."
     if not ctx.allowed(operation, "group", group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
     coordinator = ctx.coordinator
     if coordinator is not None and (group_id in coordinator.groups or group_id in coordinator.consumer.groups):
         return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
-    group = shares.groups.get(group_id)
+    group = shares.known(group_id)
     if group is None and must_exist:
         return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
     if group is not None and group.members:
@@ -417,6 +464,9 @@ def delete_share_group_offsets(req: Any, ctx: RequestContext) -> dict:
         elif not ctx.log_manager.has_topic(name):
             missing.append({"topic_name": name, "topic_id": None, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                             "error_message": _NOT_HOSTED})
+        elif not any(topic == name for topic, _ in shares.offsets(req.group_id)):
+            missing.append({"topic_name": name, "topic_id": None, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            "error_message": "The group has no state for this topic."})
         else:
             shares.delete_offsets(req.group_id, name)
             found.append({"topic_name": name, "topic_id": topic_uuid(ctx, name), "error_code": 0,

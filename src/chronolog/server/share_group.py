@@ -75,6 +75,9 @@ class ShareGroup:
     members: dict[str, ShareMember] = field(default_factory=dict)
     partitions: dict[tuple[str, int], SharePartition] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)  # subscribed topics' partition counts at the last target
+    # made by a member's join or AlterShareGroupOffsets (Kafka's group coordinator knows it), not only by a
+    # ShareFetch of a group id it does not know (whose state chronolog keeps, unlisted)
+    listed: bool = True
 
     @property
     def state(self) -> str:
@@ -215,25 +218,34 @@ class ShareGroups:
     def heartbeat(self, group_id: str, member_id: str, epoch: int, *, rack_id: str | None,
                   subscribed: list[str] | None, client_id: str, client_host: str, topics: dict[str, int],
                   other_group: bool) -> dict:
-        """GroupMetadataManager.shareGroupHeartbeat, answered as ShareGroupHeartbeatResponse values."""
+        """GroupMetadataManager.shareGroupHeartbeat, answered as ShareGroupHeartbeatResponse values; the
+        request is checked first as throwIfShareGroupHeartbeatRequestIsInvalid does."""
+        if not group_id:
+            raise ShareError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
         if not member_id:
             raise ShareError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
-        group = self.groups.get(group_id)
-        if other_group and group is None:
-            raise ShareError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
-        if epoch == LEAVE_EPOCH:
-            if group is not None and member_id in group.members:
-                self._leave(group, member_id)
-            return {"member_id": member_id, "member_epoch": LEAVE_EPOCH, "heartbeat_interval": 0, "assignment": None}
+        if rack_id is not None and not rack_id:
+            raise ShareError(ErrorCode.INVALID_REQUEST, "RackId can't be empty.")
         if epoch == 0 and not subscribed:
             raise ShareError(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
-        if epoch < 0:
+        if epoch < LEAVE_EPOCH:
             raise ShareError(ErrorCode.INVALID_REQUEST, f"MemberEpoch is invalid: {epoch}")
-        if group is None:
-            if epoch != 0:
+        group = self.groups.get(group_id)
+        if group is not None and not group.listed and epoch != 0:
+            group = None
+        if other_group:
+            raise ShareError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        if group is None and epoch != 0:  # only a join makes the group
+            raise ShareError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        if epoch == LEAVE_EPOCH:
+            if member_id not in group.members:
                 raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group "
                                  f"{group_id}.")
+            self._leave(group, member_id)
+            return {"member_id": member_id, "member_epoch": LEAVE_EPOCH, "heartbeat_interval": 0, "assignment": None}
+        if group is None:
             group = self.groups[group_id] = ShareGroup(group_id)
+        group.listed = True
         member = group.members.get(member_id)
         bump = False
         if member is None:
@@ -315,7 +327,9 @@ class ShareGroups:
         """SharePartition.maybeInitialize: a share-partition with no state starts where
         share.auto.offset.reset says (latest: the log end; earliest: the log start; by_duration: the first
         record at most that old)."""
-        group = self.groups.setdefault(group_id, ShareGroup(group_id))
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ShareGroup(group_id, listed=False)
         sp = group.partitions.get((topic, index))
         plog = self.logs.get_log(topic, index)
         if sp is None:
@@ -410,6 +424,11 @@ class ShareGroups:
                 w.cancel()
 
     # -- admin ----------------------------------------------------------------------------------------------
+    def known(self, group_id: str) -> ShareGroup | None:
+        """The share group as the group coordinator knows it (None: no such share group)."""
+        group = self.groups.get(group_id)
+        return group if group is not None and group.listed else None
+
     def offsets(self, group_id: str) -> dict[tuple[str, int], SharePartition]:
         group = self.groups.get(group_id)
         return dict(group.partitions) if group is not None else {}
@@ -419,6 +438,7 @@ class ShareGroups:
         group = self.groups.get(group_id)
         if group is None:  # AlterShareGroupOffsets makes the group, as Kafka does (epoch 1, Empty)
             group = self.groups[group_id] = ShareGroup(group_id, epoch=1, assignment_epoch=1)
+        group.listed = True
         group.partitions[(topic, index)] = SharePartition(offset)
         self._persist(group, (topic, index))
 
@@ -431,7 +451,7 @@ class ShareGroups:
             self.store.write(group_id, key[0], key[1], None)
 
     def delete_group(self, group_id: str) -> int:
-        group = self.groups.get(group_id)
+        group = self.known(group_id)
         if group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND
         if group.members:
@@ -442,7 +462,7 @@ class ShareGroups:
 
     def list_groups(self) -> list[dict]:
         return [{"group_id": g.group_id, "protocol_type": "share", "group_state": g.state, "group_type": "share"}
-                for g in self.groups.values()]
+                for g in self.groups.values() if g.listed]
 
 
 # -- batch headers ------------------------------------------------------------------------------------------
