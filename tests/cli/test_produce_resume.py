@@ -116,3 +116,29 @@ def test_lines_before_the_first_time_take_it(cli_broker):
     assert r.rc == 0, r.err
     assert values(b, "early") == [(b"header", 1718377200000), (b"", 1718377200000),
                                   (b"2024-06-14T15:00:00Z a", 1718377200000)]
+
+
+def test_a_batch_sent_again_is_written_once(cli_broker):
+    """What the batch producer does when an answer is lost: the same batch again, with its sequence. The
+    broker keeps one copy (KIP-98), so a retry never duplicates lines."""
+    from array import array
+    from itertools import accumulate
+
+    from chronolog.records.encode import encode_batches
+    from chronolog.timetravel.batchsend import BatchSender
+    b = cli_broker.bootstrap
+    assert chronolog("topics", "create", "again", "-b", b).rc == 0
+    items = [b"a", b"b", b"c"]
+    sender = BatchSender(b, "again")
+    try:
+        batches = encode_batches(3, None, (None, array("i", accumulate(map(len, items), initial=0)),
+                                           b"".join(items), 0), None, None, 1718377200000, 1_000_000,
+                                 producer=sender.producer(0, 3))
+        sender.send({0: batches})
+        sender.send({0: batches})  # as a retry after a lost answer would
+        more = encode_batches(1, None, (None, array("i", [0, 1]), b"d", 0), None, None, 1718377200000, 1_000_000,
+                              producer=sender.producer(0, 1))
+        sender.send({0: more})
+    finally:
+        sender.close()
+    assert [v for v, _ in values(b, "again")] == [b"a", b"b", b"c", b"d"]

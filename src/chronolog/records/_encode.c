@@ -13,6 +13,9 @@
  * has checked sizes against the topic's limit). Each batch is what Kafka's MemoryRecordsBuilder writes
  * for a plain producer: base offset 0, partition leader epoch -1, no producer id, CreateTime,
  * uncompressed, base timestamp the first record's, CRC-32C over attributes..end (DefaultRecordBatch).
+ * With a producer ((producer id, epoch, base sequence)), the batches are an idempotent producer's
+ * (KIP-98): each carries that id and epoch, and the sequence of its first record, counted on from the
+ * base sequence over the batches written (wrapping after 2^31 - 1, as Kafka's DefaultRecordBatch).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -216,10 +219,22 @@ static uint8_t *put_bytes(uint8_t *out, const Bin *c, Py_ssize_t i, int null_as_
 static PyObject *encode_batches(PyObject *self, PyObject *args)
 {
     Py_ssize_t rows;
-    PyObject *key_t, *value_t, *ts_t, *hdr_t, *index_t = Py_None;
+    PyObject *key_t, *value_t, *ts_t, *hdr_t, *index_t = Py_None, *producer_t = Py_None;
     long long now_ms, max_bytes;
-    if (!PyArg_ParseTuple(args, "nOOOOLL|O", &rows, &key_t, &value_t, &ts_t, &hdr_t, &now_ms, &max_bytes, &index_t))
+    if (!PyArg_ParseTuple(args, "nOOOOLL|OO", &rows, &key_t, &value_t, &ts_t, &hdr_t, &now_ms, &max_bytes, &index_t,
+                          &producer_t))
         return NULL;
+    long long producer_id = -1;
+    int producer_epoch = -1;
+    long long sequence = -1;
+    if (producer_t != Py_None) {
+        if (!PyArg_ParseTuple(producer_t, "LiL", &producer_id, &producer_epoch, &sequence))
+            return NULL;
+        if (producer_id < 0 || producer_epoch < 0 || producer_epoch > 32767 || sequence < 0 || sequence > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "producer: (id >= 0, epoch 0..32767, base sequence 0..2^31-1)");
+            return NULL;
+        }
+    }
     Py_buffer ib;
     int has_index = 0;
     const int64_t *idx = NULL;
@@ -389,9 +404,11 @@ static PyObject *encode_batches(PyObject *self, PyObject *args)
         put_be32(buf + 23, (uint32_t)(count - 1));    /* last offset delta */
         put_be64(buf + 27, (uint64_t)base_ts);
         put_be64(buf + 35, (uint64_t)max_ts);
-        put_be64(buf + 43, (uint64_t)-1);             /* producer id */
-        put_be16(buf + 51, (uint16_t)-1);             /* producer epoch */
-        put_be32(buf + 53, (uint32_t)-1);             /* base sequence */
+        put_be64(buf + 43, (uint64_t)producer_id);    /* producer id */
+        put_be16(buf + 51, (uint16_t)producer_epoch); /* producer epoch */
+        put_be32(buf + 53, (uint32_t)sequence);       /* base sequence */
+        if (sequence >= 0)
+            sequence = (sequence + count) % ((long long)INT32_MAX + 1);
         put_be32(buf + 57, (uint32_t)count);
         put_be32(buf + 17, crc32c(buf + 21, (size_t)(total - 21)));
         int rc = PyList_Append(result, batch);
@@ -471,7 +488,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"encode_batches", encode_batches, METH_VARARGS,
-     "encode_batches(rows, key, value, timestamps, headers, now_ms, max_bytes[, index]) -> list of v2 batches"},
+     "encode_batches(rows, key, value, timestamps, headers, now_ms, max_bytes[, index[, producer]]) -> list of v2 "
+     "batches"},
     {"key_partitions", key_partitions, METH_VARARGS,
      "key_partitions(rows, key, count) -> int32 partitions (-1: null or empty key)"},
     {NULL, NULL, 0, NULL},

@@ -23,12 +23,15 @@ _ATTRIBUTES = struct.Struct(">h")
 
 
 def encode_batches(rows: int, key, value, timestamps, headers, now_ms: int, max_bytes: int,
-                   codec: int = CompressionType.NONE, index=None) -> list[bytes]:
+                   codec: int = CompressionType.NONE, index=None, producer: tuple[int, int, int] | None = None,
+                   ) -> list[bytes]:
     """v2 batches of `rows` records (CreateTime, no producer id), each at most `max_bytes` before
     compression unless one record alone is bigger; with `index` ((buffer of int64 row numbers, offset,
-    count)) the records are those rows, in that order. A compressed batch that does not shrink is sent
-    uncompressed, as librdkafka does (rd_kafka_compress_MessageSet_buf)."""
-    batches = _encode_batches(rows, key, value, timestamps, headers, now_ms, max_bytes, index)
+    count)) the records are those rows, in that order. With `producer` ((producer id, epoch, base
+    sequence)) they are an idempotent producer's, numbered on from that sequence. A compressed batch that
+    does not shrink is sent uncompressed, as librdkafka does (rd_kafka_compress_MessageSet_buf)."""
+    batches = (_encode_batches(rows, key, value, timestamps, headers, now_ms, max_bytes, index) if producer is None
+               else _encode_batches(rows, key, value, timestamps, headers, now_ms, max_bytes, index, producer))
     if codec == CompressionType.NONE:
         return batches
     return [compress_batch(b, codec) for b in batches]

@@ -2,8 +2,8 @@
 (`chronolog produce` encodes a block of lines at a time with `records.encode`): no Python call per record.
 
 It does what librdkafka's idempotent producer does for one topic (KIP-98): an InitProducerId without a
-transactional id, then each partition's batches stamped with the producer id, epoch and the partition's
-next sequence number, sent in order with acks=all. A batch whose answer was lost is sent again with the
+transactional id, then each partition's batches, encoded with the producer id, epoch and the partition's
+next sequence number (`producer`), sent in order with acks=all. A batch whose answer was lost is sent again with the
 same sequence, so the broker writes it at most once (DUPLICATE_SEQUENCE_NUMBER answers a copy it
 already has); `send` returns only when every batch it was given is acknowledged, so a caller can count
 what is done. One request is in flight at a time.
@@ -18,15 +18,10 @@ from collections import deque
 from chronolog.errors import ChronologError, ErrorCode
 from chronolog.protocol import fetch_client as fc
 from chronolog.protocol import produce_client as pc
-from chronolog.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, crc32c
 from chronolog.timetravel.connection import Connection, ConnectionLost, servers
 
 INIT_PRODUCER_ID = 22
 DESCRIBE_CONFIGS = 32
-_IDS = struct.Struct(">qhi")  # producer id, epoch, base sequence: at 43 in a v2 batch header (DefaultRecordBatch)
-_IDS_OFFSET = 43
-_COUNT = struct.Struct(">i")
-_COUNT_OFFSET = 57
 # Kafka's RetriableException codes a produce can meet while leaders move or the broker restarts
 RETRIABLE = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
                        ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION,
@@ -151,18 +146,18 @@ class BatchSender:
         except ChronologError:
             return None
 
-    def _stamp(self, partition: int, batch: bytes) -> bytearray:
-        """The batch with this producer's id, epoch and the partition's next sequence, and its CRC again."""
-        out = bytearray(batch)
-        _IDS.pack_into(out, _IDS_OFFSET, self.producer_id, self.epoch, self._sequence[partition])
-        self._sequence[partition] += _COUNT.unpack_from(out, _COUNT_OFFSET)[0]
-        struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
-        return out
+    def producer(self, partition: int, records: int) -> tuple[int, int, int]:
+        """(producer id, epoch, base sequence) for the next `records` records of `partition`, to encode
+        them with (`records.encode.encode_batches(producer=...)`); batches so numbered must be sent in
+        the order they were numbered."""
+        base = self._sequence[partition]
+        self._sequence[partition] = (base + records) % (1 << 31)  # DefaultRecordBatch.incrementSequence
+        return self.producer_id, self.epoch, base
 
     def send(self, batches: dict[int, list[bytes]]) -> None:
-        """Every batch to its partition, in order per partition; returns when all are acknowledged (acks=all),
-        raises ChronologError when one cannot be written."""
-        pending = {p: deque(self._stamp(p, b) for b in bs) for p, bs in batches.items() if bs}
+        """Every batch (numbered by `producer`) to its partition, in order per partition; returns when all are
+        acknowledged (acks=all), raises ChronologError when one cannot be written."""
+        pending = {p: deque(bs) for p, bs in batches.items() if bs}
         deadline = time.monotonic() + self.delivery_timeout
         failures = 0
         while pending:

@@ -13,6 +13,7 @@ done only then, so the Ctrl-C summary can print the exact command that continues
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 from array import array
@@ -103,6 +104,7 @@ class BatchPath:
         from chronolog.records.encode import encode_batches
         n = len(values)
         key = _binary(keys) if keys is not None else None
+        value = _binary(values)
         ts = (None, array("q", times), 0) if times is not None else None
         hdr = None
         if self.headers:
@@ -111,13 +113,15 @@ class BatchPath:
                    _binary([v for _, v in self.headers] * n))
         now = now_ms()
 
-        def encode(index=None) -> list[bytes]:
-            return encode_batches(n, key, _binary(values), ts, hdr, now, BATCH_BYTES, index=index)
+        def encode(partition: int, rows: int, index=None) -> list[bytes]:
+            return encode_batches(n, key, value, ts, hdr, now, BATCH_BYTES, index=index,
+                                  producer=self.sender.producer(partition, rows))
 
         if self.partition is not None:
-            batches = {self.partition: encode()}
+            batches = {self.partition: encode(self.partition, n)}
         elif keys is None or all(k is None or not k for k in keys):
-            batches = {next(self.sticky): encode()}
+            p = next(self.sticky)
+            batches = {p: encode(p, n)}
         else:  # librdkafka's consistent_random: a key's partition by its CRC-32; no key: the sticky one
             from chronolog.native import load_native  # the column form of records.encode.key_partitions
             chosen = array("i", load_native("chronolog.records._encode", "key_partitions")(n, key, len(self.partitions)))
@@ -125,7 +129,7 @@ class BatchPath:
             sticky = next(self.sticky)
             for i, p in enumerate(chosen):
                 rows.setdefault(sticky if p < 0 else self.partitions[p], array("q")).append(i)
-            batches = {p: encode((index, 0, len(index))) for p, index in rows.items()}
+            batches = {p: encode(p, len(index), (index, 0, len(index))) for p, index in rows.items()}
         self.sender.send(batches)
 
     def retention_ms(self) -> int | None:
@@ -211,6 +215,16 @@ class Loader:
         # a block is acknowledged, so a Ctrl-C at any moment leaves it exact once the block in flight ends
         self._in_flight: threading.Thread | None = None
         self._failed: BaseException | None = None
+        self._waiting = self.stop = False
+
+    def on_sigint(self, _signum, _frame) -> None:
+        """Ctrl-C stops the reading at once (nothing of the block at hand has counted); while this thread
+        waits for the block in flight it is noted and acted on once the wait is over: an interrupted
+        Thread.join can take a running thread for finished (CPython 3.11), and the count would be short."""
+        if self._waiting:
+            self.stop = True
+        else:
+            raise KeyboardInterrupt
 
     def block(self, lines: list[bytes]) -> None:
         if self.to_skip:
@@ -265,10 +279,16 @@ class Loader:
 
     def _send(self, keys, values, times, done: int) -> None:
         """Send these records once the block before them is acknowledged; `done` lines count as done then."""
-        self.finish()
-        self._in_flight = threading.Thread(target=self._deliver, args=(keys, values, times, done),
-                                           name="chronolog-produce", daemon=True)
-        self._in_flight.start()
+        self._waiting = True
+        try:
+            self.finish()
+            self._in_flight = threading.Thread(target=self._deliver, args=(keys, values, times, done),
+                                               name="chronolog-produce", daemon=True)
+            self._in_flight.start()
+        finally:
+            self._waiting = False
+        if self.stop:
+            raise KeyboardInterrupt
 
     def _deliver(self, keys, values, times, done: int) -> None:
         try:
@@ -281,9 +301,13 @@ class Loader:
         self.done = done
 
     def finish(self) -> None:
-        """Wait for the block in flight; raise its error."""
-        if self._in_flight is not None:
-            self._in_flight.join()
+        """Wait for the block in flight (a Ctrl-C meanwhile is noted, see on_sigint); raise its error."""
+        waiting, self._waiting = self._waiting, True
+        try:
+            if self._in_flight is not None:
+                self._in_flight.join()
+        finally:
+            self._waiting = waiting
         if self._failed is not None:
             raise self._failed
 
@@ -422,6 +446,8 @@ def load(topic: str, file: str, conf: dict, *, time_field: str | None = None, ti
         stream, size, name = open_input(file)
         run = Loader(reader, path, topic, name, skip_lines, skip_blank, require_time, retention)
         interrupted = False
+        main = threading.current_thread() is threading.main_thread()  # only there can a handler be set
+        previous = signal.signal(signal.SIGINT, run.on_sigint) if main else None
         try:
             with progress(name, size) as tick:
                 for lines in blocks(stream, tick):
@@ -431,7 +457,11 @@ def load(topic: str, file: str, conf: dict, *, time_field: str | None = None, ti
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()
-            run.finish()
+            try:
+                run.finish()
+            finally:
+                if main:
+                    signal.signal(signal.SIGINT, previous)
     finally:
         path.close()
     if reader.timed and run.held[1] and not interrupted:
