@@ -67,23 +67,62 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     rebalance_task: asyncio.Task | None = None
     new_group: bool = True
+    # KIP-394's pending members: ids handed out with MEMBER_ID_REQUIRED, not members until they join with
+    # them (ClassicGroup.pendingJoinMembers); id -> when its session timeout passes (monotonic)
+    pending: dict[str, float] = field(default_factory=dict)
+    # members of this generation that have not sent their SyncGroup yet (ClassicGroup.pendingSyncMembers):
+    # removed when the rebalance timeout passes first (GroupMetadataManager.expirePendingSync)
+    pending_sync: set[str] = field(default_factory=set)
+    sync_task: asyncio.Task | None = None
+    # the topics its members subscribe to, computed at each new generation (ClassicGroup.subscribedTopics);
+    # None when unknown (not the consumer protocol, or a subscription that does not parse)
+    subscribed: set[str] | None = None
+
+    def compute_subscribed(self) -> None:
+        """ClassicGroup.computeSubscribedTopics, at each new generation."""
+        if self.protocol_type != "consumer":
+            self.subscribed = None
+            return
+        topics: set[str] = set()
+        for m in self.members.values():
+            parsed = parse_subscription_v0(dict(m.protocols).get(self.protocol_name or "")) \
+                if self.protocol_name is not None else None
+            if parsed is None:
+                self.subscribed = None
+                return
+            topics |= parsed
+        self.subscribed = topics
+
+    def is_subscribed(self, topic: str) -> bool:
+        """ClassicGroup.isSubscribedToTopic: when the topics are not known, any topic of a consumer group."""
+        return topic in self.subscribed if self.subscribed is not None else self.protocol_type == "consumer"
 
 
-def subscribed_topics(metadata: bytes) -> set[str]:
-    """Topics in a consumer protocol subscription (ConsumerProtocolSubscription: version, topics, ...)."""
+def parse_subscription_v0(metadata: bytes | None) -> set[str] | None:
+    """The topics of a ConsumerProtocolSubscription read as its version 0 prefix (topics, user data), as
+    ClassicGroup.computeSubscribedTopics reads it; None when it does not parse."""
+    if metadata is None:
+        return None
     try:
         pos = 2
         (count,) = struct.unpack_from(">i", metadata, pos)
         pos += 4
+        if count < 0:
+            return None
         topics = set()
-        for _ in range(max(count, 0)):
+        for _ in range(count):
             (n,) = struct.unpack_from(">h", metadata, pos)
             pos += 2
+            if n < 0 or pos + n > len(metadata):
+                return None
             topics.add(metadata[pos:pos + n].decode())
             pos += n
+        (n,) = struct.unpack_from(">i", metadata, pos)  # user data (nullable bytes)
+        if n < -1 or pos + 4 + max(n, 0) > len(metadata):
+            return None
         return topics
     except (struct.error, UnicodeDecodeError):
-        return set()
+        return None
 
 
 class GroupCoordinator:
@@ -162,6 +201,7 @@ class GroupCoordinator:
                     m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout,
                     m.rebalance_timeout if m.rebalance_timeout >= 0 else m.session_timeout, meta.protocol_type,
                     [(meta.protocol or "", bytes(m.subscription))], assignment=bytes(m.assignment))
+        group.compute_subscribed()
         return group
 
     async def stop(self) -> None:
@@ -169,8 +209,9 @@ class GroupCoordinator:
             if task is not None:
                 task.cancel()
         for group in self.groups.values():
-            if group.rebalance_task is not None:
-                group.rebalance_task.cancel()
+            for task in (group.rebalance_task, group.sync_task):
+                if task is not None:
+                    task.cancel()
         await asyncio.to_thread(self.consumer.close)  # group-state writes still queued
         self.store.close()
 
@@ -218,13 +259,12 @@ class GroupCoordinator:
                    topics: dict[str, int] | None = None, skip_assignment: bool = False) -> dict:
         """`topics`: partition counts, for a classic member joining a consumer group. `skip_assignment`:
         the answer may tell a leader not to assign (JoinGroup v9+, KIP-814)."""
+        # GroupCoordinatorService.joinGroup: the group id, then the session timeout
         if not group_id:
             return {"error_code": ErrorCode.INVALID_GROUP_ID}
         if not (self.config["group.min.session.timeout.ms"] <= session_timeout
                 <= self.config["group.max.session.timeout.ms"]):
             return {"error_code": ErrorCode.INVALID_SESSION_TIMEOUT, "member_id": member_id}
-        if not protocol_type or not protocols:  # ClassicGroup.supportsProtocols: none to agree on
-            return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "member_id": member_id}
         if self.consumer.has_members(group_id):  # Kafka: classicGroupJoinToConsumerGroup, any migration policy
             result = self.consumer.classic_join(group_id, member_id, instance_id, client_id, client_host,
                                                 session_timeout, rebalance_timeout, protocol_type, protocols,
@@ -233,35 +273,32 @@ class GroupCoordinator:
             return {"error_code": failed["error_code"], "member_id": result.get("member_id")} if failed else result
         if not self.consumer.give_way(group_id):  # an empty consumer group becomes a classic one
             return {"error_code": ErrorCode.NOT_COORDINATOR, "member_id": member_id}
-        group = self.group(group_id)
-        if group.state == DEAD:
-            return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "member_id": member_id}
-        if group.members and ((group.protocol_type is not None and group.protocol_type != protocol_type)
-                              or not self._common_protocol(group, protocols)):
-            return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "member_id": member_id}
+        # classicGroupJoinToClassicGroup: an absent group is made only for a member without id; the new group
+        # is written (Empty) even when the join is refused at once.
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_id:
+                return {"error_code": ErrorCode.UNKNOWN_MEMBER_ID, "member_id": member_id}
+            group = self.group(group_id)
+            answer = self._join_refused(group, member_id, instance_id, client_id, session_timeout, protocol_type,
+                                        protocols, require_known_member)
+            if answer is not None:
+                self._store_group(group)
+                return answer
+        else:
+            answer = self._join_refused(group, member_id, instance_id, client_id, session_timeout, protocol_type,
+                                        protocols, require_known_member)
+            if answer is not None:
+                return answer
         leader_before = group.leader
         replaced = False
         if not member_id:  # ClassicGroup.generateMemberId: a static member's id starts with its instance id
             member_id = f"{instance_id if instance_id is not None else client_id or 'member'}-{uuid.uuid4()}"
-            if instance_id is not None:  # classicGroupJoinNewStaticMember: no KIP-394 round trip
-                old = self._static_member(group, instance_id)
-                if old is not None:  # a restarted static member takes over its old entry and assignment
-                    self._replace_static_member(group, old, member_id)
-                    replaced = True
-            elif require_known_member:
-                # KIP-394: hand out the id first; the member joins again with it.
-                group.members.setdefault(member_id, Member(member_id, instance_id, client_id, client_host,
-                                                           session_timeout, rebalance_timeout, protocol_type,
-                                                           protocols))
-                group.members[member_id].join_future = None
-                return {"error_code": ErrorCode.MEMBER_ID_REQUIRED, "member_id": member_id}
-        elif instance_id is not None and self._static_member(group, instance_id) != member_id:
-            # validateExistingMember: an old id of a replaced static member is fenced
-            error = ErrorCode.UNKNOWN_MEMBER_ID if self._static_member(group, instance_id) is None \
-                else ErrorCode.FENCED_INSTANCE_ID
-            return {"error_code": error, "member_id": member_id}
-        elif member_id not in group.members:
-            return {"error_code": ErrorCode.UNKNOWN_MEMBER_ID, "member_id": member_id}
+            old = None if instance_id is None else self._static_member(group, instance_id)
+            if old is not None:  # a restarted static member takes over its old entry and assignment
+                self._replace_static_member(group, old, member_id)
+                replaced = True
+        group.pending.pop(member_id, None)  # a pending member (KIP-394) joins with its id
         member = group.members.get(member_id)
         if member is None:
             member = Member(member_id, instance_id, client_id, client_host, session_timeout, rebalance_timeout,
@@ -288,6 +325,42 @@ class GroupCoordinator:
         self._prepare_rebalance(group)
         self._maybe_complete_join(group)
         return await future
+
+    def _join_refused(self, group: Group, member_id: str, instance_id: str | None, client_id: str,
+                      session_timeout: int, protocol_type: str, protocols: list[tuple[str, bytes]],
+                      require_known_member: bool) -> dict | None:
+        """classicGroupJoinNewMember/classicGroupJoinExistingMember's checks in their order: the answer of a
+        join refused (or told its member id first, KIP-394), or None when the member joins the rebalance."""
+        if group.state == DEAD:
+            return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "member_id": member_id}
+        if not self._supports_protocols(group, protocol_type, protocols):
+            return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "member_id": member_id}
+        if not member_id:
+            if instance_id is None and require_known_member:
+                # classicGroupJoinNewDynamicMember: a pending member, not yet one of the group's, until it joins
+                # again with this id or its session timeout passes
+                new_id = f"{client_id}-{uuid.uuid4()}"
+                group.pending[new_id] = time.monotonic() + session_timeout / 1000.0
+                return {"error_code": ErrorCode.MEMBER_ID_REQUIRED, "member_id": new_id}
+            return None
+        if member_id in group.pending:
+            return None
+        error = self._validate_member(group, member_id, instance_id)
+        if error:
+            return {"error_code": error, "member_id": member_id}
+        if group.state == EMPTY:  # "unexpected Empty state": the member resets its generation and rejoins
+            return {"error_code": ErrorCode.UNKNOWN_MEMBER_ID, "member_id": member_id}
+        return None
+
+    @staticmethod
+    def _supports_protocols(group: Group, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        """ClassicGroup.supportsProtocols: an Empty group takes any protocol type and protocols but none;
+        otherwise the group's type, and one protocol all its members support."""
+        if group.state == EMPTY:
+            return bool(protocol_type) and bool(protocols)
+        names = {n for n, _ in protocols}
+        return group.protocol_type == protocol_type and any(
+            all(name in {n for n, _ in m.protocols} for m in group.members.values()) for name in names)
 
     def _common_protocol(self, group: Group, protocols: list[tuple[str, bytes]]) -> str | None:
         names = [n for n, _ in protocols]
@@ -323,12 +396,25 @@ class GroupCoordinator:
                     del group.members[mid]  # did not rejoin in time
                 self._complete_join(group)
 
+    async def _sync_deadline(self, group: Group, generation: int, timeout: float) -> None:
+        """expirePendingSync: members that did not send SyncGroup within the rebalance timeout are removed and
+        the group rebalances (or is Empty without them)."""
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(timeout)
+            if group.generation != generation or group.state not in (COMPLETING, STABLE) or not group.pending_sync:
+                return
+            late = [mid for mid in group.members if mid in group.pending_sync]
+            log.info("group %s: %s removed, no SyncGroup within the rebalance timeout", group.group_id, late)
+            for mid in late:
+                self._remove_member(group, mid)
+
     def _maybe_complete_join(self, group: Group) -> None:
         if group.state != PREPARING:
             return
         if group.new_group and self.config["group.initial.rebalance.delay.ms"] > 0:
             return  # the initial delay lets more members arrive first
-        if all(m.join_future is not None and not m.join_future.done() for m in group.members.values()):
+        if not group.pending and all(m.join_future is not None and not m.join_future.done()
+                                     for m in group.members.values()):  # ClassicGroup.hasAllMembersJoined
             if group.rebalance_task is not None and group.rebalance_task is not asyncio.current_task():
                 group.rebalance_task.cancel()
             self._complete_join(group)
@@ -342,17 +428,24 @@ class GroupCoordinator:
     def _complete_join(self, group: Group) -> None:
         joined = {mid: m for mid, m in group.members.items() if m.join_future is not None and not m.join_future.done()}
         group.members = joined
+        if group.sync_task is not None and group.sync_task is not asyncio.current_task():
+            group.sync_task.cancel()
         if not joined:
             group.state, group.leader, group.protocol_name = EMPTY, None, None
             group.generation += 1
+            group.compute_subscribed()
             self._store_group(group)
             return
         group.generation += 1
         group.state = COMPLETING
+        group.pending_sync = set(joined)
+        timeout = max(m.rebalance_timeout_ms for m in joined.values()) / 1000.0  # ClassicGroup.rebalanceTimeoutMs
+        group.sync_task = asyncio.create_task(self._sync_deadline(group, group.generation, max(timeout, 0.0)))
         if group.leader not in joined:
             group.leader = next(iter(joined))
         leader = joined[group.leader]
         group.protocol_name = self._common_protocol(group, leader.protocols) or leader.protocols[0][0]
+        group.compute_subscribed()
         for mid, m in joined.items():
             members = self._join_members(group) if mid == group.leader else []
             m.join_future.set_result({"error_code": 0, "generation_id": group.generation,
@@ -363,19 +456,29 @@ class GroupCoordinator:
             m.last_heartbeat = time.monotonic()
 
     async def sync(self, group_id: str, generation: int, member_id: str,
-                   assignments: dict[str, bytes], instance_id: str | None = None) -> dict:
+                   assignments: dict[str, bytes], instance_id: str | None = None,
+                   protocol_type: str | None = None, protocol_name: str | None = None) -> dict:
+        # classicGroupSync: an absent or Empty group does not know the member
         if group_id in self.consumer.groups:
+            if not self.consumer.has_members(group_id):
+                return {"error_code": ErrorCode.UNKNOWN_MEMBER_ID}
             return self.consumer.classic_sync(group_id, generation, member_id)
         group = self.groups.get(group_id)
-        error = self._validate_member(group, member_id, instance_id)
+        if group is None or group.state == EMPTY:
+            return {"error_code": ErrorCode.UNKNOWN_MEMBER_ID}
+        error = self._validate_member(group, member_id, instance_id)  # validateSyncGroup, in its order
         if error:
             return {"error_code": error}
         if generation != group.generation:
             return {"error_code": ErrorCode.ILLEGAL_GENERATION}
+        if any(asked is not None and known is not None and asked != known for asked, known in (
+                (protocol_type, group.protocol_type), (protocol_name, group.protocol_name))):
+            return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL}
         if group.state == PREPARING:
             return {"error_code": ErrorCode.REBALANCE_IN_PROGRESS}
         member = group.members[member_id]
         member.last_heartbeat = time.monotonic()
+        group.pending_sync.discard(member_id)
         if group.state == STABLE:
             return {"error_code": 0, "assignment": member.assignment, "protocol_type": group.protocol_type,
                     "protocol_name": group.protocol_name}
@@ -397,16 +500,19 @@ class GroupCoordinator:
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None = None) -> int:
         if group_id in self.consumer.groups:
             return self.consumer.classic_heartbeat(group_id, generation, member_id)
+        # classicGroupHeartbeatToClassicGroup: the member, its generation, then the group's state
         group = self.groups.get(group_id)
+        if group is not None and group.state == DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         error = self._validate_member(group, member_id, instance_id)
         if error:
             return error
-        group.members[member_id].last_heartbeat = time.monotonic()
-        if group.state == PREPARING:
-            return ErrorCode.REBALANCE_IN_PROGRESS
         if generation != group.generation:
             return ErrorCode.ILLEGAL_GENERATION
-        return 0
+        if group.state == EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        group.members[member_id].last_heartbeat = time.monotonic()
+        return ErrorCode.REBALANCE_IN_PROGRESS if group.state == PREPARING else 0
 
     def leave(self, group_id: str, member_ids: list[str]) -> list[int]:
         """Members leaving by member id: their error codes."""
@@ -435,6 +541,10 @@ class GroupCoordinator:
                     continue
                 log.info("group %s: static member %s (instance %s) removed by LeaveGroup", group_id, static, iid)
                 self._remove_member(group, static)
+                results.append((mid, iid, 0))
+                continue
+            if mid in group.pending:  # a pending member (KIP-394) leaves at once
+                del group.pending[mid]
                 results.append((mid, iid, 0))
                 continue
             if iid is not None:  # ClassicGroup.validateMember
@@ -488,6 +598,7 @@ class GroupCoordinator:
             group.leader = new_id
 
     def _remove_member(self, group: Group, member_id: str) -> None:
+        group.pending_sync.discard(member_id)
         member = group.members.pop(member_id, None)
         if member is not None and member.join_future is not None and not member.join_future.done():
             member.join_future.set_result({"error_code": ErrorCode.UNKNOWN_MEMBER_ID, "member_id": member_id})
@@ -496,10 +607,12 @@ class GroupCoordinator:
             # whose requests are answered in order, until the client gives up on it.
             member.sync_future.set_result({"error_code": ErrorCode.UNKNOWN_MEMBER_ID})
         if not group.members:
-            if group.rebalance_task is not None:
-                group.rebalance_task.cancel()
+            for task in (group.rebalance_task, group.sync_task):
+                if task is not None and task is not asyncio.current_task():
+                    task.cancel()
             group.state, group.leader = EMPTY, None
             group.generation += 1
+            group.compute_subscribed()
             self._store_group(group)  # as Kafka's rebalance of a group left empty stores it without members
         elif group.state in (STABLE, COMPLETING):
             self._prepare_rebalance(group)
@@ -520,6 +633,11 @@ class GroupCoordinator:
         that are awaiting a rebalance automatically satisfy expected heartbeats"): it cannot heartbeat then,
         and a follower waits in SyncGroup for as long as its leader takes to assign."""
         for group in list(self.groups.values()):
+            expired = [mid for mid, deadline in group.pending.items() if now > deadline]
+            for mid in expired:  # removePendingMemberAndUpdateClassicGroup
+                del group.pending[mid]
+            if expired:
+                self._maybe_complete_join(group)
             for mid, m in list(group.members.items()):
                 waiting = any(f is not None and not f.done() for f in (m.join_future, m.sync_future))
                 if not waiting and now - m.last_heartbeat > m.session_timeout_ms / 1000.0:
@@ -664,13 +782,21 @@ class GroupCoordinator:
             return {(t, p): v for (g, t, p), v in self.store.offsets.items() if g == group_id}
         return {(t, p): self.store.offsets.get((group_id, t, p), (-1, -1, None)) for t, p in partitions}
 
+    def offset_delete_error(self, group_id: str) -> int:
+        """OffsetMetadataManager.validateOffsetDelete: the group's error for an OffsetDelete, or 0. A classic
+        group with members refuses unless it uses the consumer protocol (ClassicGroup.validateOffsetDelete)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return 0 if group_id in self.consumer.groups else ErrorCode.GROUP_ID_NOT_FOUND
+        if group.state in (PREPARING, COMPLETING, STABLE) and group.protocol_type != "consumer":
+            return ErrorCode.NON_EMPTY_GROUP
+        return 0
+
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         group = self.groups.get(group_id)
         subscribed = self.consumer.subscribed_topics(group_id)
         if group is not None:
-            for m in group.members.values():
-                for _name, meta in m.protocols:
-                    subscribed |= subscribed_topics(meta)
+            subscribed |= {t for t, _p in partitions if group.is_subscribed(t)}
         out, gone = {}, []
         for t, p in partitions:
             if t in subscribed:
@@ -697,7 +823,7 @@ class GroupCoordinator:
                 except KafkaStorageErrorError:
                     return ErrorCode.NOT_COORDINATOR
             return error
-        if group.members:
+        if group.state in (PREPARING, COMPLETING, STABLE):  # ClassicGroup.validateDeleteGroup
             return ErrorCode.NON_EMPTY_GROUP
         try:
             self.store.store_group(group_id, None)  # tombstones of its offsets and of the group
