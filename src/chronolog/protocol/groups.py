@@ -303,7 +303,8 @@ def delete_groups(req: Any, ctx: RequestContext) -> dict:
 def offset_delete(req: Any, ctx: RequestContext) -> dict:
     """KafkaApis.handleOffsetDeleteRequest: unreadable topics, unknown topics and partitions are answered
     per partition first; then the coordinator's group checks (the empty id INVALID_GROUP_ID, an unknown
-    group GROUP_ID_NOT_FOUND, a classic group with members NON_EMPTY_GROUP) answer the whole request alone, as `OffsetDeleteResponse.Builder.merge`."""
+    group GROUP_ID_NOT_FOUND, a classic group with members NON_EMPTY_GROUP) answer the whole request alone,
+    as `OffsetDeleteResponse.Builder.merge`."""
     if _group_denied(ctx, "delete", req.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time": 0, "topics": []}
     counts = ctx.log_manager.topics()
