@@ -97,16 +97,26 @@ def test_unreadable_lines_are_named_and_counted(cli_broker):
 
 def test_require_time_refuses_the_line_and_says_how_to_continue(cli_broker):
     b = cli_broker.bootstrap
-    assert chronolog("topics", "create", "strict", "-b", b).rc == 0
+    assert chronolog("topics", "create", "strict", "-c", "retention.ms=-1", "-b", b).rc == 0
     text = "2024-06-14T15:00:00Z a\n2024-06-14T15:00:01Z b\nnot a time\n2024-06-14T15:00:02Z c\n"
     r = chronolog("produce", "strict", "--time-field", "1", "--require-time", "-b", b, stdin=text)
-    assert_one_line_error(r, "line 3 of stdin has no readable time: 'not a time'", "the 2 line(s) before it are sent",
+    assert_one_line_error(r, "line 3 of stdin has no readable time: 'not a time'", "2 record(s) before it are sent",
                           "chronolog produce strict --time-field 1 --require-time -b " + b + " --skip-lines 3")
     assert [v for v, _ in values(b, "strict")] == [b"2024-06-14T15:00:00Z a", b"2024-06-14T15:00:01Z b"]
     r = chronolog("produce", "strict", "--time-field", "1", "--require-time", "-b", b, "--skip-lines", "3",
                   stdin=text)
     assert r.rc == 0, r.err
     assert [v for v, _ in values(b, "strict")][-1] == b"2024-06-14T15:00:02Z c"
+
+
+def test_require_time_at_a_first_line_sends_nothing(cli_broker):
+    b = cli_broker.bootstrap
+    assert chronolog("topics", "create", "strict-first", "-b", b).rc == 0
+    r = chronolog("produce", "strict-first", "--time-field", "1", "--require-time", "-b", b,
+                  stdin="\n\nno time\n2024-06-14T15:00:00Z a\n")
+    assert_one_line_error(r, "line 3 of stdin has no readable time: 'no time'", "0 record(s) before it are sent",
+                          "--skip-lines 3")
+    assert values(b, "strict-first") == []
 
 
 def test_lines_before_the_first_time_take_it(cli_broker):

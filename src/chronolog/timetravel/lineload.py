@@ -242,18 +242,24 @@ class Loader:
             numbers = [first + i for i, line in enumerate(lines) if line]
             lines = [line for line in lines if line]
         keys, values = self.reader.keys_values(lines)
-        times = None
+        try:
+            self._records(keys, values, lines, numbers, first)
+        except _Refused as refused:  # the lines before it go as any block's, then the load stops
+            i = refused.index
+            self._records(keys[:i] if keys is not None else None, values[:i], lines[:i], numbers, first,
+                              refused.times[:i], refused.number - 1)
+            self.finish()
+            raise ChronologError(f"line {refused.number} of {self.name} has no readable time: "
+                                 f"{_show(lines[i])!r}; {self.sent} record(s) before it are sent. "
+                                 f"Continue after it with: {continue_command(refused.number)}") from None
+
+    def _records(self, keys, values, lines, numbers, first: int, times: list | None = None,
+                     done: int | None = None) -> None:
+        """The records of a block (its times read, unless given), sent; `done` lines count as done then."""
+        done = self.read if done is None else done
         if self.reader.timed:
-            try:
+            if times is None:
                 times = self._fill(self.reader.times(values), values, lines, numbers, first)
-            except _Refused as refused:
-                i = refused.index
-                self._send(keys[:i] if keys is not None else None, values[:i], refused.times[:i],
-                           refused.number - 1)
-                self.finish()
-                raise ChronologError(f"line {refused.number} of {self.name} has no readable time: "
-                                     f"{_show(lines[i])!r}; the {self.done} line(s) before it are sent. "
-                                     f"Continue after it with: {continue_command(refused.number)}") from None
             lead = next((i for i, ts in enumerate(times) if ts is not None), len(times))
             if lead:  # no readable time yet: these wait for the first one
                 hk, hv = self.held
@@ -275,7 +281,7 @@ class Loader:
                 self.held = ([], [])
             if times:
                 self._warn_retention(min(times))
-        self._send(keys, values, times, self.read)
+        self._send(keys, values, times, done)
 
     def _send(self, keys, values, times, done: int) -> None:
         """Send these records once the block before them is acknowledged; `done` lines count as done then."""
