@@ -277,6 +277,27 @@ def consumer_member_key(kind: int, group: str, member_id: str) -> bytes:
     return bytes(w.out)
 
 
+# A streams group's state (KIP-1071) in chronolog's own form (server/streams_group_store.py): one record per
+# group under this key version, which Kafka's coordinator does not know and skips. Not returned by read_key.
+STREAMS_GROUP_STATE = 1071
+
+
+def streams_group_key(group: str) -> bytes:
+    w = _Writer(False)
+    w.i16(STREAMS_GROUP_STATE)
+    w.string(group)
+    return bytes(w.out)
+
+
+def streams_group_of(key: bytes | memoryview) -> str | None:
+    """The group id of a streams group state key, None for any other key."""
+    if key_version(key) != STREAMS_GROUP_STATE:
+        return None
+    r = _Reader(key)
+    r.pos = 2
+    return r.string()
+
+
 def _epoch_value(epoch: int) -> bytes:
     w = _Writer(True)
     w.i16(0)

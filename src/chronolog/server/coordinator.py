@@ -34,6 +34,8 @@ from chronolog.records.group_records import GroupMetadataValue, MemberMetadata
 from chronolog.server.consumer_group import ConsumerGroups
 from chronolog.server.consumer_group_store import ConsumerGroupStore
 from chronolog.server.offsets_topic import OffsetStore
+from chronolog.server.streams_group import StreamsGroups
+from chronolog.server.streams_group_store import StreamsGroupStore
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +141,7 @@ class GroupCoordinator:
         self.store = OffsetStore(logs, broker_config, legacy_dir=state_dir, owns_logs=own)
         self.groups: dict[str, Group] = {}  # classic groups; `consumer` holds the KIP-848 ones (one id, one type)
         self.consumer = ConsumerGroups(self, ConsumerGroupStore(self.store))
+        self.streams = StreamsGroups(self, StreamsGroupStore(self.store))  # KIP-1071 streams groups
         self._reaper: asyncio.Task | None = None
         self._retention: asyncio.Task | None = None
         self._creating: asyncio.Future | None = None
@@ -176,11 +179,12 @@ class GroupCoordinator:
         wait for the load (the broker's dispatcher asks `wait_loaded`)."""
         await asyncio.to_thread(self.store.load)
         self.consumer.restore(self.store.consumer_records)  # KIP-848 groups, with their members
+        self.streams.restore(self.store.streams_records, self.store.logs.topics())
         for g, meta in self.store.groups.items():
-            if g not in self.consumer.groups:
+            if g not in self.consumer.groups and g not in self.streams.groups:
                 self.groups[g] = self._loaded_group(g, meta)
         for g, _t, _p in self.store.offsets:
-            if g not in self.consumer.groups:
+            if g not in self.consumer.groups and g not in self.streams.groups:
                 self.groups.setdefault(g, Group(g, new_group=False))
         self._reaper = asyncio.create_task(self._expire_members())
         self._retention = asyncio.create_task(self._expire_offsets())
@@ -213,6 +217,7 @@ class GroupCoordinator:
                 if task is not None:
                     task.cancel()
         await asyncio.to_thread(self.consumer.close)  # group-state writes still queued
+        await asyncio.to_thread(self.streams.store.close)
         self.store.close()
 
     def partition_for(self, group_id: str) -> int:
@@ -223,7 +228,8 @@ class GroupCoordinator:
         """A classic or KIP-848 group with members: its offsets do not expire."""
         classic = self.groups.get(group_id)
         consumer = self.consumer.groups.get(group_id)
-        return bool(classic is not None and classic.members) or bool(consumer is not None and consumer.members)
+        return bool(classic is not None and classic.members) or bool(consumer is not None and consumer.members) \
+            or self.streams.has_members(group_id)
 
     async def _expire_offsets(self) -> None:
         """GroupMetadataManager's offsets-retention task: every offsets.retention.check.interval.ms."""
@@ -625,6 +631,8 @@ class GroupCoordinator:
             now = time.monotonic()
             for group_id in self.consumer.expire(now, write=False):
                 await self.consumer.durable_async(group_id)  # a failure is logged; the next write carries it
+            for group_id in self.streams.expire(now):
+                await self.streams.durable_async(group_id)
             self.expire_members(now)
 
     def expire_members(self, now: float) -> None:
@@ -683,6 +691,8 @@ class GroupCoordinator:
         if group_id in self.consumer.groups:  # a KIP-848 group: member epochs instead of generations
             return self.consumer.validate_commit(group_id, member_id, generation, api_version,
                                                  [(o[0], o[1]) for o in offsets])
+        if group_id in self.streams.groups:  # a streams group (KIP-1071): member epochs too
+            return self.streams.validate_commit(group_id, member_id, generation, [(o[0], o[1]) for o in offsets])
         # OffsetMetadataManager.validateOffsetCommit: an absent group becomes a simple one only for a commit
         # without a generation (else GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before); then
         # ClassicGroup.validateOffsetCommit.
@@ -736,6 +746,11 @@ class GroupCoordinator:
             if error == ErrorCode.STALE_MEMBER_EPOCH and api_version < 6:
                 return ErrorCode.ILLEGAL_GENERATION
             return error
+        if group_id in self.streams.groups:
+            error = self.streams.validate_commit(group_id, member_id, generation, [(o[0], o[1]) for o in offsets],
+                                                 transactional=True, instance_id=instance_id)
+            return ErrorCode.ILLEGAL_GENERATION if error == ErrorCode.STALE_MEMBER_EPOCH and api_version < 6 \
+                else error
         group = self.groups.get(group_id)
         if group is None:
             if generation >= 0:
@@ -787,14 +802,15 @@ class GroupCoordinator:
         group with members refuses unless it uses the consumer protocol (ClassicGroup.validateOffsetDelete)."""
         group = self.groups.get(group_id)
         if group is None:
-            return 0 if group_id in self.consumer.groups else ErrorCode.GROUP_ID_NOT_FOUND
+            return 0 if group_id in self.consumer.groups or group_id in self.streams.groups \
+                else ErrorCode.GROUP_ID_NOT_FOUND
         if group.state in (PREPARING, COMPLETING, STABLE) and group.protocol_type != "consumer":
             return ErrorCode.NON_EMPTY_GROUP
         return 0
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         group = self.groups.get(group_id)
-        subscribed = self.consumer.subscribed_topics(group_id)
+        subscribed = self.consumer.subscribed_topics(group_id) | self.streams.subscribed_topics(group_id)
         if group is not None:
             subscribed |= {t for t, _p in partitions if group.is_subscribed(t)}
         out, gone = {}, []
@@ -815,6 +831,8 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             error = self.consumer.delete(group_id)
+            if error is None:
+                error = self.streams.delete(group_id)
             if error is None:
                 return ErrorCode.GROUP_ID_NOT_FOUND
             if not error:
@@ -847,4 +865,5 @@ class GroupCoordinator:
 
     def list_groups(self) -> list[dict]:
         return [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state,
-                 "group_type": "classic"} for g in self.groups.values()] + self.consumer.list_groups()
+                 "group_type": "classic"} for g in self.groups.values()] + self.consumer.list_groups() \
+            + self.streams.list_groups()

@@ -61,6 +61,7 @@ from chronolog.records.group_records import (
     read_group_metadata_value,
     read_key,
     read_offset_commit_value,
+    streams_group_of,
 )
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,7 @@ class OffsetStore:
         self.groups: dict[str, GroupMetadataValue] = {}
         # KIP-848 groups' records as read at start (group -> key -> value), replayed by ConsumerGroupStore
         self.consumer_records: dict[str, dict[bytes, bytes]] = {}
+        self.streams_records: dict[str, bytes] = {}  # streams groups' state records (server/streams_group_store.py)
         # producer id -> (group, topic, partition) -> offset: TxnOffsetCommit offsets awaiting their marker.
         self.pending: dict[int, dict[Key, Committed]] = {}
         self._pending_times: dict[int, dict[Key, int]] = {}
@@ -250,6 +252,11 @@ class OffsetStore:
                         del self.consumer_records[key.group]
             else:
                 self.consumer_records.setdefault(key.group, {})[bytes(key_bytes)] = bytes(value)
+        elif key is None and (streams := streams_group_of(key_bytes)) is not None:  # KIP-1071 streams groups
+            if value is None:
+                self.streams_records.pop(streams, None)
+            else:
+                self.streams_records[streams] = bytes(value)
         # other key versions (share-group records) are not kept by this coordinator
 
     def _settle(self, pid: int, commit: bool, partitions: set[int] | None, seq: int = 0) -> None:

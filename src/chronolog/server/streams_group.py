@@ -1,0 +1,551 @@
+"""Streams groups (KIP-1071, `group.protocol=streams`): the broker assigns Kafka Streams tasks.
+
+Kafka's `GroupMetadataManager.streamsGroupHeartbeat` with the streams `CurrentAssignmentBuilder`, for one
+broker. A member joins with epoch 0 and the application's topology; the group keeps the first topology (a
+member with another topology epoch is refused while the group has members: Kafka 4.4 does not update a
+topology in place), configures it against the topics (server/streams_topology.py: tasks per subtopology, the
+internal repartition and changelog topics, which the broker creates) and assigns tasks with the sticky
+assignor. Every change of the group (a member joining or leaving, its process or tags changing, the
+configured topology changing) bumps the group epoch and computes a new target assignment. Each member then
+reconciles on its own heartbeats: tasks it must give up are revoked first (it keeps its epoch until it
+reports them gone), active tasks another member still owns are handed over once that member released them,
+and its epoch becomes the target's. A member silent for `group.streams.session.timeout.ms`, or not revoking
+within its rebalance timeout, is fenced; leaving is epoch -1 (or -2 for a static member).
+
+A group id names one group: classic, consumer or streams. Committed offsets are shared with the other group
+types' store (OffsetCommit/TxnOffsetCommit carry the member epoch, checked here). The group's state is
+durable in `__consumer_offsets` before an answer goes out (server/streams_group_store.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from chronolog.errors import ErrorCode
+from chronolog.server.assignment import inter as _inter
+from chronolog.server.assignment import minus as _minus
+from chronolog.server.assignment import union as _union
+from chronolog.server.streams_topology import (
+    SHUTDOWN_APPLICATION,
+    STALE_TOPOLOGY,
+    AssignorMember,
+    Configured,
+    Tasks,
+    Topology,
+    configure,
+    sticky_assign,
+)
+
+log = logging.getLogger(__name__)
+
+LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
+EMPTY, NOT_READY, ASSIGNING, RECONCILING, STABLE = "Empty", "NotReady", "Assigning", "Reconciling", "Stable"
+STREAMS_INVALID_TOPOLOGY, STREAMS_INVALID_TOPOLOGY_EPOCH = 130, 131  # Errors.java
+KINDS = ("active", "standby", "warmup")
+
+
+@dataclass
+class StreamsMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    process_id: str = ""
+    user_endpoint: tuple[str, int] | None = None
+    client_tags: dict[str, str] = field(default_factory=dict)
+    topology_epoch: int = 0
+    rebalance_timeout_ms: int = 300000
+    epoch: int = 0
+    previous_epoch: int = -1
+    # what the member was told it owns, and what it must give up before its next epoch, per kind
+    assigned: dict[str, Tasks] = field(default_factory=lambda: {k: {} for k in KINDS})
+    revoking: dict[str, Tasks] = field(default_factory=lambda: {k: {} for k in KINDS})
+    revoke_deadline: float | None = None
+    static_left: bool = False
+    last_heartbeat: float = field(default_factory=time.monotonic)
+    task_offsets: list[tuple[str, int, int]] = field(default_factory=list)
+    task_end_offsets: list[tuple[str, int, int]] = field(default_factory=list)
+    # The member epoch each active task was assigned at (KIP-1251, as for consumer groups): a commit with an
+    # older epoch is valid for partitions of tasks it was assigned at or before that epoch.
+    task_epochs: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def stamp(self) -> None:
+        held = {(s, p) for a in (self.assigned["active"], self.revoking["active"]) for s, ps in a.items() for p in ps}
+        for t in held - self.task_epochs.keys():
+            self.task_epochs[t] = self.epoch
+        for t in self.task_epochs.keys() - held:
+            del self.task_epochs[t]
+
+
+@dataclass
+class StreamsGroup:
+    group_id: str
+    epoch: int = 0
+    assignment_epoch: int = 0
+    topology: Topology | None = None
+    members: dict[str, StreamsMember] = field(default_factory=dict)
+    target: dict[str, dict[str, Tasks]] = field(default_factory=dict)  # member -> kind -> tasks
+    topic_sizes: dict[str, int] = field(default_factory=dict)  # the topics its topology was configured with
+    configured: Configured = field(default_factory=lambda: Configured(None))
+    endpoint_epoch: int = 0
+    shutdown_requested: bool = False
+
+    @property
+    def state(self) -> str:
+        """StreamsGroup.State."""
+        if not self.members:
+            return EMPTY
+        if self.configured.tasks is None:
+            return NOT_READY
+        if self.assignment_epoch != self.epoch:
+            return ASSIGNING
+        if any(m.epoch != self.assignment_epoch or any(m.revoking[k] for k in KINDS)
+               or m.assigned != self.target.get(m.member_id, _no_tasks()) for m in self.members.values()):
+            return RECONCILING
+        return STABLE
+
+
+def _no_tasks() -> dict[str, Tasks]:
+    return {k: {} for k in KINDS}
+
+
+class HeartbeatError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+@dataclass
+class HeartbeatRequest:
+    """The fields of a StreamsGroupHeartbeat the group reads (None: unchanged since the last heartbeat)."""
+
+    group_id: str
+    member_id: str
+    epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    topology: Topology | None = None
+    owned: dict[str, Tasks] | None = None  # kind -> tasks, None when the member did not say
+    process_id: str | None = None
+    user_endpoint: tuple[str, int] | None = None
+    client_tags: dict[str, str] | None = None
+    task_offsets: list[tuple[str, int, int]] | None = None
+    task_end_offsets: list[tuple[str, int, int]] | None = None
+    shutdown_application: bool = False
+    client_id: str = ""
+    client_host: str = ""
+
+
+class StreamsGroups:
+    """The streams half of the group coordinator (its `streams` attribute). `store` writes the groups'
+    records (server/streams_group_store.py); `create_topic(name, partitions, configs)` makes internal topics."""
+
+    def __init__(self, owner: Any, store: Any) -> None:
+        self.owner = owner
+        self.store = store
+        self.groups: dict[str, StreamsGroup] = {}
+
+    @property
+    def config(self):
+        return self.owner.config
+
+    def _cfg(self, name: str, default: int) -> int:
+        try:
+            return int(self.config[name])
+        except KeyError:
+            return default
+
+    # -- heartbeat ----------------------------------------------------------------------------------------
+    async def heartbeat_async(self, req: HeartbeatRequest, topics: dict[str, int], create_topic) -> dict:
+        """One StreamsGroupHeartbeat, answered once the group's changed state is durable."""
+        try:
+            result = self._heartbeat(req, topics, create_topic)
+        except HeartbeatError as exc:
+            log.debug("streams group %s: heartbeat of %s refused: %s", req.group_id, req.member_id, exc.message)
+            return {"error_code": exc.code, "error_message": exc.message, "member_id": req.member_id,
+                    "member_epoch": -1, "heartbeat_interval_ms": 0}
+        failed = await self.store.durable_async(req.group_id, self.groups.get(req.group_id))
+        if failed:
+            return {**failed, "member_id": req.member_id, "member_epoch": -1, "heartbeat_interval_ms": 0}
+        return result
+
+    def _validate(self, req: HeartbeatRequest) -> None:
+        """GroupMetadataManager.throwIfStreamsGroupHeartbeatRequestIsInvalid."""
+        bad = ErrorCode.INVALID_REQUEST
+        if not req.group_id:
+            raise HeartbeatError(ErrorCode.INVALID_GROUP_ID, "GroupId can't be empty.")
+        if not req.member_id:
+            raise HeartbeatError(bad, "MemberId can't be empty.")
+        if req.instance_id == "":
+            raise HeartbeatError(bad, "InstanceId can't be empty.")
+        if req.rack_id == "":
+            raise HeartbeatError(bad, "RackId can't be empty.")
+        if req.epoch == 0:
+            if req.rebalance_timeout_ms == -1:
+                raise HeartbeatError(bad, "RebalanceTimeoutMs must be provided in first request.")
+            if req.topology is None:
+                raise HeartbeatError(bad, "Topology must be non-null when joining.")
+            if req.owned is not None and any(req.owned.get(k) for k in KINDS):
+                raise HeartbeatError(bad, "ActiveTasks, StandbyTasks and WarmupTasks must be empty when "
+                                     "(re-)joining.")
+            if not req.process_id:
+                raise HeartbeatError(bad, "ProcessId can't be empty.")
+        elif req.epoch == STATIC_LEAVE_EPOCH:
+            if req.instance_id is None:
+                raise HeartbeatError(bad, "InstanceId can't be null.")
+        elif req.epoch < STATIC_LEAVE_EPOCH:
+            raise HeartbeatError(bad, f"MemberEpoch is {req.epoch}, but must be greater than or equal to -2.")
+        if req.topology is not None and req.epoch != 0:
+            raise HeartbeatError(bad, "Topology can only be provided when (re-)joining.")
+
+    def _group(self, group_id: str, create: bool) -> StreamsGroup:
+        group = self.groups.get(group_id)
+        if group is not None:
+            return group
+        classic = self.owner.groups.get(group_id)
+        if (classic is not None and classic.members) or self.owner.consumer.groups.get(group_id) is not None:
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a streams group.")
+        if not create:
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
+        if classic is not None:  # an empty classic group (offsets only) gives way, as Kafka's empty groups do
+            del self.owner.groups[group_id]
+        group = self.groups[group_id] = StreamsGroup(group_id)
+        return group
+
+    def _heartbeat(self, req: HeartbeatRequest, topics: dict[str, int], create_topic) -> dict:
+        self._validate(req)
+        group = self._group(req.group_id, create=req.epoch == 0)
+        interval = self._cfg("group.streams.heartbeat.interval.ms", 5000)
+        if req.epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            member = group.members.get(req.member_id)
+            if member is None:
+                raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of "
+                                     f"group {req.group_id}.")
+            if req.epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+                member.static_left = True
+            else:
+                self._remove(group, req.member_id, "left", topics)
+            return {"error_code": 0, "error_message": None, "member_id": req.member_id, "member_epoch": req.epoch,
+                    "heartbeat_interval_ms": 0}
+        changed = False
+        member = group.members.get(req.member_id)
+        status: list[tuple[int, str]] = []
+        if req.epoch == 0:
+            topology = req.topology
+            if group.topology is None or (not group.members and topology != group.topology):
+                group.topology, changed = topology, True  # the first member's topology initializes the group
+            elif topology.epoch != group.topology.epoch:
+                if topology.epoch < group.topology.epoch:
+                    status.append((STALE_TOPOLOGY, f"The member's topology epoch {topology.epoch} is lower than "
+                                   f"the group's topology epoch {group.topology.epoch}."))
+                else:
+                    raise HeartbeatError(STREAMS_INVALID_TOPOLOGY_EPOCH, "Topology updates are not supported yet.")
+            static = next((m for m in group.members.values() if req.instance_id is not None
+                           and m.instance_id == req.instance_id and m.member_id != req.member_id), None)
+            if static is not None:
+                if not static.static_left:
+                    raise HeartbeatError(ErrorCode.UNRELEASED_INSTANCE_ID, f"Static member {req.member_id} with "
+                                         f"instance id {req.instance_id} cannot join the group because the "
+                                         f"instance id is owned by {static.member_id} member.")
+                member = self._replace_static(group, static, req.member_id)
+            elif member is None:
+                member = group.members[req.member_id] = StreamsMember(req.member_id, instance_id=req.instance_id)
+                changed = True
+            else:  # a rejoin (after a fencing the client saw): starts from nothing
+                member.assigned, member.revoking, member.epoch, member.previous_epoch = _no_tasks(), _no_tasks(), 0, -1
+                member.task_epochs = {}
+            member.topology_epoch = topology.epoch
+        else:
+            if member is None:
+                raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of "
+                                     f"group {req.group_id}.")
+            self._check_epoch(member, req.epoch, req.owned)
+        member.last_heartbeat = time.monotonic()
+        member.client_id, member.client_host = req.client_id, req.client_host
+        if req.rebalance_timeout_ms > 0:
+            member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        if req.rack_id is not None and req.rack_id != member.rack_id:
+            member.rack_id, changed = req.rack_id, True
+        if req.process_id is not None and req.process_id != member.process_id:
+            member.process_id, changed = req.process_id, True
+        if req.client_tags is not None and req.client_tags != member.client_tags:
+            member.client_tags, changed = req.client_tags, True
+        if req.user_endpoint is not None and req.user_endpoint != member.user_endpoint:
+            member.user_endpoint = req.user_endpoint
+            group.endpoint_epoch += 1
+        if req.task_offsets is not None:
+            member.task_offsets = req.task_offsets
+        if req.task_end_offsets is not None:
+            member.task_end_offsets = req.task_end_offsets
+        if req.shutdown_application:
+            group.shutdown_requested = True
+        if self._configure(group, topics, create_topic):
+            changed = True
+        status += group.configured.status
+        if changed:
+            self._new_target(group)
+        before = {k: dict(v) for k, v in member.assigned.items()}
+        self._reconcile(group, member, req.owned)
+        if group.shutdown_requested:
+            status.append((SHUTDOWN_APPLICATION, "A KafkaStreams instance encountered a fatal error and requested "
+                           "a shutdown for the entire application."))
+        send = req.epoch == 0 or member.assigned != before or (req.owned is not None and any(
+            req.owned.get(k, {}) != member.assigned[k] for k in KINDS))
+        out = {"error_code": 0, "error_message": None, "member_id": member.member_id, "member_epoch": member.epoch,
+               "heartbeat_interval_ms": interval, "status": [{"status_code": c, "status_detail": d} for c, d in status],
+               "endpoint_information_epoch": group.endpoint_epoch}
+        if send:
+            out.update({f"{k}_tasks": _wire_tasks(member.assigned[k]) for k in KINDS})
+        if any(m.user_endpoint is not None for m in group.members.values()):
+            out["partitions_by_user_endpoint"] = self._endpoints(group)
+        return out
+
+    def _configure(self, group: StreamsGroup, topics: dict[str, int], create_topic) -> bool:
+        """The topology configured against the topics now; the internal topics it lacks are created (Kafka's
+        coordinator asks the controller to; here the log manager makes them at once). True when the tasks
+        changed (a new target assignment is due)."""
+        relevant = self._relevant_sizes(group, topics)
+        if relevant == group.topic_sizes and group.configured.tasks is not None:
+            return False
+        configured = configure(group.topology, topics)
+        if configured.tasks is not None and configured.to_create:
+            failures = []
+            for name, (partitions, configs) in sorted(configured.to_create.items()):
+                try:
+                    create_topic(name, partitions, configs)
+                    log.info("streams group %s: created internal topic %s (%d partitions)", group.group_id, name,
+                             partitions)
+                    topics = {**topics, name: partitions}
+                except Exception as exc:  # noqa: BLE001 (answered as Kafka's status, the client waits)
+                    failures.append(f"{name}: {exc}")
+            if failures:
+                configured = Configured(None, configured.sources, status=[(3, "Internal topics are missing: "
+                                                                            + "; ".join(failures))])
+            else:
+                configured = configure(group.topology, topics)
+        before = group.configured.tasks
+        group.configured = configured
+        group.topic_sizes = self._relevant_sizes(group, topics)
+        return configured.tasks != before
+
+    @staticmethod
+    def _relevant_sizes(group: StreamsGroup, topics: dict[str, int]) -> dict[str, int]:
+        if group.topology is None:
+            return {}
+        names = {t for s in group.topology.subtopologies for t in s.source_topics}
+        names |= {t.name for s in group.topology.subtopologies for t in (*s.repartition_sources, *s.changelogs)}
+        names |= {t for ts in group.configured.sources.values() for t in ts}
+        sizes = {t: topics[t] for t in names if t in topics}
+        if any(s.source_regex for s in group.topology.subtopologies):
+            sizes["\0regex"] = hash(tuple(sorted(topics)))  # a new topic may match a regex
+        return sizes
+
+    def _endpoints(self, group: StreamsGroup) -> list[dict]:
+        """PartitionsByUserEndpoint: per member with an endpoint, the source partitions of its tasks."""
+        sources = group.configured.sources
+        out = []
+        for m in group.members.values():
+            if m.user_endpoint is None:
+                continue
+
+            def parts(*kinds: str, m: StreamsMember = m) -> list[dict]:
+                by_topic: dict[str, set[int]] = {}
+                for k in kinds:
+                    for sid, ps in m.assigned[k].items():
+                        for t in sources.get(sid, ()):
+                            by_topic.setdefault(t, set()).update(ps)
+                return [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by_topic.items())]
+
+            out.append({"user_endpoint": {"host": m.user_endpoint[0], "port": m.user_endpoint[1]},
+                        "active_partitions": parts("active"), "standby_partitions": parts("standby", "warmup")})
+        return out
+
+    @staticmethod
+    def _replace_static(group: StreamsGroup, old: StreamsMember, member_id: str) -> StreamsMember:
+        new = StreamsMember(member_id, instance_id=old.instance_id, rack_id=old.rack_id, process_id=old.process_id,
+                            client_tags=old.client_tags, user_endpoint=old.user_endpoint,
+                            rebalance_timeout_ms=old.rebalance_timeout_ms, epoch=old.epoch,
+                            previous_epoch=old.previous_epoch)
+        new.assigned, new.revoking, new.task_epochs = old.assigned, old.revoking, old.task_epochs
+        del group.members[old.member_id]
+        group.members[member_id] = new
+        if old.member_id in group.target:
+            group.target[member_id] = group.target.pop(old.member_id)
+        return new
+
+    @staticmethod
+    def _check_epoch(member: StreamsMember, epoch: int, owned: dict[str, Tasks] | None) -> None:
+        """throwIfStreamsGroupMemberEpochIsInvalid."""
+        if epoch == member.epoch:
+            return
+        if epoch == member.previous_epoch and owned is not None and not _minus(owned.get("active", {}),
+                                                                               member.assigned["active"]):
+            return
+        raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH, f"The streams group member has a "
+                             f"{'smaller' if epoch < member.epoch else 'greater'} member epoch ({epoch}) than the "
+                             f"one known by the group coordinator ({member.epoch}). The member must abandon all its "
+                             f"tasks and rejoin.")
+
+    def _new_target(self, group: StreamsGroup) -> None:
+        """A new group epoch and its target assignment (the sticky assignor)."""
+        group.epoch += 1
+        tasks = group.configured.tasks
+        if not group.members or tasks is None:
+            group.target = {mid: _no_tasks() for mid in group.members}
+        else:
+            assignor_members = [AssignorMember(m.member_id, m.process_id or m.member_id,
+                                               _union(group.target.get(m.member_id, _no_tasks())["active"],
+                                                      m.assigned["active"]),
+                                               group.target.get(m.member_id, _no_tasks())["standby"])
+                                for m in group.members.values()]
+            standbys = self._cfg("group.streams.num.standby.replicas", 0)
+            result = sticky_assign(assignor_members, tasks, standbys)
+            group.target = {mid: {"active": a, "standby": s, "warmup": {}} for mid, (a, s) in result.items()}
+        group.assignment_epoch = group.epoch
+
+    def _reconcile(self, group: StreamsGroup, member: StreamsMember, owned: dict[str, Tasks] | None) -> None:
+        """The streams CurrentAssignmentBuilder: revoke first, then take the target's tasks (active ones once
+        no other member owns them)."""
+        if any(member.revoking[k] for k in KINDS) and owned is not None and not any(
+                _inter(owned.get(k, {}), member.revoking[k]) for k in KINDS):
+            member.revoking, member.revoke_deadline = _no_tasks(), None
+        if any(member.revoking[k] for k in KINDS):
+            member.stamp()
+            return
+        target = group.target.get(member.member_id, _no_tasks())
+        if member.epoch != group.assignment_epoch:
+            revoke = {k: _minus(member.assigned[k], target[k]) for k in KINDS}
+            if any(revoke.values()):
+                member.assigned = {k: _inter(member.assigned[k], target[k]) for k in KINDS}
+                member.revoking = revoke
+                member.revoke_deadline = time.monotonic() + member.rebalance_timeout_ms / 1000.0
+                member.stamp()
+                return
+            member.previous_epoch, member.epoch = member.epoch, group.assignment_epoch
+        held: Tasks = {}
+        for other in group.members.values():
+            if other is not member:
+                held = _union(held, _union(other.assigned["active"], other.revoking["active"]))
+        member.assigned = {"active": _union(member.assigned["active"], _minus(target["active"], held)),
+                           "standby": target["standby"], "warmup": target["warmup"]}
+        member.stamp()
+
+    def _remove(self, group: StreamsGroup, member_id: str, why: str, topics: dict[str, int] | None = None) -> None:
+        log.info("streams group %s: member %s %s", group.group_id, member_id, why)
+        group.members.pop(member_id, None)
+        group.target.pop(member_id, None)
+        if not group.members:
+            group.shutdown_requested = False
+        self._new_target(group)
+
+    def expire(self, now: float) -> list[str]:
+        """Members silent past the session timeout, or not revoking within the rebalance timeout, are fenced.
+        The ids of the groups changed (their records are the caller's to write)."""
+        session = self._cfg("group.streams.session.timeout.ms", 45000) / 1000.0
+        changed = []
+        for group in list(self.groups.values()):
+            hit = False
+            for mid, m in list(group.members.items()):
+                if now - m.last_heartbeat > session:
+                    self._remove(group, mid, "expired (session timeout)")
+                    hit = True
+                elif m.revoke_deadline is not None and now > m.revoke_deadline:
+                    self._remove(group, mid, "fenced (did not revoke within its rebalance timeout)")
+                    hit = True
+            if hit:
+                changed.append(group.group_id)
+        return changed
+
+    async def durable_async(self, group_id: str) -> dict | None:
+        return await self.store.durable_async(group_id, self.groups.get(group_id))
+
+    # -- what the rest of the coordinator asks ------------------------------------------------------------
+    def validate_commit(self, group_id: str, member_id: str, epoch: int, partitions=(), *,
+                        transactional: bool = False, instance_id: str | None = None) -> int:
+        """StreamsGroup.validateOffsetCommit: as a consumer group's (server/consumer_group.py): a commit
+        without a member goes to an empty group (or, transactional without member or instance, to any); a
+        member commits with its epoch, or an older one for partitions of tasks it held since (KIP-1251)."""
+        group = self.groups[group_id]
+        if epoch < 0 and not group.members:
+            return 0
+        if transactional and epoch == -1 and member_id == "" and instance_id is None:
+            return 0
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if epoch == member.epoch:
+            return 0
+        if epoch > member.epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        task_of = self._task_of(group)
+        for topic, partition in partitions:
+            sid = task_of.get(topic)
+            assigned_at = member.task_epochs.get((sid, partition)) if sid is not None else None
+            if assigned_at is None or epoch < assigned_at:
+                return ErrorCode.STALE_MEMBER_EPOCH
+        return 0
+
+    @staticmethod
+    def _task_of(group: StreamsGroup) -> dict[str, str]:
+        return {t: sid for sid, ts in group.configured.sources.items() for t in ts}
+
+    def has_members(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        group = self.groups.get(group_id)
+        return {t for ts in group.configured.sources.values() for t in ts} if group else set()
+
+    def delete(self, group_id: str) -> int | None:
+        """DeleteGroups of a streams group: None when it is not one."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        del self.groups[group_id]
+        failed = self.store.durable(group_id, None)
+        if failed:
+            self.groups[group_id] = group
+            return failed["error_code"]
+        return 0
+
+    def describe(self, group_id: str) -> StreamsGroup | None:
+        return self.groups.get(group_id)
+
+    def list_groups(self) -> list[dict]:
+        return [{"group_id": g.group_id, "protocol_type": "streams", "group_state": g.state, "group_type": "streams"}
+                for g in self.groups.values()]
+
+    def restore(self, records: dict[str, bytes], topics: dict[str, int]) -> None:
+        """The groups replayed from their records read at start; members' timers start now."""
+        self.groups.update(self.store.replay(records))
+        for group in self.groups.values():
+            group.configured = configure(group.topology, topics)
+            group.topic_sizes = self._relevant_sizes(group, topics)
+
+
+def new_member_id() -> str:
+    return str(uuid.uuid4())
+
+
+def _wire_tasks(tasks: Tasks) -> list[dict]:
+    return [{"subtopology_id": sid, "partitions": sorted(ps)} for sid, ps in sorted(tasks.items()) if ps]
+
+
+def tasks_of(wire: Any) -> Tasks | None:
+    """A request's []TaskIds (None stays None: unchanged)."""
+    if wire is None:
+        return None
+    out: dict[str, frozenset[int]] = {}
+    for t in wire:
+        if t.partitions:
+            out[t.subtopology_id] = out.get(t.subtopology_id, frozenset()) | frozenset(int(p) for p in t.partitions)
+    return out
