@@ -24,7 +24,6 @@ from chronolog.cli.common import (
     table,
 )
 from chronolog.errors import ChronologError
-from chronolog.timetravel.arrow import raw_fetcher_for, window_columns
 from chronolog.timetravel.client import ClientSource
 from chronolog.timetravel.sources import OffsetAtTime, kafka_words, parse_topic_partitions
 from chronolog.timetravel.timefmt import format_time, now_ms, parse_duration, parse_time
@@ -177,6 +176,7 @@ def register(app: typer.Typer) -> None:
                     typer.echo(f"chronolog: warning: {topic}-{a.partition}: {note}", err=True)
             total = sum(max(0, a.end_offset - a.offset) for a in starts.values())
             going = True
+            from chronolog.timetravel.arrow import raw_fetcher_for, window_columns  # the columnar decoder
             fetcher = raw_fetcher_for(source, isolation) if fmt == "raw" else None
             with progress(f"reading {topic}", total, quiet=fmt != "text" or not sys.stdout.isatty()) as tick:
                 for p, a in sorted(starts.items()):
