@@ -60,7 +60,8 @@ def test_consumer_heartbeat_request_validation(coord):
     assert hb(coord, "m", -2, None, None)["error_code"] == ErrorCode.INVALID_REQUEST  # static leave, no instance
     assert hb(coord, "m", 0, ["foo"], {}, rebalance_timeout_ms=-1)["error_code"] == ErrorCode.INVALID_REQUEST
     assert hb(coord, "m", 0, None, {}, regex="(")["error_code"] == ErrorCode.INVALID_REGULAR_EXPRESSION
-    assert hb(coord, "m", 0, ["foo"], {}, group="")["error_code"] == ErrorCode.INVALID_GROUP_ID
+    # Kafka 4.4 (GroupCoordinatorService): "GroupId can't be empty." is INVALID_REQUEST, after the member id
+    assert hb(coord, "m", 0, ["foo"], {}, group="")["error_code"] == ErrorCode.INVALID_REQUEST
     assert join(coord, "m", assignor="sticky")["error_code"] == ErrorCode.UNSUPPORTED_ASSIGNOR
     assert not coord.consumer.groups  # nothing was created by refused requests
 

@@ -47,7 +47,8 @@ async def consumer_group_heartbeat(req: Any, ctx: RequestContext) -> dict:
         req.group_id, req.member_id, int(req.member_epoch), instance_id=req.instance_id, rack_id=req.rack_id,
         rebalance_timeout_ms=ms(req.rebalance_timeout), subscribed=subscribed,
         regex=getattr(req, "subscribed_topic_regex", None), assignor=req.server_assignor, owned=owned,
-        client_id=ctx.client_id or "", client_host=ctx.client_host, topics=ctx.log_manager.topics())
+        client_id=ctx.client_id or "", client_host=ctx.client_host, topics=ctx.log_manager.topics(),
+        api_version=ctx.api_version)
     assignment = result["assignment"]
     return {"throttle_time": 0, "error_code": result["error_code"], "error_message": result["error_message"],
             "member_id": result["member_id"], "member_epoch": result["member_epoch"],
@@ -63,6 +64,9 @@ def consumer_group_describe(req: Any, ctx: RequestContext) -> dict:
     for gid in req.group_ids:
         empty = {"group_id": gid, "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
                  "assignor_name": "", "members": [], "authorized_operations": NOT_ASKED}
+        if not gid:  # GroupCoordinatorService.consumerGroupDescribe (isGroupIdNotEmpty), before authorization
+            groups.append({**empty, "error_code": ErrorCode.INVALID_GROUP_ID, "error_message": None})
+            continue
         if not ctx.allowed("describe", "group", gid):
             groups.append({**empty, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None})
             continue

@@ -194,11 +194,12 @@ class ConsumerGroups:
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, *, instance_id: str | None,
                   rack_id: str | None, rebalance_timeout_ms: int, subscribed: list[str] | None,
                   regex: str | None, assignor: str | None, owned: Assignment | None, client_id: str,
-                  client_host: str, topics: dict[str, int]) -> dict:
+                  client_host: str, topics: dict[str, int], api_version: int = 0) -> dict:
         """One ConsumerGroupHeartbeat, written on the caller's thread; the response values (assignment None
         when unchanged). The broker calls `heartbeat_async`."""
         result = self._heartbeat_state(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
-                                       subscribed, regex, assignor, owned, client_id, client_host, topics)
+                                       subscribed, regex, assignor, owned, client_id, client_host, topics,
+                                       api_version)
         if result["error_code"]:
             return result
         failed = self._durable(group_id)  # the group's new state is durable before the member hears of it
@@ -208,11 +209,12 @@ class ConsumerGroups:
     async def heartbeat_async(self, group_id: str, member_id: str, member_epoch: int, *, instance_id: str | None,
                               rack_id: str | None, rebalance_timeout_ms: int, subscribed: list[str] | None,
                               regex: str | None, assignor: str | None, owned: Assignment | None, client_id: str,
-                              client_host: str, topics: dict[str, int]) -> dict:
+                              client_host: str, topics: dict[str, int], api_version: int = 0) -> dict:
         """`heartbeat` with the write in the group-state writer thread: answered once durable, the event loop
         free meanwhile."""
         result = self._heartbeat_state(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
-                                       subscribed, regex, assignor, owned, client_id, client_host, topics)
+                                       subscribed, regex, assignor, owned, client_id, client_host, topics,
+                                       api_version)
         if result["error_code"]:
             return result
         failed = await self.durable_async(group_id)
@@ -220,10 +222,10 @@ class ConsumerGroups:
             if failed else result
 
     def _heartbeat_state(self, group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
-                         subscribed, regex, assignor, owned, client_id, client_host, topics) -> dict:
+                         subscribed, regex, assignor, owned, client_id, client_host, topics, api_version) -> dict:
         try:
             self._validate(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
-                           subscribed, regex, assignor, owned)
+                           subscribed, regex, assignor, owned, api_version)
             return self._heartbeat(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                                    subscribed, regex, assignor, owned, client_id, client_host, topics)
         except HeartbeatError as exc:
@@ -232,42 +234,41 @@ class ConsumerGroups:
                     "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
 
     def _validate(self, group_id, member_id, epoch, instance_id, rack_id, rebalance_timeout_ms, subscribed,
-                  regex, assignor, owned) -> None:
-        """GroupMetadataManager.throwIfConsumerGroupHeartbeatRequestIsInvalid."""
+                  regex, assignor, owned, api_version: int = 0) -> None:
+        """GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid (Kafka 4.4): the member id
+        first (always from v1, KIP-1082: members make their ids), then the group, instance and rack ids, the
+        epoch's fields and the assignor; the regex is checked after them (GroupMetadataManager)."""
         bad = ErrorCode.INVALID_REQUEST
+        if (api_version >= 1 or epoch > 0 or epoch == LEAVE_EPOCH) and not member_id:
+            raise HeartbeatError(bad, "MemberId can't be empty.")
         if not group_id:
-            raise HeartbeatError(ErrorCode.INVALID_GROUP_ID, "GroupId can't be empty.")
+            raise HeartbeatError(bad, "GroupId can't be empty.")
         if instance_id == "":
             raise HeartbeatError(bad, "InstanceId can't be empty.")
         if rack_id == "":
             raise HeartbeatError(bad, "RackId can't be empty.")
+        if epoch == 0:
+            if rebalance_timeout_ms == -1:
+                raise HeartbeatError(bad, "RebalanceTimeoutMs must be provided in first request.")
+            if owned is None or owned:
+                raise HeartbeatError(bad, "TopicPartitions must be empty when (re-)joining.")
+            if subscribed is None and regex is None:
+                raise HeartbeatError(bad, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null "
+                                     "when (re-)joining.")
+        elif epoch == STATIC_LEAVE_EPOCH:
+            if instance_id is None:
+                raise HeartbeatError(bad, "InstanceId can't be null.")
+        elif epoch < STATIC_LEAVE_EPOCH:
+            raise HeartbeatError(bad, "MemberEpoch is invalid.")
+        if assignor is not None and assignor not in self.assignors():
+            raise HeartbeatError(ErrorCode.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {assignor} is not supported. "
+                                 f"Supported assignors: {', '.join(self.assignors())}.")
         if regex:  # librdkafka sends "" when it subscribes by names
             try:
                 topic_regex(regex)
             except ValueError as exc:
                 raise HeartbeatError(ErrorCode.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{regex}` "
                                      f"is not a valid regular expression: {exc}.") from None
-        if epoch > 0 or epoch == LEAVE_EPOCH:
-            if not member_id:
-                raise HeartbeatError(bad, "MemberId can't be empty.")
-        elif epoch == 0:
-            if rebalance_timeout_ms == -1:
-                raise HeartbeatError(bad, "RebalanceTimeoutMs must be provided in first request.")
-            if owned is None or owned:
-                raise HeartbeatError(bad, "TopicPartitions must be empty when (re-)joining.")
-            if not subscribed and not regex:
-                raise HeartbeatError(bad, "SubscribedTopicNames or SubscribedTopicRegex must be set in first "
-                                     "request.")
-        elif epoch == STATIC_LEAVE_EPOCH:
-            if not member_id:
-                raise HeartbeatError(bad, "MemberId can't be empty.")
-            if instance_id is None:
-                raise HeartbeatError(bad, "InstanceId can't be null.")
-        else:
-            raise HeartbeatError(bad, "MemberEpoch is invalid.")
-        if assignor is not None and assignor not in self.assignors():
-            raise HeartbeatError(ErrorCode.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {assignor} is not supported. "
-                                 f"Supported assignors: {', '.join(self.assignors())}.")
 
     def _group(self, group_id: str, create: bool) -> ConsumerGroup:
         """getOrMaybeCreateConsumerGroup: an empty classic group gives way; a non-empty one refuses."""
