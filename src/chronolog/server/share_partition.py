@@ -120,8 +120,10 @@ class SharePartition:
                 kind = types[0] if len(types) == 1 else types[i]
                 if kind not in (GAP, ACCEPT, RELEASE, REJECT, RENEW):
                     raise AckError(ErrorCode.INVALID_REQUEST, f"unknown acknowledge type {kind}")
+                if off < self.start:  # done already: Kafka ignores it (no in-flight batch to find)
+                    continue
                 rec = self.records.get(off)
-                if rec is None or off < self.start:
+                if rec is None:
                     if kind == GAP:
                         continue
                     raise AckError(ErrorCode.INVALID_RECORD_STATE, f"offset {off} is not in flight")
