@@ -1,5 +1,5 @@
-"""The way out, continued: `chronolog topics`, `produce`, `groups`, `group-history` and `sql` against Apache Kafka 4.4 — one broker, and a
-3-node cluster with a node killed while the tools run. The answers are the ones chronolog gives, or one
+"""The way out, continued: `chronolog topics`, `produce`, `groups`, `lag`, `group-history` and `sql` against
+Apache Kafka 4.4 — one broker, and a 3-node cluster with a node killed while the tools run. The answers are the ones chronolog gives, or one
 line and a non-zero exit; never a partial answer with exit 0."""
 
 from __future__ import annotations
@@ -181,6 +181,22 @@ def test_topics_groups_produce_against_a_cluster_while_a_node_dies(kafka_cluster
         out = exact_or_refused("groups", "describe", group, "-b", bootstrap, "--json")
         if out is not None:
             assert {r["partition"]: r["committed"] for r in json.loads(out)["partitions"]} == marks[-1][1]
+        out = exact_or_refused("lag", "--group", group, "-b", bootstrap, "--json")
+        if out is not None:
+            assert {r["partition"]: (r["committed"], r["lag"]) for r in json.loads(out)["partitions"]} == {
+                p: (o, max(0, ends[p] - o)) for p, o in marks[-1][1].items()}
+        at, positions = marks[1]
+        out = exact_or_refused("group-history", "--group", group, "--at", str(at), "-b", bootstrap, "--json")
+        if out is not None:  # the second commit's positions, replayed from Kafka's own __consumer_offsets
+            assert {r["partition"]: r["offset"] for r in json.loads(out)["partitions"]} == positions
+        result = tmp_path / "window.json"
+        out = exact_or_refused("sql", "select value from records order by timestamp, value", str(result),
+                               "--topic", topic, "--from", str(BASE + 5_000), "--to", str(BASE + 20_000),
+                               "--format", "json", "-b", bootstrap)
+        if out is not None:  # the whole window or nothing
+            assert [json.loads(line)["value"] for line in result.read_text().splitlines()] == [
+                line for i, line in sorted(enumerate(LINES), key=lambda e: stamp(e[0]))
+                if BASE + 5_000 <= stamp(i) < BASE + 20_000]
         path = tmp_path / "more.log"
         path.write_text("".join(f"{iso(BASE + 100_000 + i)} more {i}\n" for i in range(20)))
         out = exact_or_refused("produce", topic, str(path), "--time-field", "1", "-b", bootstrap)
