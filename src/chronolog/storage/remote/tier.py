@@ -88,7 +88,7 @@ class LocalTier(Tier):
     def list(self, directory: str) -> dict[str, int]:
         try:
             with os.scandir(self._p(directory)) as it:
-                return {e.name: e.stat().st_size for e in it if e.is_file() and not e.name.endswith(".tmp")}
+                return {e.name: e.stat().st_size for e in it if e.is_file()}  # `.tmp`: a copy a crash cut
         except FileNotFoundError:
             return {}
 
