@@ -359,3 +359,13 @@ def test_local_and_whole_log_retention_by_bytes(tmp_path):
         assert [(r.offset, r.value) for r in plog.read_records(0)] == [(o, v) for o, _t, v in produced if o >= start]
     finally:
         manager.shutdown()
+
+
+def test_a_start_without_the_tier_refuses_tiered_topics(tmp_path):
+    from chronolog.errors import ChronologError
+    manager = LogManager(tmp_path / "data", broker_config(str(tmp_path / "tier")))
+    manager.startup(background=False)
+    manager.create_topic("logs", 1, {"remote.storage.enable": "true"})
+    manager.shutdown()
+    with pytest.raises(ChronologError, match="before disabling tiered storage cluster-wide.*logs"):
+        LogManager(tmp_path / "data", BrokerConfig()).startup(background=False)

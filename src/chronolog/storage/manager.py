@@ -175,6 +175,13 @@ class LogManager:
                                  f"{RECOVERY_POINT} the start recovers every log; without {LOG_START_OFFSET} "
                                  "records deleted by retention or DeleteRecords become readable again)") from None
         self._topics = self._read_topics()
+        if not self.broker_config["remote.log.storage.system.enable"]:
+            tiered = sorted(n for n, meta in self._topics.items()
+                            if str(meta.get("configs", {}).get("remote.storage.enable", "")).lower() == "true")
+            if tiered:  # LogConfig.validateRemoteStorageOnlyIfSystemEnabled, as Kafka's start refuses
+                raise ChronologError("You have to delete all topics with the property remote.storage.enable=true "
+                                     "before disabling tiered storage cluster-wide (remote.log.storage.system."
+                                     f"enable=false): {', '.join(tiered)}")
         adopted = False  # the file is rewritten at start only when the directories told more than it
         found = []
         # One listing of the data dir; the entries' types come with it (no stat per partition).
