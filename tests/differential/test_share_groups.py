@@ -60,6 +60,34 @@ def test_group_config_changes_as_kafka(pair, ops):  # noqa: F811
     same(pair, steps)
 
 
+def test_consumer_group_takes_its_heartbeat_interval_from_a_group_config(pair):  # noqa: F811
+    """KIP-848: consumer.heartbeat.interval.ms set on the group is what ConsumerGroupHeartbeat answers."""
+    group = unique("cg")
+
+    def steps(b):
+        topic = b.create_topic(unique("ct"), 1)
+        changed = incremental(b, group, [("consumer.heartbeat.interval.ms", SET, "7000")], rtype=GROUP_RESOURCE)
+        wire = wirefuzz.Wire(b.port, timeout=30)
+        try:
+            deadline = time.monotonic() + 30
+            while wire.call(10, 6, wirefuzz.build(10, 6, {"key_type": 0, "coordinator_keys": [group]}, {})) \
+                    .coordinators[0].error_code:  # Kafka makes __consumer_offsets on the first FindCoordinator
+                assert time.monotonic() < deadline, "no coordinator"
+                time.sleep(0.2)
+            while True:
+                body = wire.call(68, 1, wirefuzz.build(68, 1, {
+                    "group_id": group, "member_id": uuid.uuid4().hex[:22], "member_epoch": 0, "instance_id": None,
+                    "rack_id": None, "rebalance_timeout": 30000, "subscribed_topic_names": [topic],
+                    "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []}, {}))
+                if int(body.error_code) not in RETRIABLE or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+        finally:
+            wire.close()
+        return changed, int(body.error_code), int(body.heartbeat_interval.total_seconds() * 1000)
+    assert same(pair, steps)[1:] == (0, 7000)
+
+
 def test_default_group_resource_refused(pair):  # noqa: F811
     same(pair, lambda b: incremental(b, "", [("share.delivery.count.limit", SET, "3")], rtype=GROUP_RESOURCE))
 

@@ -46,7 +46,8 @@ def _load_handlers() -> None:
     import chronolog.protocol.core  # noqa: F401  (registers)
     for optional in ("chronolog.protocol.admin", "chronolog.protocol.groups", "chronolog.protocol.sasl",
                      "chronolog.protocol.acls", "chronolog.protocol.scram_admin", "chronolog.protocol.transactions",
-                     "chronolog.protocol.consumer_groups", "chronolog.protocol.share_groups"):
+                     "chronolog.protocol.consumer_groups", "chronolog.protocol.share_groups",
+                     "chronolog.protocol.streams_groups"):
         with contextlib.suppress(ModuleNotFoundError):
             __import__(optional)
 
@@ -70,8 +71,8 @@ class DataSignal:
 TLS_HANDSHAKE_TIMEOUT_S = 30.0
 # The APIs answered from the group coordinator's state: OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup,
 # Heartbeat, LeaveGroup, SyncGroup, DescribeGroups, ListGroups, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
-# DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat, ConsumerGroupDescribe.
-GROUP_COORDINATOR_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 25, 26, 28, 42, 47, 68, 69})
+# DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat, ConsumerGroupDescribe, StreamsGroupHeartbeat/Describe.
+GROUP_COORDINATOR_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 25, 26, 28, 42, 47, 68, 69, 88, 89})
 # What a client sends before anything else (ApiVersions, SaslHandshake, SaslAuthenticate) and Metadata: answered
 # while the coordinators are still starting (`Broker._coordinators_started`). Every other request waits for them.
 BEFORE_COORDINATORS_APIS = frozenset({18, 17, 36, 3})
@@ -253,6 +254,8 @@ class Broker:
         if state.share_groups is None:  # share groups (KIP-932): their state files are read before any request
             from chronolog.server.share_group import ShareGroups
             state.share_groups = await asyncio.to_thread(ShareGroups, self.data_dir, self.config, state.log_manager)
+            if state.coordinator is not None:  # KIP-848's per-group configs, kept with the share groups' state
+                state.coordinator.consumer.group_configs = state.share_groups.configs
         if state.transactions is None:
             transactions = transactions_cls(state.log_manager, self.config, state.producer_ids, state.coordinator,
                                             state.data_waiters.notify)

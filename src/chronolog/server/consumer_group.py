@@ -162,6 +162,14 @@ class ConsumerGroups:
         # The groups' records in __consumer_offsets (server/consumer_group_store.py), given by the coordinator:
         # the store reads these groups, so it sits above this module.
         self.group_store = group_store
+        # Group configs set with IncrementalAlterConfigs on the GROUP resource (KIP-848's
+        # consumer.session.timeout.ms and consumer.heartbeat.interval.ms), given by the broker: group id -> configs
+        self.group_configs: dict[str, dict[str, str]] = {}
+
+    def _setting(self, group_id: str, name: str, broker_name: str) -> int:
+        """GroupConfigManager: the group's config, else the broker's."""
+        value = self.group_configs.get(group_id, {}).get(name)
+        return int(value if value is not None else self.config[broker_name])
 
     # -- durability: every change is written by the group store before it is answered -----------------
     def persist(self, group_id: str) -> None:
@@ -294,7 +302,7 @@ class ConsumerGroups:
     def _heartbeat(self, group_id, member_id, epoch, instance_id, rack_id, rebalance_timeout_ms, subscribed,
                    regex, assignor, owned, client_id, client_host, topics) -> dict:
         group = self._group(group_id, create=epoch == 0)
-        interval = int(self.config["group.consumer.heartbeat.interval.ms"])
+        interval = self._setting(group_id, "consumer.heartbeat.interval.ms", "group.consumer.heartbeat.interval.ms")
         if epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             if member_id not in group.members:
                 raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of "
@@ -434,10 +442,11 @@ class ConsumerGroups:
         """Members silent past the session timeout, or not revoking within the rebalance timeout, are
         fenced (GroupMetadataManager's session and rebalance timers). The ids of the groups changed; with
         `write` False their records are the caller's to write (the coordinator's timer awaits them)."""
-        session = int(self.config["group.consumer.session.timeout.ms"]) / 1000.0
         changed_groups = []
         for group in list(self.groups.values()):
             changed = False
+            session = self._setting(group.group_id, "consumer.session.timeout.ms",
+                                    "group.consumer.session.timeout.ms") / 1000.0
             for mid, m in list(group.members.items()):
                 timeout = session if m.session_timeout_ms is None else m.session_timeout_ms / 1000.0
                 if now - m.last_heartbeat > timeout:
