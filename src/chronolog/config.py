@@ -196,6 +196,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("group.consumer.migration.policy", "string", "disabled", "Only `disabled`: a non-empty classic group "
        "refuses consumer-protocol members (an empty one changes type); classic members may join a consumer "
        "group.", (), choices=("disabled",)),
+    # -- streams groups (KIP-1071; GroupCoordinatorConfig; server/streams_group.py) --
+    _d("group.streams.heartbeat.interval.ms", "int", 5000, "How often streams group members heartbeat.", (), 1),
+    _d("group.streams.session.timeout.ms", "int", 45000, "A streams group member silent this long is removed "
+       "from its group.", (), 1),
+    _d("group.streams.num.standby.replicas", "int", 0, "Standby tasks per active task in streams groups.", (), 0,
+       maximum=2),
     # -- share groups (KIP-932; ShareGroupConfig, GroupCoordinatorConfig; server/share_group.py) --
     _d("group.share.record.lock.duration.ms", "int", 30000, "How long a share consumer holds the records it "
        "fetched before they may be delivered again (the group config share.record.lock.duration.ms "

@@ -1,7 +1,7 @@
 // A Kafka Streams 4.4 app with exactly_once_v2, a repartition topic (groupBy a new key), a state store
 // with its changelog topic, all created by Streams itself. It counts input records per key:
 // the value's first field ("k17,...") is the key counted, so every record goes through the repartition.
-// Args: bootstrap application.id input output state.dir
+// Args: bootstrap application.id input output state.dir [group.protocol: classic (default) or streams]
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 import org.apache.kafka.common.serialization.Serdes;
@@ -25,6 +25,7 @@ public class StreamsCountApp {
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
         p.put(StreamsConfig.consumerPrefix("session.timeout.ms"), 6000);
         p.put(StreamsConfig.consumerPrefix("max.poll.records"), 50);
+        if (args.length > 5) p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, args[5]);  // KIP-1071 streams groups
         StreamsBuilder b = new StreamsBuilder();
         b.stream(args[2], Consumed.with(Serdes.String(), Serdes.String()))
             .groupBy((k, v) -> v.split(",")[0])

@@ -1,0 +1,150 @@
+"""The streams group APIs (KIP-1071): StreamsGroupHeartbeat (88) and StreamsGroupDescribe (89), version 0.
+
+The group state lives in the group coordinator (`ctx.coordinator.streams`, server/streams_group.py); these
+handlers check authorization as KafkaApis does (READ on the group for a heartbeat, DESCRIBE on the topics
+of a topology, CREATE for the internal topics the broker makes; DESCRIBE on the group for a describe) and
+translate the wire structures. Version 1 of both (KIP-1331: topology descriptions pushed with
+StreamsGroupTopologyDescriptionUpdate, 93) is not served: a Kafka Streams 4.4 client speaks version 0 to a
+broker that offers only it, and never sends API 93 then.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chronolog.errors import ErrorCode, TopicAuthorizationFailedError
+from chronolog.protocol.core import ms
+from chronolog.protocol.operations import GROUP, NOT_ASKED, authorized
+from chronolog.protocol.registry import FEATURES, RequestContext, register
+from chronolog.server.streams_group import KINDS, HeartbeatRequest, StreamsMember, tasks_of
+from chronolog.server.streams_topology import InvalidTopology, topology_of
+
+# StreamsVersion.SV_1: what a freshly formatted Kafka 4.4 cluster finalizes (`kafka-features describe`)
+FEATURES["streams.version"] = (0, 1, 1)
+
+STREAMS_INVALID_TOPOLOGY = 130  # Errors.STREAMS_INVALID_TOPOLOGY
+# The group configs' defaults Kafka answers with (GroupConfig: streams.acceptable.recovery.lag and
+# streams.task.offset.interval.ms): warm-up tasks are not assigned here, so they only inform the client.
+ACCEPTABLE_RECOVERY_LAG, TASK_OFFSET_INTERVAL_MS = 10000, 60000
+
+
+def _refused(code: int, message: str | None, member_id: str) -> dict:
+    return {"throttle_time": 0, "error_code": code, "error_message": message, "member_id": member_id,
+            "member_epoch": -1, "heartbeat_interval": 0, "acceptable_recovery_lag": 0, "task_offset_interval": 0,
+            "status": None, "endpoint_information_epoch": 0}
+
+
+def _offsets(wire: Any) -> list[tuple[str, int, int]] | None:
+    return None if wire is None else [(o.subtopology_id, int(o.partition), int(o.offset)) for o in wire]
+
+
+@register(88, 0, 0)
+async def streams_group_heartbeat(req: Any, ctx: RequestContext) -> dict:
+    """GroupMetadataManager.streamsGroupHeartbeat, answered once the group's changed state is durable."""
+    if not ctx.allowed("read", "group", req.group_id):
+        return _refused(ErrorCode.GROUP_AUTHORIZATION_FAILED, None, req.member_id)
+    topology = None
+    if req.topology is not None:
+        try:
+            topology = topology_of(req.topology)
+        except InvalidTopology as exc:
+            return _refused(STREAMS_INVALID_TOPOLOGY, str(exc), req.member_id)
+        names = {t for s in topology.subtopologies for t in s.source_topics}
+        names |= {t.name for s in topology.subtopologies for t in (*s.repartition_sources, *s.changelogs)}
+        denied = sorted(t for t in names if not ctx.allowed("describe", "topic", t))
+        if denied:
+            return _refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"Unauthorized to DESCRIBE on topics "
+                            f"{', '.join(denied)}.", req.member_id)
+    owned = None
+    if req.active_tasks is not None or req.standby_tasks is not None or req.warmup_tasks is not None:
+        owned = {k: tasks_of(getattr(req, f"{k}_tasks")) or {} for k in KINDS}
+    endpoint = None if req.user_endpoint is None else (req.user_endpoint.host, int(req.user_endpoint.port))
+    tags = None if req.client_tags is None else {kv.key: kv.value for kv in req.client_tags}
+    request = HeartbeatRequest(
+        req.group_id, req.member_id, int(req.member_epoch), instance_id=req.instance_id, rack_id=req.rack_id,
+        rebalance_timeout_ms=ms(req.rebalance_timeout), topology=topology, owned=owned, process_id=req.process_id,
+        user_endpoint=endpoint, client_tags=tags, task_offsets=_offsets(req.task_offsets),
+        task_end_offsets=_offsets(req.task_end_offsets), shutdown_application=bool(req.shutdown_application),
+        client_id=ctx.client_id or "", client_host=ctx.client_host)
+
+    def create_topic(name: str, partitions: int, configs: dict[str, str]) -> None:
+        if not ctx.allowed("create", "topic", name):
+            raise TopicAuthorizationFailedError(f"Unauthorized to CREATE on topic {name}.")
+        ctx.log_manager.create_topic(name, partitions, configs)
+
+    result = await ctx.coordinator.streams.heartbeat_async(request, ctx.log_manager.topics(), create_topic)
+    out = {"throttle_time": 0, "error_code": result["error_code"], "error_message": result["error_message"],
+           "member_id": result["member_id"], "member_epoch": result["member_epoch"],
+           "heartbeat_interval": result["heartbeat_interval_ms"],
+           "acceptable_recovery_lag": ACCEPTABLE_RECOVERY_LAG, "task_offset_interval": TASK_OFFSET_INTERVAL_MS,
+           "status": result.get("status"), "endpoint_information_epoch": result.get("endpoint_information_epoch", 0),
+           "partitions_by_user_endpoint": result.get("partitions_by_user_endpoint")}
+    for k in KINDS:
+        out[f"{k}_tasks"] = result.get(f"{k}_tasks")
+    return out
+
+
+def _wire_tasks(tasks: dict[str, frozenset[int]]) -> list[dict]:
+    return [{"subtopology_id": sid, "partitions": sorted(ps)} for sid, ps in sorted(tasks.items()) if ps]
+
+
+def _assignment(assigned: dict[str, dict[str, frozenset[int]]]) -> dict:
+    return {f"{k}_tasks": _wire_tasks(assigned.get(k, {})) for k in KINDS}
+
+
+def _info(name: str, partitions: int, configs: dict[str, str] | tuple) -> dict:
+    return {"name": name, "partitions": partitions, "replication_factor": 0,
+            "topic_configs": [{"key": k, "value": v} for k, v in sorted(dict(configs).items())]}
+
+
+def _member(m: StreamsMember, target: dict) -> dict:
+    return {"member_id": m.member_id, "member_epoch": m.epoch, "instance_id": m.instance_id, "rack_id": m.rack_id,
+            "client_id": m.client_id, "client_host": m.client_host, "topology_epoch": m.topology_epoch,
+            "process_id": m.process_id,
+            "user_endpoint": None if m.user_endpoint is None else {"host": m.user_endpoint[0],
+                                                                   "port": m.user_endpoint[1]},
+            "client_tags": [{"key": k, "value": v} for k, v in sorted(m.client_tags.items())],
+            "task_offsets": [{"subtopology_id": s, "partition": p, "offset": o} for s, p, o in m.task_offsets],
+            "task_end_offsets": [{"subtopology_id": s, "partition": p, "offset": o} for s, p, o in m.task_end_offsets],
+            "assignment": _assignment(m.assigned), "target_assignment": _assignment(target), "is_classic": False}
+
+
+@register(89, 0, 0)
+def streams_group_describe(req: Any, ctx: RequestContext) -> dict:
+    """GroupMetadataManager.streamsGroupDescribe; KafkaApis checks DESCRIBE on each group."""
+    groups = []
+    for gid in req.group_ids:
+        empty = {"group_id": gid, "group_state": "", "group_epoch": -1, "assignment_epoch": -1, "topology": None,
+                 "members": [], "authorized_operations": NOT_ASKED}
+        if not ctx.allowed("describe", "group", gid):
+            groups.append({**empty, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None})
+            continue
+        group = ctx.coordinator.streams.describe(gid)
+        if group is None:
+            known = gid in ctx.coordinator.groups or gid in ctx.coordinator.consumer.groups
+            groups.append({**empty, "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
+                           "error_message": f"Group {gid} is not a streams group." if known
+                           else f"Group {gid} not found."})
+            continue
+        topology = None
+        if group.topology is not None:
+            configured = group.configured
+            subs = None
+            if configured.tasks is not None:
+                counts = ctx.log_manager.topics()
+                subs = [{"subtopology_id": s.id,
+                         "source_topics": [t for t in configured.sources.get(s.id, ())
+                                           if t not in {x.name for x in s.repartition_sources}],
+                         "repartition_sink_topics": list(s.repartition_sinks),
+                         "state_changelog_topics": [_info(t.name, counts.get(t.name, 0), t.configs)
+                                                    for t in s.changelogs],
+                         "repartition_source_topics": [_info(t.name, counts.get(t.name, 0), t.configs)
+                                                       for t in s.repartition_sources]}
+                        for s in group.topology.subtopologies]
+            topology = {"epoch": group.topology.epoch, "subtopologies": subs}
+        ops = authorized(ctx, "group", gid, GROUP) if req.include_authorized_operations else NOT_ASKED
+        members = [_member(m, group.target.get(m.member_id, {})) for m in group.members.values()]
+        groups.append({"error_code": 0, "error_message": None, "group_id": gid, "group_state": group.state,
+                       "group_epoch": group.epoch, "assignment_epoch": group.assignment_epoch, "topology": topology,
+                       "members": members, "authorized_operations": ops})
+    return {"throttle_time": 0, "groups": groups}

@@ -1,0 +1,101 @@
+"""Kafka Streams 4.4 with `group.protocol=streams` (KIP-1071 streams groups): the broker assigns the tasks,
+creates the repartition and changelog topics, and the exactly_once_v2 app's output stays exact through two
+SIGKILLs of the app, against chronolog and, for comparison, against Kafka 4.4. `kafka-streams-groups
+--describe` describes the group on both."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from chronolog.testing.kafka import KafkaBroker, compile_java, java_command, kafka_available, run_tool
+from tests.jvm.test_streams_eos import CHUNK, KEYS, App, committed_counts, produce_chunk, wait_for
+
+pytestmark = pytest.mark.slow
+JAVA = Path(__file__).parent / "java"
+STREAMS_GROUP_COMMAND = "org.apache.kafka.tools.streams.StreamsGroupCommand"  # kafka-streams-groups.sh
+# A killed app's member holds its tasks until its session times out (the broker's, not the client's, in
+# this protocol): a short one on both brokers keeps each restart quick.
+SESSION = {"group.streams.session.timeout.ms": "6000"}
+
+
+@pytest.fixture(scope="module")
+def app_classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    reason = kafka_available()
+    if reason:
+        pytest.skip(f"Kafka Streams cannot run here: {reason}")
+    return compile_java(tmp_path_factory.mktemp("classes"), JAVA / "StreamsCountApp.java")
+
+
+@pytest.fixture(scope="module")
+def brokers(app_classes, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    from chronolog.testing import broker
+
+    kafka = KafkaBroker(configs={**SESSION, "group.streams.min.session.timeout.ms": "6000"})
+    with broker(tmp_path_factory.mktemp("chronolog"), configs=SESSION) as chronolog, kafka:
+        yield {"chronolog": chronolog, "kafka": kafka}
+
+
+class StreamsApp(App):
+    """The app of test_streams_eos with `group.protocol=streams`."""
+
+    def __init__(self, classes: Path, bootstrap: str, app_id: str, src: str, dst: str, state: Path) -> None:
+        cmd = java_command("StreamsCountApp", [bootstrap, app_id, src, dst, str(state), "streams"], classes=classes)
+        self.log = open(state.parent / f"{app_id}.log", "ab")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+
+
+def describe(bootstrap: str, app_id: str, *extra: str) -> str:
+    proc = run_tool(STREAMS_GROUP_COMMAND, "--bootstrap-server", bootstrap, "--describe", "--group", app_id, *extra)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+@pytest.mark.parametrize("kind", ["chronolog", "kafka"])
+def test_streams_group_exactly_once_through_two_kills(brokers, app_classes, tmp_path, kind):
+    target = brokers[kind]
+    bootstrap = target.bootstrap
+    suffix = f"{time.time_ns() % 10**9}"
+    src, dst = f"sg-in-{suffix}", f"sg-out-{suffix}"
+    target.create_topic(src, 3)
+    target.create_topic(dst, 2)
+    app_id = f"sgcount-{suffix}"
+    state = tmp_path / "state"
+
+    described = offsets = ""
+    for chunk in range(3):
+        produce_chunk(bootstrap, src, chunk * CHUNK)
+        app = StreamsApp(app_classes, bootstrap, app_id, src, dst, state)
+        try:
+            wait_for(bootstrap, dst, chunk * CHUNK + (CHUNK // 3 if chunk < 2 else CHUNK), app)
+            if chunk == 2:  # the group as kafka-streams-groups shows it while the app runs
+                described = describe(bootstrap, app_id, "--members", "--verbose")
+                offsets = describe(bootstrap, app_id)
+        finally:
+            app.kill()
+
+    seen = committed_counts(bootstrap, dst)
+    per_key = 3 * CHUNK // KEYS
+    assert sorted(seen) == sorted(f"k{i}" for i in range(KEYS))
+    # exactly once: each key's committed counts are 1, 2, ..., n — none lost, none twice after the kills
+    assert {k: v for k, v in seen.items() if v != list(range(1, per_key + 1))} == {}
+    # the broker made the internal topics (the streams protocol's clients do not create them)
+    names = set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)
+    assert {n for n in names if n.startswith(app_id)} == {
+        f"{app_id}-KSTREAM-AGGREGATE-STATE-STORE-0000000002-repartition",
+        f"{app_id}-KSTREAM-AGGREGATE-STATE-STORE-0000000002-changelog"}
+    # one streams member (the killed ones fenced by their session timeout) holding every task
+    rows = [line.split() for line in described.splitlines() if line.startswith(app_id)]
+    live = [r for r in rows if "streams" in r]
+    assert live, described
+    assert any("ACTIVE:" in r and "0:[0,1,2];" in r and "1:[0,1,2];" in r for r in live), described
+    parts = {tuple(line.split()[1:3]) for line in offsets.splitlines() if line.startswith(app_id)}
+    assert parts == {(t, str(p)) for t in (src, f"{app_id}-KSTREAM-AGGREGATE-STATE-STORE-0000000002-repartition")
+                     for p in range(3)}, offsets
+    listed = run_tool(STREAMS_GROUP_COMMAND, "--bootstrap-server", bootstrap, "--list")
+    assert app_id in listed.stdout.split(), listed.stdout + listed.stderr
