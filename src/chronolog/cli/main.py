@@ -6,7 +6,8 @@ should not pay for the CLI framework (typer validates options through pydantic: 
 the time-travel tools, Spark or plotting. So a plain `serve` command line is read by `chronolog.cli.fastserve`
 without typer; anything it does not recognise (help, a mistake) goes through typer as before, so help and
 error messages have one source; `produce` likewise (`chronolog.cli.fastproduce`), so a load is not
-slower than the file it reads. `from chronolog.cli.main import app` builds the full app when first asked.
+slower than the file it reads, and `consume --format raw` (`chronolog.cli.fastconsume`), as fast to start as
+kcat -C. `from chronolog.cli.main import app` builds the full app when first asked.
 """
 
 from __future__ import annotations
@@ -96,10 +97,13 @@ def main() -> None:
         from chronolog.cli import fastproduce
 
         if not fastproduce.run(sys.argv[1:]):
-            from chronolog.cli import fastserve
+            from chronolog.cli import fastconsume
 
-            if not fastserve.run(sys.argv[1:]):
-                _build_app()()
+            if not fastconsume.run(sys.argv[1:]):
+                from chronolog.cli import fastserve
+
+                if not fastserve.run(sys.argv[1:]):
+                    _build_app()()
     except ChronologError as exc:
         print(f"chronolog: error: {exc}", file=sys.stderr)
         sys.exit(2)

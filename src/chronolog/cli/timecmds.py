@@ -6,7 +6,6 @@ import base64
 import contextlib
 import json
 import sys
-from itertools import pairwise
 from pathlib import Path
 
 import typer
@@ -23,6 +22,7 @@ from chronolog.cli.common import (
     progress,
     table,
 )
+from chronolog.cli.fastconsume import write_values
 from chronolog.errors import ChronologError
 from chronolog.timetravel.client import ClientSource
 from chronolog.timetravel.sources import OffsetAtTime, kafka_words, parse_topic_partitions
@@ -188,7 +188,7 @@ def register(app: typer.Typer) -> None:
                         chunks = window_columns(source, topic, p, a.offset, a.end_offset, t1, t2,
                                                 isolation=isolation, names=("value",), fetcher=fetcher)
                         if chunks is not None:
-                            printed, last = _write_values(chunks, printed, max_messages)
+                            printed, last = write_values(chunks, printed, max_messages)
                             going = max_messages is None or printed < max_messages
                             positions[p] = a.end_offset if going else last + 1
                             continue
@@ -336,36 +336,6 @@ def _follow(source: ClientSource, topic: str, positions: dict[int, int], show, t
 
 def _text(b: bytes | None) -> str:
     return "" if b is None else b.decode("utf-8", "replace")
-
-
-def _write_values(chunks, printed: int, max_messages: int | None) -> tuple[int, int]:
-    """Write each record's value and a newline (kcat -C's default output, byte for byte) to stdout, a
-    chunk of columns at a time: one join and one write per chunk, no Python object per record. Returns
-    (records printed so far, offset of the last one written, -1 if none); stops at `max_messages`."""
-    out = sys.stdout.buffer
-    last = -1
-    for cols in chunks:
-        n = cols.rows if max_messages is None else min(cols.rows, max_messages - printed)
-        if n <= 0:
-            break
-        out.write(value_lines(cols.values, n))
-        printed += n
-        last = memoryview(cols.offsets).cast("q")[n - 1]
-        if max_messages is not None and printed >= max_messages:
-            break
-    return printed, last
-
-
-def value_lines(values: tuple, n: int, delimiter: bytes = b"\n") -> bytes:
-    """The first `n` values of a decoded binary column (validity, int32 ends, data, null count: the
-    `records.columns` layout), each followed by `delimiter`; a null value (a tombstone) is empty, as kcat
-    prints it."""
-    _valid, offs, data, _nulls = values
-    ends = memoryview(offs).cast("i")[:n + 1]
-    blob = bytes(data)
-    parts = [blob[a:b] for a, b in pairwise(ends)]
-    parts.append(b"")
-    return delimiter.join(parts)
 
 
 def _window_records(*args, **kwargs):

@@ -15,6 +15,8 @@ comes at once: there is nothing to wait for.
 
 from __future__ import annotations
 
+import struct
+import threading
 import time
 from collections.abc import Iterator
 
@@ -56,6 +58,7 @@ class RawFetcher:
         self._conns: dict[tuple[str, int], Connection] = {}
         self._leaders: dict[tuple[str, int], tuple[str, int]] = {}
         self._brokers: list[tuple[str, int]] = []  # the cluster's brokers, from the last Metadata answer
+        self.prefetch = False  # `batches` keeps one Fetch ahead (a thread): for a reader that decodes meanwhile
 
     def _conn(self, host: str, port: int) -> Connection:
         key = (host, port)
@@ -160,27 +163,88 @@ class RawFetcher:
                 next_offset) -> Iterator[fc.PartitionFetch]:
         """Fetch answers from `start` until `next_offset()` (the caller's decoder position after each
         answer) reaches `end` or the readable end (the high watermark, or the last stable offset under
-        read_committed)."""
+        read_committed). With `prefetch` set, the next Fetch (from the end of the answer's last whole batch)
+        is under way in a thread while the caller decodes the answer, as a consumer's fetcher keeps one
+        ahead; it is used only when the caller's position agrees."""
         offset = start
-        while offset < end:
-            answer = self.fetch(topic, partition, offset)
-            stop = answer.last_stable_offset if self.isolation_level == fc.READ_COMMITTED and \
-                answer.last_stable_offset >= 0 else answer.high_watermark
-            yield answer
-            moved = next_offset()
-            if moved <= offset:
-                if offset >= stop or not answer.records:
+        ahead: _Ahead | None = None
+        try:
+            while offset < end:
+                if ahead is not None and ahead.offset == offset:
+                    answer = ahead.result()
+                else:
+                    if ahead is not None:
+                        ahead.wait()  # one request at a time on a connection
+                    answer = self.fetch(topic, partition, offset)
+                ahead = None
+                stop = answer.last_stable_offset if self.isolation_level == fc.READ_COMMITTED and \
+                    answer.last_stable_offset >= 0 else answer.high_watermark
+                if self.prefetch:
+                    guess = _after_whole_batches(answer.records)
+                    if guess is not None and offset < guess < min(end, stop):
+                        ahead = _Ahead(self.fetch, topic, partition, guess)
+                yield answer
+                moved = next_offset()
+                if moved <= offset:
+                    if offset >= stop or not answer.records:
+                        return
+                    raise ChronologError(f"{topic}-{partition}: no whole batch at offset {offset} in "
+                                         f"{len(answer.records)} bytes from {self.bootstrap}")
+                offset = moved
+                if offset >= stop:
                     return
-                raise ChronologError(f"{topic}-{partition}: no whole batch at offset {offset} in "
-                                     f"{len(answer.records)} bytes from {self.bootstrap}")
-            offset = moved
-            if offset >= stop:
-                return
+        finally:
+            if ahead is not None:
+                ahead.wait()
 
     def close(self) -> None:
         conns, self._conns = list(self._conns.values()), {}
         for c in conns:
             c.close()
+
+
+class _Ahead:
+    """One Fetch in a thread of its own (the socket wait releases the GIL): the answer or its error."""
+
+    def __init__(self, fetch, topic: str, partition: int, offset: int) -> None:
+        self.offset = offset
+        self._answer: fc.PartitionFetch | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fetch, topic, partition, offset), daemon=True)
+        self._thread.start()
+
+    def _run(self, fetch, topic: str, partition: int, offset: int) -> None:
+        try:
+            self._answer = fetch(topic, partition, offset)
+        except BaseException as exc:  # handed to the reader, which raises it where it would have fetched
+            self._error = exc
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def result(self) -> fc.PartitionFetch:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._answer  # type: ignore[return-value]
+
+
+def _after_whole_batches(records) -> int | None:
+    """The offset after the last whole batch (v2) or message (v0/v1) in a Fetch answer's records, from the
+    headers alone; None when there is none."""
+    pos, n, after = 0, len(records), None
+    while n - pos >= 17:
+        base, size = _BATCH_HEAD.unpack_from(records, pos)
+        if size < 14 or n - pos < 12 + size:
+            break
+        after = base + _DELTA.unpack_from(records, pos + 23)[0] + 1 if records[pos + 16] == 2 and size >= 49 \
+            else base + 1
+        pos += 12 + size
+    return after
+
+
+_BATCH_HEAD = struct.Struct(">qi")
+_DELTA = struct.Struct(">i")  # lastOffsetDelta of a v2 batch, at byte 23
 
 
 class _NoLeader(ChronologError):

@@ -1,0 +1,140 @@
+"""`chronolog consume --format raw` of a window, read without the CLI framework: what `kcat -C -o s@T1 -o e@T2
+-e` does, so it should start about as fast (typer, pydantic and rich cost more than the read of a 10 MB
+window; measured in bench/bench_consume.py).
+
+Only a command line this module fully understands is run here: `consume TOPIC --from T1 [--to T2] --format raw`
+with `--bootstrap-server/-b`, `--partitions`, `--isolation-level` and `--max-messages` (each as `--opt value` or
+`--opt=value`). Anything else (help, other formats, -X, --data-dir, --group, --follow, a value it cannot read)
+returns False and the caller hands the command line to typer (`cli.timecmds`), whose help and error messages
+stay the only ones users see. The writing itself (`write_values`) is shared with the typer command.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from itertools import pairwise
+
+_OPTIONS = {"--from": "from_", "--to": "to", "--format": "fmt", "--bootstrap-server": "bootstrap", "-b": "bootstrap",
+            "--partitions": "partitions", "--isolation-level": "isolation", "--max-messages": "max_messages"}
+
+
+def parse(argv: list[str]) -> dict | None:
+    """The options of a plain raw `consume` command line, or None where typer should read it."""
+    if len(argv) < 2 or argv[0] != "consume" or argv[1].startswith("-"):
+        return None
+    values: dict = {"topic": argv[1], "bootstrap": "127.0.0.1:9092", "to": None, "partitions": None,
+                    "isolation": "read_committed", "max_messages": None}
+    rest = argv[2:]
+    seen: set[str] = set()
+    i = 0
+    while i < len(rest):
+        name, eq, inline = rest[i].partition("=") if rest[i].startswith("--") else (rest[i], "", "")
+        key = _OPTIONS.get(name)
+        if key is None or key in seen:
+            return None
+        seen.add(key)
+        if eq:
+            value, i = inline, i + 1
+        elif i + 1 < len(rest):
+            value, i = rest[i + 1], i + 2
+        else:
+            return None
+        values[key] = value
+    if values.get("fmt") != "raw" or "from_" not in values or values["isolation"] not in ("read_committed",
+                                                                                          "read_uncommitted"):
+        return None
+    try:
+        if values["partitions"] is not None:
+            values["partitions"] = [int(p) for p in values["partitions"].split(",")]
+        if values["max_messages"] is not None:
+            values["max_messages"] = int(values["max_messages"])
+            if values["max_messages"] < 1:
+                return None
+    except ValueError:
+        return None
+    del values["fmt"]
+    return values
+
+
+def run(argv: list[str]) -> bool:
+    """Run a plain raw `consume` command line; False (nothing done) for anything else."""
+    opts = parse(argv)
+    if opts is None:
+        return False
+    # as the typer app's root option does without -v: librdkafka's log lines stay out of the output
+    logging.getLogger("chronolog.librdkafka").setLevel(logging.CRITICAL + 1)
+    consume_raw(**opts)
+    return True
+
+
+def consume_raw(topic: str, bootstrap: str, from_: str, to: str | None, partitions: list[int] | None,
+                isolation: str, max_messages: int | None) -> None:
+    """What `chronolog consume --format raw` does for this window (see `cli.timecmds.consume`)."""
+    from chronolog.errors import ChronologError
+    from chronolog.timetravel.arrow import raw_fetcher_for, window_columns
+    from chronolog.timetravel.client import ClientSource, client_config
+    from chronolog.timetravel.timefmt import parse_time
+
+    t1 = parse_time(from_)
+    t2 = parse_time(to) if to else None
+    if t2 is not None and t2 <= t1:
+        raise ChronologError("--to must be after --from")
+    source = ClientSource(bootstrap, client_config(bootstrap))
+    try:
+        parts = source.check_partitions(topic, partitions)
+        starts = source.offsets_for_time(topic, t1, parts, isolation=isolation)
+        for a in starts.values():
+            note = a.deleted_note(t1)
+            if note:
+                print(f"chronolog: warning: {topic}-{a.partition}: {note}", file=sys.stderr)
+        fetcher = raw_fetcher_for(source, isolation)
+        printed = 0
+        try:
+            for p, a in sorted(starts.items()):
+                if not a.found:
+                    continue
+                chunks = window_columns(source, topic, p, a.offset, a.end_offset, t1, t2, isolation=isolation,
+                                        names=("value",), fetcher=fetcher)
+                printed, _last = write_values(chunks, printed, max_messages)
+                if max_messages is not None and printed >= max_messages:
+                    break
+        finally:
+            if fetcher is not None:
+                fetcher.close()
+        sys.stdout.flush()
+    finally:
+        source.close()
+
+
+def write_values(chunks, printed: int, max_messages: int | None) -> tuple[int, int]:
+    """Write each record's value and a newline (kcat -C's default output, byte for byte) to stdout, a
+    chunk of columns at a time: one join and one write per chunk, no Python object per record. Returns
+    (records printed so far, offset of the last one written, -1 if none); stops at `max_messages`."""
+    out = sys.stdout.buffer
+    last = -1
+    try:
+        for cols in chunks:
+            n = cols.rows if max_messages is None else min(cols.rows, max_messages - printed)
+            if n <= 0:
+                break
+            out.write(value_lines(cols.values, n))
+            printed += n
+            last = memoryview(cols.offsets).cast("q")[n - 1]
+            if max_messages is not None and printed >= max_messages:
+                break
+    finally:
+        getattr(chunks, "close", lambda: None)()  # a stop before the end: the read-ahead is waited for now
+    return printed, last
+
+
+def value_lines(values: tuple, n: int, delimiter: bytes = b"\n") -> bytes:
+    """The first `n` values of a decoded binary column (validity, int32 ends, data, null count: the
+    `records.columns` layout), each followed by `delimiter`; a null value (a tombstone) is empty, as kcat
+    prints it."""
+    _valid, offs, data, _nulls = values
+    ends = memoryview(offs).cast("i")[:n + 1]
+    blob = bytes(data)
+    parts = [blob[a:b] for a, b in pairwise(ends)]
+    parts.append(b"")
+    return delimiter.join(parts)
