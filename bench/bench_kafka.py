@@ -22,19 +22,23 @@ alike; each run is one client against one broker, the other idle. The steps:
   one lookup per record's own timestamp, p50 of the round trips, and how many answers equal the
   brute-force answer (the first offset whose timestamp is >= the asked time: Kafka's rule);
 - restart after a SIGKILL with an active segment of `kill_bytes` (1 KiB records, acks=1, one segment):
-  exec -> first Metadata, and exec -> the log end offset served again (the whole segment recovered).
+  exec -> first Metadata, and exec -> the log end offset served again (the whole segment recovered);
+- restart after a SIGKILL with `partitions` partitions (topics of up to 100, one 1 KiB record in each),
+  each broker on a data dir of its own and alone on the machine: exec -> first Metadata, and exec -> the
+  first fetch that returns the record of the last partition created.
 
 Ratios are chronolog/Kafka as the issue states them: for rates chronolog's over Kafka's (> 1: chronolog
 faster), for times and memory chronolog's over Kafka's (< 1: chronolog better); each beside its target.
 
-The setting is CHRONOLOG_BENCH_KAFKA: `default`, `long` (a 1 GiB active segment, more records), or `tiny`
-(seconds; what the test of this module runs).
+The setting is CHRONOLOG_BENCH_KAFKA: `default`, `long` (a 1 GiB active segment, 10,000 partitions, more
+records), or `tiny` (seconds; what the test of this module runs).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import socket
 import statistics
@@ -67,15 +71,16 @@ class Setting:
     lookups: int
     kill_bytes: int
     starts: int
+    partitions: int  # the many-partitions restart
 
 
 SETTINGS = {
     "tiny": Setting(records=3_000, runs=1, consume_seconds=0.2, perf_records=3_000, lookups=20,
-                    kill_bytes=4 << 20, starts=1),
+                    kill_bytes=4 << 20, starts=1, partitions=20),
     "default": Setting(records=200_000, runs=3, consume_seconds=3.0, perf_records=200_000, lookups=200,
-                       kill_bytes=256 << 20, starts=3),
+                       kill_bytes=256 << 20, starts=3, partitions=1_000),
     "long": Setting(records=500_000, runs=3, consume_seconds=5.0, perf_records=500_000, lookups=200,
-                    kill_bytes=1 << 30, starts=3),
+                    kill_bytes=1 << 30, starts=3, partitions=10_000),
 }
 WAIT = 300  # seconds: the bound of any one wait on a broker
 
@@ -297,6 +302,74 @@ def fill_active_segment(bootstrap: str, nbytes: int) -> int:
     return count
 
 
+def fill_partitions(bootstrap: str, partitions: int) -> tuple[str, int]:
+    """`partitions` partitions in topics of up to 100 (CreateTopics ten topics a request), one 1 KiB record
+    produced into each (acks=1): the last partition created, (topic, partition)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    sizes = [min(100, partitions - start) for start in range(0, partitions, 100)]
+    topics = [(f"many{i}", n) for i, n in enumerate(sizes)]
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    for start in range(0, len(topics), 10):
+        futures = admin.create_topics([NewTopic(t, n, 1, config=TOPIC_CONFIG) for t, n in topics[start:start + 10]],
+                                      request_timeout=WAIT)
+        for future in futures.values():
+            future.result(WAIT)
+    del admin
+    # librdkafka waits for each partition's leader (Kafka elects them just after the CreateTopics answer)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "acks": 1, "message.timeout.ms": WAIT * 1000,
+                  "log_level": 0})
+    payload = random.Random(2).randbytes(SIZE)
+    for t, n in topics:
+        for part in range(n):
+            p.produce(t, value=payload, partition=part)
+        p.poll(0)
+    left = p.flush(WAIT)
+    if left:
+        raise RuntimeError(f"{left} of {partitions} records not acknowledged within {WAIT} s")
+    del p
+    return topics[-1][0], topics[-1][1] - 1
+
+
+def first_fetch(bootstrap: str, topic: str, partition: int, deadline: float) -> None:
+    """Returns when a fetch of `partition` from offset 0 has returned its record; librdkafka's backoffs
+    after an error (the broker not yet leading the partition) are cut to 10 ms so they add little."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-kafka-many", "enable.auto.commit": False,
+                  "fetch.error.backoff.ms": 10, "retry.backoff.ms": 10, "retry.backoff.max.ms": 10,
+                  "reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 10,
+                  "topic.metadata.refresh.interval.ms": 100, "log_level": 0})
+    try:
+        c.assign([TopicPartition(topic, partition, 0)])
+        while time.monotonic() < deadline:
+            m = c.poll(0.05)
+            if m is not None and m.error() is None:
+                return
+        raise RuntimeError(f"no record of {topic}-{partition} fetched within {WAIT} s of the restart")
+    finally:
+        c.close()
+
+
+def many_partitions_restart(broker: Broker, partitions: int) -> tuple[float, float]:
+    """`broker` started on an empty data dir, filled with `partitions` partitions, SIGKILLed and started
+    again: (exec -> first Metadata, exec -> the last partition's record fetched), seconds."""
+    broker.start()
+    try:
+        last = fill_partitions(broker.bootstrap, partitions)
+    finally:
+        broker.kill()
+    begun = time.perf_counter()
+    broker.start()
+    try:
+        metadata = first_metadata(broker.proc, broker.port, begun)
+        first_fetch(broker.bootstrap, *last, time.monotonic() + WAIT)
+        return metadata, time.perf_counter() - begun
+    finally:
+        broker.stop()
+
+
 # -- the two brokers --------------------------------------------------------------------------------------
 
 class Broker:
@@ -483,6 +556,10 @@ def main() -> None:
         starts = {"chronolog": best_start(lambda: Chronolog(Path(tempfile.mkdtemp(dir=tmp))), s.starts - 1),
                   "kafka": best_start(lambda: Kafka(Path(tempfile.mkdtemp(dir=tmp))), s.starts - 1)}
         results = run_both({"chronolog": Chronolog(tmp / "chronolog"), "kafka": Kafka(tmp / "kafka")}, s)
+        for name, make in (("chronolog", Chronolog), ("kafka", Kafka)):  # one at a time, fresh data dirs
+            broker = make(tmp / f"{name}-many")
+            results[name]["many_restart"], results[name]["many_fetch"] = many_partitions_restart(broker, s.partitions)
+            shutil.rmtree(tmp / f"{name}-many", ignore_errors=True)
     ours, theirs = results["chronolog"], results["kafka"]
     ours["start"] = min(ours["start"], starts["chronolog"])
     theirs["start"] = min(theirs["start"], starts["kafka"])
@@ -507,6 +584,8 @@ def main() -> None:
     big = f"{s.kill_bytes / (1 << 20):.0f} MiB"
     row(f"SIGKILL, {big} active segment: exec -> first Metadata, s", "restart", "{:.3f}", "-")
     row("  exec -> its log end offset served, s", "restart_end", "{:.3f}", "-")
+    row(f"SIGKILL, {s.partitions:,} partitions: exec -> first Metadata, s", "many_restart", "{:.3f}", "-")
+    row("  exec -> the last partition's record fetched, s", "many_fetch", "{:.3f}", "-")
     print_table(rows)
     runs = f"median of {s.runs}" if s.runs > 1 else "1 run"
     print(f"(rates {runs}, runs interleaved; confluent-kafka {__import__('confluent_kafka').libversion()[0]}, "
