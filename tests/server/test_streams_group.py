@@ -1,0 +1,153 @@
+"""Streams groups (KIP-1071) in the group coordinator: the topology configured against the topics (internal
+topics created), the sticky task assignor, the members' lifecycle (join, reconcile with revocation first,
+leave, session expiry, fencing), member-epoch commit checks, and the group's state replayed after a restart
+from its record in `__consumer_offsets`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from chronolog.config import BrokerConfig
+from chronolog.errors import ErrorCode
+from chronolog.records import group_records as gr
+from chronolog.server.coordinator import GroupCoordinator
+from chronolog.server.streams_group import HeartbeatRequest
+from chronolog.server.streams_topology import (
+    MISSING_SOURCE_TOPICS,
+    AssignorMember,
+    Subtopology,
+    TopicInfo,
+    Topology,
+    configure,
+    sticky_assign,
+)
+
+CONFIG = {"group.streams.heartbeat.interval.ms": "300", "offsets.topic.num.partitions": "1",
+          "group.streams.session.timeout.ms": "1000"}
+REPARTITION, CHANGELOG = "app-agg-repartition", "app-agg-changelog"
+# The count app's topology: subtopology 0 reads `in` and writes the repartition topic, 1 reads it and keeps a store
+TOPOLOGY = Topology(1, (
+    Subtopology("0", source_topics=("in",), repartition_sinks=(REPARTITION,)),
+    Subtopology("1", repartition_sources=(TopicInfo(REPARTITION, 0, 0, (("cleanup.policy", "delete"),)),),
+                changelogs=(TopicInfo(CHANGELOG, 0, 0, (("cleanup.policy", "compact"),)),))))
+
+
+def start(path) -> GroupCoordinator:
+    c = GroupCoordinator(path, BrokerConfig(CONFIG))
+
+    async def go() -> None:
+        await c.start()
+        for task in (c._reaper, c._retention):
+            task.cancel()
+    asyncio.run(go())
+    if not c.store.logs.has_topic("in"):
+        c.store.logs.create_topic("in", 3, {})
+    return c
+
+
+def stop(c: GroupCoordinator) -> None:
+    asyncio.run(c.stop())
+
+
+def hb(c, member, epoch, owned=None, process="p1", topology=None, **kw):
+    if epoch == 0 and topology is None:
+        topology = TOPOLOGY
+    req = HeartbeatRequest("app", member, epoch, rebalance_timeout_ms=5000, topology=topology,
+                           owned=None if owned is None else {"active": owned, "standby": {}, "warmup": {}},
+                           process_id=process if epoch == 0 else None, client_id="c", client_host="/127.0.0.1", **kw)
+    logs = c.store.logs
+    return asyncio.run(c.streams.heartbeat_async(req, logs.topics(), logs.create_topic))
+
+
+def active(result) -> dict[str, list[int]]:
+    return {t["subtopology_id"]: t["partitions"] for t in result["active_tasks"]}
+
+
+def test_configure_derives_repartition_and_changelog_partitions():
+    conf = configure(TOPOLOGY, {"in": 3})
+    assert conf.tasks == {"0": 3, "1": 3}
+    assert conf.to_create == {REPARTITION: (3, {"cleanup.policy": "delete"}), CHANGELOG: (3, {"cleanup.policy":
+                                                                                            "compact"})}
+    missing = configure(TOPOLOGY, {})
+    assert missing.tasks is None and missing.status[0][0] == MISSING_SOURCE_TOPICS
+
+
+def test_sticky_assignor_balances_keeps_tasks_and_spreads_standbys():
+    tasks = {"0": 3, "1": 3}
+    first = sticky_assign([AssignorMember("a", "p1", {}, {}), AssignorMember("b", "p2", {}, {})], tasks)
+    assert sorted(sum(len(ps) for ps in a.values()) for a, _s in first.values()) == [3, 3]
+    second = sticky_assign([AssignorMember("a", "p1", first["a"][0], {}), AssignorMember("b", "p2", first["b"][0], {}),
+                            AssignorMember("c", "p3", {}, {})], tasks, num_standby=1)
+    for mid in ("a", "b"):  # each keeps two of its three tasks, the new member gets the third ones
+        kept = {(s, p) for s, ps in second[mid][0].items() for p in ps}
+        assert len(kept) == 2 and kept <= {(s, p) for s, ps in first[mid][0].items() for p in ps}
+    owner = {(s, p): m for m, (a, _s) in second.items() for s, ps in a.items() for p in ps}
+    standby = {(s, p): m for m, (_a, sb) in second.items() for s, ps in sb.items() for p in ps}
+    assert len(owner) == len(standby) == 6
+    assert all(standby[t] != owner[t] for t in owner)
+
+
+def test_members_join_reconcile_leave_and_expire(tmp_path):
+    c = start(tmp_path)
+    try:
+        one = hb(c, "m1", 0)
+        assert one["error_code"] == 0 and one["member_epoch"] == 1
+        assert active(one) == {"0": [0, 1, 2], "1": [0, 1, 2]}
+        assert c.store.logs.topics()[REPARTITION] == 3 and c.store.logs.topics()[CHANGELOG] == 3
+        owned = {"0": frozenset({0, 1, 2}), "1": frozenset({0, 1, 2})}
+        two = hb(c, "m2", 0, process="p2")
+        assert two["member_epoch"] == 2 and active(two) == {}  # the new epoch, its tasks still m1's
+        revoking = hb(c, "m1", 1, owned=owned)
+        assert revoking["member_epoch"] == 1 and sum(len(v) for v in active(revoking).values()) == 3
+        kept = {s: frozenset(ps) for s, ps in active(revoking).items()}
+        done = hb(c, "m1", 1, owned=kept)
+        assert done["member_epoch"] == 2
+        taken = hb(c, "m2", 2, owned={})
+        assert taken["member_epoch"] == 2 and sum(len(v) for v in active(taken).values()) == 3
+        assert c.streams.groups["app"].state == "Stable"
+        # commits carry the member epoch (TxnOffsetCommit as Streams' EOS producer sends it)
+        assert c._check_txn_commit("app", 2, "m1", None, [("in", 0, 1, -1, None)], 5) == 0
+        assert c._check_txn_commit("app", 3, "m1", None, [("in", 0, 1, -1, None)], 6) == ErrorCode.STALE_MEMBER_EPOCH
+        assert c._check_txn_commit("app", 2, "nobody", None, [], 5) == ErrorCode.UNKNOWN_MEMBER_ID
+        fenced = hb(c, "m1", 7, owned=kept)
+        assert fenced["error_code"] == ErrorCode.FENCED_MEMBER_EPOCH
+        left = hb(c, "m2", -1)
+        assert left["member_epoch"] == -1 and set(c.streams.groups["app"].members) == {"m1"}
+        assert c.streams.expire(time.monotonic() + 2) == ["app"]
+        assert c.streams.groups["app"].state == "Empty"
+        assert {g["group_id"]: g["group_type"] for g in c.list_groups()}["app"] == "streams"
+    finally:
+        stop(c)
+
+
+def test_the_group_comes_back_after_a_restart(tmp_path):
+    c = start(tmp_path)
+    try:
+        hb(c, "m1", 0)
+        before = c.streams.groups["app"]
+        snapshot = (before.epoch, before.assignment_epoch, before.topology, {
+            mid: (m.epoch, m.process_id, m.assigned) for mid, m in before.members.items()}, before.target)
+    finally:
+        stop(c)
+    c = start(tmp_path)
+    try:
+        after = c.streams.groups["app"]
+        assert (after.epoch, after.assignment_epoch, after.topology, {
+            mid: (m.epoch, m.process_id, m.assigned) for mid, m in after.members.items()}, after.target) == snapshot
+        assert after.configured.tasks == {"0": 3, "1": 3}
+        assert "app" not in c.groups  # not also a classic group
+        assert hb(c, "m1", 1, owned={"0": frozenset({0, 1, 2}), "1": frozenset({0, 1, 2})})["member_epoch"] == 1
+        assert c.delete_group("app") == ErrorCode.NON_EMPTY_GROUP
+        hb(c, "m1", -1)
+        assert c.delete_group("app") == 0
+    finally:
+        stop(c)
+    c = start(tmp_path)
+    try:
+        assert "app" not in c.streams.groups  # the tombstone
+        plog = c.store.logs.get_log(gr.CONSUMER_OFFSETS_TOPIC, 0)
+        keys = [gr.streams_group_of(r.key) for r in plog.read_records(plog.log_start_offset)]
+        assert "app" in keys
+    finally:
+        stop(c)
