@@ -272,3 +272,36 @@ def test_share_groups_tool_describes_as_kafka(pair):  # noqa: F811
         return out
     got = same(pair, steps)
     assert got["--offsets"][1:] == ["G T 0 2 4"] and got["listed"]
+
+
+def test_read_committed_skips_aborted_records(pair):  # noqa: F811
+    """share.isolation.level=read_committed: records of an aborted transaction are never acquired
+    (SharePartition.maybeFilterAbortedTransactionalAcquiredRecords archives them); the committed ones and the
+    transaction markers are, once."""
+    group = unique("g")
+
+    def steps(b):
+        topic = b.create_topic(unique("sr"), 1)
+        producer = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": unique("tx")})
+        producer.init_transactions(30)
+        for values, commit in ((["c0", "c1"], True), (["a0", "a1"], False), (["c2"], True)):
+            producer.begin_transaction()
+            for v in values:
+                producer.produce(topic, value=v.encode(), partition=0)
+            producer.flush(30)  # in the log before the abort (an abort drops what is still queued)
+            producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+        incremental(b, group, [("share.auto.offset.reset", SET, "earliest"),
+                               ("share.isolation.level", SET, "read_committed")], rtype=GROUP_RESOURCE)
+        member, tid = Member(b, group), _topic_id(b, topic)
+        out: dict[str, Any] = {"join": member.join(topic), "acquired": []}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(a <= 7 <= z for a, z, _ in out["acquired"]):
+            got = member.fetch_records(tid, bound_s=5)
+            out["acquired"] += got
+            member.acknowledge(tid, [(a, z, 1) for a, z, _ in got])
+        out["lag"] = [(e, lag) for e, lag, _ in member.offsets(topic)]
+        member.leave()
+        return out
+    got = same(pair, steps)
+    # c0 c1 [commit] a0 a1 [abort] c2 [commit]: the markers are acquired too (the client acknowledges them)
+    assert got["acquired"] == [(0, 2, 1), (5, 7, 1)]

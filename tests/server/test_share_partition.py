@@ -71,12 +71,14 @@ def test_acknowledgements_check_the_holder_and_the_state():
     assert sp.records[0].deadline == 20 + LOCK and sp.records[0].state == ACQUIRED
 
 
-def test_control_batches_and_gaps_are_archived_not_delivered():
+def test_aborted_batches_and_gaps_are_archived_markers_acquired():
+    """As Kafka 4.4: a transaction marker is acquired like a record; aborted data (read_committed) and
+    offsets compacted away never are."""
     sp = SharePartition(0)
-    got = acquire(sp, "m", [Batch(0, 1), Batch(2, 2, control=True), Batch(5, 6)])  # 3-4 compacted away
-    assert got == [(0, 1, 1), (5, 6, 1)]
-    sp.acknowledge("m", [(0, 1, [ACCEPT]), (5, 6, [ACCEPT, GAP])], limit=5, lock_s=LOCK, now=1)
-    assert sp.start == 7
+    got = acquire(sp, "m", [Batch(0, 1), Batch(2, 2, control=True), Batch(3, 3, aborted=True), Batch(6, 7)])
+    assert got == [(0, 2, 1), (6, 7, 1)]  # 4-5 compacted away
+    sp.acknowledge("m", [(0, 2, [ACCEPT, ACCEPT, GAP]), (6, 7, [ACCEPT, GAP])], limit=5, lock_s=LOCK, now=1)
+    assert sp.start == 8
 
 
 def test_max_records_batch_optimized_and_strict():

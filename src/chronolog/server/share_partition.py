@@ -3,8 +3,9 @@
 
 Offsets below the share-partition start offset (SPSO, `start`) are done. Offsets in `[start, end)` are in
 flight, each in one state: AVAILABLE (to deliver, again), ACQUIRED (delivered to one member under an
-acquisition lock that expires), ACKNOWLEDGED (accepted) or ARCHIVED (rejected, a gap, a control record,
-or delivered `share.delivery.count.limit` times). Offsets from `end` on were never delivered. A fetch
+acquisition lock that expires), ACKNOWLEDGED (accepted) or ARCHIVED (rejected, a gap, data of an aborted
+transaction under read_committed, or delivered `share.delivery.count.limit` times). Transaction markers
+are acquired like records, as Kafka 4.4 acquires them (the client acknowledges them). Offsets from `end` on were never delivered. A fetch
 acquires AVAILABLE offsets first (redeliveries), then new ones, whole batches at a time; the start moves
 over every leading ACKNOWLEDGED or ARCHIVED offset.
 
@@ -89,7 +90,7 @@ class SharePartition:
                     for gap in range(self.end, off):  # offsets compaction removed: nothing to deliver
                         self.records[gap] = InFlight(ARCHIVED, 0)
                     self.end = off + 1
-                    if batch.control or batch.aborted:
+                    if batch.aborted:
                         self.records[off] = InFlight(ARCHIVED, 0)
                         continue
                     rec = self.records[off] = InFlight(AVAILABLE, 0)
@@ -97,7 +98,7 @@ class SharePartition:
                     rec = self.records.get(off)
                     if rec is None or rec.state != AVAILABLE:
                         continue
-                    if batch.control or batch.aborted:
+                    if batch.aborted:
                         rec.state = ARCHIVED
                         continue
                 rec.state, rec.count, rec.member, rec.deadline = ACQUIRED, rec.count + 1, member, now + lock_s
