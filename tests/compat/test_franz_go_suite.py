@@ -23,13 +23,7 @@ from tests.scale import scaled
 REPO = Path(__file__).resolve().parents[2]
 
 # Tests that pass on Kafka 4.4 and not on chronolog, with why. Each name is in docs/differences.md.
-KNOWN_DIFFERENCES = {
-    "TestShareGroup": "share groups (KIP-932) are not served: no ShareFetch v2, the suite skips",
-    "TestShareGroupETL": "share groups (KIP-932) are not served",
-    "TestShareGroupAckOnClose": "share groups (KIP-932) are not served",
-    "TestShareGroupOffsetsAdmin": "share groups (KIP-932) are not served",
-    "TestConsumeRegexShareSkipsInternal": "share groups (KIP-932) are not served",
-}
+KNOWN_DIFFERENCES: dict[str, str] = {}
 # Records a chain of TestGroupETL / TestTxnEtl produces and consumes (franz-go's own default: 500,000).
 # 2,000 still takes every chain through its joins, leaves, rebalances and transaction aborts; what the
 # larger count adds is load on the fetch and commit paths while groups move.
@@ -39,7 +33,8 @@ RECORDS = scaled(2_000, 500_000)
 PARALLEL = 8
 # In make test the known differences are left out on both brokers (the share-group tests alone add half a
 # minute to Kafka's run); the long tier runs them, so that their entries are checked against Kafka.
-SKIP = None if scaled(False, True) else "^(" + "|".join(map(re.escape, KNOWN_DIFFERENCES)) + ")$"
+SKIP = None if scaled(False, True) or not KNOWN_DIFFERENCES else \
+    "^(" + "|".join(map(re.escape, KNOWN_DIFFERENCES)) + ")$"
 # A bound only for a hung run (a transactional chain that never commits retries forever): the binary then
 # panics and every test still running counts as failed. A whole run takes about a minute, or three.
 TIMEOUT = scaled(300, 1800)
