@@ -242,36 +242,39 @@ def test_earliest_reject_and_acknowledging_what_is_not_held(pair):  # noqa: F811
     assert (got["epoch"], got["no_session"]) == (123, 122)
 
 
-def test_share_groups_tool_describes_as_kafka(pair):  # noqa: F811
-    """kafka-share-groups --list and --describe (--offsets, --state) on an empty share group whose offsets
-    were set by AlterShareGroupOffsets: the same lines but for the coordinator's address."""
+def test_share_groups_tool_as_on_kafka(pair):  # noqa: F811
+    """kafka-share-groups on an empty share group: --reset-offsets (AlterShareGroupOffsets), --describe with
+    --offsets and --state, --delete-offsets (DeleteShareGroupOffsets), --delete and --list print the same
+    lines on both brokers but for the coordinator's address."""
     from chronolog.testing.kafka import kafka_available, run_tool
 
     if kafka_available():
         pytest.skip(kafka_available())
+    tool = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+    group = unique("g")
 
     def steps(b):
-        topic = b.create_topic(unique("st"), 2)
-        _produce(b, topic, [f"v{i}" for i in range(6)])
-        group = unique("g")
-        wire = wirefuzz.Wire(b.port)
-        try:
-            alter = wire.call(91, 0, wirefuzz.build(91, 0, {"group_id": group, "topics": [{"topic_name": topic,
-                              "partitions": [{"partition_index": 0, "start_offset": 2}]}]}, {}))
-        finally:
-            wire.close()
-        out: dict[str, Any] = {"codes": [int(p.error_code) for t in alter.responses for p in t.partitions]}
-        tool = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
-        for args in (["--describe", "--group", group, "--offsets"], ["--describe", "--group", group, "--state"]):
+        topic = b.create_topic(unique("st"), 1)
+        _produce(b, topic, [f"v{i}" for i in range(5)])
+        out = []
+        for args in (["--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute"],
+                     ["--describe", "--group", group],
+                     ["--reset-offsets", "--group", group, "--topic", topic, "--to-offset", "3", "--execute"],
+                     ["--describe", "--group", group, "--offsets", "--verbose"],
+                     ["--describe", "--group", group, "--state"],
+                     ["--list"],
+                     ["--delete-offsets", "--group", group, "--topic", topic],
+                     ["--describe", "--group", group],
+                     ["--delete", "--group", group]):
             proc = run_tool(tool, "--bootstrap-server", b.bootstrap, *args)
-            lines = [" ".join(ln.split()).replace(group, "G").replace(topic, "T")
+            lines = [" ".join(ln.split()).replace(topic, "T").replace(b.bootstrap, "HOST")
                      for ln in proc.stdout.splitlines() if ln.strip()]
-            out[args[-1]] = [ln.replace(b.bootstrap, "HOST") for ln in lines]
-        listed = run_tool(tool, "--bootstrap-server", b.bootstrap, "--list").stdout.split()
-        out["listed"] = group in listed
+            if args[0] == "--list":
+                lines = [ln for ln in lines if ln == group]
+            out.append((args[0], proc.returncode, lines))
         return out
     got = same(pair, steps)
-    assert got["--offsets"][1:] == ["G T 0 2 4"] and got["listed"]
+    assert got[3][2][1:] == [f"{group} T 0 0 3 2"] and got[5][2] == [group]
 
 
 def test_read_committed_skips_aborted_records(pair):  # noqa: F811
