@@ -217,3 +217,14 @@ def test_raw_compacted_log_with_offset_gaps(broker, compacted_topic, reader):
     t1, t2 = T0 + 1000, T0 + 1000 * (COMPACTED - 3)
     want = reference(reader, broker.bootstrap, compacted_topic, 1, t1, t2)
     assert consume(broker.bootstrap, compacted_topic, t1, t2) == want
+
+
+def test_raw_into_a_pipe_closed_early_stops_without_a_word(broker, codecs_topic):
+    """`chronolog consume ... | head -c 100`: the reader goes away, the command stops quietly (status 1)."""
+    proc = subprocess.Popen([sys.executable, "-m", "chronolog.cli.main", "consume", codecs_topic, "--from", str(T0),
+                             "--format", "raw", "-b", broker.bootstrap], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert len(proc.stdout.read(100)) == 100
+    proc.stdout.close()
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and err == b"", err

@@ -12,6 +12,7 @@ stay the only ones users see. The writing itself (`write_values`) is shared with
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from itertools import pairwise
 
@@ -64,7 +65,12 @@ def run(argv: list[str]) -> bool:
         return False
     # as the typer app's root option does without -v: librdkafka's log lines stay out of the output
     logging.getLogger("chronolog.librdkafka").setLevel(logging.CRITICAL + 1)
-    consume_raw(**opts)
+    try:
+        consume_raw(**opts)
+    except BrokenPipeError:
+        # the reader went away (`| head`): stop without a word, exit status 1, as click does for typer's commands
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        sys.exit(1)
     return True
 
 
