@@ -235,8 +235,13 @@ class ShareGroups:
             group = None
         if other_group:
             raise ShareError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
-        if group is None and epoch != 0:  # only a join makes the group
+        if group is None and epoch == LEAVE_EPOCH:
             raise ShareError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        if group is None and epoch != 0:
+            # Kafka: GROUP_ID_NOT_FOUND. chronolog does not keep memberships across a restart (only the
+            # share-partitions' state): a member of a group it forgot is told to join again.
+            raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group "
+                             f"{group_id}.")
         if epoch == LEAVE_EPOCH:
             if member_id not in group.members:
                 raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group "
