@@ -19,10 +19,7 @@ from tests.differential import wirefuzz
 # API key -> (chronolog's max, why not Kafka 4.4's). docs/differences.md ("Protocol versions") says the same.
 # An API raised to Kafka's newest version leaves this table; the test fails only for one below Kafka's that is
 # not listed here.
-BELOW_KAFKA: dict[int, tuple[int, str]] = {
-    88: (0, "StreamsGroupHeartbeat v1 (KIP-1331 topology descriptions) not served yet"),
-    89: (0, "StreamsGroupDescribe v1 (KIP-1331, KIP-1357) not served yet"),
-}
+BELOW_KAFKA: dict[int, tuple[int, str]] = {}
 
 
 def _advertised(port: int) -> dict[int, tuple[int, int]]:

@@ -1,11 +1,12 @@
-"""The streams group APIs (KIP-1071): StreamsGroupHeartbeat (88) and StreamsGroupDescribe (89), version 0.
+"""The streams group APIs (KIP-1071): StreamsGroupHeartbeat (88) and StreamsGroupDescribe (89), versions 0-1.
 
 The group state lives in the group coordinator (`ctx.coordinator.streams`, server/streams_group.py); these
 handlers check authorization as KafkaApis does (READ on the group for a heartbeat, DESCRIBE on the topics
 of a topology, CREATE for the internal topics the broker makes; DESCRIBE on the group for a describe) and
-translate the wire structures. Version 1 of both (KIP-1331: topology descriptions pushed with
-StreamsGroupTopologyDescriptionUpdate, 93) is not served: a Kafka Streams 4.4 client speaks version 0 to a
-broker that offers only it, and never sends API 93 then.
+translate the wire structures. Version 1 (KIP-1331) is answered as Kafka 4.4 answers without a
+`group.streams.topology.description.plugin.class`: no topology description is required from the members
+(TopologyDescriptionRequired false, so they never send StreamsGroupTopologyDescriptionUpdate, 93, which is
+not served) and none is stored (TopologyDescriptionStatus NOT_STORED when asked for).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from chronolog.errors import ErrorCode, TopicAuthorizationFailedError
+from chronolog.protocol import streams_schemas  # noqa: F401  (the v1 schemas kio lacks)
 from chronolog.protocol.core import ms
 from chronolog.protocol.operations import GROUP, NOT_ASKED, authorized
 from chronolog.protocol.registry import FEATURES, RequestContext, register
@@ -26,6 +28,8 @@ STREAMS_INVALID_TOPOLOGY = 130  # Errors.STREAMS_INVALID_TOPOLOGY
 # The group configs' defaults Kafka answers with (GroupConfig: streams.acceptable.recovery.lag and
 # streams.task.offset.interval.ms): warm-up tasks are not assigned here, so they only inform the client.
 ACCEPTABLE_RECOVERY_LAG, TASK_OFFSET_INTERVAL_MS = 10000, 60000
+NOT_REQUESTED, NOT_STORED = 0, 1  # StreamsGroupDescribeResponse.TopologyDescriptionStatus
+ASSIGNOR = "sticky"  # StickyTaskAssignor.STICKY_ASSIGNOR_NAME, the only one served
 
 
 def _refused(code: int, message: str | None, member_id: str) -> dict:
@@ -38,7 +42,7 @@ def _offsets(wire: Any) -> list[tuple[str, int, int]] | None:
     return None if wire is None else [(o.subtopology_id, int(o.partition), int(o.offset)) for o in wire]
 
 
-@register(88, 0, 0)
+@register(88, 0, 1)
 async def streams_group_heartbeat(req: Any, ctx: RequestContext) -> dict:
     """GroupMetadataManager.streamsGroupHeartbeat, answered once the group's changed state is durable."""
     if not ctx.allowed("read", "group", req.group_id):
@@ -77,6 +81,7 @@ async def streams_group_heartbeat(req: Any, ctx: RequestContext) -> dict:
            "member_id": result["member_id"], "member_epoch": result["member_epoch"],
            "heartbeat_interval": result["heartbeat_interval_ms"],
            "acceptable_recovery_lag": ACCEPTABLE_RECOVERY_LAG, "task_offset_interval": TASK_OFFSET_INTERVAL_MS,
+           "topology_description_required": False,
            "status": result.get("status"), "endpoint_information_epoch": result.get("endpoint_information_epoch", 0),
            "partitions_by_user_endpoint": result.get("partitions_by_user_endpoint")}
     for k in KINDS:
@@ -109,13 +114,13 @@ def _member(m: StreamsMember, target: dict) -> dict:
             "assignment": _assignment(m.assigned), "target_assignment": _assignment(target), "is_classic": False}
 
 
-@register(89, 0, 0)
+@register(89, 0, 1)
 def streams_group_describe(req: Any, ctx: RequestContext) -> dict:
     """GroupMetadataManager.streamsGroupDescribe; KafkaApis checks DESCRIBE on each group."""
     groups = []
     for gid in req.group_ids:
         empty = {"group_id": gid, "group_state": "", "group_epoch": -1, "assignment_epoch": -1, "topology": None,
-                 "members": [], "authorized_operations": NOT_ASKED}
+                 "members": [], "authorized_operations": NOT_ASKED, "assignor_name": None}
         if not ctx.allowed("describe", "group", gid):
             groups.append({**empty, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None})
             continue
@@ -146,5 +151,8 @@ def streams_group_describe(req: Any, ctx: RequestContext) -> dict:
         members = [_member(m, group.target.get(m.member_id, {})) for m in group.members.values()]
         groups.append({"error_code": 0, "error_message": None, "group_id": gid, "group_state": group.state,
                        "group_epoch": group.epoch, "assignment_epoch": group.assignment_epoch, "topology": topology,
-                       "members": members, "authorized_operations": ops})
+                       "members": members, "authorized_operations": ops, "assignor_name": ASSIGNOR,
+                       "topology_description": None,
+                       "topology_description_status": NOT_STORED if getattr(req, "include_topology_description",
+                                                                            False) else NOT_REQUESTED})
     return {"throttle_time": 0, "groups": groups}
