@@ -1,7 +1,10 @@
 """chronolog beside Apache Kafka 4.4, in one run, with the same clients and the same bytes.
 
 Kafka runs as `chronolog.testing.kafka.KafkaBroker` (one combined KRaft node on loopback) with
-`BENCH_JVM_OPTS` (the 1 GiB heap of `kafka-server-start.sh`, G1); chronolog as `chronolog serve`. Both
+`BENCH_JVM_OPTS` (the 1 GiB heap of `kafka-server-start.sh`, G1); chronolog as `chronolog serve`. Each
+broker runs in a session of its own (as the fixture starts Kafka): where the kernel groups CPU time by
+session (`sched_autogroup`), a broker sharing the bench's session would share one CPU share with its
+clients and everything else started there, while the other had a share of its own. Both
 run side by side, and every measured run is taken on one broker then the other (chronolog, Kafka,
 chronolog, Kafka, ...), so that the load of a shared machine at a moment hits both sides of a ratio
 alike; each run is one client against one broker, the other idle. The steps:
@@ -27,8 +30,11 @@ alike; each run is one client against one broker, the other idle. The steps:
   each broker on a data dir of its own and alone on the machine: exec -> first Metadata, and exec -> the
   first fetch that returns the record of the last partition created.
 
-Ratios are chronolog/Kafka as the issue states them: for rates chronolog's over Kafka's (> 1: chronolog
-faster), for times and memory chronolog's over Kafka's (< 1: chronolog better); each beside its target.
+Beside each produce and consume rate, the broker's CPU seconds per GB moved (user + system time of its
+process tree over the runs, from /proc): unlike a rate, it hardly moves with the load of the machine, and
+it says how much of a rate is the broker's own work. Ratios are chronolog/Kafka as the issue states them:
+for rates chronolog's over Kafka's (> 1: chronolog faster), for times, CPU and memory chronolog's over
+Kafka's (< 1: chronolog better); each beside its target.
 
 The setting is CHRONOLOG_BENCH_KAFKA: `default`, `long` (a 1 GiB active segment, 10,000 partitions, more
 records), or `tiny` (seconds; what the test of this module runs).
@@ -125,18 +131,40 @@ def first_metadata(proc: subprocess.Popen, port: int, started: float, timeout: f
     return time.perf_counter() - started
 
 
+def tree_pids(pid: int) -> list[int]:
+    """`pid` and all its descendants."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return out
+
+
+def cpu_tree_s(pid: int) -> float:
+    """User + system CPU seconds of `pid` and its descendants so far (every thread: a JVM's GC and JIT too)."""
+    ticks = 0
+    for p in tree_pids(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def rss_tree_mb(pid: int) -> float:
     """VmRSS of `pid` and all its descendants, MB."""
     total = 0
-    todo = [pid]
-    while todo:
-        p = todo.pop()
+    for p in tree_pids(pid):
         try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     total += int(line.split()[1])
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
         except (FileNotFoundError, ProcessLookupError):
             continue
     return total / 1024
@@ -163,11 +191,14 @@ def delete(bootstrap: str, topic: str) -> None:
     admin.delete_topics([topic])[topic].result(60)
 
 
-def produce_mb_s(bootstrap: str, topic: str, count: int, acks: str) -> float:
-    """confluent-kafka from one Python loop, one `produce()` per 1 KiB record, flushed: MB/s."""
+def produce_mb_s(bootstrap: str | None, topic: str, count: int, acks: str) -> float:
+    """confluent-kafka from one Python loop, one `produce()` per 1 KiB record, flushed: MB/s. With no
+    bootstrap, to librdkafka's own mock broker inside the client (C, keeping the batches in memory): a
+    broker that costs next to nothing, the client's ceiling."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1_000_000, "acks": acks,
+    where = {"bootstrap.servers": bootstrap} if bootstrap else {"test.mock.num.brokers": 1}
+    p = Producer({**where, "linger.ms": 5, "batch.size": 1_000_000, "acks": acks,
                   "queue.buffering.max.messages": 1_000_000, "log_level": 0})
     payload = random.Random(1).randbytes(SIZE)
     start = time.perf_counter()
@@ -191,12 +222,22 @@ def produce_mb_s(bootstrap: str, topic: str, count: int, acks: str) -> float:
 def consume_mb_s(bootstrap: str, topic: str, count: int, min_seconds: float) -> float:
     """confluent-kafka reading the `count` records of `topic` from offset 0, whole passes until at least
     `min_seconds` have passed: MB/s over all passes."""
+    return consume_passes(bootstrap, topic, count, min_seconds)[0]
+
+
+def consume_passes(bootstrap: str, topic: str, count: int, min_seconds: float) -> tuple[float, int]:
+    """`consume_mb_s`'s (MB/s, bytes of record values read). The clock starts at the first record (as
+    `kafka-consumer-perf-test`'s fetch.MB.sec starts after the join): the client's own start is not the
+    broker's rate. `fetch.wait.max.ms` is 10: at the end of a pass librdkafka has a Fetch at the log end
+    in flight, which either broker holds for that long, and the next pass's first Fetch waits behind it
+    (500 ms by default: a stall of a fifth of a pass, the same on both sides, that dilutes the ratio)."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-kafka", "enable.auto.commit": False,
-                  "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760, "log_level": 0})
+                  "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760, "fetch.wait.max.ms": 10,
+                  "log_level": 0})
     nbytes = 0
-    start = time.perf_counter()
+    start = None
     deadline = time.monotonic() + WAIT
     try:
         while True:
@@ -207,11 +248,13 @@ def consume_mb_s(bootstrap: str, topic: str, count: int, min_seconds: float) -> 
                     raise RuntimeError(f"consume: {got} of {count} records within {WAIT} s")
                 for m in c.consume(min(10_000, count - got), 1.0):  # never waiting past the last
                     if m.error() is None:
+                        if start is None:
+                            start = time.perf_counter()
                         got += 1
                         nbytes += len(m.value())
             elapsed = time.perf_counter() - start
             if elapsed >= min_seconds:
-                return nbytes / elapsed / 1e6
+                return nbytes / elapsed / 1e6, nbytes
     finally:
         c.close()
 
@@ -406,7 +449,7 @@ class Chronolog(Broker):
         started = time.perf_counter()
         self.proc = subprocess.Popen([sys.executable, "-m", "chronolog.cli.main", "serve", "--data-dir",
                                       str(self.data_dir), "--port", str(self.port)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+                                     stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True)
         try:
             return first_metadata(self.proc, self.port, started)
         except BaseException:
@@ -477,38 +520,49 @@ def run_both(brokers: dict[str, Broker], s: Setting) -> dict[str, dict[str, floa
         for name, broker in brokers.items():
             out[name]["idle_rss"] = rss_tree_mb(broker.proc.pid)
 
-        def each(key: str, measure: Callable[[Broker, int], float], runs: int = s.runs) -> None:
+        def each(key: str, measure: Callable[[Broker, int], tuple[float, int]], runs: int = s.runs) -> None:
+            """`measure` gives (rate, bytes moved); beside the rate's median, the broker's CPU seconds per
+            GB moved over the same runs (its whole process tree, from before the run to after it)."""
             figures: dict[str, list[float]] = {name: [] for name in brokers}
+            cpu: dict[str, list[float]] = {name: [] for name in brokers}
             for run in range(runs):
                 for name, broker in brokers.items():
-                    figures[name].append(measure(broker, run))
+                    before = cpu_tree_s(broker.proc.pid)
+                    rate, moved = measure(broker, run)
+                    cpu[name].append((cpu_tree_s(broker.proc.pid) - before) / (moved / 1e9))
+                    figures[name].append(rate)
             for name in brokers:
                 out[name][key] = statistics.median(figures[name])
+                out[name][key + "_cpu"] = statistics.median(cpu[name])
 
-        def produce_run(acks: str) -> Callable[[Broker, int], float]:
-            def measure(broker: Broker, run: int) -> float:
+        def produce_run(acks: str) -> Callable[[Broker, int], tuple[float, int]]:
+            def measure(broker: Broker, run: int) -> tuple[float, int]:
                 topic = f"load-{acks}-{run}"
                 create(broker.bootstrap, topic)
                 figure = produce_mb_s(broker.bootstrap, topic, s.records, acks)
                 if not (acks == "1" and run == 0):  # the one the consumers read
                     delete(broker.bootstrap, topic)
-                return figure
+                return figure, s.records * SIZE
             return measure
 
         each("produce_1", produce_run("1"))
+        # the client's ceiling, right after: what the same loop reaches when the broker costs nothing
+        out["ceiling"] = {"produce_1": statistics.median(produce_mb_s(None, f"ceiling-{run}", s.records, "1")
+                                                         for run in range(s.runs))}
         each("produce_all", produce_run("all"))
-        each("consume", lambda broker, run: consume_mb_s(broker.bootstrap, "load-1-0", s.records, s.consume_seconds))
+        each("consume", lambda broker, run: consume_passes(broker.bootstrap, "load-1-0", s.records,
+                                                           s.consume_seconds))
         for name, broker in brokers.items():
             out[name]["loaded_rss"] = rss_tree_mb(broker.proc.pid)
 
-        def perf_run(broker: Broker, run: int) -> float:
+        def perf_run(broker: Broker, run: int) -> tuple[float, int]:
             topic = f"perf-{run}"
             create(broker.bootstrap, topic)
-            return producer_perf(broker.bootstrap, topic, s.perf_records)
+            return producer_perf(broker.bootstrap, topic, s.perf_records), s.perf_records * SIZE
 
         each("perf_produce", perf_run)
-        each("perf_consume", lambda broker, run: consumer_perf(broker.bootstrap, f"perf-{run}", s.perf_records,
-                                                               f"perf-group-{run}"))
+        each("perf_consume", lambda broker, run: (consumer_perf(broker.bootstrap, f"perf-{run}", s.perf_records,
+                                                                f"perf-group-{run}"), s.perf_records * SIZE))
         for name, broker in brokers.items():
             create(broker.bootstrap, "late")
             out[name]["lookup_p50"], out[name]["exact"] = late_lookups(broker.bootstrap, "late", s.lookups)
@@ -573,11 +627,19 @@ def main() -> None:
     row(f"exec -> first Metadata, empty (best of {s.starts}), s", "start", "{:.3f}", "<= 0.1x")
     row("idle RSS, process tree, MB", "idle_rss", "{:.0f}", "-")
     row(f"produce {s.records:,} x 1 KiB, confluent-kafka acks=1, MB/s", "produce_1", "{:.0f}", ">= 1.5x")
+    row("  broker CPU per GB produced, s", "produce_1_cpu", "{:.2f}", "-")
+    ceiling = results["ceiling"]["produce_1"]
+    rows.append(("  client ceiling: the same loop to librdkafka's in-process mock broker, MB/s", f"{ceiling:.0f}", "-",
+                 f"{ceiling / theirs['produce_1']:.2f}x", "(the most any broker reaches)"))
     row("  the same, acks=all, MB/s", "produce_all", "{:.0f}", ">= 1.5x")
     row(f"consume {mb} MB, confluent-kafka, passes >= {s.consume_seconds:g} s, MB/s", "consume", "{:.0f}", ">= 1.5x")
+    row("  broker CPU per GB consumed, s", "consume_cpu", "{:.2f}", "-")
     row("RSS after that load, process tree, MB", "loaded_rss", "{:.0f}", "<= 0.15x")
     row(f"kafka-producer-perf-test {s.perf_records:,} x 1 KiB acks=1, MB/sec", "perf_produce", "{:.1f}", ">= 1.5x")
+    row("  broker CPU per GB produced (the tool's JVM start included), s", "perf_produce_cpu", "{:.2f}", "-")
     row("kafka-consumer-perf-test, fetch.MB.sec", "perf_consume", "{:.1f}", ">= 1.5x")
+    row("  broker CPU per GB consumed (the tool's JVM start and group join included), s", "perf_consume_cpu",
+        "{:.2f}", "-")
     row(f"ListOffsets by time p50 over {s.lookups} late records, ms", "lookup_p50", "{:.2f}", "<= 0.8x")
     rows.append((f"  answers equal to brute force, of {s.lookups}", str(int(ours["exact"])), str(int(theirs["exact"])),
                  "-", "all exact"))
