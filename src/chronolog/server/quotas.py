@@ -206,7 +206,9 @@ class QuotaManager:
         quotas = self.quotas_for(ctx)
         permissive = api_key in MUTATING_APIS and ctx.api_version < STRICT_FROM[api_key]
         topics = ctx.log_manager.topics() if permissive and CONTROLLER_MUTATION_RATE in quotas.applied else None
-        return time.thread_time(), topics, quotas
+        # the thread's clock is a system call: read only where a request quota will use it
+        cpu = time.thread_time() if REQUEST_PERCENTAGE in quotas.applied else 0.0
+        return cpu, topics, quotas
 
     def account(self, api_key: int, ctx: Any, frame: bytes, result: dict | None, started: Any) -> None:
         """Record this request against its quotas, put the largest throttle time in the answer's
