@@ -48,6 +48,7 @@ from pyspark.sql.types import StructType
 
 from chronolog.errors import ChronologError
 from chronolog.records import encode
+from chronolog.spark.failures import one_line
 from chronolog.spark.native_writer import NativeSettings, keep_producer, native_producer, unsupported_settings
 from chronolog.spark.sink_options import SinkOptions, check_config, check_schema
 from chronolog.spark.sink_rows import (
@@ -75,6 +76,7 @@ class ChronologWriter(DataSourceArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
+    @one_line
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         return write_partition(self.options, iterator, batch_id=None)
 
@@ -83,6 +85,7 @@ class ChronologStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
+    @one_line
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         from pyspark import TaskContext
         ctx = TaskContext.get()

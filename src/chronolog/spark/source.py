@@ -32,6 +32,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from chronolog.errors import ChronologError
+from chronolog.spark.failures import install, one_line, one_line_iter
 from chronolog.spark.options import SourceOptions
 from chronolog.spark.ranges import Bounds, OffsetRange, RangeGroup, range_schema, with_client_options
 
@@ -53,23 +54,31 @@ class ChronologDataSource(DataSource):
     def name(cls) -> str:
         return "chronolog"
 
+    @one_line
     def schema(self) -> str:
+        """Called at `load()` (not for writes, whose schema is the DataFrame's): the options are checked
+        here, so a bad one fails `load()` as in Spark's Kafka source (`KafkaSourceProvider`)."""
+        SourceOptions.parse(self.options)
         include = self.options.get("includeHeaders", "false").lower() == "true"
         return BASE_SCHEMA + (HEADERS_SCHEMA if include else "")
 
+    @one_line
     def reader(self, schema: StructType) -> ChronologReader:
         options = SourceOptions.parse(self.options)
         _log_reader_choice(options)
         return ChronologReader(options)
 
+    @one_line
     def streamReader(self, schema: StructType):
         from chronolog.spark.stream import ChronologStreamReader
         return ChronologStreamReader(SourceOptions.parse(self.options))
 
+    @one_line
     def writer(self, schema: StructType, overwrite: bool):
         from chronolog.spark.sink import make_writer
         return make_writer(self.options, schema, overwrite, streaming=False)
 
+    @one_line
     def streamWriter(self, schema: StructType, overwrite: bool):
         from chronolog.spark.sink import make_writer
         return make_writer(self.options, schema, overwrite, streaming=True)
@@ -97,6 +106,7 @@ class ChronologReader(DataSourceReader):
             if not handled:
                 yield f
 
+    @one_line
     def partitions(self):
         from chronolog.spark.planning import plan
         planned = [with_client_options(p, self.options) for p in plan(self.options, self.bounds)]
@@ -104,6 +114,7 @@ class ChronologReader(DataSourceReader):
             return planned
         return [_lenient(p) for p in planned]
 
+    @one_line_iter
     def read(self, partition: OffsetRange | RangeGroup) -> Iterator[pa.RecordBatch]:
         from chronolog.spark.reading import read_range
         if isinstance(partition, RangeGroup):
@@ -170,7 +181,9 @@ def _apply_filter(bounds: Bounds, column: str, f, value: int) -> Bounds:
 
 def register(spark) -> None:
     """Register the `chronolog` source on a session (and turn on Python filter pushdown, which Spark
-    requires for a source that implements it)."""
+    requires for a source that implements it). On the driver, errors of the source and the sink are then
+    raised as their one-line message (`failures.install`)."""
+    install()
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(ChronologDataSource)
 
