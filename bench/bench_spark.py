@@ -5,6 +5,8 @@
   fixed cost being a query whose plan is empty), with the driver's planning time on its own, and the same
   window over a copy of the files without the minima sidecars;
 - pushdown vs Spark filtering after a full read (the source without its time bounds);
+- then `bench_spark_kafka`: the source against Spark's own `format("kafka")` on the same broker (a 1-hour
+  window of 24 hours and the full scan of 1,000,000 records);
 - then `bench_arrow`: the columnar readers against a zero-work Arrow source and Parquet, `consume`, and a
   1-hour `chronolog sql` against Spark and DuckDB over Parquet.
 """
@@ -18,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import bench_spark_kafka
 from bench.common import print_table
 from chronolog.config import BrokerConfig
 from chronolog.records import SimpleRecord, build_batch, iter_batches
@@ -82,7 +85,8 @@ def main() -> None:
             return n
         py_s, n = best(python_scan, 2)
         assert n == total
-        spark = session("local[2]", "chronolog-bench", {"spark.ui.showConsoleProgress": "false"})
+        spark = session("local[2]", "chronolog-bench", {"spark.ui.showConsoleProgress": "false",
+                                                         **bench_spark_kafka.spark_settings()})
 
         def count(mode: str, target: str, where: str | None = None, **extra: str) -> int:
             reader = spark.read.format("chronolog").option(mode, target).option("subscribe", "day")
@@ -167,9 +171,11 @@ def main() -> None:
                          f"{total / py_s:,.0f} rows/s python scan", f"{py_s / kafka_s:.2f}"))
         finally:
             proc.stop()
+        print_table(rows)
+        print(f"after: {load_note()}", flush=True)
+        # Spark's own Kafka connector beside the source, on a broker and a data set of its own
+        bench_spark_kafka.main(spark)
         spark.stop()
-    print_table(rows)
-    print(f"after: {load_note()}", flush=True)
     # Columnar reading on its own data set (1.2 million ~180-byte records written by the broker).
     from bench import bench_arrow
     print(f"\ncolumnar reading, before: {load_note()}", flush=True)
