@@ -272,6 +272,8 @@ def _int_for(name: str, kafka_type: str, rng: random.Random) -> int:
     bits = INT_BITS[kafka_type]
     if kafka_type == "uint16":  # a port (StreamsGroupHeartbeat's Endpoint): unsigned
         return rng.choice([0, 1, 9092, 65535])
+    if kafka_type == "int16" and name.endswith(("_topics", "_regex")):  # CopartitionGroup: indexes into arrays
+        return rng.choice([0, 0, 1, 2, -1, 7])
     if "partition" in name or name in ("index",):
         return rng.choice([0, 0, 1, 2, -1, 7, (1 << 31) - 1])
     if "timestamp" in name:

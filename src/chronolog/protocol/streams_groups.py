@@ -13,13 +13,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from chronolog.errors import ErrorCode, TopicAuthorizationFailedError
+from chronolog.errors import ErrorCode, InvalidTopicExceptionError, TopicAuthorizationFailedError
 from chronolog.protocol import streams_schemas  # noqa: F401  (the v1 schemas kio lacks)
 from chronolog.protocol.core import ms
 from chronolog.protocol.operations import GROUP, NOT_ASKED, authorized
 from chronolog.protocol.registry import FEATURES, RequestContext, register
-from chronolog.server.streams_group import KINDS, HeartbeatRequest, StreamsMember, tasks_of
+from chronolog.server.streams_group import (
+    KINDS,
+    HeartbeatError,
+    HeartbeatRequest,
+    StreamsGroups,
+    StreamsMember,
+    tasks_of,
+)
 from chronolog.server.streams_topology import InvalidTopology, topology_of
+from chronolog.storage.partition_metadata import validate_topic_name
 
 # StreamsVersion.SV_1: what a freshly formatted Kafka 4.4 cluster finalizes (`kafka-features describe`)
 FEATURES["streams.version"] = (0, 1, 1)
@@ -38,6 +46,20 @@ def _refused(code: int, message: str | None, member_id: str) -> dict:
             "status": None, "endpoint_information_epoch": 0}
 
 
+def _bad_topic_names(wire: Any) -> str | None:
+    """KafkaApis.streamsGroupHeartbeat: every topic the topology names must be a valid name
+    (STREAMS_INVALID_TOPOLOGY otherwise), checked before anything else of the request."""
+    for s in wire.subtopologies:
+        names = [*s.source_topics, *s.repartition_sink_topics,
+                 *(t.name for t in (*s.state_changelog_topics, *s.repartition_source_topics))]
+        for name in names:
+            try:
+                validate_topic_name(name)
+            except InvalidTopicExceptionError as exc:
+                return str(exc)
+    return None
+
+
 def _offsets(wire: Any) -> list[tuple[str, int, int]] | None:
     return None if wire is None else [(o.subtopology_id, int(o.partition), int(o.offset)) for o in wire]
 
@@ -47,18 +69,10 @@ async def streams_group_heartbeat(req: Any, ctx: RequestContext) -> dict:
     """GroupMetadataManager.streamsGroupHeartbeat, answered once the group's changed state is durable."""
     if not ctx.allowed("read", "group", req.group_id):
         return _refused(ErrorCode.GROUP_AUTHORIZATION_FAILED, None, req.member_id)
-    topology = None
-    if req.topology is not None:
-        try:
-            topology = topology_of(req.topology)
-        except InvalidTopology as exc:
-            return _refused(STREAMS_INVALID_TOPOLOGY, str(exc), req.member_id)
-        names = {t for s in topology.subtopologies for t in s.source_topics}
-        names |= {t.name for s in topology.subtopologies for t in (*s.repartition_sources, *s.changelogs)}
-        denied = sorted(t for t in names if not ctx.allowed("describe", "topic", t))
-        if denied:
-            return _refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"Unauthorized to DESCRIBE on topics "
-                            f"{', '.join(denied)}.", req.member_id)
+    if req.topology is not None:  # KafkaApis: the topology's topic names first
+        bad = _bad_topic_names(req.topology)
+        if bad:
+            return _refused(STREAMS_INVALID_TOPOLOGY, bad, req.member_id)
     owned = None
     if req.active_tasks is not None or req.standby_tasks is not None or req.warmup_tasks is not None:
         owned = {k: tasks_of(getattr(req, f"{k}_tasks")) or {} for k in KINDS}
@@ -66,10 +80,27 @@ async def streams_group_heartbeat(req: Any, ctx: RequestContext) -> dict:
     tags = None if req.client_tags is None else {kv.key: kv.value for kv in req.client_tags}
     request = HeartbeatRequest(
         req.group_id, req.member_id, int(req.member_epoch), instance_id=req.instance_id, rack_id=req.rack_id,
-        rebalance_timeout_ms=ms(req.rebalance_timeout), topology=topology, owned=owned, process_id=req.process_id,
+        rebalance_timeout_ms=ms(req.rebalance_timeout), owned=owned, process_id=req.process_id,
         user_endpoint=endpoint, client_tags=tags, task_offsets=_offsets(req.task_offsets),
         task_end_offsets=_offsets(req.task_end_offsets), shutdown_application=bool(req.shutdown_application),
         client_id=ctx.client_id or "", client_host=ctx.client_host)
+    try:
+        StreamsGroups.validate(request, req.topology is not None,
+                               tuple(getattr(req, f"{k}_tasks") is None for k in KINDS))
+    except HeartbeatError as exc:
+        return _refused(exc.code, exc.message, req.member_id)
+    if req.topology is not None:
+        try:
+            request.topology = topology_of(req.topology)
+        except InvalidTopology as exc:
+            return _refused(STREAMS_INVALID_TOPOLOGY, str(exc), req.member_id)
+        topology = request.topology
+        names = {t for s in topology.subtopologies for t in s.source_topics}
+        names |= {t.name for s in topology.subtopologies for t in (*s.repartition_sources, *s.changelogs)}
+        denied = sorted(t for t in names if not ctx.allowed("describe", "topic", t))
+        if denied:
+            return _refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"Unauthorized to DESCRIBE on topics "
+                            f"{', '.join(denied)}.", req.member_id)
 
     def create_topic(name: str, partitions: int, configs: dict[str, str]) -> None:
         if not ctx.allowed("create", "topic", name):
@@ -121,6 +152,9 @@ def streams_group_describe(req: Any, ctx: RequestContext) -> dict:
     for gid in req.group_ids:
         empty = {"group_id": gid, "group_state": "", "group_epoch": -1, "assignment_epoch": -1, "topology": None,
                  "members": [], "authorized_operations": NOT_ASKED, "assignor_name": None}
+        if not gid:  # GroupCoordinatorService.streamsGroupDescribe: isGroupIdNotEmpty
+            groups.append({**empty, "error_code": ErrorCode.INVALID_GROUP_ID, "error_message": None})
+            continue
         if not ctx.allowed("describe", "group", gid):
             groups.append({**empty, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None})
             continue

@@ -175,13 +175,15 @@ class StreamsGroups:
             return {**failed, "member_id": req.member_id, "member_epoch": -1, "heartbeat_interval_ms": 0}
         return result
 
-    def _validate(self, req: HeartbeatRequest) -> None:
-        """GroupMetadataManager.throwIfStreamsGroupHeartbeatRequestIsInvalid."""
+    @staticmethod
+    def validate(req: HeartbeatRequest, has_topology: bool, owned_nulls: tuple[bool, bool, bool]) -> None:
+        """GroupMetadataManager.throwIfStreamsGroupHeartbeatRequestIsInvalid (before the topology's own checks).
+        `owned_nulls`: which of ActiveTasks, StandbyTasks, WarmupTasks the request left null."""
         bad = ErrorCode.INVALID_REQUEST
-        if not req.group_id:
-            raise HeartbeatError(ErrorCode.INVALID_GROUP_ID, "GroupId can't be empty.")
         if not req.member_id:
             raise HeartbeatError(bad, "MemberId can't be empty.")
+        if not req.group_id:
+            raise HeartbeatError(bad, "GroupId can't be empty.")
         if req.instance_id == "":
             raise HeartbeatError(bad, "InstanceId can't be empty.")
         if req.rack_id == "":
@@ -189,19 +191,19 @@ class StreamsGroups:
         if req.epoch == 0:
             if req.rebalance_timeout_ms == -1:
                 raise HeartbeatError(bad, "RebalanceTimeoutMs must be provided in first request.")
-            if req.topology is None:
-                raise HeartbeatError(bad, "Topology must be non-null when joining.")
             if req.owned is not None and any(req.owned.get(k) for k in KINDS):
                 raise HeartbeatError(bad, "ActiveTasks, StandbyTasks and WarmupTasks must be empty when "
                                      "(re-)joining.")
-            if not req.process_id:
-                raise HeartbeatError(bad, "ProcessId can't be empty.")
+            if not has_topology:
+                raise HeartbeatError(bad, "Topology must be non-null when (re-)joining.")
         elif req.epoch == STATIC_LEAVE_EPOCH:
             if req.instance_id is None:
                 raise HeartbeatError(bad, "InstanceId can't be null.")
         elif req.epoch < STATIC_LEAVE_EPOCH:
             raise HeartbeatError(bad, f"MemberEpoch is {req.epoch}, but must be greater than or equal to -2.")
-        if req.topology is not None and req.epoch != 0:
+        if any(owned_nulls) and not all(owned_nulls):
+            raise HeartbeatError(bad, "If one task-type is non-null, all must be non-null.")
+        if has_topology and req.epoch != 0:
             raise HeartbeatError(bad, "Topology can only be provided when (re-)joining.")
 
     def _group(self, group_id: str, create: bool) -> StreamsGroup:
@@ -219,7 +221,6 @@ class StreamsGroups:
         return group
 
     def _heartbeat(self, req: HeartbeatRequest, topics: dict[str, int], create_topic) -> dict:
-        self._validate(req)
         group = self._group(req.group_id, create=req.epoch == 0)
         interval = self._cfg("group.streams.heartbeat.interval.ms", 5000)
         if req.epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
