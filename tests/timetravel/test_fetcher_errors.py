@@ -58,3 +58,19 @@ def test_errors_name_the_problem_and_what_to_do(broker):
         run = chronolog(*args, "--bootstrap-server", dead)
         assert_one_line_error(run)
         assert "is the broker running?" in run.err
+
+
+def test_an_end_offset_that_went_back_is_waited_for_then_said(broker):
+    """A read planned to offset 15 of a partition whose high watermark is 10 (a new leader that has not caught
+    up, or an unclean election lost records) waits, then fails in one line: never a short read that looks
+    whole."""
+    from chronolog.timetravel.arrow import broker_columns
+    fetcher = RawFetcher(broker.bootstrap, timeout=5, retry_for=0.5)
+    try:
+        started = time.monotonic()
+        with pytest.raises(ChronologError, match="end offset stayed at 10, below the 15") as err:
+            list(broker_columns(fetcher, "t", 0, 0, 15))
+        assert time.monotonic() - started >= 0.5 and "\n" not in str(err.value)
+        assert sum(len(c) for c in broker_columns(fetcher, "t", 0, 0, 10)) == 10  # the end where it was planned
+    finally:
+        fetcher.close()

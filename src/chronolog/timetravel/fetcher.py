@@ -168,6 +168,7 @@ class RawFetcher:
         ahead; it is used only when the caller's position agrees."""
         offset = start
         ahead: _Ahead | None = None
+        behind: float | None = None  # when waiting for a high watermark to come back up to `end` ends
         try:
             while offset < end:
                 if ahead is not None and ahead.offset == offset:
@@ -185,14 +186,25 @@ class RawFetcher:
                         ahead = _Ahead(self.fetch, topic, partition, guess)
                 yield answer
                 moved = next_offset()
-                if moved <= offset:
-                    if offset >= stop or not answer.records:
-                        return
+                if moved > offset:
+                    offset = moved
+                    if offset < stop or stop >= end:
+                        continue  # more to read, or the end reached
+                elif answer.records and offset < stop:
                     raise ChronologError(f"{topic}-{partition}: no whole batch at offset {offset} in "
                                          f"{len(answer.records)} bytes from {self.bootstrap}")
-                offset = moved
-                if offset >= stop:
-                    return
+                if answer.high_watermark >= end:
+                    return  # the readable end: the last stable offset under read_committed
+                # The high watermark is below the end the caller planned from an earlier answer: a new leader
+                # that has not learned it yet (its followers' fetches advance it), or records lost with an
+                # unclean election. Never a short read that looks whole: wait, then say so.
+                behind = time.monotonic() + self.retry_for if behind is None else behind
+                if time.monotonic() >= behind:
+                    raise ChronologError(f"{topic}-{partition}: the broker's end offset stayed at "
+                                         f"{answer.high_watermark}, below the {end} it answered before, for "
+                                         f"{self.retry_for:.0f} s (a new leader still catching up, or records lost "
+                                         "in an unclean leader election): run it again later")
+                time.sleep(0.2)
         finally:
             if ahead is not None:
                 ahead.wait()
