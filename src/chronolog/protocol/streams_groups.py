@@ -60,6 +60,11 @@ def _bad_topic_names(wire: Any) -> str | None:
     return None
 
 
+def _host(host: str) -> str:
+    """The member's ClientHost as Kafka shows it (InetAddress.toString: "/127.0.0.1")."""
+    return host if host.startswith("/") else f"/{host}"
+
+
 def _offsets(wire: Any) -> list[tuple[str, int, int]] | None:
     return None if wire is None else [(o.subtopology_id, int(o.partition), int(o.offset)) for o in wire]
 
@@ -83,7 +88,7 @@ async def streams_group_heartbeat(req: Any, ctx: RequestContext) -> dict:
         rebalance_timeout_ms=ms(req.rebalance_timeout), owned=owned, process_id=req.process_id,
         user_endpoint=endpoint, client_tags=tags, task_offsets=_offsets(req.task_offsets),
         task_end_offsets=_offsets(req.task_end_offsets), shutdown_application=bool(req.shutdown_application),
-        client_id=ctx.client_id or "", client_host=ctx.client_host)
+        client_id=ctx.client_id or "", client_host=_host(ctx.client_host))
     try:
         StreamsGroups.validate(request, req.topology is not None,
                                tuple(getattr(req, f"{k}_tasks") is None for k in KINDS))
@@ -167,19 +172,21 @@ def streams_group_describe(req: Any, ctx: RequestContext) -> dict:
             continue
         topology = None
         if group.topology is not None:
-            configured = group.configured
-            subs = None
-            if configured.tasks is not None:
-                counts = ctx.log_manager.topics()
-                subs = [{"subtopology_id": s.id,
-                         "source_topics": [t for t in configured.sources.get(s.id, ())
-                                           if t not in {x.name for x in s.repartition_sources}],
-                         "repartition_sink_topics": list(s.repartition_sinks),
-                         "state_changelog_topics": [_info(t.name, counts.get(t.name, 0), t.configs)
-                                                    for t in s.changelogs],
-                         "repartition_source_topics": [_info(t.name, counts.get(t.name, 0), t.configs)
-                                                       for t in s.repartition_sources]}
-                        for s in group.topology.subtopologies]
+            # configured: the resolved source topics and the internal topics' partition counts; not (yet)
+            # configured: the topology as the members declared it (partitions 0), as Kafka 4.4 shows it
+            configured = group.configured if group.configured.tasks is not None else None
+            counts = ctx.log_manager.topics() if configured is not None else {}
+            subs = []
+            for s in group.topology.subtopologies:
+                internal = {x.name for x in s.repartition_sources}
+                sources = [t for t in configured.sources.get(s.id, ()) if t not in internal] if configured \
+                    else list(s.source_topics)
+                subs.append({"subtopology_id": s.id, "source_topics": sources,
+                             "repartition_sink_topics": list(s.repartition_sinks),
+                             "state_changelog_topics": [_info(t.name, counts.get(t.name, t.partitions), t.configs)
+                                                        for t in s.changelogs],
+                             "repartition_source_topics": [_info(t.name, counts.get(t.name, t.partitions), t.configs)
+                                                           for t in s.repartition_sources]})
             topology = {"epoch": group.topology.epoch, "subtopologies": subs}
         ops = authorized(ctx, "group", gid, GROUP) if req.include_authorized_operations else NOT_ASKED
         members = [_member(m, group.target.get(m.member_id, {})) for m in group.members.values()]
