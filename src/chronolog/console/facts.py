@@ -27,10 +27,13 @@ def _firsts_and_lasts(source, topic: str, parts: list[int]) -> dict[int, tuple[i
             out[p] = (first.timestamp if first is not None else None,
                       top.timestamp if top is not None and top.timestamp >= 0 else None)
         return out
-    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
     from confluent_kafka.admin import OffsetSpec
+
+    from chronolog.timetravel.sources import OFFSET_INVALID, NoAnswer, kafka_words
     tps = [TopicPartition(topic, p) for p in parts]
-    try:
+
+    def ask() -> dict[int, tuple[int | None, int | None]]:
         firsts = source.admin.list_offsets({tp: OffsetSpec.for_timestamp(0) for tp in tps},
                                            request_timeout=source.timeout)
         tops = source.admin.list_offsets({tp: OffsetSpec.max_timestamp() for tp in tps},
@@ -40,14 +43,20 @@ def _firsts_and_lasts(source, topic: str, parts: list[int]) -> dict[int, tuple[i
             a = firsts[tp].result()
             try:
                 b = tops[tp].result()
-                last = b.timestamp if b.offset >= 0 and b.timestamp >= 0 else None
-            except KafkaException:  # a broker before Kafka 3.0 (ListOffsets v7) has no max-timestamp lookup
-                last = None
+            except KafkaException as exc:  # a broker before Kafka 3.0 (ListOffsets v7) has no max-timestamp lookup
+                if exc.args[0].code() != KafkaError.UNSUPPORTED_VERSION:
+                    raise  # anything else (a leader that died) is asked again or said, never a missing time
+                b = None
+            if a.offset == OFFSET_INVALID or (b is not None and b.offset == OFFSET_INVALID):
+                raise NoAnswer(f"no answer for {topic}-{tp.partition} from its leader")
+            last = b.timestamp if b is not None and b.offset >= 0 and b.timestamp >= 0 else None
             out[tp.partition] = (a.timestamp if a.offset >= 0 and a.timestamp >= 0 else None, last)
         return out
+
+    try:
+        return source.retrying(ask)
     except KafkaException as exc:
-        arg = exc.args[0] if exc.args else exc
-        raise ChronologError(f"offsets of {topic}: {arg.str() if hasattr(arg, 'str') else arg}") from None
+        raise ChronologError(f"offsets of {topic}: {kafka_words(exc)}") from None
 
 
 def first_and_last(source, topic: str) -> dict[int, tuple[int | None, int | None]]:
@@ -78,18 +87,30 @@ def topic_span(source, topic: str) -> tuple[int | None, int | None]:
 
 
 def _broker_configs(source, topics: list[str]) -> dict[str, dict[str, str]]:
-    from confluent_kafka import KafkaException
+    """The topics' CONFIGS; none for a topic deleted meanwhile; asked again while a node's answers move."""
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import ConfigResource
+
+    from chronolog.timetravel.sources import kafka_words
     if not topics:
         return {}
     resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
-    out = {}
-    for res, fut in source.admin.describe_configs(resources, request_timeout=source.timeout).items():
-        try:
-            out[res.name] = {k: v.value for k, v in fut.result().items() if k in CONFIGS}
-        except KafkaException:
-            out[res.name] = {}
-    return out
+
+    def ask() -> dict[str, dict[str, str]]:
+        out = {}
+        for res, fut in source.admin.describe_configs(resources, request_timeout=source.timeout).items():
+            try:
+                out[res.name] = {k: v.value for k, v in fut.result().items() if k in CONFIGS}
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise
+                out[res.name] = {}
+        return out
+
+    try:
+        return source.retrying(ask)
+    except KafkaException as exc:
+        raise ChronologError(f"configs of the topics: {kafka_words(exc)}") from None
 
 
 def _data_dir_configs(source) -> dict[str, dict[str, str]]:
@@ -137,8 +158,14 @@ def topic_rows(source, target) -> list[dict]:
 
 def list_groups(source) -> list[tuple[str, str]]:
     from confluent_kafka import KafkaException
-    try:
+    def ask():
         listed = source.admin.list_consumer_groups(request_timeout=source.timeout).result()
+        if listed.errors:  # a broker that did not answer: its groups would be missing from the list
+            raise listed.errors[0]
+        return listed
+
+    try:
+        listed = source.retrying(ask)
     except KafkaException as exc:
         arg = exc.args[0] if exc.args else exc
         raise ChronologError(f"list groups: {arg.str() if hasattr(arg, 'str') else arg}") from None

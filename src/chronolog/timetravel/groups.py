@@ -39,8 +39,10 @@ def describe_group(source: Any, group: str) -> dict:
     timestamp seen minus the time of the first unread record, the way time-lag exporters estimate it)."""
     from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
 
+    retrying = getattr(source, "retrying", lambda fn: fn())  # a moving coordinator is asked again, bounded
     try:
-        described = source.admin.describe_consumer_groups([group], request_timeout=15)[group].result(15)
+        described = retrying(lambda: source.admin.describe_consumer_groups([group], request_timeout=15)[group]
+                             .result(15))
     except KafkaException as exc:
         if exc.args and getattr(exc.args[0], "code", lambda: None)() == KafkaError.GROUP_ID_NOT_FOUND:
             raise GroupNotFoundError(f"group {group} does not exist") from None
@@ -54,8 +56,11 @@ def describe_group(source: Any, group: str) -> dict:
                         "partitions": [f"{tp.topic}-{tp.partition}" for tp in tps]})
         for tp in tps:
             owner[(tp.topic, tp.partition)] = m.member_id
-    offsets = admin_result(source.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                                    request_timeout=15)[group], f"offsets of {group}")
+    try:
+        offsets = retrying(lambda: source.admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=15)[group].result(15))
+    except KafkaException as exc:
+        raise ChronologError(f"offsets of {group}: {kafka_error_text(exc)}") from None
     if state == "DEAD" and not offsets.topic_partitions and not owner:
         raise GroupNotFoundError(f"group {group} does not exist")
     rows = []

@@ -219,6 +219,11 @@ class BrokerSource:
         KRaft, broker.session.timeout.ms): retriable errors are retried this long."""
         return max(60.0, 4 * self.timeout)
 
+    def retrying(self, fn: Callable[..., T], *args: Any) -> T:
+        """`_retrying` for readers above this layer (the console's lookups): raise `NoAnswer` from `fn` for
+        a partition whose leader never answered."""
+        return self._retrying(fn, *args)
+
     def _retrying(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)`, again while the error is one a moving leader or coordinator gives (a node of the
         cluster died, its partitions' leaders are being elected elsewhere), for at most `retry_for` seconds;
@@ -391,8 +396,11 @@ def kafka_words(exc: BaseException) -> str:
     return f"{words} [{name.lstrip('_')}]"
 
 
-class _NoAnswer(Exception):
+class NoAnswer(Exception):
     """A partition's leader did not answer (it died; a new one is being elected): ask again."""
+
+
+_NoAnswer = NoAnswer
 
 
 def _moving(exc: Exception) -> bool:

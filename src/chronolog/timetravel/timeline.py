@@ -136,22 +136,31 @@ def _edge_offsets(source, topic: str, parts: list[int], edges: list[int]) -> dic
 
 
 def _broker_edge_offsets(source, topic: str, parts: list[int], edges: list[int]) -> dict[int, list[int]]:
-    """All the edges' ListOffsets requests at once (the admin client is asynchronous), then their answers."""
+    """All the edges' ListOffsets requests at once (the admin client is asynchronous), then their answers;
+    all asked again while a leader moves (a node died): a dead leader's non-answer is never an end offset."""
     from confluent_kafka import KafkaException, TopicPartition
     from confluent_kafka.admin import OffsetSpec
 
+    from chronolog.timetravel.sources import OFFSET_INVALID, NoAnswer, kafka_words
+
     ends = {p: source.watermarks(topic, p)[1] for p in parts}
-    pending = [source.admin.list_offsets({TopicPartition(topic, p): OffsetSpec.for_timestamp(e) for p in parts},
-                                         request_timeout=source.timeout) for e in edges]
-    out: dict[int, list[int]] = {p: [] for p in parts}
-    try:
+
+    def ask() -> dict[int, list[int]]:
+        pending = [source.admin.list_offsets({TopicPartition(topic, p): OffsetSpec.for_timestamp(e) for p in parts},
+                                             request_timeout=source.timeout) for e in edges]
+        out: dict[int, list[int]] = {p: [] for p in parts}
         for futures in pending:
             for tp, fut in futures.items():
                 info = fut.result()
+                if info.offset == OFFSET_INVALID:  # librdkafka's answer when the leader it asked never answered
+                    raise NoAnswer(f"no answer for {topic}-{tp.partition} from its leader")
                 out[tp.partition].append(info.offset if info.offset >= 0 else ends[tp.partition])
+        return out
+
+    try:
+        out = source.retrying(ask) if hasattr(source, "retrying") else ask()
     except KafkaException as exc:
-        arg = exc.args[0] if exc.args else exc
-        raise ChronologError(f"offsets for time in {topic}: {arg.str() if hasattr(arg, 'str') else arg}") from None
+        raise ChronologError(f"offsets for time in {topic}: {kafka_words(exc)}") from None
     # A record produced between the lookups must not make a later edge's offset smaller than an earlier one.
     for p in parts:
         row = out[p]
@@ -397,6 +406,8 @@ def _broker_read(source, topic: str, p: int, begin: int, stop: int) -> Iterator[
                 raise ChronologError(f"timed out reading {topic}-{p} at offsets [{begin}, {stop})")
             if msg.error():
                 if msg.error().code() == KafkaError._PARTITION_EOF:
+                    if 0 <= msg.offset() < stop:  # a new leader's high watermark not caught up yet: poll on
+                        continue
                     return
                 raise ChronologError(f"reading {topic}-{p}: {msg.error().str()}")
             if msg.offset() >= stop:
