@@ -41,6 +41,9 @@ STAMPS = {p: [stamp(p, i) for i in range(PER_PART)] for p in range(PARTS)}
 COMMITS = {p: 40 + 50 * p for p in range(PARTS)}  # each partition behind by a different lag
 
 
+LOADING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE)
+
+
 def load(bootstrap: str, replication: int = 1) -> None:
     """The same topic, records (keys, JSON values, headers, CreateTimes) and commits on any broker."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -64,7 +67,7 @@ def load(bootstrap: str, replication: int = 1) -> None:
                     c.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in COMMITS.items()], asynchronous=False)
                     break
                 except KafkaException as exc:
-                    if not exc.args[0].retriable() and exc.args[0].code() != KafkaError.NOT_COORDINATOR \
+                    if not exc.args[0].retriable() and exc.args[0].code() not in LOADING \
                             or time.monotonic() > deadline:
                         raise
                     time.sleep(0.5)
@@ -169,11 +172,19 @@ def test_every_page_over_kafka_is_the_page_over_chronolog(consoles):
         (str(p), str(o), str(PER_PART), str(PER_PART - o)) for p, o in COMMITS.items()]
 
 
-def committed(bootstrap: str, group: str) -> dict[int, int]:
+def committed(bootstrap: str, group: str, wait: float = 0) -> dict[int, int]:
+    """The group's committed offsets on TOPIC, asked again for `wait` s while its coordinator moves."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     req = ConsumerGroupTopicPartitions(group, [TopicPartition(TOPIC, p) for p in range(PARTS)])
-    result = admin.list_consumer_group_offsets([req], request_timeout=15)[group].result(15)
-    return {tp.partition: tp.offset for tp in result.topic_partitions}
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            result = admin.list_consumer_group_offsets([req], request_timeout=15)[group].result(15)
+            return {tp.partition: tp.offset for tp in result.topic_partitions}
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def rewind(console, group: str, when: int) -> tuple[str, str]:
@@ -189,13 +200,15 @@ def rewind(console, group: str, when: int) -> tuple[str, str]:
     return content(same_page(console, preview)), content(same_page(console, done))
 
 
+REWIND_TO = BASE + 120_500  # late records of before it are stored after it: the first offset at or after it
+REWIND_WANT = {p: next(i for i, ts in enumerate(s) if ts >= REWIND_TO) for p, s in STAMPS.items()}
+
+
 def test_a_rewind_over_kafka_is_the_rewind_over_chronolog(consoles):
     ours, theirs = consoles
-    when = BASE + 120_500  # late records of before it are stored after it: the first offset at or after it
-    want = {p: next(i for i, ts in enumerate(s) if ts >= when) for p, s in STAMPS.items()}
-    mine, kafka = rewind(ours, REWOUND, when), rewind(theirs, REWOUND, when)
+    mine, kafka = rewind(ours, REWOUND, REWIND_TO), rewind(theirs, REWOUND, REWIND_TO)
     assert kafka == mine
-    assert committed(ours.bootstrap, REWOUND) == committed(theirs.bootstrap, REWOUND) == want
+    assert committed(ours.bootstrap, REWOUND) == committed(theirs.bootstrap, REWOUND) == REWIND_WANT
     assert 'id="rewind"' in mine[1] and "rewound to" in mine[1]
 
 
@@ -235,7 +248,18 @@ def test_pages_over_a_cluster_losing_a_node_are_exact_or_one_line(kafka_cluster,
     victim = next(n for n in kafka_cluster.nodes if n.node_id == coordinator)  # its group and its leaders move
     try:
         assert {k: v for k, v in pages(console).items() if k in want} == want  # the whole cluster: exact
+        status, page = get(console.url(f"/groups/{REWOUND}"))
+        assert status == 200, page
+        form = {"csrf": csrf_of(page), "topic": TOPIC, "time": str(REWIND_TO)}
         victim.kill()
+        # a rewind at once, its coordinator gone: committed exactly, or one line saying the broker failed
+        status, answer = get(console.url(f"/groups/{REWOUND}/rewind"), {**form, "action": "preview"})
+        if status == 200:
+            status, answer = get(console.url(f"/groups/{REWOUND}/rewind"), {**form, "action": "apply"})
+        if status == 200:
+            assert "rewound to" in answer and committed(every, REWOUND, wait=90) == REWIND_WANT
+        else:
+            one_line_failure("rewind", status, answer)
         answered: set[str] = set()
         failures: list[str] = []
         deadline = time.monotonic() + 150

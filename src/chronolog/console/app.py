@@ -476,5 +476,26 @@ def run_reset_offsets(target: Target, group: str, topic: str, ts: int, execute: 
     if done.returncode != 0:
         lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
         text = next((ln for ln in lines if ln.startswith("chronolog: error: ")), lines[-1] if lines else "failed")
-        raise BadRequest(text.removeprefix("chronolog: error: "))
+        text = text.removeprefix("chronolog: error: ")
+        # the broker failed (a node died and nothing took over in time): 502, as every page says it; the
+        # command's own refusals (members still in the group, no such topic) are the request's: 400
+        raise (ChronologError if broker_failed(text) else BadRequest)(text)
     return json.loads(done.stdout)
+
+
+# librdkafka's names (kafka_words ends its line with one) of a broker that is down, moving or overloaded
+_BROKER_FAILED = re.compile(r"\[(TRANSPORT|ALL_BROKERS_DOWN|DESTROY_BROKER|TIMED_OUT|REQUEST_TIMED_OUT|"
+                            r"LEADER_NOT_AVAILABLE|NOT_LEADER_FOR_PARTITION|NOT_LEADER_OR_FOLLOWER|"
+                            r"COORDINATOR_LOAD_IN_PROGRESS|COORDINATOR_NOT_AVAILABLE|NOT_COORDINATOR)\]\s*$")
+
+
+def broker_failed(text: str) -> bool:
+    """Whether a `reset-offsets` error line says the broker failed, not that the request was refused."""
+    return bool(_BROKER_FAILED.search(text)) or text.startswith("cannot reach ") or " no answer " in f" {text}" \
+        or any(words in text for words in _RAW_BROKER_FAILED)
+
+
+# librdkafka's own words for the same, where the tools have none of their own
+_RAW_BROKER_FAILED = ("Broker: Not coordinator", "Broker: Leader not available", "Broker: Not leader",
+                      "Broker: Coordinator load in progress", "Broker: Coordinator not available",
+                      "Local: Broker transport failure", "Local: All broker connections are down", "Local: Timed out")
