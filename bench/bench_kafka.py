@@ -56,6 +56,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.brokerproc import free_port
 
@@ -89,6 +90,7 @@ SETTINGS = {
                     kill_bytes=1 << 30, starts=3, partitions=10_000),
 }
 WAIT = 300  # seconds: the bound of any one wait on a broker
+MANY_WAIT = 1200  # ... and of the many-partitions step's waits (Kafka took 4 minutes to lead 10,000 at load 20)
 
 
 def setting() -> Setting:
@@ -359,18 +361,38 @@ def fill_partitions(bootstrap: str, partitions: int) -> tuple[str, int]:
                                       request_timeout=WAIT)
         for future in futures.values():
             future.result(WAIT)
+    # every partition led before the first record: librdkafka fails a record at once (not retried) when
+    # its partition is not in the topic's metadata yet, which Kafka's broker may still lag behind the
+    # controller's answer by minutes for thousands of partitions
+    deadline = time.monotonic() + MANY_WAIT
+    want = dict(topics)
+    while True:
+        known = admin.list_topics(timeout=60).topics
+        led = sum(1 for t, n in want.items() if t in known and known[t].error is None and len(known[t].partitions) == n
+                  and all(pm.leader >= 0 for pm in known[t].partitions.values()))
+        if led == len(want):
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{led} of {len(want)} topics fully led within {MANY_WAIT} s of their creation")
+        time.sleep(0.5)
     del admin
-    # librdkafka waits for each partition's leader (Kafka elects them just after the CreateTopics answer)
+    failed: list[str] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is not None:
+            failed.append(f"{msg.topic()}-{msg.partition()}: {err}")
+
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "acks": 1, "message.timeout.ms": WAIT * 1000,
                   "log_level": 0})
     payload = random.Random(2).randbytes(SIZE)
     for t, n in topics:
         for part in range(n):
-            p.produce(t, value=payload, partition=part)
+            p.produce(t, value=payload, partition=part, on_delivery=delivered)
         p.poll(0)
     left = p.flush(WAIT)
-    if left:
-        raise RuntimeError(f"{left} of {partitions} records not acknowledged within {WAIT} s")
+    if left or failed:
+        raise RuntimeError(f"{left} of {partitions} records not acknowledged within {WAIT} s, {len(failed)} "
+                           f"failed (first: {failed[:1]})")
     del p
     return topics[-1][0], topics[-1][1] - 1
 
@@ -390,7 +412,7 @@ def first_fetch(bootstrap: str, topic: str, partition: int, deadline: float) -> 
             m = c.poll(0.05)
             if m is not None and m.error() is None:
                 return
-        raise RuntimeError(f"no record of {topic}-{partition} fetched within {WAIT} s of the restart")
+        raise RuntimeError(f"no record of {topic}-{partition} fetched by the deadline after the restart")
     finally:
         c.close()
 
@@ -406,8 +428,8 @@ def many_partitions_restart(broker: Broker, partitions: int) -> tuple[float, flo
     begun = time.perf_counter()
     broker.start()
     try:
-        metadata = first_metadata(broker.proc, broker.port, begun)
-        first_fetch(broker.bootstrap, *last, time.monotonic() + WAIT)
+        metadata = first_metadata(broker.proc, broker.port, begun, MANY_WAIT)
+        first_fetch(broker.bootstrap, *last, time.monotonic() + MANY_WAIT)
         return metadata, time.perf_counter() - begun
     finally:
         broker.stop()
