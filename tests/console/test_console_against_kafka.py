@@ -282,3 +282,17 @@ def test_pages_over_a_cluster_losing_a_node_are_exact_or_one_line(kafka_cluster,
         console.stop()
         victim.start()  # the session's cluster whole again for the next test
         kafka_cluster.wait_ready(120)
+
+
+@pytest.mark.parametrize("code, broker", [(KafkaError._TRANSPORT, True), (KafkaError._ALL_BROKERS_DOWN, True),
+                                          (KafkaError.NOT_COORDINATOR, True), (KafkaError.LEADER_NOT_AVAILABLE, True),
+                                          (KafkaError.COORDINATOR_LOAD_IN_PROGRESS, True),
+                                          (KafkaError.UNKNOWN_TOPIC_OR_PART, False),
+                                          (KafkaError.GROUP_AUTHORIZATION_FAILED, False)])
+def test_a_rewind_error_line_is_the_broker_s_or_the_request_s(code, broker):
+    from chronolog.console.app import broker_failed
+    from chronolog.timetravel.sources import kafka_words
+    assert broker_failed(f"offsets of group g: {kafka_words(KafkaException(KafkaError(code)))}") is broker
+    assert not broker_failed("group g has 1 active member(s) (state STABLE); stop its consumers first")
+    assert broker_failed("cannot reach 127.0.0.1:9092: no broker answers: are the brokers of --bootstrap-server "
+                         "running? [ALL_BROKERS_DOWN]")
