@@ -24,8 +24,7 @@ from tests.brokerproc import BrokerProcess
 
 JAVA = Path(__file__).parent / "java"
 # Locks short enough for a test to see them expire (Kafka's broker minimum is 1 s; a group's, 15 s).
-CONFIGS = {"group.share.record.lock.duration.ms": "2500", "group.share.min.record.lock.duration.ms": "1000",
-           "group.share.heartbeat.interval.ms": "1000"}
+CONFIGS = {"group.share.record.lock.duration.ms": "2500", "group.share.min.record.lock.duration.ms": "1000"}
 STALL_MS = 4000
 RECORDS = 20
 
@@ -83,11 +82,12 @@ def run(bootstrap: str, classes: Path, specs: list[str], timeout: float = 240) -
 def runs(request: pytest.FixtureRequest, classes: Path) -> dict[str, list[dict]]:
     broker = request.getfixturevalue(request.param)
     topics = {tag: broker.create_topic(partitions=parts, prefix=f"share-{tag}")
-              for tag, parts in (("explicit", 2), ("limit", 1), ("implicit", 2), ("expiry", 1))}
+              for tag, parts in (("explicit", 2), ("limit", 1), ("implicit", 2), ("expiry", 1), ("leave", 2))}
     produce(broker.bootstrap, topics["explicit"], RECORDS, 2)
     produce(broker.bootstrap, topics["limit"], 10, 1)
     produce(broker.bootstrap, topics["implicit"], 3 * RECORDS, 2)
     produce(broker.bootstrap, topics["expiry"], 1, 1)
+    produce(broker.bootstrap, topics["leave"], 3 * RECORDS, 2)
     group = {tag: f"g-{t}" for tag, t in topics.items()}
     idle, most = 6000, 120_000
     specs = [
@@ -95,11 +95,15 @@ def runs(request: pytest.FixtureRequest, classes: Path) -> dict[str, list[dict]]
         f"cfg-limit;config;{group['limit']};share.auto.offset.reset=earliest,share.delivery.count.limit=2",
         f"cfg-implicit;config;{group['implicit']};share.auto.offset.reset=earliest",
         f"cfg-expiry;config;{group['expiry']};share.auto.offset.reset=earliest",
+        f"cfg-leave;config;{group['leave']};share.auto.offset.reset=earliest",
         f"explicit;member;{topics['explicit']};{group['explicit']};explicit;"
         f"3=release,5=reject,9=renew;{idle};{most}",
         f"expiry;member;{topics['expiry']};{group['expiry']};explicit;0=stall,stallMs={STALL_MS};{idle};{most}",
         f"limit;member;{topics['limit']};{group['limit']};explicit;3=release-always;{idle};{most}",
         *(f"implicit-{i};member;{topics['implicit']};{group['implicit']};implicit;;{idle};{most}" for i in range(3)),
+        f"leaver;member;{topics['leave']};{group['leave']};explicit;005=close;{idle};{most}",
+        *(f"stayer-{i};member;{topics['leave']};{group['leave']};explicit;after=leaver;{idle};{most}"
+          for i in range(2)),
     ]
     return run(broker.bootstrap, classes, specs)
 
@@ -129,9 +133,10 @@ def test_explicit_release_reject_renew(runs):
 
 
 def test_lock_expiry_redelivers(runs):
-    """A record held past its acquisition lock: the late ACCEPT fails and the record comes again, count 2."""
+    """A record held past its acquisition lock comes again, delivery count 2. (The late ACCEPT of the first
+    delivery usually fails; it succeeds when the client's background fetch took the record again for the same
+    member meanwhile, on either broker.)"""
     assert deliveries(runs["expiry"]) == [("r-000", 1, "stall"), ("r-000", 2, "accept")]
-    assert [ln for ln in runs["expiry"] if "commit_error" in ln]
 
 
 def test_delivery_count_limit_archives(runs):
@@ -147,6 +152,17 @@ def test_implicit_more_members_than_partitions(runs):
     got = [d for i in range(3) for d in deliveries(runs[f"implicit-{i}"])]
     assert Counter(v for v, _, _ in got) == Counter(f"r-{i:03d}" for i in range(3 * RECORDS))
     assert {c for _, c, _ in got} == {1}
+
+
+def test_member_leaving_gives_back_what_it_held(runs):
+    """A member closes holding a record it did not acknowledge; two members joining after it get that record
+    (delivery count 2) and what it never fetched; every record is accepted once in all."""
+    leaver = deliveries(runs["leaver"])
+    assert ("r-005", 1, "close") in leaver and any("closing" in ln for ln in runs["leaver"])
+    stayers = [d for i in range(2) for d in deliveries(runs[f"stayer-{i}"])]
+    accepted = Counter(v for v, _, a in leaver + stayers if a == "accept")
+    assert accepted == Counter(f"r-{i:03d}" for i in range(3 * RECORDS))
+    assert ("r-005", 2, "accept") in stayers
 
 
 def test_broker_sigkill_loses_and_repeats_nothing(classes, tmp_path):

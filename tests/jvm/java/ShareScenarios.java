@@ -9,8 +9,8 @@
 //       did (or maxMs in all); plan: comma-separated "value-suffix=action" for the first delivery of a record whose value
 //       ends with the suffix (release, reject; release-always: release it at every delivery; renew: RENEW, accepted when delivered again; stall: sleep "stallMs=" of
 //       the plan, past the lock, then ACCEPT, which fails; close: close the consumer right after acquiring
-//       it; pauseAfter=N: once N records were delivered and acknowledged, print a pause line and wait for
-//       a line on stdin). Every delivery is a line, and every failed acknowledgement.
+//       it; after=TAG: join only once member TAG closed; pauseAfter=N: once N records were delivered and
+//       acknowledged, print a pause line and wait for a line on stdin). Every delivery is a line, and every failed acknowledgement.
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -86,10 +86,13 @@ public class ShareScenarios {
         Map<String, String> actions = new HashMap<>();
         long stallMs = 0;
         long pauseAfter = -1;
+        String after = null;
         long delivered = 0;
         for (String item : plan.split(",")) {
             if (item.startsWith("stallMs=")) {
                 stallMs = Long.parseLong(item.substring(8));
+            } else if (item.startsWith("after=")) {  // join only once that member closed
+                after = item.substring(6);
             } else if (item.startsWith("pauseAfter=")) {
                 pauseAfter = Long.parseLong(item.substring(11));
             } else if (item.contains("=")) {
@@ -104,6 +107,15 @@ public class ShareScenarios {
         p.put("value.deserializer", StringDeserializer.class.getName());
         p.put("share.acknowledgement.mode", mode);
         Set<String> acted = new HashSet<>();
+        if (after != null) {
+            try {
+                if (!latch(after).await(maxMs, java.util.concurrent.TimeUnit.MILLISECONDS)) {
+                    throw new IllegalStateException(after + " did not close");
+                }
+            } catch (InterruptedException e) {
+                throw new RuntimeException(e);
+            }
+        }
         KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(p);
         boolean closed = false;
         try {
@@ -148,6 +160,7 @@ public class ShareScenarios {
                     emit("closing", true);
                     consumer.close(Duration.ofSeconds(10));
                     closed = true;
+                    latch(TAG.get()).countDown();
                     return;
                 }
                 if (mode.equals("explicit")) {
@@ -173,6 +186,12 @@ public class ShareScenarios {
         } finally {
             if (!closed) consumer.close(Duration.ofSeconds(10));
         }
+    }
+
+    static final Map<String, java.util.concurrent.CountDownLatch> CLOSED = new java.util.concurrent.ConcurrentHashMap<>();
+
+    static java.util.concurrent.CountDownLatch latch(String tag) {
+        return CLOSED.computeIfAbsent(tag, k -> new java.util.concurrent.CountDownLatch(1));
     }
 
     static void sleep(long ms) {
