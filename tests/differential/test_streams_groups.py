@@ -98,8 +98,9 @@ def scenario(side) -> dict:
     obs["two members"] = sorted(count(m["tasks"]) for m in members.values())
     both = {(s, p) for m in members.values() for s, ps in m["tasks"].items() for p in ps}
     obs["every task once"] = len(both) == 6
-    desc = call(side, 89, V, group_ids=[app, "no-such-group"], include_authorized_operations=False)["groups"]
-    g = desc[0]
+    desc = {d["group_id"]: d for d in call(side, 89, V, group_ids=[app, "no-such-group"],
+                                             include_authorized_operations=False)["groups"]}
+    g = desc[app]
     obs["describe"] = (g["error_code"], g["group_state"], len(g["members"]), g["topology"]["epoch"],
                        [(s["subtopology_id"], [n.replace(src, "SRC") for n in s["source_topics"]],
                          [n.replace(app, "APP") for n in s["repartition_sink_topics"]],
@@ -107,7 +108,7 @@ def scenario(side) -> dict:
                          [(t["name"].replace(app, "APP"), t["partitions"]) for t in s["state_changelog_topics"]])
                         for s in g["topology"]["subtopologies"]],
                        sorted(count({t["subtopology_id"]: t["partitions"] for t in m["assignment"]["active_tasks"]})
-                              for m in g["members"]), desc[1]["error_code"])
+                              for m in g["members"]), desc["no-such-group"]["error_code"])
     # fencing: an epoch the member never had; an unknown member
     obs["fenced"] = hb(side, app, "m1", members["m1"]["epoch"] + 10, owned={})["error_code"]
     obs["unknown"] = hb(side, app, "nobody", 1, owned={})["error_code"]
@@ -135,4 +136,45 @@ def scenario(side) -> dict:
 
 def test_streams_group_sequences_answer_as_kafka(both):
     ours, kafka = scenario(both.chronolog), scenario(both.kafka)
+    assert ours == kafka
+
+
+def other_apis(side) -> dict:
+    """The classic and KIP-848 group APIs, and commits, on a streams group's id (with a member)."""
+    from tests.differential.groups_wire import join
+
+    src = side.create_topic(partitions=3)
+    app = f"sg-{uuid.uuid4().hex[:8]}"
+    coordinator_ready(side, app)
+    members = {"m1": {"epoch": 0, "tasks": {}, "status": [], "topo": topology(src, app)}}
+    settle(side, app, members)
+    epoch = members["m1"]["epoch"]
+    obs: dict = {}
+    obs["join"] = join(side, app, [src])["error_code"]
+    obs["848 heartbeat"] = retry(side, 68, 0, group_id=app, member_id="c1", member_epoch=0, rebalance_timeout=30000,
+                                 subscribed_topic_names=[src], topic_partitions=[])["error_code"]
+    obs["848 describe"] = call(side, 69, 0, group_ids=[app], include_authorized_operations=False)["groups"][0][
+        "error_code"]
+    described = call(side, 15, 5, groups=[app], include_authorized_operations=False)["groups"][0]
+    obs["describe groups"] = (described["error_code"], described["group_state"], described["protocol_type"])
+    listed = call(side, 16, 5, states_filter=[], types_filter=["streams"])
+    obs["list streams"] = [(g["group_id"] == app, g["group_state"], g["group_type"], g["protocol_type"])
+                           for g in listed["groups"] if g["group_id"] == app]
+    commit = {"group_id": app, "generation_id_or_member_epoch": epoch, "member_id": "m1",
+              "group_instance_id": None, "retention_time": -1,
+              "topics": [{"name": src, "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                       "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+    obs["commit"] = call(side, 8, 9, **commit)["topics"][0]["partitions"][0]["error_code"]
+    obs["stale commit"] = call(side, 8, 9, **{**commit, "generation_id_or_member_epoch": epoch + 1})[
+        "topics"][0]["partitions"][0]["error_code"]
+    obs["simple commit"] = call(side, 8, 9, **{**commit, "generation_id_or_member_epoch": -1, "member_id": ""})[
+        "topics"][0]["partitions"][0]["error_code"]
+    obs["delete non-empty"] = call(side, 42, 2, groups_names=[app])["results"][0]["error_code"]
+    hb(side, app, "m1", -1)
+    obs["delete empty"] = call(side, 42, 2, groups_names=[app])["results"][0]["error_code"]
+    return obs
+
+
+def test_other_group_apis_on_a_streams_group_answer_as_kafka(both):
+    ours, kafka = other_apis(both.chronolog), other_apis(both.kafka)
     assert ours == kafka

@@ -284,7 +284,8 @@ class ConsumerGroups:
         if group is not None:
             return group
         classic = self.owner.groups.get(group_id)
-        if classic is not None and classic.members:
+        streams = getattr(self.owner, "streams", None)  # a streams group (KIP-1071) of that id refuses too
+        if (classic is not None and classic.members) or (streams is not None and group_id in streams.groups):
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
         if not create:  # getOrMaybeCreateConsumerGroup (the group's records survive restarts)
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")

@@ -271,6 +271,8 @@ class GroupCoordinator:
         if not (self.config["group.min.session.timeout.ms"] <= session_timeout
                 <= self.config["group.max.session.timeout.ms"]):
             return {"error_code": ErrorCode.INVALID_SESSION_TIMEOUT, "member_id": member_id}
+        if group_id in self.streams.groups:  # getOrMaybeCreateClassicGroup: "Group g is not a classic group."
+            return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "member_id": member_id}
         if self.consumer.has_members(group_id):  # Kafka: classicGroupJoinToConsumerGroup, any migration policy
             result = self.consumer.classic_join(group_id, member_id, instance_id, client_id, client_host,
                                                 session_timeout, rebalance_timeout, protocol_type, protocols,
