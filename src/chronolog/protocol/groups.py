@@ -15,6 +15,13 @@ def _group_denied(ctx: RequestContext, op: str, group_id: str) -> bool:
     return not ctx.allowed(op, "group", group_id)
 
 
+def _share_group(ctx: RequestContext, group_id: str) -> bool:
+    """The id names a share group (KIP-932): the classic-group APIs find a group of another type, which
+    Kafka's GroupMetadataManager refuses as it finds it (getOrMaybeCreateClassicGroup, validateOffsetCommit)."""
+    shares = ctx.state.share_groups
+    return shares is not None and shares.known(group_id) is not None
+
+
 def _coordinator_denied(ctx: RequestContext, key_type: int, key: str) -> int:
     """KafkaApis.handleFindCoordinatorRequest: Describe on the group (key type 0) or on the transactional
     id (key type 1); the error code, or 0. A transactional id's coordinator is ready once
@@ -66,6 +73,12 @@ async def join_group(req: Any, ctx: RequestContext) -> dict:
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "generation_id": -1, "member_id": ""}
     session = ms(req.session_timeout)
     rebalance = ms(getattr(req, "rebalance_timeout", req.session_timeout))
+    if req.group_id and ctx.coordinator.config["group.min.session.timeout.ms"] <= session <= \
+            ctx.coordinator.config["group.max.session.timeout.ms"] and _share_group(ctx, req.group_id):
+        # classicGroupJoin: "Group exists but it's not a consumer group"
+        return {"throttle_time": 0, "error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "generation_id": -1,
+                "protocol_type": None, "protocol_name": None if ctx.api_version >= 7 else "", "leader": "",
+                "member_id": "", "members": []}
     result = await ctx.coordinator.join(
         req.group_id, req.member_id, getattr(req, "group_instance_id", None), ctx.client_id or "",
         ctx.client_host, session, rebalance, req.protocol_type,
@@ -149,7 +162,9 @@ async def offset_commit(req: Any, ctx: RequestContext) -> dict:
         error = ErrorCode.GROUP_AUTHORIZATION_FAILED
     else:
         kept = [o for o in offsets if o[0] not in unreadable and _exists(ctx, o[0], o[1])]
-        if kept:
+        if kept and req.group_id and _share_group(ctx, req.group_id):
+            error = ErrorCode.GROUP_ID_NOT_FOUND  # a share group takes no commits (validateOffsetCommit)
+        elif kept:
             error = await ctx.coordinator.commit_async(req.group_id, generation, req.member_id or "", kept,
                                                        api_version=ctx.api_version,
                                                        instance_id=getattr(req, "group_instance_id", None))
@@ -323,6 +338,8 @@ def offset_delete(req: Any, ctx: RequestContext) -> dict:
                 wanted.append(tp)
     if not req.group_id:
         return {"error_code": ErrorCode.INVALID_GROUP_ID, "throttle_time": 0, "topics": []}
+    if _share_group(ctx, req.group_id):
+        return {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "throttle_time": 0, "topics": []}
     if error := ctx.coordinator.offset_delete_error(req.group_id):
         return {"error_code": error, "throttle_time": 0, "topics": []}
     answered.update(ctx.coordinator.delete_offsets(req.group_id, wanted))
