@@ -6,11 +6,13 @@
 //   config;group;name=value,...        set group configs (Admin.incrementalAlterConfigs on the GROUP resource)
 //   member;topic;group;mode;plan;idleMs;maxMs
 //       a share consumer (mode: implicit or explicit) polling until no record came for idleMs after one
-//       did (or maxMs in all); plan: comma-separated "value-suffix=action" for the first delivery of a record whose value
-//       ends with the suffix (release, reject; release-always: release it at every delivery; renew: RENEW, accepted when delivered again; stall: sleep "stallMs=" of
-//       the plan, past the lock, then ACCEPT, which fails; close: close the consumer right after acquiring
-//       it; after=TAG: join only once member TAG closed; pauseAfter=N: once N records were delivered and
-//       acknowledged, print a pause line and wait for a line on stdin). Every delivery is a line, and every failed acknowledgement.
+//       did (or maxMs in all). plan: comma-separated "value-suffix=action" for the first delivery of a
+//       record whose value ends with the suffix: release; reject; release-always (at every delivery);
+//       renew (RENEW, accepted when delivered again); stall (sleep the plan's "stallMs=", past the lock,
+//       then ACCEPT); close (close the consumer right after acquiring it). Also in the plan: after=TAG
+//       (join only once member TAG closed) and pauseAfter=N (once N records were delivered and
+//       acknowledged, print a pause line and wait for a line on stdin). Every delivery is a line, and
+//       every failed acknowledgement.
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
