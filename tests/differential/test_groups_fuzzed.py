@@ -210,3 +210,35 @@ def test_a_join_naming_a_protocol_twice(both):
     chronolog, kafka = both.run(steps)
     assert chronolog == [("error_code", 0)]
     assert kafka == [(wirefuzz.TIMED_OUT, -1)]
+
+
+def test_the_classic_apis_on_a_share_groups_id(both):
+    topic = both.create_topic(prefix="gfh")
+
+    def steps(side) -> dict:
+        group = _group(side, "gfh")
+        wire = wirefuzz.Wire(port_of(side))
+        try:
+            def ask(key: int, version: int, values: dict) -> list:
+                return wirefuzz.error_codes(wire.call(key, version, wirefuzz.build(key, version, values, {})))
+            member, deadline = uuid.uuid4().hex[:22], time.monotonic() + 30
+            while (joined := ask(76, 1, {"group_id": group, "member_id": member, "member_epoch": 0,
+                                         "rack_id": None, "subscribed_topic_names": [topic]})) in (
+                    [("error_code", 14)], [("error_code", 15)], [("error_code", 16)]) and time.monotonic() < deadline:
+                time.sleep(0.1)  # the share coordinator still starting
+        finally:
+            wire.close()
+        commit = call(side, 8, 8, group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                      group_instance_id=None, topics=[{"name": topic, "partitions": [
+                          {"partition_index": 0, "committed_offset": 3, "committed_leader_epoch": -1,
+                           "committed_metadata": ""}]}])
+        return {"share join": joined,
+                "classic join": retry(side, 11, 7, **_join_values(group))["error_code"],
+                "commit": commit["topics"][0]["partitions"][0]["error_code"],
+                "offset delete": call(side, 47, 0, group_id=group, topics=[
+                    {"name": topic, "partitions": [{"partition_index": 0}]}])["error_code"],
+                "heartbeat": call(side, 12, 4, group_id=group, generation_id=1, member_id="m")["error_code"]}
+
+    assert both.same(steps) == {"share join": [("error_code", 0)], "classic join": INCONSISTENT_GROUP_PROTOCOL,
+                                "commit": GROUP_ID_NOT_FOUND, "offset delete": GROUP_ID_NOT_FOUND,
+                                "heartbeat": 25}
