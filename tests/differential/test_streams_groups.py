@@ -169,6 +169,11 @@ def other_apis(side) -> dict:
         "topics"][0]["partitions"][0]["error_code"]
     obs["simple commit"] = call(side, 8, 9, **{**commit, "generation_id_or_member_epoch": -1, "member_id": ""})[
         "topics"][0]["partitions"][0]["error_code"]
+    # another topology epoch while the group has a member: newer, then older than the group's
+    newer = hb(side, app, "m9", 0, topo={**topology(src, app), "epoch": 1}, process="p9")
+    obs["newer topology"] = (newer["error_code"], sorted(x["status_code"] for x in newer["status"] or []))
+    if newer["error_code"] == 0:
+        hb(side, app, "m9", -1)
     obs["delete non-empty"] = call(side, 42, 2, groups_names=[app])["results"][0]["error_code"]
     hb(side, app, "m1", -1)
     obs["delete empty"] = call(side, 42, 2, groups_names=[app])["results"][0]["error_code"]

@@ -44,7 +44,6 @@ log = logging.getLogger(__name__)
 
 LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
 EMPTY, NOT_READY, ASSIGNING, RECONCILING, STABLE = "Empty", "NotReady", "Assigning", "Reconciling", "Stable"
-STREAMS_INVALID_TOPOLOGY, STREAMS_INVALID_TOPOLOGY_EPOCH = 130, 131  # Errors.java
 KINDS = ("active", "standby", "warmup")
 
 
@@ -246,7 +245,7 @@ class StreamsGroups:
                     status.append((STALE_TOPOLOGY, f"The member's topology epoch {topology.epoch} is lower than "
                                    f"the group's topology epoch {group.topology.epoch}."))
                 else:
-                    raise HeartbeatError(STREAMS_INVALID_TOPOLOGY_EPOCH, "Topology updates are not supported yet.")
+                    raise HeartbeatError(ErrorCode.INVALID_REQUEST, "Topology updates are not supported yet.")
             static = next((m for m in group.members.values() if req.instance_id is not None
                            and m.instance_id == req.instance_id and m.member_id != req.member_id), None)
             if static is not None:
