@@ -99,3 +99,38 @@ def test_streams_group_exactly_once_through_two_kills(brokers, app_classes, tmp_
                      for p in range(3)}, offsets
     listed = run_tool(STREAMS_GROUP_COMMAND, "--bootstrap-server", bootstrap, "--list")
     assert app_id in listed.stdout.split(), listed.stdout + listed.stderr
+
+
+def test_streams_group_survives_a_broker_sigkill(app_classes, tmp_path):
+    """The broker SIGKILLed under a running app and started again on its data: the group comes back from
+    `__consumer_offsets` with its member, epoch and tasks (the member goes on heartbeating, no rejoin), and
+    the output stays exact."""
+    from confluent_kafka.admin import NewTopic
+
+    from tests.brokerproc import BrokerProcess
+
+    proc = BrokerProcess(tmp_path / "data", configs=SESSION).start()
+    app = None
+    try:
+        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+        for future in admin.create_topics([NewTopic("in", 3), NewTopic("out", 2)]).values():
+            future.result(30)
+        produce_chunk(proc.bootstrap, "in", 0)
+        app = StreamsApp(app_classes, proc.bootstrap, "sgkill", "in", "out", tmp_path / "state")
+        wait_for(proc.bootstrap, "out", CHUNK // 3, app)
+        before = describe(proc.bootstrap, "sgkill", "--members", "--verbose")
+        proc.kill()
+        proc.start()
+        produce_chunk(proc.bootstrap, "in", CHUNK)
+        seen = wait_for(proc.bootstrap, "out", 2 * CHUNK, app)
+        after = describe(proc.bootstrap, "sgkill", "--members", "--verbose")
+    finally:
+        if app is not None:
+            app.kill()
+        proc.stop()
+    per_key = 2 * CHUNK // KEYS
+    assert {k: v for k, v in seen.items() if v != list(range(1, per_key + 1))} == {}
+    # the same member at the same epoch (a fenced member would have joined again at a new group epoch)
+    member = [line.split()[1:6] for line in before.splitlines() if line.startswith("sgkill")]
+    assert member and member == [line.split()[1:6] for line in after.splitlines() if line.startswith("sgkill")], \
+        (before, after)
