@@ -79,14 +79,9 @@ def _one_line_class(cls: type) -> type:
 
 
 def _text(exc: BaseException) -> str:
-    """What the JVM said: the description and, for a PythonException, the worker's own text."""
-    parts = [getattr(exc, "_desc", "") or ""]
-    try:
-        params = exc.getMessageParameters() or {}  # type: ignore[attr-defined]
-    except Exception:  # no JVM answer: the description is all there is
-        params = {}
-    parts.extend(str(params.get(k, "")) for k in ("msg", "traceback"))
-    return "\n".join(parts)
+    """What the JVM said (its getMessage, kept by PySpark): for a PythonException it holds the worker's
+    text after Spark's prefix, as the AnalysisException of a planning worker does."""
+    return getattr(exc, "_desc", "") or ""
 
 
 def one_line_exception(converted: BaseException) -> BaseException:
