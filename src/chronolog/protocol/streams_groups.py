@@ -13,26 +13,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from chronolog.errors import ErrorCode, InvalidTopicExceptionError, TopicAuthorizationFailedError
+from chronolog.errors import ErrorCode, TopicAuthorizationFailedError
 from chronolog.protocol import streams_schemas  # noqa: F401  (the v1 schemas kio lacks)
 from chronolog.protocol.core import ms
 from chronolog.protocol.operations import GROUP, NOT_ASKED, authorized
 from chronolog.protocol.registry import FEATURES, RequestContext, register
-from chronolog.server.streams_group import (
-    KINDS,
-    HeartbeatError,
-    HeartbeatRequest,
-    StreamsGroups,
-    StreamsMember,
-    tasks_of,
-)
-from chronolog.server.streams_topology import InvalidTopology, topology_of
-from chronolog.storage.partition_metadata import validate_topic_name
 
 # StreamsVersion.SV_1: what a freshly formatted Kafka 4.4 cluster finalizes (`kafka-features describe`)
 FEATURES["streams.version"] = (0, 1, 1)
 
-STREAMS_INVALID_TOPOLOGY = 130  # Errors.STREAMS_INVALID_TOPOLOGY
+KINDS = ("active", "standby", "warmup")  # the task kinds of an assignment
 # The group configs' defaults Kafka answers with (GroupConfig: streams.acceptable.recovery.lag and
 # streams.task.offset.interval.ms): warm-up tasks are not assigned here, so they only inform the client.
 ACCEPTABLE_RECOVERY_LAG, TASK_OFFSET_INTERVAL_MS = 10000, 60000
@@ -46,27 +36,9 @@ def _refused(code: int, message: str | None, member_id: str) -> dict:
             "status": None, "endpoint_information_epoch": 0}
 
 
-def _bad_topic_names(wire: Any) -> str | None:
-    """KafkaApis.streamsGroupHeartbeat: every topic the topology names must be a valid name
-    (STREAMS_INVALID_TOPOLOGY otherwise), checked before anything else of the request."""
-    for s in wire.subtopologies:
-        names = [*s.source_topics, *s.repartition_sink_topics,
-                 *(t.name for t in (*s.state_changelog_topics, *s.repartition_source_topics))]
-        for name in names:
-            try:
-                validate_topic_name(name)
-            except InvalidTopicExceptionError as exc:
-                return str(exc)
-    return None
-
-
 def _host(host: str) -> str:
     """The member's ClientHost as Kafka shows it (InetAddress.toString: "/127.0.0.1")."""
     return host if host.startswith("/") else f"/{host}"
-
-
-def _offsets(wire: Any) -> list[tuple[str, int, int]] | None:
-    return None if wire is None else [(o.subtopology_id, int(o.partition), int(o.offset)) for o in wire]
 
 
 @register(88, 0, 1)
@@ -74,31 +46,11 @@ async def streams_group_heartbeat(req: Any, ctx: RequestContext) -> dict:
     """GroupMetadataManager.streamsGroupHeartbeat, answered once the group's changed state is durable."""
     if not ctx.allowed("read", "group", req.group_id):
         return _refused(ErrorCode.GROUP_AUTHORIZATION_FAILED, None, req.member_id)
-    if req.topology is not None:  # KafkaApis: the topology's topic names first
-        bad = _bad_topic_names(req.topology)
-        if bad:
-            return _refused(STREAMS_INVALID_TOPOLOGY, bad, req.member_id)
-    owned = None
-    if req.active_tasks is not None or req.standby_tasks is not None or req.warmup_tasks is not None:
-        owned = {k: tasks_of(getattr(req, f"{k}_tasks")) or {} for k in KINDS}
-    endpoint = None if req.user_endpoint is None else (req.user_endpoint.host, int(req.user_endpoint.port))
-    tags = None if req.client_tags is None else {kv.key: kv.value for kv in req.client_tags}
-    request = HeartbeatRequest(
-        req.group_id, req.member_id, int(req.member_epoch), instance_id=req.instance_id, rack_id=req.rack_id,
-        rebalance_timeout_ms=ms(req.rebalance_timeout), owned=owned, process_id=req.process_id,
-        user_endpoint=endpoint, client_tags=tags, task_offsets=_offsets(req.task_offsets),
-        task_end_offsets=_offsets(req.task_end_offsets), shutdown_application=bool(req.shutdown_application),
-        client_id=ctx.client_id or "", client_host=_host(ctx.client_host))
-    try:
-        StreamsGroups.validate(request, req.topology is not None,
-                               tuple(getattr(req, f"{k}_tasks") is None for k in KINDS))
-    except HeartbeatError as exc:
-        return _refused(exc.code, exc.message, req.member_id)
-    if req.topology is not None:
-        try:
-            request.topology = topology_of(req.topology)
-        except InvalidTopology as exc:
-            return _refused(STREAMS_INVALID_TOPOLOGY, str(exc), req.member_id)
+    request, refused = ctx.coordinator.streams.parse_heartbeat(req, ctx.client_id or "", _host(ctx.client_host),
+                                                               ms(req.rebalance_timeout))
+    if refused is not None:
+        return _refused(*refused, req.member_id)
+    if request.topology is not None:
         topology = request.topology
         names = {t for s in topology.subtopologies for t in s.source_topics}
         names |= {t.name for s in topology.subtopologies for t in (*s.repartition_sources, *s.changelogs)}
@@ -138,7 +90,7 @@ def _info(name: str, partitions: int, configs: dict[str, str] | tuple) -> dict:
             "topic_configs": [{"key": k, "value": v} for k, v in sorted(dict(configs).items())]}
 
 
-def _member(m: StreamsMember, target: dict) -> dict:
+def _member(m: Any, target: dict) -> dict:
     return {"member_id": m.member_id, "member_epoch": m.epoch, "instance_id": m.instance_id, "rack_id": m.rack_id,
             "client_id": m.client_id, "client_host": m.client_host, "topology_epoch": m.topology_epoch,
             "process_id": m.process_id,

@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from chronolog.errors import ErrorCode
+from chronolog.errors import ErrorCode, InvalidTopicExceptionError
 from chronolog.server.assignment import inter as _inter
 from chronolog.server.assignment import minus as _minus
 from chronolog.server.assignment import union as _union
@@ -34,17 +34,21 @@ from chronolog.server.streams_topology import (
     STALE_TOPOLOGY,
     AssignorMember,
     Configured,
+    InvalidTopology,
     Tasks,
     Topology,
     configure,
     sticky_assign,
+    topology_of,
 )
+from chronolog.storage.partition_metadata import validate_topic_name
 
 log = logging.getLogger(__name__)
 
 LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
 EMPTY, NOT_READY, ASSIGNING, RECONCILING, STABLE = "Empty", "NotReady", "Assigning", "Reconciling", "Stable"
 KINDS = ("active", "standby", "warmup")
+STREAMS_INVALID_TOPOLOGY = 130  # Errors.STREAMS_INVALID_TOPOLOGY
 
 
 @dataclass
@@ -173,6 +177,37 @@ class StreamsGroups:
         if failed:
             return {**failed, "member_id": req.member_id, "member_epoch": -1, "heartbeat_interval_ms": 0}
         return result
+
+    def parse_heartbeat(self, req: Any, client_id: str, client_host: str, rebalance_timeout_ms: int
+                        ) -> tuple[HeartbeatRequest | None, tuple[int, str | None] | None]:
+        """A StreamsGroupHeartbeat request checked in KafkaApis' and the group coordinator's order: the
+        topology's topic names (STREAMS_INVALID_TOPOLOGY), the request's fields (INVALID_REQUEST), then the
+        topology's structure. (The request, None), or (None, (error code, message))."""
+        if req.topology is not None:
+            bad = _bad_topic_names(req.topology)
+            if bad:
+                return None, (STREAMS_INVALID_TOPOLOGY, bad)
+        owned = None
+        if req.active_tasks is not None or req.standby_tasks is not None or req.warmup_tasks is not None:
+            owned = {k: tasks_of(getattr(req, f"{k}_tasks")) or {} for k in KINDS}
+        endpoint = None if req.user_endpoint is None else (req.user_endpoint.host, int(req.user_endpoint.port))
+        tags = None if req.client_tags is None else {kv.key: kv.value for kv in req.client_tags}
+        request = HeartbeatRequest(
+            req.group_id, req.member_id, int(req.member_epoch), instance_id=req.instance_id, rack_id=req.rack_id,
+            rebalance_timeout_ms=rebalance_timeout_ms, owned=owned, process_id=req.process_id,
+            user_endpoint=endpoint, client_tags=tags, task_offsets=_offsets(req.task_offsets),
+            task_end_offsets=_offsets(req.task_end_offsets), shutdown_application=bool(req.shutdown_application),
+            client_id=client_id, client_host=client_host)
+        try:
+            self.validate(request, req.topology is not None, tuple(getattr(req, f"{k}_tasks") is None for k in KINDS))
+        except HeartbeatError as exc:
+            return None, (exc.code, exc.message)
+        if req.topology is not None:
+            try:
+                request.topology = topology_of(req.topology)
+            except InvalidTopology as exc:
+                return None, (STREAMS_INVALID_TOPOLOGY, str(exc))
+        return request, None
 
     @staticmethod
     def validate(req: HeartbeatRequest, has_topology: bool, owned_nulls: tuple[bool, bool, bool]) -> None:
@@ -530,6 +565,24 @@ class StreamsGroups:
         for group in self.groups.values():
             group.configured = configure(group.topology, topics)
             group.topic_sizes = self._relevant_sizes(group, topics)
+
+
+def _bad_topic_names(wire: Any) -> str | None:
+    """KafkaApis.streamsGroupHeartbeat: every topic the topology names must be a valid name
+    (STREAMS_INVALID_TOPOLOGY otherwise), checked before anything else of the request."""
+    for s in wire.subtopologies:
+        names = [*s.source_topics, *s.repartition_sink_topics,
+                 *(t.name for t in (*s.state_changelog_topics, *s.repartition_source_topics))]
+        for name in names:
+            try:
+                validate_topic_name(name)
+            except InvalidTopicExceptionError as exc:
+                return str(exc)
+    return None
+
+
+def _offsets(wire: Any) -> list[tuple[str, int, int]] | None:
+    return None if wire is None else [(o.subtopology_id, int(o.partition), int(o.offset)) for o in wire]
 
 
 def new_member_id() -> str:
