@@ -151,3 +151,16 @@ def test_the_group_comes_back_after_a_restart(tmp_path):
         assert "app" in keys
     finally:
         stop(c)
+
+
+def test_group_configs_override_the_broker_settings(tmp_path):
+    """streams.* group configs (IncrementalAlterConfigs on the GROUP resource) over group.streams.*."""
+    c = start(tmp_path)
+    try:
+        c.streams.group_configs["app"] = {"streams.session.timeout.ms": "60000",
+                                          "streams.heartbeat.interval.ms": "7000"}
+        assert hb(c, "m1", 0)["heartbeat_interval_ms"] == 7000
+        assert c.streams.expire(time.monotonic() + 2) == []  # the broker's 1000 ms would have fenced it
+        assert c.streams.expire(time.monotonic() + 61) == ["app"]
+    finally:
+        stop(c)

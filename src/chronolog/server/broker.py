@@ -256,6 +256,7 @@ class Broker:
             state.share_groups = await asyncio.to_thread(ShareGroups, self.data_dir, self.config, state.log_manager)
             if state.coordinator is not None:  # KIP-848's per-group configs, kept with the share groups' state
                 state.coordinator.consumer.group_configs = state.share_groups.configs
+                state.coordinator.streams.group_configs = state.share_groups.configs  # streams.* (KIP-1071)
         if state.transactions is None:
             transactions = transactions_cls(state.log_manager, self.config, state.producer_ids, state.coordinator,
                                             state.data_waiters.notify)

@@ -153,12 +153,20 @@ class StreamsGroups:
         self.owner = owner
         self.store = store
         self.groups: dict[str, StreamsGroup] = {}
+        # Group configs set with IncrementalAlterConfigs on the GROUP resource (streams.session.timeout.ms,
+        # streams.heartbeat.interval.ms, streams.num.standby.replicas), given by the broker: group id -> configs
+        self.group_configs: dict[str, dict[str, str]] = {}
 
     @property
     def config(self):
         return self.owner.config
 
-    def _cfg(self, name: str, default: int) -> int:
+    def _cfg(self, name: str, default: int, group_id: str | None = None) -> int:
+        """GroupConfigManager: the group's `streams.*` config, else the broker's `group.streams.*`."""
+        if group_id is not None:
+            value = self.group_configs.get(group_id, {}).get(name.removeprefix("group."))
+            if value is not None:
+                return int(value)
         try:
             return int(self.config[name])
         except KeyError:
@@ -256,7 +264,7 @@ class StreamsGroups:
 
     def _heartbeat(self, req: HeartbeatRequest, topics: dict[str, int], create_topic) -> dict:
         group = self._group(req.group_id, create=req.epoch == 0)
-        interval = self._cfg("group.streams.heartbeat.interval.ms", 5000)
+        interval = self._cfg("group.streams.heartbeat.interval.ms", 5000, req.group_id)
         if req.epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             member = group.members.get(req.member_id)
             if member is None:
@@ -439,7 +447,7 @@ class StreamsGroups:
                                                       m.assigned["active"]),
                                                group.target.get(m.member_id, _no_tasks())["standby"])
                                 for m in group.members.values()]
-            standbys = self._cfg("group.streams.num.standby.replicas", 0)
+            standbys = self._cfg("group.streams.num.standby.replicas", 0, group.group_id)
             result = sticky_assign(assignor_members, tasks, standbys)
             group.target = {mid: {"active": a, "standby": s, "warmup": {}} for mid, (a, s) in result.items()}
         group.assignment_epoch = group.epoch
@@ -482,9 +490,9 @@ class StreamsGroups:
     def expire(self, now: float) -> list[str]:
         """Members silent past the session timeout, or not revoking within the rebalance timeout, are fenced.
         The ids of the groups changed (their records are the caller's to write)."""
-        session = self._cfg("group.streams.session.timeout.ms", 45000) / 1000.0
         changed = []
         for group in list(self.groups.values()):
+            session = self._cfg("group.streams.session.timeout.ms", 45000, group.group_id) / 1000.0
             hit = False
             for mid, m in list(group.members.items()):
                 if now - m.last_heartbeat > session:
