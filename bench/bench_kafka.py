@@ -643,7 +643,9 @@ def main() -> None:
 
     def row(label: str, key: str, fmt: str, target: str) -> None:
         a, b = ours[key], theirs[key]
-        rows.append((label, fmt.format(a), fmt.format(b), f"{a / b:.2f}x" if b else "-", target))
+        ratio = a / b if b else None
+        shown = "-" if ratio is None else f"{ratio:.2f}x" if ratio >= 0.1 else f"{ratio:.3f}x"  # 10,000 partitions
+        rows.append((label, fmt.format(a), fmt.format(b), shown, target))
 
     mb = s.records * SIZE // 1_000_000
     row(f"exec -> first Metadata, empty (best of {s.starts}), s", "start", "{:.3f}", "<= 0.1x")
