@@ -100,7 +100,7 @@ def test_groups_list_describe_lag_and_delete(cli_broker):
         assert [(r["partition"], r["committed"], r["lag"]) for r in info["partitions"]] == [(0, None, None)]
         consumer.commit(offsets=[TopicPartition("lagged", 0, 2)], asynchronous=False)
         listed = json.loads(chronolog("groups", "list", "-b", b, "--json").out)
-        assert {"group": "lag-g", "state": "STABLE"} in listed
+        assert {"group": "lag-g", "type": "classic", "state": "STABLE"} in listed
         info = json.loads(chronolog("groups", "describe", "lag-g", "-b", b, "--json").out)
         assert info["state"] == "STABLE" and len(info["members"]) == 1
         assert info["members"][0]["partitions"] == ["lagged-0"]

@@ -1,5 +1,6 @@
 """`chronolog groups list|describe|delete`: consumer groups, as kafka-consumer-groups.sh shows them, with
-lag in records and in record time (what a replay tool is asked: how far behind in hours, not offsets)."""
+lag in records and in record time (what a replay tool is asked: how far behind in hours, not offsets); share
+groups (KIP-932) as kafka-share-groups.sh shows them, with the same two lags."""
 
 from __future__ import annotations
 
@@ -18,26 +19,51 @@ from chronolog.cli.common import (
     open_source,
     table,
 )
-from chronolog.timetravel.groups import admin_result, describe_group, group_state
+from chronolog.errors import ChronologError
+from chronolog.timetravel.groups import GroupNotFoundError, admin_result, describe_group, group_state
+from chronolog.timetravel.share_groups import ShareGroupNotFoundError, describe_share_group, share_client
 from chronolog.timetravel.timefmt import format_time, parse_time
 
-groups_app = typer.Typer(help="List, describe and delete consumer groups.", no_args_is_help=True)
+groups_app = typer.Typer(help="List, describe and delete consumer and share groups.", no_args_is_help=True)
 
 
 @groups_app.command("list")
 def list_(bootstrap_server: str = BootstrapOpt, as_json: bool = typer.Option(False, "--json"),
           x: list[str] = XOpt, command_config: Path | None = CommandConfigOpt) -> None:
-    """Consumer groups and their states (ListGroups)."""
+    """Consumer and share groups, their types and states (ListGroups)."""
     source = broker(bootstrap_server, x, command_config)
     try:
         listed = admin_result(source.admin.list_consumer_groups(request_timeout=15), "list groups")
+        shares = _share_groups(source)
     finally:
         source.close()
-    rows = sorted(({"group": g.group_id, "state": group_state(g.state)} for g in listed.valid), key=lambda r: r["group"])
+    found = {g.group_id: {"group": g.group_id, "type": _group_type(g), "state": group_state(g.state)}
+             for g in listed.valid}
+    found.update((r["group"], r) for r in shares)
+    rows = sorted(found.values(), key=lambda r: r["group"])
     if as_json:
         emit_json(rows)
     else:
-        table("consumer groups", ["group", "state"], [[r["group"], r["state"]] for r in rows])
+        table("groups", ["group", "type", "state"], [[r["group"], r["type"], r["state"]] for r in rows])
+
+
+def _group_type(listed: object) -> str:
+    """`ConsumerGroupType.CLASSIC` -> `classic` (librdkafka says UNKNOWN for brokers before KIP-848)."""
+    kind = str(getattr(listed, "type", "")).split(".")[-1].lower()
+    return "classic" if kind in ("", "unknown", "none") else kind
+
+
+def _share_groups(source: object) -> list[dict]:
+    """The share groups (librdkafka's list leaves them out); none over a TLS/SASL connection, which the
+    share-group requests do not speak."""
+    try:
+        client = share_client(source)
+    except ChronologError:
+        return []
+    try:
+        return [r for r in client.list_groups() if r["type"] == "share"]
+    finally:
+        client.close()
 
 
 def _duration(ms: int | None) -> str | None:
@@ -57,16 +83,41 @@ def describe(group: str, bootstrap_server: str = BootstrapOpt, as_json: bool = t
     """A group's members and, per partition, committed offset, end offset, lag in records and in time."""
     source = broker(bootstrap_server, x, command_config)
     try:
-        info = describe_group(source, group)
+        try:
+            info = describe_group(source, group)
+        except GroupNotFoundError as missing:  # not a consumer group: perhaps a share group
+            try:
+                client = share_client(source)
+            except ChronologError:  # TLS or SASL: the share-group requests are not spoken there
+                raise missing from None
+            try:
+                info = describe_share_group(source, group, client)
+            except ShareGroupNotFoundError:
+                raise missing from None
+            finally:
+                client.close()
     finally:
         source.close()
     if as_json:
         emit_json(info)
         return
+    if info.get("type") == "share":
+        _print_share(info)
+        return
     table(f"group {group} ({info['state']}): {len(info['members'])} member(s)",
           ["topic", "partition", "committed", "log end", "lag (records)", "lag (record time)", "member"],
           [[r["topic"], r["partition"], r["committed"], r["log_end"], r["lag"], _duration(r["lag_ms"]), r["member"]]
            for r in info["partitions"]])
+    if info["members"]:
+        table("members", ["member id", "client id", "host", "partitions"],
+              [[m["member_id"], m["client_id"], m["host"], ", ".join(m["partitions"])] for m in info["members"]])
+
+
+def _print_share(info: dict) -> None:
+    table(f"share group {info['group']} ({info['state']}): {len(info['members'])} member(s)",
+          ["topic", "partition", "start offset", "log end", "lag (records)", "lag (record time)", "members"],
+          [[r["topic"], r["partition"], r["start_offset"], r["log_end"], r["lag"], _duration(r["lag_ms"]),
+            len(r["members"])] for r in info["partitions"]])
     if info["members"]:
         table("members", ["member id", "client id", "host", "partitions"],
               [[m["member_id"], m["client_id"], m["host"], ", ".join(m["partitions"])] for m in info["members"]])
