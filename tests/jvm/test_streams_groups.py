@@ -46,6 +46,7 @@ class StreamsApp(App):
 
     def __init__(self, classes: Path, bootstrap: str, app_id: str, src: str, dst: str, state: Path) -> None:
         cmd = java_command("StreamsCountApp", [bootstrap, app_id, src, dst, str(state), "streams"], classes=classes)
+        state.parent.mkdir(parents=True, exist_ok=True)
         self.log = open(state.parent / f"{app_id}.log", "ab")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
 
@@ -134,3 +135,37 @@ def test_streams_group_survives_a_broker_sigkill(app_classes, tmp_path):
     member = [line.split()[1:6] for line in before.splitlines() if line.startswith("sgkill")]
     assert member and member == [line.split()[1:6] for line in after.splitlines() if line.startswith("sgkill")], \
         (before, after)
+
+
+@pytest.mark.parametrize("kind", ["chronolog", "kafka"])
+def test_two_instances_share_the_tasks_and_one_takes_over(brokers, app_classes, tmp_path, kind):
+    """Two instances of the app split the six tasks; one SIGKILLed, the other takes its tasks over once
+    the broker fences it, and the output stays exact."""
+    target = brokers[kind]
+    bootstrap = target.bootstrap
+    suffix = f"{time.time_ns() % 10**9}"
+    src, dst, app_id = f"sg2-in-{suffix}", f"sg2-out-{suffix}", f"sg2count-{suffix}"
+    target.create_topic(src, 3)
+    target.create_topic(dst, 2)
+    produce_chunk(bootstrap, src, 0)
+    first = StreamsApp(app_classes, bootstrap, app_id, src, dst, tmp_path / "a" / "state")
+    second = StreamsApp(app_classes, bootstrap, app_id, src, dst, tmp_path / "b" / "state")
+    try:
+        wait_for(bootstrap, dst, CHUNK, second)
+        deadline = time.monotonic() + 60
+        while True:  # both members hold active tasks once the group is stable
+            rows = [line for line in describe(bootstrap, app_id, "--members").splitlines()
+                    if line.startswith(app_id)]
+            if len(rows) == 2 and all("ACTIVE:" in r for r in rows) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert len(rows) == 2 and all("ACTIVE:" in r for r in rows), rows
+        first.kill()
+        produce_chunk(bootstrap, src, CHUNK)
+        seen = wait_for(bootstrap, dst, 2 * CHUNK, second)
+    finally:
+        for app in (first, second):
+            if app.proc.poll() is None:
+                app.kill()
+    per_key = 2 * CHUNK // KEYS
+    assert {k: v for k, v in seen.items() if v != list(range(1, per_key + 1))} == {}
