@@ -57,6 +57,8 @@ API_KEYS: dict[str, int] = {
     "DescribeAcls": 29, "DescribeConfigs": 32, "AlterConfigs": 33, "DescribeLogDirs": 35,
     "SaslAuthenticate": 36, "CreatePartitions": 37, "DeleteGroups": 42, "IncrementalAlterConfigs": 44,
     "OffsetDelete": 47,
+    # share groups (KIP-932): errors go in the responses' top-level error_code
+    "ShareGroupHeartbeat": 76, "ShareFetch": 78, "ShareAcknowledge": 79,
 }
 API_NAMES = {key: name for name, key in API_KEYS.items()}
 
