@@ -21,7 +21,8 @@ JAVA = Path(__file__).parent / "java"
 STREAMS_GROUP_COMMAND = "org.apache.kafka.tools.streams.StreamsGroupCommand"  # kafka-streams-groups.sh
 # A killed app's member holds its tasks until its session times out (the broker's, not the client's, in
 # this protocol): a short one on both brokers keeps each restart quick.
-SESSION = {"group.streams.session.timeout.ms": "6000"}
+# One standby replica per task: with two instances each holds the other's tasks as standbys.
+SESSION = {"group.streams.session.timeout.ms": "6000", "group.streams.num.standby.replicas": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -156,10 +157,11 @@ def test_two_instances_share_the_tasks_and_one_takes_over(brokers, app_classes, 
         while True:  # both members hold active tasks once the group is stable
             rows = [line for line in describe(bootstrap, app_id, "--members").splitlines()
                     if line.startswith(app_id)]
-            if len(rows) == 2 and all("ACTIVE:" in r for r in rows) or time.monotonic() > deadline:
+            if len(rows) == 2 and all("ACTIVE:" in r and "STANDBY:" in r for r in rows) \
+                    or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        assert len(rows) == 2 and all("ACTIVE:" in r for r in rows), rows
+        assert len(rows) == 2 and all("ACTIVE:" in r and "STANDBY:" in r for r in rows), rows
         first.kill()
         produce_chunk(bootstrap, src, CHUNK)
         seen = wait_for(bootstrap, dst, 2 * CHUNK, second)
