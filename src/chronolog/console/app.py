@@ -390,11 +390,30 @@ class Console:
         from chronolog.timetravel.groups import describe_group
         source = self.target.broker()
         try:
-            info = describe_group(source, group)
+            try:
+                info = describe_group(source, group)
+            except GroupNotFoundError as missing:  # perhaps a share group (KIP-932): no rewind for those
+                info = self._share_group(source, group, missing)
+                return Page("share_group.html", {"group": group, "info": info})
         finally:
             source.close()
         return Page("group.html", {"group": group, "info": info, "done": done, "read_only": self.target.read_only,
                                    "csrf": self.csrf, "topics": sorted({r["topic"] for r in info["partitions"]})})
+
+    @staticmethod
+    def _share_group(source, group: str, missing: GroupNotFoundError) -> dict:
+        """`chronolog groups describe`'s share group, or the consumer group's not-found error."""
+        from chronolog.timetravel import share_groups
+        try:
+            client = share_groups.share_client(source)
+        except ChronologError:  # TLS or SASL: the share-group requests go over plain connections only
+            raise missing from None
+        try:
+            return share_groups.describe_share_group(source, group, client)
+        except share_groups.ShareGroupNotFoundError:
+            raise missing from None
+        finally:
+            client.close()
 
     def rewind(self, group: str, form) -> Page:
         if self.target.read_only:

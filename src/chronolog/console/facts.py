@@ -156,8 +156,11 @@ def topic_rows(source, target) -> list[dict]:
     return rows
 
 
-def list_groups(source) -> list[tuple[str, str]]:
+def list_groups(source) -> list[tuple[str, str, str]]:
+    """(group, type, state) of the consumer groups and the share groups (`chronolog groups list`)."""
     from confluent_kafka import KafkaException
+
+    from chronolog.timetravel.share_groups import share_client
     def ask():
         listed = source.admin.list_consumer_groups(request_timeout=source.timeout).result()
         if listed.errors:  # a broker that did not answer: its groups would be missing from the list
@@ -169,4 +172,19 @@ def list_groups(source) -> list[tuple[str, str]]:
     except KafkaException as exc:
         arg = exc.args[0] if exc.args else exc
         raise ChronologError(f"list groups: {arg.str() if hasattr(arg, 'str') else arg}") from None
-    return sorted((g.group_id, str(g.state).split(".")[-1].upper()) for g in listed.valid)
+    found = {g.group_id: (g.group_id, _group_type(g), str(g.state).split(".")[-1].upper()) for g in listed.valid}
+    try:
+        client = share_client(source)
+    except ChronologError:  # TLS or SASL: the share-group requests go over plain connections only
+        return sorted(found.values())
+    try:
+        found.update((r["group"], (r["group"], "share", r["state"])) for r in client.list_groups()
+                     if r["type"] == "share")
+    finally:
+        client.close()
+    return sorted(found.values())
+
+
+def _group_type(listed) -> str:
+    kind = str(getattr(listed, "type", "")).split(".")[-1].lower()
+    return "classic" if kind in ("", "unknown", "none") else kind
