@@ -101,6 +101,18 @@ def test_streams_group_exactly_once_through_two_kills(brokers, app_classes, tmp_
                      for p in range(3)}, offsets
     listed = run_tool(STREAMS_GROUP_COMMAND, "--bootstrap-server", bootstrap, "--list")
     assert app_id in listed.stdout.split(), listed.stdout + listed.stderr
+    # the killed member fenced by its session timeout, the group is Empty: its offsets and itself may go
+    deadline = time.monotonic() + 60
+    while "Empty" not in (state := describe(bootstrap, app_id, "--state")) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert "Empty" in state, state
+    deleted = run_tool(STREAMS_GROUP_COMMAND, "--bootstrap-server", bootstrap, "--delete-offsets", "--group", app_id,
+                       "--input-topic", src)
+    assert deleted.returncode == 0 and deleted.stdout.count("Successful") == 3, deleted.stdout + deleted.stderr
+    gone = run_tool(STREAMS_GROUP_COMMAND, "--bootstrap-server", bootstrap, "--delete", "--group", app_id)
+    assert "was successful" in gone.stdout, gone.stdout + gone.stderr
+    listed = run_tool(STREAMS_GROUP_COMMAND, "--bootstrap-server", bootstrap, "--list")
+    assert app_id not in listed.stdout.split(), listed.stdout
 
 
 def test_streams_group_survives_a_broker_sigkill(app_classes, tmp_path):

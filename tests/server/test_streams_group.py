@@ -164,3 +164,14 @@ def test_group_configs_override_the_broker_settings(tmp_path):
         assert c.streams.expire(time.monotonic() + 61) == ["app"]
     finally:
         stop(c)
+
+
+def test_offsets_of_an_empty_group_may_be_deleted(tmp_path):
+    c = start(tmp_path)
+    try:
+        hb(c, "m1", 0)
+        assert c.delete_offsets("app", [("in", 0)]) == {("in", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC}
+        hb(c, "m1", -1)
+        assert c.delete_offsets("app", [("in", 0)]) == {("in", 0): 0}
+    finally:
+        stop(c)

@@ -543,8 +543,12 @@ class StreamsGroups:
         return group is not None and bool(group.members)
 
     def subscribed_topics(self, group_id: str) -> set[str]:
+        """StreamsGroup.isSubscribedToTopic: the topics its members read (none once it is empty, so that
+        OffsetDelete of an empty group goes, as `kafka-streams-groups --delete-offsets` does on Kafka)."""
         group = self.groups.get(group_id)
-        return {t for ts in group.configured.sources.values() for t in ts} if group else set()
+        if group is None or not group.members:
+            return set()
+        return {t for ts in group.configured.sources.values() for t in ts}
 
     def delete(self, group_id: str) -> int | None:
         """DeleteGroups of a streams group: None when it is not one."""
