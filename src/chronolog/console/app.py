@@ -517,4 +517,5 @@ def broker_failed(text: str) -> bool:
 # librdkafka's own words for the same, where the tools have none of their own
 _RAW_BROKER_FAILED = ("Broker: Not coordinator", "Broker: Leader not available", "Broker: Not leader",
                       "Broker: Coordinator load in progress", "Broker: Coordinator not available",
-                      "Local: Broker transport failure", "Local: All broker connections are down", "Local: Timed out")
+                      "Local: Broker transport failure", "Local: All broker connections are down", "Local: Timed out",
+                      "No leaders found", "the partition has no leader")

@@ -384,12 +384,18 @@ _WORDS = {
 }
 
 
+_NO_LEADER = ("the partition has no leader: its replicas' brokers are down (start them again) or an election is "
+              "under way (run it again in a few seconds)")
+
+
 def kafka_words(exc: BaseException) -> str:
     """A confluent_kafka.KafkaException (or KafkaError) said in the tools' words with what to do, in one line,
     the client's own code name kept at the end for a search; librdkafka's text for a code not listed."""
     err = exc.args[0] if isinstance(exc, Exception) and exc.args else exc
     code = err.code() if hasattr(err, "code") else None
     words = _WORDS.get(code) if code is not None else None
+    if code == -156 and "No leaders found" in (err.str() if hasattr(err, "str") else str(err)):  # _NOENT
+        words = _NO_LEADER
     if words is None:
         return err.str() if hasattr(err, "str") else str(err)
     name = err.name() if hasattr(err, "name") else str(code)
