@@ -183,9 +183,11 @@ def test_one_node_answers_leader_election_reassignments_features_quorum(chronolo
     assert out.strip() == f"Valid replica already elected for partitions {name}-0"
     assert tool("kafka-reassign-partitions", chronolog, "--list").stdout.strip() == \
         "No partition reassignments found."
-    # docs/differences.md: ApiVersions carries no feature levels (nothing to list) and there is no KRaft
-    # quorum to describe (DescribeQuorum is not served: refused in the first line).
-    assert tool("kafka-features", chronolog, "describe").stdout.strip() == ""
+    # docs/differences.md: ApiVersions finalizes the features clients act on, and there is no KRaft quorum
+    # to describe (DescribeQuorum is not served: refused in the first line).
+    features = {line.split()[1]: line.split("FinalizedVersionLevel:")[1].split()[0]
+                for line in tool("kafka-features", chronolog, "describe").stdout.splitlines() if line.strip()}
+    assert features == {"share.version": "2", "streams.version": "1", "transaction.version": "2"}
     quorum = tool("kafka-metadata-quorum", chronolog, "describe", "--status", ok=False)
     assert quorum.returncode == 1
     assert first_error_line(quorum) == ("org.apache.kafka.common.errors.UnsupportedVersionException: The node "
