@@ -550,10 +550,29 @@ def _fix_timeouts(v: dict, version: int, rng: random.Random, pools: Pools) -> No
     _short_waits(v, "timeout")
 
 
+def _fix_describe_topic_partitions(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    """Named topics only: an empty list asks for every topic of the broker, and the two sides are shared
+    with the other differential tests, whose topics differ in time (Kafka creates and deletes in the
+    background). The paging over every topic is compared by tests/protocol/test_consumer_groups.py."""
+    if not v.get("topics"):
+        v["topics"] = [{"name": rng.choice(pools.topics)}]
+
+
+def _fix_streams_heartbeat(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    """Topologies without internal topics: Kafka creates a topology's changelog and repartition topics in the
+    background after answering, chronolog at once, so a later request would find a topic on one broker only
+    (tests/differential/test_streams_groups.py compares the creation itself, waiting for Kafka)."""
+    for sub in (v.get("topology") or {}).get("subtopologies") or ():
+        sub["state_changelog_topics"] = []
+        sub["repartition_source_topics"] = []
+        sub["copartition_groups"] = []
+
+
 FIXES: dict[int, Callable[[dict, int, random.Random, Pools], None]] = {
     0: _fix_produce, 1: _fix_fetch, 2: _fix_list_offsets, 3: _fix_metadata, 11: _fix_join, 19: _validate_only,
     20: _fix_delete_topics, 21: _fix_timeouts, 23: _fix_replica, 33: _validate_only, 37: _validate_only,
     44: _validate_only, 49: _validate_only, 51: _fix_scram, 68: _fix_heartbeat_848,
+    75: _fix_describe_topic_partitions, 88: _fix_streams_heartbeat,
 }
 
 
