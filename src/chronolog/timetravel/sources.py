@@ -32,7 +32,9 @@ T = TypeVar("T")
 # connection to a node that died: librdkafka's admin calls do not flag them all retriable, but the cluster
 # answers again once the partitions or the group have a new home
 _MOVING = frozenset({-195, -187, -137,  # _TRANSPORT, _ALL_BROKERS_DOWN, _DESTROY_BROKER
-                     5, 6, 14, 15, 16})  # LEADER_NOT_AVAILABLE, NOT_LEADER, COORDINATOR_LOAD/_NOT_AVAILABLE, NOT_COORDINATOR
+                     5, 6, 14, 15, 16,  # LEADER_NOT_AVAILABLE, NOT_LEADER, COORDINATOR_LOAD/_NOT_AVAILABLE, NOT_COORDINATOR
+                     74, 75, 78})  # FENCED/UNKNOWN_LEADER_EPOCH, OFFSET_NOT_AVAILABLE (a new leader's high
+#                                   watermark not caught up yet: Kafka's clients retry it)
 OFFSET_INVALID = -1001
 
 
