@@ -67,10 +67,10 @@ install: $(STAMP) bytecode sysdeps nodedeps faustdeps quixdeps jars franzgo
 
 # The suite's tiers (docs/testing.md, "This repository's suite"): `make test` is what CI runs, within 15
 # minutes on two cores; `make test-long` runs the same tests with their full seed counts, kills and load
-# durations (tests/scale.py). Two xdist workers, each module on one of them (its module broker started
-# once): much of the suite waits on brokers, JVMs and clients. TEST_WORKERS=0 runs it in one process;
-# PYTEST_ARGS adds options or paths.
-TEST_WORKERS ?= 2
+# durations (tests/scale.py). Three xdist workers on two cores, each module on one of them (its module broker
+# started once): much of the suite waits on brokers, JVMs and clients, so a third worker fills the idle CPU.
+# TEST_WORKERS=0 runs it in one process; PYTEST_ARGS adds options or paths.
+TEST_WORKERS ?= 3
 PYTEST_ARGS ?=
 XDIST := -n $(TEST_WORKERS) --dist loadfile
 test: install
