@@ -16,7 +16,8 @@ import pytest
 
 from chronolog.config import BrokerConfig
 from chronolog.errors import ErrorCode
-from chronolog.server.coordinator import COMPLETING, STABLE, GroupCoordinator
+from chronolog.server.classic_group import COMPLETING, STABLE
+from chronolog.server.coordinator import GroupCoordinator
 from tests.brokerproc import broker  # noqa: F401  (fixture)
 from tests.frames import recv_frame
 

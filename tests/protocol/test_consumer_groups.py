@@ -23,8 +23,9 @@ from chronolog.protocol.consumer_groups import (
 from chronolog.protocol.core import metadata, topic_uuid
 from chronolog.protocol.registry import BrokerState, RequestContext
 from chronolog.server.assignment import range_assign, uniform_assign
+from chronolog.server.classic_group import Group, Member
 from chronolog.server.consumer_group import ConsumerMember
-from chronolog.server.coordinator import Group, GroupCoordinator, Member
+from chronolog.server.coordinator import GroupCoordinator
 from chronolog.storage import LogManager
 
 TOPICS = {"foo": 4, "bar": 2}

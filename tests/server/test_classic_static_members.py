@@ -11,7 +11,8 @@ import pytest
 
 from chronolog.config import BrokerConfig
 from chronolog.errors import ErrorCode
-from chronolog.server.coordinator import STABLE, GroupCoordinator
+from chronolog.server.classic_group import STABLE
+from chronolog.server.coordinator import GroupCoordinator
 
 SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x03foo\xff\xff\xff\xff"
 

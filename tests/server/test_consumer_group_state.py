@@ -9,7 +9,8 @@ import asyncio
 from chronolog.config import BrokerConfig
 from chronolog.errors import ErrorCode
 from chronolog.records import group_records as gr
-from chronolog.server.coordinator import Group, GroupCoordinator
+from chronolog.server.classic_group import Group
+from chronolog.server.coordinator import GroupCoordinator
 
 CONFIG = {"group.consumer.heartbeat.interval.ms": "300", "offsets.topic.num.partitions": "1"}
 

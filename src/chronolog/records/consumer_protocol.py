@@ -77,11 +77,14 @@ class _Reader:
         return tuple(out)
 
 
-def read_subscription(data: bytes | memoryview) -> Subscription:
-    """A ConsumerProtocolSubscription (ConsumerProtocol.deserializeSubscription)."""
+def read_subscription(data: bytes | memoryview, max_version: int | None = None) -> Subscription:
+    """A ConsumerProtocolSubscription (ConsumerProtocol.deserializeSubscription); `max_version` reads only
+    that version's prefix of a newer one (ClassicGroup.computeSubscribedTopics reads version 0's)."""
     r = _Reader(data)
     try:
         version = r.int(_I16)
+        if max_version is not None:
+            version = min(version, max_version)
         topics = tuple(r.string() for _ in range(r.int(_I32)))
         user_data = r.bytes_()
         owned = r.topic_partitions() if version >= 1 and r.more() else ()
