@@ -15,6 +15,7 @@ import os
 import threading
 import zlib
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -249,28 +250,24 @@ class ArrowTier(Tier):
 
     def delete(self, path: str) -> None:
         self._drop(path)
-        try:
-            self.fs.delete_file(self._p(path))
-        except FileNotFoundError:
-            pass
-        except self._errors as exc:
-            if "not found" in str(exc).lower():
-                return
-            raise TierError(f"cannot delete {path}: {exc}") from None
+        self._delete(self.fs.delete_file, path)
 
     def delete_dir(self, directory: str) -> None:
         with self._handles_lock:
             stale = [p for p in self._handles if p.startswith(f"{directory}/")]
         for path in stale:
             self._drop(path)
+        self._delete(self.fs.delete_dir, directory)
+
+    def _delete(self, remove: Callable[[str], None], path: str) -> None:
+        """What is already gone counts as deleted (object stores say "not found" in their own words)."""
         try:
-            self.fs.delete_dir(self._p(directory))
+            remove(self._p(path))
         except FileNotFoundError:
             pass
         except self._errors as exc:
-            if "not found" in str(exc).lower():
-                return
-            raise TierError(f"cannot delete {directory}: {exc}") from None
+            if "not found" not in str(exc).lower():
+                raise TierError(f"cannot delete {path}: {exc}") from None
 
 
 def _redact(uri: str) -> str:
