@@ -15,10 +15,10 @@ import pytest
 from chronolog.config import TopicConfig
 from chronolog.records import CompressionType, SimpleRecord, build_batch, crc32c
 from chronolog.storage import PartitionLog
-from chronolog.storage import segment as segment_module
+from chronolog.storage import segment_recovery as recovery_module
 from tests.storage.helpers import NOW, WIDE
 
-pytestmark = pytest.mark.skipif(segment_module._native_clean_run is None,
+pytestmark = pytest.mark.skipif(recovery_module._native_clean_run is None,
                                 reason="the C recovery walk was not built (no compiler)")
 
 
@@ -55,9 +55,9 @@ def _recovered(directory, interval: int, native: bool, monkeypatch) -> dict:
         walked.append(answer[0] - start)
         return answer
 
-    real = segment_module._native_clean_run
+    real = recovery_module._native_clean_run
     with monkeypatch.context() as m:
-        m.setattr(segment_module, "_native_clean_run", counted if native else None)
+        m.setattr(recovery_module, "_native_clean_run", counted if native else None)
         plog = PartitionLog.open(directory, _config(interval), recover=True, recovery_point=0)
     seg = plog.segments[0]
     state = {"size": seg.size, "next": plog.log_end_offset, "max": (seg.max_timestamp_so_far,
@@ -234,7 +234,7 @@ def test_an_index_that_fills_up_during_recovery(tmp_path, monkeypatch):
         shutil.copytree(tmp_path / "t-0", copy)
         with monkeypatch.context() as m:
             if not native:
-                m.setattr(segment_module, "_native_clean_run", None)
+                m.setattr(recovery_module, "_native_clean_run", None)
             plog = PartitionLog.open(copy, config, recover=True, recovery_point=0)
         seg = plog.segments[0]
         results.append((seg.size, [(r.start, r.end) for r in seg.corrupt_ranges],
