@@ -1,8 +1,8 @@
 """The wire-level differential fuzzer: valid requests generated from Kafka's message schemas (wirefuzz.py),
 the same ones sent raw to chronolog and to Kafka 4.4, every error code of the answers compared.
 
-`CHRONOLOG_FUZZ_REQUESTS` requests (2,000 by default, every API chronolog serves; the long run is 20,000 or
-more), `CHRONOLOG_FUZZ_SEED` the seed. A difference is either fixed, or explained in `KNOWN` with the
+`CHRONOLOG_FUZZ_REQUESTS` requests (by default 2,000 in make test and 20,000 in make test-long, over every
+API chronolog serves), `CHRONOLOG_FUZZ_SEED` the seed. A difference is either fixed, or explained in `KNOWN` with the
 bullet of docs/differences.md that gives its reason, or the case is not generated (wirefuzz.FIXES, each with
 its reason). The APIs of `OPEN` still differ in ways listed in docs/differences.md ("Wire fuzzer"): their
 differences are printed, and fail the test only with `CHRONOLOG_FUZZ_STRICT=1`. The test fails on any other
@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 from tests.differential import wirefuzz
+from tests.scale import scaled
 
-REQUESTS = int(os.environ.get("CHRONOLOG_FUZZ_REQUESTS", "2000"))
+REQUESTS = int(os.environ.get("CHRONOLOG_FUZZ_REQUESTS") or scaled(2_000, 20_000))
 SEED = int(os.environ.get("CHRONOLOG_FUZZ_SEED", "4404"))
 # CHRONOLOG_FUZZ_APIS=0,1,2: only these API keys (to look into one API's differences)
 ONLY = {int(k) for k in os.environ.get("CHRONOLOG_FUZZ_APIS", "").split(",") if k.strip()}
