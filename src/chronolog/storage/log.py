@@ -29,8 +29,6 @@ from chronolog.errors import (
     InvalidRecordError,
     KafkaError,
     KafkaStorageErrorError,
-    OffsetOutOfRangeError,
-    PolicyViolationError,
     RecordListTooLargeError,
     UnsupportedVersionError,
 )
@@ -71,12 +69,11 @@ from chronolog.storage.local_log import (
 from chronolog.storage.producers import (
     ProducerInfo,
     ProducerStates,
-    delete_snapshot,
     increment_sequence,
     snapshot_path,
 )
 from chronolog.storage.readonly import ReadOnlyFiles
-from chronolog.storage.retention import DelayedDeletions, ExpiredArrivals, log_deletions
+from chronolog.storage.retention import DelayedDeletions, ExpiredArrivals, LogRetention
 from chronolog.storage.segment import (
     LogSegment,
 )
@@ -107,7 +104,7 @@ class AppendInfo:
 TimestampAndOffset = FoundTimestamp
 
 
-class PartitionLog(LocalLog):
+class PartitionLog(LocalLog, LogRetention):
     """A partition's segments. Every public method takes the log's lock."""
 
     def __init__(self, directory: Path, config: TopicConfig, *, writable: bool = True,
@@ -609,105 +606,7 @@ class PartitionLog(LocalLog):
         found = remote.find_offset(timestamp, self.log_start_offset)
         return found if found is not None else False
 
-    # -- retention, deletion, truncation -----------------------------------------------------------
-    def delete_old_segments(self, now: int | None = None) -> int:
-        """`UnifiedLog.deleteOldSegments` in Kafka's order (KAFKA-12177): segments below the log start offset
-        first, then retention.bytes (measured after them), then retention.ms; without the delete policy only
-        the first, so DeleteRecords frees space on a compacted topic too. A tiered log's local segments go by
-        local.retention.* once copied (`RemoteLog.delete_local_segments`)."""
-        now = self.clock() if now is None else now
-        if self.remote is not None:
-            return self.remote.delete_local_segments(now)
-        return self.delete_old_local(now)
-
-    def delete_old_local(self, now: int, *, move_start: bool | None = None) -> int:
-        """The three rules of `delete_old_segments` on the local segments."""
-        cfg = self.config
-        deleted = self._delete_segments(lambda s, n: n is not None and n.base_offset <= self.log_start_offset,
-                                        now, "log start offset", move_start=move_start)
-        if not cfg.deletes:
-            return deleted
-        if cfg.retention_bytes >= 0:
-            diff = self.size - cfg.retention_bytes
-            if diff > 0:
-                state = {"diff": diff}
-
-                def breached(seg: LogSegment, _nxt: LogSegment | None) -> bool:
-                    if state["diff"] - seg.size >= 0:
-                        state["diff"] -= seg.size
-                        return True
-                    return False
-                deleted += self._delete_segments(breached, now, "retention.bytes", move_start=move_start)
-        if cfg.retention_ms >= 0:
-            deleted += self._delete_segments(lambda s, n: now - s.largest_timestamp > cfg.retention_ms, now,
-                                             "retention.ms", move_start=move_start)
-        return deleted
-
-    def _delete_segments(self, predicate, now: int, reason: str, *, move_start: bool | None = None,
-                         limit: int | None = None) -> int:
-        """Delete the oldest segments while `predicate` holds. `move_start` (default: unless the log has
-        tiered segments, which keep the log start offset) raises the log start offset to the first segment
-        left (`incrementStartOffset`); `limit` is the local.retention.* value a tiered log's reason names."""
-        with self.lock:
-            deletable = []
-            for i, seg in enumerate(self.segments):
-                nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
-                upper = nxt.base_offset if nxt is not None else self._next_offset
-                last_and_empty = nxt is None and seg.size == 0
-                if self.high_watermark >= upper and not last_and_empty and predicate(seg, nxt):
-                    deletable.append(seg)
-                else:
-                    if (reason in ("retention.ms", "local.retention.ms") and seg.max_timestamp_so_far > now
-                            and now - seg.largest_timestamp <= self.config.retention_ms):
-                        log.warning("%s-%d: retention is blocked by segment %s whose largest timestamp %d is "
-                                    "in the future (now %d)", self.topic, self.partition, seg.log_path.name,
-                                    seg.max_timestamp_so_far, now)
-                    break
-            if not deletable:
-                return 0
-            log_deletions(f"[UnifiedLog partition={self.topic}-{self.partition}, dir={self.dir.parent}] ", reason,
-                          deletable, retention_ms=self.config.retention_ms if limit is None else limit,
-                          retention_bytes=self.config.retention_bytes if limit is None else limit, size_before=self.size,
-                          log_start_offset=self.log_start_offset)
-            if len(deletable) == len(self.segments):
-                self.roll()
-            for seg in deletable:
-                self.segments.remove(seg)
-                self._schedule_delete(seg)
-                delete_snapshot(self.dir, seg.base_offset)  # the snapshot taken when it was rolled in
-            self._segments_version += 1
-            if move_start if move_start is not None else self.remote is None:
-                self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-            log.info("%s-%d: deleted %d segment(s) by %s; log start offset %d", self.topic, self.partition,
-                     len(deletable), reason, self.log_start_offset)
-            return len(deletable)
-
-    def remove_after_delay(self, paths: list[Path]) -> None:
-        """Remove renamed `.deleted` files once `file.delete.delay.ms` has passed on the log's clock
-        (`storage.retention.DelayedDeletions`)."""
-        self._deletions.remove_after(paths, self.config.file_delete_delay_ms)
-
-    def delete_due_files(self, now: int | None = None) -> int:
-        """Remove the `.deleted` files whose delay has passed at `now` (default: the log's clock); returns
-        how many files were removed. The timer calls it; tests call it after moving their clock."""
-        return self._deletions.delete_due(now)
-
-    def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: raise the log start offset (`UnifiedLog.deleteRecordsOnLeader`)."""
-        with self.lock:
-            if not self.config.deletes:  # ReplicaManager.deleteRecordsOnLocalLog
-                raise PolicyViolationError(f"Records of partition {self.topic}-{self.partition} can not be "
-                                           "deleted due to the configured policy")
-            if offset == -1:
-                offset = self.high_watermark
-            if offset > self.high_watermark or offset < 0:
-                raise OffsetOutOfRangeError(f"cannot delete before {offset}: high watermark {self.high_watermark}")
-            if offset > self.log_start_offset:
-                self.log_start_offset = offset
-                self._delete_segments(lambda s, n: n is not None and n.base_offset <= offset, self.clock(),
-                                      "delete records")
-            return self.log_start_offset
-
+    # -- truncation (retention and DeleteRecords: `storage.retention.LogRetention`, a base class) ----
     def truncate_to(self, offset: int) -> None:
         """Remove everything at and after `offset` (`LocalLog.truncateTo`): segments based above it go, the
         one left active drops every batch whose last offset is >= `offset` (so a cut inside a batch removes
