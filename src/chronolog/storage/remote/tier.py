@@ -11,6 +11,7 @@ leaves no partial object under a segment's name.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import threading
 import zlib
@@ -64,7 +65,7 @@ class Tier:
         raise NotImplementedError
 
     def put_bytes(self, path: str, data: bytes) -> None:
-        raise NotImplementedError
+        self.put_file(path, io.BytesIO(data), len(data))
 
     def delete(self, path: str) -> None:
         """Remove a file; a missing one is not an error."""
@@ -111,25 +112,13 @@ class LocalTier(Tier):
         target = self._p(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(target.name + ".tmp")
-        crc = 0
         with open(tmp, "wb") as out:
-            left = size
-            while left > 0:
-                data = source.read(min(CHUNK, left))
-                if not data:
-                    raise TierError(f"{path}: source ended {left} bytes early")
-                crc = zlib.crc32(data, crc)
-                out.write(data)
-                left -= len(data)
+            crc = _copy(path, source, size, out)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, target)
         _fsync_dir(target.parent)
         return crc
-
-    def put_bytes(self, path: str, data: bytes) -> None:
-        import io
-        self.put_file(path, io.BytesIO(data), len(data))
 
     def delete(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -138,6 +127,20 @@ class LocalTier(Tier):
     def delete_dir(self, directory: str) -> None:
         import shutil
         shutil.rmtree(self._p(directory), ignore_errors=True)
+
+
+def _copy(path: str, source: BinaryIO, size: int, out) -> int:
+    """`size` bytes of `source` to `out` in CHUNK writes; their CRC-32 (the metadata's check of the `.log`)."""
+    crc = 0
+    left = size
+    while left > 0:
+        data = source.read(min(CHUNK, left))
+        if not data:
+            raise TierError(f"{path}: source ended {left} bytes early")
+        crc = zlib.crc32(data, crc)
+        out.write(data)
+        left -= len(data)
+    return crc
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -226,27 +229,15 @@ class ArrowTier(Tier):
         return data
 
     def put_file(self, path: str, source: BinaryIO, size: int) -> int:
-        crc = 0
         try:
             # The object appears only when the stream is closed (the upload completes): never partial.
             with self.fs.open_output_stream(self._p(path)) as out:
-                left = size
-                while left > 0:
-                    data = source.read(min(CHUNK, left))
-                    if not data:
-                        raise TierError(f"{path}: source ended {left} bytes early")
-                    crc = zlib.crc32(data, crc)
-                    out.write(data)
-                    left -= len(data)
+                crc = _copy(path, source, size, out)
         except self._errors as exc:
             if isinstance(exc, TierError):
                 raise
             raise TierError(f"cannot write {path}: {exc}") from None
         return crc
-
-    def put_bytes(self, path: str, data: bytes) -> None:
-        import io
-        self.put_file(path, io.BytesIO(data), len(data))
 
     def delete(self, path: str) -> None:
         self._drop(path)
