@@ -1,6 +1,7 @@
 """`chronolog groups list|describe|delete`: consumer groups, as kafka-consumer-groups.sh shows them, with
 lag in records and in record time (what a replay tool is asked: how far behind in hours, not offsets); share
-groups (KIP-932) as kafka-share-groups.sh shows them, with the same two lags."""
+groups (KIP-932) as kafka-share-groups.sh shows them and streams groups (KIP-1071) as kafka-streams-groups.sh
+shows them, with the same two lags."""
 
 from __future__ import annotations
 
@@ -20,21 +21,23 @@ from chronolog.cli.common import (
     table,
 )
 from chronolog.errors import ChronologError
-from chronolog.timetravel.groups import GroupNotFoundError, admin_result, describe_group, group_state
-from chronolog.timetravel.share_groups import ShareGroupNotFoundError, describe_share_group, share_client
+from chronolog.timetravel.groups import admin_result, group_state
+from chronolog.timetravel.share_groups import share_client
+from chronolog.timetravel.streams_groups import describe_any_group, tasks_text
 from chronolog.timetravel.timefmt import format_time, parse_time
 
-groups_app = typer.Typer(help="List, describe and delete consumer and share groups.", no_args_is_help=True)
+groups_app = typer.Typer(help="List, describe and delete consumer groups; list and describe share and streams "
+                         "groups.", no_args_is_help=True)
 
 
 @groups_app.command("list")
 def list_(bootstrap_server: str = BootstrapOpt, as_json: bool = typer.Option(False, "--json"),
           x: list[str] = XOpt, command_config: Path | None = CommandConfigOpt) -> None:
-    """Consumer and share groups, their types and states (ListGroups)."""
+    """Consumer, share and streams groups, their types and states (ListGroups)."""
     source = broker(bootstrap_server, x, command_config)
     try:
         listed = admin_result(source.admin.list_consumer_groups(request_timeout=15), "list groups")
-        shares = _share_groups(source)
+        shares = _other_groups(source)
     finally:
         source.close()
     found = {g.group_id: {"group": g.group_id, "type": _group_type(g), "state": group_state(g.state)}
@@ -53,15 +56,15 @@ def _group_type(listed: object) -> str:
     return "classic" if kind in ("", "unknown", "none") else kind
 
 
-def _share_groups(source: object) -> list[dict]:
-    """The share groups (librdkafka's list leaves them out); none over a TLS/SASL connection, which the
-    share-group requests do not speak."""
+def _other_groups(source: object) -> list[dict]:
+    """The share and streams groups (librdkafka's list leaves them out); none over a TLS/SASL connection,
+    which these requests do not speak."""
     try:
         client = share_client(source)
     except ChronologError:
         return []
     try:
-        return [r for r in client.list_groups() if r["type"] == "share"]
+        return [r for r in client.list_groups() if r["type"] in ("share", "streams")]
     finally:
         client.close()
 
@@ -83,19 +86,7 @@ def describe(group: str, bootstrap_server: str = BootstrapOpt, as_json: bool = t
     """A group's members and, per partition, committed offset, end offset, lag in records and in time."""
     source = broker(bootstrap_server, x, command_config)
     try:
-        try:
-            info = describe_group(source, group)
-        except GroupNotFoundError as missing:  # not a consumer group: perhaps a share group
-            try:
-                client = share_client(source)
-            except ChronologError:  # TLS or SASL: the share-group requests are not spoken there
-                raise missing from None
-            try:
-                info = describe_share_group(source, group, client)
-            except ShareGroupNotFoundError:
-                raise missing from None
-            finally:
-                client.close()
+        info = describe_any_group(source, group)
     finally:
         source.close()
     if as_json:
@@ -103,6 +94,9 @@ def describe(group: str, bootstrap_server: str = BootstrapOpt, as_json: bool = t
         return
     if info.get("type") == "share":
         _print_share(info)
+        return
+    if info.get("type") == "streams":
+        _print_streams(info)
         return
     table(f"group {group} ({info['state']}): {len(info['members'])} member(s)",
           ["topic", "partition", "committed", "log end", "lag (records)", "lag (record time)", "member"],
@@ -121,6 +115,19 @@ def _print_share(info: dict) -> None:
     if info["members"]:
         table("members", ["member id", "client id", "host", "partitions"],
               [[m["member_id"], m["client_id"], m["host"], ", ".join(m["partitions"])] for m in info["members"]])
+
+
+def _print_streams(info: dict) -> None:
+    table(f"streams group {info['group']} ({info['state']}): {len(info['members'])} member(s), group epoch "
+          f"{info['group_epoch']}, topology epoch {info['topology_epoch']}",
+          ["topic", "partition", "committed", "log end", "lag (records)", "lag (record time)", "member"],
+          [[r["topic"], r["partition"], r["committed"], r["log_end"], r["lag"], _duration(r["lag_ms"]), r["member"]]
+           for r in info["partitions"]])
+    if info["members"]:
+        table("members", ["member id", "epoch", "process", "client id", "host", "active tasks", "standby tasks",
+                          "warm-up tasks"],
+              [[m["member_id"], m["member_epoch"], m["process_id"], m["client_id"], m["host"],
+                tasks_text(m["active"]), tasks_text(m["standby"]), tasks_text(m["warmup"])] for m in info["members"]])
 
 
 @groups_app.command()
@@ -143,20 +150,22 @@ def lag(group: str = typer.Option(..., "--group"), bootstrap_server: str = Boots
         as_json: bool = typer.Option(False, "--json"), x: list[str] = XOpt,
         command_config: Path | None = CommandConfigOpt) -> None:
     """How far behind a group is, per partition: in records and in record time (the lag `groups
-    describe` shows, without the members)."""
+    describe` shows, without the members). A share group's lag runs from its share-partition start offset."""
     source = broker(bootstrap_server, x, command_config)
     try:
-        info = describe_group(source, group)
+        info = describe_any_group(source, group)
     finally:
         source.close()
-    rows = [{k: r[k] for k in ("topic", "partition", "committed", "log_end", "lag", "lag_ms")}
+    kind = info.get("type", "consumer")
+    position = "start_offset" if kind == "share" else "committed"
+    rows = [{k: r[k] for k in ("topic", "partition", position, "log_end", "lag", "lag_ms")}
             for r in info["partitions"]]
     if as_json:
-        emit_json({"group": group, "state": info["state"], "partitions": rows})
+        emit_json({"group": group, "type": kind, "state": info["state"], "partitions": rows})
         return
-    table(f"lag of group {group} ({info['state']})",
-          ["topic", "partition", "committed", "log end", "lag (records)", "lag (record time)"],
-          [[r["topic"], r["partition"], r["committed"], r["log_end"], r["lag"], _duration(r["lag_ms"])] for r in rows])
+    title = f"lag of {'' if kind == 'consumer' else kind + ' '}group {group} ({info['state']})"
+    table(title, ["topic", "partition", position.replace("_", " "), "log end", "lag (records)", "lag (record time)"],
+          [[r["topic"], r["partition"], r[position], r["log_end"], r["lag"], _duration(r["lag_ms"])] for r in rows])
 
 
 def group_history(group: str = typer.Option(..., "--group"),

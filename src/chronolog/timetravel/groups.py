@@ -34,10 +34,41 @@ def _record_time(source: Any, topic: str, partition: int, offset: int) -> int | 
     return None
 
 
+def lag_row(source: Any, topic: str, partition: int, committed: int | None) -> dict:
+    """One partition's committed offset, log start and end, lag in records and in record time (the newest
+    record's time minus the time of the first unread record, the way time-lag exporters estimate it);
+    shared by consumer and streams groups, which both commit offsets."""
+    low, high = source.watermarks(topic, partition)
+    lag = None if committed is None else max(0, high - max(committed, low))
+    lag_ms = None
+    if lag:
+        first_unread = _record_time(source, topic, partition, max(committed, low))
+        last = _record_time(source, topic, partition, high - 1)
+        if first_unread is not None and last is not None:
+            lag_ms = max(0, last - first_unread)
+    elif lag == 0:
+        lag_ms = 0
+    return {"topic": topic, "partition": partition, "committed": committed, "log_start": low, "log_end": high,
+            "lag": lag, "lag_ms": lag_ms}
+
+
+def committed_offsets(source: Any, group: str) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> the group's committed offset (OffsetFetch: consumer and streams groups alike)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+
+    retrying = getattr(source, "retrying", lambda fn: fn())
+    try:
+        offsets = retrying(lambda: source.admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=15)[group].result(15))
+    except KafkaException as exc:
+        raise ChronologError(f"offsets of {group}: {kafka_error_text(exc)}") from None
+    return {(tp.topic, tp.partition): tp.offset for tp in offsets.topic_partitions}
+
+
 def describe_group(source: Any, group: str) -> dict:
     """Members and, per committed partition, offsets, lag in records and lag in record time (the largest
     timestamp seen minus the time of the first unread record, the way time-lag exporters estimate it)."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
+    from confluent_kafka import KafkaError, KafkaException
 
     retrying = getattr(source, "retrying", lambda fn: fn())  # a moving coordinator is asked again, bounded
     try:
@@ -56,29 +87,13 @@ def describe_group(source: Any, group: str) -> dict:
                         "partitions": [f"{tp.topic}-{tp.partition}" for tp in tps]})
         for tp in tps:
             owner[(tp.topic, tp.partition)] = m.member_id
-    try:
-        offsets = retrying(lambda: source.admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)], request_timeout=15)[group].result(15))
-    except KafkaException as exc:
-        raise ChronologError(f"offsets of {group}: {kafka_error_text(exc)}") from None
-    if state == "DEAD" and not offsets.topic_partitions and not owner:
+    committed_at = committed_offsets(source, group)
+    if state == "DEAD" and not committed_at and not owner:
         raise GroupNotFoundError(f"group {group} does not exist")
     rows = []
-    committed_at = {(tp.topic, tp.partition): tp.offset for tp in offsets.topic_partitions}
     for key in owner:  # assigned but never committed: shown with "-", as kafka-consumer-groups.sh does
         committed_at.setdefault(key, -1)
     for (topic, partition), offset in sorted(committed_at.items()):
-        low, high = source.watermarks(topic, partition)
-        committed = offset if offset >= 0 else None
-        lag = None if committed is None else max(0, high - max(committed, low))
-        lag_ms = None
-        if lag:
-            first_unread = _record_time(source, topic, partition, max(committed, low))
-            last = _record_time(source, topic, partition, high - 1)
-            if first_unread is not None and last is not None:
-                lag_ms = max(0, last - first_unread)
-        elif lag == 0:
-            lag_ms = 0
-        rows.append({"topic": topic, "partition": partition, "committed": committed, "log_start": low,
-                     "log_end": high, "lag": lag, "lag_ms": lag_ms, "member": owner.get((topic, partition))})
+        row = lag_row(source, topic, partition, offset if offset >= 0 else None)
+        rows.append({**row, "member": owner.get((topic, partition))})
     return {"group": group, "state": state, "members": members, "partitions": rows}

@@ -11,6 +11,7 @@ first record not known to be acknowledged (at the start offset, or at high water
 from __future__ import annotations
 
 import io
+import re
 import struct
 from typing import Any
 
@@ -64,13 +65,21 @@ def _code(value: Any) -> int:
     return int(getattr(value, "value", value))
 
 
+def _state(state: str) -> str:
+    """A group state as the tools print it: `Stable` -> `STABLE`, a streams group's `NotReady` -> `NOT_READY`."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", state).upper()
+
+
 def _error(code: int, message: str | None) -> str:
     name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
     return f"{name}: {message}" if message else name
 
 
 class ShareGroupClient:
-    """The share-group admin requests over plain connections (PLAINTEXT; one at a time)."""
+    """The share-group admin requests over plain connections (PLAINTEXT; one at a time); the streams-group
+    client (timetravel/streams_groups.py) is this one with another describe."""
+
+    serves = "share groups (API {api} v{lo}-{hi}); Kafka 4.1 or later with share.version 1 or more does"
 
     def __init__(self, bootstrap: str, *, client_id: str = "chronolog-tools", timeout: float = 15.0) -> None:
         self.bootstrap = bootstrap
@@ -88,8 +97,7 @@ class ShareGroupClient:
         conn = self._conn(where)
         found = conn.versions.get(api_key)
         if found is None or found[1] < lo or found[0] > hi:
-            raise ChronologError(f"{conn.where} does not serve share groups (API {api_key} v{lo}-{hi}); "
-                                 "Kafka 4.1 or later with share.version 1 or more does")
+            raise ChronologError(f"{conn.where} does not serve " + self.serves.format(api=api_key, lo=lo, hi=hi))
         version = min(hi, found[1])
         try:
             return conn.call([_request(api_key, version, conn.next_id(), self.client_id, **fields)],
@@ -114,7 +122,7 @@ class ShareGroupClient:
         body = self._any(LIST_GROUPS, 5, 5, states_filter=(), types_filter=())
         if _code(body.error_code):
             raise ChronologError(f"list groups: {_error(_code(body.error_code), None)}")
-        return [{"group": g.group_id, "type": g.group_type.lower(), "state": g.group_state.upper()}
+        return [{"group": g.group_id, "type": g.group_type.lower(), "state": _state(g.group_state)}
                 for g in body.groups]
 
     def coordinator(self, group: str) -> tuple[str, int]:
@@ -161,14 +169,15 @@ class ShareGroupClient:
         self._conns.clear()
 
 
-def share_client(source: Any) -> ShareGroupClient:
-    """A share-group client on the source's bootstrap servers (its client.id); a source with TLS or SASL
-    settings gets one line: these requests go over a plain connection."""
+def share_client(source: Any, kind: type[ShareGroupClient] = ShareGroupClient) -> Any:
+    """A share-group client (or `kind`) on the source's bootstrap servers (its client.id); a source with TLS
+    or SASL settings gets one line: these requests go over a plain connection."""
     conf = getattr(source, "conf", {}) or {}
     proto = str(conf.get("security.protocol", "plaintext")).lower()
     if proto != "plaintext":
-        raise ChronologError(f"share groups are described over PLAINTEXT connections only (security.protocol={proto})")
-    return ShareGroupClient(source.bootstrap, client_id=str(conf.get("client.id", "chronolog-tools")),
+        raise ChronologError(f"share and streams groups are described over PLAINTEXT connections only "
+                             f"(security.protocol={proto})")
+    return kind(source.bootstrap, client_id=str(conf.get("client.id", "chronolog-tools")),
                             timeout=float(getattr(source, "timeout", 15.0)))
 
 
