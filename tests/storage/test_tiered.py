@@ -37,12 +37,25 @@ def s3_tier():
         port = s.getsockname()[1]
     server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
+    server._server.app = _counting(server._server.app)
     boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1").create_bucket(Bucket="tier")
     try:
         yield f"?region=us-east-1&endpoint_override=127.0.0.1:{port}&scheme=http"
     finally:
         server.stop()
         mp.undo()
+
+
+# What the S3 server was asked, as it saw it: (method, key, Range header), for the checks of what a lookup
+# by time costs the object store (independent of the tier's own counters).
+S3_REQUESTS: list[tuple[str, str, str | None]] = []
+
+
+def _counting(app):
+    def counted(environ, start_response):
+        S3_REQUESTS.append((environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""), environ.get("HTTP_RANGE")))
+        return app(environ, start_response)
+    return counted
 
 
 @pytest.fixture(params=["dir", "s3"])
@@ -137,6 +150,7 @@ def test_tier_keeps_every_record_and_finds_every_time(tmp_path, tier_location):
             cache.forget(tier, "")
         remote._changed()
         tier.reset_counters()
+        S3_REQUESTS.clear()
         found = plog.offset_for_timestamp(target)
         assert (found.offset, found.timestamp) == oracle(produced, target)
         assert seg_meta.base_offset <= found.offset <= seg_meta.end_offset
@@ -144,6 +158,13 @@ def test_tier_keeps_every_record_and_finds_every_time(tmp_path, tier_location):
         assert set(tier.reads) <= {f"{name}.timeindex", f"{name}.index", f"{name}.log"}, dict(tier.reads)
         assert tier.reads[f"{name}.log"] == 1 and tier.bytes_read[f"{name}.log"] <= RANGE_BYTES
         assert tier.reads[f"{name}.timeindex"] == 1
+        if tier_location.startswith("s3://"):  # what the object store itself served
+            served = [(method, key.rsplit("/", 1)[-1], span) for method, key, span in S3_REQUESTS]
+            gets = sorted((key, span) for method, key, span in served if method == "GET")
+            assert [key for key, _r in gets] == [f"{name}.index", f"{name}.log", f"{name}.timeindex"], served
+            first, last = map(int, gets[1][1].removeprefix("bytes=").split("-"))
+            assert last - first + 1 <= RANGE_BYTES  # one bounded range of the .log
+            assert {(m, k) for m, k, _r in served if m != "GET"} <= {("HEAD", key) for key, _r in gets}, served
         # a fetch of a tiered offset
         piece = plog.read(seg_meta.base_offset + 7, 64 << 10)
         assert piece.first_offset == seg_meta.base_offset and 0 < piece.size <= 64 << 10
