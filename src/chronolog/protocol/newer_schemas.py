@@ -6,6 +6,7 @@ ApiVersions v5 (the cluster and node the client means to reach, KIP-1242).
 (No `from __future__ import annotations`: kio reads the fields' types, which must not be strings.)"""
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -19,14 +20,23 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
 
+def kio_entity(api_key: int, version: int, header: type, kind: EntityType = EntityType.nested) -> Callable[[type], type]:
+    """The five class attributes kio generates on every entity (`kio.static.protocol.Entity`): set on the class
+    before `@dataclass` makes it (they are not fields). `header`: the request or response header schema."""
+    def entity(cls: type) -> type:
+        cls.__type__ = kind
+        cls.__version__ = i16(version)
+        cls.__flexible__ = True
+        cls.__api_key__ = i16(api_key)
+        cls.__header_schema__ = header
+        return cls
+    return entity
+
+
 # -- TxnOffsetCommit v6 (TxnOffsetCommitRequest.json / TxnOffsetCommitResponse.json) --------------------------
 @dataclass(frozen=True, slots=True, kw_only=True)
+@kio_entity(28, 6, RequestHeader)
 class TxnOffsetCommitRequestPartition:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(6)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(28)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     partition_index: i32 = field(metadata={"kafka_type": "int32"})
     committed_offset: i64 = field(metadata={"kafka_type": "int64"})
     committed_leader_epoch: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
@@ -34,23 +44,15 @@ class TxnOffsetCommitRequestPartition:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+@kio_entity(28, 6, RequestHeader)
 class TxnOffsetCommitRequestTopic:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(6)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(28)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     topic_id: uuid.UUID | None = field(metadata={"kafka_type": "uuid"})
     partitions: tuple[TxnOffsetCommitRequestPartition, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+@kio_entity(28, 6, RequestHeader, EntityType.request)
 class TxnOffsetCommitRequest:
-    __type__: ClassVar = EntityType.request
-    __version__: ClassVar[i16] = i16(6)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(28)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     transactional_id: TransactionalId = field(metadata={"kafka_type": "string"})
     group_id: GroupId = field(metadata={"kafka_type": "string"})
     producer_id: ProducerId = field(metadata={"kafka_type": "int64"})
@@ -62,68 +64,44 @@ class TxnOffsetCommitRequest:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+@kio_entity(28, 6, ResponseHeader)
 class TxnOffsetCommitResponsePartition:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(6)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(28)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     partition_index: i32 = field(metadata={"kafka_type": "int32"})
     error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+@kio_entity(28, 6, ResponseHeader)
 class TxnOffsetCommitResponseTopic:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(6)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(28)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     topic_id: uuid.UUID | None = field(metadata={"kafka_type": "uuid"})
     partitions: tuple[TxnOffsetCommitResponsePartition, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+@kio_entity(28, 6, ResponseHeader, EntityType.response)
 class TxnOffsetCommitResponse:
-    __type__: ClassVar = EntityType.response
-    __version__: ClassVar[i16] = i16(6)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(28)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
     topics: tuple[TxnOffsetCommitResponseTopic, ...]
 
 
 # -- DeleteGroups v3 (DeleteGroupsRequest.json / DeleteGroupsResponse.json) -----------------------------------
 @dataclass(frozen=True, slots=True, kw_only=True)
+@kio_entity(42, 3, RequestHeader, EntityType.request)
 class DeleteGroupsRequest:
-    __type__: ClassVar = EntityType.request
-    __version__: ClassVar[i16] = i16(3)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(42)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     groups_names: tuple[GroupId, ...] = field(metadata={"kafka_type": "string"}, default=())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+@kio_entity(42, 3, ResponseHeader)
 class DeletableGroupResult:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(3)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(42)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     group_id: GroupId = field(metadata={"kafka_type": "string"})
     error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
     error_message: str | None = field(metadata={"kafka_type": "string"}, default=None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+@kio_entity(42, 3, ResponseHeader, EntityType.response)
 class DeleteGroupsResponse:
-    __type__: ClassVar = EntityType.response
-    __version__: ClassVar[i16] = i16(3)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(42)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
     results: tuple[DeletableGroupResult, ...]
 

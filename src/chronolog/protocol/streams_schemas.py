@@ -22,6 +22,7 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from chronolog.protocol import newer_schemas
+from chronolog.protocol.newer_schemas import kio_entity
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,12 +31,8 @@ class StreamsGroupHeartbeatRequest(heartbeat_v0_request.StreamsGroupHeartbeatReq
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+@kio_entity(88, 1, ResponseHeader, EntityType.response)
 class StreamsGroupHeartbeatResponse:
-    __type__: ClassVar = EntityType.response
-    __version__: ClassVar[i16] = i16(1)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(88)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
     error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
     error_message: str | None = field(metadata={"kafka_type": "string"}, default=None)
@@ -60,12 +57,8 @@ class StreamsGroupDescribeRequest(describe_v0_request.StreamsGroupDescribeReques
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+@kio_entity(89, 1, ResponseHeader)
 class TopologyDescriptionNode:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(1)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(89)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     name: str = field(metadata={"kafka_type": "string"})
     node_type: i8 = field(metadata={"kafka_type": "int8"})
     source_topics: tuple[TopicName, ...] = field(metadata={"kafka_type": "string"}, default=())
@@ -75,34 +68,22 @@ class TopologyDescriptionNode:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+@kio_entity(89, 1, ResponseHeader)
 class TopologyDescriptionSubtopology:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(1)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(89)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     subtopology_id: str = field(metadata={"kafka_type": "string"})
     nodes: tuple[TopologyDescriptionNode, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+@kio_entity(89, 1, ResponseHeader)
 class TopologyDescriptionGlobalStore:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(1)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(89)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     source: TopologyDescriptionNode
     processor: TopologyDescriptionNode
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+@kio_entity(89, 1, ResponseHeader)
 class TopologyDescription:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(1)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(89)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     subtopologies: tuple[TopologyDescriptionSubtopology, ...]
     global_stores: tuple[TopologyDescriptionGlobalStore, ...]
 
