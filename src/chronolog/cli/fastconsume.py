@@ -11,10 +11,11 @@ stay the only ones users see. The writing itself (`write_values`) is shared with
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from itertools import pairwise
+
+from chronolog.native import load_native
 
 _OPTIONS = {"--from": "from_", "--to": "to", "--format": "fmt", "--bootstrap-server": "bootstrap", "-b": "bootstrap",
             "--partitions": "partitions", "--isolation-level": "isolation", "--max-messages": "max_messages"}
@@ -63,8 +64,6 @@ def run(argv: list[str]) -> bool:
     opts = parse(argv)
     if opts is None:
         return False
-    # as the typer app's root option does without -v: librdkafka's log lines stay out of the output
-    logging.getLogger("chronolog.librdkafka").setLevel(logging.CRITICAL + 1)
     try:
         consume_raw(**opts)
     except BrokenPipeError:
@@ -76,41 +75,56 @@ def run(argv: list[str]) -> bool:
 
 def consume_raw(topic: str, bootstrap: str, from_: str, to: str | None, partitions: list[int] | None,
                 isolation: str, max_messages: int | None) -> None:
-    """What `chronolog consume --format raw` does for this window (see `cli.timecmds.consume`)."""
+    """What `chronolog consume --format raw` does for this window (see `cli.timecmds.consume`), spoken on
+    the wire by the raw fetcher alone: Metadata, each leader's ListOffsets in one round trip, then Fetch
+    (librdkafka's clients cost 0.1-0.2 s of threads and connection setup before the first record)."""
     from chronolog.errors import ChronologError
-    from chronolog.timetravel.arrow import raw_fetcher_for, window_columns
-    from chronolog.timetravel.client import ClientSource, client_config
+    from chronolog.protocol.fetch_client import READ_COMMITTED, READ_UNCOMMITTED
+    from chronolog.timetravel.arrow import broker_columns
+    from chronolog.timetravel.fetcher import RawFetcher
     from chronolog.timetravel.timefmt import parse_time
 
     t1 = parse_time(from_)
     t2 = parse_time(to) if to else None
     if t2 is not None and t2 <= t1:
         raise ChronologError("--to must be after --from")
-    source = ClientSource(bootstrap, client_config(bootstrap))
+    # answers of 1 MiB with the next one under way meanwhile, as `timetravel.arrow.raw_fetcher_for` reads
+    fetcher = RawFetcher(bootstrap, max_bytes=1 << 20, isolation_level=READ_COMMITTED
+                         if isolation == "read_committed" else READ_UNCOMMITTED)
+    fetcher.prefetch = True
     try:
-        parts = source.check_partitions(topic, partitions)
-        starts = source.offsets_for_time(topic, t1, parts, isolation=isolation)
+        parts = check_partitions(topic, fetcher.partitions(topic), partitions)
+        starts = fetcher.offsets_for_time(topic, t1, parts)
         for a in starts.values():
             note = a.deleted_note(t1)
             if note:
                 print(f"chronolog: warning: {topic}-{a.partition}: {note}", file=sys.stderr)
-        fetcher = raw_fetcher_for(source, isolation)
         printed = 0
-        try:
-            for p, a in sorted(starts.items()):
-                if not a.found:
-                    continue
-                chunks = window_columns(source, topic, p, a.offset, a.end_offset, t1, t2, isolation=isolation,
-                                        names=("value",), fetcher=fetcher)
-                printed, _last = write_values(chunks, printed, max_messages)
-                if max_messages is not None and printed >= max_messages:
-                    break
-        finally:
-            if fetcher is not None:
-                fetcher.close()
+        hi = None if t2 is None else t2 - 1
+        for p, a in starts.items():
+            if not a.found:
+                continue
+            chunks = broker_columns(fetcher, topic, p, a.offset, a.end_offset, lo=t1, hi=hi, names=("value",))
+            printed, _last = write_values(chunks, printed, max_messages)
+            if max_messages is not None and printed >= max_messages:
+                break
         sys.stdout.flush()
     finally:
-        source.close()
+        fetcher.close()
+
+
+def check_partitions(topic: str, known: list[int], wanted: list[int] | None) -> list[int]:
+    """`wanted` (all when None) after checking that each exists: one line naming the ones that do (the
+    words of `timetravel.client.ClientSource.check_partitions`)."""
+    if wanted is None:
+        return known
+    missing = [p for p in wanted if p not in known]
+    if missing:
+        from chronolog.errors import UnknownTopicOrPartitionError
+        from chronolog.timetravel.client import _ranges
+        raise UnknownTopicOrPartitionError(
+            f"topic {topic!r} has no partition {', '.join(map(str, missing))} (it has {_ranges(known)})")
+    return list(wanted)
 
 
 def write_values(chunks, printed: int, max_messages: int | None) -> tuple[int, int]:
@@ -137,10 +151,23 @@ def write_values(chunks, printed: int, max_messages: int | None) -> tuple[int, i
 def value_lines(values: tuple, n: int, delimiter: bytes = b"\n") -> bytes:
     """The first `n` values of a decoded binary column (validity, int32 ends, data, null count: the
     `records.columns` layout), each followed by `delimiter`; a null value (a tombstone) is empty, as kcat
-    prints it."""
+    prints it. One copy in C (`_columns.join_values`), no Python object per record."""
+    _valid, offs, data, _nulls = values
+    if _join_values is not None:
+        joined = _join_values(offs, data, n, delimiter)
+        if joined is not None:
+            return joined
+    return py_value_lines(values, n, delimiter)
+
+
+def py_value_lines(values: tuple, n: int, delimiter: bytes = b"\n") -> bytes:
+    """The Python twin of `_columns.join_values`."""
     _valid, offs, data, _nulls = values
     ends = memoryview(offs).cast("i")[:n + 1]
     blob = bytes(data)
     parts = [blob[a:b] for a, b in pairwise(ends)]
     parts.append(b"")
     return delimiter.join(parts)
+
+
+_join_values = load_native("chronolog.records._columns", "join_values")

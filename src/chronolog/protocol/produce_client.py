@@ -5,7 +5,8 @@ records one by one to a client library.
 Versions: v3 (the first that carries v2 batches and a transactional id) to v8, the last non-flexible
 one, so the frame is written by hand with classic lengths: request header v1, then transactional_id
 (null), acks, timeout_ms, topic_data (ProduceRequest.json). Every broker from Kafka 0.11 answers one of
-them; Kafka 4.0 dropped only v0-v2 (KIP-896). The response is read with kio (ProduceResponse.json).
+them; Kafka 4.0 dropped only v0-v2 (KIP-896). The response is read by hand too (ProduceResponse.json),
+as `fetch_client` reads its answers: no schema library to import before the first batch.
 With acks=0 the broker sends no response at all (Kafka's KafkaApis.handleProduceRequest).
 """
 
@@ -15,7 +16,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from chronolog.protocol.fetch_client import read_response
+from chronolog.protocol.fetch_client import answer
 
 PRODUCE = 0
 PRODUCE_MIN, PRODUCE_MAX = 3, 8
@@ -66,11 +67,23 @@ def produce_request(version: int, correlation_id: int, client_id: str, acks: int
 
 
 def read_produce(version: int, frame: bytes, correlation_id: int) -> dict[tuple[str, int], PartitionAnswer]:
-    """(topic, partition) -> the broker's answer, from a size-stripped response frame."""
-    body = read_response(PRODUCE, version, frame, correlation_id)  # v3-v8: response header v0, as Fetch's
+    """(topic, partition) -> the broker's answer, from a size-stripped response frame (v3-v8: response
+    header v0, as Fetch's)."""
+    r = answer(frame, correlation_id, f"ProduceResponse v{version}")
     out = {}
-    for t in body.responses:
-        for p in t.partition_responses:
-            out[(t.name, int(p.index))] = PartitionAnswer(int(p.error_code.value), int(p.base_offset),
-                                                          getattr(p, "error_message", None))
+    for _ in range(r.count()):
+        name = r.string()
+        for _ in range(r.count()):
+            index, error = r.i32(), r.i16()
+            base = r.i64()
+            r.i64()  # log_append_time_ms
+            if version >= 5:
+                r.i64()  # log_start_offset
+            message = None
+            if version >= 8:
+                for _ in range(r.count()):  # record_errors
+                    r.i32()
+                    r.string()
+                message = r.string()
+            out[(name, index)] = PartitionAnswer(error, base, message)
     return out

@@ -947,6 +947,45 @@ done:
     return result;
 }
 
+/* join_values(offsets, data, n, delimiter) -> bytes: the first n values of a decoded binary column (int32
+ * offsets, n + 1 of them, into data), each followed by delimiter: what `chronolog consume --format raw`
+ * writes (cli/fastconsume.py's value_lines is the Python twin). None for offsets that do not fit the data. */
+static PyObject *join_values(PyObject *self, PyObject *args)
+{
+    Py_buffer offs, data, delim;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "y*y*ny*", &offs, &data, &n, &delim))
+        return NULL;
+    PyObject *result = NULL;
+    const int32_t *ends = (const int32_t *)offs.buf;
+    if (n < 0 || offs.len < (n + 1) * 4 || (n && (ends[0] < 0 || ends[n] > data.len || ends[n] < ends[0])))
+        goto python;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (ends[i + 1] < ends[i])
+            goto python;
+    Py_ssize_t size = (n ? (Py_ssize_t)(ends[n] - ends[0]) : 0) + n * delim.len;
+    result = PyBytes_FromStringAndSize(NULL, size);
+    if (!result)
+        goto done;
+    char *out = PyBytes_AS_STRING(result);
+    const char *src = (const char *)data.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t len = ends[i + 1] - ends[i];
+        memcpy(out, src + ends[i], (size_t)len);
+        out += len;
+        memcpy(out, delim.buf, (size_t)delim.len);
+        out += delim.len;
+    }
+    goto done;
+python:
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&offs);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&delim);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"first_at_or_after", first_at_or_after, METH_VARARGS,
      "first_at_or_after(body, count, base_offset, base_ts, target, min_offset) -> (offset, ts) | () | None"},
@@ -954,6 +993,7 @@ static PyMethodDef module_methods[] = {
      "place_late_batches(buf, pos, offsets, edges, first, log_end, counts, late) -> (pos, before, stopped)"},
     {"place_late", place_late, METH_VARARGS,
      "place_late(body, count, base_offset, base_ts, offsets, edges, first, log_end, counts, late) -> int | None"},
+    {"join_values", join_values, METH_VARARGS, "join_values(offsets, data, n, delimiter) -> bytes | None"},
     {NULL, NULL, 0, NULL},
 };
 

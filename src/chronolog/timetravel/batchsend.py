@@ -30,6 +30,9 @@ RETRIABLE = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NO
                        ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS})
 
 
+_NO_TXN = struct.pack(">hi", -1, 60000)  # InitProducerId: transactional_id null, transaction_timeout_ms
+
+
 class BatchSender:
     """Sends batches of one topic's partitions to their leaders, idempotently."""
 
@@ -93,14 +96,14 @@ class BatchSender:
             version = fc.pick(conn.versions, INIT_PRODUCER_ID, 0, 1)  # v2+ are flexible; 0-1 carry all we need
             if version is None:
                 raise ChronologError(f"{conn.where} answers no InitProducerId v0-v1: idempotent writes need it")
-            client = self.client_id.encode()
-            # request header v1 (api key, version, correlation id, client id), then a null transactional
-            # id and transaction_timeout_ms (InitProducerIdRequest.json v0-v1, not flexible)
-            body = struct.pack(">hhih", INIT_PRODUCER_ID, version, conn.next_id(), len(client)) + client + \
-                struct.pack(">hi", -1, 60000)
-            data = struct.pack(">i", len(body)) + body
-            answer = conn.call([data], lambda frame, cid: fc.read_response(INIT_PRODUCER_ID, version, frame, cid))
-            return int(answer.error_code.value), int(answer.producer_id), int(answer.producer_epoch)
+            # a null transactional id and transaction_timeout_ms (InitProducerIdRequest.json v0-v1, not flexible)
+            data = fc.request_frame(INIT_PRODUCER_ID, version, conn.next_id(), self.client_id, _NO_TXN)
+
+            def read(frame: bytes, cid: int) -> tuple[int, int, int]:
+                r = fc.answer(frame, cid, f"InitProducerIdResponse v{version}")
+                r.i32()  # throttle_time_ms
+                return r.i16(), r.i64(), r.i16()
+            return conn.call([data], read)
         deadline = time.monotonic() + self.timeout
         tries = 0
         while True:  # a broker that has just started answers COORDINATOR_LOAD_IN_PROGRESS for a while (Kafka)
@@ -113,34 +116,34 @@ class BatchSender:
             time.sleep(min(0.05 * 2 ** min(tries, 5), 1.0))
 
     def topic_config(self, name: str) -> str | None:
-        """One of the topic's configs (DescribeConfigs v1), None when it cannot be read."""
-        import io
-
-        from kio.index import load_request_schema
-        from kio.schema.request_header.v1.header import RequestHeader
-        from kio.serial import entity_writer
-        from kio.static.primitive import i8, i16, i32
-
+        """One of the topic's configs (DescribeConfigs v1, DescribeConfigsRequest/Response.json), None when
+        it cannot be read."""
         def ask(conn: Connection) -> str | None:
             if fc.pick(conn.versions, DESCRIBE_CONFIGS, 1, 1) is None:
                 return None
-            cls = load_request_schema(DESCRIBE_CONFIGS, 1)
-            resource = __import__(cls.__module__, fromlist=["DescribeConfigsResource"]).DescribeConfigsResource
-            out = io.BytesIO()
-            out.write(b"\0\0\0\0")
-            entity_writer(RequestHeader)(out, RequestHeader(
-                request_api_key=i16(DESCRIBE_CONFIGS), request_api_version=i16(1), correlation_id=i32(conn.next_id()),
-                client_id=self.client_id))
-            entity_writer(cls)(out, cls(resources=(resource(resource_type=i8(2), resource_name=self.topic,
-                                                            configuration_keys=(name,)),), include_synonyms=False))
-            data = bytearray(out.getbuffer())
-            struct.pack_into(">i", data, 0, len(data) - 4)
-            answer = conn.call([bytes(data)], lambda frame, cid: fc.read_response(DESCRIBE_CONFIGS, 1, frame, cid))
-            for result in answer.results:
-                for config in result.configs:
-                    if config.name == name:
-                        return config.value
-            return None
+            body = bytearray(struct.pack(">ib", 1, 2))  # one resource, of type TOPIC
+            fc.put_string(body, self.topic)
+            body += struct.pack(">i", 1)                # configuration_keys: this one
+            fc.put_string(body, name)
+            body += b"\0"                               # include_synonyms
+            data = fc.request_frame(DESCRIBE_CONFIGS, 1, conn.next_id(), self.client_id, body)
+
+            def read(frame: bytes, cid: int) -> str | None:
+                r = fc.answer(frame, cid, "DescribeConfigsResponse v1")
+                r.i32()  # throttle_time_ms
+                found = None
+                for _ in range(r.count()):
+                    error = r.i16()
+                    r.string(), r.i8(), r.string()  # error_message, resource_type, resource_name
+                    for _ in range(r.count()):
+                        key, value = r.string(), r.string()
+                        r.i8(), r.i8(), r.i8()  # read_only, config_source, is_sensitive
+                        for _ in range(r.count()):  # synonyms
+                            r.string(), r.string(), r.i8()
+                        if key == name and not error and found is None:
+                            found = value
+                return found
+            return conn.call([data], read)
         try:
             return self._any(ask)
         except ChronologError:

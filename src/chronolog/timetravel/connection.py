@@ -73,12 +73,18 @@ class Connection:
         `reader(frame, correlation id)`."""
         cid = self.correlation
         self.send(pieces)
+        return self.receive(reader, cid)
+
+    def receive(self, reader: Callable[[bytes, int], T], correlation_id: int) -> T:
+        """The next answer, read with `reader(frame, correlation_id)`: after `send` of requests built one
+        after another, their answers come in the same order (Kafka answers a connection in order), so a
+        caller can send several before reading any (one round trip for all)."""
         try:
             (size,) = struct.unpack(">i", self._exactly(4))
             frame = self._exactly(size)
         except (OSError, EOFError) as exc:
             raise ConnectionLost(f"{self.where}: {exc or 'timed out'}") from None
-        return reader(frame, cid)
+        return reader(frame, correlation_id)
 
     def _exactly(self, n: int) -> bytes:
         buf = bytearray(n)

@@ -16,13 +16,13 @@ comes at once: there is nothing to wait for.
 from __future__ import annotations
 
 import struct
-import threading
 import time
 from collections.abc import Iterator
 
 from chronolog.errors import ChronologError, ErrorCode
 from chronolog.protocol import fetch_client as fc
 from chronolog.timetravel.connection import Connection, ConnectionLost, servers
+from chronolog.timetravel.sources import OffsetAtTime
 
 # librdkafka option names (as Spark's `kafka.` options carry them) that this loop honours; a query given
 # any other keeps the librdkafka reader.
@@ -90,6 +90,11 @@ class RawFetcher:
             self._brokers = list(md.brokers.values())
             if md.topic_error is None or md.topic_error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or not md.partitions:
                 raise ChronologError(f"topic {topic!r} not found on {self.bootstrap}")
+            for p, found in md.partitions.items():  # every leader known from one answer, not one ask each
+                if not found.error_code and found.leader in md.brokers:
+                    self._leaders[(topic, p)] = md.brokers[found.leader]
+                else:
+                    self._leaders.pop((topic, p), None)
             return md
         raise ConnectionLost(f"{last}; is the broker running?" if len(self.servers) == 1 and last else
                              f"no broker of {self.bootstrap} answers ({last}); is the cluster running?")
@@ -109,6 +114,63 @@ class RawFetcher:
                                 f"({ErrorCode(found.error_code).name if found.error_code else 'leader unknown'})")
             self._leaders[key] = md.brokers[found.leader]
         return self._leaders[key]
+
+    def offsets_for_time(self, topic: str, ts: int, partitions: list[int]) -> dict[int, OffsetAtTime]:
+        """Per partition, the first offset with timestamp >= `ts` (ListOffsets by time, KIP-79), the log start
+        and the readable end (the last stable offset under read_committed), as `BrokerSource` answers them:
+        each leader is asked its three ListOffsets at once (one round trip), again while leaders move."""
+        deadline = time.monotonic() + self.retry_for
+        refresh = False
+        while True:
+            try:
+                return self._offsets_once(topic, ts, partitions, refresh)
+            except _Unreachable as exc:
+                raise ConnectionLost(str(exc)) from None
+            except (ConnectionLost, _NoLeader) as exc:
+                if time.monotonic() >= deadline:
+                    raise ChronologError(f"offsets for time in {topic}: {exc}, for {self.retry_for:.0f} s") from None
+            time.sleep(0.2)
+            refresh = True
+
+    def _offsets_once(self, topic: str, ts: int, partitions: list[int], refresh: bool) -> dict[int, OffsetAtTime]:
+        try:
+            if refresh:
+                self.metadata(topic)
+            by_leader: dict[tuple[str, int], list[int]] = {}
+            for p in partitions:
+                by_leader.setdefault(self.leader(topic, p), []).append(p)
+        except ConnectionLost as exc:
+            raise _Unreachable(str(exc)) from None
+        out = {}
+        for (host, port), parts in by_leader.items():
+            try:
+                conn = self._conn(host, port)
+                version = fc.pick(conn.versions, fc.LIST_OFFSETS, fc.LIST_OFFSETS_MIN, fc.LIST_OFFSETS_MAX)
+                if version is None:
+                    raise ChronologError(f"{conn.where} answers no ListOffsets version from {fc.LIST_OFFSETS_MIN} on")
+                asked = []
+                for target in (ts, fc.EARLIEST, fc.LATEST):
+                    cid = conn.next_id()
+                    conn.send([fc.list_offsets_request(version, cid, self.client_id, topic, dict.fromkeys(parts, target),
+                                                       self.isolation_level)])
+                    asked.append(cid)
+                at, low, high = (conn.receive(lambda frame, c, v=version: fc.read_list_offsets(v, frame, c, topic), cid)
+                                 for cid in asked)
+            except ConnectionLost as exc:
+                self._drop(host, port)
+                raise ConnectionLost(f"its leader {host}:{port} does not answer ({exc})") from None
+            for p in parts:
+                answers = [a.get(p, (ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1)) for a in (at, low, high)]
+                code = next((c for c, _, _ in answers if c), 0)
+                if code in _RETRIABLE or code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    raise _NoLeader(f"{topic}-{p}: {ErrorCode(code).name}")
+                if code:
+                    name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
+                    raise ChronologError(f"offsets for time in {topic}-{p}: {name}{_HINTS.get(code, '')}")
+                (_, found_ts, found), (_, _, start), (_, _, end) = answers
+                hit = found >= 0
+                out[p] = OffsetAtTime(p, found if hit else end, found_ts if hit else -1, hit, start, end)
+        return dict(sorted(out.items()))
 
     def fetch(self, topic: str, partition: int, offset: int) -> fc.PartitionFetch:
         """One Fetch of `offset` from the partition's leader, again while the leader moves or, with the rest of
@@ -159,6 +221,22 @@ class RawFetcher:
             self._drop(host, port)  # the leader died or moved: ask the cluster where the partition went
             raise ConnectionLost(f"its leader {host}:{port} does not answer ({exc})") from None
 
+    def _ahead(self, topic: str, partition: int, offset: int) -> _Ahead:
+        """The Fetch of `offset` sent now, its answer read when asked for: the broker reads it while the
+        caller decodes the one before (one request in flight on the connection, as Kafka answers them)."""
+        try:
+            host, port = self.leader(topic, partition)
+            conn = self._conn(host, port)
+            version = fc.pick(conn.versions, fc.FETCH, fc.FETCH_MIN, fc.FETCH_MAX)
+            if version is not None:
+                cid = conn.next_id()
+                conn.send([fc.fetch_request(version, cid, self.client_id, topic, partition, offset,
+                                            max_bytes=self.max_bytes, isolation_level=self.isolation_level)])
+                return _Ahead(self, topic, partition, offset, (host, port), conn, version, cid)
+        except ChronologError:
+            pass  # nothing sent: the answer is fetched (with its retries) when asked for
+        return _Ahead(self, topic, partition, offset)
+
     def batches(self, topic: str, partition: int, start: int, end: int,
                 next_offset) -> Iterator[fc.PartitionFetch]:
         """Fetch answers from `start` until `next_offset()` (the caller's decoder position after each
@@ -183,7 +261,7 @@ class RawFetcher:
                 if self.prefetch:
                     guess = _after_whole_batches(answer.records)
                     if guess is not None and offset < guess < min(end, stop):
-                        ahead = _Ahead(self.fetch, topic, partition, guess)
+                        ahead = self._ahead(topic, partition, guess)
                 yield answer
                 moved = next_offset()
                 if moved > offset:
@@ -216,29 +294,38 @@ class RawFetcher:
 
 
 class _Ahead:
-    """One Fetch in a thread of its own (the socket wait releases the GIL): the answer or its error."""
+    """A Fetch sent ahead (`RawFetcher._ahead`): its answer, or, when that is an error or the connection
+    broke, the answer of a new `fetch` with its retries, as if nothing had been sent ahead."""
 
-    def __init__(self, fetch, topic: str, partition: int, offset: int) -> None:
+    def __init__(self, fetcher: RawFetcher, topic: str, partition: int, offset: int, where=None, conn=None,
+                 version: int = 0, cid: int = 0) -> None:
         self.offset = offset
+        self._args = (fetcher, topic, partition, offset, where, conn, version, cid)
         self._answer: fc.PartitionFetch | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(fetch, topic, partition, offset), daemon=True)
-        self._thread.start()
 
-    def _run(self, fetch, topic: str, partition: int, offset: int) -> None:
+    def _read(self) -> fc.PartitionFetch | None:
+        fetcher, topic, partition, _offset, where, conn, version, cid = self._args
+        if conn is None:
+            return None
+        self._args = (*self._args[:5], None, 0, 0)  # read once
         try:
-            self._answer = fetch(topic, partition, offset)
-        except BaseException as exc:  # handed to the reader, which raises it where it would have fetched
-            self._error = exc
+            answer = conn.receive(lambda frame, c: fc.read_fetch(version, frame, c, topic, partition), cid)
+        except ConnectionLost:
+            fetcher._drop(*where)
+            return None
+        return None if answer.error_code else answer
 
     def wait(self) -> None:
-        self._thread.join()
+        """Read the answer off the connection (before another request is sent on it)."""
+        if self._answer is None:
+            self._answer = self._read()
 
     def result(self) -> fc.PartitionFetch:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._answer  # type: ignore[return-value]
+        self.wait()
+        if self._answer is not None:
+            return self._answer
+        fetcher, topic, partition, offset = self._args[:4]
+        return fetcher.fetch(topic, partition, offset)
 
 
 def _after_whole_batches(records) -> int | None:
