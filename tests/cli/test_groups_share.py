@@ -1,4 +1,4 @@
-"""`chronolog groups list` and `groups describe` show share groups (KIP-932): type, state, members and, per
+"""`chronolog groups list`, `groups describe` and `lag` show share groups (KIP-932): type, state, members and, per
 partition, the share-partition start offset and lag in records and in record time, with the same answers
 against chronolog and Kafka 4.4."""
 
@@ -103,7 +103,19 @@ def test_share_group_listed_and_described_with_lag(broker, request):
     assert text.rc == 0, text.err
     assert f"share group {group} (EMPTY): 0 member(s)" in text.out and "4.000s" in text.out
 
+    # `chronolog lag` answers for a share group as `groups describe` does: from the share-partition start offset
+    lag = chronolog("lag", "--group", group, "--json", "-b", broker.bootstrap)
+    assert lag.rc == 0, lag.err
+    got = json.loads(lag.out)
+    assert (got["type"], got["state"]) == ("share", "EMPTY")
+    assert got["partitions"] == [{k: r[k] for k in ("topic", "partition", "start_offset", "log_end", "lag", "lag_ms")}
+                                 for r in info["partitions"]]
+    text = chronolog("lag", "--group", group, "-b", broker.bootstrap)
+    assert f"lag of share group {group} (EMPTY)" in text.out and "start offset" in text.out and "4.000s" in text.out
+
 
 def test_unknown_group_is_one_line(broker):
     r = chronolog("groups", "describe", "no-such-group-h13", "-b", broker.bootstrap)
+    assert r.rc != 0 and "does not exist" in r.err
+    r = chronolog("lag", "--group", "no-such-group-h13", "-b", broker.bootstrap)
     assert r.rc != 0 and "does not exist" in r.err

@@ -387,33 +387,16 @@ class Console:
         return Page("groups.html", {"rows": rows})
 
     def group(self, group: str, q=None, done: dict | None = None) -> Page:
-        from chronolog.timetravel.groups import describe_group
+        from chronolog.timetravel.streams_groups import describe_any_group
         source = self.target.broker()
         try:
-            try:
-                info = describe_group(source, group)
-            except GroupNotFoundError as missing:  # perhaps a share group (KIP-932): no rewind for those
-                info = self._share_group(source, group, missing)
-                return Page("share_group.html", {"group": group, "info": info})
+            info = describe_any_group(source, group)
         finally:
             source.close()
+        if info.get("type") in ("share", "streams"):  # KIP-932, KIP-1071: no rewind here for those
+            return Page(f"{info['type']}_group.html", {"group": group, "info": info})
         return Page("group.html", {"group": group, "info": info, "done": done, "read_only": self.target.read_only,
                                    "csrf": self.csrf, "topics": sorted({r["topic"] for r in info["partitions"]})})
-
-    @staticmethod
-    def _share_group(source, group: str, missing: GroupNotFoundError) -> dict:
-        """`chronolog groups describe`'s share group, or the consumer group's not-found error."""
-        from chronolog.timetravel import share_groups
-        try:
-            client = share_groups.share_client(source)
-        except ChronologError:  # TLS or SASL: the share-group requests go over plain connections only
-            raise missing from None
-        try:
-            return share_groups.describe_share_group(source, group, client)
-        except share_groups.ShareGroupNotFoundError:
-            raise missing from None
-        finally:
-            client.close()
 
     def rewind(self, group: str, form) -> Page:
         if self.target.read_only:

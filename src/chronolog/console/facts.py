@@ -157,7 +157,7 @@ def topic_rows(source, target) -> list[dict]:
 
 
 def list_groups(source) -> list[tuple[str, str, str]]:
-    """(group, type, state) of the consumer groups and the share groups (`chronolog groups list`)."""
+    """(group, type, state) of the consumer, share and streams groups (`chronolog groups list`)."""
     from confluent_kafka import KafkaException
 
     from chronolog.timetravel.share_groups import share_client
@@ -177,9 +177,9 @@ def list_groups(source) -> list[tuple[str, str, str]]:
         client = share_client(source)
     except ChronologError:  # TLS or SASL: the share-group requests go over plain connections only
         return sorted(found.values())
-    try:
-        found.update((r["group"], (r["group"], "share", r["state"])) for r in client.list_groups()
-                     if r["type"] == "share")
+    try:  # librdkafka's list leaves out share and streams groups: ListGroups v5 says each group's type
+        found.update((r["group"], (r["group"], r["type"], r["state"])) for r in client.list_groups()
+                     if r["type"] in ("share", "streams"))
     finally:
         client.close()
     return sorted(found.values())
