@@ -12,6 +12,7 @@ difference and prints one example of each kind.
 from __future__ import annotations
 
 import collections
+import datetime
 import os
 import time
 import uuid
@@ -79,16 +80,25 @@ def _topic_ids(wire: wirefuzz.Wire, names: list[str]) -> dict[str, uuid.UUID]:
 def _coordinators_ready(wire: wirefuzz.Wire, timeout: float = 60, groups: tuple[str, ...] = ()) -> None:
     """Both coordinators' topics made and loaded (FindCoordinator makes them, as KafkaApis does): before, group
     and transaction requests answer what a broker still starting answers, at different moments on each.
-    `groups`: also each of these groups' partition of `__consumer_offsets` loaded (Kafka loads its 50
-    partitions one by one: an OffsetFetch answers COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
+    `groups`: also each of these ids' partition of `__consumer_offsets` and of `__transaction_state` loaded
+    (Kafka loads their 50 partitions one by one: an OffsetFetch answers COORDINATOR_LOAD_IN_PROGRESS, an
+    InitProducerId COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR meanwhile), and a first block of producer
+    ids fetched (Kafka's RPCProducerIdManager answers the first InitProducerId COORDINATOR_LOAD_IN_PROGRESS
+    while it asks its controller for one)."""
     deadline = time.monotonic() + timeout
     fetch = {"groups": [{"group_id": g, "topics": None} for g in groups if g], "require_stable": False}
+    describe = {"transactional_ids": [g for g in groups if g]}
+    not_found = 105  # TRANSACTIONAL_ID_NOT_FOUND: the id's partition is loaded
     while True:
         body = wire.call(10, 4, wirefuzz.build(10, 4, {"key_type": 0, "coordinator_keys": ["fz-ready"]}, {}))
         txn = wire.call(10, 4, wirefuzz.build(10, 4, {"key_type": 1, "coordinator_keys": ["fz-ready"]}, {}))
         loading = wire.call(9, 8, wirefuzz.build(9, 8, fetch, {})).groups if fetch["groups"] else ()
+        txns = wirefuzz.error_codes(wire.call(65, 0, wirefuzz.build(65, 0, describe, {}))) if describe[
+            "transactional_ids"] else ()
+        ids = wire.call(22, 1, wirefuzz.build(22, 1, {"transactional_id": None, "transaction_timeout": datetime.timedelta(seconds=60)}, {}))
         if not any(c.error_code for b in (body, txn) for c in b.coordinators) and not any(
-                g.error_code for g in loading):
+                g.error_code for g in loading) and all(code in (0, not_found) for _, code in txns) and not \
+                ids.error_code:
             return
         assert time.monotonic() < deadline, (body, txn)
         time.sleep(0.1)
