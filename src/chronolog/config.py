@@ -540,6 +540,18 @@ def validate_topic_overrides(overrides: Mapping[str, str]) -> dict[str, str]:
     return {k: str(v) for k, v in overrides.items()}
 
 
+def _check_local_retention(unit: str, local: int, total: int) -> None:
+    """`LogConfig`'s checks of local.retention.bytes and local.retention.ms: local.retention.<unit> (-2: as
+    retention.<unit>) may be neither -1 nor more than a bounded retention.<unit>, with Kafka's messages."""
+    if total > -1 and local != -2:
+        if local == -1:
+            raise InvalidConfigError(f"Invalid value -1 for configuration local.retention.{unit}: Value must not be "
+                                     f"-1 as retention.{unit} value is set as {total}.")
+        if local > total:
+            raise InvalidConfigError(f"Invalid value {local} for configuration local.retention.{unit}: Value must "
+                                     f"not be more than retention.{unit} property value: {total}")
+
+
 def validate_remote_storage(config: TopicConfig, *, system_enabled: bool, was_enabled: bool = False) -> None:
     """`LogConfig.validateTopicLogConfigValues`' rules of tiered storage (KIP-405, KIP-950), checked where a
     topic's configs are created or altered, with Kafka's messages."""
@@ -548,22 +560,8 @@ def validate_remote_storage(config: TopicConfig, *, system_enabled: bool, was_en
             raise InvalidConfigError(_TIERED)
         if config.compacted:
             raise InvalidConfigError("Remote log storage is unsupported for the compacted topics")
-        if config.retention_bytes > -1 and config.local_retention_bytes != -2:
-            if config.local_retention_bytes == -1:
-                raise InvalidConfigError(f"Invalid value -1 for configuration local.retention.bytes: Value must not "
-                                         f"be -1 as retention.bytes value is set as {config.retention_bytes}.")
-            if config.local_retention_bytes > config.retention_bytes:
-                raise InvalidConfigError(f"Invalid value {config.local_retention_bytes} for configuration "
-                                         "local.retention.bytes: Value must not be more than retention.bytes "
-                                         f"property value: {config.retention_bytes}")
-        if config.retention_ms > -1 and config.local_retention_ms != -2:
-            if config.local_retention_ms == -1:
-                raise InvalidConfigError(f"Invalid value -1 for configuration local.retention.ms: Value must not be "
-                                         f"-1 as retention.ms value is set as {config.retention_ms}.")
-            if config.local_retention_ms > config.retention_ms:
-                raise InvalidConfigError(f"Invalid value {config.local_retention_ms} for configuration "
-                                         "local.retention.ms: Value must not be more than retention.ms property "
-                                         f"value: {config.retention_ms}")
+        _check_local_retention("bytes", config.local_retention_bytes, config.retention_bytes)
+        _check_local_retention("ms", config.local_retention_ms, config.retention_ms)
         if config.remote_log_copy_disable:
             if config.local_retention_bytes not in (-2, config.retention_bytes):
                 raise InvalidConfigError("When `remote.log.copy.disable` is set to true, the `local.retention.bytes` "
