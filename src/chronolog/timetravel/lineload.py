@@ -77,10 +77,10 @@ def open_input(file: str) -> tuple[object, int | None, str]:
         raise ChronologError(f"cannot read {file}: {exc.strerror or exc}") from None
 
 
-def _binary(items: list[bytes | None]) -> tuple:
+def _binary(items: list[bytes | None], nullable: bool = True) -> tuple:
     """The Arrow layout `records.encode` reads: (validity or None, int32 offsets, data, offset 0)."""
     valid = None
-    if None in items:
+    if nullable and None in items:
         valid = bytearray((len(items) + 7) // 8)
         for i, item in enumerate(items):
             if item is not None:
@@ -104,7 +104,7 @@ class BatchPath:
         from chronolog.records.encode import encode_batches
         n = len(values)
         key = _binary(keys) if keys is not None else None
-        value = _binary(values)
+        value = _binary(values, nullable=False)  # a line is never None
         ts = (None, array("q", times), 0) if times is not None else None
         hdr = None
         if self.headers:
@@ -236,7 +236,7 @@ class Loader:
         first = self.read + 1
         self.read += len(lines)
         numbers = None
-        blank = lines.count(b"")
+        blank = 0 if all(lines) else lines.count(b"")  # all(): a length test a line, no comparison
         self.blank += blank
         if blank and self.skip_blank:
             numbers = [first + i for i, line in enumerate(lines) if line]
@@ -399,7 +399,8 @@ def continue_command(skip: int, argv: list[str] | None = None) -> str:
 
 
 def blocks(stream, tick=None):
-    """Lists of whole lines (the `\\n` removed, nothing else); a last line without `\\n` is a line."""
+    """Lists of whole lines (the `\\n` removed, nothing else); a last line without `\\n` is a line. A chunk
+    is split as read (no copy of it joined to the tail before it: only the first line takes the tail)."""
     tail = b""
     read = getattr(stream, "read1", stream.read)
     while True:
@@ -408,13 +409,12 @@ def blocks(stream, tick=None):
             break
         if tick is not None:
             tick(len(chunk))
-        data = tail + chunk if tail else chunk
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            tail = data
-            continue
-        tail = data[cut + 1:]
-        yield data[:cut].split(b"\n")
+        lines = chunk.split(b"\n")
+        if tail:
+            lines[0] = tail + lines[0]
+        tail = lines.pop()
+        if lines:
+            yield lines
     if tail:
         yield [tail]
 
