@@ -40,3 +40,33 @@ def test_errors_on_the_fast_path_are_one_line():
                           "yesterday-ish")
     assert_one_line_error(chronolog("consume", "t", "--from", "2024-01-02", "--to", "2024-01-01", "--format",
                                     "raw", "-b", dead), "--to must be after --from")
+
+
+def test_values_joined_in_c_as_in_python():
+    """`_columns.join_values` and its Python twin write the same bytes; offsets that do not fit the data
+    leave it to the twin (None)."""
+    import random
+    from array import array
+
+    from chronolog.cli.fastconsume import py_value_lines, value_lines
+    from chronolog.native import load_native
+
+    join = load_native("chronolog.records._columns", "join_values")
+    rng = random.Random(39)
+    for _ in range(200):
+        items = [rng.randbytes(rng.choice([0, 1, 7, 300])) for _ in range(rng.randint(0, 40))]
+        ends = array("i", [0])
+        for item in items:
+            ends.append(ends[-1] + len(item))
+        cols = (None, ends, b"".join(items), 0)
+        n = rng.randint(0, len(items))
+        delim = rng.choice([b"\n", b"", b"\r\n"])
+        want = b"".join(item + delim for item in items[:n])
+        assert py_value_lines(cols, n, delim) == want
+        assert value_lines(cols, n, delim) == want
+        if join is not None:
+            assert join(ends, cols[2], n, delim) == want
+    if join is not None:
+        assert join(array("i", [0, 5]), b"abc", 1, b"\n") is None  # an end past the data
+        assert join(array("i", [0, 2, 1]), b"abc", 2, b"\n") is None  # ends going back
+        assert join(array("i", [0]), b"abc", 1, b"\n") is None  # fewer offsets than rows
