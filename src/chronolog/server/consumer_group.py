@@ -27,6 +27,7 @@ import logging
 import struct
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,18 @@ log = logging.getLogger(__name__)
 LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2  # ConsumerGroupHeartbeatRequest.LEAVE_GROUP_(STATIC_)MEMBER_EPOCH
 EMPTY, ASSIGNING, RECONCILING, STABLE = "Empty", "Assigning", "Reconciling", "Stable"
 
+
+
+def fenced_members(members: dict, now: float, session_of: Callable) -> Iterator[tuple[str, str]]:
+    """(member id, why) of each member to fence at `now` (GroupMetadataManager's session and rebalance timers):
+    silent for longer than `session_of(member)` seconds, or past its revoke deadline. Lazy, over a copy: each
+    member is judged after the caller has removed the ones before it (a removal moves the others' deadlines).
+    Streams groups use it too (server/streams_group.py)."""
+    for mid, m in list(members.items()):
+        if now - m.last_heartbeat > session_of(m):
+            yield mid, "expired (session timeout)"
+        elif m.revoke_deadline is not None and now > m.revoke_deadline:
+            yield mid, "fenced (did not revoke within its rebalance timeout)"
 
 @dataclass
 class ConsumerMember:
@@ -448,14 +461,10 @@ class ConsumerGroups:
             changed = False
             session = self._setting(group.group_id, "consumer.session.timeout.ms",
                                     "group.consumer.session.timeout.ms") / 1000.0
-            for mid, m in list(group.members.items()):
-                timeout = session if m.session_timeout_ms is None else m.session_timeout_ms / 1000.0
-                if now - m.last_heartbeat > timeout:
-                    self._remove(group, mid, "expired (session timeout)")
-                    changed = True
-                elif m.revoke_deadline is not None and now > m.revoke_deadline:
-                    self._remove(group, mid, "fenced (did not revoke within its rebalance timeout)")
-                    changed = True
+            for mid, why in fenced_members(group.members, now, lambda m, s=session: s if m.session_timeout_ms is None
+                                           else m.session_timeout_ms / 1000.0):
+                self._remove(group, mid, why)
+                changed = True
             if changed:
                 changed_groups.append(group.group_id)
                 if write:

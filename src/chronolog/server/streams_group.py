@@ -29,6 +29,7 @@ from chronolog.errors import ErrorCode, InvalidTopicExceptionError
 from chronolog.server.assignment import inter as _inter
 from chronolog.server.assignment import minus as _minus
 from chronolog.server.assignment import union as _union
+from chronolog.server.consumer_group import fenced_members
 from chronolog.server.streams_topology import (
     SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
@@ -494,13 +495,9 @@ class StreamsGroups:
         for group in list(self.groups.values()):
             session = self._cfg("group.streams.session.timeout.ms", 45000, group.group_id) / 1000.0
             hit = False
-            for mid, m in list(group.members.items()):
-                if now - m.last_heartbeat > session:
-                    self._remove(group, mid, "expired (session timeout)")
-                    hit = True
-                elif m.revoke_deadline is not None and now > m.revoke_deadline:
-                    self._remove(group, mid, "fenced (did not revoke within its rebalance timeout)")
-                    hit = True
+            for mid, why in fenced_members(group.members, now, lambda _m, s=session: s):
+                self._remove(group, mid, why)
+                hit = True
             if hit:
                 changed.append(group.group_id)
         return changed
