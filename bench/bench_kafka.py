@@ -232,12 +232,15 @@ def consume_passes(bootstrap: str, topic: str, count: int, min_seconds: float) -
     `kafka-consumer-perf-test`'s fetch.MB.sec starts after the join): the client's own start is not the
     broker's rate. `fetch.wait.max.ms` is 10: at the end of a pass librdkafka has a Fetch at the log end
     in flight, which either broker holds for that long, and the next pass's first Fetch waits behind it
-    (500 ms by default: a stall of a fifth of a pass, the same on both sides, that dilutes the ratio)."""
+    (500 ms by default: a stall of a fifth of a pass, the same on both sides, that dilutes the ratio).
+    `fetch.queue.backoff.ms` is 100: once its queue holds `queued.min.messages` (100,000) librdkafka stops
+    fetching for that long, 1 s by default: a stall longer than a whole pass, which comes when a broker outruns
+    the Python loop, so it fell on the faster broker more and decided the ratio."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-kafka", "enable.auto.commit": False,
                   "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760, "fetch.wait.max.ms": 10,
-                  "log_level": 0})
+                  "fetch.queue.backoff.ms": 100, "log_level": 0})
     nbytes = 0
     start = None
     deadline = time.monotonic() + WAIT
