@@ -58,7 +58,7 @@ def test_values_joined_in_c_as_in_python():
         ends = array("i", [0])
         for item in items:
             ends.append(ends[-1] + len(item))
-        cols = (None, ends, b"".join(items), 0)
+        cols = (None, ends.tobytes(), b"".join(items), 0)  # the decoder's buffers are bytes
         n = rng.randint(0, len(items))
         delim = rng.choice([b"\n", b"", b"\r\n"])
         want = b"".join(item + delim for item in items[:n])
