@@ -156,12 +156,7 @@ class ProducerStates:
                timestamp: int, transactional: bool = False) -> None:
         """Record a written batch (`ProducerStateEntry.addBatch`): a new epoch forgets the old one's. A
         transactional batch of a producer without an open transaction opens one at its first offset."""
-        entry = self.producers.get(producer_id)
-        if entry is None:
-            entry = self.producers[producer_id] = ProducerEntry(producer_id, epoch)
-        elif epoch != entry.epoch:
-            entry.epoch = epoch
-            entry.batches = []
+        entry = self._entry_at(producer_id, epoch)
         delta = last_offset - first_offset
         entry.batches.append(BatchMetadata(increment_sequence(first_seq, delta), last_offset, delta, timestamp))
         if len(entry.batches) > RETAINED_BATCHES:
@@ -170,6 +165,17 @@ class ProducerStates:
         if transactional and entry.txn_first_offset < 0:
             entry.txn_first_offset = first_offset
             self.ongoing[producer_id] = first_offset
+
+    def _entry_at(self, producer_id: int, epoch: int) -> ProducerEntry:
+        """The producer's entry, made if new, at `epoch`: a new epoch forgets the old one's batches
+        (`ProducerStateEntry.update`); for a written batch and a written marker alike."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerEntry(producer_id, epoch)
+        elif epoch != entry.epoch:
+            entry.epoch = epoch
+            entry.batches = []
+        return entry
 
     # -- transaction markers ------------------------------------------------------------------------
     def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
@@ -193,12 +199,7 @@ class ProducerStates:
         after it (`ProducerStateManager.lastStableOffset`: the first offset of the oldest other open
         transaction, else the marker's offset + 1), None when no transaction was open (an empty one)."""
         done = self.completed_by_marker(producer_id, offset, commit)
-        entry = self.producers.get(producer_id)
-        if entry is None:
-            entry = self.producers[producer_id] = ProducerEntry(producer_id, epoch)
-        if epoch != entry.epoch:
-            entry.epoch = epoch
-            entry.batches = []
+        entry = self._entry_at(producer_id, epoch)
         entry.coordinator_epoch = coordinator_epoch
         entry.txn_first_offset = -1
         entry.last_timestamp = timestamp
