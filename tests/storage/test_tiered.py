@@ -390,3 +390,58 @@ def test_a_start_without_the_tier_refuses_tiered_topics(tmp_path):
     manager.shutdown()
     with pytest.raises(ChronologError, match="before disabling tiered storage cluster-wide.*logs"):
         LogManager(tmp_path / "data", BrokerConfig()).startup(background=False)
+
+
+def test_remote_indexes_are_kept_on_local_disk_bounded(tmp_path):
+    """Kafka's RemoteIndexCache: the indexes fetched for a lookup are kept in `<data dir>/remote-log-index-
+    cache`, so after a restart a lookup by time into a tiered segment reads only its `.log` range from the
+    tier; a copy left short is fetched again; the directory stays within the cache's bytes."""
+    from chronolog.storage.remote.reading import INDEX_CACHE_DIR
+    data, tier_dir = tmp_path / "data", str(tmp_path / "tier")
+    manager = LogManager(data, broker_config(tier_dir))
+    manager.startup(background=False)
+    try:
+        manager.create_topic("logs", 1, TOPIC_CONFIGS)
+        produced = produce(manager.get_log("logs", 0), 600, random.Random(4))
+        tier_and_expire(manager, BASE + 700_000)
+        segments = manager.get_log("logs", 0).remote.segments
+        targets = [oracle(produced, BASE + (m.base_offset // 50) * 1000 + 500)[1] for m in segments[:3]]
+        for target in targets:
+            assert manager.get_log("logs", 0).offset_for_timestamp(target).offset == oracle(produced, target)[0]
+    finally:
+        manager.shutdown()
+    cache = data / INDEX_CACHE_DIR
+    kept = sorted(p.name for p in cache.iterdir())
+    for meta in segments[:3]:
+        name = f"logs-0@{meta.base_offset:020d}"
+        assert {f"{name}.index@{meta.segment_id}", f"{name}.timeindex@{meta.segment_id}"} <= set(kept), kept
+    # a copy a crash left short, and one being written, are not used
+    short = cache / f"logs-0@{segments[1].base_offset:020d}.timeindex@{segments[1].segment_id}"
+    short.write_bytes(short.read_bytes()[:-12])
+    (cache / "logs-0@x.index@y.1.tmp").write_bytes(b"cut")
+
+    manager = LogManager(data, broker_config(tier_dir))
+    manager.startup(background=False)
+    try:
+        plog = manager.get_log("logs", 0)
+        tier = manager.remote_logs.tier
+        assert not list(cache.glob("*.tmp"))
+        for i, (meta, target) in enumerate(zip(segments, targets, strict=False)):
+            tier.reset_counters()
+            assert plog.offset_for_timestamp(target).offset == oracle(produced, target)[0]
+            name = f"{meta.base_offset:020d}"
+            want = {f"{name}.log": 1} if i != 1 else {f"{name}.log": 1, f"{name}.timeindex": 1}
+            assert dict(tier.reads) == want
+        assert short.stat().st_size == segments[1].files[f"{segments[1].base_offset:020d}.timeindex"]
+    finally:
+        manager.shutdown()
+    # bounded: a cache of 4 KB keeps at most that much on disk
+    manager = LogManager(data, broker_config(tier_dir, **{"remote.log.index.file.cache.total.size.bytes": "4096"}))
+    manager.startup(background=False)
+    try:
+        plog = manager.get_log("logs", 0)
+        assert [r.offset for r in plog.read_records(0)] == [o for o, _t, _v in produced]  # opens every segment
+        sizes = [p.stat().st_size for p in cache.iterdir()]
+        assert sum(sizes) <= 4096 or len(sizes) == 1
+    finally:
+        manager.shutdown()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from chronolog.config import BrokerConfig
 from chronolog.diskio import describe
 from chronolog.storage.basics import now_ms
-from chronolog.storage.remote.reading import RANGE_BYTES, RemoteCaches
+from chronolog.storage.remote.reading import INDEX_CACHE_DIR, RANGE_BYTES, RemoteCaches
 from chronolog.storage.remote.remote_log import RemoteLog
 from chronolog.storage.remote.tier import Tier, TierError, open_tier
 
@@ -37,7 +37,8 @@ class RemoteLogManager:
         location = config["remote.log.storage.dir"] or str(default_tier_dir(data_dir))
         self.tier = tier if tier is not None else open_tier(location)
         self.caches = RemoteCaches(config["remote.log.index.file.cache.total.size.bytes"],
-                                   config["chronolog.remote.log.reader.cache.bytes"], RANGE_BYTES)
+                                   config["chronolog.remote.log.reader.cache.bytes"], RANGE_BYTES,
+                                   index_dir=data_dir / INDEX_CACHE_DIR)
         self.interval_ms = config["remote.log.manager.task.interval.ms"]
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

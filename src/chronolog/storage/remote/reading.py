@@ -10,6 +10,9 @@ entry to the answer), never the `.log` from its start. A fetch reads the ranges 
 from __future__ import annotations
 
 import bisect
+import contextlib
+import logging
+import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -23,24 +26,41 @@ from chronolog.storage.segment import LOG_SUFFIX, segment_name
 INDEX_CACHE_BYTES = 1 << 30  # remote.log.index.file.cache.total.size.bytes (Kafka's default: 1 GiB)
 RANGE_CACHE_BYTES = 64 << 20
 RANGE_BYTES = 256 << 10
+INDEX_CACHE_DIR = "remote-log-index-cache"  # in the data dir, as Kafka's RemoteIndexCache.DIR_NAME
+
+log = logging.getLogger("chronolog.storage.remote")
 
 
 class IndexCache:
-    """Small files of the tier (indexes, `.txnindex`, snapshots, sidecars) kept whole, bounded by bytes."""
+    """Small files of the tier (indexes, `.txnindex`, snapshots, sidecars) kept whole, bounded by bytes.
+    With `directory` (a broker's `<data dir>/remote-log-index-cache`, Kafka's `RemoteIndexCache.DIR_NAME`)
+    each file fetched is also kept there, bounded by the same bytes and least recently used out, so a
+    restart or a file dropped from memory is read from local disk, not the tier."""
 
-    def __init__(self, max_bytes: int = INDEX_CACHE_BYTES) -> None:
+    def __init__(self, max_bytes: int = INDEX_CACHE_BYTES, directory: Path | None = None) -> None:
         self.max_bytes = max_bytes
         self._data: OrderedDict[tuple, bytes | None] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+        self.directory = directory
+        self._disk: OrderedDict[str, int] = OrderedDict()  # file name -> size, least recently used first
+        self._disk_bytes = 0
+        if directory is not None:
+            self._load_disk(directory)
 
-    def get(self, tier: Tier, path: str, identity: str) -> bytes | None:
+    def get(self, tier: Tier, path: str, identity: str, size: int | None = None) -> bytes | None:
+        """The file at `path` of the copy `identity`; `size` (from its metadata), when known, rejects a
+        local copy a crash left short."""
         key = (id(tier), path, identity)
         with self._lock:
             if key in self._data:
                 self._data.move_to_end(key)
                 return self._data[key]
-        data = tier.read(path)
+        data = self._from_disk(_disk_name(path, identity), size) if self.directory is not None else None
+        if data is None:
+            data = tier.read(path)
+            if data is not None and self.directory is not None:
+                self._to_disk(_disk_name(path, identity), data)
         with self._lock:
             if key not in self._data:
                 self._data[key] = data
@@ -54,6 +74,86 @@ class IndexCache:
         with self._lock:
             for key in [k for k in self._data if k[0] == id(tier) and k[1].startswith(prefix)]:
                 self._bytes -= len(self._data.pop(key) or b"")
+            gone = [n for n in self._disk if n.startswith(_disk_name(prefix, ""))] if self.directory else []
+            for name in gone:
+                self._disk_bytes -= self._disk.pop(name)
+        for name in gone:
+            self._unlink(name)
+
+    # -- the local directory ------------------------------------------------------------------------
+    def _load_disk(self, directory: Path) -> None:
+        """What an earlier run kept, oldest use first; a write a crash cut (`.tmp`) is removed."""
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            found = []
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if entry.name.endswith(".tmp"):
+                        self._unlink(entry.name)
+                    elif entry.is_file():
+                        st = entry.stat()
+                        found.append((st.st_mtime_ns, entry.name, st.st_size))
+        except OSError as exc:
+            log.warning("remote index cache %s unusable (%s): indexes are kept in memory only", directory, exc)
+            self.directory = None
+            return
+        for _mtime, name, size in sorted(found):
+            self._disk[name] = size
+            self._disk_bytes += size
+        self._evict_disk()
+
+    def _from_disk(self, name: str, size: int | None) -> bytes | None:
+        with self._lock:
+            if name not in self._disk:
+                return None
+            self._disk.move_to_end(name)
+        path = self.directory / name
+        try:
+            data = path.read_bytes()
+            if size is not None and len(data) != size:
+                raise OSError(f"{len(data)} bytes, not {size}")
+            os.utime(path)  # the use, for the order the next start evicts in
+            return data
+        except OSError:
+            with self._lock:
+                self._disk_bytes -= self._disk.pop(name, 0)
+            self._unlink(name)
+            return None
+
+    def _to_disk(self, name: str, data: bytes) -> None:
+        """Written under a temporary name and renamed: a crash leaves a whole file or none (no sync: a
+        cache; a copy cut short by a power loss is caught by its size and fetched again)."""
+        tmp = self.directory / f"{name}.{threading.get_ident()}.tmp"
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, self.directory / name)
+        except OSError as exc:
+            log.debug("remote index cache: %s not kept on disk (%s)", name, exc)
+            self._unlink(tmp.name)
+            return
+        with self._lock:
+            self._disk_bytes += len(data) - self._disk.pop(name, 0)
+            self._disk[name] = len(data)
+        self._evict_disk()
+
+    def _evict_disk(self) -> None:
+        gone = []
+        with self._lock:
+            while self._disk_bytes > self.max_bytes and len(self._disk) > 1:
+                name, size = self._disk.popitem(last=False)
+                self._disk_bytes -= size
+                gone.append(name)
+        for name in gone:
+            self._unlink(name)
+
+    def _unlink(self, name: str) -> None:
+        with contextlib.suppress(OSError):
+            (self.directory / name).unlink()
+
+
+def _disk_name(path: str, identity: str) -> str:
+    """`<topic>-<partition>/<file>` of copy `identity` as one file name ('@' is in no topic name)."""
+    return f"{path.replace('/', '@')}@{identity}" if identity else path.replace("/", "@")
 
 
 class RangeCache:
@@ -137,8 +237,8 @@ class RemoteCaches:
     """The caches of one broker's tier (`RemoteLogManager`), or of a tool reading one."""
 
     def __init__(self, index_bytes: int = INDEX_CACHE_BYTES, range_bytes: int = RANGE_CACHE_BYTES,
-                 range_size: int = RANGE_BYTES) -> None:
-        self.indexes = IndexCache(index_bytes)
+                 range_size: int = RANGE_BYTES, index_dir: Path | None = None) -> None:
+        self.indexes = IndexCache(index_bytes, index_dir)
         self.ranges = RangeCache(range_bytes, range_size)
 
 
@@ -191,7 +291,7 @@ class TierFiles:
     def read(self, name: str) -> bytes | None:
         if name not in self._size:
             return None
-        return self.caches.indexes.get(self.tier, self._path(name), self._ident[name])
+        return self.caches.indexes.get(self.tier, self._path(name), self._ident[name], self._size[name])
 
     def mtime_ms(self, name: str) -> int:
         return self._mtime.get(name, 0)
