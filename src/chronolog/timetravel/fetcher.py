@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from chronolog.errors import ChronologError, ErrorCode
 from chronolog.protocol import fetch_client as fc
 from chronolog.timetravel.connection import Connection, ConnectionLost, servers
-from chronolog.timetravel.sources import OffsetAtTime
+from chronolog.timetravel.offsetanswer import OffsetAtTime
 
 # librdkafka option names (as Spark's `kafka.` options carry them) that this loop honours; a query given
 # any other keeps the librdkafka reader.

@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -23,6 +22,7 @@ from chronolog.errors import ChronologError, UnknownTopicOrPartitionError
 from chronolog.records import Record
 from chronolog.storage.basics import parse_log_dir_name
 from chronolog.storage.txnindex import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED
+from chronolog.timetravel.offsetanswer import OffsetAtTime
 
 if TYPE_CHECKING:  # the storage engine is imported when a data dir is opened: a broker's tools start without it
     from chronolog.storage import PartitionLog
@@ -42,30 +42,6 @@ def _isolation(isolation: str) -> str:
     if isolation not in ISOLATION_LEVELS:
         raise ChronologError(f"isolation level {isolation!r}: use read_uncommitted or read_committed")
     return isolation
-
-
-@dataclass(frozen=True)
-class OffsetAtTime:
-    partition: int
-    offset: int          # first offset with timestamp >= T, or the end offset when there is none
-    timestamp: int       # that record's timestamp, -1 when none
-    found: bool
-    start_offset: int
-    end_offset: int
-
-    def deleted_note(self, ts: int) -> str | None:
-        """Why the answer for time `ts` may miss records: the ones below the log start offset were deleted
-        (by retention.ms / retention.bytes, or DeleteRecords) and could have been at or after `ts`. None
-        when nothing was deleted or the answer lies after the log start. Both sources fill the fields the
-        same way (the broker's ListOffsets answer and its low watermark), so every tool says the same."""
-        if self.start_offset <= 0:
-            return None
-        if not self.found and self.start_offset >= self.end_offset:
-            return f"every record deleted by retention (log start offset {self.start_offset})"
-        if self.found and self.offset == self.start_offset and ts < self.timestamp:
-            return f"T is before the log start: earlier records deleted by retention (log start offset " \
-                   f"{self.start_offset})"
-        return None
 
 
 class DataDirSource:
