@@ -258,21 +258,16 @@ def _dump_index(path: Path, as_json: bool, shown: str) -> dict:
     base = base_offset_of(path)
     entries = []
     if path.suffix == ".index":
-        idx = OffsetIndex(path, base, writable=False)
-        _say_if_empty(idx, shown, as_json)
-        for i in range(idx.entries):
-            e = idx.entry(i)
-            entries.append({"offset": e.offset, "position": e.position})
-            if not as_json:
-                sys.stdout.write(f"offset: {e.offset} position: {e.position}\n")
+        idx, names = OffsetIndex(path, base, writable=False), ("offset", "position")
     else:
-        idx = TimeIndex(path, base, writable=False)
-        _say_if_empty(idx, shown, as_json)
-        for i in range(idx.entries):
-            e = idx.entry(i)
-            entries.append({"timestamp": e.timestamp, "offset": e.offset})
-            if not as_json:
-                sys.stdout.write(f"timestamp: {e.timestamp} offset: {e.offset}\n")
+        idx, names = TimeIndex(path, base, writable=False), ("timestamp", "offset")
+    _say_if_empty(idx, shown, as_json)
+    for i in range(idx.entries):
+        e = idx.entry(i)
+        entry = {name: getattr(e, name) for name in names}
+        entries.append(entry)
+        if not as_json:  # `offset: 3 position: 4120`, `timestamp: 1718377200000 offset: 3`
+            sys.stdout.write(" ".join(f"{name}: {value}" for name, value in entry.items()) + "\n")
     return {"file": shown, "entries": entries}
 
 
