@@ -126,14 +126,16 @@ def run(chronolog_side: Any, kafka_side: Any, count: int, seed: int) -> tuple[in
             side.create_topic(name, partitions, configs)
     pools = wirefuzz.Pools(topics=tuple(topics), missing_topics=(f"{prefix}-missing", f"{prefix}-gone"),
                            groups=(f"{prefix}-g", f"{prefix}-g2"), transactional_ids=(f"{prefix}-t", f"{prefix}-t2"),
-                           users=(f"{prefix}-u", f"{prefix}-u2"))
+                           users=(f"{prefix}-u", f"{prefix}-u2"),
+                           partitions={name: partitions for name, (_, partitions) in topics.items()},
+                           share_groups=(f"{prefix}-s", f"{prefix}-s2"))
     ours_wire, theirs_wire = wirefuzz.Wire(chronolog_side.raw.port), wirefuzz.Wire(kafka_side.raw.port)
     try:
         apis = common_versions(_versions(ours_wire), _versions(theirs_wire))
         if ONLY:
             apis = {k: v for k, v in apis.items() if k in ONLY}
         for wire in (ours_wire, theirs_wire):
-            _coordinators_ready(wire, groups=pools.groups + pools.transactional_ids)
+            _coordinators_ready(wire, groups=pools.groups + pools.transactional_ids + pools.share_groups)
         ids = (_topic_ids(ours_wire, list(topics)), _topic_ids(theirs_wire, list(topics)))
         differences: dict[tuple, tuple] = {}
         sent = collections.Counter()

@@ -249,6 +249,8 @@ class Pools:
     groups: tuple[str, ...] = ("fz-group", "fz-group-2")
     transactional_ids: tuple[str, ...] = ("fz-txn", "fz-txn-2")
     users: tuple[str, ...] = ("fz-user", "fz-user-2")
+    partitions: dict[str, int] = dataclasses.field(default_factory=dict)  # of each topic (1 if not given)
+    share_groups: tuple[str, ...] = ("fz-share", "fz-share-2")  # the only groups share-group APIs make
 
     def topic(self, rng: random.Random) -> str:
         return rng.choice(self.topics + self.topics + self.missing_topics)
@@ -568,11 +570,80 @@ def _fix_streams_heartbeat(v: dict, version: int, rng: random.Random, pools: Poo
         sub["copartition_groups"] = []
 
 
+def _existing_partitions(name: Any, partitions: list, rng: random.Random, pools: Pools) -> list:
+    """A share-group offset API's partitions of topic `name`: those of a topic that exists only from its
+    partitions, and at least one. Kafka 4.4 never answers a DescribeShareGroupOffsets naming a partition
+    that does not exist, fails a negative one or a topic with none (UNKNOWN_SERVER_ERROR), and an
+    AlterShareGroupOffsets of a negative partition fails but keeps the group, whose first DeleteGroups
+    then fails too: pinned by tests/differential/test_share_fuzzed.py."""
+    if name not in pools.topics:
+        return partitions
+    count = pools.partitions.get(name, 1)
+    return [p % count for p in partitions] or [rng.randrange(count)]
+
+
+def _share_group(v: dict, rng: random.Random, pools: Pools) -> None:
+    """The requests that make share groups (ShareGroupHeartbeat, AlterShareGroupOffsets) name only the share
+    groups' names, which DeleteGroups never names: Kafka 4.4 fails the DeleteGroups of a share group whose
+    subscribed partitions' state is still being initialized (UNKNOWN_SERVER_ERROR; the group stays, the
+    next one deletes it: pinned by tests/differential/test_share_fuzzed.py). The other share-group APIs,
+    and OffsetCommit, JoinGroup and OffsetDelete, name any group."""
+    v["group_id"] = rng.choice(pools.share_groups + pools.share_groups + ("",))
+
+
+def _any_group(v: dict, rng: random.Random, pools: Pools) -> None:
+    """Requests that make no share group: sometimes a share group's name (the other APIs' groups stay
+    apart from the share groups, so that DeleteGroups never names a share group)."""
+    if rng.random() < 0.3:
+        v["group_id"] = rng.choice(pools.share_groups)
+
+
+def _fix_share_heartbeat(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    _share_group(v, rng, pools)
+
+
+def _fix_share_session(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    _any_group(v, rng, pools)
+
+
+def _fix_share_describe(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    v["group_ids"] = [rng.choice(pools.share_groups) if rng.random() < 0.5 else g for g in v["group_ids"]]
+
+
+def _fix_offset_commit(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    _any_group(v, rng, pools)
+
+
+def _fix_join_any(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    _fix_join(v, version, rng, pools)
+    _any_group(v, rng, pools)
+
+
+def _fix_describe_share_offsets(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    for g in v["groups"]:
+        if not g["group_id"]:  # the empty group id: UNKNOWN_SERVER_ERROR in Kafka 4.4 (pinned)
+            g["group_id"] = rng.choice(pools.groups)
+        elif rng.random() < 0.5:
+            g["group_id"] = rng.choice(pools.share_groups)
+        for t in g.get("topics") or ():
+            t["partitions"] = _existing_partitions(t["topic_name"], t["partitions"], rng, pools)
+
+
+def _fix_alter_share_offsets(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    _share_group(v, rng, pools)
+    for t in v["topics"]:
+        for p in t["partitions"]:
+            p["partition_index"] = abs(p["partition_index"])  # negative: UNKNOWN_SERVER_ERROR (pinned)
+
+
 FIXES: dict[int, Callable[[dict, int, random.Random, Pools], None]] = {
-    0: _fix_produce, 1: _fix_fetch, 2: _fix_list_offsets, 3: _fix_metadata, 11: _fix_join, 19: _validate_only,
+    0: _fix_produce, 1: _fix_fetch, 2: _fix_list_offsets, 3: _fix_metadata, 11: _fix_join_any, 19: _validate_only,
     20: _fix_delete_topics, 21: _fix_timeouts, 23: _fix_replica, 33: _validate_only, 37: _validate_only,
     44: _validate_only, 49: _validate_only, 51: _fix_scram, 68: _fix_heartbeat_848,
     75: _fix_describe_topic_partitions, 88: _fix_streams_heartbeat,
+    8: _fix_offset_commit, 47: _fix_offset_commit, 76: _fix_share_heartbeat, 77: _fix_share_describe,
+    78: _fix_share_session, 79: _fix_share_session, 90: _fix_describe_share_offsets,
+    91: _fix_alter_share_offsets, 92: _fix_share_session,
 }
 
 

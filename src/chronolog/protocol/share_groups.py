@@ -248,8 +248,6 @@ async def share_fetch(req: Any, ctx: RequestContext) -> dict:
                                              p.acknowledgement_batches)
                 out = entry(name, t.topic_id, index)
                 out["acknowledge_error_code"], out["acknowledge_error_message"] = code, message
-            elif epoch == 0:
-                entry(name, t.topic_id, index)
     for f in req.forgotten_topics_data or ():
         name = ctx.state.topic_name(f.topic_id)
         for index in f.partitions:
@@ -355,9 +353,11 @@ def _hosted(ctx: RequestContext, name: str, partition: int) -> bool:
 def describe_share_group_offsets(req: Any, ctx: RequestContext) -> dict:
     """GroupCoordinatorService.describeShareGroupOffsets: each partition's start offset and (v1, KIP-1226)
     its lag: the records from the start to the high watermark not yet acknowledged or archived; -1 and -1
-    for a partition the group has no state for. No topics (null) means every partition with state. Kafka
-    4.4 never answers a request naming a partition that does not exist; chronolog answers it
-    UNKNOWN_TOPIC_OR_PARTITION."""
+    for a partition the group has no state for, or of a topic that does not exist. No topics (null) means every
+    partition with state. Kafka 4.4 never answers a request naming a partition that does not exist of a topic
+    that does, and fails one naming a negative partition, a topic with no partitions or the empty group id
+    (UNKNOWN_SERVER_ERROR); chronolog answers UNKNOWN_TOPIC_OR_PARTITION per partition or the group's
+    partitions (pinned by tests/differential/test_share_fuzzed.py)."""
     shares = _shares(ctx)
     groups = []
     for g in req.groups:
@@ -384,6 +384,8 @@ def describe_share_group_offsets(req: Any, ctx: RequestContext) -> dict:
                        "error_code": 0, "error_message": None}
                 if denied:
                     out.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, leader_epoch=-1)
+                elif not ctx.log_manager.has_topic(name):
+                    pass  # a topic that does not exist: no state, no error (Kafka 4.4 answers so)
                 elif not _hosted(ctx, name, index):
                     out.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=_NOT_HOSTED,
                                leader_epoch=-1)
@@ -434,6 +436,7 @@ def alter_share_group_offsets(req: Any, ctx: RequestContext) -> dict:
                  "error_message": _NOT_HOSTED if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None}
                 for p in t.partitions]})
             continue
+        shares.altered_group(req.group_id)
         parts = []
         for p in t.partitions:
             index = int(p.partition_index)

@@ -438,12 +438,18 @@ class ShareGroups:
         group = self.groups.get(group_id)
         return dict(group.partitions) if group is not None else {}
 
-    def alter_offset(self, group_id: str, topic: str, index: int, offset: int) -> None:
-        """AlterShareGroupOffsets: a new start offset for an empty group's share-partition."""
+    def altered_group(self, group_id: str) -> ShareGroup:
+        """The group AlterShareGroupOffsets changes: made if absent (epoch 1, Empty), as Kafka does once the
+        request names a topic that exists, even with no partition of it to alter."""
         group = self.groups.get(group_id)
-        if group is None:  # AlterShareGroupOffsets makes the group, as Kafka does (epoch 1, Empty)
+        if group is None:
             group = self.groups[group_id] = ShareGroup(group_id, epoch=1, assignment_epoch=1)
         group.listed = True
+        return group
+
+    def alter_offset(self, group_id: str, topic: str, index: int, offset: int) -> None:
+        """AlterShareGroupOffsets: a new start offset for an empty group's share-partition."""
+        group = self.altered_group(group_id)
         group.partitions[(topic, index)] = SharePartition(offset)
         self._persist(group, (topic, index))
 

@@ -16,6 +16,7 @@ same: state batches, never acquisitions).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from chronolog.errors import ErrorCode
@@ -150,22 +151,18 @@ class SharePartition:
     def expire(self, now: float, limit: int) -> bool:
         """Acquisition locks run out (SharePartition.AcquisitionLockTimerTask): back to AVAILABLE, or
         ARCHIVED when delivered `limit` times. True when anything changed."""
-        changed = False
-        for rec in self.records.values():
-            if rec.state == ACQUIRED and rec.deadline <= now:
-                rec.state = ARCHIVED if rec.count >= limit else AVAILABLE
-                rec.member, rec.deadline = None, 0.0
-                changed = True
-        if changed:
-            self._advance()
-        return changed
+        return self._release(lambda rec: rec.deadline <= now, limit)
 
     def release_member(self, member: str, limit: int) -> bool:
         """SharePartition.releaseAcquiredRecords: a member that left or closed its session gives its
         records back."""
+        return self._release(lambda rec: rec.member == member, limit)
+
+    def _release(self, which: Callable[[InFlight], bool], limit: int) -> bool:
+        """The acquired records `which` picks become AVAILABLE again (ARCHIVED when delivered `limit` times)."""
         changed = False
         for rec in self.records.values():
-            if rec.state == ACQUIRED and rec.member == member:
+            if rec.state == ACQUIRED and which(rec):
                 rec.state = ARCHIVED if rec.count >= limit else AVAILABLE
                 rec.member, rec.deadline = None, 0.0
                 changed = True

@@ -1,0 +1,128 @@
+"""The share-group requests the wire fuzzer does not generate (wirefuzz.FIXES), each answered on both brokers:
+Kafka 4.4 fails them with UNKNOWN_SERVER_ERROR or never answers, chronolog answers them (docs/differences.md,
+"Wire fuzzer"). Also the cases the fuzzer found that chronolog now answers as Kafka does."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from tests.differential import wirefuzz
+
+RETRIABLE = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+UNKNOWN_SERVER_ERROR, UNKNOWN_TOPIC_OR_PARTITION, GROUP_ID_NOT_FOUND = -1, 3, 69
+
+
+def _codes(wire: wirefuzz.Wire, key: int, version: int, values: dict) -> list[tuple[str, int]]:
+    return wirefuzz.error_codes(wire.call(key, version, wirefuzz.build(key, version, values, {})))
+
+
+def _alter(wire: wirefuzz.Wire, group: str, topic: str, partition: int) -> list[tuple[str, int]]:
+    return _codes(wire, 91, 0, {"group_id": group, "topics": [
+        {"topic_name": topic, "partitions": [{"partition_index": partition, "start_offset": 0}]}]})
+
+
+def _ready(wire: wirefuzz.Wire, topic: str, bound_s: float = 60) -> None:
+    """The group coordinator loaded and the topic known to it: Kafka answers a fresh topic's partitions
+    UNKNOWN_TOPIC_OR_PARTITION for a moment after making it."""
+    deadline = time.monotonic() + bound_s
+    probe = f"probe-{uuid.uuid4().hex[:8]}"
+    while True:
+        found = _codes(wire, 10, 6, {"key_type": 0, "coordinator_keys": [probe]})
+        answer = _alter(wire, probe, topic, 0) if found == [("coordinators.error_code", 0)] else found
+        if answer == [("error_code", 0), ("responses.partitions.error_code", 0)]:
+            return
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.2)
+
+
+def _left_out(side: Any) -> dict[str, Any]:
+    topic = side.create_topic(f"sfz-{uuid.uuid4().hex[:8]}", 2)
+    wire = wirefuzz.Wire(side.raw.port, timeout=3)
+    try:
+        _ready(wire, topic)
+        group = f"sfz-{uuid.uuid4().hex[:8]}"
+        _alter(wire, group, topic, 0)
+
+        def describe(group_id: str, partitions: list[int]) -> list[tuple[str, int]]:
+            return _codes(wire, 90, 1, {"groups": [{"group_id": group_id, "topics": [
+                {"topic_name": topic, "partitions": partitions}]}]})
+
+        out = {
+            "describe empty group id": describe("", [0]),
+            "describe negative partition": describe(group, [-1]),
+            "describe topic with no partitions": describe(group, []),
+        }
+        negative = f"sfz-{uuid.uuid4().hex[:8]}"
+        out["alter negative partition"] = _alter(wire, negative, topic, -1)
+        out["delete that group"] = _codes(wire, 42, 2, {"groups_names": [negative]})
+        out["delete it again"] = _codes(wire, 42, 2, {"groups_names": [negative]})
+        out["describe missing partition"] = describe(group, [7])  # last: Kafka never answers it
+        return out
+    finally:
+        wire.close()
+
+
+def test_share_offset_requests_left_out_of_the_fuzzer(chronolog_side, kafka_side):
+    groups, parts = "groups.error_code", "groups.topics.partitions.error_code"
+    ok = [("error_code", 0)]
+    assert _left_out(chronolog_side) == {
+        "describe empty group id": [(groups, 0), (parts, 0)],
+        "describe negative partition": [(groups, 0), (parts, UNKNOWN_TOPIC_OR_PARTITION)],
+        "describe topic with no partitions": [(groups, 0)],
+        "alter negative partition": ok + [("responses.partitions.error_code", UNKNOWN_TOPIC_OR_PARTITION)],
+        "delete that group": [("results.error_code", 0)],  # the topic exists: the group was made
+        "delete it again": [("results.error_code", GROUP_ID_NOT_FOUND)],
+        "describe missing partition": [(groups, 0), (parts, UNKNOWN_TOPIC_OR_PARTITION)],
+    }
+    assert _left_out(kafka_side) == {
+        "describe empty group id": [(groups, UNKNOWN_SERVER_ERROR)],
+        "describe negative partition": [(groups, UNKNOWN_SERVER_ERROR)],
+        "describe topic with no partitions": [(groups, UNKNOWN_SERVER_ERROR)],
+        # the group is made, its state of partition -1 cannot be: the first DeleteGroups fails, the second
+        # deletes it
+        "alter negative partition": [("error_code", UNKNOWN_SERVER_ERROR)],
+        "delete that group": [("results.error_code", UNKNOWN_SERVER_ERROR)],
+        "delete it again": [("results.error_code", 0)],
+        "describe missing partition": [(wirefuzz.TIMED_OUT, -1)],
+    }
+
+
+def _answered(side: Any) -> dict[str, Any]:
+    """What the fuzzer found differing, now answered alike."""
+    topic = side.create_topic(f"sfz-{uuid.uuid4().hex[:8]}", 2)
+    missing = f"sfz-missing-{uuid.uuid4().hex[:8]}"
+    wire = wirefuzz.Wire(side.raw.port, timeout=10)
+    try:
+        _ready(wire, topic)
+        topic_id = wire.call(3, 12, wirefuzz.build(3, 12, {"topics": [{"name": topic}],
+                                                           "allow_auto_topic_creation": False}, {})).topics[0].topic_id
+        group = f"sfz-{uuid.uuid4().hex[:8]}"
+        made = f"sfz-{uuid.uuid4().hex[:8]}"
+        out = {
+            # a topic that does not exist: no state, no error
+            "describe missing topic": _codes(wire, 90, 1, {"groups": [{"group_id": group, "topics": [
+                {"topic_name": missing, "partitions": [0, 3]}]}]}),
+            # naming a topic that exists makes the group, even with no partition of it to alter
+            "alter no partitions": _codes(wire, 91, 0, {"group_id": made, "topics": [
+                {"topic_name": topic, "partitions": []}]}),
+            "made": _codes(wire, 77, 1, {"group_ids": [made], "include_authorized_operations": False}),
+            # a new share session without records to give: no partitions answered
+            "first fetch": _codes(wire, 78, 1, {
+                "group_id": group, "member_id": "sfz-member", "share_session_epoch": 0, "max_wait": 10,
+                "min_bytes": 1, "max_bytes": 1 << 20, "forgotten_topics_data": [], "topics": [
+                    {"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}]}),
+        }
+        return out
+    finally:
+        wire.close()
+
+
+def test_share_answers_the_fuzzer_compared(chronolog_side, kafka_side):
+    assert _answered(chronolog_side) == _answered(kafka_side) == {
+        "describe missing topic": [("groups.error_code", 0)] + [("groups.topics.partitions.error_code", 0)] * 2,
+        "alter no partitions": [("error_code", 0)],
+        "made": [("groups.error_code", 0)],
+        "first fetch": [("error_code", 0)],
+    }
