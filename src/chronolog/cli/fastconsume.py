@@ -66,6 +66,8 @@ def run(argv: list[str]) -> bool:
         return False
     try:
         consume_raw(**opts)
+        from chronolog.cli.fastexit import finish
+        finish(0)
     except BrokenPipeError:
         # the reader went away (`| head`): stop without a word, exit status 1, as click does for typer's commands
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit

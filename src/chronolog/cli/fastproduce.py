@@ -78,6 +78,8 @@ def run(argv: list[str]) -> bool:
         return False
     from chronolog.timetravel.lineload import load
     code = load(values.pop("topic"), values.pop("file"), {"bootstrap.servers": values.pop("bootstrap")}, **values)
+    from chronolog.cli.fastexit import finish
+    finish(code)
     if code:
         sys.exit(code)
     return True
