@@ -32,7 +32,10 @@ alike; each run is one client against one broker, the other idle. The steps:
 
 Beside each produce and consume rate, the broker's CPU seconds per GB moved (user + system time of its
 process tree over the runs, from /proc): unlike a rate, it hardly moves with the load of the machine, and
-it says how much of a rate is the broker's own work. Ratios are chronolog/Kafka as the issue states them:
+it says how much of a rate is the broker's own work. Beside the confluent-kafka rates, the client's CPU per
+GB too (this process: the Python loop and librdkafka's threads), and Kafka's client + broker CPU over
+chronolog's: the ratio the rates tend to where the machine's CPU decides, the most a broker could show
+while the client's part stays as it is. Ratios are chronolog/Kafka as the issue states them:
 for rates chronolog's over Kafka's (> 1: chronolog faster), for times, CPU and memory chronolog's over
 Kafka's (< 1: chronolog better); each beside its target.
 
@@ -44,6 +47,7 @@ from __future__ import annotations
 
 import os
 import random
+import resource
 import shutil
 import signal
 import socket
@@ -157,6 +161,12 @@ def cpu_tree_s(pid: int) -> float:
             continue
         ticks += int(fields[11]) + int(fields[12])  # utime, stime
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_self_s() -> float:
+    """User + system CPU seconds of this process so far: the Python loop and librdkafka's threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def rss_tree_mb(pid: int) -> float:
@@ -547,18 +557,23 @@ def run_both(brokers: dict[str, Broker], s: Setting) -> dict[str, dict[str, floa
 
         def each(key: str, measure: Callable[[Broker, int], tuple[float, int]], runs: int = s.runs) -> None:
             """`measure` gives (rate, bytes moved); beside the rate's median, the broker's CPU seconds per
-            GB moved over the same runs (its whole process tree, from before the run to after it)."""
+            GB moved over the same runs (its whole process tree, from before the run to after it), and the
+            client's (this process: for the perf tools, whose clients are JVMs of their own, only the
+            bench's own idling)."""
             figures: dict[str, list[float]] = {name: [] for name in brokers}
             cpu: dict[str, list[float]] = {name: [] for name in brokers}
+            client: dict[str, list[float]] = {name: [] for name in brokers}
             for run in range(runs):
                 for name, broker in brokers.items():
-                    before = cpu_tree_s(broker.proc.pid)
+                    before, ours = cpu_tree_s(broker.proc.pid), cpu_self_s()
                     rate, moved = measure(broker, run)
                     cpu[name].append((cpu_tree_s(broker.proc.pid) - before) / (moved / 1e9))
+                    client[name].append((cpu_self_s() - ours) / (moved / 1e9))
                     figures[name].append(rate)
             for name in brokers:
                 out[name][key] = statistics.median(figures[name])
                 out[name][key + "_cpu"] = statistics.median(cpu[name])
+                out[name][key + "_client_cpu"] = statistics.median(client[name])
 
         def produce_run(acks: str) -> Callable[[Broker, int], tuple[float, int]]:
             def measure(broker: Broker, run: int) -> tuple[float, int]:
@@ -650,17 +665,30 @@ def main() -> None:
         shown = "-" if ratio is None else f"{ratio:.2f}x" if ratio >= 0.1 else f"{ratio:.3f}x"  # 10,000 partitions
         rows.append((label, fmt.format(a), fmt.format(b), shown, target))
 
+    def cpu_bound(key: str) -> None:
+        """Kafka's client + broker CPU per GB over chronolog's: the rate ratio where the machine's CPU decides
+        (both processes sharing the cores), which no broker change can pass while the client's part stays."""
+        total = {name: results[name][key + "_cpu"] + results[name][key + "_client_cpu"] for name in results
+                 if name != "ceiling"}
+        rows.append(("  client + broker CPU per GB, s (Kafka's over chronolog's: the rate ratio if CPU decides)",
+                     f"{total['chronolog']:.2f}", f"{total['kafka']:.2f}",
+                     f"{total['kafka'] / total['chronolog']:.2f}x" if total["chronolog"] else "-", "-"))
+
     mb = s.records * SIZE // 1_000_000
     row(f"exec -> first Metadata, empty (best of {s.starts}), s", "start", "{:.3f}", "<= 0.1x")
     row("idle RSS, process tree, MB", "idle_rss", "{:.0f}", "-")
     row(f"produce {s.records:,} x 1 KiB, confluent-kafka acks=1, MB/s", "produce_1", "{:.0f}", ">= 1.5x")
     row("  broker CPU per GB produced, s", "produce_1_cpu", "{:.2f}", "-")
+    row("  client CPU per GB produced (the Python loop and librdkafka), s", "produce_1_client_cpu", "{:.2f}", "-")
+    cpu_bound("produce_1")
     ceiling = results["ceiling"]["produce_1"]
     rows.append(("  client ceiling: the same loop to librdkafka's in-process mock broker, MB/s", f"{ceiling:.0f}", "-",
                  f"{ceiling / theirs['produce_1']:.2f}x", "(the most any broker reaches)"))
     row("  the same, acks=all, MB/s", "produce_all", "{:.0f}", ">= 1.5x")
     row(f"consume {mb} MB, confluent-kafka, passes >= {s.consume_seconds:g} s, MB/s", "consume", "{:.0f}", ">= 1.5x")
     row("  broker CPU per GB consumed, s", "consume_cpu", "{:.2f}", "-")
+    row("  client CPU per GB consumed (the Python loop and librdkafka), s", "consume_client_cpu", "{:.2f}", "-")
+    cpu_bound("consume")
     row("RSS after that load, process tree, MB", "loaded_rss", "{:.0f}", "<= 0.15x")
     row(f"kafka-producer-perf-test {s.perf_records:,} x 1 KiB acks=1, MB/sec", "perf_produce", "{:.1f}", ">= 1.5x")
     row("  broker CPU per GB produced (the tool's JVM start included), s", "perf_produce_cpu", "{:.2f}", "-")
