@@ -612,7 +612,8 @@ class BrokerConfig:
                 if defn.synonym_negative is not None and value < 0:
                     value = defn.synonym_negative
                 if defn.minimum is not None and value < defn.minimum:
-                    raise InvalidConfigError(f"Invalid value {raw} for configuration {key}")
+                    bound = f": Value must be at least {defn.minimum}" if syn not in defn.synonym_scale else ""
+                    raise InvalidConfigError(f"Invalid value {raw} for configuration {key}{bound}")
                 self._topic_defaults[defn.name] = str(value).lower() if isinstance(value, bool) else str(value)
             elif key in TOPIC_CONFIGS:
                 self._topic_defaults[key] = str(_coerce(TOPIC_CONFIGS[key], raw))

@@ -25,6 +25,7 @@ from chronolog.errors import (
     UnknownTopicOrPartitionError,
 )
 from chronolog.protocol import (
+    broker_configs,
     delegation_tokens,  # noqa: F401  (registers the delegation token APIs)
     group_configs,
 )
@@ -481,6 +482,11 @@ def _alter(ctx: RequestContext, req: Any, incremental: bool) -> dict:
                 group_configs.alter(ctx, r, incremental, bool(req.validate_only),
                                     _controller_order(r.configs) if incremental else list(r.configs))
                 continue
+            if r.resource_type == BROKER_RESOURCE:  # ControllerApis authorizes it, the controller applies it
+                if not ctx.allowed("alter_configs", "cluster", "kafka-cluster"):
+                    raise KafkaError("Cluster authorization failed.", code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                broker_configs.refuse_changes(r, incremental, ConfigView(ctx.broker_config).dynamic_default)
+                continue
             overrides = _altered(ctx, r, incremental)
             tiered = ctx.log_manager.has_topic(r.resource_name) and \
                 ctx.log_manager.topic_config(r.resource_name).remote_storage_enable
@@ -532,19 +538,17 @@ def _preprocess(ctx: RequestContext, r: Any, incremental: bool, seen: list[tuple
     if nulls:
         raise InvalidRequestError(f"Null value not supported for : {', '.join(nulls)}")
     if r.resource_type == BROKER_RESOURCE:
-        if not ctx.allowed("alter_configs", "cluster", "kafka-cluster"):
-            raise KafkaError("Cluster authorization failed.", code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         if r.resource_name:
             _broker_id(ctx, r.resource_name, describing=False)
-        raise InvalidRequestError("chronolog does not change broker configs at run time: set "
-                                  f"{', '.join(names) or 'them'} in the broker's settings and restart it")
+        broker_configs.preprocess(r, incremental)
+        return
     if r.resource_type == group_configs.GROUP_RESOURCE:
         group_configs.preprocess(ctx, r)
         return
     if r.resource_type in _UNSERVED:
         raise InvalidRequestError(f"chronolog has no {_UNSERVED[r.resource_type]} configs")
     if r.resource_type != TOPIC_RESOURCE:
-        raise InvalidRequestError(INVALID_REQUEST_MESSAGE)
+        raise InvalidRequestError(f"Unknown resource type {r.resource_type}")
     if not ctx.allowed("alter_configs", "topic", r.resource_name):
         raise KafkaError("Topic authorization failed.", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
