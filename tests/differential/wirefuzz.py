@@ -435,6 +435,25 @@ def _validate_only(v: dict, version: int, rng: random.Random, pools: Pools) -> N
     _controller_timeout(v)
 
 
+# ConfigResource.Type.forId: any other id is UNKNOWN (0)
+_CONFIG_RESOURCE_TYPES = frozenset({0, 2, 4, 8, 16, 32})
+
+
+def _fix_alter_configs(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    """Validated only, and no resource twice: Kafka 4.4 never answers a legacy AlterConfigs naming one
+    resource twice, counting every unknown type as UNKNOWN (its response's map of resources throws
+    IllegalStateException); chronolog answers each INVALID_REQUEST. Pinned by test_wire_fuzz.py."""
+    _validate_only(v, version, rng, pools)
+    seen: set[tuple[int, str]] = set()
+    kept = []
+    for r in v.get("resources") or ():
+        key = (r["resource_type"] if r["resource_type"] in _CONFIG_RESOURCE_TYPES else 0, r["resource_name"])
+        if key not in seen:
+            seen.add(key)
+            kept.append(r)
+    v["resources"] = kept
+
+
 def _controller_timeout(v: dict) -> None:
     """Time enough for Kafka's controller: with a few milliseconds Kafka answers REQUEST_TIMED_OUT, a matter
     of its timing, not of what it decides."""
@@ -638,7 +657,7 @@ def _fix_alter_share_offsets(v: dict, version: int, rng: random.Random, pools: P
 
 FIXES: dict[int, Callable[[dict, int, random.Random, Pools], None]] = {
     0: _fix_produce, 1: _fix_fetch, 2: _fix_list_offsets, 3: _fix_metadata, 11: _fix_join_any, 19: _validate_only,
-    20: _fix_delete_topics, 21: _fix_timeouts, 23: _fix_replica, 33: _validate_only, 37: _validate_only,
+    20: _fix_delete_topics, 21: _fix_timeouts, 23: _fix_replica, 33: _fix_alter_configs, 37: _validate_only,
     44: _validate_only, 49: _validate_only, 51: _fix_scram, 68: _fix_heartbeat_848,
     75: _fix_describe_topic_partitions, 88: _fix_streams_heartbeat,
     8: _fix_offset_commit, 47: _fix_offset_commit, 76: _fix_share_heartbeat, 77: _fix_share_describe,
