@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from chronolog.errors import ErrorCode
-from chronolog.protocol.core import error_of, ms, topic_uuid
+from chronolog.protocol.core import INTERNAL_TOPICS, error_of, ms, topic_uuid
 from chronolog.protocol.registry import FEATURES, RequestContext, register
 from chronolog.protocol.txn_batches import (
     END_TXN_BUMPS_EPOCH,
@@ -57,6 +57,14 @@ def _denied(ctx: RequestContext, op: str, transactional_id: str) -> bool:
     return not ctx.allowed(op, TRANSACTIONAL_ID, transactional_id)
 
 
+def _old_fenced(error: int, version: int, first_version: int) -> int:
+    """KafkaApis: clients older than PRODUCER_FENCED (KIP-588) get INVALID_PRODUCER_EPOCH, which they
+    handle the same way: InitProducerId before v4, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn before v2."""
+    if error == ErrorCode.PRODUCER_FENCED and version < first_version:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return error
+
+
 # -- InitProducerId ----------------------------------------------------------------------------------
 @register(22, 0, 5)
 def init_producer_id(req: Any, ctx: RequestContext) -> dict:
@@ -67,48 +75,69 @@ def init_producer_id(req: Any, ctx: RequestContext) -> dict:
     if txn_id is not None:
         if _denied(ctx, "write", txn_id):
             return {**fail, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
-        coordinator = _coordinator(ctx)
-        if coordinator is None:
-            return {**fail, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
-        answer = _guarded(coordinator.init_producer_id, txn_id, ms(req.transaction_timeout),
-                          int(getattr(req, "producer_id", -1)), int(getattr(req, "producer_epoch", -1)))
-        error, pid, epoch = answer if isinstance(answer, tuple) else (answer, -1, -1)
-        return {"throttle_time": 0, "error_code": error, "producer_id": pid, "producer_epoch": epoch}
-    if not ctx.allowed("idempotent_write", "cluster", "kafka-cluster") and not ctx.allowed_on_any("write", "topic"):
+    elif not ctx.allowed("idempotent_write", "cluster", "kafka-cluster") and not ctx.allowed_on_any("write", "topic"):
         return {**fail, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
-    return {"throttle_time": 0, "error_code": 0, "producer_id": next(ctx.state.producer_ids), "producer_epoch": 0}
+    expected_pid, expected_epoch = int(getattr(req, "producer_id", -1)), int(getattr(req, "producer_epoch", -1))
+    if (expected_pid == -1) != (expected_epoch == -1):  # a producer id without an epoch or the reverse
+        return {**fail, "error_code": ErrorCode.INVALID_REQUEST}
+    if txn_id is None:
+        return {"throttle_time": 0, "error_code": 0, "producer_id": next(ctx.state.producer_ids), "producer_epoch": 0}
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return {**fail, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    answer = _guarded(coordinator.init_producer_id, txn_id, ms(req.transaction_timeout), expected_pid, expected_epoch)
+    error, pid, epoch = answer if isinstance(answer, tuple) else (answer, -1, -1)
+    return {"throttle_time": 0, "error_code": _old_fenced(error, ctx.api_version, 4), "producer_id": pid,
+            "producer_epoch": epoch}
 
 
 # -- AddPartitionsToTxn ------------------------------------------------------------------------------
-def _add_partitions(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: Any,
-                    verify_only: bool, client_version: int = 0) -> list[dict]:
-    """One transaction's partitions (KafkaApis.handleAddPartitionsToTxnRequest): topics without Write
-    answer TOPIC_AUTHORIZATION_FAILED, unknown ones UNKNOWN_TOPIC_OR_PARTITION, and then every other
-    partition OPERATION_NOT_ATTEMPTED; otherwise the coordinator's one answer for all."""
-    wanted = [(t.name, int(p)) for t in topics for p in t.partitions]
-    errors: dict[tuple[str, int], int] = {}
-    if _denied(ctx, "write", txn_id):
-        errors = {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
-    else:
-        manager = ctx.log_manager
-        for name, p in wanted:
-            if not ctx.allowed("write", "topic", name):
-                errors[(name, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif name.startswith("__") or not manager.has_topic(name) or p >= manager.topics()[name] or p < 0:
-                errors[(name, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if errors:
-            errors = {tp: errors.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted}
-        elif _coordinator(ctx) is None:
-            errors = {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in wanted}
-        elif verify_only:
-            errors = _coordinator(ctx).verify_partitions(txn_id, pid, epoch, set(wanted))
-        else:
-            error = _guarded(_coordinator(ctx).add_partitions, txn_id, pid, epoch, set(wanted), client_version)
-            errors = {tp: error for tp in wanted}
+def _listed(topics: Any, error: int) -> list[dict]:
+    """AddPartitionsToTxnRequest.errorResponseForTopics: one error for every partition as the request lists
+    them, a topic or partition named twice answered twice."""
+    return [{"name": t.name, "results_by_partition": [{"partition_index": int(p), "partition_error_code": error}
+                                                      for p in t.partitions]} for t in topics]
+
+
+def _by_topic(errors: dict[tuple[str, int], int]) -> list[dict]:
+    """AddPartitionsToTxnResponse.resultForTransaction: each partition of a map once."""
     by_topic: dict[str, list[dict]] = {}
-    for (name, p) in wanted:
-        by_topic.setdefault(name, []).append({"partition_index": p, "partition_error_code": errors[(name, p)]})
+    for (name, p), error in errors.items():
+        by_topic.setdefault(name, []).append({"partition_index": p, "partition_error_code": error})
     return [{"name": name, "results_by_partition": parts} for name, parts in by_topic.items()]
+
+
+def _add_partitions(ctx: RequestContext, txn_id: str, pid: int, epoch: int, wanted: list[tuple[str, int]],
+                    listed: Any, verify_only: bool, client_version: int = 0) -> list[dict]:
+    """One transaction of KafkaApis.handleAddPartitionsToTxnRequest. `wanted`: its partitions (of the last
+    transaction of the request with this id: Kafka's partitionsByTransaction is a map); `listed`: the topics
+    of the first one, which the coordinator's error answers (errorResponseForTransaction finds the first).
+    Topics without Write (internal ones too, before v4) answer TOPIC_AUTHORIZATION_FAILED, unknown ones
+    UNKNOWN_TOPIC_OR_PARTITION, and then every other partition OPERATION_NOT_ATTEMPTED; otherwise the
+    coordinator's one answer for all, or verify_only's answer for each."""
+    version = ctx.api_version
+    if version < 4 and _denied(ctx, "write", txn_id):
+        return _listed(listed, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    manager = ctx.log_manager
+    errors: dict[tuple[str, int], int] = {}
+    for name, p in wanted:
+        if version < 4 and (name in INTERNAL_TOPICS or not ctx.allowed("write", "topic", name)):
+            errors[(name, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif name.startswith("__") or not manager.has_topic(name) or p >= manager.topics()[name] or p < 0:
+            errors[(name, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if errors:
+        return _by_topic({tp: errors.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted})
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return _listed(listed, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if verify_only:
+        return _by_topic(coordinator.verify_partitions(txn_id, pid, epoch, set(wanted)))
+    error = _guarded(coordinator.add_partitions, txn_id, pid, epoch, set(wanted), client_version)
+    return _listed(listed, _old_fenced(error, version, 2))
+
+
+def _partitions(topics: Any) -> list[tuple[str, int]]:
+    return [(t.name, int(p)) for t in topics for p in t.partitions]
 
 
 @register(24, 0, 5)
@@ -117,16 +146,23 @@ def add_partitions_to_txn(req: Any, ctx: RequestContext) -> dict:
         if not ctx.allowed("cluster_action", "cluster", "kafka-cluster"):
             return {"throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                     "results_by_transaction": []}
+        # (an empty batch: Kafka 4.4 never answers it, as it answers once every transaction has its result)
+        last = {t.transactional_id: _partitions(t.topics) for t in req.transactions}
+        first: dict[str, Any] = {}
+        for t in req.transactions:
+            first.setdefault(t.transactional_id, t.topics)
         results = [{"transactional_id": t.transactional_id,
                     # a broker's add for a Produce v12+ (AddPartitionsToTxnManager, ADD_PARTITION): version 2
                     "topic_results": _add_partitions(ctx, t.transactional_id, int(t.producer_id),
-                                                     int(t.producer_epoch), t.topics, bool(t.verify_only),
+                                                     int(t.producer_epoch), last[t.transactional_id],
+                                                     first[t.transactional_id], bool(t.verify_only),
                                                      0 if t.verify_only else TRANSACTION_VERSION)}
                    for t in req.transactions]
         return {"throttle_time": 0, "error_code": 0, "results_by_transaction": results}
     return {"throttle_time": 0, "results_by_topic_v3_and_below": _add_partitions(
         ctx, req.v3_and_below_transactional_id, int(req.v3_and_below_producer_id),
-        int(req.v3_and_below_producer_epoch), req.v3_and_below_topics, False)}
+        int(req.v3_and_below_producer_epoch), _partitions(req.v3_and_below_topics), req.v3_and_below_topics,
+        False)}
 
 
 # -- AddOffsetsToTxn ---------------------------------------------------------------------------------
@@ -140,8 +176,8 @@ def add_offsets_to_txn(req: Any, ctx: RequestContext) -> dict:
     elif _coordinator(ctx) is None:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
-        error = _guarded(_coordinator(ctx).add_offsets, req.transactional_id, int(req.producer_id),
-                         int(req.producer_epoch), req.group_id)
+        error = _old_fenced(_guarded(_coordinator(ctx).add_offsets, req.transactional_id, int(req.producer_id),
+                                     int(req.producer_epoch), req.group_id), ctx.api_version, 2)
     return {"throttle_time": 0, "error_code": error}
 
 
@@ -160,7 +196,8 @@ def end_txn(req: Any, ctx: RequestContext) -> dict:
         answer = _guarded(_coordinator(ctx).end_transaction, req.transactional_id, int(req.producer_id),
                           int(req.producer_epoch), bool(req.committed), version)
         error, pid, epoch = answer if isinstance(answer, tuple) else (answer, -1, -1)
-    return {"throttle_time": 0, "error_code": error, "producer_id": pid, "producer_epoch": epoch}
+    return {"throttle_time": 0, "error_code": _old_fenced(error, ctx.api_version, 2), "producer_id": pid,
+            "producer_epoch": epoch}
 
 
 # -- TxnOffsetCommit ---------------------------------------------------------------------------------

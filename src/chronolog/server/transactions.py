@@ -322,12 +322,12 @@ class TransactionCoordinator:
 
     def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                           partitions: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """handleVerifyPartitionsInTransaction (AddPartitionsToTxn v4+ verify_only): each partition's error."""
+        """handleVerifyPartitionsInTransaction (AddPartitionsToTxn v4+ verify_only): each partition's error,
+        TRANSACTION_ABORTABLE for one not in the transaction (the broker that asked maps it for its client)."""
         error, meta = self._check_producer(transactional_id, producer_id, epoch)
         if error:
             return {tp: error for tp in partitions}
-        return {tp: 0 if tp in meta.partitions and meta.state == TxnState.ONGOING else ErrorCode.INVALID_TXN_STATE
-                for tp in partitions}
+        return {tp: 0 if tp in meta.partitions else ErrorCode.TRANSACTION_ABORTABLE for tp in partitions}
 
     def offsets_partition(self, group_id: str) -> tuple[str, int]:
         """The group's `__consumer_offsets` partition (the group coordinator's count once the topic exists)."""
@@ -359,7 +359,9 @@ class TransactionCoordinator:
     def check_offset_commit(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> int:
         """TxnOffsetCommit's producer checks: its id and epoch, and the group's offsets partition in the
         ongoing transaction (AddOffsetsToTxn first), as the offsets log's producer state and Kafka's
-        verification would refuse it."""
+        verification would refuse it (the empty id: INVALID_REQUEST, handleVerifyPartitionsInTransaction)."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
         meta = self.txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
