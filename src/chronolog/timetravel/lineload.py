@@ -20,7 +20,6 @@ from array import array
 from contextlib import contextmanager
 from itertools import accumulate, cycle
 from operator import gt
-from pathlib import Path
 
 from chronolog.errors import ChronologError
 from chronolog.timetravel.linetime import LineReader
@@ -68,11 +67,10 @@ def headers(items: list[str]) -> list[tuple[bytes, bytes]]:
 def open_input(file: str) -> tuple[object, int | None, str]:
     if file == "-":
         return sys.stdin.buffer, None, "stdin"
-    path = Path(file)
-    if path.is_dir():
+    if os.path.isdir(file):  # os.path, not pathlib: pathlib's import costs a load more than the check
         raise ChronologError(f"{file} is a folder: give a file, or - for stdin")
     try:
-        return open(path, "rb"), os.path.getsize(path), path.name  # noqa: SIM115 (closed by the caller)
+        return open(file, "rb"), os.path.getsize(file), os.path.basename(file)  # noqa: SIM115 (closed by the caller)
     except OSError as exc:
         raise ChronologError(f"cannot read {file}: {exc.strerror or exc}") from None
 

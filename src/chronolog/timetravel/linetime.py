@@ -8,7 +8,6 @@ time; it never raises on a line it cannot read (the caller names those), only on
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from operator import itemgetter
@@ -131,6 +130,7 @@ class LineReader:
         if not self.json:
             return None
         try:
+            import json  # JSON lines only: not at every start
             loaded = json.loads(value)
         except ValueError:
             return None
