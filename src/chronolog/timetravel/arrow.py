@@ -23,7 +23,6 @@ import logging
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chronolog.errors import ChronologError, CorruptMessageError, InvalidRecordError
@@ -275,6 +274,7 @@ class PartitionRange:
 
 
 def _is_data_dir(source) -> bool:
+    from pathlib import Path  # here, not at import: `consume --format raw` starts without pathlib
     return isinstance(source, Path) or (isinstance(source, str) and ("://" in source or Path(source).is_dir()))
 
 
