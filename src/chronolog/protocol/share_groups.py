@@ -138,11 +138,11 @@ def _close(ctx: RequestContext, group_id: str, member_id: str) -> None:
 
 def _acknowledge(ctx: RequestContext, group_id: str, member_id: str, name: str | None, topic_id: Any,
                  partition: int, batches: Any, renew: bool = True) -> tuple[int, str | None]:
+    if name is None:  # an unknown topic id before the batches are looked at, as KafkaApis does
+        return ErrorCode.UNKNOWN_TOPIC_ID, None
     bad = _bad_batches(batches, renew)
     if bad is not None:
         return ErrorCode.INVALID_REQUEST, bad
-    if name is None:
-        return ErrorCode.UNKNOWN_TOPIC_ID, None
     if not ctx.allowed("read", "topic", name):
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
     if not ctx.log_manager.has_topic(name) or partition >= ctx.log_manager.topics()[name]:
@@ -206,6 +206,9 @@ async def share_fetch(req: Any, ctx: RequestContext) -> dict:
         invalid = "Acknowledge data present on initial epoch"
     if invalid is None and getattr(req, "is_renew_ack", False) and epoch in (0, -1):
         invalid = "Renew acknowledgements are not allowed in the initial or final request of a share session"
+    if invalid is None and getattr(req, "is_renew_ack", False) and (
+            int(req.max_bytes or 0) or int(req.min_bytes or 0) or int(req.max_records or 0) or ms(req.max_wait)):
+        invalid = "maxBytes, minBytes, maxRecords and maxWaitMs must be set to 0 if isRenewAck is true"
     if invalid is not None:
         return _top_error(ctx, ErrorCode.INVALID_REQUEST, invalid, group_id)
     if not ctx.allowed("read", "group", group_id):
@@ -214,9 +217,6 @@ async def share_fetch(req: Any, ctx: RequestContext) -> dict:
         session = _session(ctx, group_id, member_id, epoch, opening=True)
     except _SessionError as exc:
         return _top_error(ctx, exc.code, str(exc), group_id)
-    if int(getattr(req, "share_acquire_mode", 0)) not in (0, ACQUIRE_RECORD_LIMIT):
-        return _top_error(ctx, ErrorCode.INVALID_REQUEST, f"Unknown share acquire mode {req.share_acquire_mode}",
-                          group_id)
     node = ctx.state.node_id
     results: dict[tuple[str | None, int], dict] = {}
     ids: dict[str | None, Any] = {}
@@ -233,13 +233,21 @@ async def share_fetch(req: Any, ctx: RequestContext) -> dict:
         for p in t.partitions:
             index = int(p.partition_index)
             if name is None:
-                out = entry(None, t.topic_id, index)
-                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
-                if p.acknowledgement_batches:
-                    out["acknowledge_error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+                # the final request answers acknowledgements only (KafkaApis' releaseSession path)
+                if epoch != -1 or p.acknowledgement_batches:
+                    out = entry(None, t.topic_id, index)
+                    out["error_code"] = 0 if epoch == -1 else ErrorCode.UNKNOWN_TOPIC_ID
+                    if p.acknowledgement_batches:
+                        out["acknowledge_error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
             if not _hosted(ctx, name, index):
-                entry(name, t.topic_id, index)["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                out = entry(name, t.topic_id, index)
+                if epoch != -1:
+                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif p.acknowledgement_batches and (bad := _bad_batches(p.acknowledgement_batches, True)):
+                    out["acknowledge_error_code"], out["acknowledge_error_message"] = ErrorCode.INVALID_REQUEST, bad
+                else:
+                    out["acknowledge_error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             if epoch != -1:
                 session.partitions[(name, index)] = None
@@ -248,6 +256,10 @@ async def share_fetch(req: Any, ctx: RequestContext) -> dict:
                                              p.acknowledgement_batches)
                 out = entry(name, t.topic_id, index)
                 out["acknowledge_error_code"], out["acknowledge_error_message"] = code, message
+            elif epoch == 0 and _assigned(ctx, group_id, name, index):
+                # a new session lists what it will fetch once the share-partition is initialized: Kafka 4.4
+                # assigns only initialized partitions, and leaves out the others (no answer yet)
+                entry(name, t.topic_id, index)
     for f in req.forgotten_topics_data or ():
         name = ctx.state.topic_name(f.topic_id)
         for index in f.partitions:
@@ -264,6 +276,11 @@ async def share_fetch(req: Any, ctx: RequestContext) -> dict:
             "responses": [{"topic_id": ids[name] if name is None else topic_uuid(ctx, name), "partitions": parts}
                           for name, parts in responses.items()],
             "node_endpoints": []}
+
+
+def _assigned(ctx: RequestContext, group_id: str, name: str, index: int) -> bool:
+    group = _shares(ctx).known(group_id)
+    return group is not None and any(index in m.assigned.get(name, ()) for m in group.members.values())
 
 
 async def _fetch(req: Any, ctx: RequestContext, group_id: str, member_id: str, session: Any, entry: Any) -> None:
@@ -373,8 +390,18 @@ def describe_share_group_offsets(req: Any, ctx: RequestContext) -> dict:
                 if ctx.log_manager.has_topic(name):
                     wanted.setdefault(name, []).append(index)
             asked = list(wanted.items())
-        else:
-            asked = [(t.topic_name, [int(p) for p in t.partitions]) for t in g.topics]
+        else:  # a topic that exists: each partition once, a topic named twice merged (Kafka's map of topic
+            # to partitions); one that does not: as asked
+            merged: dict[str, list[int]] = {}
+            asked = []
+            for t in g.topics:
+                if not ctx.log_manager.has_topic(t.topic_name):
+                    asked.append((t.topic_name, [int(p) for p in t.partitions]))
+                    continue
+                if t.topic_name not in merged:
+                    asked.append((t.topic_name, merged.setdefault(t.topic_name, [])))
+                seen = merged[t.topic_name]
+                seen.extend(p for p in dict.fromkeys(int(p) for p in t.partitions) if p not in seen)
         topics = []
         for name, indexes in asked:
             parts = []
@@ -459,8 +486,10 @@ def delete_share_group_offsets(req: Any, ctx: RequestContext) -> dict:
         return {"throttle_time": 0, "error_code": code, "error_message": message, "responses": []}
     shares = _shares(ctx)
     found, missing = [], []
-    for t in req.topics:
-        name = t.topic_name
+    done: set[str] = set()
+    for name in (t.topic_name for t in req.topics):
+        if name in done:  # a topic whose state went is answered once however often it is named
+            continue
         if not ctx.allowed("read", "topic", name):
             missing.append({"topic_name": name, "topic_id": None, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                             "error_message": None})
@@ -472,6 +501,7 @@ def delete_share_group_offsets(req: Any, ctx: RequestContext) -> dict:
                             "error_message": "The group has no state for this topic."})
         else:
             shares.delete_offsets(req.group_id, name)
+            done.add(name)
             found.append({"topic_name": name, "topic_id": topic_uuid(ctx, name), "error_code": 0,
                           "error_message": None})
     return {"throttle_time": 0, "error_code": 0, "error_message": None, "responses": found + missing}

@@ -238,10 +238,9 @@ class ShareGroups:
         if group is None and epoch == LEAVE_EPOCH:
             raise ShareError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         if group is None and epoch != 0:
-            # Kafka: GROUP_ID_NOT_FOUND. chronolog does not keep memberships across a restart (only the
-            # share-partitions' state): a member of a group it forgot is told to join again.
-            raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group "
-                             f"{group_id}.")
+            # (a group whose state files outlived a restart is known: chronolog does not keep memberships,
+            # so its members are told UNKNOWN_MEMBER_ID below and join again)
+            raise ShareError(ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
         if epoch == LEAVE_EPOCH:
             if member_id not in group.members:
                 raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group "
