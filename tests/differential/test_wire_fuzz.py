@@ -30,15 +30,13 @@ SEED = int(os.environ.get("CHRONOLOG_FUZZ_SEED", "4404"))
 ONLY = {int(k) for k in os.environ.get("CHRONOLOG_FUZZ_APIS", "").split(",") if k.strip()}
 STRICT = os.environ.get("CHRONOLOG_FUZZ_STRICT", "") not in ("", "0")
 # APIs whose error codes still differ from Kafka 4.4's on some generated requests (docs/differences.md, "Wire
-# fuzzer", lists what differs for each): the transaction, share-group and topic/config admin APIs, and the
-# group APIs that find a share group Kafka failed to delete (8, 11, 42, 47). The ACL, client-quota, SCRAM,
-# DescribeTopicPartitions, DeleteTopics, DeleteRecords, CreatePartitions, ElectLeaders and the other group
-# APIs (9, 12-16, 68, 69) left this list: they agree on every generated request.
+# fuzzer", lists what differs for each): the share-group and topic/config admin APIs, and the group APIs
+# that find a share group Kafka failed to delete (8, 11, 42, 47). The ACL, client-quota, SCRAM,
+# DescribeTopicPartitions, DeleteTopics, DeleteRecords, CreatePartitions, ElectLeaders, transaction (22, 24-26,
+# 28, 65, 66) and the other group APIs (9, 12-16, 68, 69) left this list: they agree on every generated request.
 OPEN = {
     8: "OffsetCommit", 11: "JoinGroup", 19: "CreateTopics", 42: "DeleteGroups", 47: "OffsetDelete",
-    22: "InitProducerId", 24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit",
     32: "DescribeConfigs", 33: "AlterConfigs", 44: "IncrementalAlterConfigs",
-    65: "DescribeTransactions", 66: "ListTransactions",
     76: "ShareGroupHeartbeat", 77: "ShareGroupDescribe", 78: "ShareFetch", 79: "ShareAcknowledge",
     90: "DescribeShareGroupOffsets", 91: "AlterShareGroupOffsets", 92: "DeleteShareGroupOffsets",
 }
