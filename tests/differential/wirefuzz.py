@@ -435,6 +435,25 @@ def _validate_only(v: dict, version: int, rng: random.Random, pools: Pools) -> N
     _controller_timeout(v)
 
 
+# ConfigResource.Type.forId: any other id is UNKNOWN (0)
+_CONFIG_RESOURCE_TYPES = frozenset({0, 2, 4, 8, 16, 32})
+
+
+def _fix_alter_configs(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    """Validated only, and no resource twice: Kafka 4.4 never answers a legacy AlterConfigs naming one
+    resource twice, counting every unknown type as UNKNOWN (its response's map of resources throws
+    IllegalStateException); chronolog answers each INVALID_REQUEST. Pinned by test_wire_fuzz.py."""
+    _validate_only(v, version, rng, pools)
+    seen: set[tuple[int, str]] = set()
+    kept = []
+    for r in v.get("resources") or ():
+        key = (r["resource_type"] if r["resource_type"] in _CONFIG_RESOURCE_TYPES else 0, r["resource_name"])
+        if key not in seen:
+            seen.add(key)
+            kept.append(r)
+    v["resources"] = kept
+
+
 def _controller_timeout(v: dict) -> None:
     """Time enough for Kafka's controller: with a few milliseconds Kafka answers REQUEST_TIMED_OUT, a matter
     of its timing, not of what it decides."""
@@ -570,6 +589,37 @@ def _fix_streams_heartbeat(v: dict, version: int, rng: random.Random, pools: Poo
         sub["copartition_groups"] = []
 
 
+# Producer ids neither broker hands out: Kafka counts from 0 (blocks of 1,000 from its controller),
+# chronolog from the clock in milliseconds, so a small id names a producer of one broker only.
+UNALLOCATED_PRODUCER_ID = 1 << 48
+
+
+def _fix_producer_ids(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    """The transaction APIs: producer ids no broker allocated (or -1 and the int64 bounds), so both find
+    the same unknown producers. (A request naming a producer InitProducerId answered is a differential test
+    of its own: tests/differential/test_txn*.py.)"""
+    def walk(obj: Any) -> None:
+        if isinstance(obj, dict):
+            for key, value in obj.items():
+                if key.endswith("producer_id") and isinstance(value, int) and 0 <= value < UNALLOCATED_PRODUCER_ID:
+                    obj[key] = UNALLOCATED_PRODUCER_ID
+                else:
+                    walk(value)
+        elif isinstance(obj, list):
+            for item in obj:
+                walk(item)
+    walk(v)
+
+
+def _fix_add_partitions_to_txn(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    _fix_producer_ids(v, version, rng, pools)
+    if version >= 4 and not v.get("transactions"):
+        # an empty batch: Kafka 4.4 never answers it (KafkaApis answers once every transaction has its
+        # result); pinned by tests/differential/test_txn_fuzzed.py
+        v["transactions"] = [{"transactional_id": rng.choice(pools.transactional_ids), "producer_id": -1,
+                              "producer_epoch": -1, "verify_only": rng.random() < 0.5, "topics": []}]
+
+
 def _existing_partitions(name: Any, partitions: list, rng: random.Random, pools: Pools) -> list:
     """A share-group offset API's partitions of topic `name`: those of a topic that exists only from its
     partitions, and at least one. Kafka 4.4 never answers a DescribeShareGroupOffsets naming a partition
@@ -644,12 +694,14 @@ def _fix_alter_share_offsets(v: dict, version: int, rng: random.Random, pools: P
 
 FIXES: dict[int, Callable[[dict, int, random.Random, Pools], None]] = {
     0: _fix_produce, 1: _fix_fetch, 2: _fix_list_offsets, 3: _fix_metadata, 11: _fix_join_any, 19: _validate_only,
-    20: _fix_delete_topics, 21: _fix_timeouts, 23: _fix_replica, 33: _validate_only, 37: _validate_only,
+    20: _fix_delete_topics, 21: _fix_timeouts, 23: _fix_replica, 33: _fix_alter_configs, 37: _validate_only,
     44: _validate_only, 49: _validate_only, 51: _fix_scram, 68: _fix_heartbeat_848,
     75: _fix_describe_topic_partitions, 88: _fix_streams_heartbeat,
     8: _fix_offset_commit, 47: _fix_offset_commit, 76: _fix_share_heartbeat, 77: _fix_share_describe,
     78: _fix_share_session, 79: _fix_share_session, 90: _fix_describe_share_offsets,
     91: _fix_alter_share_offsets, 92: _fix_share_session,
+    22: _fix_producer_ids, 24: _fix_add_partitions_to_txn, 25: _fix_producer_ids, 26: _fix_producer_ids,
+    28: _fix_producer_ids,
 }
 
 
