@@ -147,6 +147,10 @@ def _acknowledge(ctx: RequestContext, group_id: str, member_id: str, name: str |
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
     if not ctx.log_manager.has_topic(name) or partition >= ctx.log_manager.topics()[name]:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+    group = _shares(ctx).groups.get(group_id)
+    if group is None or (name, partition) not in group.partitions:
+        # SharePartitionManager.acknowledge: no share-partition of the group (nothing fetched) is unknown
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
     try:
         _shares(ctx).acknowledge(group_id, member_id, name, partition,
                                  [(int(b.first_offset), int(b.last_offset), [int(t) for t in b.acknowledge_types])
@@ -241,6 +245,8 @@ async def share_fetch(req: Any, ctx: RequestContext) -> dict:
                         out["acknowledge_error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
             if not _hosted(ctx, name, index):
+                if epoch == -1 and not p.acknowledgement_batches:
+                    continue
                 out = entry(name, t.topic_id, index)
                 if epoch != -1:
                     out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -343,10 +349,19 @@ def share_acknowledge(req: Any, ctx: RequestContext) -> dict:
         return _top_error(ctx, exc.code, str(exc), group_id)
     node = ctx.state.node_id
     responses = []
+    unknown: set[tuple[Any, int]] = set()
     for t in req.topics:
         name = ctx.state.topic_name(t.topic_id)
         parts = []
         for p in t.partitions:
+            # a partition with nothing to acknowledge is not answered, one of an unknown topic once
+            # (KafkaApis' map of erroneous partitions)
+            if name is not None and not p.acknowledgement_batches:
+                continue
+            if name is None and (key := (t.topic_id, int(p.partition_index))) in unknown:
+                continue
+            if name is None:
+                unknown.add(key)
             code, message = _acknowledge(ctx, group_id, member_id, name, t.topic_id, int(p.partition_index),
                                          p.acknowledgement_batches)
             parts.append({"partition_index": p.partition_index, "error_code": code, "error_message": message,
