@@ -18,6 +18,9 @@ alike; each run is one client against one broker, the other idle. The steps:
 - consume the acks=1 topic back through confluent-kafka from offset 0, again and again until at least
   `consume_seconds` have passed (a single read of a few hundred MB takes well under a second and varies
   threefold), MB/s, median of `runs`;
+- the broker alone, the client's per-record work taken away: one prebuilt batch of 1,000 x 1 KiB sent again
+  and again in raw Produce requests (5 in flight, as the Java producer), then that topic read back with raw
+  1 MiB Fetches one at a time (as the Java consumer), MB/s, median of `runs`;
 - Kafka's own perf tools, each in a JVM of its own (`run_tool`): `kafka-producer-perf-test` of
   `perf_records` x 1 KiB, acks=1, its summary line's MB/sec; `kafka-consumer-perf-test` reading them back,
   its `fetch.MB.sec` (the rate once the group is joined); median of `runs`;
@@ -272,6 +275,88 @@ def consume_passes(bootstrap: str, topic: str, count: int, min_seconds: float) -
                 return nbytes / elapsed / 1e6, nbytes
     finally:
         c.close()
+
+
+RAW_BATCH = 1000  # records of 1 KiB per batch: what librdkafka sends with batch.size 1000000
+RAW_IN_FLIGHT = 5  # Produce requests: the Java producer's max.in.flight.requests.per.connection
+RAW_FETCH_BYTES = 1 << 20  # one Fetch at a time of this much: the Java consumer's max.partition.fetch.bytes
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    """One size-prefixed response frame, without its prefix."""
+    def exact(n: int) -> bytearray:
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            k = sock.recv_into(view[got:])
+            if not k:
+                raise RuntimeError("the broker closed the connection")
+            got += k
+        return buf
+    return bytes(exact(struct.unpack(">i", exact(4))[0]))
+
+
+def raw_produce_mb_s(bootstrap: str, topic: str, count: int) -> float:
+    """The broker's own produce rate, with no per-record work in the client: one v2 batch of `RAW_BATCH` x
+    1 KiB built once and sent again and again in Produce v8 requests (acks=1) from a plain socket, up to
+    `RAW_IN_FLIGHT` unanswered, `count` records in all: MB/s of record values."""
+    from chronolog.protocol import produce_client
+    from chronolog.records.batch import SimpleRecord
+    from chronolog.records.batch_builder import build_batch
+
+    batch = build_batch([SimpleRecord(int(time.time() * 1000), None, random.Random(3).randbytes(SIZE))] * RAW_BATCH)
+    requests = count // RAW_BATCH
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=WAIT) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        start = time.perf_counter()
+        sent = answered = 0
+        while answered < requests:
+            while sent < requests and sent - answered < RAW_IN_FLIGHT:
+                sent += 1
+                sock.sendall(b"".join(produce_client.produce_request(8, sent, "bench", 1, 30_000, {topic: {0: batch}})))
+            answered += 1
+            answer = produce_client.read_produce(8, _read_frame(sock), answered)[(topic, 0)]
+            if answer.error_code:
+                raise RuntimeError(f"raw produce: error {answer.error_code} ({answer.message})")
+        elapsed = time.perf_counter() - start
+    return requests * RAW_BATCH * SIZE / elapsed / 1e6
+
+
+def raw_fetch_passes(bootstrap: str, topic: str, count: int, min_seconds: float) -> tuple[float, int]:
+    """The broker's own fetch rate: Fetch v11 of `RAW_FETCH_BYTES` from a plain socket, one at a time (as
+    the Java consumer has one per broker), from offset 0 to `count`, whole passes until at least
+    `min_seconds` have passed; the client only finds the next offset in the batches' headers. (MB/s of
+    record values, their bytes.)"""
+    from chronolog.protocol import fetch_client
+
+    host, port = bootstrap.rsplit(":", 1)
+    nbytes = correlation = 0
+    with socket.create_connection((host, int(port)), timeout=WAIT) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        start = time.perf_counter()
+        while True:
+            offset = 0
+            while offset < count:
+                correlation += 1
+                sock.sendall(fetch_client.fetch_request(11, correlation, "bench", topic, 0, offset,
+                                                        max_bytes=RAW_FETCH_BYTES, isolation_level=0,
+                                                        max_wait_ms=500))
+                part = fetch_client.read_fetch(11, _read_frame(sock), correlation, topic, 0)
+                if part.error_code:
+                    raise RuntimeError(f"raw fetch at {offset}: error {part.error_code}")
+                records, pos, last = part.records, 0, offset - 1
+                while pos + 12 <= len(records):  # base offset, length, ..., last offset delta at 23
+                    base, length = struct.unpack_from(">qi", records, pos)
+                    if pos + 12 + length > len(records):
+                        break
+                    last = base + struct.unpack_from(">i", records, pos + 23)[0]
+                    pos += 12 + length
+                nbytes += (last + 1 - offset) * SIZE
+                offset = last + 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_seconds:
+                return nbytes / elapsed / 1e6, nbytes
 
 
 def late_lookups(bootstrap: str, topic: str, count: int) -> tuple[float, int]:
@@ -595,6 +680,17 @@ def run_both(brokers: dict[str, Broker], s: Setting) -> dict[str, dict[str, floa
         for name, broker in brokers.items():
             out[name]["loaded_rss"] = rss_tree_mb(broker.proc.pid)
 
+        def raw_produce_run(broker: Broker, run: int) -> tuple[float, int]:
+            create(broker.bootstrap, f"raw-{run}")
+            return raw_produce_mb_s(broker.bootstrap, f"raw-{run}", s.records), s.records // RAW_BATCH * RAW_BATCH * SIZE
+
+        each("raw_produce", raw_produce_run)
+        each("raw_fetch", lambda broker, run: raw_fetch_passes(broker.bootstrap, f"raw-{run}",
+                                                               s.records // RAW_BATCH * RAW_BATCH, s.consume_seconds))
+        for broker in brokers.values():
+            for run in range(s.runs):
+                delete(broker.bootstrap, f"raw-{run}")
+
         def perf_run(broker: Broker, run: int) -> tuple[float, int]:
             topic = f"perf-{run}"
             create(broker.bootstrap, topic)
@@ -690,6 +786,12 @@ def main() -> None:
     row("  client CPU per GB consumed (the Python loop and librdkafka), s", "consume_client_cpu", "{:.2f}", "-")
     cpu_bound("consume")
     row("RSS after that load, process tree, MB", "loaded_rss", "{:.0f}", "<= 0.15x")
+    row(f"the broker alone: raw Produce of a prebuilt {RAW_BATCH:,}-record batch, {RAW_IN_FLIGHT} in flight, MB/s",
+        "raw_produce", "{:.0f}", "-")
+    row("  broker CPU per GB produced, s", "raw_produce_cpu", "{:.2f}", "-")
+    row(f"the broker alone: raw Fetch of {RAW_FETCH_BYTES >> 20} MiB, one at a time, passes >= {s.consume_seconds:g} s, "
+        "MB/s", "raw_fetch", "{:.0f}", "-")
+    row("  broker CPU per GB fetched, s", "raw_fetch_cpu", "{:.2f}", "-")
     row(f"kafka-producer-perf-test {s.perf_records:,} x 1 KiB acks=1, MB/sec", "perf_produce", "{:.1f}", ">= 1.5x")
     row("  broker CPU per GB produced (the tool's JVM start included), s", "perf_produce_cpu", "{:.2f}", "-")
     row("kafka-consumer-perf-test, fetch.MB.sec", "perf_consume", "{:.1f}", ">= 1.5x")
