@@ -16,11 +16,12 @@ import uuid
 from typing import Any
 
 from tests.differential import wirefuzz
-from tests.differential.groups_wire import RETRIABLE, Txn, coordinator_ready
+from tests.differential.groups_wire import RETRIABLE, Txn, coordinator_ready, retry
 
 INVALID_REQUEST, INVALID_PRODUCER_EPOCH, PRODUCER_FENCED = 42, 47, 90
 UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED, OPERATION_NOT_ATTEMPTED = 3, 29, 55
 INVALID_PRODUCER_ID_MAPPING, INVALID_TRANSACTION_TIMEOUT = 49, 50
+INVALID_TXN_STATE, CONCURRENT_TRANSACTIONS, TRANSACTION_ABORTABLE = 48, 51, 120
 UNKNOWN = 1 << 48  # a producer id neither broker allocated
 
 
@@ -217,3 +218,48 @@ def test_empty_batch_of_add_partitions_to_txn(chronolog_side, kafka_side):
         coordinator_ready(side, "txe", key_type=1)
     assert codes(chronolog_side, 24, 4, {"transactions": []}) == [("error_code", 0)]
     assert codes(kafka_side, 24, 4, {"transactions": []}, timeout=3) == [(wirefuzz.TIMED_OUT, -1)]
+
+
+# -- found with real producers -------------------------------------------------------------------------------
+def init_during_a_transaction(side) -> dict:
+    """InitProducerId of an id whose transaction is Ongoing: Kafka fences and aborts it and answers
+    CONCURRENT_TRANSACTIONS (TransactionCoordinator.handleInitProducerId); the retry bumps the epoch again."""
+    txn = Txn(side)
+    topic = side.create_topic(partitions=1, prefix="txi")
+    added = only(codes(side, 24, 3, {"v3_and_below_transactional_id": txn.txn_id,
+                                     "v3_and_below_producer_id": txn.pid, "v3_and_below_producer_epoch": txn.epoch,
+                                     "v3_and_below_topics": [{"name": topic, "partitions": [0]}]}))
+    init = {"transactional_id": txn.txn_id, "transaction_timeout": _timeout(60_000), "producer_id": -1,
+            "producer_epoch": -1}
+    first = only(codes(side, 22, 4, init))
+    retried = retry(side, 22, 4, **{**init, "transaction_timeout": 60_000})
+    return {"added": added, "first": first, "retried": retried["error_code"],
+            "same producer": retried["producer_id"] == txn.pid, "epoch": retried["producer_epoch"] - txn.epoch}
+
+
+def test_init_producer_id_during_a_transaction(both):
+    c, k = both.run(init_during_a_transaction)
+    assert c == k == {"added": [0], "first": [CONCURRENT_TRANSACTIONS], "retried": 0, "same producer": True,
+                      "epoch": 2}
+
+
+def offsets_not_added(side) -> dict:
+    """TxnOffsetCommit before AddOffsetsToTxn, and with a stale epoch: the coordinator's verification
+    (handleVerifyPartitionsInTransaction) as AddPartitionsToTxnManager hands it on, TRANSACTION_ABORTABLE
+    from v4 (INVALID_TXN_STATE before), INVALID_PRODUCER_EPOCH for PRODUCER_FENCED."""
+    txn = Txn(side)
+    topic = side.create_topic(partitions=1, prefix="txn")
+    group = f"txn-{uuid.uuid4().hex[:8]}"
+    coordinator_ready(side, group)
+    out = {f"not added v{v}": txn.commit_offsets(group, topic, version=v) for v in range(0, 5)}
+    stale = Txn(side, txn.txn_id)  # a new producer with the same id: the old epoch is fenced
+    assert stale.pid == txn.pid
+    out.update({f"fenced v{v}": txn.commit_offsets(group, topic, version=v) for v in range(0, 6)})
+    return out
+
+
+def test_txn_offset_commit_verification(both):
+    c, k = both.run(offsets_not_added)
+    assert c == k == {**{f"not added v{v}": INVALID_TXN_STATE for v in range(0, 4)},
+                      "not added v4": TRANSACTION_ABORTABLE,
+                      **{f"fenced v{v}": INVALID_PRODUCER_EPOCH for v in range(0, 6)}}

@@ -252,7 +252,10 @@ def test_fencing_aborts_the_old_producers_transaction(env):
     pid = old["producer_id"]
     env.add(pid, 0, {"t": [0]})
     assert env.produce(pid, 0, 0)["error_code"] == 0
-    new = env.init()  # the same transactional id from a new producer
+    # the same transactional id from a new producer: the transaction is aborted, and Kafka's retriable
+    # CONCURRENT_TRANSACTIONS answered; the retry bumps the epoch again
+    assert env.init()["error_code"] == ErrorCode.CONCURRENT_TRANSACTIONS
+    new = env.init()
     assert (new["error_code"], new["producer_id"], new["producer_epoch"]) == (0, pid, 2)
     batches = list(env.log().read_batches(0))
     assert batches[-1].is_control and batches[-1].producer_epoch == 1  # aborted with the fenced epoch

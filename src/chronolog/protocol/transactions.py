@@ -236,8 +236,15 @@ def txn_offset_commit(req: Any, ctx: RequestContext) -> dict:
                                  int(req.producer_epoch), req.group_id, TRANSACTION_VERSION)
                 if error == ErrorCode.PRODUCER_FENCED:  # AddPartitionsToTxnManager's mapping, as for Produce
                     error = ErrorCode.INVALID_PRODUCER_EPOCH
-            error = error or _coordinator(ctx).check_offset_commit(req.transactional_id, int(req.producer_id),
-                                                                   int(req.producer_epoch), req.group_id)
+            if not error:
+                # the verification's answer as AddPartitionsToTxnManager hands it on: TRANSACTION_ABORTABLE
+                # from v4 (KIP-890 part 1), INVALID_TXN_STATE before
+                error = _coordinator(ctx).check_offset_commit(req.transactional_id, int(req.producer_id),
+                                                              int(req.producer_epoch), req.group_id)
+                if error == ErrorCode.PRODUCER_FENCED:
+                    error = ErrorCode.INVALID_PRODUCER_EPOCH
+                elif error == ErrorCode.TRANSACTION_ABORTABLE and ctx.api_version < 4:
+                    error = ErrorCode.INVALID_TXN_STATE
             if not error:
                 offsets = [(n, int(p.partition_index), int(p.committed_offset),
                             int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata)

@@ -28,9 +28,8 @@ an abort of a transaction that added nothing is allowed. Clients of version 1 (E
 librdkafka) keep version 1's rules. An epoch fence (InitProducerId, a timeout) bumps once, with either
 version: its abort markers carry epoch + 1 (measured on Kafka 4.4).
 
-One deliberate difference: InitProducerId for an id with an Ongoing transaction aborts it (epoch fence)
-and, the abort being complete at once, goes on to bump the epoch in the same request, where Kafka answers
-CONCURRENT_TRANSACTIONS and the client retries into the same state.
+InitProducerId for an id with an Ongoing transaction aborts it (epoch fence) and answers
+CONCURRENT_TRANSACTIONS, as Kafka does: the client retries, and the retry bumps the epoch.
 """
 
 from __future__ import annotations
@@ -243,11 +242,9 @@ class TransactionCoordinator:
         if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             return ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         if meta.state == TxnState.ONGOING:
+            # TransactionCoordinator.handleInitProducerId: PrepareEpochFence, the abort, then a retriable error
             error = self._fence_and_abort(meta)
-            if error:
-                return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
-            meta = self.txns[transactional_id]
-            expected = None if expected is None else (meta.producer_id, meta.producer_epoch)
+            return error or ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         now = self.clock()
         new = meta.copy()
         new.timeout_ms, new.last_update_ms, new.start_ms = timeout_ms, now, -1
@@ -362,15 +359,8 @@ class TransactionCoordinator:
         verification would refuse it (the empty id: INVALID_REQUEST, handleVerifyPartitionsInTransaction)."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
-        meta = self.txns.get(transactional_id)
-        if meta is None or meta.producer_id != producer_id:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if epoch < meta.producer_epoch:
-            return ErrorCode.PRODUCER_FENCED
-        if (meta.producer_epoch != epoch or meta.state != TxnState.ONGOING
-                or self.offsets_partition(group_id) not in meta.partitions):
-            return ErrorCode.INVALID_TXN_STATE
-        return 0
+        return self.verify_partitions(transactional_id, producer_id, epoch, {self.offsets_partition(group_id)}
+                                      ).popitem()[1]
 
     # -- EndTxn -------------------------------------------------------------------------------------------
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> int:
