@@ -13,6 +13,7 @@ alike; each run is one client against one broker, the other idle. The steps:
   first of them the start of the broker the rest runs on); for Kafka
   the storage dir is formatted first (`kafka-storage format`, not timed), as an installation does once;
 - idle RSS, and RSS after the load below, of the whole process tree (the JVM for Kafka);
+- the same warm-up on each broker, untimed: one acks=1 produce of `records` and one pass reading it back;
 - produce `records` x 1 KiB through confluent-kafka (librdkafka) from one Python loop, acks=1 and acks=all
   (a new topic each run), MB/s, median of `runs`;
 - consume the acks=1 topic back through confluent-kafka from offset 0, again and again until at least
@@ -639,6 +640,8 @@ def run_both(brokers: dict[str, Broker], s: Setting) -> dict[str, dict[str, floa
         time.sleep(1)  # the start's own allocations settle (a JVM's heap is reserved, not yet touched)
         for name, broker in brokers.items():
             out[name]["idle_rss"] = rss_tree_mb(broker.proc.pid)
+        for broker in brokers.values():  # the same warm-up, untimed: Kafka's JIT compiles its hot paths here
+            warm_up(broker.bootstrap, s)
 
         def each(key: str, measure: Callable[[Broker, int], tuple[float, int]], runs: int = s.runs) -> None:
             """`measure` gives (rate, bytes moved); beside the rate's median, the broker's CPU seconds per
@@ -723,6 +726,17 @@ def run_both(brokers: dict[str, Broker], s: Setting) -> dict[str, dict[str, floa
         for broker in started:
             broker.kill()
     return out
+
+
+def warm_up(bootstrap: str, s: Setting) -> None:
+    """One acks=1 produce of `s.records` and one pass reading them back, untimed, then the topic deleted.
+    Without it the first measured runs were Kafka's first produce after its start, interpreted and compiled
+    as they ran (CPU per GB produced 2-3x that of its later runs): the acks=1 ratio came out inflated and
+    acks=all, measured after it, looked like a gap of its own."""
+    create(bootstrap, "warm-up")
+    produce_mb_s(bootstrap, "warm-up", s.records, "1")
+    consume_passes(bootstrap, "warm-up", s.records, 0)
+    delete(bootstrap, "warm-up")
 
 
 def _end_or_none(bootstrap: str) -> int | None:

@@ -27,7 +27,8 @@ def test_bench_kafka_runs_in_its_tiny_setting():
     assert proc.returncode == 0 and "bench kafka failed" not in out, out + proc.stderr
     lines = out.splitlines()
     for label in ("exec -> first Metadata", "produce 3,000 x 1 KiB", "  broker CPU per GB produced",
-                  "  client ceiling", "kafka-consumer-perf-test", "ListOffsets by time p50", "SIGKILL, 4 MiB",
+                  "  client ceiling", "  client CPU per GB consumed", "the broker alone: raw Produce",
+                  "the broker alone: raw Fetch", "kafka-consumer-perf-test", "ListOffsets by time p50", "SIGKILL, 4 MiB",
                   "SIGKILL, 20 partitions", "  exec -> the last partition's record fetched"):
         assert any(line.startswith(label) for line in lines), (label, out)
     exact = next(line for line in out.splitlines() if "answers equal to brute force" in line).split()
