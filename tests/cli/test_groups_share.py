@@ -11,15 +11,9 @@ import pytest
 
 pytest.importorskip("confluent_kafka", minversion="2.16")
 from confluent_kafka import Producer, ShareConsumer  # noqa: E402
-from confluent_kafka.admin import (  # noqa: E402
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ResourceType,
-)
 
 from tests.cli.conftest import chronolog  # noqa: E402
+from tests.groupconfigs import set_group_configs  # noqa: E402
 
 BASE_MS = int(time.time() * 1000) - 3_600_000  # recent: retention.ms keeps them
 
@@ -55,10 +49,7 @@ def test_share_group_listed_and_described_with_lag(broker, request):
     for i in range(20):
         producer.produce(topic, value=b"old", partition=i % 2, timestamp=BASE_MS + i)
     assert producer.flush(30) == 0
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    admin.incremental_alter_configs([res])[res].result(30)
+    set_group_configs(broker.bootstrap, group, {"share.auto.offset.reset": "earliest"})
 
     consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "log_level": 3})
     try:

@@ -15,14 +15,8 @@ from confluent_kafka import Producer
 
 pytest.importorskip("confluent_kafka", minversion="2.16")
 from confluent_kafka import AcknowledgeType, ShareConsumer  # noqa: E402
-from confluent_kafka.admin import (  # noqa: E402
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ResourceType,
-)
 
+from tests.groupconfigs import set_group_configs  # noqa: E402
 from tests.scale import scaled  # noqa: E402
 
 # Kafka's side of these scenarios (the oracle: the same explicit assertions hold on both) runs in the long
@@ -44,10 +38,7 @@ def _setup(b, tag: str, records: int, partitions: int) -> tuple[str, str]:
         p.produce(topic, value=f"r-{i:03d}".encode(), partition=i % partitions)
     assert p.flush(30) == 0
     group = f"g-{topic}"
-    admin = AdminClient({"bootstrap.servers": b.bootstrap})
-    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    admin.incremental_alter_configs([res])[res].result(30)
+    set_group_configs(b.bootstrap, group, {"share.auto.offset.reset": "earliest"})
     return topic, group
 
 

@@ -9,26 +9,17 @@ import pytest
 
 pytest.importorskip("confluent_kafka", minversion="2.16")
 from confluent_kafka import ShareConsumer  # noqa: E402
-from confluent_kafka.admin import (  # noqa: E402
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ResourceType,
-)
 
 from tests.console.conftest import get  # noqa: E402
 from tests.console.test_console_groups import rows_of  # noqa: E402
+from tests.groupconfigs import set_group_configs  # noqa: E402
 
 
 def test_share_group_listed_and_described(loaded, broker_console):
     bootstrap = loaded.broker.bootstrap
     group = "console-share"
     ends = {p: len(s) for p, s in loaded.truth["late"].items()}
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    admin.incremental_alter_configs([res])[res].result(30)
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
     consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3})
     try:
         consumer.subscribe(["late"])

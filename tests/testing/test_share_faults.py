@@ -9,26 +9,16 @@ import pytest
 
 pytest.importorskip("confluent_kafka", minversion="2.16")
 from confluent_kafka import Producer, ShareConsumer  # noqa: E402
-from confluent_kafka.admin import (  # noqa: E402
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ResourceType,
-)
 
 from chronolog.testing.faults import API_KEYS  # noqa: E402
+from tests.groupconfigs import set_group_configs  # noqa: E402
 
 RECORDS = 30
 
 
 def _group(bootstrap: str, group: str) -> None:
     """Read from the start; records whose acknowledgement an error lost come back after 15 s (the least allowed)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("share.record.lock.duration.ms", "15000", incremental_operation=AlterConfigOpType.SET)])
-    admin.incremental_alter_configs([res])[res].result(30)
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "15000"})
 
 
 def test_share_api_names() -> None:
