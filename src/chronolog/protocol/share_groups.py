@@ -226,43 +226,39 @@ async def share_fetch(req: Any, ctx: RequestContext) -> dict:
     ids: dict[str | None, Any] = {}
 
     def entry(name: str | None, topic_id: Any, partition: int) -> dict:
-        ids[name] = topic_id
-        return results.setdefault((name, partition), {
+        key = name if name is not None else ("", topic_id)  # unknown topics apart, by their ids
+        ids[key] = topic_id
+        return results.setdefault((key, partition), {
             "partition_index": partition, "error_code": 0, "error_message": None, "acknowledge_error_code": 0,
             "acknowledge_error_message": None, "current_leader": {"leader_id": node, "leader_epoch": LEADER_EPOCH},
             "records": b"", "acquired_records": []})
 
+    # KafkaApis acknowledges only when the request carries acknowledgements, and then every partition of it
+    # but those it hosts with none: those of unknown topics UNKNOWN_TOPIC_ID, the others as
+    # SharePartitionManager.acknowledge answers
+    acking = any(p.acknowledgement_batches for t in req.topics for p in t.partitions)
     for t in req.topics:
         name = ctx.state.topic_name(t.topic_id)
         for p in t.partitions:
             index = int(p.partition_index)
             if name is None:
-                # the final request answers acknowledgements only (KafkaApis' releaseSession path)
-                if epoch != -1 or p.acknowledgement_batches:
+                if epoch != -1 or acking:  # (the final request answers acknowledgements only)
                     out = entry(None, t.topic_id, index)
                     out["error_code"] = 0 if epoch == -1 else ErrorCode.UNKNOWN_TOPIC_ID
-                    if p.acknowledgement_batches:
+                    if acking:
                         out["acknowledge_error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
-            if not _hosted(ctx, name, index):
-                if epoch == -1 and not p.acknowledgement_batches:
-                    continue
-                out = entry(name, t.topic_id, index)
-                if epoch != -1:
-                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif p.acknowledgement_batches and (bad := _bad_batches(p.acknowledgement_batches, True)):
-                    out["acknowledge_error_code"], out["acknowledge_error_message"] = ErrorCode.INVALID_REQUEST, bad
-                else:
-                    out["acknowledge_error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            if epoch != -1:
+            hosted = _hosted(ctx, name, index)
+            if not hosted and (epoch != -1 or acking):
+                entry(name, t.topic_id, index)["error_code"] = 0 if epoch == -1 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if hosted and epoch != -1:
                 session.partitions[(name, index)] = None
-            if p.acknowledgement_batches:
+            if acking and (p.acknowledgement_batches or not hosted):
                 code, message = _acknowledge(ctx, group_id, member_id, name, t.topic_id, index,
                                              p.acknowledgement_batches)
                 out = entry(name, t.topic_id, index)
                 out["acknowledge_error_code"], out["acknowledge_error_message"] = code, message
-            elif epoch == 0 and _assigned(ctx, group_id, name, index):
+            elif hosted and epoch == 0 and _assigned(ctx, group_id, name, index):
                 # a new session lists what it will fetch once the share-partition is initialized: Kafka 4.4
                 # assigns only initialized partitions, and leaves out the others (no answer yet)
                 entry(name, t.topic_id, index)
@@ -274,13 +270,13 @@ async def share_fetch(req: Any, ctx: RequestContext) -> dict:
         _close(ctx, group_id, member_id)
     elif not getattr(req, "is_renew_ack", False):
         await _fetch(req, ctx, group_id, member_id, session, entry)
-    responses: dict[str | None, list[dict]] = {}
-    for (name, _index), out in results.items():
-        responses.setdefault(name, []).append(out)
+    responses: dict[Any, list[dict]] = {}
+    for (key, _index), out in results.items():
+        responses.setdefault(key, []).append(out)
     return {"throttle_time": 0, "error_code": 0, "error_message": None,
             "acquisition_lock_timeout": _lock_ms(ctx, group_id),
-            "responses": [{"topic_id": ids[name] if name is None else topic_uuid(ctx, name), "partitions": parts}
-                          for name, parts in responses.items()],
+            "responses": [{"topic_id": topic_uuid(ctx, key) if isinstance(key, str) else ids[key], "partitions": parts}
+                          for key, parts in responses.items()],
             "node_endpoints": []}
 
 
@@ -350,13 +346,15 @@ def share_acknowledge(req: Any, ctx: RequestContext) -> dict:
     node = ctx.state.node_id
     responses = []
     unknown: set[tuple[Any, int]] = set()
+    acking = any(p.acknowledgement_batches for t in req.topics for p in t.partitions)
     for t in req.topics:
         name = ctx.state.topic_name(t.topic_id)
         parts = []
         for p in t.partitions:
-            # a partition with nothing to acknowledge is not answered, one of an unknown topic once
-            # (KafkaApis' map of erroneous partitions)
-            if name is not None and not p.acknowledgement_batches:
+            # an unknown topic's partition is answered once (KafkaApis' map of erroneous partitions); a
+            # known one with nothing to acknowledge only when it is not hosted and the request acknowledges
+            if name is not None and not p.acknowledgement_batches and (
+                    not acking or _hosted(ctx, name, int(p.partition_index))):
                 continue
             if name is None and (key := (t.topic_id, int(p.partition_index))) in unknown:
                 continue
