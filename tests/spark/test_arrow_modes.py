@@ -9,17 +9,13 @@ import logging
 
 import pytest
 
-from chronolog.config import TopicConfig
-from chronolog.records import SimpleRecord, build_batch
 from chronolog.spark.options import SourceOptions
 from chronolog.spark.ranges import OffsetRange, RangeGroup, with_client_options
 from chronolog.spark.source import ChronologDataSource, _log_reader_choice
-from chronolog.storage import PartitionLog
 from tests.brokerproc import BrokerProcess
-from tests.timetravel.test_arrow_reader import _legacy_dir, reseal
+from tests.timetravel.test_arrow_reader import _legacy_dir, reseal, single_record_batches
 
 pytestmark = pytest.mark.spark
-BASE = 1_700_000_000_000
 
 
 @pytest.fixture(scope="module")
@@ -81,12 +77,7 @@ def test_the_reader_choice_per_range():
 
 
 def test_a_corrupt_batch_fails_the_query_naming_the_file_and_byte(spark, tmp_path):
-    cfg = TopicConfig.from_kafka({"message.timestamp.after.max.ms": str(2**62)})
-    plog = PartitionLog.open(tmp_path / "bad-0", cfg)
-    for i in range(4):
-        plog.append(build_batch([SimpleRecord(BASE + i, None, b"value-%d" % i)]))
-    plog.close()
-    seg = tmp_path / "bad-0" / "00000000000000000000.log"
+    seg = single_record_batches(tmp_path / "bad-0", 4)
     raw = bytearray(seg.read_bytes())
     size = len(raw) // 4
     raw[2 * size - 1] = 0x7F  # the second batch's only record: a header count that cannot be

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import shutil
 import struct
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -123,12 +124,7 @@ def test_a_broker_serving_legacy_v0_message_sets_reads_by_raw_fetch(shared_data,
 
 
 def test_a_corrupt_batch_names_the_file_and_byte(tmp_path):
-    cfg = TopicConfig.from_kafka({"message.timestamp.after.max.ms": str(2**62)})
-    plog = PartitionLog.open(tmp_path / "t-0", cfg)
-    for i in range(5):
-        plog.append(build_batch([SimpleRecord(BASE + i, None, b"value-%d" % i)]))
-    plog.close()
-    seg = tmp_path / "t-0" / "00000000000000000000.log"
+    seg = single_record_batches(tmp_path / "t-0", 5)
     raw = bytearray(seg.read_bytes())
     size = len(raw) // 5
     raw[3 * size - 1] = 0x7F  # the last byte of the third batch: its record's header count
@@ -136,6 +132,17 @@ def test_a_corrupt_batch_names_the_file_and_byte(tmp_path):
     with pytest.raises(CorruptMessageError) as info:
         read_window(str(tmp_path), "t").read_all()
     assert str(info.value).startswith(f"corrupt record batch in {seg}: at byte {2 * size} (offset 2): ")
+
+
+def single_record_batches(part_dir: Path, count: int) -> Path:
+    """A partition of `count` batches of one record each (value-0, value-1, ... stamped BASE + i), all of
+    the same size; its segment file."""
+    cfg = TopicConfig.from_kafka({"message.timestamp.after.max.ms": str(2**62)})
+    plog = PartitionLog.open(part_dir, cfg)
+    for i in range(count):
+        plog.append(build_batch([SimpleRecord(BASE + i, None, b"value-%d" % i)]))
+    plog.close()
+    return part_dir / "00000000000000000000.log"
 
 
 def reseal(raw: bytearray, pos: int, size: int) -> bytearray:
@@ -148,12 +155,7 @@ def reseal(raw: bytearray, pos: int, size: int) -> bytearray:
 def test_a_batch_failing_its_crc_is_data_lost_unless_told_to_skip(tmp_path, caplog):
     """The storage layer steps over a batch whose CRC fails (a corrupt range); the reader then fails as
     Spark's source does with failOnDataLoss, or skips it with a warning when told to."""
-    cfg = TopicConfig.from_kafka({"message.timestamp.after.max.ms": str(2**62)})
-    plog = PartitionLog.open(tmp_path / "t-0", cfg)
-    for i in range(5):
-        plog.append(build_batch([SimpleRecord(BASE + i, None, b"value-%d" % i)]))
-    plog.close()
-    seg = tmp_path / "t-0" / "00000000000000000000.log"
+    seg = single_record_batches(tmp_path / "t-0", 5)
     raw = bytearray(seg.read_bytes())
     raw[3 * (len(raw) // 5) - 2] ^= 0xFF
     seg.write_bytes(bytes(raw))
