@@ -211,11 +211,10 @@ def _answers(b: Broker, loop, frames: list[bytes]) -> list[bytes]:
     return loop.run_until_complete(run())
 
 
-@pytest.mark.parametrize("version", [4, 7, 11, 12, 13, 16, 18])
-def test_a_consumer_reading_on_gets_the_handlers_answers(broker, version, monkeypatch):
-    b, loop, plog = broker
-    end = plog.high_watermark
-    planned = []
+def count_planned(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """A list the broker's planned_fetch appends to from now on: True where the plan answered a Fetch, False
+    where it handed the Fetch to the handler."""
+    planned: list[bool] = []
     original = broker_module.planned_fetch
 
     def counting(ctx, plan, offset):
@@ -223,6 +222,14 @@ def test_a_consumer_reading_on_gets_the_handlers_answers(broker, version, monkey
         planned.append(answer is not None)
         return answer
     monkeypatch.setattr(broker_module, "planned_fetch", counting)
+    return planned
+
+
+@pytest.mark.parametrize("version", [4, 7, 11, 12, 13, 16, 18])
+def test_a_consumer_reading_on_gets_the_handlers_answers(broker, version, monkeypatch):
+    b, loop, plog = broker
+    end = plog.high_watermark
+    planned = count_planned(monkeypatch)
     frames = []
     # reading on with librdkafka's 1 MiB partition limit, then a small limit (answers read into memory),
     # then offsets inside batches, at the log end (a long poll), past it and before the start (errors),

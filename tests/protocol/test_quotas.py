@@ -135,11 +135,10 @@ def test_an_unthrottled_connection_keeps_the_planned_fetch(tmp_path, monkeypatch
     import struct
 
     from chronolog.records import SimpleRecord, build_batch
-    from chronolog.server import broker as broker_module
     from chronolog.server.broker import Broker
     from tests.brokerproc import TEST_CONFIGS
     from tests.frames import recv_frame
-    from tests.protocol.test_fetch_plan import NOW, _frame
+    from tests.protocol.test_fetch_plan import NOW, _frame, count_planned
 
     data = tmp_path / "data"
     store = QuotaStore(data)
@@ -152,14 +151,7 @@ def test_an_unthrottled_connection_keeps_the_planned_fetch(tmp_path, monkeypatch
         plog = b.state.log_manager.get_log("t", 0)
         for i in range(80):  # batches of 20 records of 1 KB
             plog.append(build_batch([SimpleRecord(NOW + i, None, b"v" * 1000) for _ in range(20)]))
-        planned: list[bool] = []
-        original = broker_module.planned_fetch
-
-        def counting(ctx, plan, offset):
-            answer = original(ctx, plan, offset)
-            planned.append(answer is not None)
-            return answer
-        monkeypatch.setattr(broker_module, "planned_fetch", counting)
+        planned = count_planned(monkeypatch)
         frames = [_frame(11, fetch_offset=o, partition_max_bytes=16384, correlation_id=k)
                   for k, o in enumerate(range(0, 80 * 20, 20))]
 
