@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from chronolog.config import BrokerConfig
 from chronolog.errors import ErrorCode
@@ -50,6 +52,16 @@ def stop(c: GroupCoordinator) -> None:
     asyncio.run(c.stop())
 
 
+@contextmanager
+def running(path) -> Iterator[GroupCoordinator]:
+    """A started coordinator on `path` (its reaper and retention tasks off), stopped after the block."""
+    c = start(path)
+    try:
+        yield c
+    finally:
+        stop(c)
+
+
 def hb(c, member, epoch, owned=None, process="p1", topology=None, **kw):
     if epoch == 0 and topology is None:
         topology = TOPOLOGY
@@ -89,8 +101,7 @@ def test_sticky_assignor_balances_keeps_tasks_and_spreads_standbys():
 
 
 def test_members_join_reconcile_leave_and_expire(tmp_path):
-    c = start(tmp_path)
-    try:
+    with running(tmp_path) as c:
         one = hb(c, "m1", 0)
         assert one["error_code"] == 0 and one["member_epoch"] == 1
         assert active(one) == {"0": [0, 1, 2], "1": [0, 1, 2]}
@@ -117,61 +128,47 @@ def test_members_join_reconcile_leave_and_expire(tmp_path):
         assert c.streams.expire(time.monotonic() + 2) == ["app"]
         assert c.streams.groups["app"].state == "Empty"
         assert {g["group_id"]: g["group_type"] for g in c.list_groups()}["app"] == "streams"
-    finally:
-        stop(c)
+
+
+def persisted(group) -> tuple:
+    """What a restart must bring back of a streams group: epochs, topology, members and target assignment."""
+    return (group.epoch, group.assignment_epoch, group.topology, {
+        mid: (m.epoch, m.process_id, m.assigned) for mid, m in group.members.items()}, group.target)
 
 
 def test_the_group_comes_back_after_a_restart(tmp_path):
-    c = start(tmp_path)
-    try:
+    with running(tmp_path) as c:
         hb(c, "m1", 0)
-        before = c.streams.groups["app"]
-        snapshot = (before.epoch, before.assignment_epoch, before.topology, {
-            mid: (m.epoch, m.process_id, m.assigned) for mid, m in before.members.items()}, before.target)
-    finally:
-        stop(c)
-    c = start(tmp_path)
-    try:
+        snapshot = persisted(c.streams.groups["app"])
+    with running(tmp_path) as c:
         after = c.streams.groups["app"]
-        assert (after.epoch, after.assignment_epoch, after.topology, {
-            mid: (m.epoch, m.process_id, m.assigned) for mid, m in after.members.items()}, after.target) == snapshot
+        assert persisted(after) == snapshot
         assert after.configured.tasks == {"0": 3, "1": 3}
         assert "app" not in c.groups  # not also a classic group
         assert hb(c, "m1", 1, owned={"0": frozenset({0, 1, 2}), "1": frozenset({0, 1, 2})})["member_epoch"] == 1
         assert c.delete_group("app") == ErrorCode.NON_EMPTY_GROUP
         hb(c, "m1", -1)
         assert c.delete_group("app") == 0
-    finally:
-        stop(c)
-    c = start(tmp_path)
-    try:
+    with running(tmp_path) as c:
         assert "app" not in c.streams.groups  # the tombstone
         plog = c.store.logs.get_log(gr.CONSUMER_OFFSETS_TOPIC, 0)
         keys = [gr.streams_group_of(r.key) for r in plog.read_records(plog.log_start_offset)]
         assert "app" in keys
-    finally:
-        stop(c)
 
 
 def test_group_configs_override_the_broker_settings(tmp_path):
     """streams.* group configs (IncrementalAlterConfigs on the GROUP resource) over group.streams.*."""
-    c = start(tmp_path)
-    try:
+    with running(tmp_path) as c:
         c.streams.group_configs["app"] = {"streams.session.timeout.ms": "60000",
                                           "streams.heartbeat.interval.ms": "7000"}
         assert hb(c, "m1", 0)["heartbeat_interval_ms"] == 7000
         assert c.streams.expire(time.monotonic() + 2) == []  # the broker's 1000 ms would have fenced it
         assert c.streams.expire(time.monotonic() + 61) == ["app"]
-    finally:
-        stop(c)
 
 
 def test_offsets_of_an_empty_group_may_be_deleted(tmp_path):
-    c = start(tmp_path)
-    try:
+    with running(tmp_path) as c:
         hb(c, "m1", 0)
         assert c.delete_offsets("app", [("in", 0)]) == {("in", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC}
         hb(c, "m1", -1)
         assert c.delete_offsets("app", [("in", 0)]) == {("in", 0): 0}
-    finally:
-        stop(c)
