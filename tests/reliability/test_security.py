@@ -19,7 +19,7 @@ from chronolog.security.acl import AclBinding, AclFilter, AclStore
 from chronolog.security.credentials import CredentialStore
 from tests.brokerproc import BrokerProcess
 from tests.clirun import chronolog_completed
-from tests.frames import recv_frame
+from tests.frames import decode_response, recv_frame, request_frame
 from tests.waiting import established_connections, poll_until, readable
 
 trustme = pytest.importorskip("trustme")
@@ -329,22 +329,6 @@ def test_ssl_listener_client_certificate_principal(secure_broker, pki):
 
 
 # -- the wire, with raw frames -----------------------------------------------------------------------------
-def _request(api_key: int, version: int, corr: int, body) -> bytes:
-    import io
-
-    from kio.serial import entity_writer
-    out = io.BytesIO()
-    entity_writer(type(body))(out, body)
-    payload = struct.pack(">hhih", api_key, version, corr, 4) + b"test" + out.getvalue()
-    return struct.pack(">i", len(payload)) + payload
-
-
-def _response(api_key: int, version: int, frame: bytes):
-    from kio.index import load_response_schema
-    from kio.serial import entity_reader
-    return entity_reader(load_response_schema(api_key, version))(frame, 4)[0]
-
-
 def _closed(sock: socket.socket, timeout: float = 60.0) -> bool:
     sock.settimeout(timeout)
     try:
@@ -364,35 +348,35 @@ def test_raw_sasl_wire_behaviour(secure_broker):
     authenticate_v1 = load_request_schema(36, 1)
     # Any request other than ApiVersions/SaslHandshake before authentication closes the connection.
     with _connect(secure_broker, "SASL_PLAINTEXT") as s:
-        s.sendall(_request(3, 1, 1, load_request_schema(3, 1)(topics=None)))
+        s.sendall(request_frame(3, 1, 1, load_request_schema(3, 1)(topics=None)))
         assert _closed(s)
     # An unknown mechanism: UNSUPPORTED_SASL_MECHANISM with the enabled list, then closed.
     with _connect(secure_broker, "SASL_PLAINTEXT") as s:
-        s.sendall(_request(17, 1, 1, handshake_v1(mechanism="GSSAPI")))
-        resp = _response(17, 1, recv_frame(s))
+        s.sendall(request_frame(17, 1, 1, handshake_v1(mechanism="GSSAPI")))
+        resp = decode_response(17, 1, recv_frame(s))
         assert int(resp.error_code) == 33 and set(resp.mechanisms) == set(MECHANISMS)
         assert _closed(s)
     # A wrong PLAIN password: SASL_AUTHENTICATION_FAILED with a message, then closed.
     with _connect(secure_broker, "SASL_PLAINTEXT") as s:
-        s.sendall(_request(17, 1, 1, handshake_v1(mechanism="PLAIN")))
-        assert int(_response(17, 1, recv_frame(s)).error_code) == 0
-        s.sendall(_request(36, 1, 2, authenticate_v1(auth_bytes=b"\0alice\0wrong")))
-        resp = _response(36, 1, recv_frame(s))
+        s.sendall(request_frame(17, 1, 1, handshake_v1(mechanism="PLAIN")))
+        assert int(decode_response(17, 1, recv_frame(s)).error_code) == 0
+        s.sendall(request_frame(36, 1, 2, authenticate_v1(auth_bytes=b"\0alice\0wrong")))
+        resp = decode_response(36, 1, recv_frame(s))
         assert int(resp.error_code) == 58 and "Invalid username or password" in resp.error_message
         assert _closed(s)
     # The v0 handshake (KIP-152): raw size-prefixed tokens without Kafka headers, then normal requests.
     with _connect(secure_broker, "SASL_PLAINTEXT") as s:
-        s.sendall(_request(17, 0, 1, load_request_schema(17, 0)(mechanism="PLAIN")))
-        assert int(_response(17, 0, recv_frame(s)).error_code) == 0
+        s.sendall(request_frame(17, 0, 1, load_request_schema(17, 0)(mechanism="PLAIN")))
+        assert int(decode_response(17, 0, recv_frame(s)).error_code) == 0
         token = b"\0alice\0" + PASSWORDS["alice"].encode()
         s.sendall(struct.pack(">i", len(token)) + token)
         assert recv_frame(s) == b""  # PlainSaslServer's empty challenge
-        s.sendall(_request(3, 1, 3, load_request_schema(3, 1)(topics=None)))
-        names = {t.name for t in _response(3, 1, recv_frame(s)).topics}
+        s.sendall(request_frame(3, 1, 3, load_request_schema(3, 1)(topics=None)))
+        names = {t.name for t in decode_response(3, 1, recv_frame(s)).topics}
         assert names == {"allowed"}  # authenticated as alice: secret stays hidden
     # v0 with a wrong password: the connection is closed without an answer.
     with _connect(secure_broker, "SASL_PLAINTEXT") as s:
-        s.sendall(_request(17, 0, 1, load_request_schema(17, 0)(mechanism="PLAIN")))
+        s.sendall(request_frame(17, 0, 1, load_request_schema(17, 0)(mechanism="PLAIN")))
         recv_frame(s)
         token = b"\0alice\0wrong"
         s.sendall(struct.pack(">i", len(token)) + token)
@@ -402,19 +386,19 @@ def test_raw_sasl_wire_behaviour(secure_broker):
 def test_plaintext_listener_is_anonymous(secure_broker):
     from kio.index import load_request_schema
     with _connect(secure_broker, "PLAINTEXT") as s:
-        s.sendall(_request(3, 1, 1, load_request_schema(3, 1)(topics=None)))
-        resp = _response(3, 1, recv_frame(s))
+        s.sendall(request_frame(3, 1, 1, load_request_schema(3, 1)(topics=None)))
+        resp = decode_response(3, 1, recv_frame(s))
         assert resp.topics == ()  # User:ANONYMOUS may describe nothing
         assert [(b.host, b.port) for b in resp.brokers] == [secure_broker.listeners["PLAINTEXT"]]
-        s.sendall(_request(17, 1, 2, load_request_schema(17, 1)(mechanism="PLAIN")))
-        assert int(_response(17, 1, recv_frame(s)).error_code) == 34  # ILLEGAL_SASL_STATE
+        s.sendall(request_frame(17, 1, 2, load_request_schema(17, 1)(mechanism="PLAIN")))
+        assert int(decode_response(17, 1, recv_frame(s)).error_code) == 34  # ILLEGAL_SASL_STATE
 
 
 # -- connection limits ------------------------------------------------------------------------------------
 def test_per_ip_connection_limit(tmp_path):
     from kio.index import load_request_schema
     proc = BrokerProcess(tmp_path / "data", {"max.connections.per.ip": "2"}).start()
-    api_versions = _request(18, 0, 1, load_request_schema(18, 0)())
+    api_versions = request_frame(18, 0, 1, load_request_schema(18, 0)())
     try:
         # The fixture's readiness probe may still hold a slot until the broker notices its close.
         assert poll_until(lambda: established_connections(proc.port) == 0, 60)
@@ -457,8 +441,8 @@ def test_queued_max_requests_bounds_requests_in_flight(tmp_path):
     address = ("127.0.0.1", embedded.broker.port)
     try:
         with socket.create_connection(address, timeout=60) as a, socket.create_connection(address, timeout=60) as b:
-            a.sendall(_request(3, 1, 1, codec.build(load_request_schema(3, 1), {"topics": [{"name": "idle"}]})))
-            assert any(t.name == "idle" for t in _response(3, 1, recv_frame(a)).topics)
+            a.sendall(request_frame(3, 1, 1, codec.build(load_request_schema(3, 1), {"topics": [{"name": "idle"}]})))
+            assert any(t.name == "idle" for t in decode_response(3, 1, recv_frame(a)).topics)
             # The Fetch must find the auto-created partition's log, or it is answered at once with an error.
             assert poll_until(lambda: ("idle", 0) in embedded.broker.state.log_manager._logs, 60)
             fetch = codec.build(load_request_schema(1, 4), {
@@ -466,9 +450,9 @@ def test_queued_max_requests_bounds_requests_in_flight(tmp_path):
                 "topics": [{"topic": "idle", "partitions": [{"partition": 0, "fetch_offset": 0,
                                                               "partition_max_bytes": 1 << 20}]}]})
             assert not embedded.broker._inflight.locked()
-            a.sendall(_request(1, 4, 2, fetch))
+            a.sendall(request_frame(1, 4, 2, fetch))
             assert poll_until(embedded.broker._inflight.locked, 60)  # the Fetch holds the only slot
-            b.sendall(_request(18, 0, 3, load_request_schema(18, 0)()))
+            b.sendall(request_frame(18, 0, 3, load_request_schema(18, 0)()))
             # b waits for the slot: no answer while the Fetch is parked (its max_wait is far longer than this
             # look; a broker without the bound answers ApiVersions at once).
             assert not readable(b, 0.5) and embedded.broker._inflight.locked()

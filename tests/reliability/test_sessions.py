@@ -11,7 +11,6 @@ import hmac
 import re
 import secrets
 import socket
-import struct
 import time
 import uuid
 
@@ -19,7 +18,7 @@ import pytest
 
 from chronolog.security.credentials import CredentialStore
 from tests.brokerproc import BrokerProcess
-from tests.frames import recv_frame
+from tests.frames import decode_response, recv_frame, request_frame
 from tests.waiting import poll_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -51,26 +50,10 @@ def sasl_broker(tmp_path_factory):
 
 
 # -- raw frames and a SCRAM client ------------------------------------------------------------------------
-def _request(api_key: int, version: int, corr: int, body) -> bytes:
-    import io
-
-    from kio.serial import entity_writer
-    out = io.BytesIO()
-    entity_writer(type(body))(out, body)
-    payload = struct.pack(">hhih", api_key, version, corr, 4) + b"test" + out.getvalue()
-    return struct.pack(">i", len(payload)) + payload
-
-
-def _response(api_key: int, version: int, frame: bytes):
-    from kio.index import load_response_schema
-    from kio.serial import entity_reader
-    return entity_reader(load_response_schema(api_key, version))(frame, 4)[0]
-
-
 def _call(sock: socket.socket, api_key: int, version: int, **fields):
     from kio.index import load_request_schema
-    sock.sendall(_request(api_key, version, 7, load_request_schema(api_key, version)(**fields)))
-    return _response(api_key, version, recv_frame(sock))
+    sock.sendall(request_frame(api_key, version, 7, load_request_schema(api_key, version)(**fields)))
+    return decode_response(api_key, version, recv_frame(sock))
 
 
 def _closed(sock: socket.socket, timeout: float = 60.0) -> bool:
