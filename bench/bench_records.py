@@ -7,24 +7,15 @@ more a step costs than just checksumming its bytes. MB/s counts uncompressed rec
 from __future__ import annotations
 
 import os
-import time
 from functools import partial
 
+from bench.common import best_of
 from chronolog.records import CompressionType, RecordBatch, SimpleRecord, build_batch, crc32c
 
 T0 = 1_700_000_000_000
 BATCHES = 400
 RECORDS_PER_BATCH = 50
 VALUE_SIZE = 200
-
-
-def _best_of(fn, repeat: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        started = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - started)
-    return best
 
 
 def _inputs() -> list[list[SimpleRecord]]:
@@ -56,9 +47,9 @@ def main() -> None:
     rows = [("codec", "build MB/s", "parse MB/s", "crc32c MB/s", "build x CRC", "parse x CRC", "payload/wire")]
     for codec in CompressionType:
         built = [build_batch(b, compression=codec) for b in inputs]
-        t_build = _best_of(partial(_build_all, inputs, codec))
-        t_parse = _best_of(partial(_parse_all, built))
-        t_crc = _best_of(partial(_crc_all, built), repeat=5)
+        t_build = best_of(partial(_build_all, inputs, codec))
+        t_parse = best_of(partial(_parse_all, built))
+        t_crc = best_of(partial(_crc_all, built), repeat=5)
         wire = sum(len(raw) for raw in built)
         mb = payload / 1e6
         rows.append((codec.name, f"{mb / t_build:.1f}", f"{mb / t_parse:.1f}", f"{wire / 1e6 / t_crc:.0f}",

@@ -13,10 +13,9 @@ from __future__ import annotations
 import os
 import socket
 import tempfile
-import time
 from pathlib import Path
 
-from bench.common import print_table
+from bench.common import best_of, print_table
 
 RECORDS = int(os.environ.get("CHRONOLOG_BENCH_TIERED_RECORDS", "480000"))
 VALUE_BYTES = 180
@@ -45,15 +44,6 @@ def read_window(plog) -> tuple[int, int]:
         count += batch.records_count
         size += batch.size_in_bytes
     return count, size
-
-
-def timed(fn, rounds: int = ROUNDS) -> float:
-    best = float("inf")
-    for _ in range(rounds):
-        started = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - started)
-    return best
 
 
 def s3_location(stack) -> str | None:
@@ -90,7 +80,7 @@ def main() -> None:
         fill(local.get_log("logs", 0))
         local_log = local.get_log("logs", 0)
         window = read_window(local_log)
-        local_s = timed(lambda: read_window(local_log))
+        local_s = best_of(lambda: read_window(local_log), ROUNDS)
         rows = [("read of hour 12 of 24", "seconds", "tier / local", "tier bytes read / window bytes")]
         rows.append(("local disk", f"{local_s:.4f}", "1.00", "-"))
         tiers = [("tier in a directory", str(base / "tier"))]
@@ -122,8 +112,8 @@ def main() -> None:
                 tier.reset_counters()
                 cold()
                 fetched = sum(tier.bytes_read.values())
-                cold_s = timed(cold)
-                warm_s = timed(lambda plog=plog: read_window(plog))
+                cold_s = best_of(cold, ROUNDS)
+                warm_s = best_of(lambda plog=plog: read_window(plog), ROUNDS)
                 rows.append((f"{label}, cold", f"{cold_s:.4f}", f"{cold_s / local_s:.2f}",
                              f"{fetched / window[1]:.2f}"))
                 rows.append((f"{label}, warm", f"{warm_s:.4f}", f"{warm_s / local_s:.2f}", "0"))

@@ -1,6 +1,8 @@
-"""What every benchmark shares: the table it prints."""
+"""What every benchmark shares: the table it prints, the best of a few timed runs, reads and page-cache drops."""
 
 from __future__ import annotations
+
+import time
 
 
 def print_table(rows: list[tuple[str, ...]]) -> None:
@@ -9,12 +11,20 @@ def print_table(rows: list[tuple[str, ...]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)), flush=True)
 
 
+def best_of(fn, repeat: int = 3) -> float:
+    """The least wall time of `repeat` calls of `fn`: the run least disturbed by the rest of the machine."""
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
 def sequential_read(paths) -> tuple[int, float]:
     """(bytes, seconds) to read files front to back in 1 MiB chunks. From wherever their pages are: files
     just written or read are in the page cache (a copy of memory, GB/s); after `evict` they come from the
     disk, which is what a sequential read of the files means on a disk."""
-    import time
-
     total = 0
     start = time.perf_counter()
     for path in paths:
@@ -30,7 +40,6 @@ def time_append(directory, cfg, warm: list[bytes], timed: list[bytes], now: int)
     index file, once per segment); the partition is deleted afterwards, so no writeback of one run runs
     under the next."""
     import shutil
-    import time
 
     from chronolog.storage import PartitionLog
 
