@@ -34,13 +34,25 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.brokerproc import BrokerProcess, free_port
 from tests.frames import recv_frame
 
-from bench.common import print_table, sequential_read, time_append
+from bench.common import evict, print_table, sequential_read, time_append
 from bench.replay import ResponseReplay
 from chronolog.config import TopicConfig
 from chronolog.protocol.wire import read_uvarint
 from chronolog.records import SimpleRecord, build_batch
 
 T0 = 1_700_000_000_000
+
+
+def send(p: Producer, topic: str, payload: bytes, first: int, end: int) -> None:
+    """Records `first` to `end` (timestamps T0 + i) to partition 0, one `produce()` call each; when
+    librdkafka's queue is full, served deliveries make room."""
+    for i in range(first, end):
+        while True:
+            try:
+                p.produce(topic, value=payload, partition=0, timestamp=T0 + i)
+                break
+            except BufferError:
+                p.poll(0.01)
 
 
 def produce(bootstrap: str | None, topic: str, size: int, count: int) -> tuple[float, float]:
@@ -52,13 +64,7 @@ def produce(bootstrap: str | None, topic: str, size: int, count: int) -> tuple[f
                   "queue.buffering.max.messages": 1_000_000})
     payload = b"x" * size
     start = time.perf_counter()
-    for i in range(count):
-        while True:
-            try:
-                p.produce(topic, value=payload, partition=0, timestamp=T0 + i)
-                break
-            except BufferError:
-                p.poll(0.01)
+    send(p, topic, payload, 0, count)
     flushing = time.perf_counter()
     assert p.flush(120) == 0
     end = time.perf_counter()
@@ -83,13 +89,7 @@ def produce_in_transactions(bootstrap: str, topic: str, size: int, count: int, p
     for first in range(0, count, step):
         if per_txn is not None:
             p.begin_transaction()
-        for i in range(first, min(first + step, count)):
-            while True:
-                try:
-                    p.produce(topic, value=payload, partition=0, timestamp=T0 + i)
-                    break
-                except BufferError:
-                    p.poll(0.01)
+        send(p, topic, payload, first, min(first + step, count))
         if per_txn is not None:
             p.commit_transaction(60)
     assert p.flush(120) == 0
@@ -297,26 +297,14 @@ def kcat_consume(bootstrap: str, topic: str, expected: int, *extra: str, broker_
     return elapsed, child, broker
 
 
-def drop_from_page_cache(paths) -> None:
-    """Make the next read of these files come from the disk: write back their dirty pages, then ask the
-    kernel to drop their cached pages (POSIX_FADV_DONTNEED; other files' pages are untouched)."""
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
 def consume_round(proc: BrokerProcess, topic: str, count: int, logs: list[Path]) -> tuple:
     """(page-cache read s, kcat -c from the page cache, disk read s, kcat -c from the disk): one interleaved
     round; each disk side starts with the segment files dropped from the page cache."""
     warm = sequential_read(logs)[1]
     cached = kcat_consume(proc.bootstrap, topic, count, "-c", str(count), broker_pid=proc.proc.pid)
-    drop_from_page_cache(logs)
+    evict(logs)
     cold = sequential_read(logs)[1]
-    drop_from_page_cache(logs)
+    evict(logs)
     from_disk = kcat_consume(proc.bootstrap, topic, count, "-c", str(count), broker_pid=proc.proc.pid)
     return warm, cached, cold, from_disk
 
