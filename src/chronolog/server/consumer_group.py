@@ -58,6 +58,25 @@ def fenced_members(members: dict, now: float, session_of: Callable) -> Iterator[
         elif m.revoke_deadline is not None and now > m.revoke_deadline:
             yield mid, "fenced (did not revoke within its rebalance timeout)"
 
+
+def delete_empty_group(groups: dict, group_id: str, store) -> int | None:
+    """DeleteGroups of one group of `groups` (ConsumerGroup/StreamsGroup.createGroupTombstoneRecords): None when
+    it is not one of them, NON_EMPTY_GROUP while it has members; else it goes and its tombstones are written
+    through `store`, and when they cannot be it comes back and the write's error code is the answer. Streams
+    groups use it too (server/streams_group.py)."""
+    group = groups.get(group_id)
+    if group is None:
+        return None
+    if group.members:
+        return ErrorCode.NON_EMPTY_GROUP
+    del groups[group_id]
+    failed = store.durable(group_id, None)
+    if failed:
+        groups[group_id] = group
+        return failed["error_code"]
+    return 0
+
+
 @dataclass
 class ConsumerMember:
     member_id: str
@@ -630,17 +649,7 @@ class ConsumerGroups:
 
     def delete(self, group_id: str) -> int | None:
         """DeleteGroups of a consumer group: None when it is not one."""
-        group = self.groups.get(group_id)
-        if group is None:
-            return None
-        if group.members:
-            return ErrorCode.NON_EMPTY_GROUP
-        del self.groups[group_id]
-        failed = self._durable(group_id)  # ConsumerGroup.createGroupTombstoneRecords
-        if failed:
-            self.groups[group_id] = group
-            return failed["error_code"]
-        return 0
+        return delete_empty_group(self.groups, group_id, self.group_store)
 
     def give_way(self, group_id: str) -> bool:
         """A classic JoinGroup for this id: an empty consumer group is dropped (maybeDeleteEmptyConsumerGroup)

@@ -29,7 +29,7 @@ from chronolog.errors import ErrorCode, InvalidTopicExceptionError
 from chronolog.server.assignment import inter as _inter
 from chronolog.server.assignment import minus as _minus
 from chronolog.server.assignment import union as _union
-from chronolog.server.consumer_group import fenced_members
+from chronolog.server.consumer_group import delete_empty_group, fenced_members
 from chronolog.server.streams_topology import (
     SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
@@ -549,17 +549,7 @@ class StreamsGroups:
 
     def delete(self, group_id: str) -> int | None:
         """DeleteGroups of a streams group: None when it is not one."""
-        group = self.groups.get(group_id)
-        if group is None:
-            return None
-        if group.members:
-            return ErrorCode.NON_EMPTY_GROUP
-        del self.groups[group_id]
-        failed = self.store.durable(group_id, None)
-        if failed:
-            self.groups[group_id] = group
-            return failed["error_code"]
-        return 0
+        return delete_empty_group(self.groups, group_id, self.store)
 
     def describe(self, group_id: str) -> StreamsGroup | None:
         return self.groups.get(group_id)
