@@ -21,6 +21,7 @@ from chronolog.storage.checkpoints import CheckpointError, read_checkpoint
 from chronolog.storage.cleaner import CLEANER_CHECKPOINT
 from tests.brokerproc import BrokerProcess
 from tests.consuming import read_messages
+from tests.subprocs import stop
 
 pytestmark = pytest.mark.compat
 FAUST_LIB = Path(sys.prefix) / "faust-lib"  # `make faustdeps`: beside the venv, for its click<8.4 pin
@@ -124,11 +125,5 @@ def test_faust_table_changelog_is_compacted_while_running_and_restored_after_res
         assert restored == expected, (tmp_path / "faust-2.log").read_text(errors="replace")[-2000:]
     finally:
         for w in workers:
-            if w.poll() is None:
-                w.send_signal(signal.SIGTERM)
-                try:
-                    w.wait(30)
-                except subprocess.TimeoutExpired:
-                    w.kill()
-                    w.wait(10)
+            stop(w)
         broker.stop()

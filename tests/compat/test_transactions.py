@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from tests.brokerproc import BrokerProcess
 from tests.consuming import read_messages
+from tests.subprocs import stop
 from tests.waiting import poll_until
 
 pytestmark = pytest.mark.compat
@@ -393,12 +393,7 @@ def test_faust_streaming_exactly_once(txn_broker, tmp_path):
         while time.monotonic() < deadline and offsets_and_counts() != (done, done):
             time.sleep(0.5)
     finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait(10)
+        stop(worker)
     logs = "".join((tmp_path / f"faust-{n}.log").read_text(errors="replace")[-1500:] for n in (1, 2))
     assert counts() == {k: per_key for k in keys}, logs
     assert offsets_and_counts() == (done, done)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import subprocess
 import sys
 
@@ -17,6 +16,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.brokerproc import BrokerProcess, free_port
 from tests.console.conftest import LATE_BASE, ConsoleProcess, csrf_of, get, wait_http
+from tests.subprocs import stop
 from tests.waiting import poll_until
 
 STATE = 'state <b id="state">{}</b>'
@@ -159,12 +159,7 @@ def test_serve_with_console_port_serves_both(tmp_path):
         status, page = get(f"http://127.0.0.1:{console_port}/groups/g")
         assert status == 200 and STATE.format("EMPTY") in page
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop(proc)
         log.close()
     assert proc.returncode == 0, (tmp_path / "serve.log").read_text()[-2000:]
 
