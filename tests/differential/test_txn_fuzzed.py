@@ -16,7 +16,7 @@ import uuid
 from typing import Any
 
 from tests.differential import wirefuzz
-from tests.differential.groups_wire import RETRIABLE, Txn, coordinator_ready, retry
+from tests.differential.groups_wire import RETRIABLE, Txn, call, committed, coordinator_ready, retry
 
 INVALID_REQUEST, INVALID_PRODUCER_EPOCH, PRODUCER_FENCED = 42, 47, 90
 UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED, OPERATION_NOT_ATTEMPTED = 3, 29, 55
@@ -263,3 +263,69 @@ def test_txn_offset_commit_verification(both):
     assert c == k == {**{f"not added v{v}": INVALID_TXN_STATE for v in range(0, 4)},
                       "not added v4": TRANSACTION_ABORTABLE,
                       **{f"fenced v{v}": INVALID_PRODUCER_EPOCH for v in range(0, 6)}}
+
+
+def init_after_a_fence(side) -> dict:
+    """After InitProducerId fenced an Ongoing transaction, the epoch before the fence is the last epoch
+    (measured on Kafka 4.4): InitProducerId expecting it is answered the fenced epoch without a bump, one
+    expecting the fenced epoch bumps it."""
+    txn = Txn(side)
+    topic = side.create_topic(partitions=1, prefix="txf")
+    assert only(codes(side, 24, 3, {"v3_and_below_transactional_id": txn.txn_id, "v3_and_below_producer_id": txn.pid,
+                                    "v3_and_below_producer_epoch": txn.epoch,
+                                    "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})) == [0]
+    init = {"transactional_id": txn.txn_id, "transaction_timeout": 60_000, "producer_id": -1, "producer_epoch": -1}
+    fence = call(side, 22, 4, **init)["error_code"]
+    expecting_old = retry(side, 22, 4, **{**init, "producer_id": txn.pid, "producer_epoch": txn.epoch})
+    expecting_fenced = retry(side, 22, 4, **{**init, "producer_id": txn.pid, "producer_epoch": txn.epoch + 1})
+    return {"fence": fence, "expecting the old epoch": (expecting_old["error_code"],
+                                                        expecting_old["producer_epoch"] - txn.epoch),
+            "expecting the fenced epoch": (expecting_fenced["error_code"], expecting_fenced["producer_epoch"] - txn.epoch)}
+
+
+def test_init_producer_id_after_a_fence(both):
+    c, k = both.run(init_after_a_fence)
+    assert c == k == {"fence": CONCURRENT_TRANSACTIONS, "expecting the old epoch": (0, 1),
+                      "expecting the fenced epoch": (0, 2)}
+
+
+def offsets_partition_first(side) -> dict:
+    """TxnOffsetCommit asks the group's offsets partition before the coordinator (ReplicaManager,
+    UnifiedLog.maybeStartTransactionVerification): an epoch older than the partition's is
+    INVALID_PRODUCER_EPOCH, and while the partition has the producer's transaction open at this epoch
+    nothing is verified, whatever transactional id the request names."""
+    txn = Txn(side)
+    Txn(side, txn.txn_id)  # epoch 1: the offsets partition will know it
+    txn.epoch += 1
+    topic = side.create_topic(partitions=1, prefix="txp")
+    group = f"txp-{uuid.uuid4().hex[:8]}"
+    coordinator_ready(side, group)
+    assert txn.add_offsets(group) == 0
+    assert txn.commit_offsets(group, topic) == 0  # the offsets partition has the transaction open
+
+    def commit(version: int, txn_id: str, epoch: int) -> int:
+        values = {"transactional_id": txn_id, "group_id": group, "producer_id": txn.pid, "producer_epoch": epoch,
+                  "generation_id": -1, "member_id": "", "group_instance_id": None,
+                  "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 2,
+                                                             "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+        return only(settled(side, 28, version, values))[0]
+
+    out = {}
+    for version in (3, 4, 5):
+        out[f"v{version} open, empty id"] = commit(version, "", txn.epoch)
+        out[f"v{version} open, other id"] = commit(version, f"{txn.txn_id}-other", txn.epoch)
+        out[f"v{version} older epoch, empty id"] = commit(version, "", txn.epoch - 1)
+        out[f"v{version} newer epoch, empty id"] = commit(version, "", txn.epoch + 1)
+    out["end"] = txn.end(True)
+    out["committed"] = committed(side, group, topic)  # (waits for Kafka's marker in the offsets partition)
+    out["ended, older epoch, empty id"] = commit(3, "", txn.epoch - 1)
+    out["ended, empty id"] = commit(3, "", txn.epoch)
+    return out
+
+
+def test_txn_offset_commit_asks_the_offsets_partition_first(both):
+    c, k = both.run(offsets_partition_first)
+    assert c == k == {**{f"v{v} {case}": code for v in (3, 4, 5) for case, code in (
+        ("open, empty id", 0), ("open, other id", 0), ("older epoch, empty id", INVALID_PRODUCER_EPOCH),
+        ("newer epoch, empty id", INVALID_REQUEST))},
+        "end": 0, "committed": 2, "ended, older epoch, empty id": INVALID_PRODUCER_EPOCH, "ended, empty id": INVALID_REQUEST}

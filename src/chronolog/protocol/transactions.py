@@ -229,22 +229,23 @@ def txn_offset_commit(req: Any, ctx: RequestContext) -> dict:
         elif _coordinator(ctx) is None or ctx.coordinator is None:
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
         else:
-            error = 0
-            if ctx.api_version >= TXN_OFFSET_COMMIT_ADDS_PARTITION:
-                # KIP-890 part 2: the group's offsets partition joins the transaction here
-                error = _guarded(_coordinator(ctx).add_offsets, req.transactional_id, int(req.producer_id),
-                                 int(req.producer_epoch), req.group_id, TRANSACTION_VERSION)
+            pid, epoch = int(req.producer_id), int(req.producer_epoch)
+            # the offsets partition's word first: an old epoch, or this producer's transaction open there
+            known = _coordinator(ctx).offsets_producer(pid, epoch, req.group_id)
+            error = known or 0
+            if known is None:
+                if ctx.api_version >= TXN_OFFSET_COMMIT_ADDS_PARTITION:
+                    # KIP-890 part 2: the group's offsets partition joins the transaction here
+                    error = _guarded(_coordinator(ctx).add_offsets, req.transactional_id, pid, epoch, req.group_id,
+                                     TRANSACTION_VERSION)
+                if not error:
+                    # the verification's answer as AddPartitionsToTxnManager hands it on: TRANSACTION_ABORTABLE
+                    # from v4 (KIP-890 part 1), INVALID_TXN_STATE before
+                    error = _coordinator(ctx).check_offset_commit(req.transactional_id, pid, epoch, req.group_id)
+                    if error == ErrorCode.TRANSACTION_ABORTABLE and ctx.api_version < 4:
+                        error = ErrorCode.INVALID_TXN_STATE
                 if error == ErrorCode.PRODUCER_FENCED:  # AddPartitionsToTxnManager's mapping, as for Produce
                     error = ErrorCode.INVALID_PRODUCER_EPOCH
-            if not error:
-                # the verification's answer as AddPartitionsToTxnManager hands it on: TRANSACTION_ABORTABLE
-                # from v4 (KIP-890 part 1), INVALID_TXN_STATE before
-                error = _coordinator(ctx).check_offset_commit(req.transactional_id, int(req.producer_id),
-                                                              int(req.producer_epoch), req.group_id)
-                if error == ErrorCode.PRODUCER_FENCED:
-                    error = ErrorCode.INVALID_PRODUCER_EPOCH
-                elif error == ErrorCode.TRANSACTION_ABORTABLE and ctx.api_version < 4:
-                    error = ErrorCode.INVALID_TXN_STATE
             if not error:
                 offsets = [(n, int(p.partition_index), int(p.committed_offset),
                             int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata)

@@ -279,8 +279,9 @@ class TransactionCoordinator:
             return ErrorCode.UNKNOWN_SERVER_ERROR
         new = meta.copy()
         if not meta.has_failed_epoch_fence:
-            new.producer_epoch = meta.producer_epoch + 1
-        new.last_producer_epoch = NO_PRODUCER_EPOCH
+            # the epoch before the fence stays the last one (measured on Kafka 4.4): an InitProducerId
+            # expecting it is answered the fenced epoch, as a retry of a bump it never heard about
+            new.producer_epoch, new.last_producer_epoch = meta.producer_epoch + 1, meta.producer_epoch
         return self._prepare_end(new, commit=False)
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn -------------------------------------------------------------
@@ -352,6 +353,22 @@ class TransactionCoordinator:
         if meta.producer_epoch != epoch or meta.state != TxnState.ONGOING or (topic, partition) not in meta.partitions:
             return ErrorCode.INVALID_TXN_STATE
         return 0
+
+    def offsets_producer(self, producer_id: int, epoch: int, group_id: str) -> int | None:
+        """What the group's offsets partition says of a TxnOffsetCommit's producer before Kafka asks the
+        coordinator (ReplicaManager, UnifiedLog.maybeStartTransactionVerification): INVALID_PRODUCER_EPOCH for
+        an epoch older than the one the partition knows; 0 while it has this producer's transaction open at
+        this epoch (nothing verified, whatever transactional id the request names); None: verify."""
+        try:
+            plog = self.logs.get_log(*self.offsets_partition(group_id))
+        except KafkaError:
+            return None
+        entry = plog.producers.producers.get(producer_id)
+        if entry is None:
+            return None
+        if epoch < entry.epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        return 0 if entry.epoch == epoch and producer_id in plog.producers.ongoing else None
 
     def check_offset_commit(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> int:
         """TxnOffsetCommit's producer checks: its id and epoch, and the group's offsets partition in the
