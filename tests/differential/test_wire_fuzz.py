@@ -101,6 +101,23 @@ def _coordinators_ready(wire: wirefuzz.Wire, timeout: float = 60, groups: tuple[
         time.sleep(0.1)
 
 
+TRANSACTION_APIS = frozenset({22, 24, 25, 26, 28})
+
+
+def _transactions_settled(wire: wirefuzz.Wire, transactional_ids: tuple[str, ...], timeout: float = 30) -> None:
+    """None of these ids in PrepareCommit/PrepareAbort: Kafka answers EndTxn (and the InitProducerId that
+    fences a transaction) once the prepared state is logged and writes the markers afterwards, where
+    chronolog writes them before answering; meanwhile Kafka answers CONCURRENT_TRANSACTIONS."""
+    deadline = time.monotonic() + timeout
+    listing = {"state_filters": ["PrepareCommit", "PrepareAbort"], "producer_id_filters": []}
+    while True:
+        body = wire.call(66, 0, wirefuzz.build(66, 0, listing, {}))
+        if not any(t.transactional_id in transactional_ids for t in body.transaction_states):
+            return
+        assert time.monotonic() < deadline, body
+        time.sleep(0.02)
+
+
 # -- differences explained ----------------------------------------------------------------------------------
 # (api key, predicate on (version, values, chronolog's codes, Kafka's codes)) -> the reason, which
 # docs/differences.md gives in full. Each is pinned by a test of chronolog's side where it is documented.
@@ -174,10 +191,13 @@ def run(chronolog_side: Any, kafka_side: Any, count: int, seed: int) -> tuple[in
         differences: dict[tuple, tuple] = {}
         sent = collections.Counter()
         for api_key, version, values in wirefuzz.requests(apis, count, seed, pools):
-            ours = wirefuzz.error_codes(ours_wire.call(api_key, version, wirefuzz.build(api_key, version, values,
-                                                                                        ids[0])))
-            theirs = wirefuzz.error_codes(theirs_wire.call(api_key, version, wirefuzz.build(api_key, version,
-                                                                                            values, ids[1])))
+            answers = [wire.call(api_key, version, wirefuzz.build(api_key, version, values, known))
+                       for wire, known in zip((ours_wire, theirs_wire), ids, strict=True)]
+            for body, known in zip(answers, ids, strict=True):  # each broker's producers, for ProducerRefs
+                wirefuzz.track_producers(api_key, values, body, known)
+            if api_key in TRANSACTION_APIS:
+                _transactions_settled(theirs_wire, pools.transactional_ids)
+            ours, theirs = (wirefuzz.error_codes(body) for body in answers)
             sent[api_key] += 1
             if ours != theirs and explained(api_key, version, values, ours, theirs) is None:
                 kind = (api_key, tuple(sorted(set(ours) ^ set(theirs))))

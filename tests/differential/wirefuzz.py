@@ -55,6 +55,26 @@ class TopicRef:
     name: str
 
 
+@dataclasses.dataclass(frozen=True)
+class ProducerRef:
+    """The producer id or epoch (`field` "id" or "epoch") a broker last gave one of the fuzzer's
+    transactional ids (its InitProducerId or EndTxn v5 answer, `track_producers`), whichever broker the
+    request is written for; -1 before any."""
+
+    transactional_id: str
+    field: str
+
+
+def track_producers(api_key: int, values: dict, body: Any, producers: dict) -> None:
+    """Note the producer id and epoch of a transactional id an answer gave, for its ProducerRefs."""
+    txn_id = values.get("transactional_id")
+    if api_key not in (22, 26) or not txn_id or getattr(body, "error_code", None) != 0:
+        return
+    if getattr(body, "producer_id", -1) >= 0:
+        producers[ProducerRef(txn_id, "id")] = int(body.producer_id)
+        producers[ProducerRef(txn_id, "epoch")] = int(body.producer_epoch)
+
+
 # -- raw requests ---------------------------------------------------------------------------------------------
 @functools.cache
 def request_class(api_key: int, version: int) -> type:
@@ -410,10 +430,13 @@ def _primitive(name: str, kafka_type: str | None, owner: str, rng: random.Random
     raise AssertionError(f"no generator for {kafka_type} ({owner}.{name})")
 
 
-def resolve(values: Any, ids: dict[str, uuid.UUID]) -> Any:
-    """`values` with each TopicRef replaced by this broker's id of the topic."""
+def resolve(values: Any, ids: dict[Any, Any]) -> Any:
+    """`values` with each TopicRef replaced by this broker's id of the topic, each ProducerRef by its
+    producer id or epoch (in `ids` too)."""
     if isinstance(values, TopicRef):
         return ids[values.name]
+    if isinstance(values, ProducerRef):
+        return ids.get(values, -1)
     if isinstance(values, dict):
         return {k: resolve(v, ids) for k, v in values.items()}
     if isinstance(values, list):
@@ -595,20 +618,32 @@ UNALLOCATED_PRODUCER_ID = 1 << 48
 
 
 def _fix_producer_ids(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
-    """The transaction APIs: producer ids no broker allocated (or -1 and the int64 bounds), so both find
-    the same unknown producers. (A request naming a producer InitProducerId answered is a differential test
-    of its own: tests/differential/test_txn*.py.)"""
+    """The transaction APIs: half the time the producer id (and mostly its epoch) a broker gave the
+    transactional id (ProducerRef), otherwise producer ids no broker allocated (or -1 and the int64
+    bounds), so both find the same unknown producers. Transaction timeouts are long or invalid: a
+    transaction that times out is aborted at a different moment by each broker."""
     def walk(obj: Any) -> None:
         if isinstance(obj, dict):
-            for key, value in obj.items():
-                if key.endswith("producer_id") and isinstance(value, int) and 0 <= value < UNALLOCATED_PRODUCER_ID:
+            keys = [k for k in obj if k.endswith("producer_id")]
+            for key in keys:
+                value = obj[key]
+                if isinstance(value, int) and 0 <= value < UNALLOCATED_PRODUCER_ID:
                     obj[key] = UNALLOCATED_PRODUCER_ID
-                else:
-                    walk(value)
+                if rng.random() < 0.5:
+                    prefix = key[:-len("producer_id")]
+                    txn_id = obj.get(f"{prefix}transactional_id") or rng.choice(pools.transactional_ids)
+                    obj[key] = ProducerRef(txn_id, "id")
+                    if rng.random() < 0.7 and f"{prefix}producer_epoch" in obj:
+                        obj[f"{prefix}producer_epoch"] = ProducerRef(txn_id, "epoch")
+            for value in obj.values():
+                walk(value)
         elif isinstance(obj, list):
             for item in obj:
                 walk(item)
     walk(v)
+    timeout = v.get("transaction_timeout")
+    if isinstance(timeout, datetime.timedelta) and timeout.total_seconds() > 0:
+        v["transaction_timeout"] = datetime.timedelta(minutes=10)
 
 
 def _fix_add_partitions_to_txn(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
