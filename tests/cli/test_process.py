@@ -39,3 +39,38 @@ def test_a_broker_that_is_down_is_one_line_from_the_process():
     r = chronolog_process("topics", "list", "-b", dead)
     assert_one_line_error(r, "cannot connect to " + dead)
     assert "rdkafka" not in r.err and "%3|" not in r.err
+
+
+def test_output_to_a_full_disk_is_one_line_and_a_failure(cli_broker):
+    """A full disk under stdout (/dev/full) fails the command with one line, in each output format: never
+    a traceback, never exit status 0 over output cut short."""
+    b = cli_broker.bootstrap
+    assert chronolog("topics", "create", "full", "-b", b).rc == 0
+    lines = "".join(f"{BASE + i} line {i} {'x' * 200}\n" for i in range(2000))
+    assert chronolog_process("produce", "full", "--time-field", "1", "--time-format", "epoch_ms", "-b", b,
+                             stdin=lines).rc == 0
+    for fmt in ("raw", "text", "json"):
+        with open("/dev/full", "w") as full:
+            p = subprocess.run([sys.executable, "-m", "chronolog.cli.main", "consume", "full", "--from", str(BASE),
+                                "--format", fmt, "-b", b], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+        assert p.returncode == 1, (fmt, p.stderr)
+        assert p.stderr.strip() == "chronolog: error: No space left on device (errno 28)", (fmt, p.stderr)
+
+
+def test_a_large_write_is_written_to_the_end():
+    """A buffered stdout may take part of a large write and say so only by its count (a disk filling up):
+    the raw consume writes the rest, so the next write raises the error instead of dropping it."""
+    from chronolog.cli.fastconsume import write_all
+
+    class Partial:
+        def __init__(self) -> None:
+            self.got = bytearray()
+
+        def write(self, view) -> int:
+            take = bytes(view[:7])
+            self.got += take
+            return len(take)
+
+    out = Partial()
+    write_all(out, b"0123456789" * 10)
+    assert bytes(out.got) == b"0123456789" * 10

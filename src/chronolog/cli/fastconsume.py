@@ -140,7 +140,7 @@ def write_values(chunks, printed: int, max_messages: int | None) -> tuple[int, i
             n = cols.rows if max_messages is None else min(cols.rows, max_messages - printed)
             if n <= 0:
                 break
-            out.write(value_lines(cols.values, n))
+            write_all(out, value_lines(cols.values, n))
             printed += n
             last = memoryview(cols.offsets).cast("q")[n - 1]
             if max_messages is not None and printed >= max_messages:
@@ -148,6 +148,14 @@ def write_values(chunks, printed: int, max_messages: int | None) -> tuple[int, i
     finally:
         getattr(chunks, "close", lambda: None)()  # a stop before the end: the read-ahead is waited for now
     return printed, last
+
+
+def write_all(out, data: bytes) -> None:
+    """`out.write(data)` to the end: a buffered stdout may take only part of a large write (a full disk
+    takes what fits) and say so only by its count; the next write raises the error (ENOSPC, EIO)."""
+    view = memoryview(data)
+    while view:
+        view = view[out.write(view):]
 
 
 def value_lines(values: tuple, n: int, delimiter: bytes = b"\n") -> bytes:

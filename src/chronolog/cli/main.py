@@ -107,6 +107,8 @@ def main() -> None:
     except ChronologError as exc:
         print(f"chronolog: error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except OSError as exc:  # the output could not be written (a full disk, a reader gone): one line
+        _output_failed(exc)
     except Exception as exc:  # a client error no command turned into words: still one line, never a traceback
         from confluent_kafka import KafkaException
         if not isinstance(exc, KafkaException):
@@ -116,6 +118,22 @@ def main() -> None:
         sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+def _output_failed(exc: OSError) -> None:
+    """Exit 1 after an OSError no command turned into words: silently when the reader went away (`| head`,
+    as click does), else with one line naming the error. Standard output is pointed at /dev/null first,
+    so the exit's own flush of what is still buffered cannot fail again."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    if not isinstance(exc, BrokenPipeError):
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"chronolog: error: {exc.strerror or exc}{where} (errno {exc.errno})", file=sys.stderr)
+    sys.exit(1)
 
 
 if __name__ == "__main__":
