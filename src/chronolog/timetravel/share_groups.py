@@ -135,14 +135,19 @@ class ShareGroupClient:
 
     def describe(self, group: str) -> Any:
         """ShareGroupDescribe v1's group entry; `ShareGroupNotFoundError` when it is not a share group."""
+        return self._described(group, SHARE_GROUP_DESCRIBE, 1, "share", ShareGroupNotFoundError)
+
+    def _described(self, group: str, api: int, version: int, kind: str, not_found: type[ChronologError]) -> Any:
+        """The group's entry in a share or streams group Describe (`api` at `version`) from its coordinator;
+        `not_found` when the broker has no `kind` group of that id (GROUP_ID_NOT_FOUND)."""
         where = self.coordinator(group)
-        body = self._call(where, SHARE_GROUP_DESCRIBE, 1, 1, group_ids=(group,), include_authorized_operations=False)
+        body = self._call(where, api, version, version, group_ids=(group,), include_authorized_operations=False)
         described = body.groups[0]
         code = _code(described.error_code)
         if code == ErrorCode.GROUP_ID_NOT_FOUND:
-            raise ShareGroupNotFoundError(f"share group {group} does not exist")
+            raise not_found(f"{kind} group {group} does not exist")
         if code:
-            raise ChronologError(f"describe share group {group}: {_error(code, described.error_message)}")
+            raise ChronologError(f"describe {kind} group {group}: {_error(code, described.error_message)}")
         return described
 
     def offsets(self, group: str) -> dict[tuple[str, int], tuple[int, int]]:

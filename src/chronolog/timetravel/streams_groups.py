@@ -13,13 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from chronolog.errors import ChronologError, ErrorCode
+from chronolog.errors import ChronologError
 from chronolog.timetravel.groups import GroupNotFoundError, committed_offsets, describe_group, lag_row
 from chronolog.timetravel.share_groups import (
     ShareGroupClient,
     ShareGroupNotFoundError,
-    _code,
-    _error,
     _state,
     describe_share_group,
     share_client,
@@ -41,16 +39,7 @@ class StreamsGroupClient(ShareGroupClient):
 
     def describe(self, group: str) -> Any:
         """StreamsGroupDescribe v0's group entry; `StreamsGroupNotFoundError` when it is not a streams group."""
-        where = self.coordinator(group)
-        body = self._call(where, STREAMS_GROUP_DESCRIBE, 0, 0, group_ids=(group,),
-                          include_authorized_operations=False)
-        described = body.groups[0]
-        code = _code(described.error_code)
-        if code == ErrorCode.GROUP_ID_NOT_FOUND:
-            raise StreamsGroupNotFoundError(f"streams group {group} does not exist")
-        if code:
-            raise ChronologError(f"describe streams group {group}: {_error(code, described.error_message)}")
-        return described
+        return self._described(group, STREAMS_GROUP_DESCRIBE, 0, "streams", StreamsGroupNotFoundError)
 
 
 def streams_client(source: Any) -> StreamsGroupClient:
