@@ -59,10 +59,11 @@ class TopicRef:
 class ProducerRef:
     """The producer id or epoch (`field` "id" or "epoch") a broker last gave one of the fuzzer's
     transactional ids (its InitProducerId or EndTxn v5 answer, `track_producers`), whichever broker the
-    request is written for; -1 before any."""
+    request is written for, plus `delta` (an epoch before or after it); -1 before any."""
 
     transactional_id: str
     field: str
+    delta: int = 0
 
 
 def track_producers(api_key: int, values: dict, body: Any, producers: dict) -> None:
@@ -436,7 +437,8 @@ def resolve(values: Any, ids: dict[Any, Any]) -> Any:
     if isinstance(values, TopicRef):
         return ids[values.name]
     if isinstance(values, ProducerRef):
-        return ids.get(values, -1)
+        known = ids.get(ProducerRef(values.transactional_id, values.field))
+        return -1 if known is None else known + values.delta
     if isinstance(values, dict):
         return {k: resolve(v, ids) for k, v in values.items()}
     if isinstance(values, list):
@@ -633,8 +635,8 @@ def _fix_producer_ids(v: dict, version: int, rng: random.Random, pools: Pools) -
                     prefix = key[:-len("producer_id")]
                     txn_id = obj.get(f"{prefix}transactional_id") or rng.choice(pools.transactional_ids)
                     obj[key] = ProducerRef(txn_id, "id")
-                    if rng.random() < 0.7 and f"{prefix}producer_epoch" in obj:
-                        obj[f"{prefix}producer_epoch"] = ProducerRef(txn_id, "epoch")
+                    if rng.random() < 0.8 and f"{prefix}producer_epoch" in obj:
+                        obj[f"{prefix}producer_epoch"] = ProducerRef(txn_id, "epoch", rng.choice([0, 0, 0, -1, 1]))
             for value in obj.values():
                 walk(value)
         elif isinstance(obj, list):
