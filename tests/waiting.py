@@ -45,3 +45,13 @@ def readable(fileobj, timeout: float) -> bool:
     poller = select.poll()
     poller.register(fileobj, select.POLLIN | select.POLLERR | select.POLLHUP)
     return bool(poller.poll(max(0.0, timeout) * 1000))
+
+
+def closed_by_peer(sock, timeout: float = 60.0) -> bool:
+    """True when the other side closes `sock` (end of stream or a reset) within `timeout` seconds, False
+    when a byte comes instead; TimeoutError when neither does."""
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True

@@ -20,7 +20,7 @@ from chronolog.security.credentials import CredentialStore
 from tests.brokerproc import BrokerProcess
 from tests.clirun import chronolog_completed
 from tests.frames import decode_response, recv_frame, request_frame
-from tests.waiting import established_connections, poll_until, readable
+from tests.waiting import closed_by_peer, established_connections, poll_until, readable
 
 trustme = pytest.importorskip("trustme")
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -329,14 +329,6 @@ def test_ssl_listener_client_certificate_principal(secure_broker, pki):
 
 
 # -- the wire, with raw frames -----------------------------------------------------------------------------
-def _closed(sock: socket.socket, timeout: float = 60.0) -> bool:
-    sock.settimeout(timeout)
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
-
-
 def _connect(proc: BrokerProcess, listener: str) -> socket.socket:
     host, port = proc.listeners[listener]
     return socket.create_connection((host, port), timeout=60)
@@ -349,13 +341,13 @@ def test_raw_sasl_wire_behaviour(secure_broker):
     # Any request other than ApiVersions/SaslHandshake before authentication closes the connection.
     with _connect(secure_broker, "SASL_PLAINTEXT") as s:
         s.sendall(request_frame(3, 1, 1, load_request_schema(3, 1)(topics=None)))
-        assert _closed(s)
+        assert closed_by_peer(s)
     # An unknown mechanism: UNSUPPORTED_SASL_MECHANISM with the enabled list, then closed.
     with _connect(secure_broker, "SASL_PLAINTEXT") as s:
         s.sendall(request_frame(17, 1, 1, handshake_v1(mechanism="GSSAPI")))
         resp = decode_response(17, 1, recv_frame(s))
         assert int(resp.error_code) == 33 and set(resp.mechanisms) == set(MECHANISMS)
-        assert _closed(s)
+        assert closed_by_peer(s)
     # A wrong PLAIN password: SASL_AUTHENTICATION_FAILED with a message, then closed.
     with _connect(secure_broker, "SASL_PLAINTEXT") as s:
         s.sendall(request_frame(17, 1, 1, handshake_v1(mechanism="PLAIN")))
@@ -363,7 +355,7 @@ def test_raw_sasl_wire_behaviour(secure_broker):
         s.sendall(request_frame(36, 1, 2, authenticate_v1(auth_bytes=b"\0alice\0wrong")))
         resp = decode_response(36, 1, recv_frame(s))
         assert int(resp.error_code) == 58 and "Invalid username or password" in resp.error_message
-        assert _closed(s)
+        assert closed_by_peer(s)
     # The v0 handshake (KIP-152): raw size-prefixed tokens without Kafka headers, then normal requests.
     with _connect(secure_broker, "SASL_PLAINTEXT") as s:
         s.sendall(request_frame(17, 0, 1, load_request_schema(17, 0)(mechanism="PLAIN")))
@@ -380,7 +372,7 @@ def test_raw_sasl_wire_behaviour(secure_broker):
         recv_frame(s)
         token = b"\0alice\0wrong"
         s.sendall(struct.pack(">i", len(token)) + token)
-        assert _closed(s)
+        assert closed_by_peer(s)
 
 
 def test_plaintext_listener_is_anonymous(secure_broker):
@@ -407,7 +399,7 @@ def test_per_ip_connection_limit(tmp_path):
             s.sendall(api_versions)
             assert recv_frame(s)
         third = _connect_plain(proc)
-        assert _closed(third)
+        assert closed_by_peer(third)
         third.close()
         first.close()
         deadline = time.monotonic() + 60

@@ -19,7 +19,7 @@ import pytest
 from chronolog.security.credentials import CredentialStore
 from tests.brokerproc import BrokerProcess
 from tests.frames import decode_response, recv_frame, request_frame
-from tests.waiting import poll_until
+from tests.waiting import closed_by_peer, poll_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 kio = pytest.importorskip("kio")
@@ -54,14 +54,6 @@ def _call(sock: socket.socket, api_key: int, version: int, **fields):
     from kio.index import load_request_schema
     sock.sendall(request_frame(api_key, version, 7, load_request_schema(api_key, version)(**fields)))
     return decode_response(api_key, version, recv_frame(sock))
-
-
-def _closed(sock: socket.socket, timeout: float = 60.0) -> bool:
-    sock.settimeout(timeout)
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
 
 
 def _connect(proc: BrokerProcess) -> socket.socket:
@@ -126,7 +118,7 @@ def test_failed_logins_are_held_back_and_logged_once(sasl_broker):
     with _connect(sasl_broker) as s:
         assert int(_call(s, 17, 1, mechanism="PLAIN").error_code) == 0
         assert int(_call(s, 36, 1, auth_bytes=b"\0alice\0hunter2-wrong").error_code) == 58
-        assert _closed(s)
+        assert closed_by_peer(s)
     assert poll_until(lambda: "mechanism PLAIN, user 'alice'" in _log_text(sasl_broker), 60)
     assert "hunter2" not in _log_text(sasl_broker)
 
@@ -144,7 +136,7 @@ def test_session_lifetime_and_reauthentication_on_the_wire(sasl_broker):
         changed = _scram_login(s, "bob", PASSWORDS["bob"])
         assert int(changed.error_code) == 58
         assert "Cannot change principals during re-authentication from User.alice: User.bob" in changed.error_message
-        assert _closed(s)
+        assert closed_by_peer(s)
 
 
 def test_client_without_reauthentication_is_closed_after_the_lifetime(sasl_broker):
