@@ -5,7 +5,6 @@ it back into a file, every record once."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import time
 import urllib.error
@@ -15,19 +14,17 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from chronolog.testing.kafka import _free_ports, compile_java, java_command, kafka_available
+from chronolog.testing.kafka import _free_ports, java_command
+from tests.jvm.conftest import java_classes
+from tests.subprocs import stop
 
 pytestmark = pytest.mark.slow
-JAVA = Path(__file__).parent / "java"
 COUNT = 2000
 
 
 @pytest.fixture(scope="module")
 def connector_classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    reason = kafka_available()
-    if reason:
-        pytest.skip(f"Kafka Connect cannot run here: {reason}")
-    return compile_java(tmp_path_factory.mktemp("connectors"), JAVA / "CountingSource.java", JAVA / "FileSink.java")
+    return java_classes(tmp_path_factory, "Kafka Connect", "CountingSource.java", "FileSink.java", folder="connectors")
 
 
 def rest(url: str, body: dict | None = None) -> dict | list:
@@ -104,10 +101,5 @@ def test_connect_worker_runs_a_source_and_a_sink(chronolog_broker, connector_cla
         status = rest(f"{base}/connectors/src/status")
         assert status["connector"]["state"] == "RUNNING" and status["tasks"][0]["state"] == "RUNNING"
     finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait(30)
+        stop(worker)
         log.close()

@@ -21,10 +21,10 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from chronolog.testing.kafka import compile_java, java_command, kafka_available
+from chronolog.testing.kafka import java_command
 from tests.brokerproc import BrokerProcess
+from tests.jvm.conftest import java_classes, own_broker
 
-JAVA = Path(__file__).parent / "java"
 # CreateTime timestamps of the last hours (older ones would be retention's to delete)
 BASE_TS = (int(time.time()) - 3 * 3600) * 1000
 IDEMPOTENT_RECORDS = 300
@@ -42,23 +42,13 @@ GROUP_CONFIGS = {
 
 @pytest.fixture(scope="module")
 def classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    reason = kafka_available()
-    if reason:
-        pytest.skip(f"Kafka's Java client cannot run here: {reason}")
-    return compile_java(tmp_path_factory.mktemp("classes"), JAVA / "ClientScenarios.java")
+    return java_classes(tmp_path_factory, "Kafka's Java client", "ClientScenarios.java")
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """A chronolog broker of this module's own, with GROUP_CONFIGS (the session's has Kafka's defaults)."""
-    from chronolog.testing.runner import TestBroker
-
-    b = TestBroker(tmp_path_factory.mktemp("java-client") / "data", configs=GROUP_CONFIGS, keep_data=False)
-    b.start()
-    try:
-        yield b
-    finally:
-        b.stop()
+    yield from own_broker(tmp_path_factory, "java-client", GROUP_CONFIGS)
 
 
 @dataclass

@@ -18,18 +18,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from chronolog.testing.kafka import KafkaBroker, compile_java, java_command, kafka_available
+from chronolog.testing.kafka import KafkaBroker, java_command
 from tests.brokerproc import BrokerProcess
-
-JAVA = Path(__file__).parent / "java"
+from tests.jvm.conftest import java_classes
 
 
 @pytest.fixture(scope="module")
 def classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    reason = kafka_available()
-    if reason:
-        pytest.skip(f"Kafka's Java client cannot run here: {reason}")
-    return compile_java(tmp_path_factory.mktemp("txnv2-classes"), JAVA / "TxnV2Scenarios.java")
+    return java_classes(tmp_path_factory, "Kafka's Java client", "TxnV2Scenarios.java", folder="txnv2-classes")
 
 
 @pytest.fixture(scope="module")

@@ -19,15 +19,15 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from chronolog.testing.kafka import KafkaBroker, compile_java, java_command, kafka_available
+from chronolog.testing.kafka import KafkaBroker, java_command
 from tests.brokerproc import BrokerProcess
+from tests.jvm.conftest import java_classes, own_broker
 from tests.scale import scaled
 
 # Kafka's side of these scenarios (the oracle: the same explicit assertions hold on both) runs in the long
 # tier (`make test-long`); `make test` runs chronolog's, which is what a change here can break.
 ORACLE_SIDES = scaled(["chronolog"], ["chronolog", "kafka"])
 
-JAVA = Path(__file__).parent / "java"
 # Locks short enough for a test to see them expire (Kafka's broker minimum is 1 s; a group's, 15 s).
 CONFIGS = {"group.share.record.lock.duration.ms": "2500", "group.share.min.record.lock.duration.ms": "1000"}
 STALL_MS = 4000
@@ -36,22 +36,12 @@ RECORDS = 20
 
 @pytest.fixture(scope="module")
 def classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    reason = kafka_available()
-    if reason:
-        pytest.skip(f"Kafka's Java client cannot run here: {reason}")
-    return compile_java(tmp_path_factory.mktemp("classes"), JAVA / "ShareScenarios.java")
+    return java_classes(tmp_path_factory, "Kafka's Java client", "ShareScenarios.java")
 
 
 @pytest.fixture(scope="module")
 def chronolog(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    from chronolog.testing.runner import TestBroker
-
-    b = TestBroker(tmp_path_factory.mktemp("share") / "data", configs=CONFIGS, keep_data=False)
-    b.start()
-    try:
-        yield b
-    finally:
-        b.stop()
+    yield from own_broker(tmp_path_factory, "share", CONFIGS)
 
 
 @pytest.fixture(scope="module")

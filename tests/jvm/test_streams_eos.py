@@ -13,20 +13,17 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from chronolog.testing.kafka import compile_java, java_command, kafka_available
+from chronolog.testing.kafka import java_command
+from tests.jvm.conftest import java_classes
 
 pytestmark = pytest.mark.slow
-JAVA = Path(__file__).parent / "java"
 KEYS = 30
 CHUNK = 600
 
 
 @pytest.fixture(scope="module")
 def app_classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    reason = kafka_available()
-    if reason:
-        pytest.skip(f"Kafka Streams cannot run here: {reason}")
-    return compile_java(tmp_path_factory.mktemp("classes"), JAVA / "StreamsCountApp.java")
+    return java_classes(tmp_path_factory, "Kafka Streams", "StreamsCountApp.java")
 
 
 def produce_chunk(bootstrap: str, topic: str, start: int) -> None:
@@ -85,6 +82,15 @@ def wait_for(bootstrap: str, topic: str, total: int, app: App, timeout: float = 
     raise AssertionError(f"only {sum(len(v) for v in seen.values())} of {total} updates committed in time")
 
 
+def assert_exactly_once(bootstrap: str, topic: str) -> None:
+    """The app's committed output after three chunks of CHUNK records and two kills: every key, and each
+    key's committed counts are 1, 2, ..., n — none lost, none twice after the kills."""
+    seen = committed_counts(bootstrap, topic)
+    per_key = 3 * CHUNK // KEYS
+    assert sorted(seen) == sorted(f"k{i}" for i in range(KEYS))
+    assert {k: v for k, v in seen.items() if v != list(range(1, per_key + 1))} == {}
+
+
 def test_streams_exactly_once_through_two_kills(chronolog_broker, app_classes, tmp_path):
     bootstrap = chronolog_broker.bootstrap
     src = chronolog_broker.create_topic(partitions=3, prefix="streams-in")
@@ -101,11 +107,7 @@ def test_streams_exactly_once_through_two_kills(chronolog_broker, app_classes, t
         finally:
             app.kill()
 
-    seen = committed_counts(bootstrap, dst)
-    per_key = 3 * CHUNK // KEYS
-    assert sorted(seen) == sorted(f"k{i}" for i in range(KEYS))
-    # exactly once: each key's committed counts are 1, 2, ..., n — none lost, none twice after the kills
-    assert {k: v for k, v in seen.items() if v != list(range(1, per_key + 1))} == {}
+    assert_exactly_once(bootstrap, dst)
     # Streams made its own repartition and changelog topics (CreateTopics answered as Kafka's client reads it)
     names = set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)
     assert any(n.startswith(app_id) and n.endswith("-repartition") for n in names)

@@ -13,8 +13,16 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from chronolog.testing.kafka import KafkaBroker, compile_java, java_command, kafka_available, run_tool
-from tests.jvm.test_streams_eos import CHUNK, KEYS, App, committed_counts, produce_chunk, wait_for
+from chronolog.testing.kafka import KafkaBroker, java_command, run_tool
+from tests.jvm.conftest import java_classes
+from tests.jvm.test_streams_eos import (
+    CHUNK,
+    KEYS,
+    App,
+    assert_exactly_once,
+    produce_chunk,
+    wait_for,
+)
 from tests.scale import scaled
 
 # Kafka's side of these scenarios (the oracle: the same explicit assertions hold on both) runs in the long
@@ -22,7 +30,6 @@ from tests.scale import scaled
 ORACLE_SIDES = scaled(["chronolog"], ["chronolog", "kafka"])
 
 pytestmark = pytest.mark.slow
-JAVA = Path(__file__).parent / "java"
 STREAMS_GROUP_COMMAND = "org.apache.kafka.tools.streams.StreamsGroupCommand"  # kafka-streams-groups.sh
 # A killed app's member holds its tasks until its session times out (the broker's, not the client's, in
 # this protocol): a short one on both brokers keeps each restart quick.
@@ -32,10 +39,7 @@ SESSION = {"group.streams.session.timeout.ms": "6000", "group.streams.num.standb
 
 @pytest.fixture(scope="module")
 def app_classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    reason = kafka_available()
-    if reason:
-        pytest.skip(f"Kafka Streams cannot run here: {reason}")
-    return compile_java(tmp_path_factory.mktemp("classes"), JAVA / "StreamsCountApp.java")
+    return java_classes(tmp_path_factory, "Kafka Streams", "StreamsCountApp.java")
 
 
 @pytest.fixture(scope="module")
@@ -86,11 +90,7 @@ def test_streams_group_exactly_once_through_two_kills(brokers, app_classes, tmp_
         finally:
             app.kill()
 
-    seen = committed_counts(bootstrap, dst)
-    per_key = 3 * CHUNK // KEYS
-    assert sorted(seen) == sorted(f"k{i}" for i in range(KEYS))
-    # exactly once: each key's committed counts are 1, 2, ..., n — none lost, none twice after the kills
-    assert {k: v for k, v in seen.items() if v != list(range(1, per_key + 1))} == {}
+    assert_exactly_once(bootstrap, dst)
     # the broker made the internal topics (the streams protocol's clients do not create them)
     names = set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)
     assert {n for n in names if n.startswith(app_id)} == {
