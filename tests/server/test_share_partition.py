@@ -163,3 +163,17 @@ def test_simple_assignor_is_sticky():
     ms["c"] = _member("c", ("t",))
     second = simple_assign(ms, {"t": 4})
     assert all(second[m]["t"] <= first[m]["t"] for m in ("a", "b"))
+
+
+def test_a_batch_spanning_every_offset_is_bounded_by_what_is_in_flight():
+    """A batch of one type may name 0 to 2^63-1 (the fuzzer sends it): GAP skips what is not held, any other
+    type stops at the first offset not in flight, without walking the range."""
+    sp = SharePartition(0)
+    acquire(sp, "m", [Batch(0, 2)])
+    top = (1 << 63) - 1
+    sp.acknowledge("m", [(0, top, [GAP])], limit=5, lock_s=LOCK, now=1)
+    assert (sp.start, sp.records) == (3, {})
+    acquire(sp, "m", [Batch(3, 4)], now=2)
+    with pytest.raises(AckError) as failed:
+        sp.acknowledge("m", [(3, top, [ACCEPT])], limit=5, lock_s=LOCK, now=3)
+    assert "5" in str(failed.value) and {o: r.state for o, r in sp.records.items()} == {3: ACQUIRED, 4: ACQUIRED}

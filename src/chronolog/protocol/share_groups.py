@@ -147,6 +147,8 @@ def _acknowledge(ctx: RequestContext, group_id: str, member_id: str, name: str |
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
     if not ctx.log_manager.has_topic(name) or partition >= ctx.log_manager.topics()[name]:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+    if not batches:  # nothing to acknowledge of a partition that exists: done
+        return 0, None
     group = _shares(ctx).groups.get(group_id)
     if group is None or (name, partition) not in group.partitions:
         # SharePartitionManager.acknowledge: no share-partition of the group (nothing fetched) is unknown
@@ -176,7 +178,7 @@ def _bad_batches(batches: Any, renew: bool) -> str | None:
     last = -1
     for b in batches:
         first, end, types = int(b.first_offset), int(b.last_offset), list(b.acknowledge_types)
-        if first < 0 or end < first or first <= last:
+        if end < first or first < last:  # (as Kafka: from -1, and a batch may start where the last ended)
             return "Invalid acknowledgement batch offsets"
         if not types or (len(types) != 1 and len(types) != end - first + 1):
             return "Invalid acknowledgement types"
@@ -255,7 +257,7 @@ async def share_fetch(req: Any, ctx: RequestContext) -> dict:
                 session.partitions[(name, index)] = None
             if acking and (p.acknowledgement_batches or not hosted):
                 code, message = _acknowledge(ctx, group_id, member_id, name, t.topic_id, index,
-                                             p.acknowledgement_batches)
+                                             p.acknowledgement_batches, bool(getattr(req, "is_renew_ack", False)))
                 out = entry(name, t.topic_id, index)
                 out["acknowledge_error_code"], out["acknowledge_error_message"] = code, message
             elif hosted and epoch == 0 and _assigned(ctx, group_id, name, index):
@@ -344,27 +346,29 @@ def share_acknowledge(req: Any, ctx: RequestContext) -> dict:
     except _SessionError as exc:
         return _top_error(ctx, exc.code, str(exc), group_id)
     node = ctx.state.node_id
-    responses = []
-    unknown: set[tuple[Any, int]] = set()
-    acking = any(p.acknowledgement_batches for t in req.topics for p in t.partitions)
+    renew = bool(getattr(req, "is_renew_ack", False))
+    # KafkaApis' maps: an unknown topic's partitions UNKNOWN_TOPIC_ID, each once; a known topic's partitions
+    # only when the request acknowledges any of them, then every one once, with its last occurrence's batches
+    acking = any(p.acknowledgement_batches for t in req.topics for p in t.partitions
+                 if ctx.state.topic_name(t.topic_id) is not None)
+    asked: dict[tuple[Any, int], tuple[str | None, Any, Any]] = {}
     for t in req.topics:
         name = ctx.state.topic_name(t.topic_id)
-        parts = []
+        if name is not None and not acking:
+            continue
         for p in t.partitions:
-            # an unknown topic's partition is answered once (KafkaApis' map of erroneous partitions); a
-            # known one with nothing to acknowledge only when it is not hosted and the request acknowledges
-            if name is not None and not p.acknowledgement_batches and (
-                    not acking or _hosted(ctx, name, int(p.partition_index))):
+            key = (name if name is not None else ("", t.topic_id), int(p.partition_index))
+            if name is None and key in asked:
                 continue
-            if name is None and (key := (t.topic_id, int(p.partition_index))) in unknown:
-                continue
-            if name is None:
-                unknown.add(key)
-            code, message = _acknowledge(ctx, group_id, member_id, name, t.topic_id, int(p.partition_index),
-                                         p.acknowledgement_batches)
-            parts.append({"partition_index": p.partition_index, "error_code": code, "error_message": message,
-                          "current_leader": {"leader_id": node, "leader_epoch": LEADER_EPOCH}})
-        responses.append({"topic_id": t.topic_id, "partitions": parts})
+            asked.pop(key, None)
+            asked[key] = (name, t.topic_id, p.acknowledgement_batches)
+    by_topic: dict[Any, dict] = {}
+    for (topic_key, index), (name, topic_id, batches) in asked.items():
+        code, message = _acknowledge(ctx, group_id, member_id, name, topic_id, index, batches, renew)
+        by_topic.setdefault(topic_key, {"topic_id": topic_id, "partitions": []})["partitions"].append(
+            {"partition_index": index, "error_code": code, "error_message": message,
+             "current_leader": {"leader_id": node, "leader_epoch": LEADER_EPOCH}})
+    responses = list(by_topic.values())
     if epoch == -1:
         _close(ctx, group_id, member_id)
     return {"throttle_time": 0, "error_code": 0, "error_message": None,

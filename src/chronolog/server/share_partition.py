@@ -118,7 +118,7 @@ class SharePartition:
         for first, last, types in batches:
             if last < first or not types or (len(types) != 1 and len(types) != last - first + 1):
                 raise AckError(ErrorCode.INVALID_REQUEST, f"invalid acknowledgement batch {first}-{last}")
-            for i, off in enumerate(range(first, last + 1)):
+            for i, off in self._offsets(first, last, types):
                 kind = types[0] if len(types) == 1 else types[i]
                 if kind not in (GAP, ACCEPT, RELEASE, REJECT, RENEW):
                     raise AckError(ErrorCode.INVALID_REQUEST, f"unknown acknowledge type {kind}")
@@ -147,6 +147,18 @@ class SharePartition:
                 rec.state = ARCHIVED
             rec.member, rec.deadline = None, 0.0
         self._advance()
+
+    def _offsets(self, first: int, last: int, types: list[int]) -> list[tuple[int, int]]:
+        """(index, offset) of a batch to look at, in order, bounded by what is in flight: a batch of one
+        type may span any range (0 to 2^63-1); past the records held only GAP goes on (skipped), any
+        other type stops at the first offset not in flight."""
+        if len(types) != 1:
+            return list(enumerate(range(first, last + 1)))  # one type per offset: as long as the request
+        if types[0] == GAP:
+            return [(0, o) for o in sorted(o for o in self.records if max(first, self.start) <= o <= last)]
+        low = max(first, self.start)
+        return [(0, o) for o in range(first, min(low - 1, last) + 1)][:1] + [
+            (0, o) for o in range(low, min(last, low + len(self.records)) + 1)]
 
     def expire(self, now: float, limit: int) -> bool:
         """Acquisition locks run out (SharePartition.AcquisitionLockTimerTask): back to AVAILABLE, or
