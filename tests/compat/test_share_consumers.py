@@ -60,7 +60,7 @@ def classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     if kafka_available():
         pytest.skip(kafka_available())
-    return compile_java(tmp_path_factory.mktemp("classes"), JAVA / "ShareScenarios.java")
+    return compile_java(tmp_path_factory.mktemp("classes"), JAVA / "ShareScenarios.java", JAVA / "ScenarioThreads.java")
 
 
 def test_confluent_and_java_members_share_a_topic(broker, classes):

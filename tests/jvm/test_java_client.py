@@ -42,7 +42,7 @@ GROUP_CONFIGS = {
 
 @pytest.fixture(scope="module")
 def classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return java_classes(tmp_path_factory, "Kafka's Java client", "ClientScenarios.java")
+    return java_classes(tmp_path_factory, "Kafka's Java client", "ClientScenarios.java", "ScenarioThreads.java")
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ RECORDS = 20
 
 @pytest.fixture(scope="module")
 def classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return java_classes(tmp_path_factory, "Kafka's Java client", "ShareScenarios.java")
+    return java_classes(tmp_path_factory, "Kafka's Java client", "ShareScenarios.java", "ScenarioThreads.java")
 
 
 @pytest.fixture(scope="module")

@@ -46,18 +46,7 @@ public class ClientScenarios {
         List<Thread> threads = new ArrayList<>();
         for (int i = 1; i < args.length; i++) {
             String[] spec = args[i].split(";", -1);
-            Thread t = new Thread(() -> {
-                TAG.set(spec[0]);
-                long start = System.nanoTime();
-                try {
-                    run(spec[1], java.util.Arrays.copyOfRange(spec, 2, spec.length));
-                    emit("done", true, "seconds", (System.nanoTime() - start) / 1e9);
-                } catch (Throwable e) {  // one scenario failing is that test's failure, not the others'
-                    java.io.StringWriter trace = new java.io.StringWriter();
-                    e.printStackTrace(new java.io.PrintWriter(trace));
-                    emit("error", trace.toString());
-                }
-            }, "scenario-" + spec[0]);
+            Thread t = ScenarioThreads.of(spec, "scenario-", TAG, ClientScenarios::run, ClientScenarios::emit);
             t.start();
             threads.add(t);
         }

@@ -41,18 +41,7 @@ public class ShareScenarios {
         List<Thread> threads = new ArrayList<>();
         for (int i = 1; i < args.length; i++) {
             String[] spec = args[i].split(";", -1);
-            Thread t = new Thread(() -> {
-                TAG.set(spec[0]);
-                long start = System.nanoTime();
-                try {
-                    run(spec[1], java.util.Arrays.copyOfRange(spec, 2, spec.length));
-                    emit("done", true, "seconds", (System.nanoTime() - start) / 1e9);
-                } catch (Throwable e) {
-                    java.io.StringWriter trace = new java.io.StringWriter();
-                    e.printStackTrace(new java.io.PrintWriter(trace));
-                    emit("error", trace.toString());
-                }
-            }, "share-" + spec[0]);
+            Thread t = ScenarioThreads.of(spec, "share-", TAG, ShareScenarios::run, ShareScenarios::emit);
             if (spec[1].equals("config")) {  // configs first, before any member joins
                 t.run();
             } else {
