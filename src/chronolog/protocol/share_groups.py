@@ -145,7 +145,7 @@ def _acknowledge(ctx: RequestContext, group_id: str, member_id: str, name: str |
         return ErrorCode.INVALID_REQUEST, bad
     if not ctx.allowed("read", "topic", name):
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
-    if not ctx.log_manager.has_topic(name) or partition >= ctx.log_manager.topics()[name]:
+    if not _hosted(ctx, name, partition):
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
     if not batches:  # nothing to acknowledge of a partition that exists: done
         return 0, None
@@ -287,6 +287,14 @@ def _assigned(ctx: RequestContext, group_id: str, name: str, index: int) -> bool
     return group is not None and any(index in m.assigned.get(name, ()) for m in group.members.values())
 
 
+def _initialized(ctx: RequestContext, group_id: str, name: str, index: int) -> bool:
+    """Whether the share-partition's state exists or may be made: Kafka's group coordinator initializes it
+    for the partitions it assigns (or AlterShareGroupOffsets sets); a fetch of any other finds no state to
+    read and gets nothing."""
+    group = _shares(ctx).groups.get(group_id)
+    return group is not None and ((name, index) in group.partitions or _assigned(ctx, group_id, name, index))
+
+
 async def _fetch(req: Any, ctx: RequestContext, group_id: str, member_id: str, session: Any, entry: Any) -> None:
     shares = _shares(ctx)
     deadline = time.monotonic() + ms(req.max_wait) / 1000.0
@@ -305,6 +313,8 @@ async def _fetch(req: Any, ctx: RequestContext, group_id: str, member_id: str, s
                 continue
             if not ctx.allowed("read", "topic", name):
                 entry(name, topic_uuid(ctx, name), index)["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
+            if not _initialized(ctx, group_id, name, index):
                 continue
             try:
                 acquired, data = shares.acquire(group_id, member_id, name, index, max_records=left_records,
@@ -347,15 +357,14 @@ def share_acknowledge(req: Any, ctx: RequestContext) -> dict:
         return _top_error(ctx, exc.code, str(exc), group_id)
     node = ctx.state.node_id
     renew = bool(getattr(req, "is_renew_ack", False))
-    # KafkaApis' maps: an unknown topic's partitions UNKNOWN_TOPIC_ID, each once; a known topic's partitions
-    # only when the request acknowledges any of them, then every one once, with its last occurrence's batches
+    # KafkaApis' maps: an unknown topic's partitions UNKNOWN_TOPIC_ID and a known one's partitions that are
+    # malformed or not hosted, each once (a known one with its last occurrence's batches); the hosted ones
+    # only when any of them has something to acknowledge
     acking = any(p.acknowledgement_batches for t in req.topics for p in t.partitions
-                 if ctx.state.topic_name(t.topic_id) is not None)
+                 if (name := ctx.state.topic_name(t.topic_id)) is not None and _hosted(ctx, name, int(p.partition_index)))
     asked: dict[tuple[Any, int], tuple[str | None, Any, Any]] = {}
     for t in req.topics:
         name = ctx.state.topic_name(t.topic_id)
-        if name is not None and not acking:
-            continue
         for p in t.partitions:
             key = (name if name is not None else ("", t.topic_id), int(p.partition_index))
             if name is None and key in asked:
@@ -364,6 +373,8 @@ def share_acknowledge(req: Any, ctx: RequestContext) -> dict:
             asked[key] = (name, t.topic_id, p.acknowledgement_batches)
     by_topic: dict[Any, dict] = {}
     for (topic_key, index), (name, topic_id, batches) in asked.items():
+        if name is not None and not acking and _hosted(ctx, name, index):
+            continue
         code, message = _acknowledge(ctx, group_id, member_id, name, topic_id, index, batches, renew)
         by_topic.setdefault(topic_key, {"topic_id": topic_id, "partitions": []})["partitions"].append(
             {"partition_index": index, "error_code": code, "error_message": message,
