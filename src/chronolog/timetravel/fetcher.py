@@ -29,8 +29,9 @@ from chronolog.timetravel.offsetanswer import OffsetAtTime
 RAW_FETCH_OPTIONS = frozenset({"bootstrap.servers", "client.id", "isolation.level", "fetch.max.bytes",
                                "max.partition.fetch.bytes", "socket.timeout.ms", "security.protocol"})
 RETRY_FOR_S = 60.0  # a dead node's partitions move after its session (9 s) and an election: BrokerSource's bound
+# OFFSET_NOT_AVAILABLE: a new leader whose high watermark is not yet past its epoch start (KIP-207)
 _RETRIABLE = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH,
-              ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.REQUEST_TIMED_OUT}
+              ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.OFFSET_NOT_AVAILABLE}
 
 
 def unsupported_options(conf: dict[str, str]) -> list[str]:
