@@ -165,8 +165,13 @@ CONFTEST = """
     import json, os, threading
     from pathlib import Path
 
-    def pytest_unconfigure(config):
-        # after every fixture's teardown: no broker thread of ours may still run in this process
+    import pytest
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(session):
+        # after every fixture's teardown: no broker thread of ours may still run in this process. Not in
+        # pytest_unconfigure: an xdist worker runs that after reporting its end, and a busy controller may
+        # already have ended the worker (execnet's exit timeout) before it writes this file
         alive = [t.name for t in threading.enumerate() if t.name.startswith("chronolog")]
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         (Path(os.environ["REPORT_DIR"]) / f"threads-{worker}-{os.getpid()}.json").write_text(json.dumps(alive))
