@@ -85,9 +85,12 @@ def test_the_suite_ran_whole_on_chronolog(on_chronolog: franz_go.Results):
 
 def test_the_suite_cleans_up_as_on_kafka(on_chronolog: franz_go.Results, on_kafka: franz_go.Results):
     """After each test the suite deletes its topics and groups and only logs a refusal: a group whose static
-    member could not leave (LeaveGroup by group.instance.id, KIP-345) stays non-empty and is not deleted."""
+    member could not leave (LeaveGroup by group.instance.id, KIP-345) stays non-empty and is not deleted.
+    GROUP_ID_NOT_FOUND is not counted: a test whose client closes before its first heartbeat never made its
+    group, on either broker (TestConsumeRegexShareSkipsInternal does so when the machine is busy)."""
     def refusals(res: franz_go.Results) -> list[str]:
-        return [line.strip() for line in res.raw.splitlines() if "unable to delete" in line]
+        return [line.strip() for line in res.raw.splitlines()
+                if "unable to delete" in line and "GROUP_ID_NOT_FOUND" not in line]
     assert len(refusals(on_chronolog)) <= len(refusals(on_kafka)), refusals(on_chronolog)[:10]
 
 
