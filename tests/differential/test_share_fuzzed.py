@@ -126,3 +126,35 @@ def test_share_answers_the_fuzzer_compared(chronolog_side, kafka_side):
         "made": [("groups.error_code", 0)],
         "first fetch": [("error_code", 0)],
     }
+
+
+def _session_after_disconnect(side: Any) -> dict[str, Any]:
+    group = f"sfz-{uuid.uuid4().hex[:8]}"
+
+    def fetch(wire: wirefuzz.Wire, epoch: int) -> list[tuple[str, int]]:
+        return _codes(wire, 78, 1, {"group_id": group, "member_id": "sfz-member", "share_session_epoch": epoch,
+                                    "max_wait": 10, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [],
+                                    "forgotten_topics_data": []})
+    first, second, third = (wirefuzz.Wire(side.raw.port, timeout=10) for _ in range(3))
+    try:
+        out = {"open": fetch(first, 0), "next": fetch(first, 1)}
+        first.close()
+        deadline = time.monotonic() + 10  # the broker notices the close a moment later
+        while (gone := fetch(second, 2)) == [("error_code", 0)] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        out["after its connection closed"] = gone
+        out["reopened"] = fetch(second, 0)
+        out["from another connection"] = fetch(third, 1)
+        return out
+    finally:
+        for wire in (first, second, third):
+            wire.close()
+
+
+def test_a_share_session_ends_with_the_connection_that_opened_it(chronolog_side, kafka_side):
+    """Kafka 4.4's ShareSessionCache drops a session when the connection that opened it closes; the
+    session serves requests from any other connection meanwhile."""
+    ok = [("error_code", 0)]
+    assert _session_after_disconnect(chronolog_side) == _session_after_disconnect(kafka_side) == {
+        "open": ok, "next": ok, "after its connection closed": [("error_code", 122)], "reopened": ok,
+        "from another connection": ok}

@@ -37,6 +37,8 @@ class ConnectionState:
     fetch_plan: Any = None  # its last one-partition Fetch request (protocol.fetch_plan), for the next one
     throttle_ms: int = 0  # client quotas (KIP-219): mute the connection this long after the answer
     quotas: Any = None  # the client quotas resolved for it (server.quotas.ConnectionQuotas)
+    # what to undo when it closes, by key (a share session: Kafka's ShareSessionCache disconnect listener)
+    closers: dict[Any, Callable[[], None]] = field(default_factory=dict)
 
 
 @dataclass

@@ -113,7 +113,11 @@ def _session(ctx: RequestContext, group_id: str, member_id: str, epoch: int, *, 
     if epoch == 0:
         if not opening:
             raise _SessionError(ErrorCode.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a session")
-        return _shares(ctx).open_session(group_id, member_id)
+        session = _shares(ctx).open_session(group_id, member_id)
+        if ctx.connection is not None:
+            session.owner = ctx.connection
+            ctx.connection.closers[("share session", key)] = lambda: _disconnected(ctx, key, session)
+        return session
     session = from_cache.get(key)
     if session is None:
         raise _SessionError(ErrorCode.SHARE_SESSION_NOT_FOUND, f"Share session for member {member_id} not found")
@@ -124,6 +128,13 @@ def _session(ctx: RequestContext, group_id: str, member_id: str, epoch: int, *, 
                             f"Expected epoch {session.epoch} but got {epoch}")
     session.epoch = 1 if session.epoch == INT32_MAX else session.epoch + 1
     return session
+
+
+def _disconnected(ctx: RequestContext, key: tuple[str, str], session: Any) -> None:
+    """The connection that opened a share session closed: the session ends and its records go back
+    (ShareSessionCache's disconnect listener), unless a newer session replaced it."""
+    if _shares(ctx).sessions.get(key) is session:
+        _close(ctx, *key)
 
 
 def _close(ctx: RequestContext, group_id: str, member_id: str) -> None:

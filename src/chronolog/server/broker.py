@@ -392,12 +392,16 @@ class Broker:
             return
         self._per_ip[ip] += 1
         self._readers.add(frames)
+        conn = None
         try:
             conn = await self._open(listener, frames, ip)
             if conn is not None:
                 writer = asyncio.StreamWriter(frames.transport, frames, None, asyncio.get_running_loop())
                 await self._requests(conn, frames, writer, peer)
         finally:
+            for close in list(conn.closers.values()) if conn is not None else ():
+                with contextlib.suppress(Exception):
+                    close()
             self._per_ip[ip] -= 1
             if self._per_ip[ip] <= 0:
                 del self._per_ip[ip]

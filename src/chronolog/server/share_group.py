@@ -92,6 +92,7 @@ class ShareSession:
     """ShareSessionCache's entry: the partitions a member fetches, and the epoch its next request carries."""
     partitions: dict[tuple[str, int], None] = field(default_factory=dict)
     epoch: int = 1
+    owner: Any = None  # the connection that opened it: its close ends the session, as in Kafka 4.4
 
 
 def simple_assign(members: dict[str, ShareMember], sizes: dict[str, int]) -> dict[str, Assignment]:
