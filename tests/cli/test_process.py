@@ -74,3 +74,13 @@ def test_a_large_write_is_written_to_the_end():
     out = Partial()
     write_all(out, b"0123456789" * 10)
     assert bytes(out.got) == b"0123456789" * 10
+
+
+def test_a_missing_partition_is_the_same_line_in_each_format(cli_broker):
+    """The raw path and the client path check `--partitions` with one function: the same words."""
+    b = cli_broker.bootstrap
+    assert chronolog("topics", "create", "twoparts", "--partitions", "2", "-b", b).rc == 0
+    for fmt in ("raw", "text"):
+        r = chronolog_process("consume", "twoparts", "--from", str(BASE), "--partitions", "0,5", "--format", fmt,
+                              "-b", b)
+        assert_one_line_error(r, "topic 'twoparts' has no partition 5 (it has 0..1)")

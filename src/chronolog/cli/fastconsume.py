@@ -95,7 +95,10 @@ def consume_raw(topic: str, bootstrap: str, from_: str, to: str | None, partitio
                          if isolation == "read_committed" else READ_UNCOMMITTED)
     fetcher.prefetch = True
     try:
-        parts = check_partitions(topic, fetcher.partitions(topic), partitions)
+        parts = fetcher.partitions(topic)
+        if partitions is not None:  # the client module's imports are paid only when partitions are named
+            from chronolog.timetravel.client import checked_partitions
+            parts = checked_partitions(topic, parts, partitions)
         starts = fetcher.offsets_for_time(topic, t1, parts)
         for a in starts.values():
             note = a.deleted_note(t1)
@@ -113,20 +116,6 @@ def consume_raw(topic: str, bootstrap: str, from_: str, to: str | None, partitio
         sys.stdout.flush()
     finally:
         fetcher.close()
-
-
-def check_partitions(topic: str, known: list[int], wanted: list[int] | None) -> list[int]:
-    """`wanted` (all when None) after checking that each exists: one line naming the ones that do (the
-    words of `timetravel.client.ClientSource.check_partitions`)."""
-    if wanted is None:
-        return known
-    missing = [p for p in wanted if p not in known]
-    if missing:
-        from chronolog.errors import UnknownTopicOrPartitionError
-        from chronolog.timetravel.client import _ranges
-        raise UnknownTopicOrPartitionError(
-            f"topic {topic!r} has no partition {', '.join(map(str, missing))} (it has {_ranges(known)})")
-    return list(wanted)
 
 
 def write_values(chunks, printed: int, max_messages: int | None) -> tuple[int, int]:

@@ -278,14 +278,7 @@ class ClientSource(BrokerSource):
 
     def check_partitions(self, topic: str, partitions: list[int] | None) -> list[int]:
         """`partitions` (all when None) after checking that each exists: one line naming the ones that do."""
-        known = self.partitions(topic)
-        if partitions is None:
-            return known
-        missing = [p for p in partitions if p not in known]
-        if missing:
-            raise UnknownTopicOrPartitionError(
-                f"topic {topic!r} has no partition {', '.join(map(str, missing))} (it has {_ranges(known)})")
-        return list(partitions)
+        return checked_partitions(topic, self.partitions(topic), partitions)
 
     def watermarks(self, topic: str, partition: int, *, isolation: str = "read_uncommitted") -> tuple[int, int]:
         from confluent_kafka import KafkaException
@@ -323,6 +316,17 @@ def _wrapped(fn, what: str, *args):
         return fn(*args)
     except KafkaException as exc:
         raise ChronologError(f"{what}: {kafka_words(exc)}") from None
+
+
+def checked_partitions(topic: str, known: list[int], wanted: list[int] | None) -> list[int]:
+    """`wanted` (all of `known` when None) after checking that each exists: one line naming the ones that do."""
+    if wanted is None:
+        return known
+    missing = [p for p in wanted if p not in known]
+    if missing:
+        raise UnknownTopicOrPartitionError(
+            f"topic {topic!r} has no partition {', '.join(map(str, missing))} (it has {_ranges(known)})")
+    return list(wanted)
 
 
 def _ranges(parts: list[int]) -> str:
