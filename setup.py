@@ -3,6 +3,7 @@
 `chronolog.records._walk` speeds up the per-record walk of append validation, `chronolog.records._columns`
 the columnar decoder of readers (Spark, the Arrow reader, consume), `chronolog.storage._headers`
 the batch-header walk that finds a fetch's byte range and recovery's walk over valid batches,
+`chronolog.records._timeline` the console timeline's late-record placement,
 `chronolog.records._clean` the log cleaner's offset map and copy, `chronolog.records._encode` the
 Spark sink's record batches from Arrow columns. All are
 optional: where no compiler or Python
@@ -17,7 +18,11 @@ setup(ext_modules=[
               depends=["src/chronolog/records/_recordwalk.h", "src/chronolog/records/_crc32c.h"],
               extra_compile_args=["-O2"]),
     Extension("chronolog.records._columns", ["src/chronolog/records/_columns.c"], optional=True,
-              depends=["src/chronolog/records/_recordwalk.h"], extra_compile_args=["-O2"]),
+              depends=["src/chronolog/records/_recordwalk.h", "src/chronolog/records/_varint.h"],
+              extra_compile_args=["-O2"]),
+    Extension("chronolog.records._timeline", ["src/chronolog/records/_timeline.c"], optional=True,
+              depends=["src/chronolog/records/_recordwalk.h", "src/chronolog/records/_varint.h"],
+              extra_compile_args=["-O2"]),
     Extension("chronolog.records._encode", ["src/chronolog/records/_encode.c"], optional=True,
               depends=["src/chronolog/records/_crc32c.h"], extra_compile_args=["-O2"]),
     Extension("chronolog.storage._headers", ["src/chronolog/storage/_headers.c"], optional=True,

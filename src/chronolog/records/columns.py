@@ -278,24 +278,24 @@ class PyBuilder:
 
 
 _NativeBuilder = load_native("chronolog.records._columns", "Builder")
-_native_place_late = load_native("chronolog.records._columns", "place_late")
+_native_place_late = load_native("chronolog.records._timeline", "place_late")
 
 
 def place_late(body, count: int, base_offset: int, base_ts: int, offsets, edges, first: int, log_end: int, counts,
                late) -> int | None:
     """The console timeline's late-record placement over one CreateTime records section, in C (see
-    `place_late` in _columns.c): `offsets`/`edges` int64 arrays of n + 1, `counts`/`late` int64 arrays of n,
+    `place_late` in _timeline.c): `offsets`/`edges` int64 arrays of n + 1, `counts`/`late` int64 arrays of n,
     changed in place. None when the extension is not built or the bytes do not walk cleanly; the caller's
     record-by-record twin (`timetravel.timeline._place_batch`) then answers."""
     if _native_place_late is None:
         return None
     return _native_place_late(body, count, base_offset, base_ts, offsets, edges, first, log_end, counts, late)
-_native_place_late_batches = load_native("chronolog.records._columns", "place_late_batches")
+_native_place_late_batches = load_native("chronolog.records._timeline", "place_late_batches")
 
 
 def place_late_batches(buf, pos: int, offsets, edges, first: int, log_end: int, counts, late
                        ) -> tuple[int, int, bool] | None:
-    """`place_late` over the whole batches of `buf` from `pos` (see `place_late_batches` in _columns.c):
+    """`place_late` over the whole batches of `buf` from `pos` (see `place_late_batches` in _timeline.c):
     (position reached, records moved before the first edge, stopped at a batch C leaves to the caller).
     None when the extension is not built."""
     if _native_place_late_batches is None:
