@@ -69,15 +69,22 @@ def control_key(control_type: int) -> bytes:
     return _KEY.pack(CONTROL_KEY_VERSION, int(control_type))
 
 
+def _versioned(schema: struct.Struct, data: bytes | memoryview | None, what: str, versioned: str) -> int:
+    """The field after the version of a control key or marker value; InvalidRecordError for fewer bytes than
+    the schema or a negative version (both of Kafka's parsers check these two)."""
+    if data is None or len(data) < schema.size:
+        raise InvalidRecordError(f"{what} of {0 if data is None else len(data)} bytes; at least {schema.size} "
+                                 "are needed")
+    version, field = schema.unpack_from(data)
+    if version < 0:
+        raise InvalidRecordError(f"invalid {versioned} version {version}")
+    return field
+
+
 def control_type_of(key: bytes | memoryview | None) -> ControlType:
     """The type in a control record's key (`ControlRecordType.parse`): UNKNOWN for a type this version does
     not know (readers ignore those), InvalidRecordError for a key too short or with a negative version."""
-    if key is None or len(key) < _KEY.size:
-        raise InvalidRecordError(f"control record key of {0 if key is None else len(key)} bytes; at least "
-                                 f"{_KEY.size} are needed")
-    version, type_id = _KEY.unpack_from(key)
-    if version < 0:
-        raise InvalidRecordError(f"invalid control record key version {version}")
+    type_id = _versioned(_KEY, key, "control record key", "control record key")
     try:
         return ControlType(type_id)
     except ValueError:
@@ -92,12 +99,7 @@ def parse_control_record(key: bytes | memoryview | None, value: bytes | memoryvi
     if control_type not in (ControlType.ABORT, ControlType.COMMIT):
         raise InvalidRecordError(f"control record of type {control_type.name} ({_KEY.unpack_from(key)[1]}) is "
                                  "not a transaction marker")
-    if value is None or len(value) < _VALUE.size:
-        raise InvalidRecordError(f"end transaction marker value of {0 if value is None else len(value)} bytes; "
-                                 f"at least {_VALUE.size} are needed")
-    version, coordinator_epoch = _VALUE.unpack_from(value)
-    if version < 0:
-        raise InvalidRecordError(f"invalid end transaction marker version {version}")
+    coordinator_epoch = _versioned(_VALUE, value, "end transaction marker value", "end transaction marker")
     return EndTxnMarker(control_type, coordinator_epoch)
 
 
