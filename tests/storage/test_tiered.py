@@ -6,7 +6,6 @@ reads counted), the specials -4/-5, retention over the whole log, a restart."""
 from __future__ import annotations
 
 import random
-import socket
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from chronolog.records import SimpleRecord, build_batch
 from chronolog.storage import LogManager
 from chronolog.storage.remote.metadata import METADATA_SUFFIX
 from chronolog.storage.remote.reading import RANGE_BYTES
+from tests.s3server import s3_server
 
 BASE = 1_700_000_000_000
 SEGMENT = 1 << 20
@@ -25,25 +25,10 @@ SEGMENT = 1 << 20
 @pytest.fixture(scope="module")
 def s3_tier():
     """An S3-compatible server on 127.0.0.1 (moto) with a bucket; yields the tier URI's prefix and query."""
-    server_mod = pytest.importorskip("moto.server")
-    boto3 = pytest.importorskip("boto3")
     pytest.importorskip("pyarrow.fs")
-    mp = pytest.MonkeyPatch()
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_EC2_METADATA_DISABLED": "true"}.items():
-        mp.setenv(key, value)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    server._server.app = _counting(server._server.app)
-    boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1").create_bucket(Bucket="tier")
-    try:
-        yield f"?region=us-east-1&endpoint_override=127.0.0.1:{port}&scheme=http"
-    finally:
-        server.stop()
-        mp.undo()
+    with s3_server("tier") as (server, _, query):
+        server._server.app = _counting(server._server.app)
+        yield query
 
 
 # What the S3 server was asked, as it saw it: (method, key, Range header), for the checks of what a lookup

@@ -21,6 +21,7 @@ from chronolog.timetravel.opener import open_data_dir  # noqa: E402
 from chronolog.timetravel.remote import RemoteDataDirSource  # noqa: E402
 from chronolog.timetravel.sources import DataDirSource  # noqa: E402
 from tests.fds import open_files_under  # noqa: E402
+from tests.s3server import s3_server  # noqa: E402
 
 
 def proven_end(plog, start: int, window_end_ms: int) -> int:
@@ -286,30 +287,14 @@ def test_a_file_is_not_a_data_dir(data_dir):
 
 
 @pytest.fixture()
-def s3_server(monkeypatch):
-    """An S3-compatible server on 127.0.0.1 (moto), so `s3://` goes through pyarrow's S3 client: object
-    keys, implicit directories and ranged GETs instead of a local file system."""
-    server_mod = pytest.importorskip("moto.server")
-    boto3 = pytest.importorskip("boto3")
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_EC2_METADATA_DISABLED": "true"}.items():
-        monkeypatch.setenv(key, value)
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1")
-    client.create_bucket(Bucket="backups")
-    try:
-        yield client, f"?region=us-east-1&endpoint_override=127.0.0.1:{port}&scheme=http"
-    finally:
-        server.stop()
+def s3_backups():
+    """The `backups` bucket on moto's S3-compatible server, so `s3://` goes through pyarrow's S3 client."""
+    with s3_server("backups") as (_, client, query):
+        yield client, query
 
 
-def test_s3_uri_through_an_s3_compatible_server(s3_server, data_dir, kafka_segments_dir):
-    client, query = s3_server
+def test_s3_uri_through_an_s3_compatible_server(s3_backups, data_dir, kafka_segments_dir):
+    client, query = s3_backups
     for f in data_dir.glob("ev-*/*"):
         client.upload_file(str(f), "backups", f"logs/{f.parent.name}/{f.name}")
     for f in kafka_segments_dir.iterdir():
