@@ -238,36 +238,35 @@ def features(side) -> dict:
 
 
 # -- the tests ----------------------------------------------------------------------------------------------
+def equal(both, steps) -> dict:
+    """Kafka's observation of `steps`, after asserting chronolog's is the same to the letter."""
+    c, k = both.run(steps)
+    assert c == k
+    return k
+
+
 def test_transaction_version_is_finalized(both):
-    c, k = both.run(features)
-    assert c == k == {"finalized": {"transaction.version": (2, 2)}, "supported": {"transaction.version": (0, 2)},
-                      "epoch known": True}
+    assert equal(both, features) == {"finalized": {"transaction.version": (2, 2)},
+                                     "supported": {"transaction.version": (0, 2)}, "epoch known": True}
 
 
 def test_commit_and_abort(both):
-    c, k = both.run(commit_and_abort)
-    assert c == k
+    k = equal(both, commit_and_abort)
     assert k["commit"] == {"error": NONE, "same id": True, "epoch bump": 1}
     assert k["old epoch produce"] == INVALID_PRODUCER_EPOCH
 
 
 def test_retries_and_empty_ends(both):
-    c, k = both.run(retries_and_empty_ends)
-    assert c == k
+    equal(both, retries_and_empty_ends)
 
 
 def test_fencing(both):
-    c, k = both.run(fencing)
-    assert c == k
-    assert k["zombie end"]["error"] == PRODUCER_FENCED
+    assert equal(both, fencing)["zombie end"]["error"] == PRODUCER_FENCED
 
 
 def test_a_timed_out_transaction(both):
-    c, k = both.run(timed_out)
-    assert c == k
+    equal(both, timed_out)
 
 
 def test_offsets_without_add_offsets(both):
-    c, k = both.run(offsets_without_add_offsets)
-    assert c == k
-    assert k["committed"] == 7
+    assert equal(both, offsets_without_add_offsets)["committed"] == 7
