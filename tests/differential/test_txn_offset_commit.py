@@ -32,70 +32,67 @@ def _group(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def consumer_group_commits(side, version: int) -> dict:
-    topic = side.create_topic(partitions=1, prefix="txc")
-    group = _group("g848")
+def in_a_transaction(side, version: int, prefix: str, join, member_commits, last: tuple[str, int]) -> dict:
+    """The scenario all three groups share: a group `prefix`-... ready, its member joined (`join(side, group,
+    topic)`), a transaction that adds the group's offsets, from version 3 on the commits naming a member
+    (`member_commits(commit, member)`: {case: answer}), then `last`'s commit naming none (its case and
+    offset), the transaction's commit and the offsets it left."""
+    topic = side.create_topic(partitions=1, prefix="tx" + prefix)
+    group = _group(prefix)
     coordinator_ready(side, group)
-    member = Member848(side, group, topics=[topic])
-    member.settle(lambda m: bool(m.owned))
+    member = join(side, group, topic)
     txn = Txn(side)
     out = {"add_offsets": txn.add_offsets(group)}
     if version >= 3:
-        out["current epoch"] = txn.commit_offsets(group, topic, version=version, member_id=member.member_id,
-                                                  generation=member.epoch, offset=5)
-        out["newer epoch"] = txn.commit_offsets(group, topic, version=version, member_id=member.member_id,
-                                                generation=member.epoch + 1, offset=6)
-        out["older epoch"] = txn.commit_offsets(group, topic, version=version, member_id=member.member_id,
-                                                generation=member.epoch - 1, offset=7)
-        out["unknown member"] = txn.commit_offsets(group, topic, version=version, member_id="nobody",
-                                                   generation=member.epoch, offset=8)
-        out["unknown instance"] = txn.commit_offsets(group, topic, version=version, member_id=member.member_id,
-                                                     generation=member.epoch, instance_id="nobody", offset=9)
-    out["no member"] = txn.commit_offsets(group, topic, version=version, offset=10 if version < 3 else 11)
+        out.update(member_commits(lambda **fields: txn.commit_offsets(group, topic, version=version, **fields),
+                                  member))
+    case, offset = last
+    out[case] = txn.commit_offsets(group, topic, version=version, offset=offset)
     out["end"] = txn.end(True)
     out["committed"] = committed(side, group, topic)
     return out
+
+
+def consumer_group_commits(side, version: int) -> dict:
+    def join(side, group, topic) -> Member848:
+        member = Member848(side, group, topics=[topic])
+        member.settle(lambda m: bool(m.owned))
+        return member
+
+    def member_commits(commit, member: Member848) -> dict:
+        me, epoch = member.member_id, member.epoch
+        return {"current epoch": commit(member_id=me, generation=epoch, offset=5),
+                "newer epoch": commit(member_id=me, generation=epoch + 1, offset=6),
+                "older epoch": commit(member_id=me, generation=epoch - 1, offset=7),
+                "unknown member": commit(member_id="nobody", generation=epoch, offset=8),
+                "unknown instance": commit(member_id=me, generation=epoch, instance_id="nobody", offset=9)}
+
+    return in_a_transaction(side, version, "g848", join, member_commits, ("no member", 10 if version < 3 else 11))
 
 
 def classic_group_commits(side, version: int) -> dict:
-    topic = side.create_topic(partitions=1, prefix="txk")
-    group = _group("gclassic")
-    coordinator_ready(side, group)
-    member, generation = join_and_sync(side, group, topic, instance_id="inst-1")
-    txn = Txn(side)
-    out = {"add_offsets": txn.add_offsets(group)}
-    if version >= 3:
-        out["current generation"] = txn.commit_offsets(group, topic, version=version, member_id=member,
-                                                       generation=generation, instance_id="inst-1", offset=5)
-        out["no instance"] = txn.commit_offsets(group, topic, version=version, member_id=member,
-                                                generation=generation, offset=6)
-        out["other generation"] = txn.commit_offsets(group, topic, version=version, member_id=member,
-                                                     generation=generation + 1, offset=7)
-        out["unknown member"] = txn.commit_offsets(group, topic, version=version, member_id="nobody",
-                                                   generation=generation, offset=8)
-        out["fenced instance"] = txn.commit_offsets(group, topic, version=version, member_id="nobody",
-                                                    generation=generation, instance_id="inst-1", offset=9)
-        out["unknown instance"] = txn.commit_offsets(group, topic, version=version, member_id=member,
-                                                     generation=generation, instance_id="inst-2", offset=10)
-    out["no member"] = txn.commit_offsets(group, topic, version=version, offset=11 if version < 3 else 12)
-    out["end"] = txn.end(True)
-    out["committed"] = committed(side, group, topic)
-    return out
+    def join(side, group, topic) -> tuple[str, int]:
+        return join_and_sync(side, group, topic, instance_id="inst-1")
+
+    def member_commits(commit, joined: tuple[str, int]) -> dict:
+        me, generation = joined
+        return {"current generation": commit(member_id=me, generation=generation, instance_id="inst-1", offset=5),
+                "no instance": commit(member_id=me, generation=generation, offset=6),
+                "other generation": commit(member_id=me, generation=generation + 1, offset=7),
+                "unknown member": commit(member_id="nobody", generation=generation, offset=8),
+                "fenced instance": commit(member_id="nobody", generation=generation, instance_id="inst-1", offset=9),
+                "unknown instance": commit(member_id=me, generation=generation, instance_id="inst-2", offset=10)}
+
+    return in_a_transaction(side, version, "gclassic", join, member_commits,
+                            ("no member", 11 if version < 3 else 12))
 
 
 def absent_group_commits(side, version: int) -> dict:
-    topic = side.create_topic(partitions=1, prefix="txa")
-    group = _group("gabsent")
-    coordinator_ready(side, group)
-    txn = Txn(side)
-    out = {"add_offsets": txn.add_offsets(group)}
-    if version >= 3:
-        out["a generation"] = txn.commit_offsets(group, topic, version=version, member_id="m", generation=3)
-        out["a member, no generation"] = txn.commit_offsets(group, topic, version=version, member_id="m", offset=3)
-    out["no generation"] = txn.commit_offsets(group, topic, version=version, offset=4)
-    out["end"] = txn.end(True)
-    out["committed"] = committed(side, group, topic)
-    return out
+    def member_commits(commit, _) -> dict:
+        return {"a generation": commit(member_id="m", generation=3),
+                "a member, no generation": commit(member_id="m", offset=3)}
+
+    return in_a_transaction(side, version, "gabsent", lambda *_: None, member_commits, ("no generation", 4))
 
 
 @pytest.mark.parametrize("version", VERSIONS)
