@@ -100,6 +100,13 @@ def test_describe_two_resources_in_one_request(pair, topic):  # noqa: F811
     same(pair, both)
 
 
+def same_change(pair, change, topic: str, configs, validate_only: bool) -> None:  # noqa: F811
+    """The same answer to `change` (an IncrementalAlterConfigs or AlterConfigs) and the same topic config
+    after it, synonyms included."""
+    same(pair, change, topic, configs, validate_only=validate_only)
+    same(pair, describe, TOPIC, topic, synonyms=True)
+
+
 # Each step an IncrementalAlterConfigs, then the topic's config described.
 INCREMENTAL = {
     "append-to-override": [("cleanup.policy", APPEND, "delete")],
@@ -130,8 +137,7 @@ INCREMENTAL = {
 @pytest.mark.parametrize("ops", list(INCREMENTAL.values()), ids=list(INCREMENTAL))
 @pytest.mark.parametrize("validate_only", [False, True], ids=["apply", "validate-only"])
 def test_incremental_alter_configs(pair, topic, ops, validate_only):  # noqa: F811
-    same(pair, incremental, topic, ops, validate_only=validate_only)
-    same(pair, describe, TOPIC, topic, synonyms=True)
+    same_change(pair, incremental, topic, ops, validate_only)
 
 
 def test_append_and_subtract_until_the_list_is_empty(pair, topic):  # noqa: F811
@@ -161,8 +167,7 @@ ALTER = {
 @pytest.mark.parametrize("configs", list(ALTER.values()), ids=list(ALTER))
 @pytest.mark.parametrize("validate_only", [False, True], ids=["apply", "validate-only"])
 def test_alter_configs_replaces_the_overrides(pair, topic, configs, validate_only):  # noqa: F811
-    same(pair, alter, topic, configs, validate_only=validate_only)
-    same(pair, describe, TOPIC, topic, synonyms=True)
+    same_change(pair, alter, topic, configs, validate_only)
 
 
 def test_the_same_resource_twice(pair, topic):  # noqa: F811
