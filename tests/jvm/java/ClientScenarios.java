@@ -43,14 +43,7 @@ public class ClientScenarios {
 
     public static void main(String[] args) throws Exception {
         bootstrap = args[0];
-        List<Thread> threads = new ArrayList<>();
-        for (int i = 1; i < args.length; i++) {
-            String[] spec = args[i].split(";", -1);
-            Thread t = ScenarioThreads.of(spec, "scenario-", TAG, ClientScenarios::run, ClientScenarios::emit);
-            t.start();
-            threads.add(t);
-        }
-        for (Thread t : threads) t.join();
+        ScenarioThreads.runAll(args, "scenario-", TAG, ClientScenarios::run, ClientScenarios::emit, Set.of());
         System.out.flush();
         System.exit(0);  // the clients' threads are closed; nothing else may keep the JVM up
     }

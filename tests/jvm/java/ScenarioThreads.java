@@ -23,4 +23,22 @@ final class ScenarioThreads {
             }
         }, namePrefix + spec[0]);
     }
+
+    // The specs args[1..], each on its thread, joined before it returns; a spec whose scenario is one of
+    // `inline` runs to its end on the caller's thread before the next spec starts.
+    static void runAll(String[] args, String namePrefix, ThreadLocal<String> tag, Runner runner, Emitter emitter,
+                       java.util.Set<String> inline) throws InterruptedException {
+        java.util.List<Thread> threads = new java.util.ArrayList<>();
+        for (int i = 1; i < args.length; i++) {
+            String[] spec = args[i].split(";", -1);
+            Thread t = of(spec, namePrefix, tag, runner, emitter);
+            if (inline.contains(spec[1])) {
+                t.run();
+            } else {
+                t.start();
+                threads.add(t);
+            }
+        }
+        for (Thread t : threads) t.join();
+    }
 }

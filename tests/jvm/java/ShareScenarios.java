@@ -38,18 +38,8 @@ public class ShareScenarios {
 
     public static void main(String[] args) throws Exception {
         bootstrap = args[0];
-        List<Thread> threads = new ArrayList<>();
-        for (int i = 1; i < args.length; i++) {
-            String[] spec = args[i].split(";", -1);
-            Thread t = ScenarioThreads.of(spec, "share-", TAG, ShareScenarios::run, ShareScenarios::emit);
-            if (spec[1].equals("config")) {  // configs first, before any member joins
-                t.run();
-            } else {
-                threads.add(t);
-                t.start();
-            }
-        }
-        for (Thread t : threads) t.join();
+        // configs first, before any member joins
+        ScenarioThreads.runAll(args, "share-", TAG, ShareScenarios::run, ShareScenarios::emit, Set.of("config"));
     }
 
     static void run(String scenario, String[] a) throws Exception {
