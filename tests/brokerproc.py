@@ -142,6 +142,12 @@ class BrokerProcess:
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
 
+    def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def restart(self) -> BrokerProcess:
         self.stop()
         return self.start()

@@ -31,12 +31,8 @@ def classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def chronolog(tmp_path_factory: pytest.TempPathFactory, classes: Path) -> Iterator[BrokerProcess]:
     """A broker process of this module's own: the crash scenario kills it."""
-    proc = BrokerProcess(tmp_path_factory.mktemp("txnv2-chronolog") / "data")
-    proc.start()
-    try:
+    with BrokerProcess(tmp_path_factory.mktemp("txnv2-chronolog") / "data") as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="module")
