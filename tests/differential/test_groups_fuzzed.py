@@ -2,12 +2,13 @@
 sequence answered alike by chronolog and Kafka 4.4: which requests make a group (a JoinGroup with a member id
 does not; one without does, even when refused), KIP-394's pending members (not members: the group stays
 Empty and deletable), members removed when they send no SyncGroup within the rebalance timeout, the order of
-SyncGroup's and ConsumerGroupHeartbeat's checks, partitions asked twice in OffsetFetch and OffsetDelete, and
-OffsetDelete of a non-consumer group with members. Plus the one case the fuzzer leaves out: a JoinGroup
-naming a protocol twice, which Kafka 4.4 never answers."""
+SyncGroup's and ConsumerGroupHeartbeat's checks, partitions asked twice in OffsetFetch and OffsetDelete,
+OffsetDelete of a non-consumer group with members, and the subscriptions OffsetDelete reads. Plus the one
+case the fuzzer leaves out: a JoinGroup naming a protocol twice, which Kafka 4.4 never answers."""
 
 from __future__ import annotations
 
+import struct
 import time
 import uuid
 
@@ -23,6 +24,7 @@ from tests.differential.groups_wire import (
 )
 
 GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, INVALID_REQUEST, INCONSISTENT_GROUP_PROTOCOL = 69, 68, 42, 23
+GROUP_SUBSCRIBED_TO_TOPIC = 86
 
 
 def _group(side, prefix: str) -> str:
@@ -165,6 +167,31 @@ def test_offset_delete_of_a_group_with_members_not_of_the_consumer_protocol(both
                     )["error_code"]
 
     assert both.same(steps) == NON_EMPTY_GROUP
+
+
+def test_offset_delete_reads_the_subscriptions_as_kafka_does(both):
+    """ClassicGroup.computeSubscribedTopics reads each member's subscription as version 0: a negative count of
+    topics does not parse (so any topic counts as subscribed), a name that is not UTF-8 decodes as Java
+    decodes it (so the group's topics are known, and this one is not among them)."""
+    topic = both.create_topic(prefix="gfs")
+    named = struct.pack(">hi", 0, 1) + struct.pack(">h", len(topic)) + topic.encode() + struct.pack(">i", -1)
+    metadata = {"negative count": struct.pack(">hii", 0, -3, -1), "not UTF-8": struct.pack(">hih", 0, 1, 2)
+                + b"\xff\xfe" + struct.pack(">i", -1), "none": struct.pack(">hii", 0, 0, -1), "the topic": named}
+
+    def steps(side) -> dict:
+        out = {}
+        for name, data in metadata.items():
+            group = _group(side, "gfs")
+            joined = retry(side, 11, 9, group_id=group, session_timeout=30000, rebalance_timeout=30000,
+                           member_id="", group_instance_id="i", protocol_type="consumer", reason=None,
+                           protocols=[{"name": "range", "metadata": data}])
+            assert joined["error_code"] == 0, joined
+            deleted = call(side, 47, 0, group_id=group, topics=[{"name": topic, "partitions": [{"partition_index": 0}]}])
+            out[name] = [p["error_code"] for t in deleted["topics"] for p in t["partitions"]]
+        return out
+
+    assert both.same(steps) == {"negative count": [GROUP_SUBSCRIBED_TO_TOPIC], "not UTF-8": [0], "none": [0],
+                                "the topic": [GROUP_SUBSCRIBED_TO_TOPIC]}
 
 
 def test_consumer_group_requests_check_the_member_id_first(both):

@@ -72,6 +72,13 @@ def test_truncated_or_garbled_is_a_value_error(cut):
             read_subscription(garbled)
 
 
+def test_null_topics_are_malformed_and_names_may_decode_as_java_does():
+    with pytest.raises(ValueError, match="malformed consumer protocol subscription"):
+        read_subscription(struct.pack(">hii", 0, -1, -1))
+    garbled = struct.pack(">hih", 0, 1, 2) + b"\xff\xfe" + b32(None)
+    assert read_subscription(garbled, errors="replace").topics == ("\ufffd\ufffd",)
+
+
 def test_assignment():
     data = struct.pack(">hi", 0, 2) + s16("a") + struct.pack(">ii", 1, 4) + s16("b") + struct.pack(">iii", 2, 0, 1) \
         + b32(None)

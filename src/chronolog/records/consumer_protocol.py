@@ -43,8 +43,8 @@ class Assignment:
 
 
 class _Reader:
-    def __init__(self, data: bytes | memoryview) -> None:
-        self.data, self.pos = bytes(data), 0
+    def __init__(self, data: bytes | memoryview, errors: str = "strict") -> None:
+        self.data, self.pos, self.errors = bytes(data), 0, errors
 
     def more(self) -> bool:
         return self.pos < len(self.data)
@@ -63,7 +63,7 @@ class _Reader:
 
     def string(self) -> str | None:
         n = self.int(_I16)
-        return None if n < 0 else self._span(n, "string").decode()
+        return None if n < 0 else self._span(n, "string").decode(errors=self.errors)
 
     def bytes_(self) -> bytes | None:
         n = self.int(_I32)
@@ -77,15 +77,21 @@ class _Reader:
         return tuple(out)
 
 
-def read_subscription(data: bytes | memoryview, max_version: int | None = None) -> Subscription:
+def read_subscription(data: bytes | memoryview, max_version: int | None = None, errors: str = "strict"
+                      ) -> Subscription:
     """A ConsumerProtocolSubscription (ConsumerProtocol.deserializeSubscription); `max_version` reads only
-    that version's prefix of a newer one (ClassicGroup.computeSubscribedTopics reads version 0's)."""
-    r = _Reader(data)
+    that version's prefix of a newer one (ClassicGroup.computeSubscribedTopics reads version 0's). `errors`:
+    how names that are not UTF-8 decode ("replace": as Java's String does, U+FFFD). A negative count of
+    topics (null, which the schema does not allow) is malformed, as Kafka's generated reader finds it."""
+    r = _Reader(data, errors)
     try:
         version = r.int(_I16)
         if max_version is not None:
             version = min(version, max_version)
-        topics = tuple(r.string() for _ in range(r.int(_I32)))
+        count = r.int(_I32)
+        if count < 0:
+            raise ValueError("null topics")
+        topics = tuple(r.string() for _ in range(count))
         user_data = r.bytes_()
         owned = r.topic_partitions() if version >= 1 and r.more() else ()
         generation = r.int(_I32) if version >= 2 and r.more() else -1

@@ -77,7 +77,7 @@ def parse_subscription_v0(metadata: bytes | None) -> set[str] | None:
     if metadata is None:
         return None
     try:
-        topics = read_subscription(metadata, max_version=0).topics
+        topics = read_subscription(metadata, max_version=0, errors="replace").topics  # Java decodes so
     except ValueError:
         return None
     return None if None in topics else set(topics)
