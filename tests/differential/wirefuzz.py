@@ -112,9 +112,14 @@ class Wire:
             self.sock = None
 
     def call(self, api_key: int, version: int, body: Any) -> Any:
+        return self.receive(api_key, version, self.send(api_key, version, body))
+
+    def send(self, api_key: int, version: int, body: Any) -> float | None:
+        """Write one request; its answer is read by `receive`, by the deadline returned (None: the broker
+        closed the connection). Sent to both brokers before either answer is read, a request reaches them at
+        the same moment, whatever one of them makes it wait (a JoinGroup waits for its rebalance)."""
         req_cls = request_class(api_key, version)
-        flexible = bool(req_cls.__flexible__)
-        header_cls = RequestHeaderV2 if flexible else RequestHeaderV1
+        header_cls = RequestHeaderV2 if req_cls.__flexible__ else RequestHeaderV1
         self.correlation += 1
         buf = io.BytesIO()
         _writer(header_cls)(buf, header_cls(request_api_key=api_key, request_api_version=version,
@@ -125,6 +130,16 @@ class Wire:
             self.sock = socket.create_connection(self.address, timeout=self.timeout)
         try:
             self.sock.sendall(struct.pack(">i", len(frame)) + frame)
+        except ConnectionError:
+            self.close()
+            return None
+        return time.monotonic() + self.timeout
+
+    def receive(self, api_key: int, version: int, deadline: float | None) -> Any:
+        if deadline is None or self.sock is None:
+            return None
+        try:
+            self.sock.settimeout(max(deadline - time.monotonic(), 0.001))
             payload = self._recv(struct.unpack(">i", self._recv(4))[0])
         except (EOFError, ConnectionError):
             self.close()
@@ -132,6 +147,7 @@ class Wire:
         except TimeoutError:
             self.close()
             return TIMED_OUT
+        flexible = bool(request_class(api_key, version).__flexible__)
         resp_cls = response_class(api_key, version)
         header_cls = ResponseHeaderV1 if flexible and api_key != API_VERSIONS else ResponseHeaderV0
         header, used = _reader(header_cls)(payload, 0)
@@ -699,6 +715,23 @@ def _fix_share_session(v: dict, version: int, rng: random.Random, pools: Pools) 
     _any_group(v, rng, pools)
 
 
+def _fix_share_fetch(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
+    """ShareFetch names no share group: Kafka 4.4 reads a share-partition's state when a share group's
+    partition is first fetched, asynchronously, and answers UNKNOWN_SERVER_ERROR for one whose state it
+    cannot read (never set, or deleted by DeleteShareGroupOffsets while its broker still holds it), at a
+    moment that depends on that read (the share groups' own tests wait for it). Also left out, pinned by
+    tests/differential/test_share_fuzzed.py: a new session (epoch 0) naming a partition twice, and an acquire
+    mode other than 0 and 1 (Kafka 4.4: UNKNOWN_SERVER_ERROR)."""
+    if "share_acquire_mode" in v:
+        v["share_acquire_mode"] = rng.choice([0, 1])
+    if v["share_session_epoch"] == 0:
+        seen: set = set()
+        for t in v["topics"]:
+            t["partitions"] = [p for p in t["partitions"]
+                               if not ((t["topic_id"], p["partition_index"]) in seen
+                                       or seen.add((t["topic_id"], p["partition_index"])))]
+
+
 def _fix_share_describe(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
     v["group_ids"] = [rng.choice(pools.share_groups) if rng.random() < 0.5 else g for g in v["group_ids"]]
 
@@ -735,7 +768,7 @@ FIXES: dict[int, Callable[[dict, int, random.Random, Pools], None]] = {
     44: _validate_only, 49: _validate_only, 51: _fix_scram, 68: _fix_heartbeat_848,
     75: _fix_describe_topic_partitions, 88: _fix_streams_heartbeat,
     8: _fix_offset_commit, 47: _fix_offset_commit, 76: _fix_share_heartbeat, 77: _fix_share_describe,
-    78: _fix_share_session, 79: _fix_share_session, 90: _fix_describe_share_offsets,
+    78: _fix_share_fetch, 79: _fix_share_session, 90: _fix_describe_share_offsets,
     91: _fix_alter_share_offsets, 92: _fix_share_session,
     22: _fix_producer_ids, 24: _fix_add_partitions_to_txn, 25: _fix_producer_ids, 26: _fix_producer_ids,
     28: _fix_producer_ids,
