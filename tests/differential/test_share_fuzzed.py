@@ -158,3 +158,105 @@ def test_a_share_session_ends_with_the_connection_that_opened_it(chronolog_side,
     assert _session_after_disconnect(chronolog_side) == _session_after_disconnect(kafka_side) == {
         "open": ok, "next": ok, "after its connection closed": [("error_code", 122)], "reopened": ok,
         "from another connection": ok}
+
+
+def _fetch(wire: wirefuzz.Wire, group: str, epoch: int, topics: list, version: int = 1, **extra: Any) -> list:
+    values = {"group_id": group, "member_id": "sfz-member", "share_session_epoch": epoch, "max_wait": 0,
+              "min_bytes": 0, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10, "topics": topics,
+              "forgotten_topics_data": [], **extra}
+    if version >= 2:
+        values = {"share_acquire_mode": 0, "is_renew_ack": False, **values}
+    return _codes(wire, 78, version, values)
+
+
+def _partitions(topic_id: Any, *indexes: int, acks: tuple = ()) -> dict:
+    return {"topic_id": topic_id, "partitions": [{"partition_index": i, "acknowledgement_batches": list(acks)}
+                                                 for i in indexes]}
+
+
+def _fetches_left_out(side: Any, polls: int) -> dict[str, Any]:
+    topic = side.create_topic(f"sfz-{uuid.uuid4().hex[:8]}", 2)
+    wire = wirefuzz.Wire(side.raw.port, timeout=10)
+    try:
+        _ready(wire, topic)
+        topic_id = wire.call(3, 12, wirefuzz.build(3, 12, {"topics": [{"name": topic}],
+                                                           "allow_auto_topic_creation": False}, {})).topics[0].topic_id
+        group = f"sfz-{uuid.uuid4().hex[:8]}"
+        out = {
+            # a new session naming a partition twice (Kafka's ShareSessionCache cannot add it twice)
+            "twice": _fetch(wire, group, 0, [_partitions(topic_id, 0, 0)]),
+            # an acquire mode Kafka 4.4 does not know, with a partition to fetch
+            "acquire mode 2": _fetch(wire, group, 0, [_partitions(topic_id, 0)], version=2, share_acquire_mode=2),
+        }
+        # a share group with state for partition 0 only: its partition 1's state cannot be read, which Kafka
+        # answers once its read failed (asynchronously: polled, the session's epochs counting up)
+        share = f"sfz-{uuid.uuid4().hex[:8]}"
+        _alter(wire, share, topic, 0)
+        answer = _fetch(wire, share, 0, [_partitions(topic_id, 1)])
+        for epoch in range(1, polls + 1):
+            if answer != [("error_code", 0)]:
+                break
+            time.sleep(0.05)
+            answer = _fetch(wire, share, epoch, [])
+        out["state never set"] = answer
+        return out
+    finally:
+        wire.close()
+
+
+def test_share_fetches_left_out_of_the_fuzzer(chronolog_side, kafka_side):
+    ok = [("error_code", 0)]
+    failed = [("error_code", 0), ("responses.partitions.acknowledge_error_code", 0),
+              ("responses.partitions.error_code", UNKNOWN_SERVER_ERROR)]
+    assert _fetches_left_out(chronolog_side, polls=3) == {"twice": ok, "acquire mode 2": ok, "state never set": ok}
+    assert _fetches_left_out(kafka_side, polls=100) == {
+        "twice": [("error_code", UNKNOWN_SERVER_ERROR)], "acquire mode 2": [("error_code", UNKNOWN_SERVER_ERROR)],
+        "state never set": failed}
+
+
+def _sessions(side: Any) -> dict[str, Any]:
+    """A session's partitions a broker cannot serve stay in it, answered with their error in each response;
+    acknowledgements answered from KafkaApis' maps."""
+    topic = side.create_topic(f"sfz-{uuid.uuid4().hex[:8]}", 2)
+    wire = wirefuzz.Wire(side.raw.port, timeout=10)
+    try:
+        _ready(wire, topic)
+        topic_id = wire.call(3, 12, wirefuzz.build(3, 12, {"topics": [{"name": topic}],
+                                                           "allow_auto_topic_creation": False}, {})).topics[0].topic_id
+        unknown = uuid.UUID(int=12345)
+        group = f"sfz-{uuid.uuid4().hex[:8]}"
+        bad = {"first_offset": 5, "last_offset": 0, "acknowledge_types": [1]}
+        good = {"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}
+        return {
+            "open": _fetch(wire, group, 0, [_partitions(topic_id, 0, 7), _partitions(unknown, 1)]),
+            "next": _fetch(wire, group, 1, []),
+            "added": _fetch(wire, group, 2, [_partitions(topic_id, 1)], forgotten_topics_data=[
+                {"topic_id": unknown, "partitions": [1]}]),
+            # a partition with batches, then without: its last occurrence counts, and with nothing acknowledged
+            # the partitions without batches are not answered
+            "acknowledge": _codes(wire, 79, 2, {"group_id": group, "member_id": "sfz-member",
+                                                "share_session_epoch": 3, "is_renew_ack": False, "topics": [
+                {"topic_id": topic_id, "partitions": [
+                    {"partition_index": 0, "acknowledgement_batches": [good]},
+                    {"partition_index": 1, "acknowledgement_batches": [bad]},
+                    {"partition_index": 0, "acknowledgement_batches": []},
+                    {"partition_index": 7, "acknowledgement_batches": []}]}]}),
+            "acknowledge in a fetch": _fetch(wire, group, 4, [_partitions(topic_id, 0, acks=(good,))]),
+            "final": _fetch(wire, group, -1, []),
+        }
+    finally:
+        wire.close()
+
+
+def test_share_sessions_answer_as_kafka(chronolog_side, kafka_side):
+    p, ack = "responses.partitions.error_code", "responses.partitions.acknowledge_error_code"
+    ok = [("error_code", 0)]
+    assert _sessions(chronolog_side) == _sessions(kafka_side) == {
+        "open": ok + [(ack, 0)] * 2 + [(p, 3), (p, 100)],
+        "next": ok + [(ack, 0)] * 2 + [(p, 3), (p, 100)],
+        "added": ok + [(ack, 0)] + [(p, 3)],
+        "acknowledge": ok + [(p, 3), (p, 42)],
+        # partition 7 answered with its error; 0 with its acknowledgement's (no share-partition: nothing fetched)
+        "acknowledge in a fetch": ok + [(ack, 0), (ack, 3), (p, 0), (p, 3)],
+        "final": ok,
+    }

@@ -716,12 +716,15 @@ def _fix_share_session(v: dict, version: int, rng: random.Random, pools: Pools) 
 
 
 def _fix_share_fetch(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
-    """ShareFetch names no share group: Kafka 4.4 reads a share-partition's state when a share group's
-    partition is first fetched, asynchronously, and answers UNKNOWN_SERVER_ERROR for one whose state it
-    cannot read (never set, or deleted by DeleteShareGroupOffsets while its broker still holds it), at a
-    moment that depends on that read (the share groups' own tests wait for it). Also left out, pinned by
+    """ShareFetch reads no share-partition state: Kafka 4.4 reads a partition's state when it is first
+    fetched, asynchronously, and answers UNKNOWN_SERVER_ERROR for one whose state it cannot read (any group's
+    partition that no member was assigned nor AlterShareGroupOffsets set, or one whose state
+    DeleteShareGroupOffsets deleted while its broker still holds it) at a moment that depends on that read.
+    So no share group is named, and MaxRecords or MaxBytes is 0 (SharePartitionManager then reads nothing;
+    the share groups' own tests fetch records, waiting for Kafka). Also left out, pinned by
     tests/differential/test_share_fuzzed.py: a new session (epoch 0) naming a partition twice, and an acquire
     mode other than 0 and 1 (Kafka 4.4: UNKNOWN_SERVER_ERROR)."""
+    v[rng.choice(["max_records", "max_bytes"])] = 0
     if "share_acquire_mode" in v:
         v["share_acquire_mode"] = rng.choice([0, 1])
     if v["share_session_epoch"] == 0:

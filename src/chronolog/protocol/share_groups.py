@@ -105,15 +105,32 @@ class _SessionError(Exception):
         self.code = code
 
 
-def _session(ctx: RequestContext, group_id: str, member_id: str, epoch: int, *, opening: bool) -> Any:
-    """ShareSessionCache: epoch 0 opens a session (ShareFetch only), -1 closes it, any other must be the
-    session's next epoch."""
+# A partition of a request or session: (topic key, index), the topic key its name, or ("", id) for a topic id
+# the broker does not know (Kafka's TopicIdPartition with a null name, apart by its id).
+Key = tuple[Any, int]
+
+
+def _key(ctx: RequestContext, topic_id: Any, index: int) -> tuple[Key, str | None]:
+    name = ctx.state.topic_name(topic_id)
+    return (name if name is not None else ("", topic_id), int(index)), name
+
+
+def _topic_id(ctx: RequestContext, topic: Any) -> Any:
+    return topic_uuid(ctx, topic) if isinstance(topic, str) else topic[1]
+
+
+def _session(ctx: RequestContext, group_id: str, member_id: str, epoch: int, *, opening: bool,
+             asked: list[Key] | tuple = (), forgotten: list[Key] | tuple = ()) -> Any:
+    """ShareSessionCache: epoch 0 opens a session with the request's partitions (ShareFetch only), -1 ends
+    it, any other must be the session's next epoch: its partitions are updated, those new to it answered
+    in the next response (SharePartitionManager.newContext, ShareSession.update)."""
     from_cache = _shares(ctx).sessions
     key = (group_id, member_id)
     if epoch == 0:
         if not opening:
             raise _SessionError(ErrorCode.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a session")
         session = _shares(ctx).open_session(group_id, member_id)
+        session.partitions.update(dict.fromkeys(asked, False))
         if ctx.connection is not None:
             session.owner = ctx.connection
             ctx.connection.closers[("share session", key)] = lambda: _disconnected(ctx, key, session)
@@ -126,6 +143,10 @@ def _session(ctx: RequestContext, group_id: str, member_id: str, epoch: int, *, 
     if epoch != session.epoch:
         raise _SessionError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
                             f"Expected epoch {session.epoch} but got {epoch}")
+    for k in asked:
+        session.partitions.setdefault(k, True)
+    for k in forgotten:
+        session.partitions.pop(k, None)
     session.epoch = 1 if session.epoch == INT32_MAX else session.epoch + 1
     return session
 
@@ -147,56 +168,82 @@ def _close(ctx: RequestContext, group_id: str, member_id: str) -> None:
         shares.release_member(group, member_id)
 
 
-def _acknowledge(ctx: RequestContext, group_id: str, member_id: str, name: str | None, topic_id: Any,
-                 partition: int, batches: Any, renew: bool = True) -> tuple[int, str | None]:
-    if name is None:  # an unknown topic id before the batches are looked at, as KafkaApis does
-        return ErrorCode.UNKNOWN_TOPIC_ID, None
-    bad = _bad_batches(batches, renew)
-    if bad is not None:
-        return ErrorCode.INVALID_REQUEST, bad
-    if not ctx.allowed("read", "topic", name):
-        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
-    if not _hosted(ctx, name, partition):
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
-    if not batches:  # nothing to acknowledge of a partition that exists: done
-        return 0, None
-    group = _shares(ctx).groups.get(group_id)
-    if group is None or (name, partition) not in group.partitions:
-        # SharePartitionManager.acknowledge: no share-partition of the group (nothing fetched) is unknown
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
-    try:
-        _shares(ctx).acknowledge(group_id, member_id, name, partition,
-                                 [(int(b.first_offset), int(b.last_offset), [int(t) for t in b.acknowledge_types])
-                                  for b in batches])
-    except Exception as exc:
-        return _code(exc)
-    return 0, None
+def _invalid(req: Any) -> tuple[int, str | None] | None:
+    """KafkaApis' checks before a share session is looked at, in its order: a group id, Read on the group,
+    a member id of 1-36 characters."""
+    return None if req.group_id is not None else (ErrorCode.INVALID_REQUEST, "Invalid group id in the request.")
 
 
-def _invalid(req: Any, epoch: int) -> str | None:
-    """KafkaApis' checks before a share session is looked at: a group id and a member id, RENEW only within
-    an open session."""
-    if req.group_id is None:
-        return "Group id must be set"
-    if not req.member_id:
-        return "Member id must be set"
+def _member_invalid(req: Any) -> tuple[int, str | None] | None:
+    if not req.member_id or len(req.member_id) > 36:  # KafkaApis.isMemberIdValid
+        return ErrorCode.INVALID_REQUEST, "Invalid member id in the request."
     return None
 
 
-def _bad_batches(batches: Any, renew: bool) -> str | None:
+def _bad_batches(batches: Any, renew: bool, supports_renew: bool) -> str | None:
     """KafkaApis.validateAcknowledgementBatches: ordered, non-overlapping batches whose types are one per
-    offset (or one for all) and known."""
+    offset (or one for all) and known (RENEW, 4, from v2 and in a renewing request only)."""
     last = -1
+    top = 4 if supports_renew else 3
     for b in batches:
         first, end, types = int(b.first_offset), int(b.last_offset), list(b.acknowledge_types)
         if end < first or first < last:  # (as Kafka: from -1, and a batch may start where the last ended)
             return "Invalid acknowledgement batch offsets"
         if not types or (len(types) != 1 and len(types) != end - first + 1):
             return "Invalid acknowledgement types"
-        if any(t not in (0, 1, 2, 3, 4) or (t == 4 and not renew) for t in types):
+        if any(t < 0 or t > top for t in types) or (4 in types and not renew):
             return "Invalid acknowledgement type"
         last = end
     return None
+
+
+def _acknowledgements(ctx: RequestContext, group_id: str, member_id: str, topics: Any, *, renew: bool,
+                      supports_renew: bool) -> dict[Key, tuple[int, str | None]]:
+    """KafkaApis.handleAcknowledgements over the request's partitions: a topic id the broker does not know
+    UNKNOWN_TOPIC_ID for each of its partitions; a known partition once, with its last occurrence's
+    batches, checked (INVALID_REQUEST), authorized, hosted (UNKNOWN_TOPIC_OR_PARTITION); then those with
+    batches go to SharePartitionManager.acknowledge, and those without are answered (NONE) only when some
+    partition did."""
+    erroneous: dict[Key, tuple[int, str | None]] = {}
+    data: dict[Key, tuple[str, Any]] = {}
+    for t in topics:
+        for p in t.partitions:
+            key, name = _key(ctx, t.topic_id, p.partition_index)
+            if name is None:
+                erroneous[key] = (ErrorCode.UNKNOWN_TOPIC_ID, None)
+            else:
+                data[key] = (name, p.acknowledgement_batches)
+    interested, empty = {}, {}
+    for key, (name, batches) in data.items():
+        bad = _bad_batches(batches, renew, supports_renew)
+        if bad is not None:
+            erroneous[key] = (ErrorCode.INVALID_REQUEST, bad)
+        elif not ctx.allowed("read", "topic", name):
+            erroneous[key] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+        elif not _hosted(ctx, name, key[1]):
+            erroneous[key] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+        elif not batches:
+            empty[key] = (0, None)
+        else:
+            interested[key] = (name, batches)
+    if not interested:
+        return erroneous
+    results: dict[Key, tuple[int, str | None]] = {}
+    shares = _shares(ctx)
+    for key, (name, batches) in interested.items():
+        group = shares.groups.get(group_id)
+        if group is None or (name, key[1]) not in group.partitions:
+            # SharePartitionManager.acknowledge: no share-partition of the group (nothing fetched) is unknown
+            results[key] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+            continue
+        try:
+            shares.acknowledge(group_id, member_id, name, key[1],
+                               [(int(b.first_offset), int(b.last_offset), [int(t) for t in b.acknowledge_types])
+                                for b in batches])
+            results[key] = (0, None)
+        except Exception as exc:
+            results[key] = _code(exc)
+    return {**results, **erroneous, **empty}
 
 
 def _lock_ms(ctx: RequestContext, group_id: str | None) -> int:
@@ -208,88 +255,85 @@ def _top_error(ctx: RequestContext, code: int, message: str | None = None, group
             "acquisition_lock_timeout": _lock_ms(ctx, group_id), "responses": [], "node_endpoints": []}
 
 
-def _leader() -> dict:
-    return {"leader_id": -1, "leader_epoch": -1}
-
-
 # -- ShareFetch ---------------------------------------------------------------------------------------------
 @register(78, 1, 2)
 async def share_fetch(req: Any, ctx: RequestContext) -> dict:
-    """KafkaApis.handleShareFetchRequest + SharePartitionManager.fetchMessages: acknowledgements first, then
-    the session's partitions are fetched, acquiring records under locks, waiting up to MaxWaitMs for any."""
+    """KafkaApis.handleShareFetchRequest: the request's checks, the session (SharePartitionManager.newContext),
+    the acknowledgements, then the fetch of the session's partitions (acquiring records under locks, waiting up
+    to MaxWaitMs for any), answered as ShareSessionContext does: a new session every partition, a later
+    request those with records, an error, or new to the session."""
     group_id, member_id, epoch = req.group_id, req.member_id, int(req.share_session_epoch)
-    invalid = _invalid(req, epoch)
-    if invalid is None and epoch == 0 and any(p.acknowledgement_batches for t in req.topics for p in t.partitions):
-        invalid = "Acknowledge data present on initial epoch"
-    if invalid is None and getattr(req, "is_renew_ack", False) and epoch in (0, -1):
-        invalid = "Renew acknowledgements are not allowed in the initial or final request of a share session"
-    if invalid is None and getattr(req, "is_renew_ack", False) and (
+    renew = ctx.api_version >= 2 and bool(getattr(req, "is_renew_ack", False))
+    failed = _invalid(req)
+    if failed is None and not ctx.allowed("read", "group", group_id):
+        failed = ErrorCode.GROUP_AUTHORIZATION_FAILED, None
+    if failed is None:
+        failed = _member_invalid(req)
+    if failed is None and renew and (
             int(req.max_bytes or 0) or int(req.min_bytes or 0) or int(req.max_records or 0) or ms(req.max_wait)):
-        invalid = "maxBytes, minBytes, maxRecords and maxWaitMs must be set to 0 if isRenewAck is true"
-    if invalid is not None:
-        return _top_error(ctx, ErrorCode.INVALID_REQUEST, invalid, group_id)
-    if not ctx.allowed("read", "group", group_id):
-        return _top_error(ctx, ErrorCode.GROUP_AUTHORIZATION_FAILED, None, group_id)
+        failed = ErrorCode.INVALID_REQUEST, "maxBytes, minBytes, maxRecords and maxWaitMs must be 0 if isRenewAck is true."
+    acking = any(p.acknowledgement_batches for t in req.topics for p in t.partitions)
+    if failed is None and epoch == 0 and acking:
+        failed = ErrorCode.INVALID_REQUEST, "Acknowledge data present on initial epoch"
+    if failed is not None:
+        return _top_error(ctx, *failed, group_id)
+    asked = [_key(ctx, t.topic_id, p.partition_index)[0] for t in req.topics for p in t.partitions]
+    forgotten = [_key(ctx, f.topic_id, index)[0] for f in req.forgotten_topics_data or () for index in f.partitions]
     try:
-        session = _session(ctx, group_id, member_id, epoch, opening=True)
+        session = _session(ctx, group_id, member_id, epoch, opening=True, asked=asked, forgotten=forgotten)
     except _SessionError as exc:
         return _top_error(ctx, exc.code, str(exc), group_id)
     node = ctx.state.node_id
-    results: dict[tuple[str | None, int], dict] = {}
-    ids: dict[str | None, Any] = {}
+    results: dict[Key, dict] = {}
 
-    def entry(name: str | None, topic_id: Any, partition: int) -> dict:
-        key = name if name is not None else ("", topic_id)  # unknown topics apart, by their ids
-        ids[key] = topic_id
-        return results.setdefault((key, partition), {
-            "partition_index": partition, "error_code": 0, "error_message": None, "acknowledge_error_code": 0,
+    def entry(key: Key) -> dict:
+        return results.setdefault(key, {
+            "partition_index": key[1], "error_code": 0, "error_message": None, "acknowledge_error_code": 0,
             "acknowledge_error_message": None, "current_leader": {"leader_id": node, "leader_epoch": LEADER_EPOCH},
             "records": b"", "acquired_records": []})
 
-    # KafkaApis acknowledges only when the request carries acknowledgements, and then every partition of it
-    # but those it hosts with none: those of unknown topics UNKNOWN_TOPIC_ID, the others as
-    # SharePartitionManager.acknowledge answers
-    acking = any(p.acknowledgement_batches for t in req.topics for p in t.partitions)
-    for t in req.topics:
-        name = ctx.state.topic_name(t.topic_id)
-        for p in t.partitions:
-            index = int(p.partition_index)
+    acks = _acknowledgements(ctx, group_id, member_id, req.topics, renew=renew,
+                             supports_renew=ctx.api_version >= 2) if acking else {}
+    if epoch != -1 and not renew:
+        # the context's partitions: the request's (a new session) or the session's; the unknown, unauthorized and
+        # not hosted ones answered with their error, the others fetched
+        partitions = list(dict.fromkeys(asked)) if epoch == 0 else list(session.partitions)
+        interested = []
+        for key in partitions:
+            name = key[0] if isinstance(key[0], str) else None
             if name is None:
-                if epoch != -1 or acking:  # (the final request answers acknowledgements only)
-                    out = entry(None, t.topic_id, index)
-                    out["error_code"] = 0 if epoch == -1 else ErrorCode.UNKNOWN_TOPIC_ID
-                    if acking:
-                        out["acknowledge_error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
-                continue
-            hosted = _hosted(ctx, name, index)
-            if not hosted and (epoch != -1 or acking):
-                entry(name, t.topic_id, index)["error_code"] = 0 if epoch == -1 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            if hosted and epoch != -1:
-                session.partitions[(name, index)] = None
-            if acking and (p.acknowledgement_batches or not hosted):
-                code, message = _acknowledge(ctx, group_id, member_id, name, t.topic_id, index,
-                                             p.acknowledgement_batches, bool(getattr(req, "is_renew_ack", False)))
-                out = entry(name, t.topic_id, index)
-                out["acknowledge_error_code"], out["acknowledge_error_message"] = code, message
-            elif hosted and epoch == 0 and _assigned(ctx, group_id, name, index):
-                # a new session lists what it will fetch once the share-partition is initialized: Kafka 4.4
-                # assigns only initialized partitions, and leaves out the others (no answer yet)
-                entry(name, t.topic_id, index)
-    for f in req.forgotten_topics_data or ():
-        name = ctx.state.topic_name(f.topic_id)
-        for index in f.partitions:
-            session.partitions.pop((name, int(index)), None)
+                entry(key)["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+            elif not ctx.allowed("read", "topic", name):
+                entry(key)["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif not _hosted(ctx, name, key[1]):
+                entry(key)["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                interested.append(key)
+                if epoch == 0 and _assigned(ctx, group_id, name, key[1]):
+                    # a new session lists what it will fetch once the share-partition is initialized: Kafka 4.4
+                    # assigns only initialized partitions, and leaves out the others (no answer yet)
+                    entry(key)
+        if interested:
+            await _fetch(req, ctx, group_id, member_id, interested, entry)
+        if epoch != 0:  # ShareSessionContext.updateAndGenerateResponseData's PartitionIterator
+            for key in list(results):
+                out = results[key]
+                must = bool(out["records"]) or bool(session.partitions.get(key)) or bool(out["error_code"])
+                if key in session.partitions:
+                    session.partitions[key] = bool(out["error_code"])
+                if not must:
+                    del results[key]
+    for key, (code, message) in acks.items():
+        out = entry(key)
+        out["acknowledge_error_code"], out["acknowledge_error_message"] = code, message
     if epoch == -1:
         _close(ctx, group_id, member_id)
-    elif not getattr(req, "is_renew_ack", False):
-        await _fetch(req, ctx, group_id, member_id, session, entry)
     responses: dict[Any, list[dict]] = {}
-    for (key, _index), out in results.items():
-        responses.setdefault(key, []).append(out)
+    for (topic, _index), out in results.items():
+        responses.setdefault(topic, []).append(out)
     return {"throttle_time": 0, "error_code": 0, "error_message": None,
             "acquisition_lock_timeout": _lock_ms(ctx, group_id),
-            "responses": [{"topic_id": topic_uuid(ctx, key) if isinstance(key, str) else ids[key], "partitions": parts}
-                          for key, parts in responses.items()],
+            "responses": [{"topic_id": _topic_id(ctx, topic), "partitions": parts} for topic, parts in responses.items()],
             "node_endpoints": []}
 
 
@@ -306,24 +350,25 @@ def _initialized(ctx: RequestContext, group_id: str, name: str, index: int) -> b
     return group is not None and ((name, index) in group.partitions or _assigned(ctx, group_id, name, index))
 
 
-async def _fetch(req: Any, ctx: RequestContext, group_id: str, member_id: str, session: Any, entry: Any) -> None:
+async def _fetch(req: Any, ctx: RequestContext, group_id: str, member_id: str, interested: list[Key],
+                 entry: Any) -> None:
+    """SharePartitionManager.fetchMessages over the hosted, authorized partitions of the context."""
     shares = _shares(ctx)
     deadline = time.monotonic() + ms(req.max_wait) / 1000.0
     max_records = int(getattr(req, "max_records", 0) or 0) or 500
     strict = int(getattr(req, "share_acquire_mode", 0)) == ACQUIRE_RECORD_LIMIT
+    keys = [(name, index) for name, index in interested]
     while True:
         left_records = max_records
         left_bytes = int(req.max_bytes) if req.max_bytes is not None else INT32_MAX
         got = False
-        for name, index in list(session.partitions):
+        for key in list(keys):
+            name, index = key
             if left_records <= 0 or left_bytes <= 0:
                 break
-            if not ctx.log_manager.has_topic(name) or index >= ctx.log_manager.topics()[name]:
-                entry(name, None, index)["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                session.partitions.pop((name, index), None)
-                continue
-            if not ctx.allowed("read", "topic", name):
-                entry(name, topic_uuid(ctx, name), index)["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            if not _hosted(ctx, name, index):  # deleted while waiting
+                entry(key)["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                keys.remove(key)
                 continue
             if not _initialized(ctx, group_id, name, index):
                 continue
@@ -331,10 +376,10 @@ async def _fetch(req: Any, ctx: RequestContext, group_id: str, member_id: str, s
                 acquired, data = shares.acquire(group_id, member_id, name, index, max_records=left_records,
                                                 max_bytes=left_bytes, strict=strict)
             except Exception as exc:
-                entry(name, topic_uuid(ctx, name), index)["error_code"] = _code(exc)[0]
+                entry(key)["error_code"] = _code(exc)[0]
                 continue
             if acquired:
-                out = entry(name, topic_uuid(ctx, name), index)
+                out = entry(key)
                 out["records"] = bytes(out["records"]) + data if out["records"] else data
                 out["acquired_records"] = list(out["acquired_records"]) + [
                     {"first_offset": a, "last_offset": z, "delivery_count": c} for a, z, c in acquired]
@@ -342,10 +387,10 @@ async def _fetch(req: Any, ctx: RequestContext, group_id: str, member_id: str, s
                 left_bytes -= len(data)
                 got = True
         now = time.monotonic()
-        if got or now >= deadline or not session.partitions:
+        if got or now >= deadline or not keys:
             return
         timeout = deadline - now
-        locks = shares.next_deadline(group_id, list(session.partitions))
+        locks = shares.next_deadline(group_id, keys)
         if locks is not None:
             timeout = max(0.0, min(timeout, locks - now + 0.001))
         await shares.wait(timeout, ctx.state.data_waiters)
@@ -357,44 +402,30 @@ def share_acknowledge(req: Any, ctx: RequestContext) -> dict:
     """KafkaApis.handleShareAcknowledgeRequest: acknowledgements within an open session; epoch -1 also
     closes it."""
     group_id, member_id, epoch = req.group_id, req.member_id, int(req.share_session_epoch)
-    invalid = _invalid(req, epoch)
-    if invalid is not None:
-        return _top_error(ctx, ErrorCode.INVALID_REQUEST, invalid, group_id)
-    if not ctx.allowed("read", "group", group_id):
-        return _top_error(ctx, ErrorCode.GROUP_AUTHORIZATION_FAILED, None, group_id)
+    failed = _invalid(req)
+    if failed is None and not ctx.allowed("read", "group", group_id):
+        failed = ErrorCode.GROUP_AUTHORIZATION_FAILED, None
+    if failed is None:
+        failed = _member_invalid(req)
+    if failed is not None:
+        return _top_error(ctx, *failed, group_id)
     try:
-        _session(ctx, group_id, member_id or "", epoch, opening=False)
+        _session(ctx, group_id, member_id, epoch, opening=False)
     except _SessionError as exc:
         return _top_error(ctx, exc.code, str(exc), group_id)
     node = ctx.state.node_id
-    renew = bool(getattr(req, "is_renew_ack", False))
-    # KafkaApis' maps: an unknown topic's partitions UNKNOWN_TOPIC_ID and a known one's partitions that are
-    # malformed or not hosted, each once (a known one with its last occurrence's batches); the hosted ones
-    # only when any of them has something to acknowledge
-    acking = any(p.acknowledgement_batches for t in req.topics for p in t.partitions
-                 if (name := ctx.state.topic_name(t.topic_id)) is not None and _hosted(ctx, name, int(p.partition_index)))
-    asked: dict[tuple[Any, int], tuple[str | None, Any, Any]] = {}
-    for t in req.topics:
-        name = ctx.state.topic_name(t.topic_id)
-        for p in t.partitions:
-            key = (name if name is not None else ("", t.topic_id), int(p.partition_index))
-            if name is None and key in asked:
-                continue
-            asked.pop(key, None)
-            asked[key] = (name, t.topic_id, p.acknowledgement_batches)
+    acks = _acknowledgements(ctx, group_id, member_id, req.topics, renew=ctx.api_version >= 2 and bool(
+        getattr(req, "is_renew_ack", False)), supports_renew=ctx.api_version >= 2)
     by_topic: dict[Any, dict] = {}
-    for (topic_key, index), (name, topic_id, batches) in asked.items():
-        if name is not None and not acking and _hosted(ctx, name, index):
-            continue
-        code, message = _acknowledge(ctx, group_id, member_id, name, topic_id, index, batches, renew)
-        by_topic.setdefault(topic_key, {"topic_id": topic_id, "partitions": []})["partitions"].append(
+    for (topic, index), (code, message) in acks.items():
+        by_topic.setdefault(topic, {"topic_id": _topic_id(ctx, topic), "partitions": []})["partitions"].append(
             {"partition_index": index, "error_code": code, "error_message": message,
              "current_leader": {"leader_id": node, "leader_epoch": LEADER_EPOCH}})
-    responses = list(by_topic.values())
     if epoch == -1:
         _close(ctx, group_id, member_id)
     return {"throttle_time": 0, "error_code": 0, "error_message": None,
-            "acquisition_lock_timeout": _lock_ms(ctx, group_id), "responses": responses, "node_endpoints": []}
+            "acquisition_lock_timeout": _lock_ms(ctx, group_id), "responses": list(by_topic.values()),
+            "node_endpoints": []}
 
 
 # -- share-group offsets (KIP-932's admin APIs) ----------------------------------------------------------------

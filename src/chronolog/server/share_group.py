@@ -89,8 +89,10 @@ class ShareGroup:
 
 @dataclass
 class ShareSession:
-    """ShareSessionCache's entry: the partitions a member fetches, and the epoch its next request carries."""
-    partitions: dict[tuple[str, int], None] = field(default_factory=dict)
+    """ShareSessionCache's entry: the partitions a member fetches, and the epoch its next request carries.
+    A partition is (topic name, or ("", id) for a topic id the broker does not know; index), mapped to
+    whether the next response must name it (CachedSharePartition.requiresUpdateInResponse)."""
+    partitions: dict[tuple[Any, int], bool] = field(default_factory=dict)
     epoch: int = 1
     owner: Any = None  # the connection that opened it: its close ends the session, as in Kafka 4.4
 
