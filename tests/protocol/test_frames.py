@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from chronolog.server.frames import SCRATCH_BYTES, SMALL_FRAME, FrameReader, FrameSizeError
+from chronolog.server.frames import SCRATCH_BYTES, SMALL_FRAME, FramePool, FrameReader, FrameSizeError
 
 
 def _serve(script, client) -> list:
@@ -191,3 +191,48 @@ def test_the_reader_is_only_a_buffered_protocol():
 
     reader = asyncio.run(make())
     assert isinstance(reader, asyncio.BufferedProtocol) and not isinstance(reader, asyncio.Protocol)
+
+
+def test_a_large_frame_buffer_is_reused_only_once_nothing_holds_it():
+    """FramePool: the frames of a connection come back whole whether their buffer is new or reused; a
+    frame (or a view of it, as the Produce reader hands storage) still held is never written into."""
+    first, second, third = (bytes([n]) * (3 * SMALL_FRAME + n) for n in (1, 2, 3))
+    pool = FramePool()
+    got: list = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+
+        async def serve(frames: FrameReader) -> None:
+            kept = await frames.read_frame(0, 1 << 30)
+            view = memoryview(kept)[10:20]  # held, as a slice of a Produce's records would be
+            got.append(bytes(kept))
+            frame = await frames.read_frame(0, 1 << 30)
+            got.append((frame is kept, bytes(frame)))
+            second_id = id(frame)  # the pool holds it: the id stays this object's
+            del frame
+            frame = await frames.read_frame(0, 1 << 30)
+            got.append((frame is not kept, id(frame) == second_id, bytes(frame)))
+            got.append(bytes(view))
+
+        reader = FrameReader(loop, serve)
+        reader.connection_made(_Transport())
+        for f in (first, second, third):
+            _feed(reader, struct.pack(">i", len(f)) + f[:1000])
+            for _ in range(3):
+                await asyncio.sleep(0)  # the reader takes the prefix and starts filling the large frame
+            _feed(reader, f[1000:])
+            for _ in range(3):
+                await asyncio.sleep(0)
+        await asyncio.wait_for(reader.task, 5)
+
+    import chronolog.server.frames as frames_module
+
+    saved, frames_module.POOL = frames_module.POOL, pool
+    try:
+        asyncio.run(main())
+    finally:
+        frames_module.POOL = saved
+    assert got == [first, (False, second), (True, True, third), first[10:20]]
+    buf = pool.take(len(first))  # nothing holds the pooled buffers now: one comes back, resized
+    assert len(buf) == len(first) and any(b is buf for b in pool._buffers)
