@@ -19,6 +19,10 @@ alike; each run is one client against one broker, the other idle. The steps:
 - consume the acks=1 topic back through confluent-kafka from offset 0, again and again until at least
   `consume_seconds` have passed (a single read of a few hundred MB takes well under a second and varies
   threefold), MB/s, median of `runs`;
+- the same produce and consume through kcat (librdkafka from C, no Python loop per record): `kcat -P -l` of
+  a file of the same records (a new topic each run; kcat's start included), and `kcat -C -e -o beginning`
+  of the acks=1 topic to /dev/null, one kcat after another until `consume_seconds` have passed, MB/s,
+  median of `runs`; beside them kcat -P against librdkafka's mock broker in the kcat process (its ceiling);
 - the broker alone, the client's per-record work taken away: one prebuilt batch of 1,000 x 1 KiB sent again
   and again in raw Produce requests (5 in flight, as the Java producer), then that topic read back with raw
   1 MiB Fetches one at a time (as the Java consumer), MB/s, median of `runs`;
@@ -168,9 +172,13 @@ def cpu_tree_s(pid: int) -> float:
 
 
 def cpu_self_s() -> float:
-    """User + system CPU seconds of this process so far: the Python loop and librdkafka's threads."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    """User + system CPU seconds of this process and of its children that have ended, so far: the Python
+    loop and librdkafka's threads, a kcat, a perf tool's JVM (the brokers run until the end)."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
 
 
 def rss_tree_mb(pid: int) -> float:
@@ -276,6 +284,53 @@ def consume_passes(bootstrap: str, topic: str, count: int, min_seconds: float) -
                 return nbytes / elapsed / 1e6, nbytes
     finally:
         c.close()
+
+
+# kcat with the settings of the Python loops above: the same batches, and no 500 ms wait for the empty
+# Fetch at the log end that ends each `kcat -e` (a fixed cost per pass on both brokers that dilutes a ratio);
+# Debian's kcat has librdkafka 2.0, before `fetch.queue.backoff.ms` (its queue-full wait is shorter).
+KCAT_PRODUCE = ["-X", "linger.ms=5", "-X", "batch.size=1000000", "-X", "acks=1",
+                "-X", "queue.buffering.max.messages=1000000"]
+KCAT_CONSUME = ["-X", "fetch.wait.max.ms=10", "-X", "fetch.max.bytes=52428800",
+                "-X", "max.partition.fetch.bytes=10485760"]
+
+
+def kcat_lines(path: Path, count: int) -> Path:
+    """A file of `count` lines of 1 KiB (printable, so that no record holds a newline): kcat -P's records."""
+    rng = random.Random(1)
+    path.write_bytes((bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(SIZE)) + b"\n") * count)
+    return path
+
+
+def kcat_produce_mb_s(bootstrap: str | None, topic: str, lines: Path, count: int) -> float:
+    """`kcat -P -l` of `lines` (`count` records of 1 KiB) to partition 0, acks=1, kcat's start included:
+    MB/s. With no bootstrap, to librdkafka's mock broker inside the kcat process: the client's ceiling."""
+    where = ["-b", bootstrap] if bootstrap else ["-b", "127.0.0.1:1", "-X", "test.mock.num.brokers=1"]
+    start = time.perf_counter()
+    out = subprocess.run(["kcat", "-P", *where, "-t", topic, "-p", "0", "-l", str(lines), *KCAT_PRODUCE],
+                         capture_output=True, timeout=WAIT)
+    elapsed = time.perf_counter() - start
+    if out.returncode != 0:
+        raise RuntimeError(f"kcat -P: exit {out.returncode}: {out.stderr[-500:]!r}")
+    return count * SIZE / elapsed / 1e6
+
+
+def kcat_consume_passes(bootstrap: str, topic: str, count: int, min_seconds: float) -> tuple[float, int]:
+    """`kcat -C -e -o beginning` of partition 0 to /dev/null, one kcat after another until at least
+    `min_seconds` have passed, each kcat's start included (a pass of a few hundred MB takes a few tenths
+    of a second): (MB/s of record values, their bytes). Not quiet (-q): kcat's "Reached end ... at offset
+    N" line on stderr shows that each pass read all `count` records."""
+    nbytes, elapsed = 0, 0.0
+    while elapsed < min_seconds:
+        start = time.perf_counter()
+        with open(os.devnull, "wb") as sink:
+            out = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-p", "0", "-o", "beginning", "-e",
+                                  *KCAT_CONSUME], stdout=sink, stderr=subprocess.PIPE, timeout=WAIT)
+        elapsed += time.perf_counter() - start
+        if out.returncode != 0 or f"at offset {count}".encode() not in out.stderr:
+            raise RuntimeError(f"kcat -C: exit {out.returncode}, not at offset {count}: {out.stderr[-500:]!r}")
+        nbytes += count * SIZE
+    return nbytes / elapsed / 1e6, nbytes
 
 
 RAW_BATCH = 1000  # records of 1 KiB per batch: what librdkafka sends with batch.size 1000000
@@ -680,6 +735,22 @@ def run_both(brokers: dict[str, Broker], s: Setting) -> dict[str, dict[str, floa
         each("produce_all", produce_run("all"))
         each("consume", lambda broker, run: consume_passes(broker.bootstrap, "load-1-0", s.records,
                                                            s.consume_seconds))
+        if shutil.which("kcat"):
+            lines = kcat_lines(Path(tempfile.mkdtemp()) / "lines", s.records)
+            try:
+                def kcat_produce_run(broker: Broker, run: int) -> tuple[float, int]:
+                    create(broker.bootstrap, f"kcat-{run}")
+                    figure = kcat_produce_mb_s(broker.bootstrap, f"kcat-{run}", lines, s.records)
+                    delete(broker.bootstrap, f"kcat-{run}")
+                    return figure, s.records * SIZE
+
+                each("kcat_produce", kcat_produce_run)
+                out["ceiling"]["kcat_produce"] = statistics.median(
+                    kcat_produce_mb_s(None, "ceiling", lines, s.records) for _ in range(s.runs))
+            finally:
+                shutil.rmtree(lines.parent, ignore_errors=True)
+            each("kcat_consume", lambda broker, run: kcat_consume_passes(broker.bootstrap, "load-1-0", s.records,
+                                                                         s.consume_seconds))
         for name, broker in brokers.items():
             out[name]["loaded_rss"] = rss_tree_mb(broker.proc.pid)
 
@@ -799,6 +870,20 @@ def main() -> None:
     row("  broker CPU per GB consumed, s", "consume_cpu", "{:.2f}", "-")
     row("  client CPU per GB consumed (the Python loop and librdkafka), s", "consume_client_cpu", "{:.2f}", "-")
     cpu_bound("consume")
+    if "kcat_produce" in ours:
+        row(f"produce {s.records:,} x 1 KiB, kcat -P -l (librdkafka in C), acks=1, MB/s", "kcat_produce", "{:.0f}",
+            ">= 1.5x")
+        row("  broker CPU per GB produced, s", "kcat_produce_cpu", "{:.2f}", "-")
+        row("  kcat's CPU per GB produced, s", "kcat_produce_client_cpu", "{:.2f}", "-")
+        cpu_bound("kcat_produce")
+        ceiling = results["ceiling"]["kcat_produce"]
+        rows.append(("  client ceiling: the same kcat -P to librdkafka's mock broker in the kcat process, MB/s",
+                     f"{ceiling:.0f}", "-", f"{ceiling / theirs['kcat_produce']:.2f}x", "(the most any broker reaches)"))
+        row(f"consume {mb} MB, kcat -C -e to /dev/null, passes >= {s.consume_seconds:g} s, MB/s", "kcat_consume",
+            "{:.0f}", ">= 1.5x")
+        row("  broker CPU per GB consumed, s", "kcat_consume_cpu", "{:.2f}", "-")
+        row("  kcat's CPU per GB consumed, s", "kcat_consume_client_cpu", "{:.2f}", "-")
+        cpu_bound("kcat_consume")
     row("RSS after that load, process tree, MB", "loaded_rss", "{:.0f}", "<= 0.15x")
     row(f"the broker alone: raw Produce of a prebuilt {RAW_BATCH:,}-record batch, {RAW_IN_FLIGHT} in flight, MB/s",
         "raw_produce", "{:.0f}", "-")
@@ -808,9 +893,11 @@ def main() -> None:
     row("  broker CPU per GB fetched, s", "raw_fetch_cpu", "{:.2f}", "-")
     row(f"kafka-producer-perf-test {s.perf_records:,} x 1 KiB acks=1, MB/sec", "perf_produce", "{:.1f}", ">= 1.5x")
     row("  broker CPU per GB produced (the tool's JVM start included), s", "perf_produce_cpu", "{:.2f}", "-")
+    row("  the tool's CPU per GB produced (its JVM), s", "perf_produce_client_cpu", "{:.2f}", "-")
     row("kafka-consumer-perf-test, fetch.MB.sec", "perf_consume", "{:.1f}", ">= 1.5x")
     row("  broker CPU per GB consumed (the tool's JVM start and group join included), s", "perf_consume_cpu",
         "{:.2f}", "-")
+    row("  the tool's CPU per GB consumed (its JVM), s", "perf_consume_client_cpu", "{:.2f}", "-")
     row(f"ListOffsets by time p50 over {s.lookups} late records, ms", "lookup_p50", "{:.2f}", "<= 0.8x")
     rows.append((f"  answers equal to brute force, of {s.lookups}", str(int(ours["exact"])), str(int(theirs["exact"])),
                  "-", "all exact"))
