@@ -4,6 +4,7 @@ change to the broker, the Kafka fixture or the clients cannot break `make bench`
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,5 +32,8 @@ def test_bench_kafka_runs_in_its_tiny_setting():
                   "the broker alone: raw Fetch", "kafka-consumer-perf-test", "ListOffsets by time p50", "SIGKILL, 4 MiB",
                   "SIGKILL, 20 partitions", "  exec -> the last partition's record fetched"):
         assert any(line.startswith(label) for line in lines), (label, out)
+    if shutil.which("kcat"):  # librdkafka from C beside the Python client
+        for label in ("produce 3,000 x 1 KiB, kcat -P", "consume 3 MB, kcat -C -e"):
+            assert any(line.startswith(label) for line in lines), (label, out)
     exact = next(line for line in out.splitlines() if "answers equal to brute force" in line).split()
     assert exact[-5:-3] == ["20", "20"], out  # both brokers answer every late lookup exactly
