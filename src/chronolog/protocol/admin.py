@@ -482,9 +482,7 @@ def _alter(ctx: RequestContext, req: Any, incremental: bool) -> dict:
                 group_configs.alter(ctx, r, incremental, bool(req.validate_only),
                                     _controller_order(r.configs) if incremental else list(r.configs))
                 continue
-            if r.resource_type == BROKER_RESOURCE:  # ControllerApis authorizes it, the controller applies it
-                if not ctx.allowed("alter_configs", "cluster", "kafka-cluster"):
-                    raise KafkaError("Cluster authorization failed.", code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            if r.resource_type == BROKER_RESOURCE:  # the controller applies it
                 broker_configs.refuse_changes(r, incremental, ConfigView(ctx.broker_config).dynamic_default)
                 continue
             overrides = _altered(ctx, r, incremental)
@@ -538,6 +536,8 @@ def _preprocess(ctx: RequestContext, r: Any, incremental: bool, seen: list[tuple
     if nulls:
         raise InvalidRequestError(f"Null value not supported for : {', '.join(nulls)}")
     if r.resource_type == BROKER_RESOURCE:
+        if not ctx.allowed("alter_configs", "cluster", "kafka-cluster"):  # before the node id and the values
+            raise KafkaError("Cluster authorization failed.", code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         if r.resource_name:
             _broker_id(ctx, r.resource_name, describing=False)
         broker_configs.preprocess(r, incremental)
