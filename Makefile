@@ -63,7 +63,11 @@ jars: $(JARS)/.stamp $(SPARK_KAFKA)/.stamp
 franzgo: $(STAMP)
 	@command -v go >/dev/null 2>&1 || exit 0; $(PY) -m tests.compat.franz_go --build || true
 
-install: $(STAMP) bytecode sysdeps nodedeps faustdeps quixdeps jars franzgo
+# The venv and the system packages first (Maven may come from apt), then the rest side by side: they wait on
+# the network, Maven and the Go compiler rather than on each other, and a fresh clone sets up minutes sooner.
+install:
+	@$(MAKE) --no-print-directory -j2 $(STAMP) sysdeps
+	@$(MAKE) --no-print-directory -j6 bytecode nodedeps faustdeps quixdeps jars franzgo
 
 # The suite's tiers (docs/testing.md, "This repository's suite"): `make test` is what CI runs, within 15
 # minutes on two cores; `make test-long` runs the same tests with their full seed counts, kills and load
