@@ -227,10 +227,13 @@ def _sessions(side: Any) -> dict[str, Any]:
         group = f"sfz-{uuid.uuid4().hex[:8]}"
         bad = {"first_offset": 5, "last_offset": 0, "acknowledge_types": [1]}
         good = {"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}
+        # MaxRecords 0: nothing fetched, so Kafka reads no share-partition state (whose failed read it would
+        # answer UNKNOWN_SERVER_ERROR at a moment of its own, see above)
+        nothing = {"max_records": 0}
         return {
-            "open": _fetch(wire, group, 0, [_partitions(topic_id, 0, 7), _partitions(unknown, 1)]),
-            "next": _fetch(wire, group, 1, []),
-            "added": _fetch(wire, group, 2, [_partitions(topic_id, 1)], forgotten_topics_data=[
+            "open": _fetch(wire, group, 0, [_partitions(topic_id, 0, 7), _partitions(unknown, 1)], **nothing),
+            "next": _fetch(wire, group, 1, [], **nothing),
+            "added": _fetch(wire, group, 2, [_partitions(topic_id, 1)], **nothing, forgotten_topics_data=[
                 {"topic_id": unknown, "partitions": [1]}]),
             # a partition with batches, then without: its last occurrence counts, and with nothing acknowledged
             # the partitions without batches are not answered
@@ -241,7 +244,7 @@ def _sessions(side: Any) -> dict[str, Any]:
                     {"partition_index": 1, "acknowledgement_batches": [bad]},
                     {"partition_index": 0, "acknowledgement_batches": []},
                     {"partition_index": 7, "acknowledgement_batches": []}]}]}),
-            "acknowledge in a fetch": _fetch(wire, group, 4, [_partitions(topic_id, 0, acks=(good,))]),
+            "acknowledge in a fetch": _fetch(wire, group, 4, [_partitions(topic_id, 0, acks=(good,))], **nothing),
             "final": _fetch(wire, group, -1, []),
         }
     finally:

@@ -298,6 +298,8 @@ async def share_fetch(req: Any, ctx: RequestContext) -> dict:
         # the context's partitions: the request's (a new session) or the session's; the unknown, unauthorized and
         # not hosted ones answered with their error, the others fetched
         partitions = list(dict.fromkeys(asked)) if epoch == 0 else list(session.partitions)
+        # SharePartitionManager.processShareFetch answers at once, with nothing, when MaxRecords or MaxBytes is 0
+        fetching = int(req.max_records or 0) != 0 and int(req.max_bytes or 0) != 0
         interested = []
         for key in partitions:
             name = key[0] if isinstance(key[0], str) else None
@@ -309,11 +311,11 @@ async def share_fetch(req: Any, ctx: RequestContext) -> dict:
                 entry(key)["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 interested.append(key)
-                if epoch == 0 and _assigned(ctx, group_id, name, key[1]):
+                if fetching and epoch == 0 and _assigned(ctx, group_id, name, key[1]):
                     # a new session lists what it will fetch once the share-partition is initialized: Kafka 4.4
                     # assigns only initialized partitions, and leaves out the others (no answer yet)
                     entry(key)
-        if interested:
+        if interested and fetching:
             await _fetch(req, ctx, group_id, member_id, interested, entry)
         if epoch != 0:  # ShareSessionContext.updateAndGenerateResponseData's PartitionIterator
             for key in list(results):
@@ -355,7 +357,7 @@ async def _fetch(req: Any, ctx: RequestContext, group_id: str, member_id: str, i
     """SharePartitionManager.fetchMessages over the hosted, authorized partitions of the context."""
     shares = _shares(ctx)
     deadline = time.monotonic() + ms(req.max_wait) / 1000.0
-    max_records = int(getattr(req, "max_records", 0) or 0) or 500
+    max_records = int(req.max_records)
     strict = int(getattr(req, "share_acquire_mode", 0)) == ACQUIRE_RECORD_LIMIT
     keys = [(name, index) for name, index in interested]
     while True:
