@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import sys
+import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -36,36 +37,34 @@ class FramePool:
     """Large frame buffers kept for the next large frames, as Kafka's `MemoryPool` keeps its receive
     buffers. A buffer handed out stays listed and is reused only once no one else refers to it: the request
     built on it, its records' memoryviews and anything storage kept of them are gone (CPython's reference
-    count says so exactly; a view's buffer holds a reference too). Taking one pops it first, so two event
-    loops in two threads never take the same buffer."""
+    count says so exactly; a view's buffer holds a reference too). A lock makes taking one atomic where
+    event loops run in several threads of one process."""
 
     def __init__(self, buffers: int = POOLED_BUFFERS, largest: int = POOLED_BYTES) -> None:
-        self._buffers: collections.deque[bytearray] = collections.deque()
+        self._buffers: list[bytearray] = []
         self._keep = buffers
         self._largest = largest
+        self._lock = threading.Lock()
 
     def take(self, size: int) -> bytearray:
         """A buffer of `size` bytes whose contents are stale (the caller overwrites them all)."""
-        for _ in range(len(self._buffers)):
-            try:
-                buf = self._buffers.popleft()
-            except IndexError:  # another thread took the rest
-                break
-            # references: the local name and getrefcount's argument; any other is a holder
-            free = sys.getrefcount(buf) == 2
-            self._buffers.append(buf)
-            if free:
-                if len(buf) > size:
-                    del buf[size:]  # a small shrink keeps the allocation (CPython's bytearray resize)
-                elif len(buf) < size:
-                    buf.extend(bytes(size - len(buf)))
-                return buf
+        with self._lock:
+            for buf in self._buffers:
+                # references: the list, this loop's name and getrefcount's argument; any other is a holder
+                if sys.getrefcount(buf) == 3:
+                    if len(buf) > size:
+                        del buf[size:]  # a small shrink keeps the allocation (CPython's bytearray resize)
+                    elif len(buf) < size:
+                        buf.extend(bytes(size - len(buf)))
+                    return buf
         return bytearray(size)
 
     def keep(self, buf: bytearray) -> None:
         """List `buf` (just handed out as a frame) for reuse once its frame is done with."""
-        if len(buf) <= self._largest and len(self._buffers) < self._keep and all(b is not buf for b in self._buffers):
-            self._buffers.append(buf)
+        with self._lock:
+            if len(buf) <= self._largest and len(self._buffers) < self._keep \
+                    and all(b is not buf for b in self._buffers):
+                self._buffers.append(buf)
 
 
 POOL = FramePool()
