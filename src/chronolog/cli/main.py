@@ -13,7 +13,6 @@ kcat -C. `from chronolog.cli.main import app` builds the full app when first ask
 from __future__ import annotations
 
 import importlib
-import logging
 import sys
 from typing import Any
 
@@ -57,6 +56,8 @@ def _build_app() -> Any:
             typer.echo(f"chronolog {__version__}")
             raise typer.Exit()
 
+    import logging
+
     @app.callback()
     def _root(
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Show librdkafka's log lines and debug logs."),
@@ -92,7 +93,7 @@ def main() -> None:
     """Console entry point: one clear line for expected errors, never a traceback."""
     from chronolog.errors import ChronologError
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    _when_imported("logging", _log_format)
     try:
         from chronolog.cli import fastproduce
 
@@ -118,6 +119,50 @@ def main() -> None:
         sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+def _log_format(logging: Any) -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+
+def _when_imported(name: str, then: Any) -> None:
+    """Call `then(module)` once the module `name` is imported: now if it is, else right after its first import.
+    The log format is set this way, so a command whose path never logs (`consume --format raw`) does not
+    import `logging` (with re, traceback, threading: a quarter of that command's start), and one that does
+    prints its lines as every other command does."""
+    if name in sys.modules:
+        then(sys.modules[name])
+        return
+    from importlib.machinery import PathFinder
+
+    class Then:
+        """The module's own loader, with `then` after it has run the module."""
+
+        def __init__(self, loader: Any) -> None:
+            self.loader = loader
+
+        def create_module(self, spec: Any) -> Any:
+            return self.loader.create_module(spec)
+
+        def exec_module(self, module: Any) -> None:
+            self.loader.exec_module(module)
+            then(module)
+
+        def __getattr__(self, attr: str) -> Any:  # get_source and the like, for tracebacks
+            return getattr(self.loader, attr)
+
+    class Finder:
+        @staticmethod
+        def find_spec(fullname: str, path: Any = None, target: Any = None) -> Any:
+            if fullname != name:
+                return None
+            sys.meta_path.remove(Finder)
+            spec = PathFinder.find_spec(fullname, path)
+            if spec is not None and spec.loader is not None:
+                spec.loader = Then(spec.loader)
+            return spec
+
+    sys.meta_path.insert(0, Finder)
 
 
 def _output_failed(exc: OSError) -> None:

@@ -1,20 +1,21 @@
-"""Bytes <-> records: RecordBatch v2, legacy v0/v1 message sets, compression. No files, no sockets."""
+"""Bytes <-> records: RecordBatch v2, legacy v0/v1 message sets, compression. No files, no sockets.
 
-from chronolog.records.batch import (
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    NO_TIMESTAMP,
-    Record,
-    RecordBatch,
-    SimpleRecord,
-    TimestampType,
-    crc32c,
-)
-from chronolog.records.batch_builder import build_batch
-from chronolog.records.batch_patch import set_base_offset, set_max_timestamp, set_partition_leader_epoch
-from chronolog.records.compression import CompressionType, compress, decompress
-from chronolog.records.legacy import LegacyBatch, merge_to_v2, upconvert_to_v2
-from chronolog.records.memory import AnyBatch, MemoryRecords, iter_batches
+The names below are imported from their modules when first read (PEP 562), not when the package is: a
+reader of one module (the column decoder of `consume --format raw`) does not pay for all the others."""
+
+from __future__ import annotations
+
+import importlib
+
+_WHERE = {
+    "HEADER_SIZE": "batch", "LOG_OVERHEAD": "batch", "NO_TIMESTAMP": "batch", "Record": "batch",
+    "RecordBatch": "batch", "SimpleRecord": "batch", "TimestampType": "batch", "crc32c": "batch",
+    "build_batch": "batch_builder",
+    "set_base_offset": "batch_patch", "set_max_timestamp": "batch_patch", "set_partition_leader_epoch": "batch_patch",
+    "CompressionType": "compression", "compress": "compression", "decompress": "compression",
+    "LegacyBatch": "legacy", "merge_to_v2": "legacy", "upconvert_to_v2": "legacy",
+    "AnyBatch": "memory", "MemoryRecords": "memory", "iter_batches": "memory",
+}
 
 __all__ = [
     "HEADER_SIZE", "LOG_OVERHEAD", "NO_TIMESTAMP", "AnyBatch", "CompressionType", "LegacyBatch",
@@ -22,3 +23,16 @@ __all__ = [
     "crc32c", "decompress", "iter_batches", "set_base_offset", "set_max_timestamp",
     "set_partition_leader_epoch", "upconvert_to_v2", "merge_to_v2",
 ]
+
+
+def __getattr__(name: str):
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

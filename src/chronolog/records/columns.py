@@ -33,13 +33,13 @@ from __future__ import annotations
 import struct
 from array import array
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from chronolog.errors import CorruptMessageError, InvalidRecordError
 from chronolog.native import load_native
-from chronolog.records.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, RecordBatch
-from chronolog.records.compression import DEFAULT_MAX_DECOMPRESSED, decompress
-from chronolog.records.legacy import V0_MIN, LegacyBatch
+
+# The batch, legacy and compression modules (the dataclasses and enums they define, `inspect` behind them)
+# are imported by the functions that read batches in Python: the C path of `consume --format raw` starts
+# without them.
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
@@ -226,6 +226,9 @@ class PyBuilder:
                 max_rows: int, max_bytes: int) -> tuple[int, int, object]:
         """Walks whole batches from `pos`: (position, status, next offset or -1) or, on bad input,
         (position of the bad batch, CORRUPT or INVALID, message)."""
+        from chronolog.records.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD
+        from chronolog.records.legacy import V0_MIN
+
         buf = memoryview(buf)
         limit = len(buf)
         next_offset = -1
@@ -306,18 +309,37 @@ def place_late_batches(buf, pos: int, offsets, edges, first: int, log_end: int, 
 NATIVE_COLUMNS = _NativeBuilder is not None
 
 
-@dataclass(frozen=True)
 class DecodedColumns:
     """Decoded records as column buffers (native byte order, Arrow's layouts): `bytes` from the Python
-    twin, read-only buffer objects from C that own the builder's memory (handed over without a copy)."""
+    twin, read-only buffer objects from C that own the builder's memory (handed over without a copy).
+    A plain class with slots, equal by its fields, not a dataclass: see the imports above."""
 
-    rows: int
-    offsets: bytes
-    timestamps: bytes         # epoch milliseconds
-    timestamp_types: bytes    # int32: 0 CreateTime, 1 LogAppendTime
-    keys: tuple | None
-    values: tuple | None
-    headers: tuple | None
+    __slots__ = ("rows", "offsets", "timestamps", "timestamp_types", "keys", "values", "headers")
+
+    def __init__(self, rows: int, offsets: bytes, timestamps: bytes, timestamp_types: bytes, keys: tuple | None,
+                 values: tuple | None, headers: tuple | None) -> None:
+        self.rows = rows
+        self.offsets = offsets
+        self.timestamps = timestamps            # epoch milliseconds
+        self.timestamp_types = timestamp_types  # int32: 0 CreateTime, 1 LogAppendTime
+        self.keys = keys
+        self.values = values
+        self.headers = headers
+
+    def _fields(self) -> tuple:
+        return (self.rows, self.offsets, self.timestamps, self.timestamp_types, self.keys, self.values,
+                self.headers)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]  # C's buffers are not hashable: equal by content, unhashable
+
+    def __repr__(self) -> str:
+        pairs = zip(self.__slots__, self._fields(), strict=True)
+        return "DecodedColumns(" + ", ".join(f"{k}={v!r}" for k, v in pairs) + ")"
 
     def __len__(self) -> int:
         return self.rows
@@ -411,7 +433,7 @@ class ColumnDecoder:
     def __init__(self, *, keys: bool = True, values: bool = True, headers: bool = False, start: int = 0,
                  end: int | None = None, ts_min: int | None = None, ts_max: int | None = None,
                  aborted: Iterable[tuple[int, int, int]] = (), max_rows: int = DEFAULT_MAX_ROWS,
-                 max_bytes: int = DEFAULT_MAX_BYTES, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+                 max_bytes: int = DEFAULT_MAX_BYTES, max_decompressed: int | None = None,
                  native: bool | None = None) -> None:
         use_c = _NativeBuilder is not None if native is None else native
         if use_c and _NativeBuilder is None:
@@ -425,7 +447,7 @@ class ColumnDecoder:
         self.aborted = tuple((int(p), int(f), int(last)) for p, f, last in aborted)
         self.max_rows = max_rows
         self.max_bytes = max_bytes
-        self.max_decompressed = max_decompressed
+        self.max_decompressed = max_decompressed  # None: compression.DEFAULT_MAX_DECOMPRESSED
         self._where = ("", 0)
         self.next_offset = -1  # one past the last batch walked (skipped ones included): where a fetch goes on
 
@@ -458,6 +480,12 @@ class ColumnDecoder:
 
     def _python_batch(self, buffer, pos: int) -> int:
         """A compressed v2 batch or a legacy message: decompressed here, its records to the builder."""
+        from chronolog.records.batch import HEADER, HEADER_SIZE, RecordBatch
+        from chronolog.records.compression import DEFAULT_MAX_DECOMPRESSED, decompress
+        from chronolog.records.legacy import LegacyBatch
+
+        limit = DEFAULT_MAX_DECOMPRESSED if self.max_decompressed is None else self.max_decompressed
+
         buf = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
         magic = buf[pos + 16]
         try:
@@ -467,12 +495,11 @@ class ColumnDecoder:
                 codec = batch.compression  # raises on an unknown codec
                 if not skipped_batch(h[5], h[9], h[0], self.aborted) and batch.last_offset >= self.start \
                         and h[0] < self.end:
-                    body = decompress(codec, buf[pos + HEADER_SIZE:pos + batch.size_in_bytes],
-                                      self.max_decompressed)
+                    body = decompress(codec, buf[pos + HEADER_SIZE:pos + batch.size_in_bytes], limit)
                     self.builder.body(body, h[0], h[7], h[8], h[5], h[12], self.start, self.end, self.lo, self.hi)
                 self.next_offset = batch.last_offset + 1
                 return pos + batch.size_in_bytes
-            legacy = LegacyBatch(buf, pos, self.max_decompressed)
+            legacy = LegacyBatch(buf, pos, limit)
             if legacy.offset >= self.start:  # a wrapper carries its last inner offset
                 kind = 1 if legacy.magic == 1 and legacy.attributes & 0x08 else 0
                 for rec in legacy.records():
@@ -514,6 +541,9 @@ def aborted_ranges(buffer, aborted: Iterable[tuple[int, int]]) -> tuple[tuple[in
     pairs = sorted((int(p), int(f)) for p, f in aborted)
     if not pairs:
         return ()
+    from chronolog.records.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD
+    from chronolog.records.legacy import V0_MIN
+
     buf = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
     markers: dict[int, list[int]] = {}
     pos, limit = 0, len(buf)

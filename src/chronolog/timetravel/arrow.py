@@ -19,11 +19,9 @@ lateness), or a lateness bound the caller asserts (`max_lateness_ms`, as the Spa
 from __future__ import annotations
 
 import datetime
-import logging
 import struct
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from chronolog.errors import ChronologError, CorruptMessageError, InvalidRecordError
 from chronolog.records.columns import ColumnDecoder, DecodedColumns, aborted_ranges
@@ -186,6 +184,8 @@ def check_data_loss(where: str, lost: list[str], fail: bool) -> None:
         raise ChronologError(f"{where}: data lost: {'; '.join(lost)}. The query fails because failOnDataLoss "
                              "is true (Spark's default); set the option failOnDataLoss=false to skip them with a "
                              "warning. `chronolog check --data-dir` lists every damaged range.")
+    import logging  # not at import: `consume --format raw` starts without it
+
     logging.getLogger("chronolog.spark.reading").warning(
         "%s: skipping offsets that cannot be read (failOnDataLoss=false): %s", where, "; ".join(lost))
 
@@ -266,8 +266,7 @@ def _millis(value) -> int | None:
     return parse_time(str(value))
 
 
-@dataclass(frozen=True)
-class PartitionRange:
+class PartitionRange(NamedTuple):  # not a dataclass: `consume --format raw` starts without dataclasses
     partition: int
     start: int
     end: int
@@ -430,6 +429,8 @@ def _consumer_reader(bootstrap, client_conf, topic, lo, hi, partitions, schema, 
     from chronolog.timetravel.client import ClientSource
     from chronolog.timetravel.fetcher import unsupported_options
     conf = {k: str(v) for k, v in client_conf.items() if k not in _HARMLESS}
+    import logging
+
     logging.getLogger("chronolog.timetravel.arrow").info(
         "reading %s through librdkafka: raw Fetch cannot honour %s", topic, ", ".join(unsupported_options(conf)))
     src = ClientSource(bootstrap, client_conf, timeout=min(timeout, 15.0))

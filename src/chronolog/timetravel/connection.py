@@ -1,7 +1,8 @@
 """One blocking Kafka-protocol connection, for the clients that speak the wire themselves instead of
 through librdkafka: the raw Fetch loop of the Arrow reader (`timetravel.fetcher`) and the Spark sink's
-Produce path (`spark.native_writer`). Plain TCP (PLAINTEXT) only, ApiVersions first, one request in
-flight: both callers send a request and wait for its answer before the next.
+Produce path (`spark.native_writer`), over plain TCP (PLAINTEXT); and the share and streams group requests,
+which also take TLS and SASL configs (`timetravel.secure_connection`). ApiVersions first, one request in
+flight: the callers send a request and wait for its answer before the next.
 
 A connection that cannot be made, breaks or times out raises `ConnectionLost`, a `ChronologError` that
 says "a new connection may do better": the sink retries on it, the reader reports it in one line.
@@ -42,18 +43,45 @@ def servers(bootstrap: str) -> list[tuple[str, int]]:
 
 
 class Connection:
-    """A connected socket that has asked the broker its API versions (`versions`)."""
+    """A connected socket that has asked the broker its API versions (`versions`); with `security` (client
+    configs naming a `security.protocol` other than PLAINTEXT) over TLS and/or SASL-authenticated."""
 
-    def __init__(self, host: str, port: int, timeout: float, client_id: str) -> None:
+    def __init__(self, host: str, port: int, timeout: float, client_id: str, security: dict | None = None) -> None:
         self.where = f"{host}:{port}"
+        proto = "plaintext"
+        if security:
+            from chronolog.timetravel.secure_connection import security_protocol
+            proto = security_protocol(security)
         try:
-            self.sock = socket.create_connection((host, port), timeout=timeout)
+            # an ASCII name as bytes: getaddrinfo encodes a str with the idna codec, whose import (stringprep,
+            # unicodedata) costs a raw consume a tenth of its start; the name is the same either way
+            self.sock = socket.create_connection((host.encode() if host.isascii() else host, port), timeout=timeout)
         except OSError as exc:
             raise ConnectionLost(f"cannot connect to {self.where}: {exc.strerror or exc}") from None
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.client_id = client_id
         self.correlation = 0
-        self.versions = self.call([fc.api_versions_request(self.next_id(), client_id)], fc.read_api_versions)
+        if proto != "plaintext":
+            self._secure(host, proto, security or {})
+        else:
+            self.versions = self.call([fc.api_versions_request(self.next_id(), client_id)], fc.read_api_versions)
+
+    def _secure(self, host: str, proto: str, conf: dict) -> None:
+        """TLS, ApiVersions and SASL as Kafka's client orders them; one line (and the socket closed) if any fails."""
+        from chronolog.timetravel.secure_connection import authenticate, wrap_tls
+        try:
+            if proto.endswith("ssl"):
+                try:
+                    self.sock = wrap_tls(self.sock, host, conf)
+                except OSError as exc:  # ssl.SSLError included: a bad CA, a name that does not match
+                    raise ConnectionLost(f"TLS to {self.where} failed: {exc}") from None
+            self.versions = self.call([fc.api_versions_request(self.next_id(), self.client_id)],
+                                      fc.read_api_versions)
+            if proto.startswith("sasl"):
+                authenticate(self, conf)
+        except BaseException:
+            self.sock.close()
+            raise
 
     def next_id(self) -> int:
         """The correlation id of the next request (take it when building the request)."""

@@ -4,11 +4,11 @@ imports no storage code to hold it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+# a NamedTuple, not a dataclass: `consume --format raw` starts without dataclasses (and inspect behind them)
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class OffsetAtTime:
+class OffsetAtTime(NamedTuple):
     partition: int
     offset: int          # first offset with timestamp >= T, or the end offset when there is none
     timestamp: int       # that record's timestamp, -1 when none

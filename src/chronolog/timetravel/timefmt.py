@@ -8,7 +8,6 @@ DateTimeFormatter pattern (`yyyyMMdd-HH:mm:ss:SSS`); see `FORMATS_HELP` and the 
 
 from __future__ import annotations
 
-import logging
 import re
 import time
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
@@ -29,7 +28,6 @@ _UNITS = {"ms": 1, "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "second
 _DURATION = re.compile(r"^(-)?P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$", re.I)
 
 
-LOG = logging.getLogger("chronolog.time")
 # Kafka timestamps are ms since the epoch; the tools print them as ISO-8601 dates, which end at year 9999.
 MAX_TIME_MS = 253_402_300_799_999
 
@@ -54,8 +52,11 @@ def parse_time(text: str, now: int | None = None, fmt: TimeFormat | str | None =
     if re.fullmatch(r"-?\d{10,}", raw):
         ms = _in_range(int(raw), text)
         if len(raw) == 10:
-            LOG.warning("%s read as epoch milliseconds (%s); as epoch seconds it would be %s: give %s000 for that",
-                        raw, format_time(ms), format_time(ms * 1000), raw)
+            import logging  # here: `consume --format raw` starts without it
+
+            logging.getLogger("chronolog.time").warning(
+                "%s read as epoch milliseconds (%s); as epoch seconds it would be %s: give %s000 for that",
+                raw, format_time(ms), format_time(ms * 1000), raw)
         return ms
     m = _RELATIVE.match(raw)
     if m:
