@@ -57,8 +57,8 @@ def _group_type(listed: object) -> str:
 
 
 def _other_groups(source: object) -> list[dict]:
-    """The share and streams groups (librdkafka's list leaves them out); none over a TLS/SASL connection,
-    which these requests do not speak."""
+    """The share and streams groups (librdkafka's list leaves them out), over the same TLS and SASL configs;
+    none with a SASL mechanism these requests do not speak (GSSAPI, OAUTHBEARER)."""
     try:
         client = share_client(source)
     except ChronologError:

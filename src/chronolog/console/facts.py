@@ -175,7 +175,7 @@ def list_groups(source) -> list[tuple[str, str, str]]:
     found = {g.group_id: (g.group_id, _group_type(g), str(g.state).split(".")[-1].upper()) for g in listed.valid}
     try:
         client = share_client(source)
-    except ChronologError:  # TLS or SASL: the share-group requests go over plain connections only
+    except ChronologError:  # a SASL mechanism the share-group requests do not speak (GSSAPI, OAUTHBEARER)
         return sorted(found.values())
     try:  # librdkafka's list leaves out share and streams groups: ListGroups v5 says each group's type
         found.update((r["group"], (r["group"], r["type"], r["state"])) for r in client.list_groups()

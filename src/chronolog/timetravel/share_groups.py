@@ -1,7 +1,7 @@
 """Share groups (KIP-932) as kafka-share-groups.sh describes them, with lag in records and in record time.
 
-librdkafka's admin client has no share-group calls, so these requests go over the tools' own plain
-connection (`timetravel.connection`): ListGroups v5 (its `group_type`), FindCoordinator (GROUP), then
+librdkafka's admin client has no share-group calls, so these requests go over the tools' own connection
+(`timetravel.connection`, with the source's TLS and SASL configs): ListGroups v5 (its `group_type`), FindCoordinator (GROUP), then
 ShareGroupDescribe v1 and DescribeShareGroupOffsets v1 (KIP-1226: each partition's lag, the records from the
 share-partition start offset to the high watermark not yet acknowledged) at the group's coordinator. The
 lag in time copies `groups describe` for consumer groups: the newest record's time minus the time of the
@@ -76,13 +76,16 @@ def _error(code: int, message: str | None) -> str:
 
 
 class ShareGroupClient:
-    """The share-group admin requests over plain connections (PLAINTEXT; one at a time); the streams-group
-    client (timetravel/streams_groups.py) is this one with another describe."""
+    """The share-group admin requests over the tools' own connections (one at a time; TLS and SASL as the
+    client configs `security` say); the streams-group client (timetravel/streams_groups.py) is this one with
+    another describe."""
 
     serves = "share groups (API {api} v{lo}-{hi}); Kafka 4.1 or later with share.version 1 or more does"
 
-    def __init__(self, bootstrap: str, *, client_id: str = "chronolog-tools", timeout: float = 15.0) -> None:
+    def __init__(self, bootstrap: str, *, client_id: str = "chronolog-tools", timeout: float = 15.0,
+                 security: dict | None = None) -> None:
         self.bootstrap = bootstrap
+        self.security = security
         self.servers = servers(bootstrap)
         self.client_id = client_id
         self.timeout = timeout
@@ -90,7 +93,7 @@ class ShareGroupClient:
 
     def _conn(self, where: tuple[str, int]) -> Connection:
         if where not in self._conns:
-            self._conns[where] = Connection(where[0], where[1], self.timeout, self.client_id)
+            self._conns[where] = Connection(where[0], where[1], self.timeout, self.client_id, self.security)
         return self._conns[where]
 
     def _call(self, where: tuple[str, int], api_key: int, lo: int, hi: int, **fields: Any) -> Any:
@@ -175,15 +178,14 @@ class ShareGroupClient:
 
 
 def share_client(source: Any, kind: type[ShareGroupClient] = ShareGroupClient) -> Any:
-    """A share-group client (or `kind`) on the source's bootstrap servers (its client.id); a source with TLS
-    or SASL settings gets one line: these requests go over a plain connection."""
+    """A share-group client (or `kind`) on the source's bootstrap servers, with its client.id and its TLS and
+    SASL configs; a SASL mechanism these connections do not speak (GSSAPI, OAUTHBEARER) is one line now."""
     conf = getattr(source, "conf", {}) or {}
-    proto = str(conf.get("security.protocol", "plaintext")).lower()
-    if proto != "plaintext":
-        raise ChronologError(f"share and streams groups are described over PLAINTEXT connections only "
-                             f"(security.protocol={proto})")
+    from chronolog.timetravel.secure_connection import mechanism, security_protocol
+    if security_protocol(conf).startswith("sasl"):
+        mechanism(conf)
     return kind(source.bootstrap, client_id=str(conf.get("client.id", "chronolog-tools")),
-                            timeout=float(getattr(source, "timeout", 15.0)))
+                timeout=float(getattr(source, "timeout", 15.0)), security=dict(conf))
 
 
 def _record_time(source: Any, topic: str, partition: int, offset: int) -> int | None:

@@ -101,7 +101,7 @@ def describe_streams_group(source: Any, group: str, client: StreamsGroupClient |
 def _other(source: Any, group: str, kind: type[ShareGroupClient], describe: Any, missing: type[Exception]) -> dict | None:
     try:
         client = share_client(source, kind)
-    except ChronologError:  # TLS or SASL: these requests are not spoken there
+    except ChronologError:  # a SASL mechanism these requests do not speak (GSSAPI, OAUTHBEARER)
         return None
     try:
         return describe(source, group, client)
