@@ -115,15 +115,19 @@ class Connection:
         return reader(frame, correlation_id)
 
     def _exactly(self, n: int) -> bytes:
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            k = self.sock.recv_into(view[got:])
-            if not k:
+        """`n` bytes: what each `recv` gives, joined only when the frame came in pieces (a Fetch answer read
+        ahead is often whole in the socket's buffer: no zeroed buffer, no copy of a MB)."""
+        first = self.sock.recv(n)
+        if len(first) == n:
+            return first
+        pieces, got = [first], len(first)
+        while True:
+            if not pieces[-1]:
                 raise EOFError(f"connection closed after {got} of {n} bytes")
-            got += k
-        return bytes(buf)
+            if got == n:
+                return b"".join(pieces)
+            pieces.append(self.sock.recv(n - got))
+            got += len(pieces[-1])
 
     def alive(self) -> bool:
         """Whether an idle connection can take a request: with no request outstanding nothing should be
