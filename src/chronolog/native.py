@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a raw consume's start has no use for it)
+if TYPE_CHECKING:
+    from typing import Any
 
 PURE_PYTHON_ENV = "CHRONOLOG_PURE_PYTHON"
 

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start
+if TYPE_CHECKING:
+    from typing import Any
 
 # Modules under chronolog.cli that define `register(app: typer.Typer) -> None`.
 COMMAND_MODULES = (

@@ -18,7 +18,7 @@ answers it).
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple  # a third of a frozen dataclass's cost to define
+from collections import namedtuple  # a third of a frozen dataclass's cost to define; typing not imported
 
 from chronolog.errors import CorruptMessageError
 
@@ -30,26 +30,23 @@ READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # `IsolationLevel`
 EARLIEST, LATEST = -2, -1                # ListOffsets' special timestamps (ListOffsetsRequest)
 
 
-class PartitionFetch(NamedTuple):
-    """One partition of a Fetch response: what a reader needs to go on."""
+class PartitionFetch(namedtuple("PartitionFetch", "error_code high_watermark last_stable_offset log_start_offset "
+                                                 "aborted records")):
+    """One partition of a Fetch response: what a reader needs to go on. `aborted`: (producer id, first
+    offset) of aborted transactions; `records`: the bytes of its batches."""
 
-    error_code: int
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-    aborted: tuple[tuple[int, int], ...]   # (producer id, first offset) of aborted transactions
-    records: bytes
+    __slots__ = ()
 
 
-class PartitionLeader(NamedTuple):
-    error_code: int
-    leader: int
+class PartitionLeader(namedtuple("PartitionLeader", "error_code leader")):
+    __slots__ = ()
 
 
-class Metadata(NamedTuple):
-    brokers: dict[int, tuple[str, int]]
-    topic_error: int | None            # None: the topic is not in the answer
-    partitions: dict[int, PartitionLeader]
+class Metadata(namedtuple("Metadata", "brokers topic_error partitions")):
+    """`brokers`: id -> (host, port); `topic_error`: None when the topic is not in the answer;
+    `partitions`: id -> PartitionLeader."""
+
+    __slots__ = ()
 
 
 _HEAD = struct.Struct(">ihhi")   # size, api key, version, correlation id (request header v1, then client id)

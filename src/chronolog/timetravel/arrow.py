@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import datetime
 import struct
+from collections import namedtuple
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, NamedTuple
 
 from chronolog.errors import ChronologError, CorruptMessageError, InvalidRecordError
 from chronolog.records.columns import ColumnDecoder, DecodedColumns, aborted_ranges
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (a raw consume does not)
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -266,10 +267,11 @@ def _millis(value) -> int | None:
     return parse_time(str(value))
 
 
-class PartitionRange(NamedTuple):  # not a dataclass: `consume --format raw` starts without dataclasses
-    partition: int
-    start: int
-    end: int
+class PartitionRange(namedtuple("PartitionRange", "partition start end")):
+    """Offsets start <= offset < end of a partition. A namedtuple, not a dataclass: `consume --format raw`
+    starts without dataclasses or typing."""
+
+    __slots__ = ()
 
 
 def _is_data_dir(source) -> bool:

@@ -14,12 +14,15 @@ import select
 import socket
 import struct
 from collections.abc import Callable, Iterable
-from typing import TypeVar
 
 from chronolog.errors import ChronologError
 from chronolog.protocol import fetch_client as fc
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (a raw consume does not)
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 
 class ConnectionLost(ChronologError):

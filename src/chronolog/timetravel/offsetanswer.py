@@ -4,17 +4,15 @@ imports no storage code to hold it."""
 
 from __future__ import annotations
 
-# a NamedTuple, not a dataclass: `consume --format raw` starts without dataclasses (and inspect behind them)
-from typing import NamedTuple
+# a namedtuple, not a dataclass: `consume --format raw` starts without dataclasses (inspect behind them) or typing
+from collections import namedtuple
 
 
-class OffsetAtTime(NamedTuple):
-    partition: int
-    offset: int          # first offset with timestamp >= T, or the end offset when there is none
-    timestamp: int       # that record's timestamp, -1 when none
-    found: bool
-    start_offset: int
-    end_offset: int
+class OffsetAtTime(namedtuple("OffsetAtTime", "partition offset timestamp found start_offset end_offset")):
+    """In `partition`: `offset`, the first offset with timestamp >= T, or the end offset when there is none;
+    `timestamp`, that record's timestamp (-1 when none); `found`; the log's `start_offset` and `end_offset`."""
+
+    __slots__ = ()
 
     def deleted_note(self, ts: int) -> str | None:
         """Why the answer for time `ts` may miss records: the ones below the log start offset were deleted
