@@ -13,7 +13,7 @@ import pytest
 from tests.brokerproc import BrokerProcess
 
 # Modules the raw consume path has no use for, each a few ms of a 50-100 ms command.
-HEAVY = ("logging", "dataclasses", "inspect", "ast", "threading", "asyncio", "kio", "typer", "click", "pydantic",
+HEAVY = ("logging", "dataclasses", "inspect", "ast", "typing", "threading", "asyncio", "kio", "typer", "click", "pydantic",
          "rich", "confluent_kafka", "pyarrow", "hypothesis", "chronolog.records.batch",
          "chronolog.records.compression", "chronolog.timetravel.client", "encodings.idna")
 
