@@ -5,6 +5,8 @@
   seconds kcat and the broker used), the same kcat -P against librdkafka's own in-process mock broker (the
   client's ceiling: a broker that costs almost nothing), and a raw Produce v9 loop sending the baseline's
   own batches, 16 KiB and 1 MB (best of 3; the broker's overhead per request, no client work per record);
+  then kcat -P, its mock ceiling and the 1 MB raw loop against a raw page-cache write of the same batches
+  (one `write()` per 1 MB batch to a new file), in time and in CPU (the write's against the broker's);
 - consume 300,000 x 1 KiB (about 300 MB) vs reading the same segment file: kcat -c N (exits when it has the
   records; it prints one byte per record, which is counted) against a page-cache read, the same printing
   each record's offset (kcat's formatting is part of its cost per record), kcat -e (exits after one Fetch at the log end, which waits
@@ -165,6 +167,25 @@ def in_process(tmp: Path, name: str, batches: list[bytes]) -> float:
     an untimed append of the first two (the broker's logs have paid their first block allocations by the
     time they are measured)."""
     return time_append(tmp / f"{name}-0", IN_PROCESS, batches[:2], batches, T0)
+
+
+def page_cache_write(tmp: Path, data: bytes, chunk: int = 1_000_000) -> tuple[float, float]:
+    """A raw write of `data` to a new file, one `write()` per `chunk` bytes (as the log writes one librdkafka
+    batch): (seconds, CPU seconds of this process). The file is deleted after, so its writeback does not run
+    under the next measure."""
+    view = memoryview(data)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    start = time.perf_counter()
+    fd = os.open(tmp / "page-cache-write", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for i in range(0, len(data), chunk):
+            os.write(fd, view[i:i + chunk])
+    finally:
+        os.close(fd)
+    took = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    os.unlink(tmp / "page-cache-write")
+    return took, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def raw_fetch(port: int, topic: str, end_offset: int, partition_max_bytes: int = 1 << 20) -> float:
@@ -444,8 +465,10 @@ def main() -> None:
                 frames, big_frames = produce_frames(f"r{size}", batches), produce_frames(f"r{size}", big)
                 lines = tmp / f"lines{size}"
                 lines.write_bytes((b"x" * size + b"\n") * count)
-                local, big_local, kcat_runs, mock_runs, raw, big_raw = [], [], [], [], [], []
+                local, big_local, kcat_runs, mock_runs, raw, big_raw, writes = [], [], [], [], [], [], []
+                big_bytes = b"".join(big)
                 for i in range(3):
+                    writes.append(page_cache_write(tmp, big_bytes))
                     local.append(in_process(tmp, f"inproc{size}-{i}", batches))
                     if i == 0:
                         broker_s, flush_s = produce(proc.bootstrap, f"b{size}", size, count)
@@ -476,6 +499,14 @@ def main() -> None:
                 rows.append((f"  raw Produce v9 loop, {len(big)} batches of 1 MB, 5 in flight",
                              f"{mb / big_s:.1f} MB/s, {len(big) / big_s:,.0f} req/s",
                              f"{mb / big_local_s:.1f} MB/s in-process append of them", f"{big_local_s / big_s:.2f}"))
+                write_s, write_cpu = min(writes)
+                target = " (target >= 0.3)" if size == 1024 else ""
+                rows.append(("  kcat -P / its mock ceiling / raw 1 MB loop, of a raw page-cache write of the batches",
+                             f"{mb / kcat_s:.1f} / {mb / mock_s:.1f} / {mb / big_s:.1f} MB/s",
+                             f"{mb / write_s:.1f} MB/s, 1 MB write()s",
+                             f"{write_s / kcat_s:.3f}{target} / {write_s / mock_s:.3f} / {write_s / big_s:.3f}; CPU, the "
+                             f"write's of the broker's under kcat: {write_cpu / max(broker_cpu, 1e-9):.2f} "
+                             f"({write_cpu:.2f} / {broker_cpu:.2f} s)"))
             # -- consume: 300,000 x 1 KiB (and 30,000 x 10 KiB), against reading the segment file ----------
             # Interleaved as the produce rows are; the disk rounds start with the segment files out of the
             # page cache, for the baseline's read and for the broker's sendfile alike.
