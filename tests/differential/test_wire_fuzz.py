@@ -2,11 +2,13 @@
 the same ones sent raw to chronolog and to Kafka 4.4, every error code of the answers compared.
 
 `CHRONOLOG_FUZZ_REQUESTS` requests (by default 2,000 in make test and 20,000 in make test-long, over every
-API chronolog serves), `CHRONOLOG_FUZZ_SEED` the seed. A difference is either fixed, or explained in `KNOWN` with the
-bullet of docs/differences.md that gives its reason, or the case is not generated (wirefuzz.FIXES, each with
-its reason). The APIs of `OPEN` still differ in ways listed in docs/differences.md ("Wire fuzzer"): their
-differences are printed, and fail the test only with `CHRONOLOG_FUZZ_STRICT=1`. The test fails on any other
-difference and prints one example of each kind.
+API chronolog serves), `CHRONOLOG_FUZZ_SEED` the seed. Each request reaches both brokers at once (sent to
+both before either answer is read), and none is sent while a classic group's timer may fire on one broker
+and not yet on the other (wirefuzz.GroupTimers). A difference is either fixed, or explained in `KNOWN` with
+the bullet of docs/differences.md that gives its reason, or the case is not generated (wirefuzz.FIXES, each
+with its reason). The APIs of `OPEN` (none now) would still differ in ways listed in docs/differences.md
+("Wire fuzzer"): their differences are printed, and fail the test only with `CHRONOLOG_FUZZ_STRICT=1`. The
+test fails on any other difference and prints one example of each kind.
 """
 
 from __future__ import annotations
@@ -30,12 +32,11 @@ SEED = int(os.environ.get("CHRONOLOG_FUZZ_SEED", "4404"))
 ONLY = {int(k) for k in os.environ.get("CHRONOLOG_FUZZ_APIS", "").split(",") if k.strip()}
 STRICT = os.environ.get("CHRONOLOG_FUZZ_STRICT", "") not in ("", "0")
 # APIs whose error codes still differ from Kafka 4.4's on some generated requests (docs/differences.md, "Wire
-# fuzzer", lists what differs for each): JoinGroup and OffsetDelete (static members' timeouts run out at
-# different moments when every group API is generated). The ACL, client-quota, SCRAM,
-# DescribeTopicPartitions, CreateTopics, DeleteTopics, DeleteRecords, CreatePartitions, ElectLeaders, config
-# (32, 33, 44), transaction (22, 24-26, 28, 65, 66), the other group (8, 9, 12-16, 42, 68, 69) and
-# share-group APIs (76-79, 90-92) left this list: they agree on every generated request.
-OPEN = {11: "JoinGroup", 47: "OffsetDelete"}
+# fuzzer", lists what differs for each): none now. The ACL, client-quota, SCRAM, DescribeTopicPartitions,
+# CreateTopics, DeleteTopics, DeleteRecords, CreatePartitions, ElectLeaders, config (32, 33, 44), transaction
+# (22, 24-26, 28, 65, 66), group (8, 9, 11-16, 42, 47, 68, 69) and share-group APIs (76-79, 90-92) left this
+# list: they agree on every generated request.
+OPEN: dict[int, str] = {}
 API_VERSIONS_V3 = 3
 
 
@@ -187,14 +188,20 @@ def run(chronolog_side: Any, kafka_side: Any, count: int, seed: int) -> tuple[in
         ids = (_topic_ids(ours_wire, list(topics)), _topic_ids(theirs_wire, list(topics)))
         differences: dict[tuple, tuple] = {}
         sent = collections.Counter()
+        timers = wirefuzz.GroupTimers()
         for api_key, version, values in wirefuzz.requests(apis, count, seed, pools):
-            answers = [wire.call(api_key, version, wirefuzz.build(api_key, version, values, known))
-                       for wire, known in zip((ours_wire, theirs_wire), ids, strict=True)]
+            wires = (ours_wire, theirs_wire)
+            timers.wait()
+            sent_at = time.monotonic()
+            deadlines = [wire.send(api_key, version, wirefuzz.build(api_key, version, values, known))
+                         for wire, known in zip(wires, ids, strict=True)]  # both sent, then both read
+            answers = [wire.receive(api_key, version, d) for wire, d in zip(wires, deadlines, strict=True)]
             for body, known in zip(answers, ids, strict=True):  # each broker's producers, for ProducerRefs
                 wirefuzz.track_producers(api_key, values, body, known)
             if api_key in TRANSACTION_APIS:
                 _transactions_settled(theirs_wire, pools.transactional_ids)
             ours, theirs = (wirefuzz.error_codes(body) for body in answers)
+            timers.note(api_key, values, [ours, theirs], sent_at, time.monotonic())
             sent[api_key] += 1
             if ours != theirs and explained(api_key, version, values, ours, theirs) is None:
                 kind = (api_key, tuple(sorted(set(ours) ^ set(theirs))))

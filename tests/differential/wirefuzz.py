@@ -462,6 +462,56 @@ def resolve(values: Any, ids: dict[Any, Any]) -> Any:
     return values
 
 
+# -- classic groups' timers ---------------------------------------------------------------------------------
+SESSION_TIMEOUT = datetime.timedelta(seconds=6)  # Kafka's group.min.session.timeout.ms (chronolog's too)
+REBALANCE_TIMEOUT = datetime.timedelta(seconds=3)
+JOIN_GROUP, SYNC_GROUP, LEAVE_GROUP = 11, 14, 13
+MEMBER_ID_REQUIRED = 79
+
+
+class GroupTimers:
+    """The moments a classic group's timers may fire on either broker, waited out before the next request.
+
+    A member's session, its SyncGroup (`expirePendingSync`), a rebalance's wait for the members to rejoin and
+    a KIP-394 pending member each end a timeout after a JoinGroup or LeaveGroup answered (GroupMetadataManager
+    arms them then): the same moment on both brokers but for a few milliseconds. A request arriving within
+    them would find the member on one broker and not on the other; so from each such request's sending to
+    its answer, plus each timeout the group's joins gave, and a margin either side, no request is sent.
+    """
+
+    def __init__(self, margin: float = 0.1) -> None:
+        self.margin = margin
+        self.timeouts: dict[str, set[float]] = {}  # a group's session and rebalance timeouts, in seconds
+        self.windows: list[tuple[float, float]] = []
+
+    def wait(self) -> None:
+        """Until no timer may fire soon (a margin covers the coming request's own time)."""
+        while True:
+            now = time.monotonic()
+            self.windows = [w for w in self.windows if w[1] > now]
+            ends = [end for start, end in self.windows if start <= now + self.margin]
+            if not ends:
+                return
+            time.sleep(max(ends) - now)
+
+    def note(self, api_key: int, values: dict, answers: list[list[tuple[str, int]]], sent: float,
+             answered: float) -> None:
+        """After a request sent at `sent` and answered (by both brokers) at `answered`, with each broker's
+        error codes: a join that made a member (or a pending one), or a leave that removed one, arms timers."""
+        group = values.get("group_id")
+        if api_key == JOIN_GROUP:
+            if not any(code in (0, MEMBER_ID_REQUIRED) for codes in answers for _, code in codes):
+                return
+            session = values["session_timeout"].total_seconds()
+            rebalance = values["rebalance_timeout"].total_seconds() if "rebalance_timeout" in values else session
+            self.timeouts.setdefault(group, set()).update((session, max(rebalance, 0.0)))
+        elif api_key not in (LEAVE_GROUP, SYNC_GROUP) or group not in self.timeouts or not any(
+                code == 0 for codes in answers for _, code in codes):
+            return
+        for timeout in self.timeouts[group]:
+            self.windows.append((sent + timeout - self.margin, answered + timeout + self.margin))
+
+
 # -- per-API adjustments ------------------------------------------------------------------------------------
 def _short_waits(v: dict, *names: str) -> None:
     for name in names:
@@ -588,14 +638,29 @@ def _fix_delete_topics(v: dict, version: int, rng: random.Random, pools: Pools) 
 
 
 def _fix_join(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
-    # A new member of a new group would wait for the rebalance: only unknown members (and, from v4, the
-    # empty id answered MEMBER_ID_REQUIRED at once).
+    # Before v4 an unknown member only (a new member without id would wait for the rebalance); from v4 the
+    # empty id is answered MEMBER_ID_REQUIRED at once, or joins a static member.
     if version < 4 or not v.get("member_id"):
         v["member_id"] = "fz-member" if version < 4 else rng.choice(["", "fz-member"])
     # A protocol named twice: Kafka 4.4 never answers such a join once it reaches a rebalance, and the group
     # stays PreparingRebalance for good (pinned by tests/differential/test_groups_fuzzed.py): each name once.
     seen: set[str] = set()
     v["protocols"] = [p for p in v["protocols"] if not (p["name"] in seen or seen.add(p["name"]))]
+    # Static members (v5+, no member id) do join. A valid session timeout is the shortest one brokers take
+    # (group.min.session.timeout.ms) and a rebalance timeout at most 3 s: a join waits for a group's other
+    # members at most that long, well within the Wire's timeout, and GroupTimers knows when members expire
+    # (the fuzzer never sends a member's SyncGroup: it is removed a rebalance timeout after its join).
+    # Half the joins get that session timeout (of the generator's values only a third are valid), more of
+    # them no member id and the consumer protocol type: more members, whose groups the other APIs then find.
+    if rng.random() < 0.5:
+        v["session_timeout"] = SESSION_TIMEOUT
+    if version >= 4 and rng.random() < 0.5:
+        v["member_id"] = ""
+    if not v["protocol_type"] and rng.random() < 0.5:
+        v["protocol_type"] = "consumer"
+    for key, bound in (("session_timeout", SESSION_TIMEOUT), ("rebalance_timeout", REBALANCE_TIMEOUT)):
+        if key in v and v[key] > bound:
+            v[key] = bound
 
 
 def _fix_heartbeat_848(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
