@@ -119,8 +119,8 @@ def test_consumer_group_survives_coordinator_errors(test_broker, faults):
     assert produce_idempotent(test_broker.bootstrap, topic, 2) == [None] * N
     find = faults.push_errors("FindCoordinator", "COORDINATOR_NOT_AVAILABLE", count=2)
     join = faults.push_errors("JoinGroup", "COORDINATOR_LOAD_IN_PROGRESS", count=1)
-    beat = faults.push_errors("Heartbeat", "REBALANCE_IN_PROGRESS", count=1)
     commit = faults.push_errors("OffsetCommit", "COORDINATOR_NOT_AVAILABLE", count=1)
+    beat = None
     assignments = []
     consumer = Consumer({"bootstrap.servers": test_broker.bootstrap, "group.id": f"g-{topic}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
@@ -137,13 +137,16 @@ def test_consumer_group_survives_coordinator_errors(test_broker, faults):
 
     failures = []
     try:
-        # a bound, not a wait: alone this takes 2 s; in a full run on two busy cores the in-process broker's
-        # answers to 100 ms heartbeats come late, sessions time out and the member rejoins more than once
-        deadline = time.monotonic() + 150
+        deadline = time.monotonic() + 60
         while (len(set(seen)) < N or len(assignments) < 2 or not caught_up()) and time.monotonic() < deadline:
             msg = consumer.poll(0.1)
             if msg is not None and msg.error() is None:
                 seen.append(msg.value())
+                if beat is None:
+                    # only now: librdkafka ignores REBALANCE_IN_PROGRESS on a heartbeat sent before the
+                    # application took its assignment (a rebalance is then already under way), and on a
+                    # busy machine its first heartbeat can go out before the on_assign callback ran
+                    beat = faults.push_errors("Heartbeat", "REBALANCE_IN_PROGRESS", count=1)
         committed = None
         while committed is None and time.monotonic() < deadline:
             try:
@@ -156,7 +159,7 @@ def test_consumer_group_survives_coordinator_errors(test_broker, faults):
         consumer.close()
     assert set(seen) == {f"v{i}".encode() for i in range(N)}
     assert committed is not None, failures[-3:]
-    assert find.hits == 2 and join.hits == 1 and beat.hits == 1 and commit.hits == 1
+    assert find.hits == 2 and join.hits == 1 and beat is not None and beat.hits == 1 and commit.hits == 1
     assert len(assignments) >= 2  # the injected REBALANCE_IN_PROGRESS made it join again
     assert sum(tp.offset for tp in offsets) == N
 
