@@ -556,7 +556,7 @@ def _fix_elect_leaders(v: dict, version: int, rng: random.Random, pools: Pools) 
     """No timeout of a few milliseconds: Kafka's controller times the election out (REQUEST_TIMED_OUT) only
     if its event queue reaches it after the deadline (QuorumController.electLeaders, KafkaEventQueue), a race
     whose result depends on its load; chronolog answers the election. Timeouts of 0 or less (timed out on
-    both) and long ones stay. Pinned by test_wire_fuzz.py::test_elect_leaders_with_a_short_timeout."""
+    both) and long ones stay. Pinned by test_wire_fuzz_sweep.py::test_elect_leaders_with_a_short_timeout."""
     if datetime.timedelta(0) < v["timeout"] < datetime.timedelta(seconds=1):
         v["timeout"] = datetime.timedelta(seconds=10)
 
