@@ -194,6 +194,37 @@ def test_offset_delete_reads_the_subscriptions_as_kafka_does(both):
                                 "the topic": [GROUP_SUBSCRIBED_TO_TOPIC]}
 
 
+def test_streams_heartbeat_refuses_regexes_and_tasks_on_joining(both):
+    """Kafka 4.4 refuses a topology with source-topic regexes (INVALID_REQUEST, after the topic names' check
+    and before any other), and a join listing a task even of no partitions."""
+    sub = {"subtopology_id": "s", "source_topics": ["x"], "source_topic_regex": [], "state_changelog_topics": [],
+           "repartition_sink_topics": [], "repartition_source_topics": [], "copartition_groups": []}
+    hb = {"group_id": "gfr", "member_id": "m", "member_epoch": 0, "endpoint_information_epoch": 0,
+          "instance_id": None, "rack_id": None, "rebalance_timeout": 30000, "topology": {"epoch": 0,
+          "subtopologies": [sub]}, "active_tasks": [], "standby_tasks": [], "warmup_tasks": [], "process_id": "p",
+          "user_endpoint": None, "client_tags": [], "task_offsets": [], "task_end_offsets": [],
+          "shutdown_application": False}
+    regex = {"subtopologies": [{**sub, "source_topic_regex": ["x.*"]}], "epoch": 0}
+    cases = {"regex": {"topology": regex}, "regex, no member id": {"topology": regex, "member_id": ""},
+             "regex and a bad name": {"topology": {"epoch": 0, "subtopologies": [
+                 {**sub, "source_topics": ["bad name!"], "source_topic_regex": ["x.*"]}]}},
+             "a task of no partitions": {"standby_tasks": [{"subtopology_id": "s", "partitions": []}]}}
+
+    def steps(side) -> dict:
+        coordinator_ready(side, "gfr")
+        wire = wirefuzz.Wire(port_of(side))
+        try:
+            return {name: wirefuzz.error_codes(wire.call(88, 0, wirefuzz.build(88, 0, {**hb, **extra}, {})))
+                    for name, extra in cases.items()}
+        finally:
+            wire.close()
+
+    assert both.same(steps) == {"regex": [("error_code", INVALID_REQUEST)],
+                                "regex, no member id": [("error_code", INVALID_REQUEST)],
+                                "regex and a bad name": [("error_code", 130)],
+                                "a task of no partitions": [("error_code", INVALID_REQUEST)]}
+
+
 def test_consumer_group_requests_check_the_member_id_first(both):
     def steps(side) -> dict:
         coordinator_ready(side, "gfc")

@@ -190,12 +190,15 @@ class StreamsGroups:
     def parse_heartbeat(self, req: Any, client_id: str, client_host: str, rebalance_timeout_ms: int
                         ) -> tuple[HeartbeatRequest | None, tuple[int, str | None] | None]:
         """A StreamsGroupHeartbeat request checked in KafkaApis' and the group coordinator's order: the
-        topology's topic names (STREAMS_INVALID_TOPOLOGY), the request's fields (INVALID_REQUEST), then the
-        topology's structure. (The request, None), or (None, (error code, message))."""
+        topology's topic names (STREAMS_INVALID_TOPOLOGY), source-topic regexes (INVALID_REQUEST: Kafka 4.4
+        does not take them yet), the request's fields (INVALID_REQUEST), then the topology's structure.
+        (The request, None), or (None, (error code, message))."""
         if req.topology is not None:
             bad = _bad_topic_names(req.topology)
             if bad:
                 return None, (STREAMS_INVALID_TOPOLOGY, bad)
+            if any(s.source_topic_regex for s in req.topology.subtopologies):
+                return None, (ErrorCode.INVALID_REQUEST, "Regular expressions for source topics are not supported yet.")
         owned = None
         if req.active_tasks is not None or req.standby_tasks is not None or req.warmup_tasks is not None:
             owned = {k: tasks_of(getattr(req, f"{k}_tasks")) or {} for k in KINDS}
@@ -208,7 +211,8 @@ class StreamsGroups:
             task_end_offsets=_offsets(req.task_end_offsets), shutdown_application=bool(req.shutdown_application),
             client_id=client_id, client_host=client_host)
         try:
-            self.validate(request, req.topology is not None, tuple(getattr(req, f"{k}_tasks") is None for k in KINDS))
+            self.validate(request, req.topology is not None, tuple(getattr(req, f"{k}_tasks") is None for k in KINDS),
+                          any(getattr(req, f"{k}_tasks") for k in KINDS))
         except HeartbeatError as exc:
             return None, (exc.code, exc.message)
         if req.topology is not None:
@@ -219,9 +223,11 @@ class StreamsGroups:
         return request, None
 
     @staticmethod
-    def validate(req: HeartbeatRequest, has_topology: bool, owned_nulls: tuple[bool, bool, bool]) -> None:
+    def validate(req: HeartbeatRequest, has_topology: bool, owned_nulls: tuple[bool, bool, bool],
+                 owns_tasks: bool = False) -> None:
         """GroupMetadataManager.throwIfStreamsGroupHeartbeatRequestIsInvalid (before the topology's own checks).
-        `owned_nulls`: which of ActiveTasks, StandbyTasks, WarmupTasks the request left null."""
+        `owned_nulls`: which of ActiveTasks, StandbyTasks, WarmupTasks the request left null; `owns_tasks`:
+        one of them lists a task, even one of no partitions (a list Kafka finds not empty)."""
         bad = ErrorCode.INVALID_REQUEST
         if not req.member_id:
             raise HeartbeatError(bad, "MemberId can't be empty.")
@@ -234,7 +240,7 @@ class StreamsGroups:
         if req.epoch == 0:
             if req.rebalance_timeout_ms == -1:
                 raise HeartbeatError(bad, "RebalanceTimeoutMs must be provided in first request.")
-            if req.owned is not None and any(req.owned.get(k) for k in KINDS):
+            if owns_tasks or (req.owned is not None and any(req.owned.get(k) for k in KINDS)):
                 raise HeartbeatError(bad, "ActiveTasks, StandbyTasks and WarmupTasks must be empty when "
                                      "(re-)joining.")
             if not has_topology:
