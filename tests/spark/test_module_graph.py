@@ -52,3 +52,13 @@ def test_each_module_imports_alone(module):
     done = subprocess.run([sys.executable, "-c", f"import chronolog.spark.{module}"], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_planning_interpreters_import_little():
+    """Spark plans each query in fresh interpreters (the source's `schema()`, then `partitions()`): the
+    first needs no pyarrow, and kio's import in the planner must not pull in hypothesis (and pytest, trio)."""
+    code = ("import sys, chronolog.spark.source; before = 'pyarrow' in sys.modules; "
+            "import chronolog.spark.planning; print(before, 'hypothesis' in sys.modules, 'pytest' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "False", "False"]

@@ -105,3 +105,30 @@ def test_small_ranges_share_tasks_big_ones_keep_their_own():
     assert _pack(mixed, opts) == [mixed[0], mixed[1], mixed[2], RangeGroup((mixed[3], mixed[4]))]
     for asked in ({"minPartitions": "3"}, {"maxRecordsPerPartition": "1000"}):
         assert _pack(small, SourceOptions.parse({"path": "/d", "subscribe": "t", **asked})) == small
+
+
+def test_known_parallelism_cuts_the_read_into_equal_tasks():
+    """With the session's slots known, three partitions on two slots are two tasks of 1.5 partitions each
+    (not two waves of tasks), covering every offset once; a read too small for a task per slot is one task."""
+    from chronolog.spark.options import SourceOptions
+    from chronolog.spark.planning import PACK_RECORDS, _pack
+    from chronolog.spark.ranges import OffsetRange, RangeGroup
+
+    def r(p, n):
+        return OffsetRange("t", p, 0, n, "/d", "path")
+
+    def covered(tasks):
+        parts = [x for t in tasks for x in (t.ranges if isinstance(t, RangeGroup) else (t,))]
+        return sorted((x.partition, o) for x in parts for o in range(x.start, x.end))
+
+    opts = SourceOptions.parse({"path": "/d", "subscribe": "t"})
+    big = [r(p, 333_333) for p in range(3)]
+    tasks = _pack(big, opts, 2)
+    assert len(tasks) == 2 and covered(tasks) == covered(big)
+    assert [sum(x.end - x.start for x in t.ranges) for t in tasks] == [500_000, 499_999]
+    one = [r(0, 1_000_000)]
+    assert [(t.start, t.end) for t in _pack(one, opts, 4)] == [(0, 250_000), (250_000, 500_000),
+                                                               (500_000, 750_000), (750_000, 1_000_000)]
+    small = [r(p, PACK_RECORDS // 4) for p in range(3)]
+    assert _pack(small, opts, 2) == [RangeGroup(tuple(small))]
+    assert _pack(big, SourceOptions.parse({"path": "/d", "subscribe": "t", "minPartitions": "3"}), 2) == big

@@ -192,3 +192,25 @@ def test_headers_keys_and_packed_ranges(spark, tmp_path):
     assert packed == sorted(want) and n_packed == 1
     split, n_split = got(minPartitions="2")
     assert split == sorted(want) and n_split == 2
+
+
+def test_a_big_read_is_one_task_per_slot(spark, tmp_path):
+    """Three partitions on `local[2]` are read as two tasks of equal size (`planning._balance`), each
+    offset exactly once: the session's slots reach the planner on the class `register` made."""
+    from chronolog.spark.planning import PACK_RECORDS
+    path = tmp_path / "data"
+    manager = LogManager(path, BrokerConfig())
+    manager.startup(background=False)
+    manager.create_topic("big", 3, {"message.timestamp.after.max.ms": str(2**62)})
+    per = PACK_RECORDS * 2 // 3 + 1000  # the three together hold more than two tasks' minimum
+    for p in range(3):
+        for i in range(0, per, 2000):
+            manager.get_log("big", p).append(build_batch([SimpleRecord(BASE + i + j, None, b"v")
+                                                           for j in range(min(2000, per - i))]))
+    manager.shutdown()
+    df = spark.read.format("chronolog").option("path", str(path)).option("subscribe", "big").load()
+    assert df.rdd.getNumPartitions() == 2
+    got = sorted(tuple(r) for r in df.groupBy("partition").agg(
+        {"offset": "count", "timestamp": "max"}).selectExpr("partition", "`count(offset)`").collect())
+    assert got == [(p, per) for p in range(3)]
+    assert df.select("partition", "offset").distinct().count() == 3 * per

@@ -64,12 +64,15 @@ def with_source(options: SourceOptions, work: Callable[[Any], T]) -> T:
     raise AssertionError("unreachable")
 
 
-def plan(options: SourceOptions, bounds: Bounds) -> list[OffsetRange]:
+def plan(options: SourceOptions, bounds: Bounds, parallelism: int | None = None) -> list[OffsetRange]:
+    """The ranges to read; `parallelism` is the session's task slots (`SparkContext.defaultParallelism`)
+    when known: the read is then cut into that many tasks of equal size (see `_pack`)."""
     mode = "path" if options.path else "kafka"
-    return with_source(options, lambda source: _plan(source, mode, options, bounds))
+    return with_source(options, lambda source: _plan(source, mode, options, bounds, parallelism))
 
 
-def _plan(source, mode: str, options: SourceOptions, bounds: Bounds) -> list[OffsetRange]:
+def _plan(source, mode: str, options: SourceOptions, bounds: Bounds,
+          parallelism: int | None = None) -> list[OffsetRange]:
     available = list(source.topics())
     ranges: list[OffsetRange] = []
     for topic, wanted in options.topics(available):
@@ -84,7 +87,7 @@ def _plan(source, mode: str, options: SourceOptions, bounds: Bounds) -> list[Off
             r = _plan_partition(source, mode, options, bounds, topic, p)
             if r is not None:
                 ranges.append(r)
-    return _pack(_split(ranges, options), options)
+    return _pack(_split(ranges, options), options, parallelism)
 
 
 def _plan_partition(source, mode: str, options: SourceOptions, bounds: Bounds, topic: str,
@@ -178,13 +181,19 @@ def _split(ranges: list[OffsetRange], options: SourceOptions) -> list[OffsetRang
 PACK_RECORDS = 131_072
 
 
-def _pack(ranges: list[OffsetRange], options: SourceOptions) -> list[OffsetRange | RangeGroup]:
+def _pack(ranges: list[OffsetRange], options: SourceOptions,
+          parallelism: int | None = None) -> list[OffsetRange | RangeGroup]:
     """Consecutive small ranges share a task until it holds `PACK_RECORDS` records, like Spark packs small
     files into one partition (`FilePartition.getFilePartitions`); ranges already that big keep one task
-    each, as in Spark's Kafka source. Not done when the user asked for a partitioning (`minPartitions`,
+    each, as in Spark's Kafka source. With the session's `parallelism` known, a read of more than
+    `PACK_RECORDS` records is cut into tasks of equal size, one per slot (as Spark sizes file splits by the
+    default parallelism, `FilePartition.maxSplitBytes`): three partitions on two cores are then two tasks
+    of 1.5 partitions, not two waves. Not done when the user asked for a partitioning (`minPartitions`,
     `maxRecordsPerPartition`)."""
-    if options.min_partitions or options.max_records_per_partition or len(ranges) < 2:
+    if options.min_partitions or options.max_records_per_partition or len(ranges) < (2 if not parallelism else 1):
         return list(ranges)
+    if parallelism:
+        return _balance(ranges, parallelism)
     out: list[OffsetRange | RangeGroup] = []
     group: list[OffsetRange] = []
     held = 0
@@ -195,6 +204,30 @@ def _pack(ranges: list[OffsetRange], options: SourceOptions) -> list[OffsetRange
             group, held = [], 0
         group.append(r)
         held += size
+    if group:
+        out.append(group[0] if len(group) == 1 else RangeGroup(tuple(group)))
+    return out
+
+
+def _balance(ranges: list[OffsetRange], parallelism: int) -> list[OffsetRange | RangeGroup]:
+    """The ranges, in order, cut into `tasks` consecutive shares of equal record counts: as many tasks as
+    slots, but none under `PACK_RECORDS` records (a task's start costs more than reading that many)."""
+    total = sum(r.end - r.start for r in ranges)
+    tasks = max(1, min(parallelism, total // PACK_RECORDS))
+    out: list[OffsetRange | RangeGroup] = []
+    group: list[OffsetRange] = []
+    held = 0
+    share = math.ceil(total / tasks)
+    for r in ranges:
+        start = r.start
+        while start < r.end:
+            take = min(r.end - start, share - held)
+            group.append(r if take == r.end - r.start else dataclasses.replace(r, start=start, end=start + take))
+            held += take
+            start += take
+            if held == share:
+                out.append(group[0] if len(group) == 1 else RangeGroup(tuple(group)))
+                group, held = [], 0
     if group:
         out.append(group[0] if len(group) == 1 else RangeGroup(tuple(group)))
     return out

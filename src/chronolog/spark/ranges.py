@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from chronolog.timetravel.arrow import ARROW_BATCH_ROWS, arrow_schema
+
+if TYPE_CHECKING:  # pyarrow is imported where batches are made: Spark's create-source worker never needs it
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)

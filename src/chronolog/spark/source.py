@@ -18,8 +18,8 @@ import logging
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -36,6 +36,9 @@ from chronolog.spark.failures import install, one_line, one_line_iter
 from chronolog.spark.options import SourceOptions
 from chronolog.spark.ranges import Bounds, OffsetRange, RangeGroup, range_schema, with_client_options
 
+if TYPE_CHECKING:  # Spark runs `schema()` and `pushFilters` in fresh interpreters, which need no pyarrow
+    import pyarrow as pa
+
 BASE_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
                "timestampType int")
 HEADERS_SCHEMA = ", headers array<struct<key: string, value: binary>>"
@@ -50,6 +53,9 @@ def _micros(value) -> int | None:
 
 
 class ChronologDataSource(DataSource):
+    # The session's task slots, set on the class `register` makes (see there); None: not known.
+    parallelism: int | None = None
+
     @classmethod
     def name(cls) -> str:
         return "chronolog"
@@ -66,7 +72,7 @@ class ChronologDataSource(DataSource):
     def reader(self, schema: StructType) -> ChronologReader:
         options = SourceOptions.parse(self.options)
         _log_reader_choice(options)
-        return ChronologReader(options)
+        return ChronologReader(options, self.parallelism)
 
     @one_line
     def streamReader(self, schema: StructType):
@@ -85,8 +91,9 @@ class ChronologDataSource(DataSource):
 
 
 class ChronologReader(DataSourceReader):
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, parallelism: int | None = None) -> None:
         self.options = options
+        self.parallelism = parallelism
         # Only pushed filters bound the rows exactly; Spark's timestamp options select offset ranges
         # (planning._plan_partition), as Spark's Kafka source does.
         self.bounds = Bounds()
@@ -109,7 +116,7 @@ class ChronologReader(DataSourceReader):
     @one_line
     def partitions(self):
         from chronolog.spark.planning import plan
-        planned = [with_client_options(p, self.options) for p in plan(self.options, self.bounds)]
+        planned = [with_client_options(p, self.options) for p in plan(self.options, self.bounds, self.parallelism)]
         if self.options.fail_on_data_loss:
             return planned
         return [_lenient(p) for p in planned]
@@ -185,7 +192,18 @@ def register(spark) -> None:
     raised as their one-line message (`failures.install`)."""
     install()
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    spark.dataSource.register(ChronologDataSource)
+    spark.dataSource.register(_with_parallelism(spark))
+
+
+def _with_parallelism(spark) -> type[ChronologDataSource]:
+    """The source class carrying the session's task slots (`defaultParallelism`), which Spark's planning
+    interpreters cannot ask for: a subclass made here is pickled by value, its attribute with it. The plain
+    class where the session does not tell (Spark Connect)."""
+    try:
+        slots = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001  (no SparkContext on a Connect session)
+        return ChronologDataSource
+    return type("ChronologDataSource", (ChronologDataSource,), {"parallelism": slots, "__module__": __name__})
 
 
 def data_dir_exists(path: str) -> bool:
