@@ -1,15 +1,18 @@
 """What the wire fuzzer's sweeps over more seeds (test_wire_fuzz.py, every API, 20,000 requests a seed) found,
-on both brokers: the cases it no longer generates because Kafka 4.4's answer depends on its timing, pinned
-with both answers (docs/differences.md, "Wire fuzzer")."""
+on both brokers: the rules chronolog now follows as Kafka 4.4 does, and the cases the fuzzer no longer
+generates because Kafka's answer depends on its timing, pinned with both answers (docs/differences.md,
+"Wire fuzzer")."""
 
 from __future__ import annotations
 
 import datetime
+import uuid
 from typing import Any
 
 import pytest
 
 from tests.differential import wirefuzz
+from tests.differential.groups_wire import Txn, call, committed, coordinator_ready
 
 ELECT_LEADERS, ELECT_LEADERS_V2 = 43, 2
 UNKNOWN_TOPIC_OR_PARTITION, REQUEST_TIMED_OUT, ELECTION_NOT_NEEDED = 3, 7, 84
@@ -49,3 +52,29 @@ def test_elect_leaders_with_a_short_timeout(broker):
     answer = _elect(broker, topic, 1)
     assert answer == election if broker.kind == "chronolog" else answer in (election, timed_out)
     assert _elect(broker, topic, 10_000) == election
+
+
+# -- deleting a group's offsets deletes the pending transactional ones too (seed 6) ---------------------------
+def test_deleted_offsets_take_pending_transactional_ones(broker):
+    """OffsetMetadataManager: DeleteGroups writes a tombstone of each offset an open transaction holds pending
+    (deleteAllOffsets), OffsetDelete of each partition that has one (deleteOffsets), and a tombstone drops the
+    pending offsets of its partition: the transaction's commit afterwards leaves none of them."""
+    topic = broker.create_topic(partitions=2, prefix="fz-pending")
+    answers = {}
+    for case in ("DeleteGroups", "OffsetDelete"):
+        group = f"fz-pending-{uuid.uuid4().hex[:10]}"
+        coordinator_ready(broker, group)
+        txn = Txn(broker)
+        assert txn.add_offsets(group) == 0
+        assert [txn.commit_offsets(group, topic, partition=p, offset=5 + p) for p in (0, 1)] == [0, 0]
+        if case == "DeleteGroups":
+            deleted = call(broker, 42, 2, groups_names=[group])["results"]
+        else:
+            deleted = call(broker, 47, 0, group_id=group, topics=[
+                {"name": topic, "partitions": [{"partition_index": 0}]}])["topics"]
+        assert txn.end(True) == 0
+        answers[case] = (deleted, [committed(broker, group, topic, p) for p in (0, 1)])
+    assert answers["DeleteGroups"][1] == [-1, -1]
+    assert answers["OffsetDelete"][1] == [-1, 6]
+    assert [r["error_code"] for r in answers["DeleteGroups"][0]] == [0]
+    assert [p["error_code"] for t in answers["OffsetDelete"][0] for p in t["partitions"]] == [0]

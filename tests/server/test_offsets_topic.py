@@ -245,6 +245,29 @@ def test_transactional_commits_wait_for_their_marker_across_restarts(tmp_path):
         assert store.offsets[("g", "t", 0)][0] == 10 and ("g", "t", 1) not in store.offsets and not store.pending
 
 
+def test_tombstones_drop_pending_transactional_offsets_of_their_partition(tmp_path):
+    """OffsetMetadataManager: OffsetDelete and DeleteGroups write tombstones for the offsets open transactions
+    hold pending too (deleteOffsets, deleteAllOffsets), and a tombstone, written or replayed, drops every open
+    transaction's pending offset of its partition: the commit marker then leaves none of them."""
+    with LogManager_(CFG, tmp_path) as (logs, store):
+        store.commit("g", [("t", 0, 1, -1, None)])
+        store.txn_commit("g", 1000, 0, [("t", 0, 10, -1, None), ("t", 1, 11, -1, None), ("t", 2, 12, -1, None)])
+        store.txn_commit("h", 1000, 0, [("t", 0, 13, -1, None)])
+        store.delete_offsets("g", [("t", 1)])  # pending only: a tombstone too
+        tail = records_of(logs, store, "g")[-1]
+        assert (tail.key, tail.value) == (offset_commit_key("g", "t", 1), None)
+        assert set(store.pending[1000]) == {("g", "t", 0), ("g", "t", 2), ("h", "t", 0)}
+    with LogManager_(CFG, tmp_path) as (logs, store):  # replayed: the tombstone dropped the pending offset
+        assert set(store.pending[1000]) == {("g", "t", 0), ("g", "t", 2), ("h", "t", 0)}
+        store.store_group("g", None)
+        tombstones = {r.key for r in records_of(logs, store, "g") if r.value is None}
+        assert tombstones == {offset_commit_key("g", "t", p) for p in (0, 1, 2)} | {group_metadata_key("g")}
+        store.write_markers(1000, 0, True, None)
+        assert store.offsets == {("h", "t", 0): (13, -1, "")} and not store.pending
+    with LogManager_(CFG, tmp_path) as (_logs, store):
+        assert store.offsets == {("h", "t", 0): (13, -1, "")} and not store.pending
+
+
 def test_history_leaves_aborted_commits_out(tmp_path):
     now = [1000]
     with LogManager_(CFG, tmp_path, clock=lambda: now[0]) as (_logs, store):

@@ -172,11 +172,26 @@ class OffsetStore:
         self.commit_times[k] = ts
 
     def _drop(self, k: Key, seq: int) -> None:
+        """A tombstone of `k` written (not transactional): its offset goes, and so does every open
+        transaction's pending offset of `k` (OffsetMetadataManager.replay of a tombstone)."""
+        self._drop_pending(k)
         if self._key_seq.get(k, 0) > seq:
             return
         self._key_seq[k] = seq
         self.offsets.pop(k, None)
         self.commit_times.pop(k, None)
+
+    def _drop_pending(self, k: Key) -> None:
+        for pid, entries in self.pending.items():
+            if entries.pop(k, None) is not None:
+                self._pending_times.get(pid, {}).pop(k, None)
+
+    def _has_pending(self, k: Key) -> bool:
+        return any(k in entries for entries in self.pending.values())
+
+    def _pending_of(self, group: str) -> list[Key]:
+        """The keys of `group` some open transaction holds a pending offset of."""
+        return list(dict.fromkeys(k for entries in self.pending.values() for k in entries if k[0] == group))
 
     def _log(self, partition: int) -> Any:
         """An offsets partition. Its writes are tried again at once after a failure (no pause between
@@ -227,6 +242,7 @@ class OffsetStore:
                 if pid >= 0:
                     self.pending.get(pid, {}).pop(k, None)
                 else:
+                    self._drop_pending(k)
                     self.offsets.pop(k, None)
                     self.commit_times.pop(k, None)
                 return
@@ -264,6 +280,8 @@ class OffsetStore:
         (COMMIT) or dropped (ABORT), GroupMetadataManager.handleTxnCompletion."""
         entries = self.pending.get(pid)
         if not entries:
+            self.pending.pop(pid, None)  # (its offsets were all deleted meanwhile)
+            self._pending_times.pop(pid, None)
             return
         times = self._pending_times.get(pid, {})
         for k in [k for k in entries if partitions is None or self.partition_for(k[0]) in partitions]:
@@ -314,8 +332,9 @@ class OffsetStore:
             self._pending_times.setdefault(producer_id, {})[(group, t, p)] = now
 
     def delete_offsets(self, group: str, partitions: Iterable[tuple[str, int]]) -> None:
-        """Tombstones (`newOffsetCommitTombstoneRecord`) for offsets that exist."""
-        gone = [(t, p) for t, p in partitions if (group, t, p) in self.offsets]
+        """Tombstones (`newOffsetCommitTombstoneRecord`) for offsets that exist or that an open transaction
+        holds pending (OffsetMetadataManager.deleteOffsets): those go too."""
+        gone = [(t, p) for t, p in partitions if (group, t, p) in self.offsets or self._has_pending((group, t, p))]
         if not gone:
             return
         now = self.clock()
@@ -325,19 +344,21 @@ class OffsetStore:
 
     def store_group(self, group: str, value: GroupMetadataValue | None, classic: bool = True) -> None:
         """A GroupMetadata record (None: the group's tombstone, written with tombstones of its offsets, as
-        GroupMetadataManager.cleanupGroupMetadata does for a deleted group; a consumer group, `classic`
-        False, has its own tombstones and gets those of its offsets only)."""
+        GroupMetadataManager.cleanupGroupMetadata does for a deleted group, and of the offsets open
+        transactions hold pending, OffsetMetadataManager.deleteAllOffsets; a consumer group, `classic` False,
+        has its own tombstones and gets those of its offsets only)."""
         now = self.clock()
         if value is None:
-            if group not in self.groups and not any(g == group for g, _, _ in self.offsets):
+            keys = list(dict.fromkeys([k for k in self.offsets if k[0] == group] + self._pending_of(group)))
+            if group not in self.groups and not keys:
                 return
-            records = [SimpleRecord(now, offset_commit_key(g, t, p), None) for g, t, p in self.offsets if g == group]
+            records = [SimpleRecord(now, offset_commit_key(g, t, p), None) for g, t, p in keys]
             if classic or group in self.groups:
                 records.append(SimpleRecord(now, group_metadata_key(group), None))
             if not records:
                 return
             seq = self._append(group, records, now)
-            for k in [k for k in self.offsets if k[0] == group]:
+            for k in keys:
                 self._drop(k, seq)
             self.groups.pop(group, None)
             return
@@ -383,11 +404,11 @@ class OffsetStore:
 
     def expire(self, now: int, retention_ms: int, active: Callable[[str], bool]) -> int:
         """offsets.retention.minutes (GroupMetadataManager.cleanupGroupMetadata with KIP-211): offsets of a
-        group without members whose last commit is older than the retention get tombstones. The number
-        expired."""
+        group without members whose last commit is older than the retention get tombstones, but for those an
+        open transaction holds pending (OffsetMetadataManager.cleanupExpiredOffsets). The number expired."""
         by_group: dict[str, list[tuple[str, int]]] = {}
         for (g, t, p), ts in self.commit_times.items():
-            if ts >= 0 and ts + retention_ms <= now and not active(g):
+            if ts >= 0 and ts + retention_ms <= now and not active(g) and not self._has_pending((g, t, p)):
                 by_group.setdefault(g, []).append((t, p))
         expired = 0
         for g, tps in by_group.items():
