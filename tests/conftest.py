@@ -65,3 +65,65 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory):
         yield cluster
     finally:
         cluster.stop(clean=False)
+
+
+# -- the order the files run in ---------------------------------------------------------------------------
+# xdist (`--dist loadfile`) hands files to its workers in collection order. Collected alphabetically, some of
+# the longest files (Spark examples in testing/, the Java tools) came last and one worker ran them alone while
+# the others idled; the longest first leaves the short ones to fill the gaps at the end. The slowest files
+# of a `--durations=0` run, slowest first; a file not listed keeps its place after them.
+SLOW_FIRST = (
+    "jvm/test_streams_groups.py",
+    "testing/test_docs.py",
+    "jvm/test_kafka_tools.py",
+    "console/test_console_against_kafka.py",
+    "testing/test_plugin.py",
+    "compat/test_transactions.py",
+    "spark/test_remote_path.py",
+    "reliability/test_many_partitions.py",
+    "reliability/test_disk_full.py",
+    "spark/test_errors.py",
+    "spark/test_sink.py",
+    "compat/test_eos_groups.py",
+    "bench/test_bench_kafka.py",
+    "spark/test_tiered_source.py",
+    "console/test_console_browser.py",
+    "spark/test_connect.py",
+    "compat/test_franz_go_suite.py",
+    "spark/test_source.py",
+    "storage/test_tiered_crash.py",
+    "console/test_console_groups.py",
+    "reliability/test_damaged_copy.py",
+    "jvm/test_java_txn_v2.py",
+    "timetravel/test_more_tools_against_kafka.py",
+    "storage/test_live_index.py",
+    "compat/test_clients.py",
+    "records/test_native_walk.py",
+    "spark/test_kafka_connector_parity.py",
+    "cli/test_kafka_habits.py",
+    "cli/test_process.py",
+    "compat/test_consumer_protocol.py",
+    "jvm/test_share_consumer.py",
+    "spark/test_source_against_kafka.py",
+    "cli/test_groups_streams.py",
+    "differential/test_admin_clients.py",
+    "console/test_console_web.py",
+    "storage/test_cleaner_crash.py",
+    "spark/test_damaged_path.py",
+    "spark/test_option_semantics.py",
+    "spark/test_local_cluster.py",
+    "storage/test_tiered.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    tests = Path(__file__).resolve().parent
+
+    def file_rank(item: pytest.Item) -> int:
+        try:
+            return rank.get(Path(str(item.path)).resolve().relative_to(tests).as_posix(), len(rank))
+        except ValueError:
+            return len(rank)
+
+    items.sort(key=file_rank)  # stable: a file's own tests keep their order
