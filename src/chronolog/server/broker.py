@@ -167,6 +167,7 @@ class Broker:
         self.listeners: list[Listener] = []
         self.state: BrokerState | None = None
         self._coordinators: asyncio.Task | None = None  # their start (`_coordinators_started`)
+        self._warm_up: threading.Thread | None = None  # codec.warm_up, joined by `stop`: a stopped broker leaves no thread
         self._coordinators_timer: asyncio.TimerHandle | None = None
         self._readers: set[FrameReader] = set()  # admitted connections; each one's task is `.task`
         self._idle_reaper: asyncio.Task | None = None
@@ -245,8 +246,9 @@ class Broker:
         # 12-13, Produce 7+, Fetch 11+) are built now in the background (codec.warm_up), not during the start: with
         # one interpreter lock, building them while the start runs only delays the start. A client that comes
         # earlier builds those of its own versions on first use.
-        threading.Thread(target=codec.warm_up, args=([(18, 3, 4), (3, 12, 13), (0, 7, 13), (1, 11, 18)],),
-                         daemon=True, name="chronolog-codec-warm-up").start()
+        self._warm_up = threading.Thread(target=codec.warm_up, daemon=True, name="chronolog-codec-warm-up",
+                                         args=([(18, 3, 4), (3, 12, 13), (0, 7, 13), (1, 11, 18)],))
+        self._warm_up.start()
         if coordinator_cls is not None and state.coordinator is None:
             coordinator = coordinator_cls(self.data_dir / "__consumer_offsets-state", self.config, state.log_manager)
             await coordinator.start()
@@ -369,6 +371,8 @@ class Broker:
             if self.state.share_groups is not None:
                 self.state.share_groups.close()
             await asyncio.to_thread(self.state.log_manager.shutdown, durable=durable)
+        if self._warm_up is not None:
+            await asyncio.to_thread(self._warm_up.join)
 
     # -- connections -------------------------------------------------------------------------------
     def _admit(self, ip: str) -> str | None:
