@@ -112,7 +112,8 @@ def coord(tmp_path):
 
 async def _join(coord, client_id: str) -> dict:
     """A new member's JoinGroup without the KIP-394 round trip (JoinGroup v0-3)."""
-    return await coord.join("g", "", None, client_id, "/127.0.0.1", 1000, 60_000, "consumer",
+    # a 30 s session: on a busy machine more than a second can pass between two steps of a scenario
+    return await coord.join("g", "", None, client_id, "/127.0.0.1", 30_000, 60_000, "consumer",
                             [("range", SUBSCRIPTION)], False)
 
 
@@ -133,7 +134,7 @@ def test_member_awaiting_sync_is_not_expired(coord):
         group = coord.groups["g"]
         waiting = asyncio.create_task(coord.sync("g", 1, follower, {}))
         await asyncio.sleep(0)  # the follower's SyncGroup is now pending
-        group.members[follower].last_heartbeat -= 3600  # an hour of waiting: far past its 1000 ms session
+        group.members[follower].last_heartbeat -= 3600  # an hour of waiting: far past its 30 s session
         coord.expire_members(time.monotonic())
         assert follower in group.members and group.state == COMPLETING
         answer = await coord.sync("g", 1, leader, {follower: b"yours", leader: b"mine"})
