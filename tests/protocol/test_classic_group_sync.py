@@ -38,7 +38,7 @@ class RawClient:
 
     def __init__(self, bootstrap: str) -> None:
         host, port = bootstrap.split(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=15)
+        self.sock = socket.create_connection((host, int(port)), timeout=60)
         self.correlation = 0
 
     def call(self, api_key: int, version: int, body: bytes) -> bytes:
