@@ -22,6 +22,7 @@
 #include <string.h>
 #include <structmember.h>
 
+#include "_bigendian.h"
 #include "_crc32c.h"
 
 #define LOG_OVERHEAD 12
@@ -35,20 +36,6 @@
 #define INITIAL_SLOTS 4096
 
 enum { ST_MORE = 0, ST_PYTHON = 1, ST_BUDGET = 2, ST_END = 3, ST_FULL = 4 };
-
-static inline void put_be64(uint8_t *p, int64_t v)
-{
-    for (int i = 7; i >= 0; i--, v = (int64_t)((uint64_t)v >> 8))
-        p[i] = (uint8_t)v;
-}
-
-static inline void put_be32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
 
 /* -- the hash: MurmurHash3 x64 128 --------------------------------------------------------------------- */
 static inline uint64_t rotl64(uint64_t x, int r)
@@ -694,7 +681,7 @@ static int write_splice(OffsetMapObject *m, Dest *d, const Batch *b, const uint8
     Py_DECREF(records);
     long long max_ts = (b->attrs & ATTR_LOG_APPEND_TIME) ? b->max_ts : b->base_ts + k->max_delta;
     put_be32(o + 8, (uint32_t)(len - LOG_OVERHEAD));
-    put_be64(o + 35, max_ts);
+    put_be64(o + 35, (uint64_t)max_ts);
     put_be32(o + 57, (uint32_t)k->nkept);
     put_be32(o + 17, crc32c(o + 21, (size_t)(len - 21)));
     d->len += len;

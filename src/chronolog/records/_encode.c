@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_bigendian.h"
 #include "_crc32c.h"
 
 #define HEADER_SIZE 61
@@ -144,26 +145,6 @@ static inline uint8_t *put_varint(uint8_t *out, int64_t v)
     }
     *out++ = (uint8_t)z;
     return out;
-}
-
-static inline void put_be64(uint8_t *p, uint64_t v)
-{
-    for (int i = 7; i >= 0; i--, v >>= 8)
-        p[i] = (uint8_t)v;
-}
-
-static inline void put_be32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static inline void put_be16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
 }
 
 static int64_t ts_get(const I64 *t, Py_ssize_t i, int64_t now_ms)
