@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at run time: `consume --format raw` reads records without it
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 
 class LazyModule:
@@ -38,3 +41,21 @@ class LazyObject:
         if self._made is None:
             self._made = self._make()
         return getattr(self._made, name)
+
+
+def package_names(package: str, where: dict[str, str], namespace: dict[str, Any]) -> tuple[Callable, Callable]:
+    """A package's PEP 562 `__getattr__` and `__dir__`: each name of `where` is read from its module (the
+    value: a module of `package`) when first asked for, then kept in `namespace`, the package's globals."""
+
+    def __getattr__(name: str) -> Any:
+        module = where.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(where))
+
+    return __getattr__, __dir__

@@ -5,7 +5,7 @@ reader of one module (the column decoder of `consume --format raw`) does not pay
 
 from __future__ import annotations
 
-import importlib
+from chronolog.lazy import package_names
 
 _WHERE = {
     "HEADER_SIZE": "batch", "LOG_OVERHEAD": "batch", "NO_TIMESTAMP": "batch", "Record": "batch",
@@ -25,14 +25,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = package_names(__name__, _WHERE, globals())

@@ -5,8 +5,7 @@ dir needs the `LogManager` but none of the segment code, which loads with the fi
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from chronolog.lazy import package_names
 
 _WHERE = {
     "EARLIEST_LOCAL_TIMESTAMP": "basics", "EARLIEST_TIMESTAMP": "basics", "LATEST_TIMESTAMP": "basics",
@@ -18,14 +17,4 @@ _WHERE = {
 __all__ = sorted(_WHERE)
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = package_names(__name__, _WHERE, globals())
