@@ -506,10 +506,15 @@ class GroupTimers:
             rebalance = values["rebalance_timeout"].total_seconds() if "rebalance_timeout" in values else session
             self.timeouts.setdefault(group, set()).update((session, max(rebalance, 0.0)))
         elif api_key not in (LEAVE_GROUP, SYNC_GROUP) or group not in self.timeouts or not any(
-                code == 0 for codes in answers for _, code in codes):
+                code == 0 for codes in answers for code in _member_codes(codes)):
             return
         for timeout in self.timeouts[group]:
             self.windows.append((sent + timeout - self.margin, answered + timeout + self.margin))
+
+
+def _member_codes(codes: list[tuple[str, int]]) -> list[int]:
+    """A LeaveGroup's answers for its members (v3+: each member's, before: the request's) or a SyncGroup's."""
+    return [c for path, c in codes if path == "members.error_code"] or [c for path, c in codes if path == "error_code"]
 
 
 # -- per-API adjustments ------------------------------------------------------------------------------------
