@@ -59,3 +59,38 @@ def package_names(package: str, where: dict[str, str], namespace: dict[str, Any]
         return sorted(set(namespace) | set(where))
 
     return __getattr__, __dir__
+
+
+def wrap_first_import(name: str, wrap: Callable[[Callable[[], None], Any], None]) -> None:
+    """Run the module `name`, at its first import, inside `wrap(run, module)`: `run()` executes the module
+    with its own loader. A finder put first on `sys.meta_path` finds it as the path finder does, wraps its
+    loader, and leaves the path: later imports cost nothing. (kio imported as if hypothesis were absent; the
+    CLI's log format set right after `logging` is imported, by whichever command first imports it.)"""
+    import sys
+    from importlib.machinery import PathFinder
+
+    class Wrapped:
+        def __init__(self, loader: Any) -> None:
+            self.loader = loader
+
+        def create_module(self, spec: Any) -> Any:
+            return self.loader.create_module(spec)
+
+        def exec_module(self, module: Any) -> None:
+            wrap(lambda: self.loader.exec_module(module), module)
+
+        def __getattr__(self, attr: str) -> Any:  # get_source and the like, for tracebacks
+            return getattr(self.loader, attr)
+
+    class Finder:
+        @staticmethod
+        def find_spec(fullname: str, path: Any = None, target: Any = None) -> Any:
+            if fullname != name:
+                return None
+            sys.meta_path.remove(Finder)
+            spec = PathFinder.find_spec(fullname, path)
+            if spec is not None and spec.loader is not None:
+                spec.loader = Wrapped(spec.loader)
+            return spec
+
+    sys.meta_path.insert(0, Finder)

@@ -136,36 +136,13 @@ def _when_imported(name: str, then: Any) -> None:
     if name in sys.modules:
         then(sys.modules[name])
         return
-    from importlib.machinery import PathFinder
+    from chronolog.lazy import wrap_first_import
 
-    class Then:
-        """The module's own loader, with `then` after it has run the module."""
+    def run_then(run: Any, module: Any) -> None:
+        run()
+        then(module)
 
-        def __init__(self, loader: Any) -> None:
-            self.loader = loader
-
-        def create_module(self, spec: Any) -> Any:
-            return self.loader.create_module(spec)
-
-        def exec_module(self, module: Any) -> None:
-            self.loader.exec_module(module)
-            then(module)
-
-        def __getattr__(self, attr: str) -> Any:  # get_source and the like, for tracebacks
-            return getattr(self.loader, attr)
-
-    class Finder:
-        @staticmethod
-        def find_spec(fullname: str, path: Any = None, target: Any = None) -> Any:
-            if fullname != name:
-                return None
-            sys.meta_path.remove(Finder)
-            spec = PathFinder.find_spec(fullname, path)
-            if spec is not None and spec.loader is not None:
-                spec.loader = Then(spec.loader)
-            return spec
-
-    sys.meta_path.insert(0, Finder)
+    wrap_first_import(name, run_then)
 
 
 def _output_failed(exc: OSError) -> None:

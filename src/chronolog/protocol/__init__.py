@@ -15,47 +15,23 @@ from __future__ import annotations
 
 import sys
 
+from chronolog.lazy import wrap_first_import
+
 _PHANTOM = "kio.static._phantom"  # the one kio module that imports hypothesis when it can
 
 
-class _WithoutHypothesis:
-    """kio's own loader of `_PHANTOM`, run while `import hypothesis` raises ImportError."""
-
-    def __init__(self, loader) -> None:
-        self.loader = loader
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module) -> None:
-        if "hypothesis" in sys.modules:  # imported meanwhile: kio registers its strategies as usual
-            self.loader.exec_module(module)
-            return
-        sys.modules["hypothesis"] = None  # type: ignore[assignment]  # makes `import hypothesis` raise ImportError
-        try:
-            self.loader.exec_module(module)
-        finally:
-            del sys.modules["hypothesis"]
-
-    def __getattr__(self, name: str):  # get_source and the like, for tracebacks
-        return getattr(self.loader, name)
-
-
-class _PhantomFinder:
-    """Finds `_PHANTOM` as the path finder does, with the loader above; then leaves `sys.meta_path`."""
-
-    @staticmethod
-    def find_spec(fullname: str, path=None, target=None):
-        if fullname != _PHANTOM:
-            return None
-        sys.meta_path.remove(_PhantomFinder)
-        from importlib.machinery import PathFinder
-
-        spec = PathFinder.find_spec(fullname, path)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _WithoutHypothesis(spec.loader)
-        return spec
+def _without_hypothesis(run, module) -> None:
+    """Runs kio's `_PHANTOM` while `import hypothesis` raises ImportError (unless hypothesis was imported
+    meanwhile: kio then registers its strategies as usual)."""
+    if "hypothesis" in sys.modules:
+        run()
+        return
+    sys.modules["hypothesis"] = None  # type: ignore[assignment]  # makes `import hypothesis` raise ImportError
+    try:
+        run()
+    finally:
+        del sys.modules["hypothesis"]
 
 
 if "hypothesis" not in sys.modules and _PHANTOM not in sys.modules:
-    sys.meta_path.insert(0, _PhantomFinder)
+    wrap_first_import(_PHANTOM, _without_hypothesis)
