@@ -702,7 +702,12 @@ def _fix_describe_topic_partitions(v: dict, version: int, rng: random.Random, po
 def _fix_streams_heartbeat(v: dict, version: int, rng: random.Random, pools: Pools) -> None:
     """Topologies without internal topics: Kafka creates a topology's changelog and repartition topics in the
     background after answering, chronolog at once, so a later request would find a topic on one broker only
-    (tests/differential/test_streams_groups.py compares the creation itself, waiting for Kafka)."""
+    (tests/differential/test_streams_groups.py compares the creation itself, waiting for Kafka). Client tags
+    name each key once: Kafka 4.4 fails a heartbeat naming one twice with UNKNOWN_SERVER_ERROR (its map of
+    tags throws; pinned by test_wire_fuzz_sweep.py::test_streams_heartbeat_with_a_client_tag_twice)."""
+    if v.get("client_tags"):
+        seen: set[str] = set()
+        v["client_tags"] = [t for t in v["client_tags"] if not (t["key"] in seen or seen.add(t["key"]))]
     for sub in (v.get("topology") or {}).get("subtopologies") or ():
         sub["state_changelog_topics"] = []
         sub["repartition_source_topics"] = []
