@@ -70,6 +70,7 @@ def read_range(part: OffsetRange, schema: pa.Schema) -> Iterator[pa.RecordBatch]
                          timeout=int(conf.get("socket.timeout.ms", 60000)) / 1000,
                          max_bytes=int(conf.get("max.partition.fetch.bytes", conf.get("fetch.max.bytes", 8 << 20))),
                          isolation_level=1 if conf.get("isolation.level") == "read_committed" else 0)
+    fetcher.prefetch = True  # the next Fetch under way while this answer is decoded (as `read_window` does)
     try:
         for cols in broker_columns(fetcher, part.topic, part.partition, start, end, lo=lo, hi=hi,
                                    names=schema.names):
