@@ -6,6 +6,7 @@ Kafka does."""
 from __future__ import annotations
 
 import collections
+import time
 import uuid
 
 import pytest
@@ -95,7 +96,9 @@ def _ids(port: int, topic: str) -> uuid.UUID:
 
 
 def _produce(port: int, version: int, topic_id: uuid.UUID) -> list[tuple[uuid.UUID, int, int]]:
-    batch = build_batch([SimpleRecord(1_750_000_000_000, None, b"v")])
+    # a current time: the session's Kafka checks retention every 500 ms, and a record older than
+    # retention.ms (7 days) is deleted before the fetch that follows reads it (OFFSET_OUT_OF_RANGE)
+    batch = build_batch([SimpleRecord(int(time.time() * 1000), None, b"v")])
     wire = wirefuzz.Wire(port)
     try:
         body = wire.call(0, version, wirefuzz.build(0, version, {
