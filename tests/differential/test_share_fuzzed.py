@@ -160,6 +160,40 @@ def test_a_share_session_ends_with_the_connection_that_opened_it(chronolog_side,
         "from another connection": ok}
 
 
+def _sessions_of_one_connection(side: Any) -> dict[str, Any]:
+    groups = [f"sfz-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+
+    def fetch(wire: wirefuzz.Wire, group: str, epoch: int) -> list[tuple[str, int]]:
+        return _codes(wire, 78, 1, {"group_id": group, "member_id": "sfz-member", "share_session_epoch": epoch,
+                                    "max_wait": 10, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [],
+                                    "forgotten_topics_data": []})
+    first, second = (wirefuzz.Wire(side.raw.port, timeout=10) for _ in range(2))
+    try:
+        out = {"open both": [fetch(first, g, 0) for g in groups]}
+        first.close()
+        deadline = time.monotonic() + 10  # the broker notices the close a moment later; a wrong epoch leaves
+        while (last := fetch(second, groups[1], 99)) == [("error_code", 123)] and time.monotonic() < deadline:
+            time.sleep(0.1)  # the session as it is (INVALID_SHARE_SESSION_EPOCH while it exists)
+        out["the last one opened"] = last
+        out["the one opened before"] = fetch(second, groups[0], 1)
+        out["acknowledged"] = _codes(second, 79, 1, {"group_id": groups[0], "member_id": "sfz-member",
+                                                      "share_session_epoch": 2, "topics": []})
+        return out
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_connection_ends_only_the_last_share_session_it_opened(chronolog_side, kafka_side):
+    """Wire fuzzer seed 16: Kafka 4.4's ShareSessionCache maps a connection to one session, the last it opened
+    (connectionIdToSessionMap): its close ends that one only, and a session the same connection opened before
+    for another group stays, serving its next epochs."""
+    ok = [("error_code", 0)]
+    assert _sessions_of_one_connection(chronolog_side) == _sessions_of_one_connection(kafka_side) == {
+        "open both": [ok, ok], "the last one opened": [("error_code", 122)], "the one opened before": ok,
+        "acknowledged": ok}
+
+
 def _fetch(wire: wirefuzz.Wire, group: str, epoch: int, topics: list, version: int = 1, **extra: Any) -> list:
     values = {"group_id": group, "member_id": "sfz-member", "share_session_epoch": epoch, "max_wait": 0,
               "min_bytes": 0, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10, "topics": topics,

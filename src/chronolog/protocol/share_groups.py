@@ -133,7 +133,9 @@ def _session(ctx: RequestContext, group_id: str, member_id: str, epoch: int, *, 
         session.partitions.update(dict.fromkeys(asked, False))
         if ctx.connection is not None:
             session.owner = ctx.connection
-            ctx.connection.closers[("share session", key)] = lambda: _disconnected(ctx, key, session)
+            # one session a connection, the last it opened (ShareSessionCache.connectionIdToSessionMap): its
+            # close ends only that one; a member's earlier session of another group stays
+            ctx.connection.closers["share session"] = lambda: _disconnected(ctx, key, session)
         return session
     session = from_cache.get(key)
     if session is None:
@@ -153,7 +155,7 @@ def _session(ctx: RequestContext, group_id: str, member_id: str, epoch: int, *, 
 
 def _disconnected(ctx: RequestContext, key: tuple[str, str], session: Any) -> None:
     """The connection that opened a share session closed: the session ends and its records go back
-    (ShareSessionCache's disconnect listener), unless a newer session replaced it."""
+    (ShareSessionCache's disconnect listener), unless a newer session replaced it or it ended (stale)."""
     if _shares(ctx).sessions.get(key) is session:
         _close(ctx, *key)
 
