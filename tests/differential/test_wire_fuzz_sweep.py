@@ -117,3 +117,40 @@ def test_streams_heartbeats_kafka_fails(broker):
     failed = [("error_code", 0 if broker.kind == "chronolog" else -1)]
     assert join([("zone", "a"), ("zone", "b")]) == failed
     assert join([], epoch=-1) == failed
+
+
+def test_streams_join_with_an_endpoint_and_missing_topics(broker):
+    """Seed 11: a joining streams member with a user endpoint whose topology reads a topic that does not exist:
+    Kafka 4.4 fails the heartbeat with UNKNOWN_SERVER_ERROR (its EndpointToPartitionsManager finds no
+    partitions for the missing topic: NoSuchElementException), chronolog lets the member join, as both do
+    without the endpoint or with the topic there; the fuzzer does not generate it. A repartition sink no
+    subtopology reads is no invalid topology on either (chronolog refused it before)."""
+    import chronolog.protocol.streams_schemas  # noqa: F401  (StreamsGroupHeartbeat v1's schema)
+
+    topic = broker.create_topic(prefix="fz-streams")
+
+    def join(source: str, sinks: list[str], endpoint: dict | None) -> list[tuple[str, int]]:
+        group = f"fz-streams-{uuid.uuid4().hex[:10]}"
+        coordinator_ready(broker, group)
+        deadline = time.monotonic() + 30
+        while True:  # Kafka loads the group's offsets partition after FindCoordinator: NOT_COORDINATOR meanwhile
+            answer = codes(broker, 88, 1, {
+                "group_id": group, "member_id": f"m-{uuid.uuid4().hex[:8]}", "member_epoch": 0,
+                "endpoint_information_epoch": 0, "instance_id": None, "rack_id": None,
+                "rebalance_timeout": datetime.timedelta(seconds=30), "topology": {"epoch": 0, "subtopologies": [{
+                    "subtopology_id": "0", "source_topics": [source], "source_topic_regex": [],
+                    "state_changelog_topics": [], "repartition_sink_topics": sinks, "repartition_source_topics": [],
+                    "copartition_groups": []}]},
+                "active_tasks": [], "standby_tasks": [], "warmup_tasks": [], "process_id": "p",
+                "user_endpoint": endpoint, "client_tags": [], "task_offsets": [], "task_end_offsets": [],
+                "shutdown_application": False})
+            if answer[0][1] not in RETRIABLE or time.monotonic() > deadline:
+                return answer
+            time.sleep(0.05)
+
+    ok, endpoint, missing = [("error_code", 0)], {"host": "h", "port": 1}, "fz-streams-missing"
+    cases = [(source, sink, e) for source in (topic, missing) for sink in ("", "fz-streams-sink")
+             for e in (None, endpoint)]
+    assert {(source, sink, bool(e)): join(source, [sink] if sink else [], e) for source, sink, e in cases} == {
+        (source, sink, bool(e)): [("error_code", -1)] if source == missing and e and broker.kind == "kafka" else ok
+        for source, sink, e in cases}
