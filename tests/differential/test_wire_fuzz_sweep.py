@@ -124,12 +124,13 @@ def test_streams_join_with_an_endpoint_and_missing_topics(broker):
     Kafka 4.4 fails the heartbeat with UNKNOWN_SERVER_ERROR (its EndpointToPartitionsManager finds no
     partitions for the missing topic: NoSuchElementException), chronolog lets the member join, as both do
     without the endpoint or with the topic there; the fuzzer does not generate it. A repartition sink no
-    subtopology reads is no invalid topology on either (chronolog refused it before)."""
+    subtopology reads is no invalid topology on either (chronolog refused it before); a subtopology reading
+    nothing is (STREAMS_INVALID_TOPOLOGY) once the source topics exist."""
     import chronolog.protocol.streams_schemas  # noqa: F401  (StreamsGroupHeartbeat v1's schema)
 
     topic = broker.create_topic(prefix="fz-streams")
 
-    def join(source: str, sinks: list[str], endpoint: dict | None) -> list[tuple[str, int]]:
+    def join(source: str, sinks: list[str], endpoint: dict | None, *, empty: bool = False) -> list[tuple[str, int]]:
         group = f"fz-streams-{uuid.uuid4().hex[:10]}"
         coordinator_ready(broker, group)
         deadline = time.monotonic() + 30
@@ -138,9 +139,9 @@ def test_streams_join_with_an_endpoint_and_missing_topics(broker):
                 "group_id": group, "member_id": f"m-{uuid.uuid4().hex[:8]}", "member_epoch": 0,
                 "endpoint_information_epoch": 0, "instance_id": None, "rack_id": None,
                 "rebalance_timeout": datetime.timedelta(seconds=30), "topology": {"epoch": 0, "subtopologies": [{
-                    "subtopology_id": "0", "source_topics": [source], "source_topic_regex": [],
+                    "subtopology_id": str(i), "source_topics": [] if i else [source], "source_topic_regex": [],
                     "state_changelog_topics": [], "repartition_sink_topics": sinks, "repartition_source_topics": [],
-                    "copartition_groups": []}]},
+                    "copartition_groups": []} for i in range(2 if empty else 1)]},
                 "active_tasks": [], "standby_tasks": [], "warmup_tasks": [], "process_id": "p",
                 "user_endpoint": endpoint, "client_tags": [], "task_offsets": [], "task_end_offsets": [],
                 "shutdown_application": False})
@@ -154,3 +155,6 @@ def test_streams_join_with_an_endpoint_and_missing_topics(broker):
     assert {(source, sink, bool(e)): join(source, [sink] if sink else [], e) for source, sink, e in cases} == {
         (source, sink, bool(e)): [("error_code", -1)] if source == missing and e and broker.kind == "kafka" else ok
         for source, sink, e in cases}
+    invalid = [("error_code", 130)]  # STREAMS_INVALID_TOPOLOGY
+    assert join(topic, [], None, empty=True) == join(topic, [], endpoint, empty=True) == invalid
+    assert join(missing, [], None, empty=True) == ok

@@ -270,6 +270,14 @@ class StreamsGroups:
         return group
 
     def _heartbeat(self, req: HeartbeatRequest, topics: dict[str, int], create_topic) -> dict:
+        if req.epoch == 0 and req.topology is not None and all(
+                t in topics for s in req.topology.subtopologies for t in s.source_topics):
+            # configuring the topology once its source topics exist, Kafka 4.4 refuses a subtopology that reads
+            # nothing (InternalTopicManager: "Subtopology does not contain any source topics"); while one is
+            # missing it answers the missing topics' status
+            for s in req.topology.subtopologies:
+                if not (s.source_topics or s.source_regex or s.repartition_sources):
+                    raise HeartbeatError(STREAMS_INVALID_TOPOLOGY, "Subtopology does not contain any source topics")
         group = self._group(req.group_id, create=req.epoch == 0)
         interval = self._cfg("group.streams.heartbeat.interval.ms", 5000, req.group_id)
         if req.epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
