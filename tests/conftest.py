@@ -102,3 +102,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             return len(rank)
 
     items.sort(key=file_rank)  # stable: a file's own tests keep their order
+
+
+# The files that use the session's three-node Kafka cluster (`kafka_cluster`): one scope for xdist, so they run
+# on one worker and one cluster starts (three JVMs, about 1.5 GB) instead of one on each worker.
+CLUSTER_FILES = frozenset({
+    "tests/console/test_console_against_kafka.py", "tests/spark/test_source_against_kafka.py",
+    "tests/timetravel/test_more_tools_against_kafka.py", "tests/timetravel/test_tools_against_kafka.py",
+    "tests/timetravel/test_tools_leaders_move.py",
+})
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN201 (xdist's own types)
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ClusterFilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "kafka_cluster" if path in CLUSTER_FILES else path
+
+    return ClusterFilesTogether(config, log)
