@@ -175,12 +175,14 @@ SEGMENT_SIZES = scaled({"1MiB-segments": 1 << 20, "128MiB-segments": 128 << 20},
 
 
 @pytest.mark.parametrize("segment_bytes", list(SEGMENT_SIZES.values()), ids=list(SEGMENT_SIZES))
-def test_a_full_disk_never_kills_the_broker_nor_loses_acknowledged_records(small_fs, tmp_path, segment_bytes):
+def test_a_full_disk_never_kills_the_broker_nor_loses_acknowledged_records(small_fs, tmp_path, segment_bytes,
+                                                                          request):
     data = small_fs / "data"
     broker = BrokerProcess(data, {"log.segment.bytes": str(segment_bytes), "num.partitions": "1",
                                   "chronolog.log.dir.write.retry.ms": "200",
                                   "chronolog.log.dir.low.space.bytes": str(2 << 20),
                                   "log.flush.offset.checkpoint.interval.ms": "1000"})
+    request.addfinalizer(broker.kill)  # a failed step leaves no broker running (a no-op once stopped)
     broker.log_path = tmp_path / "broker.log"  # the broker's own log stays off the small file system
     broker.start()
     log_text = lambda: broker.log_path.read_text(errors="replace")  # noqa: E731
