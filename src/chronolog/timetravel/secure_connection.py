@@ -21,6 +21,7 @@ from typing import Any
 
 from chronolog.errors import ChronologError
 from chronolog.protocol import fetch_client as fc
+from chronolog.security.scram import MECHANISMS as SCRAM_HASHES
 from chronolog.security.scram import decode_saslname, encode_saslname, salted_password
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
@@ -113,7 +114,7 @@ class ScramClient:
 
     def __init__(self, mechanism: str, user: str, password: str, nonce: str | None = None) -> None:
         self.mechanism = mechanism
-        self.hash = "sha256" if mechanism == "SCRAM-SHA-256" else "sha512"
+        self.hash = SCRAM_HASHES[mechanism]  # the broker's own table of SCRAM hashes
         self.password = password
         self.nonce = nonce or secrets.token_urlsafe(24)
         self.bare = f"n={encode_saslname(user)},r={self.nonce}"
