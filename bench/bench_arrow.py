@@ -62,7 +62,8 @@ def produce(bootstrap: str) -> None:
     del producer, admin
 
 
-def zero_work_source(rows_per_partition: int, name: str = "zerowork"):
+def zero_work_source(rows_per_partition: int, name: str = "zerowork", *, partitions: int = PARTITIONS,
+                     value_bytes: int = VALUE_BYTES):
     """A Python data source of the chronolog schema whose readers yield one ready Arrow batch over and
     over: no I/O, no decoding (pickled by value to Spark's workers). With one row per partition it
     measures Spark's fixed cost of a query over a Python source (the floor under every full scan)."""
@@ -77,12 +78,12 @@ def zero_work_source(rows_per_partition: int, name: str = "zerowork"):
 
     class Reader(DataSourceReader):
         def partitions(self):
-            return [Part(i, rows_per_partition) for i in range(PARTITIONS)]
+            return [Part(i, rows_per_partition) for i in range(partitions)]
 
         def read(self, partition):
             schema = arrow_schema(False)
             n = ARROW_BATCH_ROWS
-            value = b"x" * VALUE_BYTES
+            value = b"x" * value_bytes
             batch = pa.RecordBatch.from_arrays(
                 [pa.nulls(n, pa.binary()), pa.array([value] * n, pa.binary()), pa.repeat("logs", n),
                  pa.repeat(pa.scalar(partition.value, pa.int32()), n), pa.array(range(n), pa.int64()),

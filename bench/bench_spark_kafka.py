@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.bench_arrow import zero_work_source
 from bench.common import print_table
 
 T0 = 1_700_000_000_000
@@ -57,44 +58,6 @@ def load(bootstrap: str, topic: str) -> None:
     del admin, producer
 
 
-def zero_work_source(name: str = "zerowork_race"):
-    """A Python source of the race's shape (3 partitions of 333,333 rows, 80-byte values) whose readers
-    yield one ready Arrow batch over and over: Spark's own cost of a Python source's full scan."""
-    import pyarrow as pa
-    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-
-    class Reader(DataSourceReader):
-        def partitions(self):
-            return [InputPartition(i) for i in range(PARTITIONS)]
-
-        def read(self, partition):
-            from chronolog.timetravel.arrow import ARROW_BATCH_ROWS, arrow_schema
-            schema, n = arrow_schema(False), ARROW_BATCH_ROWS
-            batch = pa.RecordBatch.from_arrays(
-                [pa.nulls(n, pa.binary()), pa.array([b"x" * 80] * n, pa.binary()), pa.repeat("day", n),
-                 pa.repeat(pa.scalar(partition.value, pa.int32()), n), pa.array(range(n), pa.int64()),
-                 pa.array([T0 * 1000] * n, pa.int64()).cast(schema.field("timestamp").type),
-                 pa.repeat(pa.scalar(0, pa.int32()), n)], schema=schema)
-            left = RECORDS // PARTITIONS
-            while left > 0:
-                yield batch if left >= n else batch.slice(0, left)
-                left -= n
-
-    class Source(DataSource):
-        @classmethod
-        def name(cls):
-            return name
-
-        def schema(self):
-            from chronolog.spark.source import BASE_SCHEMA
-            return BASE_SCHEMA
-
-        def reader(self, schema):
-            return Reader()
-
-    return Source
-
-
 def rounds(queries: dict, n: int) -> dict[str, list[float]]:
     """Seconds of each query, `n` interleaved rounds (a busy neighbour slows both alike)."""
     out: dict[str, list[float]] = {k: [] for k in queries}
@@ -129,7 +92,9 @@ def race(spark, bootstrap: str, topic: str) -> list[tuple[str, ...]]:
 
     from pyspark import cloudpickle
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    spark.dataSource.register(zero_work_source())
+    # bench_arrow's zero-work source in the race's shape: 3 partitions of 333,333 rows of 80-byte values
+    spark.dataSource.register(zero_work_source(RECORDS // PARTITIONS, "zerowork_race", partitions=PARTITIONS,
+                                               value_bytes=80))
     total = count("chronolog", whole)
     assert total == count("kafka", whole) == count("zerowork_race", {}) == RECORDS // PARTITIONS * PARTITIONS
     t = rounds({"chronolog": lambda: count("chronolog", whole), "kafka": lambda: count("kafka", whole),
