@@ -23,6 +23,12 @@ def _alter(wire: wirefuzz.Wire, group: str, topic: str, partition: int) -> list[
         {"topic_name": topic, "partitions": [{"partition_index": partition, "start_offset": 0}]}]})
 
 
+def _topic_id(wire: wirefuzz.Wire, topic: str) -> Any:
+    """The topic's id, from a Metadata v12 answer."""
+    body = wirefuzz.build(3, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False}, {})
+    return wire.call(3, 12, body).topics[0].topic_id
+
+
 def _ready(wire: wirefuzz.Wire, topic: str, bound_s: float = 60) -> None:
     """The group coordinator loaded and the topic known to it: Kafka answers a fresh topic's partitions
     UNKNOWN_TOPIC_OR_PARTITION for a moment after making it."""
@@ -96,8 +102,7 @@ def _answered(side: Any) -> dict[str, Any]:
     wire = wirefuzz.Wire(side.raw.port, timeout=10)
     try:
         _ready(wire, topic)
-        topic_id = wire.call(3, 12, wirefuzz.build(3, 12, {"topics": [{"name": topic}],
-                                                           "allow_auto_topic_creation": False}, {})).topics[0].topic_id
+        topic_id = _topic_id(wire, topic)
         group = f"sfz-{uuid.uuid4().hex[:8]}"
         made = f"sfz-{uuid.uuid4().hex[:8]}"
         out = {
@@ -213,8 +218,7 @@ def _fetches_left_out(side: Any, polls: int) -> dict[str, Any]:
     wire = wirefuzz.Wire(side.raw.port, timeout=10)
     try:
         _ready(wire, topic)
-        topic_id = wire.call(3, 12, wirefuzz.build(3, 12, {"topics": [{"name": topic}],
-                                                           "allow_auto_topic_creation": False}, {})).topics[0].topic_id
+        topic_id = _topic_id(wire, topic)
         group = f"sfz-{uuid.uuid4().hex[:8]}"
         out = {
             # a new session naming a partition twice (Kafka's ShareSessionCache cannot add it twice)
@@ -255,8 +259,7 @@ def _sessions(side: Any) -> dict[str, Any]:
     wire = wirefuzz.Wire(side.raw.port, timeout=10)
     try:
         _ready(wire, topic)
-        topic_id = wire.call(3, 12, wirefuzz.build(3, 12, {"topics": [{"name": topic}],
-                                                           "allow_auto_topic_creation": False}, {})).topics[0].topic_id
+        topic_id = _topic_id(wire, topic)
         unknown = uuid.UUID(int=12345)
         group = f"sfz-{uuid.uuid4().hex[:8]}"
         bad = {"first_offset": 5, "last_offset": 0, "acknowledge_types": [1]}
