@@ -29,7 +29,7 @@ def _coordinator_denied(ctx: RequestContext, key_type: int, key: str) -> int:
     if key_type == 1:
         if not ctx.allowed("describe", "transactional_id", key):
             return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        if ctx.state.transactions is None:
+        if ctx.state.transactions is None or ctx.state.transactions.offline_id(key):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         ctx.state.transactions.ensure_ready()
         return 0
@@ -38,11 +38,13 @@ def _coordinator_denied(ctx: RequestContext, key_type: int, key: str) -> int:
     return ErrorCode.GROUP_AUTHORIZATION_FAILED if _group_denied(ctx, "describe", key) else 0
 
 
-async def _group_coordinator_ready(ctx: RequestContext, key_type: int, error: int) -> int:
+async def _group_coordinator_ready(ctx: RequestContext, key_type: int, error: int, key: str) -> int:
     """The group coordinator is ready once `__consumer_offsets` exists; a failed creation is
     COORDINATOR_NOT_AVAILABLE, which clients retry."""
     if error or key_type != 0 or ctx.coordinator is None:
         return error
+    if ctx.coordinator.offline(key):  # its partition could not be opened at start
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
     return 0 if await ctx.coordinator.offsets_topic_ready() else ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
@@ -57,11 +59,11 @@ async def find_coordinator(req: Any, ctx: RequestContext) -> dict:
     if ctx.api_version >= 4:
         coordinators = []
         for k in req.coordinator_keys:
-            error = await _group_coordinator_ready(ctx, key_type, _coordinator_denied(ctx, key_type, k))
+            error = await _group_coordinator_ready(ctx, key_type, _coordinator_denied(ctx, key_type, k), k)
             coordinators.append({"key": k, "error_code": error, "error_message": ErrorCode(error).name if error else None,
                                  **(nowhere if error else node)})
         return {"throttle_time": 0, "coordinators": coordinators}
-    error = await _group_coordinator_ready(ctx, key_type, _coordinator_denied(ctx, key_type, req.key))
+    error = await _group_coordinator_ready(ctx, key_type, _coordinator_denied(ctx, key_type, req.key), req.key)
     if error:
         return {"throttle_time": 0, "error_code": error, "error_message": ErrorCode(error).name, **nowhere}
     return {"throttle_time": 0, "error_code": 0, "error_message": None, **node}

@@ -73,6 +73,9 @@ TLS_HANDSHAKE_TIMEOUT_S = 30.0
 # Heartbeat, LeaveGroup, SyncGroup, DescribeGroups, ListGroups, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
 # DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat, ConsumerGroupDescribe, StreamsGroupHeartbeat/Describe.
 GROUP_COORDINATOR_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 25, 26, 28, 42, 47, 68, 69, 88, 89})
+# Those naming a group or transactional id (with InitProducerId, AddPartitionsToTxn, DescribeTransactions):
+# refused when its coordinator partition could not be opened at start (`_offline_coordinator`).
+KEYED_COORDINATOR_APIS = (GROUP_COORDINATOR_APIS | {22, 24, 65}) - {10, 16}
 # What a client sends before anything else (ApiVersions, SaslHandshake, SaslAuthenticate) and Metadata: answered
 # while the coordinators are still starting (`Broker._coordinators_started`). Every other request waits for them.
 BEFORE_COORDINATORS_APIS = frozenset({18, 17, 36, 3})
@@ -618,6 +621,12 @@ class Broker:
         if self.state.transactions is None and (api_key not in BEFORE_COORDINATORS_APIS or (
                 api_key == codec.METADATA_KEY and _names_internal_topic(request.body))):
             await self._coordinators_started()
+        if api_key in KEYED_COORDINATOR_APIS:
+            offline = _offline_coordinator(self.state, request.body)
+            if offline is not None:  # Kafka's broker does not lead that partition: NOT_COORDINATOR, then
+                # FindCoordinator answers COORDINATOR_NOT_AVAILABLE; a closed connection makes clients ask it too
+                raise ConnectionError(f"the coordinator of {offline} is offline until the next start (its "
+                                      f"partition could not be opened)")
         ctx = RequestContext(self.state, api_key, version, correlation_id, request.client_id, client_host,
                              principal=conn.principal if conn is not None else "User:ANONYMOUS", connection=conn)
         if api_key == codec.FETCH_KEY and conn is not None and self.plan_fetches:
@@ -680,6 +689,28 @@ def _coordinator_classes() -> tuple[type | None, type]:
     except ModuleNotFoundError:
         return None, TransactionCoordinator
     return GroupCoordinator, TransactionCoordinator
+
+
+def _offline_coordinator(state: BrokerState, body: Any) -> str | None:
+    """The group or transactional id named by a coordinator request whose `__consumer_offsets` or
+    `__transaction_state` partition could not be opened at start, or None (almost always: no partition is)."""
+    groups, txns = state.coordinator, state.transactions
+    groups = groups if groups is not None and groups.store.offline else None
+    txns = txns if txns is not None and txns.offline else None
+    if groups is None and txns is None:
+        return None
+    for name in ("group_id", "group_ids", "groups", "groups_names", "transactional_id", "transactional_ids",
+                 "transactions"):
+        value = getattr(body, name, None)
+        for key in value if isinstance(value, tuple) else (value,):
+            key = getattr(key, "group_id", getattr(key, "transactional_id", key))
+            if not isinstance(key, str):
+                continue
+            if name.startswith("group") and groups is not None and groups.offline(key):
+                return f"group {key}"
+            if name.startswith("transaction") and txns is not None and txns.offline_id(key):
+                return f"transactional id {key}"
+    return None
 
 
 def _log_coordinators_failure(task: asyncio.Task) -> None:

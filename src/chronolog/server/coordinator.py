@@ -136,6 +136,11 @@ class GroupCoordinator:
         """The group's `__consumer_offsets` partition (GroupMetadataManager.partitionFor)."""
         return self.store.partition_for(group_id)
 
+    def offline(self, group_id: str) -> bool:
+        """The group's partition could not be opened at start: its state was not loaded, so nothing here
+        may answer for it (Kafka's broker does not lead that partition: COORDINATOR_NOT_AVAILABLE)."""
+        return bool(self.store.offline) and self.store.partition_for(group_id) in self.store.offline
+
     def _has_members(self, group_id: str) -> bool:
         """A classic or KIP-848 group with members: its offsets do not expire."""
         classic = self.groups.get(group_id)

@@ -109,6 +109,9 @@ class OffsetStore:
         self._seq = itertools.count(1)
         self._key_seq: dict[Key, int] = {}
         self._ready = False  # the topic exists and num_partitions is its count
+        # Partitions that could not be opened at start (an I/O error, a full disk): their groups are not
+        # loaded, so they have no coordinator until the next start (`GroupCoordinator.offline`).
+        self.offline: set[int] = set()
 
     # -- topic ----------------------------------------------------------------------------------------------
     def partition_for(self, group: str) -> int:
@@ -208,7 +211,11 @@ class OffsetStore:
             self.ensure_topic()
             records = 0
             for p in range(self.num_partitions):
-                records += self._load_partition(p)
+                try:
+                    records += self._load_partition(p)
+                except KafkaStorageErrorError as exc:
+                    self.offline.add(p)
+                    log.error("%s; its groups have no coordinator until the next start", exc)
             log.info("loaded %d offsets of %d groups from %d records of %s", len(self.offsets),
                      len({g for g, _, _ in self.offsets} | set(self.groups)), records, CONSUMER_OFFSETS_TOPIC)
         self._migrate()

@@ -42,7 +42,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from chronolog.config import BrokerConfig
-from chronolog.errors import ErrorCode, KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from chronolog.errors import (
+    ErrorCode,
+    KafkaError,
+    KafkaStorageErrorError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
 from chronolog.protocol.txn_batches import TRANSACTION_VERSION
 from chronolog.records.batch import SimpleRecord
 from chronolog.records.batch_builder import build_batch
@@ -87,6 +93,7 @@ class TransactionCoordinator:
         self.txns: dict[str, TxnMetadata] = {}
         self.num_partitions = int(config["transaction.state.log.num.partitions"])
         self._timers: list[asyncio.Task] = []
+        self.offline: set[int] = set()  # partitions that could not be opened at start (`offline_id`)
         # the finalized transaction.version: TransactionLogValue v1 from level 1 on
         self.transaction_version = TRANSACTION_VERSION
 
@@ -140,6 +147,10 @@ class TransactionCoordinator:
     def state_partition(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.num_partitions)
 
+    def offline_id(self, transactional_id: str) -> bool:
+        """The id's partition could not be opened at start: its state was not loaded (as GroupCoordinator.offline)."""
+        return bool(self.offline) and self.state_partition(transactional_id) in self.offline
+
     def _write(self, meta: TxnMetadata | None, transactional_id: str) -> None:
         """Append the id's new state (None: its tombstone) to its __transaction_state partition; the
         in-memory state changes only once that append returned (TransactionStateManager.appendTransactionToLog)."""
@@ -161,7 +172,12 @@ class TransactionCoordinator:
             return
         self.num_partitions = self.logs.topics()[TRANSACTION_STATE_TOPIC]
         for p in range(self.num_partitions):
-            plog = self.logs.get_log(TRANSACTION_STATE_TOPIC, p)
+            try:
+                plog = self.logs.get_log(TRANSACTION_STATE_TOPIC, p)
+            except KafkaStorageErrorError as exc:
+                self.offline.add(p)
+                log.error("%s; its transactional ids have no coordinator until the next start", exc)
+                continue
             records = 0
             for rec in plog.read_records(plog.log_start_offset):
                 records += 1
