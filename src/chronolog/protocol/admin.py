@@ -3,7 +3,7 @@ AlterConfigs, IncrementalAlterConfigs, DescribeLogDirs, and what a one-node clus
 and ListPartitionReassignments; each as Kafka 4.4's controller checks and answers it (tests/differential).
 Config changes are validated, persisted and applied to live logs at once (the time configs above all:
 `message.timestamp.type`, the timestamp bounds, `segment.ms`, `retention.ms`, `segment.bytes`,
-`index.interval.bytes`). The delegation token APIs are registered with this module (delegation_tokens)."""
+`index.interval.bytes`). The delegation token APIs are in protocol.delegation_tokens."""
 
 from __future__ import annotations
 
@@ -24,11 +24,7 @@ from chronolog.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from chronolog.protocol import (
-    broker_configs,
-    delegation_tokens,  # noqa: F401  (registers the delegation token APIs)
-    group_configs,
-)
+from chronolog.protocol import broker_configs, group_configs
 from chronolog.protocol.config_entries import ConfigView, broker_entries, created_topic_configs, topic_entries
 from chronolog.protocol.core import error_of, topic_uuid
 from chronolog.protocol.registry import RequestContext, register

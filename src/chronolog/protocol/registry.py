@@ -4,7 +4,9 @@ sockets. Handlers that wait (Fetch long-poll, JoinGroup) are `async def`."""
 
 from __future__ import annotations
 
+import importlib
 import itertools
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -149,9 +151,32 @@ class ApiHandler:
     max_version: int
     fn: Handler
     parse_min_version: int | None = None  # advertised from min_version, rejected below this (KAFKA-18659)
+    module: str | None = None  # deferred: the module that registers the real handler, imported on first use
 
 
-HANDLERS: dict[int, ApiHandler] = {}
+class Handlers(dict[int, ApiHandler]):
+    """API key -> handler. A deferred entry (`defer`) advertises its versions (ApiVersions reads `items()`)
+    and is replaced by the real one when `get` or `[]` first asks for its key, before the request is parsed:
+    a module may add schemas the codec needs (protocol.streams_schemas)."""
+
+    def get(self, key: int, default: ApiHandler | None = None) -> ApiHandler | None:  # type: ignore[override]
+        handler = dict.get(self, key, default)
+        return _loaded(key, handler) if handler is not None and handler.module is not None else handler
+
+    def __getitem__(self, key: int) -> ApiHandler:
+        handler = dict.__getitem__(self, key)
+        return _loaded(key, handler) if handler.module is not None else handler
+
+
+def _loaded(key: int, handler: ApiHandler) -> ApiHandler:
+    importlib.import_module(handler.module)  # type: ignore[arg-type]  # its `register` replaces the entry
+    real = dict.get(HANDLERS, key)
+    if real is None or real.module is not None:
+        raise RuntimeError(f"{handler.module} registered no handler for API key {key}")
+    return real
+
+
+HANDLERS: Handlers = Handlers()
 # The features ApiVersions (v3+) lists, by Kafka's names: (supported min, supported max, finalized level).
 # The module that serves a feature's APIs adds it (protocol.share_groups: `share.version`, KIP-932).
 FEATURES: dict[str, tuple[int, int, int]] = {}
@@ -159,6 +184,29 @@ FEATURES: dict[str, tuple[int, int, int]] = {}
 
 def register(api_key: int, min_version: int, max_version: int, *, parse_min: int | None = None):
     def wrap(fn: Handler) -> Handler:
+        deferred = dict.get(HANDLERS, api_key)
+        if deferred is not None and deferred.module is not None and (
+                (deferred.min_version, deferred.max_version, deferred.parse_min_version)
+                != (min_version, max_version, parse_min)):
+            raise RuntimeError(f"API key {api_key} was deferred with versions {deferred.min_version}-"
+                               f"{deferred.max_version}, but {fn.__module__} registers {min_version}-{max_version}")
         HANDLERS[api_key] = ApiHandler(min_version, max_version, fn, parse_min)
         return fn
     return wrap
+
+
+def defer(module: str, versions: dict[int, tuple[int, int]], features: dict[str, tuple[int, int, int]] | None = None
+          ) -> None:
+    """Advertise the APIs `module` serves (key -> (min, max) version) and its features without importing it:
+    it is imported when a request first asks for one of them (most brokers never see a share or streams group
+    API, and their modules are a third of a start's imports). `register` checks the versions against these.
+    Nothing happens for a module already imported (its handlers are registered)."""
+    if module in sys.modules:
+        return
+    def first_call(request: Any, ctx: RequestContext) -> dict | Awaitable[dict]:
+        return HANDLERS[ctx.api_key].fn(request, ctx)  # (an entry taken from `items()`: load it now)
+    for key, (lo, hi) in versions.items():
+        if dict.get(HANDLERS, key) is None:
+            HANDLERS[key] = ApiHandler(lo, hi, first_call, None, module)
+    for name, feature in (features or {}).items():
+        FEATURES.setdefault(name, feature)

@@ -27,7 +27,7 @@ from chronolog.lazy import LazyObject
 from chronolog.protocol import codec
 from chronolog.protocol.core import INTERNAL_TOPICS, planned_fetch
 from chronolog.protocol.fetch_plan import FetchPlan
-from chronolog.protocol.registry import HANDLERS, BrokerState, ConnectionState, RequestContext
+from chronolog.protocol.registry import HANDLERS, BrokerState, ConnectionState, RequestContext, defer
 from chronolog.security import tls
 from chronolog.security.listeners import ListenerSpec, parse_listeners
 from chronolog.security.quotas import QuotaStore
@@ -42,14 +42,25 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+# Handler modules imported on the first request for one of their APIs (`registry.defer`): their API keys,
+# versions and features, advertised meanwhile (the modules' `register` checks the versions against these).
+DEFERRED_HANDLERS: dict[str, tuple[dict[int, tuple[int, int]], dict[str, tuple[int, int, int]]]] = {
+    "chronolog.protocol.share_groups": ({76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2), 90: (0, 1), 91: (0, 0),
+                                         92: (0, 0)}, {"share.version": (0, 2, 2)}),
+    "chronolog.protocol.streams_groups": ({88: (0, 1), 89: (0, 1)}, {"streams.version": (0, 1, 1)}),
+    "chronolog.protocol.delegation_tokens": ({38: (1, 3), 39: (1, 2), 40: (1, 2), 41: (1, 3)}, {}),
+}
+
+
 def _load_handlers() -> None:
     import chronolog.protocol.core  # noqa: F401  (registers)
     for optional in ("chronolog.protocol.admin", "chronolog.protocol.groups", "chronolog.protocol.sasl",
                      "chronolog.protocol.acls", "chronolog.protocol.scram_admin", "chronolog.protocol.transactions",
-                     "chronolog.protocol.consumer_groups", "chronolog.protocol.share_groups",
-                     "chronolog.protocol.streams_groups"):
+                     "chronolog.protocol.consumer_groups"):
         with contextlib.suppress(ModuleNotFoundError):
             __import__(optional)
+    for module, (versions, features) in DEFERRED_HANDLERS.items():
+        defer(module, versions, features)
 
 
 class DataSignal:
