@@ -248,11 +248,9 @@ class RecordBatch:
             if found is not None:  # None (rejected, or a delta beyond 64 bits): the Python walk below answers
                 base_ts = self._h[7]
                 return base_ts + found[0], base_ts + found[1], count
-        if count <= 0:
-            raise InvalidRecordError(f"batch claims {count} records in {len(body)} bytes")
-        stamps = [t for _s, _e, t, _o, _p in record_cursor(body, count, validate=True)]
+        lo, hi = _scan_records(body, count)
         base_ts = self._h[7]
-        return base_ts + min(stamps), base_ts + max(stamps), count
+        return base_ts + lo, base_ts + hi, count
 
     def timestamp_table(self, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> TimestampTable:
         """Every record's offset and timestamp plus their running maximum, for answering many lookups by
@@ -406,6 +404,82 @@ def record_cursor(body, count: int, exact: bool = True,
         raise InvalidRecordError("record runs past the end of the batch") from None
     if exact and pos != n:
         raise InvalidRecordError("bytes left after the last record of the batch")
+
+
+def _scan_records(body, count: int) -> tuple[int, int]:
+    """(smallest, largest) timestamp delta of a records section, checked as `record_cursor(body, count,
+    validate=True)` checks it, with the same errors in the same order. Its loop inlined: this is the append
+    path's per-record cost without the C walk (a generator and a call per record cost 9-15% of an append
+    of 1 MB batches)."""
+    n = len(body)
+    if count <= 0 or count > n:  # each record takes at least 7 bytes
+        raise InvalidRecordError(f"batch claims {count} records in {n} bytes")
+    pos = 0
+    lo = hi = 0
+    try:
+        for i in range(count):
+            b = body[pos]
+            if b < 0x80:
+                pos += 1
+            else:
+                c = body[pos + 1]
+                if c < 0x80:
+                    b = (b & 0x7F) | (c << 7)
+                    pos += 2
+                else:
+                    b, pos = _raw_varint(body, pos, True)
+            end = pos + ((b >> 1) ^ -(b & 1))
+            if end > n or end < pos + 3:  # attributes, timestamp delta and offset delta take 3 at least
+                raise InvalidRecordError("record length runs past the batch")
+            t = body[pos + 1]  # after the attributes byte
+            if t < 0x80:
+                p = pos + 2
+            else:
+                c = body[pos + 2]
+                if c < 0x80:
+                    t = (t & 0x7F) | (c << 7)
+                    p = pos + 3
+                else:
+                    t, p = _raw_varint(body, pos + 1)
+            o = body[p]
+            if o < 0x80:
+                p += 1
+            else:
+                c = body[p + 1]
+                if c < 0x80:
+                    o = (o & 0x7F) | (c << 7)
+                    p += 2
+                else:
+                    o, p = _raw_varint(body, p, True)
+            if o != 2 * i:  # offset delta i, zigzag-encoded
+                raise InvalidRecordError(f"record {i} has offset delta {(o >> 1) ^ -(o & 1)}")
+            # The common record inline (as `_fields_end` begins): key and value lengths of one byte, or a
+            # two-byte value length, then no headers; anything else takes `_fields_end`.
+            k = body[p]
+            q = -1
+            if k < 0x80:
+                q = p + 1 + (k >> 1 if not k & 1 else 0)
+                v = body[q]
+                if v < 0x80:
+                    q += 1 + (v >> 1 if not v & 1 else 0)
+                else:
+                    c = body[q + 1]
+                    q = q + 2 + (((v & 0x7F) | (c << 7)) >> 1) if c < 0x80 and not v & 1 else -1
+            if (q != end - 1 or body[q] != 0) and _fields_end(body, p, end) != end:
+                raise InvalidRecordError(f"record {i}: key, value and headers do not fill its {end - pos} bytes")
+            t = (t >> 1) ^ -(t & 1)
+            if i == 0:
+                lo = hi = t
+            elif t < lo:
+                lo = t
+            elif t > hi:
+                hi = t
+            pos = end
+    except IndexError:
+        raise InvalidRecordError("record runs past the end of the batch") from None
+    if pos != n:
+        raise InvalidRecordError("bytes left after the last record of the batch")
+    return lo, hi
 
 
 def _fields_end(body, p: int, end: int) -> int:
