@@ -212,7 +212,7 @@ class StreamsGroups:
             client_id=client_id, client_host=client_host)
         try:
             self.validate(request, req.topology is not None, tuple(getattr(req, f"{k}_tasks") is None for k in KINDS),
-                          any(getattr(req, f"{k}_tasks") for k in KINDS))
+                          any(getattr(req, f"{k}_tasks") for k in KINDS), _counted_changelog(req.topology))
         except HeartbeatError as exc:
             return None, (exc.code, exc.message)
         if req.topology is not None:
@@ -224,10 +224,11 @@ class StreamsGroups:
 
     @staticmethod
     def validate(req: HeartbeatRequest, has_topology: bool, owned_nulls: tuple[bool, bool, bool],
-                 owns_tasks: bool = False) -> None:
-        """GroupMetadataManager.throwIfStreamsGroupHeartbeatRequestIsInvalid (before the topology's own checks).
+                 owns_tasks: bool = False, counted_changelog: str | None = None) -> None:
+        """GroupCoordinatorService.throwIfStreamsGroupHeartbeatRequestIsInvalid (before the topology's own checks).
         `owned_nulls`: which of ActiveTasks, StandbyTasks, WarmupTasks the request left null; `owns_tasks`:
-        one of them lists a task, even one of no partitions (a list Kafka finds not empty)."""
+        one of them lists a task, even one of no partitions (a list Kafka finds not empty);
+        `counted_changelog`: the message for a joining topology's changelog topic given a partition count."""
         bad = ErrorCode.INVALID_REQUEST
         if not req.member_id:
             raise HeartbeatError(bad, "MemberId can't be empty.")
@@ -245,6 +246,8 @@ class StreamsGroups:
                                      "(re-)joining.")
             if not has_topology:
                 raise HeartbeatError(bad, "Topology must be non-null when (re-)joining.")
+            if counted_changelog is not None:  # throwIfInvalidTopology, only when joining
+                raise HeartbeatError(STREAMS_INVALID_TOPOLOGY, counted_changelog)
         elif req.epoch == STATIC_LEAVE_EPOCH:
             if req.instance_id is None:
                 raise HeartbeatError(bad, "InstanceId can't be null.")
@@ -578,6 +581,16 @@ class StreamsGroups:
         for group in self.groups.values():
             group.configured = configure(group.topology, topics)
             group.topic_sizes = self._relevant_sizes(group, topics)
+
+
+def _counted_changelog(wire: Any) -> str | None:
+    """GroupCoordinatorService.throwIfInvalidTopology: a changelog topic's partition count is the number of its
+    subtopology's tasks, so a joining topology giving one (any but 0) is invalid (found with wire fuzzer seed 27)."""
+    for s in () if wire is None else wire.subtopologies:
+        for t in s.state_changelog_topics:
+            if int(t.partitions) != 0:
+                return f"Changelog topic {t.name} must have an undefined partition count, but it is set to {t.partitions}."
+    return None
 
 
 def _bad_topic_names(wire: Any) -> str | None:
