@@ -86,29 +86,33 @@ def test_streams_heartbeats_kafka_fails(broker):
     """A joining streams member (KIP-1071) whose client tags name one key twice, or whose topology's epoch is
     negative: Kafka 4.4 fails the heartbeat with UNKNOWN_SERVER_ERROR (its map of the tags throws, so does
     StreamsTopology's constructor), chronolog takes the last value, the epoch as given. With each key once
-    and epoch 0 both let the member join."""
+    and epoch 0 both let the member join. Seed 27: so does a subtopology whose id is empty (chronolog refused
+    it); one id twice Kafka fails too (chronolog: STREAMS_INVALID_TOPOLOGY); a changelog topic given a
+    partition count is STREAMS_INVALID_TOPOLOGY on both (chronolog took a positive one)."""
     import chronolog.protocol.streams_schemas  # noqa: F401  (StreamsGroupHeartbeat v1's schema)
 
     topic = broker.create_topic(prefix="fz-streams")
 
-    def join(tags: list[tuple[str, str]], epoch: int = 0) -> list[tuple[str, int]]:
+    def join(tags: list[tuple[str, str]], epoch: int = 0, subtopologies: tuple[dict, ...] = ({},)
+             ) -> list[tuple[str, int]]:
         group = f"fz-streams-{uuid.uuid4().hex[:10]}"
         coordinator_ready(broker, group)
         deadline = time.monotonic() + 30
         while True:  # Kafka loads the group's offsets partition after FindCoordinator: NOT_COORDINATOR meanwhile
-            answer = heartbeat(group, tags, epoch)
+            answer = heartbeat(group, tags, epoch, subtopologies)
             if answer[0][1] not in RETRIABLE or time.monotonic() > deadline:
                 return answer
             time.sleep(0.05)
 
-    def heartbeat(group: str, tags: list[tuple[str, str]], epoch: int) -> list[tuple[str, int]]:
+    def heartbeat(group: str, tags: list[tuple[str, str]], epoch: int, subtopologies: tuple[dict, ...]
+                  ) -> list[tuple[str, int]]:
         return codes(broker, 88, 1, {
             "group_id": group, "member_id": f"m-{uuid.uuid4().hex[:8]}", "member_epoch": 0,
             "endpoint_information_epoch": 0, "instance_id": None, "rack_id": None,
             "rebalance_timeout": datetime.timedelta(seconds=30), "topology": {"epoch": epoch, "subtopologies": [{
                 "subtopology_id": "0", "source_topics": [topic], "source_topic_regex": [],
                 "state_changelog_topics": [], "repartition_sink_topics": [], "repartition_source_topics": [],
-                "copartition_groups": []}]},
+                "copartition_groups": [], **sub} for sub in subtopologies]},
             "active_tasks": [], "standby_tasks": [], "warmup_tasks": [], "process_id": "p", "user_endpoint": None,
             "client_tags": [{"key": k, "value": v} for k, v in tags], "task_offsets": [], "task_end_offsets": [],
             "shutdown_application": False})
@@ -117,6 +121,11 @@ def test_streams_heartbeats_kafka_fails(broker):
     failed = [("error_code", 0 if broker.kind == "chronolog" else -1)]
     assert join([("zone", "a"), ("zone", "b")]) == failed
     assert join([], epoch=-1) == failed
+    assert join([], subtopologies=({"subtopology_id": ""},)) == [("error_code", 0)]
+    assert join([], subtopologies=({}, {})) == [("error_code", 130 if broker.kind == "chronolog" else -1)]
+    counted = {"state_changelog_topics": [{"name": f"{topic}-store-changelog", "partitions": 1,
+                                           "replication_factor": 0, "topic_configs": []}]}
+    assert join([], subtopologies=(counted,)) == [("error_code", 130)]  # STREAMS_INVALID_TOPOLOGY
 
 
 def test_streams_join_with_an_endpoint_and_missing_topics(broker):

@@ -708,10 +708,16 @@ def _fix_streams_heartbeat(v: dict, version: int, rng: random.Random, pools: Poo
     generated; pinned by test_wire_fuzz_sweep.py::test_streams_heartbeats_kafka_fails. Nor a join with a user
     endpoint whose topology reads a topic that does not exist: Kafka 4.4 fails it with UNKNOWN_SERVER_ERROR (its
     EndpointToPartitionsManager throws), chronolog lets the member join; its source topics are the pool's
-    (pinned by test_wire_fuzz_sweep.py::test_streams_join_with_an_endpoint_and_missing_topics)."""
+    (pinned by test_wire_fuzz_sweep.py::test_streams_join_with_an_endpoint_and_missing_topics). Each
+    subtopology id once: Kafka 4.4 fails a topology naming one twice with UNKNOWN_SERVER_ERROR, chronolog
+    answers STREAMS_INVALID_TOPOLOGY (seed 27; pinned by test_streams_heartbeats_kafka_fails)."""
     if v.get("topology") is not None and v.get("user_endpoint") is not None:
         for sub in v["topology"]["subtopologies"]:
             sub["source_topics"] = [t if t in pools.topics else pools.topics[0] for t in sub["source_topics"]]
+    if v.get("topology") is not None:
+        ids: set[str] = set()
+        v["topology"]["subtopologies"] = [s for s in v["topology"]["subtopologies"]
+                                          if not (s["subtopology_id"] in ids or ids.add(s["subtopology_id"]))]
     if v.get("topology") is not None and v["topology"]["epoch"] < 0:
         v["topology"]["epoch"] = 0
     if v.get("client_tags"):
