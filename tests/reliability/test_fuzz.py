@@ -35,13 +35,14 @@ from kio.serial.errors import OutOfBoundValue
 from chronolog.config import TopicConfig
 from chronolog.errors import KafkaError
 from chronolog.protocol import codec
-from chronolog.protocol.registry import HANDLERS
+from chronolog.protocol.registry import HANDLERS, load_deferred
 from chronolog.records import CompressionType, RecordBatch, SimpleRecord, build_batch, crc32c
 from chronolog.server.broker import Broker, _load_handlers
 from chronolog.storage import PartitionLog
 from tests.brokerproc import TEST_CONFIGS
 
 _load_handlers()
+load_deferred()  # every served API's schemas, those a deferred module adds (the streams groups') included
 NOW = 1_700_000_000_000
 
 

@@ -2,7 +2,7 @@
 from Kafka's JSON schemas (clients/src/main/resources/common/message/*.json) so kio's readers and writers
 serve them: TxnOffsetCommit v6 (topics by id, KIP-1319), DeleteGroups v3 (an error message per group) and
 ApiVersions v5 (the cluster and node the client means to reach, KIP-1242).
-`codec.request_schema`/`response_schema` look here before asking kio. Drop an entry once kio has it.
+`codec.request_schema`/`response_schema` look here for a version kio has no schema for. Drop an entry once kio has it.
 (No `from __future__ import annotations`: kio reads the fields' types, which must not be strings.)"""
 
 import uuid

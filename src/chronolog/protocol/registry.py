@@ -210,3 +210,11 @@ def defer(module: str, versions: dict[int, tuple[int, int]], features: dict[str,
             HANDLERS[key] = ApiHandler(lo, hi, first_call, None, module)
     for name, feature in (features or {}).items():
         FEATURES.setdefault(name, feature)
+
+
+def load_deferred() -> None:
+    """Import every deferred handler module now: for a caller that walks the schemas of every API served
+    (the fuzz tests: a deferred module may add schemas the codec lacks until it is imported)."""
+    for key, handler in list(HANDLERS.items()):
+        if handler.module is not None:
+            HANDLERS[key]  # noqa: B018  (loads it)
