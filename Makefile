@@ -60,14 +60,15 @@ jars: $(JARS)/.stamp $(SPARK_KAFKA)/.stamp
 
 # franz-go's own test suite (tests/compat/test_franz_go_suite.py), fetched through the Go module proxy and
 # compiled once into var/ (minutes the first time); nothing without Go, and the test then skips.
-franzgo: $(STAMP)
-	@command -v go >/dev/null 2>&1 || exit 0; $(PY) -m tests.compat.franz_go --build || true
+franzgo:
+	@command -v go >/dev/null 2>&1 || exit 0; python3 -m tests.compat.franz_go --build || true
 
-# The venv and the system packages first (Maven may come from apt), then the rest side by side: they wait on
-# the network, Maven and the Go compiler rather than on each other, and a fresh clone sets up minutes sooner.
+# The system packages first (Maven and Go may come from apt), then the rest side by side, the venv included:
+# they wait on the network, Maven and the Go compiler rather than on each other, and a fresh clone sets up
+# minutes sooner. Only bytecode, faust and Quix need the venv first.
 install:
-	@$(MAKE) --no-print-directory -j2 $(STAMP) sysdeps
-	@$(MAKE) --no-print-directory -j6 bytecode nodedeps faustdeps quixdeps jars franzgo
+	@$(MAKE) --no-print-directory sysdeps
+	@$(MAKE) --no-print-directory -j6 $(STAMP) bytecode nodedeps faustdeps quixdeps jars franzgo
 
 # The suite's tiers (docs/testing.md, "This repository's suite"): `make test` is what CI runs, within 15
 # minutes on two cores; `make test-long` runs the same tests with their full seed counts, kills and load

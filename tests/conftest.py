@@ -73,21 +73,23 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory):
 # the others idled; the longest first leaves the short ones to fill the gaps at the end. The slowest files
 # of a `--durations=0` run, slowest first; a file not listed keeps its place after them.
 SLOW_FIRST = (
-    "console/test_console_against_kafka.py", "bench/test_bench_kafka.py", "compat/test_transactions.py",
-    "testing/test_docs.py", "compat/test_franz_go_suite.py", "spark/test_local_cluster.py",
-    "jvm/test_streams_groups.py", "testing/test_plugin.py", "spark/test_source.py", "jvm/test_kafka_tools.py",
-    "spark/test_connect.py", "spark/test_sink.py", "jvm/test_share_consumer.py", "console/test_console_browser.py",
-    "spark/test_errors.py", "compat/test_share_consumers.py", "timetravel/test_tools_against_kafka.py",
-    "reliability/test_disk_full.py", "compat/test_eos_groups.py", "storage/test_tiered_kafka.py",
-    "spark/test_kafka_connector_parity.py", "spark/test_remote_path.py", "spark/test_sink_native.py",
-    "jvm/test_java_txn_v2.py", "compat/test_consumer_protocol.py", "differential/test_share_groups.py",
-    "cli/test_groups_streams.py", "jvm/test_streams_eos.py", "reliability/test_many_partitions.py",
-    "jvm/test_java_client.py", "timetravel/test_tools_leaders_move.py", "compat/test_clients.py",
-    "console/test_console_groups.py", "differential/test_admin_clients.py", "storage/test_live_index.py",
-    "spark/test_tiered_source.py", "storage/test_tiered_crash.py", "reliability/test_load.py",
-    "reliability/test_transactions_crash.py", "storage/test_tiered_broker.py", "cli/test_groups_share.py",
-    "storage/test_cleaner_crash.py", "differential/test_admin_configs.py", "cli/test_kafka_habits.py",
-    "timetravel/test_more_tools_against_kafka.py",
+    "console/test_console_against_kafka.py",  # the scope of the cluster files (CLUSTER_FILES): about 220 s
+    "spark/test_sink.py", "compat/test_franz_go_suite.py", "testing/test_plugin.py", "jvm/test_kafka_tools.py",
+    "bench/test_bench_kafka.py", "spark/test_pipeline.py", "compat/test_transactions.py", "testing/test_docs.py",
+    "jvm/test_streams_groups.py", "spark/test_local_cluster.py", "spark/test_sink_native.py",
+    "jvm/test_share_consumer.py", "spark/test_source.py", "compat/test_eos_groups.py",
+    "differential/test_share_groups.py", "console/test_console_browser.py", "compat/test_share_consumers.py",
+    "reliability/test_disk_full.py", "storage/test_tiered_kafka.py", "jvm/test_java_client.py",
+    "spark/test_errors.py", "jvm/test_streams_eos.py", "console/test_console_http.py", "jvm/test_java_txn_v2.py",
+    "compat/test_consumer_protocol.py", "spark/test_connect.py", "spark/test_remote_path.py",
+    "storage/test_tiered_crash.py", "cli/test_groups_streams.py", "spark/test_stream.py",
+    "differential/test_admin_clients.py", "compat/test_clients.py", "console/test_console_groups.py",
+    "differential/test_list_offsets_log.py", "jvm/test_connect.py", "differential/test_admin_configs.py",
+    "spark/test_option_semantics.py", "reliability/test_damaged_copy.py", "differential/test_readers.py",
+    "cli/test_kafka_habits.py", "storage/test_cleaner_native.py", "storage/test_cleaner_crash.py",
+    "reliability/test_transactions_crash.py", "spark/test_kafka_connector_parity.py",
+    "reliability/test_many_partitions.py", "storage/test_live_index.py", "spark/test_tiered_source.py",
+    "reliability/test_load.py",
 )
 
 
@@ -117,6 +119,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN201 (xd
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
+
+    # xdist reorders the files by their number of tests unless told not to (--loadscope-reorder, on by
+    # default): the few-test slow files then started last, and one worker ran them alone at the end.
+    config.option.loadscopereorder = False
 
     class ClusterFilesTogether(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
