@@ -128,6 +128,51 @@ def test_streams_heartbeats_kafka_fails(broker):
     assert join([], subtopologies=(counted,)) == [("error_code", 130)]  # STREAMS_INVALID_TOPOLOGY
 
 
+def test_streams_member_fetches_and_commits_offsets(broker):
+    """Seed 27: a streams group's member (KIP-1071) is checked by OffsetFetch v9+ as a consumer group's is
+    (StreamsGroup.validateOffsetFetch: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; chronolog checked no streams
+    member), and commits with OffsetCommit v9+ only (UNSUPPORTED_VERSION before, as Kafka 4.4 answers)."""
+    import chronolog.protocol.streams_schemas  # noqa: F401  (StreamsGroupHeartbeat v1's schema)
+
+    topic = broker.create_topic(prefix="fz-streams")
+    group, member = f"fz-streams-{uuid.uuid4().hex[:10]}", f"m-{uuid.uuid4().hex[:8]}"
+    coordinator_ready(broker, group)
+    join = {"group_id": group, "member_id": member, "member_epoch": 0, "endpoint_information_epoch": 0,
+            "instance_id": None, "rack_id": None, "rebalance_timeout": datetime.timedelta(seconds=30),
+            "topology": {"epoch": 0, "subtopologies": [{
+                "subtopology_id": "0", "source_topics": [topic], "source_topic_regex": [],
+                "state_changelog_topics": [], "repartition_sink_topics": [], "repartition_source_topics": [],
+                "copartition_groups": []}]},
+            "active_tasks": [], "standby_tasks": [], "warmup_tasks": [], "process_id": "p", "user_endpoint": None,
+            "client_tags": [], "task_offsets": [], "task_end_offsets": [], "shutdown_application": False}
+    deadline = time.monotonic() + 30
+    while True:  # Kafka loads the group's offsets partition after FindCoordinator: NOT_COORDINATOR meanwhile
+        joined = codes(broker, 88, 1, join)
+        if joined[0][1] not in RETRIABLE or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert joined == [("error_code", 0)]  # member epoch 1 on both
+
+    def fetch(member_id: str | None, epoch: int) -> list[tuple[str, int]]:
+        return codes(broker, 9, 9, {"groups": [{"group_id": group, "member_id": member_id, "member_epoch": epoch,
+                                                "topics": None}], "require_stable": False})
+
+    def commit(version: int, epoch: int) -> list[tuple[str, int]]:
+        return codes(broker, 8, version, {
+            "group_id": group, "generation_id_or_member_epoch": epoch, "member_id": member, "group_instance_id": None,
+            "retention_time": -1, "topics": [{"name": topic, "partitions": [
+                {"partition_index": 0, "committed_offset": 0, "committed_leader_epoch": -1,
+                 "committed_metadata": None}]}]})
+
+    group_code = "groups.error_code"
+    assert fetch(None, -1) == [(group_code, 0)]
+    assert fetch(member, 1) == [(group_code, 0)]
+    assert fetch(member, 0) == [(group_code, 113)]  # STALE_MEMBER_EPOCH
+    assert fetch("", 0) == [(group_code, 25)]  # UNKNOWN_MEMBER_ID
+    assert commit(8, 1) == [("topics.partitions.error_code", 35)]  # UNSUPPORTED_VERSION
+    assert commit(9, 1) == [("topics.partitions.error_code", 0)]
+
+
 def test_streams_join_with_an_endpoint_and_missing_topics(broker):
     """Seed 11: a joining streams member with a user endpoint whose topology reads a topic that does not exist:
     Kafka 4.4 fails the heartbeat with UNKNOWN_SERVER_ERROR (its EndpointToPartitionsManager finds no

@@ -243,6 +243,13 @@ def _offsets_for(ctx: RequestContext, group_id: str, topics: Any, require_stable
     return out
 
 
+def _validate_fetch(ctx: RequestContext, group_id: str, member_id: str | None, epoch: int) -> int:
+    """The group's validateOffsetFetch: a KIP-848 consumer group's or a streams group's member and epoch."""
+    coordinator = ctx.coordinator
+    return coordinator.consumer.validate_fetch(group_id, member_id, epoch) or \
+        coordinator.streams.validate_fetch(group_id, member_id, epoch)
+
+
 @register(9, 1, 10)  # v9: KIP-848 members fetch with their member id and epoch; v10: topics by id
 def offset_fetch(req: Any, ctx: RequestContext) -> dict:
     if ctx.api_version >= 8:
@@ -250,8 +257,8 @@ def offset_fetch(req: Any, ctx: RequestContext) -> dict:
         for g in req.groups:
             if _group_denied(ctx, "describe", g.group_id):
                 groups.append({"group_id": g.group_id, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
-            elif error := ctx.coordinator.consumer.validate_fetch(g.group_id, getattr(g, "member_id", None),
-                                                                 int(getattr(g, "member_epoch", -1))):
+            elif error := _validate_fetch(ctx, g.group_id, getattr(g, "member_id", None),
+                                          int(getattr(g, "member_epoch", -1))):
                 groups.append({"group_id": g.group_id, "topics": [], "error_code": error})
             else:
                 groups.append({"group_id": g.group_id, "error_code": 0, "topics": _offsets_for(

@@ -611,7 +611,8 @@ class GroupCoordinator:
             return self.consumer.validate_commit(group_id, member_id, generation, api_version,
                                                  [(o[0], o[1]) for o in offsets])
         if group_id in self.streams.groups:  # a streams group (KIP-1071): member epochs too
-            return self.streams.validate_commit(group_id, member_id, generation, [(o[0], o[1]) for o in offsets])
+            return self.streams.validate_commit(group_id, member_id, generation, [(o[0], o[1]) for o in offsets],
+                                                api_version=api_version)
         # OffsetMetadataManager.validateOffsetCommit: an absent group becomes a simple one only for a commit
         # without a generation (else GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before); then
         # ClassicGroup.validateOffsetCommit.

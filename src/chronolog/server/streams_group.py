@@ -524,10 +524,11 @@ class StreamsGroups:
 
     # -- what the rest of the coordinator asks ------------------------------------------------------------
     def validate_commit(self, group_id: str, member_id: str, epoch: int, partitions=(), *,
-                        transactional: bool = False, instance_id: str | None = None) -> int:
+                        transactional: bool = False, instance_id: str | None = None, api_version: int = 9) -> int:
         """StreamsGroup.validateOffsetCommit: as a consumer group's (server/consumer_group.py): a commit
         without a member goes to an empty group (or, transactional without member or instance, to any); a
-        member commits with its epoch, or an older one for partitions of tasks it held since (KIP-1251)."""
+        member commits with OffsetCommit v9+ (UNSUPPORTED_VERSION before) and its epoch, or an older one for
+        partitions of tasks it held since (KIP-1251)."""
         group = self.groups[group_id]
         if epoch < 0 and not group.members:
             return 0
@@ -536,6 +537,8 @@ class StreamsGroups:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if not transactional and api_version < 9:  # wire fuzzer seed 27
+            return ErrorCode.UNSUPPORTED_VERSION  # "OffsetCommit version 9 or above must be used by members ..."
         if epoch == member.epoch:
             return 0
         if epoch > member.epoch:
@@ -547,6 +550,18 @@ class StreamsGroups:
             if assigned_at is None or epoch < assigned_at:
                 return ErrorCode.STALE_MEMBER_EPOCH
         return 0
+
+    def validate_fetch(self, group_id: str, member_id: str | None, epoch: int) -> int:
+        """StreamsGroup.validateOffsetFetch (OffsetFetch v9+): without a member id and epoch (an admin client)
+        any fetch goes; a member must be known (UNKNOWN_MEMBER_ID) and at its epoch (STALE_MEMBER_EPOCH). 0
+        when the group is not a streams group (wire fuzzer seed 27)."""
+        group = self.groups.get(group_id)
+        if group is None or (member_id is None and epoch < 0):
+            return 0
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.STALE_MEMBER_EPOCH if epoch != member.epoch else 0
 
     @staticmethod
     def _task_of(group: StreamsGroup) -> dict[str, str]:
