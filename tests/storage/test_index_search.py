@@ -127,3 +127,34 @@ def test_sanity_check_names_the_first_entry_out_of_order(tmp_path, rels, bad):
     else:
         with pytest.raises(IndexCorruptError, match=f"not increasing at entry {bad}$"):
             index.sanity_check()
+
+
+def test_searches_from_threads_while_appending(tmp_path):
+    """Readers search without the log's lock while the writer appends: every answer stays a scan's."""
+    import threading
+
+    index = OffsetIndex(tmp_path / "i.index", 0, max_index_size=8 * 20000)
+    done = threading.Event()
+    errors: list[str] = []
+
+    def reader() -> None:
+        rng = random.Random(threading.get_ident())
+        while not done.is_set():
+            n = index.entries
+            if n:
+                target = rng.randint(0, 3 * n)
+                slot = index._largest_lower_bound_slot(target)
+                # entries hold offsets 3, 6, 9, ...: the floor of `target` is slot target // 3 - 1
+                expected = min(target // 3, n) - 1  # (more entries may come meanwhile)
+                if slot < expected or slot > target // 3 - 1:
+                    errors.append(f"{target}: {slot} (n {n})")
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for i in range(1, 15000):
+        index.append(3 * i, 10 * i)
+    done.set()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:5]

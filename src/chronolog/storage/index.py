@@ -48,6 +48,9 @@ _LAYOUTS = {_OFFSET_KEY.format: (0, "i", 4), _POSITION_FIELD.format: (4, "i", 4)
 # dropped the C `floor_slot`; this is as fast on 10,000 entries).
 _STRIDE = 16
 _MAX_READ = 256  # fields read by one struct (the summary of a big index is read in several)
+# Taken only to extend a summary (once per `_STRIDE` entries appended); a search reads it without a lock, as an
+# extension only appends to it.
+_SUMMARY_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=1024)
@@ -346,17 +349,18 @@ class AbstractIndex:
         entries in pages it touched lately (its warm section); here it is the Python probes that cost, and
         this array (8 bytes for every `_STRIDE` entries: a 16th of an offset index file, a 24th of a time
         index's) replaces them with a bisect in C."""
-        summaries = self._summaries
-        if summaries is None:
-            summaries = self._summaries = {}
-        keys = summaries.get(fmt)
-        if keys is None:
-            keys = summaries[fmt] = array.array("q")
-        size = self.entry_size
-        while (have := len(keys)) * _STRIDE < n:
-            count = min(_MAX_READ, -(-(n - have * _STRIDE) // _STRIDE))
-            keys.extend(_strided(fmt, size, _STRIDE, count).unpack_from(mm, have * _STRIDE * size))
-        return keys
+        with _SUMMARY_LOCK:  # readers need not hold the log's lock: two must not extend one array at once
+            summaries = self._summaries
+            if summaries is None:
+                summaries = self._summaries = {}
+            keys = summaries.get(fmt)
+            if keys is None:
+                keys = summaries[fmt] = array.array("q")
+            size = self.entry_size
+            while (have := len(keys)) * _STRIDE < n:
+                count = min(_MAX_READ, -(-(n - have * _STRIDE) // _STRIDE))
+                keys.extend(_strided(fmt, size, _STRIDE, count).unpack_from(mm, have * _STRIDE * size))
+            return keys
 
     def _window(self, mm: mmap.mmap, fmt: str, lo: int, hi: int) -> tuple[int, ...]:
         """The field's values at slots lo..hi-1, in one read."""
@@ -389,8 +393,11 @@ class AbstractIndex:
         n = self._entries
         if n == 0:
             return -1
-        fmt, mm = self._key_struct.format, self._mmap
-        keys = self._summary(mm, fmt, n)  # type: ignore[arg-type]
+        fmt, mm = self._key_format, self._mmap
+        summaries = self._summaries
+        keys = summaries.get(fmt) if summaries is not None else None
+        if keys is None or len(keys) * _STRIDE < n:
+            keys = self._summary(mm, fmt, n)  # type: ignore[arg-type]
         j = bisect_left(keys, target)
         if j == 0:
             return 0
