@@ -131,7 +131,8 @@ def test_streams_heartbeats_kafka_fails(broker):
 def test_streams_member_fetches_and_commits_offsets(broker):
     """Seed 27: a streams group's member (KIP-1071) is checked by OffsetFetch v9+ as a consumer group's is
     (StreamsGroup.validateOffsetFetch: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; chronolog checked no streams
-    member), and commits with OffsetCommit v9+ only (UNSUPPORTED_VERSION before, as Kafka 4.4 answers)."""
+    member), and commits with OffsetCommit v9+ only (UNSUPPORTED_VERSION before, as Kafka 4.4 answers).
+    Seed 39: a heartbeat whose task offsets name a task twice is INVALID_REQUEST and changes nothing."""
     import chronolog.protocol.streams_schemas  # noqa: F401  (StreamsGroupHeartbeat v1's schema)
 
     topic = broker.create_topic(prefix="fz-streams")
@@ -171,6 +172,17 @@ def test_streams_member_fetches_and_commits_offsets(broker):
     assert fetch("", 0) == [(group_code, 25)]  # UNKNOWN_MEMBER_ID
     assert commit(8, 1) == [("topics.partitions.error_code", 35)]  # UNSUPPORTED_VERSION
     assert commit(9, 1) == [("topics.partitions.error_code", 0)]
+    # seed 39: task offsets naming a task twice are INVALID_REQUEST (MemberTaskOffsets), and change nothing
+    twice = [{"subtopology_id": "0", "partition": 0, "offset": 1}, {"subtopology_id": "0", "partition": 0, "offset": 2}]
+    assert codes(broker, 88, 1, {**join, "member_epoch": 1, "topology": None, "active_tasks": None,
+                                 "standby_tasks": None, "warmup_tasks": None, "task_end_offsets": twice}) == [
+        ("error_code", 42)]
+    assert fetch(member, 1) == [(group_code, 0), ("groups.topics.partitions.error_code", 0)]  # the committed one
+    other = f"{group}-2"
+    coordinator_ready(broker, other)
+    assert codes(broker, 88, 1, {**join, "group_id": other, "task_offsets": twice}) == [("error_code", 42)]
+    assert codes(broker, 89, 0, {"group_ids": [other], "include_authorized_operations": False}) == [
+        ("groups.error_code", 69)]  # GROUP_ID_NOT_FOUND: the refused join made no group
 
 
 def test_streams_join_with_an_endpoint_and_missing_topics(broker):

@@ -19,6 +19,7 @@ durable in `__consumer_offsets` before an answer goes out (server/streams_group_
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 import uuid
@@ -273,6 +274,24 @@ class StreamsGroups:
         return group
 
     def _heartbeat(self, req: HeartbeatRequest, topics: dict[str, int], create_topic) -> dict:
+        duplicate = _duplicate_task_offset(req)
+        if duplicate is None:
+            return self._checked_heartbeat(req, topics, create_topic)
+        # MemberTaskOffsets.update throws once the member is checked and the topology configured: the
+        # heartbeat's records are dropped, so the group goes back to what it was (wire fuzzer seed 39)
+        saved, classic = copy.deepcopy(self.groups.get(req.group_id)), self.owner.groups.get(req.group_id)
+        try:
+            return self._checked_heartbeat(req, topics, create_topic, duplicate)
+        finally:
+            if saved is None:
+                self.groups.pop(req.group_id, None)
+            else:
+                self.groups[req.group_id] = saved
+            if classic is not None:
+                self.owner.groups[req.group_id] = classic
+
+    def _checked_heartbeat(self, req: HeartbeatRequest, topics: dict[str, int], create_topic,
+                           duplicate: str | None = None) -> dict:
         if req.epoch == 0 and req.topology is not None and all(
                 t in topics for s in req.topology.subtopologies for t in s.source_topics):
             # configuring the topology once its source topics exist, Kafka 4.4 refuses a subtopology that reads
@@ -327,6 +346,8 @@ class StreamsGroups:
                 raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of "
                                      f"group {req.group_id}.")
             self._check_epoch(member, req.epoch, req.owned)
+        if duplicate is not None:
+            raise HeartbeatError(ErrorCode.INVALID_REQUEST, duplicate)
         member.last_heartbeat = time.monotonic()
         member.client_id, member.client_host = req.client_id, req.client_host
         if req.rebalance_timeout_ms > 0:
@@ -619,6 +640,17 @@ def _bad_topic_names(wire: Any) -> str | None:
                 validate_topic_name(name)
             except InvalidTopicExceptionError as exc:
                 return str(exc)
+    return None
+
+
+def _duplicate_task_offset(req: HeartbeatRequest) -> str | None:
+    """MemberTaskOffsets.toNestedMap: TaskOffsets or TaskEndOffsets naming one task twice is INVALID_REQUEST."""
+    for offsets in (req.task_offsets, req.task_end_offsets):
+        seen: set[tuple[str, int]] = set()
+        for sid, partition, _ in offsets or ():
+            if (sid, partition) in seen:
+                return f"Task offsets contain a duplicate entry for subtopology {sid} and partition {partition}."
+            seen.add((sid, partition))
     return None
 
 
