@@ -72,11 +72,11 @@ install:
 
 # The suite's tiers (docs/testing.md, "This repository's suite"): `make test` is what CI runs, within 15
 # minutes on two cores; `make test-long` runs the same tests with their full seed counts, kills and load
-# durations (tests/scale.py). Four xdist workers on two cores, each module on one of them (its module broker
+# durations (tests/scale.py). Five xdist workers on two cores, each module on one of them (its module broker
 # started once; the files of the three-node Kafka cluster on one, tests/conftest.py): much of the suite waits
 # on brokers, JVMs and clients, and with three workers a third of the CPU stayed idle.
 # TEST_WORKERS=0 runs it in one process; PYTEST_ARGS adds options or paths.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 5
 PYTEST_ARGS ?=
 XDIST := -n $(TEST_WORKERS) --dist loadfile
 test: install
