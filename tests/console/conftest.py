@@ -6,6 +6,7 @@ started as the `chronolog` command in front of it, over the Kafka protocol and o
 from __future__ import annotations
 
 import csv
+import os
 import random
 import re
 import shutil
@@ -129,7 +130,8 @@ class ConsoleProcess:
         self._out = open(log, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "chronolog.cli.main", "console", *args,
                                       "--port", str(self.port)], stdout=self._out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL,
+                                     env={**os.environ, "PYTHONFAULTHANDLER": "1"})  # a crash leaves its stacks
         wait_http(self.url("/static/console.css"), self.proc)  # a page that needs no broker
 
     def url(self, path: str, **query) -> str:
