@@ -139,6 +139,10 @@ class ConsoleProcess:
         return f"http://127.0.0.1:{self.port}{path}" + ("?" + urllib.parse.urlencode(q) if q else "")
 
     def stop(self) -> None:
+        if self.proc.poll() is not None and self.proc.returncode < 0:  # died of a signal: say so, with its log
+            self._out.flush()
+            tail = self.log.read_text(errors="replace")[-6000:]
+            sys.stderr.write(f"console died of signal {-self.proc.returncode}; the end of its log:\n{tail}\n")
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
