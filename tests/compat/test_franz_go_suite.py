@@ -67,10 +67,25 @@ def on_kafka(kgo_test: Path, kafka_broker) -> franz_go.Results:
                         timeout=TIMEOUT)
 
 
-def test_what_passes_on_kafka_passes_on_chronolog(on_chronolog: franz_go.Results, on_kafka: franz_go.Results):
+def test_what_passes_on_kafka_passes_on_chronolog(on_chronolog: franz_go.Results, on_kafka: franz_go.Results,
+                                                  kgo_test: Path, tmp_path: Path):
+    """A test lost on chronolog is run again, alone on a new broker, once: some of franz-go's tests race the
+    rest of its suite (Test848RegexBrokerResolves stops once it has records from as many topics as it wants,
+    and `__consumer_offsets`, which it also subscribes to, holds the other tests' commits). A broken feature
+    fails both times, as the two bugs this test found did (docs/compatibility.md)."""
     assert on_kafka.passed(), f"nothing passed on Kafka: {on_kafka.raw[-3000:]}"
-    lost = sorted(on_kafka.passed() - on_chronolog.passed() - set(KNOWN_DIFFERENCES))
-    details = "\n".join(f"--- {name} ({on_chronolog.top.get(name, 'not run')})\n{on_chronolog.log(name)}"
+    first = sorted(on_kafka.passed() - on_chronolog.passed() - set(KNOWN_DIFFERENCES))
+    again = on_chronolog
+    if first:
+        broker = BrokerProcess(tmp_path / "data", CONFIGS).start()
+        try:
+            again = franz_go.run(kgo_test, broker.bootstrap, run_regex="^(" + "|".join(first) + ")$",
+                                 records=RECORDS, parallel=PARALLEL, timeout=TIMEOUT)
+        finally:
+            broker.stop()
+    lost = sorted(set(first) - again.passed())
+    details = "\n".join(f"--- {name} (first {on_chronolog.top.get(name, 'not run')}, then "
+                        f"{again.top.get(name, 'not run')})\n{on_chronolog.log(name)}\n{again.log(name)}"
                         for name in lost)
     assert not lost, (f"pass on Kafka, not on chronolog: {lost}\n"
                       f"chronolog {on_chronolog.counts()}, Kafka {on_kafka.counts()}\n{details}")
