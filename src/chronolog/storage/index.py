@@ -100,7 +100,6 @@ class AbstractIndex:
 
     entry_size: int = 0
     _key_struct: struct.Struct
-    _key_format: str
     files_weight = 2  # the file and the map's own duplicate of its descriptor
     _map_obj: mmap.mmap | None = None
     _file_obj = None
@@ -349,6 +348,10 @@ class AbstractIndex:
         entries in pages it touched lately (its warm section); here it is the Python probes that cost, and
         this array (8 bytes for every `_STRIDE` entries: a 16th of an offset index file, a 24th of a time
         index's) replaces them with a bisect in C."""
+        summaries = self._summaries  # the usual case, without the lock: the summary covers every entry
+        keys = summaries.get(fmt) if summaries is not None else None
+        if keys is not None and len(keys) * _STRIDE >= n:
+            return keys
         with _SUMMARY_LOCK:  # readers need not hold the log's lock: two must not extend one array at once
             summaries = self._summaries
             if summaries is None:
@@ -374,14 +377,10 @@ class AbstractIndex:
         n = self._entries
         if n == 0:
             return -1
-        fmt = self._key_format if field is None else field.format
+        fmt = (field or self._key_struct).format
         if mm is None:
             mm = self._mmap
-        summaries = self._summaries
-        keys = summaries.get(fmt) if summaries is not None else None
-        if keys is None or len(keys) * _STRIDE < n:
-            keys = self._summary(mm, fmt, n)  # type: ignore[arg-type]
-        lo = (bisect_right(keys, target) - 1) * _STRIDE
+        lo = (bisect_right(self._summary(mm, fmt, n), target) - 1) * _STRIDE  # type: ignore[arg-type]
         if lo < 0:
             return -1
         if lo + _STRIDE <= n:
@@ -393,12 +392,8 @@ class AbstractIndex:
         n = self._entries
         if n == 0:
             return -1
-        fmt, mm = self._key_format, self._mmap
-        summaries = self._summaries
-        keys = summaries.get(fmt) if summaries is not None else None
-        if keys is None or len(keys) * _STRIDE < n:
-            keys = self._summary(mm, fmt, n)  # type: ignore[arg-type]
-        j = bisect_left(keys, target)
+        fmt, mm = self._key_struct.format, self._mmap
+        j = bisect_left(self._summary(mm, fmt, n), target)  # type: ignore[arg-type]
         if j == 0:
             return 0
         # past slot (j - 1) * _STRIDE, whose key is < target; at or before slot j * _STRIDE (if any), whose is not
@@ -415,7 +410,6 @@ class OffsetIndex(AbstractIndex):
 
     entry_size = 8
     _key_struct = _OFFSET_KEY
-    _key_format = _OFFSET_KEY.format
 
     def entry(self, slot: int) -> OffsetPosition:
         rel, pos = _OFFSET_ENTRY.unpack_from(self._mmap, slot * 8)  # type: ignore[arg-type]
@@ -508,7 +502,6 @@ class TimeIndex(AbstractIndex):
 
     entry_size = 12
     _key_struct = _TIME_KEY
-    _key_format = _TIME_KEY.format
 
     def is_full(self) -> bool:
         return self._entries >= self.max_entries - 1
