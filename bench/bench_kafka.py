@@ -55,14 +55,11 @@ from __future__ import annotations
 
 import os
 import random
-import resource
 import shutil
-import signal
 import socket
 import statistics
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -70,15 +67,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.brokerproc import free_port
-
 from bench.common import print_table
+from bench.kafka_brokers import (
+    WAIT,
+    Broker,
+    Chronolog,
+    Kafka,
+    best_start,
+    cpu_self_s,
+    cpu_tree_s,
+    first_metadata,
+    rss_tree_mb,
+)
 
 SIZE = 1024
 T0 = 1_700_000_000_000
 # Both brokers keep every record whatever its timestamp (the late records are from 2023).
 TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1", "message.timestamp.after.max.ms": str(2**62)}
-KAFKA_CONFIGS = {"num.partitions": "1", "log.retention.ms": "-1"}
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,6 @@ SETTINGS = {
     "long": Setting(records=500_000, runs=3, consume_seconds=5.0, perf_records=500_000, lookups=200,
                     kill_bytes=1 << 30, starts=3, partitions=10_000),
 }
-WAIT = 300  # seconds: the bound of any one wait on a broker
 MANY_WAIT = 1200  # ... and of the many-partitions step's waits (Kafka took 4 minutes to lead 10,000 at load 20)
 
 
@@ -110,88 +114,6 @@ def setting() -> Setting:
     if name not in SETTINGS:
         raise ValueError(f"CHRONOLOG_BENCH_KAFKA={name!r}: use one of {', '.join(SETTINGS)}")
     return SETTINGS[name]
-
-
-# -- the measures every broker gets -----------------------------------------------------------------------
-
-# Metadata v4 (KIP-896 removed v0-v3 from Kafka 4.x; chronolog answers any), no topics, header v1.
-_METADATA_V4 = struct.pack(">hhih", 3, 4, 1, 5) + b"bench" + struct.pack(">ib", 0, 0)
-
-
-def answers_metadata(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
-            s.sendall(struct.pack(">i", len(_METADATA_V4)) + _METADATA_V4)
-            head = b""
-            while len(head) < 8:
-                chunk = s.recv(8 - len(head))
-                if not chunk:
-                    return False
-                head += chunk
-            return struct.unpack(">i", head[4:8])[0] == 1
-    except OSError:
-        return False
-
-
-def first_metadata(proc: subprocess.Popen, port: int, started: float, timeout: float = WAIT) -> float:
-    """Seconds from `started` (just before exec) until Metadata is answered on `port` (polled each ms)."""
-    deadline = time.monotonic() + timeout
-    while not answers_metadata(port):
-        if proc.poll() is not None:
-            raise RuntimeError(f"the broker exited with {proc.returncode} before answering")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the broker did not answer Metadata within {timeout} s")
-        time.sleep(0.001)
-    return time.perf_counter() - started
-
-
-def tree_pids(pid: int) -> list[int]:
-    """`pid` and all its descendants."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return out
-
-
-def cpu_tree_s(pid: int) -> float:
-    """User + system CPU seconds of `pid` and its descendants so far (every thread: a JVM's GC and JIT too)."""
-    ticks = 0
-    for p in tree_pids(pid):
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def cpu_self_s() -> float:
-    """User + system CPU seconds of this process and of its children that have ended, so far: the Python
-    loop and librdkafka's threads, a kcat, a perf tool's JVM (the brokers run until the end)."""
-    total = 0.0
-    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
-        usage = resource.getrusage(who)
-        total += usage.ru_utime + usage.ru_stime
-    return total
-
-
-def rss_tree_mb(pid: int) -> float:
-    """VmRSS of `pid` and all its descendants, MB."""
-    total = 0
-    for p in tree_pids(pid):
-        try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return total / 1024
 
 
 def create(bootstrap: str, topic: str, configs: dict[str, str] | None = None) -> None:
@@ -587,100 +509,6 @@ def many_partitions_restart(broker: Broker, partitions: int) -> tuple[float, flo
         return metadata, time.perf_counter() - begun
     finally:
         broker.stop()
-
-
-# -- the two brokers --------------------------------------------------------------------------------------
-
-class Broker:
-    """What the steps need of a broker under test."""
-
-    name = ""
-    proc: subprocess.Popen
-    port: int
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> float:
-        """Exec, then seconds to the first Metadata."""
-        raise NotImplementedError
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(60)
-
-    def stop(self) -> None:
-        raise NotImplementedError
-
-
-class Chronolog(Broker):
-    name = "chronolog"
-
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-
-    def start(self) -> float:
-        self.port = free_port()
-        started = time.perf_counter()
-        self.proc = subprocess.Popen([sys.executable, "-m", "chronolog.cli.main", "serve", "--data-dir",
-                                      str(self.data_dir), "--port", str(self.port)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            return first_metadata(self.proc, self.port, started)
-        except BaseException:
-            self.kill()
-            raise
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-class Kafka(Broker):
-    name = "Kafka 4.4"
-
-    def __init__(self, base: Path) -> None:
-        from chronolog.testing.kafka import BENCH_JVM_OPTS, KafkaBroker
-
-        self.cluster = KafkaBroker(configs=KAFKA_CONFIGS, jvm_opts=BENCH_JVM_OPTS, base=base)
-        self.node = self.cluster.nodes[0]
-        self.port = self.node.port
-        self.formatted = False
-
-    def start(self) -> float:
-        if not self.formatted:
-            self.node.format(self.cluster.cluster_id)
-            self.formatted = True
-        started = time.perf_counter()
-        self.node.start()
-        self.proc = self.node.proc
-        try:
-            return first_metadata(self.proc, self.port, started)
-        except BaseException:
-            self.node.kill()
-            raise
-
-    def kill(self) -> None:
-        self.node.kill()
-
-    def stop(self) -> None:
-        self.node.stop(30)
-
-
-def best_start(make: Callable[[], Broker], tries: int) -> float:
-    best = float("inf")
-    for _ in range(tries):
-        broker = make()
-        try:
-            best = min(best, broker.start())
-        finally:
-            broker.stop()
-    return best
 
 
 def run_both(brokers: dict[str, Broker], s: Setting) -> dict[str, dict[str, float]]:
