@@ -59,6 +59,20 @@ def fenced_members(members: dict, now: float, session_of: Callable) -> Iterator[
             yield mid, "fenced (did not revoke within its rebalance timeout)"
 
 
+def offset_fetch_error(groups: dict, group_id: str, member_id: str | None, epoch: int,
+                       stale: Callable[[object], int] = lambda m: ErrorCode.STALE_MEMBER_EPOCH) -> int:
+    """validateOffsetFetch (OffsetFetch v9+) of a consumer or streams group of `groups`: without a member id
+    and epoch (an admin client) any fetch goes; a member must be known (UNKNOWN_MEMBER_ID) and at its epoch
+    (`stale(member)` names the error otherwise). 0 or the error code."""
+    group = groups.get(group_id)
+    if group is None or (member_id is None and epoch < 0):
+        return 0
+    member = group.members.get(member_id or "")
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    return stale(member) if epoch != member.epoch else 0
+
+
 def delete_empty_group(groups: dict, group_id: str, store) -> int | None:
     """DeleteGroups of one group of `groups` (ConsumerGroup/StreamsGroup.createGroupTombstoneRecords): None when
     it is not one of them, NON_EMPTY_GROUP while it has members; else it goes and its tombstones are written
@@ -632,16 +646,8 @@ class ConsumerGroups:
         """ConsumerGroup.validateOffsetFetch (OffsetFetch v9): without a member id and epoch (an admin
         client) any fetch goes; a member must be known and at its epoch (STALE_MEMBER_EPOCH, or
         ILLEGAL_GENERATION for a classic member). 0 or the error code."""
-        group = self.groups.get(group_id)
-        if group is None or (member_id is None and epoch < 0):
-            return 0
-        member = group.members.get(member_id or "")
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if epoch != member.epoch:
-            return ErrorCode.ILLEGAL_GENERATION if member.classic_protocols is not None else \
-                ErrorCode.STALE_MEMBER_EPOCH
-        return 0
+        return offset_fetch_error(self.groups, group_id, member_id, epoch, lambda m: (
+            ErrorCode.ILLEGAL_GENERATION if m.classic_protocols is not None else ErrorCode.STALE_MEMBER_EPOCH))
 
     def subscribed_topics(self, group_id: str) -> set[str]:
         group = self.groups.get(group_id)

@@ -30,7 +30,7 @@ from chronolog.errors import ErrorCode, InvalidTopicExceptionError
 from chronolog.server.assignment import inter as _inter
 from chronolog.server.assignment import minus as _minus
 from chronolog.server.assignment import union as _union
-from chronolog.server.consumer_group import delete_empty_group, fenced_members
+from chronolog.server.consumer_group import delete_empty_group, fenced_members, offset_fetch_error
 from chronolog.server.streams_topology import (
     SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
@@ -576,13 +576,7 @@ class StreamsGroups:
         """StreamsGroup.validateOffsetFetch (OffsetFetch v9+): without a member id and epoch (an admin client)
         any fetch goes; a member must be known (UNKNOWN_MEMBER_ID) and at its epoch (STALE_MEMBER_EPOCH). 0
         when the group is not a streams group (wire fuzzer seed 27)."""
-        group = self.groups.get(group_id)
-        if group is None or (member_id is None and epoch < 0):
-            return 0
-        member = group.members.get(member_id or "")
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        return ErrorCode.STALE_MEMBER_EPOCH if epoch != member.epoch else 0
+        return offset_fetch_error(self.groups, group_id, member_id, epoch)
 
     @staticmethod
     def _task_of(group: StreamsGroup) -> dict[str, str]:
