@@ -31,27 +31,26 @@ from chronolog.records.compression import CompressionType, compress
 from chronolog.records.varint import write_varint
 
 
+def _put_bytes(field, body: bytearray) -> None:
+    """A record's nullable bytes: its varint length (-1 for null), then the bytes."""
+    if field is None:
+        write_varint(-1, body)
+    else:
+        write_varint(len(field), body)
+        body += field
+
+
 def _encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key, value, headers) -> None:
     body = bytearray()
     body.append(0)
     write_varint(timestamp_delta, body)
     write_varint(offset_delta, body)
-    for field in (key, value):
-        if field is None:
-            write_varint(-1, body)
-        else:
-            write_varint(len(field), body)
-            body += field
+    _put_bytes(key, body)
+    _put_bytes(value, body)
     write_varint(len(headers), body)
     for hkey, hval in headers:
-        kb = hkey.encode("utf-8")
-        write_varint(len(kb), body)
-        body += kb
-        if hval is None:
-            write_varint(-1, body)
-        else:
-            write_varint(len(hval), body)
-            body += hval
+        _put_bytes(hkey.encode("utf-8"), body)
+        _put_bytes(hval, body)
     write_varint(len(body), out)
     out += body
 
