@@ -74,8 +74,10 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory):
 # of a `--durations=0` run, slowest first; a file not listed keeps its place after them.
 SLOW_FIRST = (
     "console/test_console_against_kafka.py",  # the scope of the cluster files (CLUSTER_FILES): about 220 s
-    "spark/test_sink.py", "compat/test_franz_go_suite.py", "testing/test_plugin.py", "jvm/test_kafka_tools.py",
-    "bench/test_bench_kafka.py", "spark/test_pipeline.py", "compat/test_transactions.py", "testing/test_docs.py",
+    # the two Spark scopes (SPARK_SCOPES) next: xdist deals the first ten scopes out in turn, two a worker
+    "spark/test_sink.py", "spark/test_pipeline.py",
+    "compat/test_franz_go_suite.py", "testing/test_plugin.py", "jvm/test_kafka_tools.py",
+    "bench/test_bench_kafka.py", "compat/test_transactions.py", "testing/test_docs.py",
     "jvm/test_streams_groups.py", "spark/test_local_cluster.py", "spark/test_sink_native.py",
     "jvm/test_share_consumer.py", "spark/test_source.py", "compat/test_eos_groups.py",
     "differential/test_share_groups.py", "console/test_console_browser.py", "compat/test_share_consumers.py",
@@ -115,6 +117,16 @@ CLUSTER_FILES = frozenset({
 })
 
 
+# The files that use tests/spark/conftest.py's session SparkSession, in two scopes of about the same length:
+# each worker that runs one of them starts a SparkSession (a JVM, 30-45 s under the suite's load), so two
+# scopes start two instead of one on every worker.
+SPARK_SCOPES = {path: scope for scope, paths in {
+    "spark-a": ("sink", "stream", "errors", "option_semantics", "sasl_read", "arrow_modes", "isolation", "options"),
+    "spark-b": ("pipeline", "source", "sink_native", "remote_path", "tiered_source", "replay_to_kafka",
+                "kafka_connector_parity", "replay_to", "damaged_path"),
+}.items() for path in (f"tests/spark/test_{name}.py" for name in paths)}
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN201 (xdist's own types)
     if config.getvalue("dist") != "loadfile":
         return None
@@ -127,6 +139,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN201 (xd
     class ClusterFilesTogether(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return "kafka_cluster" if path in CLUSTER_FILES else path
+            return "kafka_cluster" if path in CLUSTER_FILES else SPARK_SCOPES.get(path, path)
 
     return ClusterFilesTogether(config, log)
