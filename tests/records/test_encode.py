@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import zlib
+from array import array
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -131,3 +132,20 @@ def test_an_index_encodes_those_rows_in_its_order_without_a_copy(seed):
         with pytest.raises(IndexError, match="index: row"):
             encode.arrow_batches(key, value, ts, headers, NOW, 1500, index=pa.array(bad, pa.int64()))
     assert encode.arrow_batches(key, value, ts, headers, NOW, 1500, index=pa.array([], pa.int64())) == []
+
+
+def test_a_gap_leaves_each_rows_last_bytes_out():
+    """(validity, offsets, data, offset, gap): row i is data[offsets[i]:offsets[i + 1] - gap], the lines of
+    a block of text without a copy (records/_lines.c); offsets past the data by the gap are allowed, and
+    a row shorter than its gap is refused."""
+    block = b"one\n\ntwo\r\nthree"
+    offsets = array("i", [0, 4, 5, 10, 16])
+    with_gap = encode.encode_batches(4, None, (None, offsets, block, 0, 1), None, None, NOW, 1 << 20)
+    plain = encode.encode_batches(4, None, (None, array("i", [0, 3, 3, 7, 12]), b"onetwo\rthree", 0), None, None,
+                                  NOW, 1 << 20)
+    assert with_gap == plain
+    assert [r.value for r in RecordBatch(with_gap[0]).records()] == [b"one", b"", b"two\r", b"three"]
+    with pytest.raises(ValueError, match="outside"):
+        encode.encode_batches(1, None, (None, array("i", [0, 0]), block, 0, 1), None, None, NOW, 1 << 20)
+    with pytest.raises(ValueError, match="outside"):
+        encode.encode_batches(1, None, (None, array("i", [0, 18]), block, 0, 1), None, None, NOW, 1 << 20)

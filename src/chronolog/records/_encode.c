@@ -3,6 +3,8 @@
  *
  * Columns come in as tuples of buffers, as Arrow lays them out, each with the array's offset:
  *   binary  (validity or None, int32 offsets, data, offset)       keys, values, header keys and values
+ *           optionally (..., offset, gap): row i is data[offsets[i] : offsets[i + 1] - gap], so that the
+ *           lines of a block of text are rows without a copy (gap 1 skips each `\n`; records/_lines.c)
  *   int64   (validity or None, data, offset)                      timestamps in ms (null: `now_ms`)
  *   headers (validity or None, int32 list offsets, offset, key binary, value binary): entry i of a row
  *           is element i of the key and value children (their own offsets already in their tuples).
@@ -31,7 +33,7 @@ typedef struct {
     int present;
     Py_buffer valid, offs, data;
     int has_valid;
-    Py_ssize_t offset;
+    Py_ssize_t offset, gap;
 } Bin;
 
 typedef struct {
@@ -71,9 +73,10 @@ static int bin_parse(PyObject *t, Bin *c, const char *what)
     if (t == Py_None)
         return 0;
     PyObject *v, *o, *d;
-    Py_ssize_t off;
-    if (!PyArg_ParseTuple(t, "OOOn", &v, &o, &d, &off)) {
-        PyErr_Format(PyExc_TypeError, "%s: (validity, offsets, data, offset) expected", what);
+    Py_ssize_t off, gap = 0;
+    if (!PyArg_ParseTuple(t, "OOOn|n", &v, &o, &d, &off, &gap) || gap < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: (validity, offsets, data, offset[, gap >= 0]) expected", what);
         return -1;
     }
     if (v != Py_None) {
@@ -93,6 +96,7 @@ static int bin_parse(PyObject *t, Bin *c, const char *what)
         return -1;
     }
     c->offset = off;
+    c->gap = gap;
     c->present = 1;
     return 0;
 }
@@ -117,11 +121,11 @@ static inline int bin_get(const Bin *c, Py_ssize_t i, const uint8_t **p, int32_t
     if ((j + 2) * 4 > c->offs.len)
         return -1;
     const int32_t *o = (const int32_t *)c->offs.buf;
-    int32_t a = o[j], b = o[j + 1];
+    int64_t a = o[j], b = (int64_t)o[j + 1] - c->gap;
     if (a < 0 || b < a || b > c->data.len)
         return -1;
     *p = (const uint8_t *)c->data.buf + a;
-    *n = b - a;
+    *n = (int32_t)(b - a);
     return 0;
 }
 

@@ -4,10 +4,15 @@ Every byte of a line is the record's value: only the `\\n` that ends it is remov
 stays, as kcat -P keeps it (Kafka's console producer drops it): a file with CRLF endings comes back
 byte for byte. Blank lines are records (kcat skips them; --skip-blank does that and counts them).
 
-The input moves in blocks, not lines: a block is split with bytes methods, its times read with a cache
-per distinct prefix, encoded into whole record batches in C (`records.encode`) and sent by an idempotent
-producer (`timetravel.batchsend`) that returns when the broker has acknowledged them. Lines are counted
-done only then, so the Ctrl-C summary can print the exact command that continues (`--skip-lines`).
+The input moves in blocks, not lines. Where the C line scanner (`records/_lines.c`) reads the options
+(no key, no time or the syslog prefix in UTC) a block is split and its times read there, and its lines go
+to the encoder as columns over the block itself (`LineColumns`): no Python object per line. A block
+the scanner finds anything unusual in (a line without a time, a blank line with times, lines to skip)
+is read again the pure-Python way below, which is also the path without the C extensions: the block split
+with bytes methods, its times read with a cache per distinct prefix. Either way the records are encoded
+into whole record batches in C (`records.encode`) and sent by an idempotent producer
+(`timetravel.batchsend`) that returns when the broker has acknowledged them. Lines are counted done only
+then, so the Ctrl-C summary can print the exact command that continues (`--skip-lines`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import sys
 import threading
 from array import array
 from contextlib import contextmanager
+from datetime import UTC
 from itertools import accumulate, cycle
 from operator import gt
 
@@ -87,6 +93,19 @@ def _binary(items: list[bytes | None], nullable: bool = True) -> tuple:
     return valid, array("i", accumulate(map(len, items), initial=0)), b"".join(items), 0
 
 
+class LineColumns:
+    """The lines of a block as `_lines.scan` found them: line i is block[offsets[i]:offsets[i + 1] - 1]
+    (int32 offsets), `times` int64 ms (or None), the layout `records.encode` reads without a copy."""
+
+    __slots__ = ("block", "offsets", "times", "count")
+
+    def __init__(self, block: bytes, offsets: bytes, times: bytes | None, count: int) -> None:
+        self.block, self.offsets, self.times, self.count = block, offsets, times, count
+
+    def __len__(self) -> int:
+        return self.count
+
+
 class BatchPath:
     """Whole record batches from a block's columns, sent by the idempotent batch producer."""
 
@@ -98,12 +117,17 @@ class BatchPath:
         self.headers = headers
         self.sticky = cycle(self.partitions)  # keyless records: a block at a time to one partition (KIP-480)
 
-    def send(self, keys: list[bytes | None] | None, values: list[bytes], times: list[int] | None) -> None:
+    def send(self, keys: list[bytes | None] | None, values: list[bytes] | LineColumns,
+             times: list[int] | None) -> None:
         from chronolog.records.encode import encode_batches
         n = len(values)
         key = _binary(keys) if keys is not None else None
-        value = _binary(values, nullable=False)  # a line is never None
-        ts = (None, array("q", times), 0) if times is not None else None
+        if isinstance(values, LineColumns):  # gap 1: each line's `\n` is left out
+            value = (None, values.offsets, values.block, 0, 1)
+            ts = (None, values.times, 0) if values.times is not None else None
+        else:
+            value = _binary(values, nullable=False)  # a line is never None
+            ts = (None, array("q", times), 0) if times is not None else None
         hdr = None
         if self.headers:
             h = len(self.headers)
@@ -250,6 +274,28 @@ class Loader:
             raise ChronologError(f"line {refused.number} of {self.name} has no readable time: "
                                  f"{_show(lines[i])!r}; {self.sent} record(s) before it are sent. "
                                  f"Continue after it with: {continue_command(refused.number)}") from None
+
+    def scanned(self, block: bytes, found: tuple) -> None:
+        """A block as `_lines.scan` read it (`found`): its lines sent as columns, or, where a line needs
+        what `block` does for it (a line without a time, a blank line, lines to skip, times that go back
+        under a sortable format), the block's lines read the Python way."""
+        count, consumed, offsets, times, blank, unreadable, in_order, least, last = found
+        fmt = self.reader.format
+        if self.to_skip or (blank and (self.skip_blank or times is not None)) or unreadable or self.held[1] or \
+                (fmt is not None and fmt.sortable and (not in_order or (self.last_ts is not None
+                                                                        and least < self.last_ts))):
+            lines = block[:consumed].split(b"\n")
+            if block[consumed - 1:consumed] == b"\n":
+                lines.pop()
+            self.block(lines)
+            return
+        self.read += count
+        self.blank += blank
+        if times is not None:
+            ends = memoryview(offsets).cast("i")
+            self.last_ts, self.last_text = last, block[ends[count - 1]:ends[count] - 1]
+            self._warn_retention(least)
+        self._send(None, LineColumns(block, offsets, times, count), None, self.read)
 
     def _records(self, keys, values, lines, numbers, first: int, times: list | None = None,
                      done: int | None = None) -> None:
@@ -417,6 +463,41 @@ def blocks(stream, tick=None):
         yield [tail]
 
 
+def scanned(stream, scan, year: int, tick=None):
+    """(block, what `scan` found in it) for blocks of whole lines: `blocks` done by `records/_lines.c`.
+    Only the line that runs over a chunk's end is copied (to the next block's start)."""
+    tail = b""
+    read = getattr(stream, "read1", stream.read)
+    while True:
+        chunk = read(BLOCK)
+        if tick is not None and chunk:
+            tick(len(chunk))
+        eof = not chunk
+        if tail:
+            chunk = tail + chunk
+        found = scan(chunk, eof, year)
+        tail = chunk[found[1]:]
+        if found[0]:
+            yield chunk, found
+        if eof:
+            return
+
+
+def _scanner(reader: LineReader, path) -> tuple | None:
+    """(`_lines.scan`, year or 0) where it reads these options' lines as `LineReader` does, else None."""
+    if not isinstance(path, BatchPath) or reader.keyed:
+        return None
+    year = 0
+    if reader.timed:
+        fmt = reader.format
+        if not reader.syslog_prefix or fmt.zone is not UTC or fmt.year is None or not 1970 <= fmt.year <= 9999:
+            return None
+        year = fmt.year
+    from chronolog.native import load_native
+    scan = load_native("chronolog.records._lines", "scan")
+    return (scan, year) if scan is not None else None
+
+
 def load(topic: str, file: str, conf: dict, *, time_field: str | None = None, time_regex: str | None = None,
          time_format: str | None = None, year: int | None = None, timezone: str | None = None,
          field_separator: str | None = None, key_field: str | None = None, key_separator: str | None = None,
@@ -453,9 +534,14 @@ def load(topic: str, file: str, conf: dict, *, time_field: str | None = None, ti
         main = threading.current_thread() is threading.main_thread()  # only there can a handler be set
         previous = signal.signal(signal.SIGINT, run.on_sigint) if main else None
         try:
+            fast = _scanner(reader, path)
             with progress(name, size) as tick:
-                for lines in blocks(stream, tick):
-                    run.block(lines)
+                if fast is not None:
+                    for block, found in scanned(stream, *fast, tick):
+                        run.scanned(block, found)
+                else:
+                    for lines in blocks(stream, tick):
+                        run.block(lines)
         except KeyboardInterrupt:  # what was acknowledged is counted; exit 130 as a shell expects
             interrupted = True
         finally:

@@ -178,17 +178,15 @@ class _Prefixes(dict):
         self.minutes: dict[bytes, int | None] = {}
 
     def __missing__(self, prefix: bytes) -> int | None:
-        # byte values, not slices: `:` at 12, seconds 00-59 at 13-14, a space or tab at 15 (once a second)
-        if len(prefix) == 16 and prefix[12] == 58 and prefix[15] in (32, 9) and 48 <= prefix[13] <= 53 and \
-                48 <= prefix[14] <= 57:
+        m = self.regex.search(prefix)  # once a second: the regex decides what is a time (as in records/_lines.c)
+        if m is None:  # the time may run past the prefix (many spaces): read it, do not keep it
+            return _UNCACHED
+        if m.end("time") == 15 and prefix[13] <= 53:  # `Jun 14 15:16:01 `, seconds 00-59: by its minute
             minute = self.minutes.get(prefix[:12], _UNCACHED)
             if minute is _UNCACHED:
                 minute = self.minutes[prefix[:12]] = self.read(prefix[:12] + b":00")
             ms = None if minute is None else minute + (prefix[13] * 10 + prefix[14] - 528) * 1000  # 528: "00"
         else:
-            m = self.regex.search(prefix)
-            if m is None:  # the time may run past the prefix (many spaces): read it, do not keep it
-                return _UNCACHED
             ms = self.read(m.group("time"))
         self[prefix] = ms
         return ms
