@@ -45,6 +45,7 @@ API_VERSIONS_KEY = 18
 METADATA_KEY = 3
 FETCH_KEY = 1
 PRODUCE_KEY = 0
+LIST_OFFSETS_KEY = 2
 
 
 @dataclass(frozen=True)
@@ -611,11 +612,38 @@ def encode_produce_response(version: int, correlation_id: int, values: dict[str,
     return bytes(f.out)
 
 
+_OFFSET_PARTITION = struct.Struct(">ihqq")  # partition_index, error_code, timestamp, offset
+
+
+def encode_list_offsets_response(version: int, correlation_id: int, values: dict[str, Any]) -> bytes:
+    """A size-prefixed ListOffsets response (v1-v11, ListOffsetsResponse.json) from the handler's values,
+    framed by hand: kio's build and write of these five fields were half of a lookup's broker CPU (about
+    30 of 60 us). No version has tagged fields a broker sets."""
+    if not 1 <= version <= 11:
+        raise UnsupportedVersionError(f"ListOffsets v{version} responses are not framed here")
+    f = _Frame(correlation_id, version >= 6)
+    if version >= 2:
+        f.out += _I32.pack(_millis(values.get("throttle_time", 0)))
+
+    def partition(p: dict) -> None:
+        f.out += _OFFSET_PARTITION.pack(int(p["partition_index"]), int(p.get("error_code", 0)),
+                                        int(p.get("timestamp", -1)), int(p.get("offset", -1)))
+        if version >= 4:
+            f.out += _I32.pack(int(p.get("leader_epoch", -1)))
+
+    f.topics(values.get("topics") or (), "name", "partitions", partition)
+    f.tags()
+    _I32.pack_into(f.out, 0, len(f.out) - 4)
+    return bytes(f.out)
+
+
 def encode_values(api_key: int, version: int, correlation_id: int, values: dict[str, Any]) -> bytes | ResponseParts:
-    """A handler's values to a size-prefixed response frame: Produce and Fetch framed by hand (above), the
-    rest built and written through kio."""
+    """A handler's values to a size-prefixed response frame: Produce, Fetch and ListOffsets framed by hand
+    (above), the rest built and written through kio."""
     if api_key == FETCH_KEY:
         return encode_fetch_response(version, correlation_id, values)
     if api_key == PRODUCE_KEY:
         return encode_produce_response(version, correlation_id, values)
+    if api_key == LIST_OFFSETS_KEY and version >= 1:
+        return encode_list_offsets_response(version, correlation_id, values)
     return encode_response(api_key, version, correlation_id, build_response(api_key, version, values))
