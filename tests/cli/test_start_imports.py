@@ -72,3 +72,21 @@ def test_other_commands_still_log_in_that_format(tmp_path):
     out = subprocess.run([sys.executable, "-c", _RUN, "offsets", "t", "--time", "1700000000", "-b",
                           "127.0.0.1:1"], capture_output=True, timeout=120)
     assert b"WARNING chronolog.time: 1700000000 read as epoch milliseconds" in out.stderr, out.stderr
+
+
+def test_produce_imports_nothing_heavy(lines_topic, tmp_path):
+    """`chronolog produce --time-format syslog` (bench/bench_produce.py races kcat -P on it) starts without
+    the modules above but `threading` (the next block is read while one is sent): no dataclasses, typing,
+    records.batch or compression, whose imports cost more than the C line scanner takes for 20 MB."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": lines_topic})
+    for f in admin.create_topics([NewTopic("produced", 1, 1)]).values():
+        f.result(30)
+    file = tmp_path / "syslog.log"
+    file.write_bytes(b"Mar  1 00:00:01 combo sshd[1]: one\nMar  1 00:00:02 combo sshd[2]: two\n")
+    out = subprocess.run([sys.executable, "-c", _RUN, "produce", "produced", str(file), "--time-format", "syslog",
+                          "--year", "2024", "-b", lines_topic], capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "produced 2 record(s)" in out.stderr.decode()
+    assert out.stderr.decode().splitlines()[-1] == "['threading']"

@@ -11,8 +11,6 @@ from __future__ import annotations
 import struct
 
 from chronolog.native import load_native
-from chronolog.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, crc32c
-from chronolog.records.compression import CompressionType, compress
 
 _encode_batches = load_native("chronolog.records._encode", "encode_batches")
 _key_partitions = load_native("chronolog.records._encode", "key_partitions")
@@ -22,8 +20,11 @@ _LENGTH = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
 
 
+NONE = 0  # CompressionType.NONE: records.compression (and records.batch) are imported only to compress
+
+
 def encode_batches(rows: int, key, value, timestamps, headers, now_ms: int, max_bytes: int,
-                   codec: int = CompressionType.NONE, index=None, producer: tuple[int, int, int] | None = None,
+                   codec: int = NONE, index=None, producer: tuple[int, int, int] | None = None,
                    ) -> list[bytes]:
     """v2 batches of `rows` records (CreateTime, no producer id), each at most `max_bytes` before
     compression unless one record alone is bigger; with `index` ((buffer of int64 row numbers, offset,
@@ -32,7 +33,7 @@ def encode_batches(rows: int, key, value, timestamps, headers, now_ms: int, max_
     does not shrink is sent uncompressed, as librdkafka does (rd_kafka_compress_MessageSet_buf)."""
     batches = (_encode_batches(rows, key, value, timestamps, headers, now_ms, max_bytes, index) if producer is None
                else _encode_batches(rows, key, value, timestamps, headers, now_ms, max_bytes, index, producer))
-    if codec == CompressionType.NONE:
+    if codec == NONE:
         return batches
     return [compress_batch(b, codec) for b in batches]
 
@@ -46,7 +47,7 @@ def _binary(arr):
 
 
 def arrow_batches(key, value, timestamps, headers, now_ms: int, max_bytes: int,
-                  codec: int = CompressionType.NONE, index=None) -> list[bytes]:
+                  codec: int = NONE, index=None) -> list[bytes]:
     """`encode_batches` over pyarrow arrays of one length, any of them None (null in every row): `key`
     and `value` binary, `timestamps` int64 ms (null: `now_ms`), `headers` list<struct<key: string,
     value: binary>> (a null list: no headers; the caller has refused null header keys). With `index`
@@ -76,6 +77,8 @@ def arrow_batches(key, value, timestamps, headers, now_ms: int, max_bytes: int,
 def compress_batch(batch: bytes, codec: int) -> bytes:
     """The same batch with its records compressed: new length, attributes and CRC
     (DefaultRecordBatch: the CRC covers attributes to the end)."""
+    from chronolog.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, crc32c
+    from chronolog.records.compression import compress
     body = compress(codec, memoryview(batch)[HEADER_SIZE:])
     if len(body) >= len(batch) - HEADER_SIZE:
         return batch
