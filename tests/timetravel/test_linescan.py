@@ -55,6 +55,12 @@ TRICKY = [
     b"Jun\xa014 15:16:01 no-break space",
     b"Sep 9 09:09:09 x",
     b"Jun     14     15:16:01   wide, past the 16-byte prefix",
+    b"Jun 14   15:16:0",                                     # 16 bytes, no time; the next line has one
+    b"Jun 14   15:16:01 the same 16 bytes as the line before",
+    b"Jun 14 15:16:01 x",
+    b"Jun 14 15:16:01 x",                                    # the same second: read once
+    b"Jun 14 15:16:01\tx",
+    b"Jun 14 15:16:01",
 ]
 
 

@@ -53,9 +53,11 @@ static int month_of(const uint8_t *p)
     return 0;
 }
 
-/* The syslog time at the start of p[0..n) in epoch ms, or -1 for none. */
-static int64_t syslog_ms(const uint8_t *p, Py_ssize_t n, int year, int leap)
+/* The syslog time at the start of p[0..n) in epoch ms, or -1 for none; *used is how many bytes decided
+ * it: the match with the whitespace after it, or n + 1 where there is none (a longer line may match). */
+static int64_t syslog_ms(const uint8_t *p, Py_ssize_t n, int year, int leap, Py_ssize_t *used)
 {
+    *used = n + 1;
     static const int days_in[13] = {0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
     if (n < 15 || !(p[0] >= 'A' && p[0] <= 'Z') || !(p[1] >= 'a' && p[1] <= 'z') || !(p[2] >= 'a' && p[2] <= 'z'))
         return -1;
@@ -79,6 +81,7 @@ static int64_t syslog_ms(const uint8_t *p, Py_ssize_t n, int year, int leap)
         return -1;
     int hh = (p[i] - '0') * 10 + (p[i + 1] - '0'), mm = (p[i + 3] - '0') * 10 + (p[i + 4] - '0'),
         ss = (p[i + 6] - '0') * 10 + (p[i + 7] - '0');
+    *used = i + 9;
     int month = month_of(p);
     if (!month || day < 1 || day > days_in[month] + (month == 2 && leap) || hh > 23 || mm > 59 || ss > 59)
         return -1;
@@ -126,8 +129,9 @@ static PyObject *scan(PyObject *self, PyObject *args)
     int leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
     Py_ssize_t blank = 0, unreadable = 0, i = 0;
     int in_order = 1;
-    int64_t prev = -1, least = -1;
-    const uint8_t *p = data;
+    int64_t prev = -1, least = -1, same_t = -1;
+    const uint8_t *p = data, *same = NULL;  /* a line whose time its first PREFIX bytes decided */
+#define PREFIX 16
     for (; i < count; i++) {
         const uint8_t *nl = memchr(p, '\n', (size_t)(data + consumed - p));
         const uint8_t *line_end = nl ? nl : data + consumed;
@@ -135,7 +139,15 @@ static PyObject *scan(PyObject *self, PyObject *args)
         off[i] = (int32_t)(p - data);
         blank += n == 0;
         if (ts) {
-            int64_t t = syslog_ms(p, n, year, leap);
+            int64_t t;
+            Py_ssize_t used;
+            if (same != NULL && n >= PREFIX && memcmp(p, same, PREFIX) == 0)
+                t = same_t;  /* the same second as the line before: not read again */
+            else {
+                t = syslog_ms(p, n, year, leap, &used);
+                same = used <= PREFIX && n >= PREFIX ? p : NULL;
+                same_t = t;
+            }
             ts[i] = t;
             if (t < 0)
                 unreadable++;
