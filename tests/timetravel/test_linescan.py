@@ -11,6 +11,7 @@ from array import array
 
 import pytest
 
+from chronolog.errors import ChronologError
 from chronolog.native import load_native
 from chronolog.records.batch import RecordBatch
 from chronolog.timetravel import lineload
@@ -69,27 +70,47 @@ def _reader(year: int | None) -> LineReader:
                       timezone=None, key_field=None, key_separator=None, field_separator=None)
 
 
-def _python(data: bytes, year: int | None) -> tuple[list[bytes], list[int | None] | None]:
+def _python(data: bytes, year: int | None, carry: int | None = None) -> tuple:
+    """The lines and times the Python path gives (a line without a time: the one before it, `carry` for
+    the first ones), the unreadable lines (not blank) and the lines before the first time."""
     lines = [line for block in lineload.blocks(io.BytesIO(data)) for line in block]
-    return lines, (_reader(year).times(lines) if year else None)
+    if not year:
+        return lines, None, [], 0
+    times, last = [], carry
+    for t in _reader(year).times(lines):
+        last = t if t is not None else last
+        times.append(last)
+    lead = next((i for i, t in enumerate(times) if t is not None), len(times))
+    return lines, times, _unreadable_indexes(lines, year), lead
 
 
-def _c(data: bytes, year: int | None) -> tuple[list[bytes], list[int | None] | None]:
-    count, consumed, offsets, times, blank, unreadable, in_order, least, last = scan(data, True, year or 0)
+def _c(data: bytes, year: int | None, carry: int | None = None) -> tuple:
+    count, consumed, offsets, times, blank, unreadable, named, lead, least, last, last_read = \
+        scan(data, True, year or 0, -1 if carry is None else carry)
     assert consumed == len(data)
     o = array("i", offsets)
     lines = [data[o[i]:o[i + 1] - 1] for i in range(count)]
     assert blank == lines.count(b"")
     if not year:
         assert times is None
-        return lines, None
+        return lines, None, [], 0
     got = [None if t < 0 else t for t in array("q", times)]
-    read = [t for t in got if t is not None]
-    assert unreadable == got.count(None)
-    assert in_order == (read == sorted(read))
-    if read:
-        assert (least, last) == (min(read), got[-1] if got[-1] is not None else -1)
-    return lines, got
+    readable = [t for t in got if t is not None]
+    assert least == (min(readable) if readable else -1)
+    assert last == (got[-1] if got and got[-1] is not None else -1)
+    assert last_read == _last_own(lines, year)
+    every = _unreadable_indexes(lines, year)
+    assert unreadable == len(every)
+    assert list(named) == every[:5]
+    return lines, got, every, lead
+
+
+def _unreadable_indexes(lines: list[bytes], year: int) -> list[int]:
+    return [i for i, (line, t) in enumerate(zip(lines, _reader(year).times(lines), strict=True)) if t is None and line]
+
+
+def _last_own(lines: list[bytes], year: int) -> int:
+    return max((i for i, t in enumerate(_reader(year).times(lines)) if t is not None), default=-1)
 
 
 @pytest.mark.parametrize("year", [None, 2024, 2023, 2000, 1970, 9999])
@@ -97,9 +118,10 @@ def _c(data: bytes, year: int | None) -> tuple[list[bytes], list[int | None] | N
 def test_tricky_lines_read_as_python_reads_them(year, ending):
     data = ending.join(TRICKY) + ending
     assert _c(data, year) == _python(data, year)
+    assert _c(data, year, 1_000) == _python(data, year, 1_000)  # times carried on from the block before
     for line in TRICKY:  # each line alone, with and without its newline
         assert _c(line, year) == _python(line, year)
-        assert _c(line + b"\n", year) == _python(line + b"\n", year)
+        assert _c(line + b"\n", year, 5) == _python(line + b"\n", year, 5)
 
 
 def test_random_lines_read_as_python_reads_them():
@@ -118,7 +140,7 @@ def test_chunks_that_end_inside_a_line(monkeypatch):
     for block in (1, 7, 64, 1000):
         monkeypatch.setattr(lineload, "BLOCK", block)
         got = []
-        for chunk, found in lineload.scanned(io.BytesIO(data), scan, 2024):
+        for chunk, found in lineload.scanned(io.BytesIO(data), scan, 2024):  # no carry: -1
             count, consumed, offsets, *_ = found
             o = array("i", offsets)
             got += [chunk[o[i]:o[i + 1] - 1] for i in range(count)]
@@ -142,9 +164,10 @@ class _Sender:
         self.batches += batches[0]
 
 
-def _load(data: bytes, pure: bool, monkeypatch, year: int | None, **options) -> tuple[list, dict]:
-    """The records one load of `data` encodes ((value, timestamp) of each) and what its summary says."""
-    monkeypatch.setattr(lineload, "BLOCK", 64)  # many blocks: the C path and its fallbacks both run
+def _load(data: bytes, pure: bool, monkeypatch, year: int | None, **options) -> tuple:
+    """The records one load of `data` encodes ((value, timestamp, headers) of each), what its summary
+    says, the error that stopped it, and how many blocks were read the Python way."""
+    monkeypatch.setattr(lineload, "BLOCK", options.pop("block", 64))  # many blocks: the C path and its fallbacks
     if pure:
         monkeypatch.setenv("CHRONOLOG_PURE_PYTHON", "1")
     else:
@@ -154,29 +177,44 @@ def _load(data: bytes, pure: bool, monkeypatch, year: int | None, **options) -> 
     path.sticky = iter(lambda: 0, None)
     reader = _reader(year)
     run = lineload.Loader(reader, path, "t", "in", options.get("skip", 0), options.get("skip_blank", False),
-                          False, None)
+                          options.get("require_time", False), None)
+    python_blocks = []
+    monkeypatch.setattr(run, "block", lambda lines: python_blocks.append(lineload.Loader.block(run, lines)))
     fast = lineload._scanner(reader, path)
     assert (fast is None) == pure
-    if fast is not None:
-        for block, found in lineload.scanned(io.BytesIO(data), *fast):
-            run.scanned(block, found)
-    else:
-        for lines in lineload.blocks(io.BytesIO(data)):
-            run.block(lines)
+    error = None
+    try:
+        if fast is not None:
+            for block, found in lineload.scanned(io.BytesIO(data), *fast, run.carry):
+                run.scanned(block, found)
+        else:
+            for lines in lineload.blocks(io.BytesIO(data)):
+                run.block(lines)
+    except ChronologError as exc:
+        error = str(exc)
     run.finish()
     records = [(bytes(r.value), r.timestamp if year else None, [(k, bytes(v)) for k, v in r.headers])
                for b in path.sender.batches for r in RecordBatch(b).records()]
     state = {k: getattr(run, k) for k in ("read", "done", "sent", "blank", "unreadable", "named", "last_ts",
-                                          "last_text", "oldest")}
-    return records, state
+                                          "last_text", "oldest", "held")}
+    return records, state, error, len(python_blocks)
+
+
+PLAIN = [f"Mar  1 00:{i // 60:02d}:{i % 60:02d} combo line {i}".encode() for i in range(200)]
 
 
 @pytest.mark.parametrize("year", [2024, None])
-@pytest.mark.parametrize("options", [{}, {"skip": 3}, {"skip_blank": True}])
-def test_the_records_sent_are_the_pure_pythons(monkeypatch, year, options):
-    plain = [f"Mar  1 00:{i // 60:02d}:{i % 60:02d} combo line {i}".encode() for i in range(200)]
-    data = b"\n".join(plain[:50] + TRICKY + plain[50:]) + b"\r\n" + b"\n".join(plain[100:]) + b"\xff"
-    c = _load(data, False, monkeypatch, year, **options)
-    py = _load(data, True, monkeypatch, year, **options)
+@pytest.mark.parametrize("options", [{}, {"skip": 3}, {"skip_blank": True}, {"require_time": True},
+                                     {"block": 1 << 20}])
+@pytest.mark.parametrize("start", [b"", b"no time yet\n\nJun 14 99:00:00 nor here\n"])
+def test_the_records_sent_are_the_pure_pythons(monkeypatch, year, options, start):
+    data = start + b"\n".join(PLAIN[:50] + TRICKY + PLAIN[50:]) + b"\r\n" + b"\n".join(PLAIN[100:]) + b"\xff"
+    *c, c_python_blocks = _load(data, False, monkeypatch, year, **dict(options))
+    *py, _ = _load(data, True, monkeypatch, year, **dict(options))
     assert c == py
-    assert len(c[0]) > 300
+    if "require_time" in options and year:  # stopped at the first line without a time
+        assert c[2] is not None and "has no readable time" in c[2]
+    else:
+        assert len(c[0]) > 300 and c[2] is None
+    if not options and not start:  # lines without a time, blank lines, CRLF: all read in C
+        assert c_python_blocks == 0

@@ -2,16 +2,20 @@
  * (timetravel/lineload.py): the line boundaries and each line's BSD syslog time, with no Python object
  * per line.
  *
- * scan(block, eof, year) -> (count, consumed, offsets, times, blank, unreadable, in_order, least, last)
+ * scan(block, eof, year, carry) -> (count, consumed, offsets, times, blank, unreadable, named, lead,
+ *                                   least, last, last_read)
  *   Lines end at `\n` (removed; a `\r` before it stays). Without `eof` the block ends at its last `\n`
  *   (`consumed` bytes; the rest is the next block's start); with it, bytes after the last `\n` are a last
  *   line. `offsets` is int32 offsets[count + 1] in native order, line i being block[offsets[i] :
  *   offsets[i + 1] - 1]: the binary column layout of `_encode` with a gap of one byte (the `\n`).
- *   With `year` 0 there are no times (`times` None, `in_order` True, least and last 0); otherwise
- *   `times` is int64 ms[count] of each line's syslog time read as UTC in that year, -1 where a line has
- *   none, `unreadable` counts those, `in_order` says the times read never go back, `least` is the
- *   smallest of them and `last` the last line's. `blank` counts empty lines. A block of 2 GiB or more
- *   without a `\n` is refused (ValueError), as int32 offsets cannot hold it.
+ *   `blank` counts empty lines. With `year` 0 there are no times (`times` None, the rest 0, () or -1).
+ *   Otherwise `times` is int64 ms[count]: each line's syslog time read as UTC in that year; a line
+ *   without one takes the time of the line before (`carry` for the first: the previous block's last,
+ *   -1 for none), as lineload.Loader does. `unreadable` counts the lines without a time that are not
+ *   blank, `named` holds the indexes of the first NAMED of them, `lead` the lines before the first time
+ *   while there is none to carry (the caller holds them back: they are -1), `least` the smallest time
+ *   (-1: none), `last` the last line's, `last_read` the index of the last line that has its own (-1).
+ *   A block of 2 GiB or more without a `\n` is refused (ValueError): int32 offsets cannot hold it.
  *
  * A line's time is what timetravel.linetime reads with SYSLOG_REGEX
  * (`^[A-Z][a-z]{2}\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}\s`, `\s` being ASCII whitespace) and the `syslog`
@@ -88,11 +92,15 @@ static int64_t syslog_ms(const uint8_t *p, Py_ssize_t n, int year, int leap, Py_
     return ((days_from_civil(year, month, day) * 24 + hh) * 60 + mm) * 60000 + ss * 1000;
 }
 
+#define NAMED 5    /* lineload.NAMED: the unreadable lines the summary names */
+#define PREFIX 16  /* a line with the same first bytes as one whose time they decided has that time */
+
 static PyObject *scan(PyObject *self, PyObject *args)
 {
     Py_buffer b;
     int eof, year;
-    if (!PyArg_ParseTuple(args, "y*pi", &b, &eof, &year))
+    long long carry = -1;
+    if (!PyArg_ParseTuple(args, "y*pi|L", &b, &eof, &year, &carry))
         return NULL;
     PyObject *offsets = NULL, *times = NULL, *result = NULL;
     if (year != 0 && (year < 1970 || year > 9999)) {
@@ -127,12 +135,10 @@ static PyObject *scan(PyObject *self, PyObject *args)
     int32_t *off = (int32_t *)PyBytes_AS_STRING(offsets);
     int64_t *ts = year ? (int64_t *)PyBytes_AS_STRING(times) : NULL;
     int leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-    Py_ssize_t blank = 0, unreadable = 0, i = 0;
-    int in_order = 1;
-    int64_t prev = -1, least = -1, same_t = -1;
-    const uint8_t *p = data, *same = NULL;  /* a line whose time its first PREFIX bytes decided */
-#define PREFIX 16
-    for (; i < count; i++) {
+    Py_ssize_t blank = 0, unreadable = 0, lead = 0, last_read = -1, named[NAMED], n_named = 0;
+    int64_t prev = carry < 0 ? -1 : carry, least = -1, same_t = -1;
+    const uint8_t *p = data, *same = NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
         const uint8_t *nl = memchr(p, '\n', (size_t)(data + consumed - p));
         const uint8_t *line_end = nl ? nl : data + consumed;
         Py_ssize_t n = line_end - p;
@@ -142,28 +148,43 @@ static PyObject *scan(PyObject *self, PyObject *args)
             int64_t t;
             Py_ssize_t used;
             if (same != NULL && n >= PREFIX && memcmp(p, same, PREFIX) == 0)
-                t = same_t;  /* the same second as the line before: not read again */
+                t = same_t;  /* the same second as a line before: not read again */
             else {
                 t = syslog_ms(p, n, year, leap, &used);
                 same = used <= PREFIX && n >= PREFIX ? p : NULL;
                 same_t = t;
             }
-            ts[i] = t;
-            if (t < 0)
-                unreadable++;
-            else {
-                if (t < prev)
-                    in_order = 0;
-                if (least < 0 || t < least)
-                    least = t;
+            if (t >= 0) {
                 prev = t;
+                last_read = i;
+            } else {
+                if (n > 0) {
+                    unreadable++;
+                    if (n_named < NAMED)
+                        named[n_named++] = i;
+                }
+                lead += prev < 0;
             }
+            ts[i] = prev;
+            if (prev >= 0 && (least < 0 || prev < least))
+                least = prev;
         }
         p = line_end + 1;
     }
     off[count] = (int32_t)(p - data);  /* one past the end for a last line without `\n` (the gap) */
-    result = Py_BuildValue("nnOOnnNLL", count, consumed, offsets, times, blank, unreadable, PyBool_FromLong(in_order),
-                           (long long)(ts ? least : 0), (long long)(ts && count ? ts[count - 1] : 0));
+    PyObject *names = PyTuple_New(n_named);
+    if (!names)
+        goto done;
+    for (Py_ssize_t k = 0; k < n_named; k++) {
+        PyObject *v = PyLong_FromSsize_t(named[k]);
+        if (!v) {
+            Py_DECREF(names);
+            goto done;
+        }
+        PyTuple_SET_ITEM(names, k, v);
+    }
+    result = Py_BuildValue("nnOOnnNnLLn", count, consumed, offsets, times, blank, unreadable, names, lead,
+                           (long long)least, (long long)(ts && count ? ts[count - 1] : -1), last_read);
 done:
     Py_XDECREF(offsets);
     Py_XDECREF(times);
@@ -173,7 +194,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(block, eof, year) -> (count, consumed, offsets, times, blank, unreadable, in_order, least, last)"},
+     "scan(block, eof, year[, carry]) -> (count, consumed, offsets, times, blank, unreadable, named, lead, least, "
+     "last, last_read)"},
     {NULL, NULL, 0, NULL},
 };
 

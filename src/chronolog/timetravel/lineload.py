@@ -5,14 +5,15 @@ stays, as kcat -P keeps it (Kafka's console producer drops it): a file with CRLF
 byte for byte. Blank lines are records (kcat skips them; --skip-blank does that and counts them).
 
 The input moves in blocks, not lines. Where the C line scanner (`records/_lines.c`) reads the options
-(no key, no time or the syslog prefix in UTC) a block is split and its times read there, and its lines go
-to the encoder as columns over the block itself (`LineColumns`): no Python object per line. A block
-the scanner finds anything unusual in (a line without a time, a blank line with times, lines to skip)
-is read again the pure-Python way below, which is also the path without the C extensions: the block split
-with bytes methods, its times read with a cache per distinct prefix. Either way the records are encoded
-into whole record batches in C (`records.encode`) and sent by an idempotent producer
-(`timetravel.batchsend`) that returns when the broker has acknowledged them. Lines are counted done only
-then, so the Ctrl-C summary can print the exact command that continues (`--skip-lines`).
+(no key, no time or the syslog prefix in UTC) a block is split and its times read there (a line without
+one takes the time before it), and its lines go to the encoder as columns over the block itself
+(`LineColumns`): no Python object per line. A block with lines to skip, blank lines to leave out, lines
+before the first time or a line without one under --require-time is read again the pure-Python way
+below, which is also the path without the C extensions: the block split with bytes methods, its times
+read with a cache per distinct prefix. Either way the records are encoded into whole record batches in C
+(`records.encode`) and sent by an idempotent producer (`timetravel.batchsend`) that returns when the
+broker has acknowledged them. Lines are counted done only then, so the Ctrl-C summary can print the
+exact command that continues (`--skip-lines`).
 """
 
 from __future__ import annotations
@@ -276,26 +277,33 @@ class Loader:
                                  f"Continue after it with: {continue_command(refused.number)}") from None
 
     def scanned(self, block: bytes, found: tuple) -> None:
-        """A block as `_lines.scan` read it (`found`): its lines sent as columns, or, where a line needs
-        what `block` does for it (a line without a time, a blank line, lines to skip, times that go back
-        under a sortable format), the block's lines read the Python way."""
-        count, consumed, offsets, times, blank, unreadable, in_order, least, last = found
-        fmt = self.reader.format
-        if self.to_skip or (blank and (self.skip_blank or times is not None)) or unreadable or self.held[1] or \
-                (fmt is not None and fmt.sortable and (not in_order or (self.last_ts is not None
-                                                                        and least < self.last_ts))):
+        """A block as `_lines.scan` read it (`found`, its times carried on from `carry()`) sent as columns;
+        where a line needs what `block` does for it (lines to skip, blank lines to leave out, lines before
+        the first time, a line without a time under --require-time), the block's lines read the Python way."""
+        count, consumed, offsets, times, blank, unreadable, named, lead, least, last, last_read = found
+        if self.to_skip or lead or self.held[1] or (blank and self.skip_blank) or (unreadable and self.require_time):
             lines = block[:consumed].split(b"\n")
             if block[consumed - 1:consumed] == b"\n":
                 lines.pop()
             self.block(lines)
             return
+        first = self.read + 1
         self.read += count
         self.blank += blank
         if times is not None:
             ends = memoryview(offsets).cast("i")
-            self.last_ts, self.last_text = last, block[ends[count - 1]:ends[count] - 1]
+            self.unreadable += unreadable
+            for i in named[:NAMED - len(self.named)]:
+                self.named.append((first + i, block[ends[i]:ends[i + 1] - 1]))
+            if last_read >= 0:
+                self.last_text = block[ends[last_read]:ends[last_read + 1] - 1]
+            self.last_ts = last
             self._warn_retention(least)
         self._send(None, LineColumns(block, offsets, times, count), None, self.read)
+
+    def carry(self) -> int:
+        """The time a block's first lines without one take (-1: none yet), for `_lines.scan`."""
+        return -1 if self.last_ts is None else self.last_ts
 
     def _records(self, keys, values, lines, numbers, first: int, times: list | None = None,
                      done: int | None = None) -> None:
@@ -463,9 +471,10 @@ def blocks(stream, tick=None):
         yield [tail]
 
 
-def scanned(stream, scan, year: int, tick=None):
-    """(block, what `scan` found in it) for blocks of whole lines: `blocks` done by `records/_lines.c`.
-    Only the line that runs over a chunk's end is copied (to the next block's start)."""
+def scanned(stream, scan, year: int, carry=lambda: -1, tick=None):
+    """(block, what `scan` found in it) for blocks of whole lines: `blocks` done by `records/_lines.c`,
+    each block's times carried on from `carry()` (called once the block before is handled). Only the
+    line that runs over a chunk's end is copied (to the next block's start)."""
     tail = b""
     read = getattr(stream, "read1", stream.read)
     while True:
@@ -475,7 +484,7 @@ def scanned(stream, scan, year: int, tick=None):
         eof = not chunk
         if tail:
             chunk = tail + chunk
-        found = scan(chunk, eof, year)
+        found = scan(chunk, eof, year, carry())
         tail = chunk[found[1]:]
         if found[0]:
             yield chunk, found
@@ -490,7 +499,8 @@ def _scanner(reader: LineReader, path) -> tuple | None:
     year = 0
     if reader.timed:
         fmt = reader.format
-        if not reader.syslog_prefix or fmt.zone is not UTC or fmt.year is None or not 1970 <= fmt.year <= 9999:
+        if not reader.syslog_prefix or fmt.zone is not UTC or fmt.year is None or not 1970 <= fmt.year <= 9999 \
+                or fmt.sortable:  # (syslog's month names are not: no order check to make)
             return None
         year = fmt.year
     from chronolog.native import load_native
@@ -537,7 +547,7 @@ def load(topic: str, file: str, conf: dict, *, time_field: str | None = None, ti
             fast = _scanner(reader, path)
             with progress(name, size) as tick:
                 if fast is not None:
-                    for block, found in scanned(stream, *fast, tick):
+                    for block, found in scanned(stream, *fast, run.carry, tick):
                         run.scanned(block, found)
                 else:
                     for lines in blocks(stream, tick):
