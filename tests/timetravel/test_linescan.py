@@ -85,12 +85,15 @@ def _python(data: bytes, year: int | None, carry: int | None = None) -> tuple:
 
 
 def _c(data: bytes, year: int | None, carry: int | None = None) -> tuple:
-    count, consumed, offsets, times, blank, unreadable, named, lead, least, last, last_read = \
-        scan(data, True, year or 0, -1 if carry is None else carry)
+    count, consumed, offsets, times, blank, unreadable, named, lead, least, last, last_read, kept = \
+        scan(data, True, year or 0, -1 if carry is None else carry, True)
     assert consumed == len(data)
     o = array("i", offsets)
     lines = [data[o[i]:o[i + 1] - 1] for i in range(count)]
     assert blank == lines.count(b"")
+    assert (kept is None) == (blank == 0)
+    if kept is not None:
+        assert list(array("q", kept)) == [i for i, line in enumerate(lines) if line]
     if not year:
         assert times is None
         return lines, None, [], 0
@@ -185,7 +188,8 @@ def _load(data: bytes, pure: bool, monkeypatch, year: int | None, **options) -> 
     error = None
     try:
         if fast is not None:
-            for block, found in lineload.scanned(io.BytesIO(data), *fast, run.carry):
+            for block, found in lineload.scanned(io.BytesIO(data), *fast, run.carry, None,
+                                                 options.get("skip_blank", False)):
                 run.scanned(block, found)
         else:
             for lines in lineload.blocks(io.BytesIO(data)):
@@ -216,5 +220,5 @@ def test_the_records_sent_are_the_pure_pythons(monkeypatch, year, options, start
         assert c[2] is not None and "has no readable time" in c[2]
     else:
         assert len(c[0]) > 300 and c[2] is None
-    if not options and not start:  # lines without a time, blank lines, CRLF: all read in C
+    if not start and (not options or "skip_blank" in options):  # no time, blank lines, CRLF: all read in C
         assert c_python_blocks == 0

@@ -2,13 +2,14 @@
  * (timetravel/lineload.py): the line boundaries and each line's BSD syslog time, with no Python object
  * per line.
  *
- * scan(block, eof, year, carry) -> (count, consumed, offsets, times, blank, unreadable, named, lead,
- *                                   least, last, last_read)
+ * scan(block, eof, year, carry, skip_blank) -> (count, consumed, offsets, times, blank, unreadable,
+ *                                               named, lead, least, last, last_read, kept)
  *   Lines end at `\n` (removed; a `\r` before it stays). Without `eof` the block ends at its last `\n`
  *   (`consumed` bytes; the rest is the next block's start); with it, bytes after the last `\n` are a last
  *   line. `offsets` is int32 offsets[count + 1] in native order, line i being block[offsets[i] :
  *   offsets[i + 1] - 1]: the binary column layout of `_encode` with a gap of one byte (the `\n`).
- *   `blank` counts empty lines. With `year` 0 there are no times (`times` None, the rest 0, () or -1).
+ *   `blank` counts empty lines; with `skip_blank`, where there are any, `kept` is the int64 row numbers of
+ *   the others (the encoder's index), else None. With `year` 0 there are no times (`times` None, the rest 0, () or -1).
  *   Otherwise `times` is int64 ms[count]: each line's syslog time read as UTC in that year; a line
  *   without one takes the time of the line before (`carry` for the first: the previous block's last,
  *   -1 for none), as lineload.Loader does. `unreadable` counts the lines without a time that are not
@@ -100,9 +101,10 @@ static PyObject *scan(PyObject *self, PyObject *args)
     Py_buffer b;
     int eof, year;
     long long carry = -1;
-    if (!PyArg_ParseTuple(args, "y*pi|L", &b, &eof, &year, &carry))
+    int skip_blank = 0;
+    if (!PyArg_ParseTuple(args, "y*pi|Lp", &b, &eof, &year, &carry, &skip_blank))
         return NULL;
-    PyObject *offsets = NULL, *times = NULL, *result = NULL;
+    PyObject *offsets = NULL, *times = NULL, *kept = NULL, *result = NULL;
     if (year != 0 && (year < 1970 || year > 9999)) {
         PyErr_SetString(PyExc_ValueError, "year: 1970..9999, or 0 for no times");
         goto done;
@@ -172,6 +174,18 @@ static PyObject *scan(PyObject *self, PyObject *args)
         p = line_end + 1;
     }
     off[count] = (int32_t)(p - data);  /* one past the end for a last line without `\n` (the gap) */
+    if (skip_blank && blank) {
+        kept = PyBytes_FromStringAndSize(NULL, (count - blank) * 8);
+        if (!kept)
+            goto done;
+        int64_t *k = (int64_t *)PyBytes_AS_STRING(kept);
+        for (Py_ssize_t i = 0; i < count; i++)
+            if (off[i + 1] - off[i] > 1)
+                *k++ = i;
+    } else {
+        kept = Py_None;
+        Py_INCREF(kept);
+    }
     PyObject *names = PyTuple_New(n_named);
     if (!names)
         goto done;
@@ -183,19 +197,20 @@ static PyObject *scan(PyObject *self, PyObject *args)
         }
         PyTuple_SET_ITEM(names, k, v);
     }
-    result = Py_BuildValue("nnOOnnNnLLn", count, consumed, offsets, times, blank, unreadable, names, lead,
-                           (long long)least, (long long)(ts && count ? ts[count - 1] : -1), last_read);
+    result = Py_BuildValue("nnOOnnNnLLnO", count, consumed, offsets, times, blank, unreadable, names, lead,
+                           (long long)least, (long long)(ts && count ? ts[count - 1] : -1), last_read, kept);
 done:
     Py_XDECREF(offsets);
     Py_XDECREF(times);
+    Py_XDECREF(kept);
     PyBuffer_Release(&b);
     return result;
 }
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(block, eof, year[, carry]) -> (count, consumed, offsets, times, blank, unreadable, named, lead, least, "
-     "last, last_read)"},
+     "scan(block, eof, year[, carry[, skip_blank]]) -> (count, consumed, offsets, times, blank, unreadable, named, "
+     "lead, least, last, last_read, kept)"},
     {NULL, NULL, 0, NULL},
 };
 

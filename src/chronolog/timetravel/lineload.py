@@ -7,8 +7,8 @@ byte for byte. Blank lines are records (kcat skips them; --skip-blank does that 
 The input moves in blocks, not lines. Where the C line scanner (`records/_lines.c`) reads the options
 (no key, no time or the syslog prefix in UTC) a block is split and its times read there (a line without
 one takes the time before it), and its lines go to the encoder as columns over the block itself
-(`LineColumns`): no Python object per line. A block with lines to skip, blank lines to leave out, lines
-before the first time or a line without one under --require-time is read again the pure-Python way
+(`LineColumns`): no Python object per line. A block with lines to skip, lines before the first time or
+a line without one under --require-time is read again the pure-Python way
 below, which is also the path without the C extensions: the block split with bytes methods, its times
 read with a cache per distinct prefix. Either way the records are encoded into whole record batches in C
 (`records.encode`) and sent by an idempotent producer (`timetravel.batchsend`) that returns when the
@@ -95,13 +95,15 @@ def _binary(items: list[bytes | None], nullable: bool = True) -> tuple:
 
 
 class LineColumns:
-    """The lines of a block as `_lines.scan` found them: line i is block[offsets[i]:offsets[i + 1] - 1]
-    (int32 offsets), `times` int64 ms (or None), the layout `records.encode` reads without a copy."""
+    """The lines of a block as `_lines.scan` found them: line i of `lines` is block[offsets[i]:offsets[i +
+    1] - 1] (int32 offsets), `times` int64 ms (or None), the layout `records.encode` reads without a copy;
+    the records are the rows `kept` numbers (int64), or all of them. Its length is the records'."""
 
-    __slots__ = ("block", "offsets", "times", "count")
+    __slots__ = ("block", "offsets", "times", "lines", "kept", "count")
 
-    def __init__(self, block: bytes, offsets: bytes, times: bytes | None, count: int) -> None:
-        self.block, self.offsets, self.times, self.count = block, offsets, times, count
+    def __init__(self, block: bytes, offsets: bytes, times: bytes | None, lines: int, kept: bytes | None) -> None:
+        self.block, self.offsets, self.times, self.lines, self.kept = block, offsets, times, lines, kept
+        self.count = lines if kept is None else len(kept) // 8
 
     def __len__(self) -> int:
         return self.count
@@ -121,11 +123,15 @@ class BatchPath:
     def send(self, keys: list[bytes | None] | None, values: list[bytes] | LineColumns,
              times: list[int] | None) -> None:
         from chronolog.records.encode import encode_batches
-        n = len(values)
+        n = len(values)  # rows of the columns, and records unless `where` picks some
         key = _binary(keys) if keys is not None else None
+        where = None
         if isinstance(values, LineColumns):  # gap 1: each line's `\n` is left out
             value = (None, values.offsets, values.block, 0, 1)
             ts = (None, values.times, 0) if values.times is not None else None
+            if values.kept is not None:
+                where = (values.kept, 0, values.count)
+            n = values.lines
         else:
             value = _binary(values, nullable=False)  # a line is never None
             ts = (None, array("q", times), 0) if times is not None else None
@@ -141,10 +147,10 @@ class BatchPath:
                                   producer=self.sender.producer(partition, rows))
 
         if self.partition is not None:
-            batches = {self.partition: encode(self.partition, n)}
+            batches = {self.partition: encode(self.partition, len(values), where)}
         elif keys is None or all(k is None or not k for k in keys):
             p = next(self.sticky)
-            batches = {p: encode(p, n)}
+            batches = {p: encode(p, len(values), where)}
         else:  # librdkafka's consistent_random: a key's partition by its CRC-32; no key: the sticky one
             from chronolog.native import load_native  # the column form of records.encode.key_partitions
             chosen = array("i", load_native("chronolog.records._encode", "key_partitions")(n, key, len(self.partitions)))
@@ -278,10 +284,10 @@ class Loader:
 
     def scanned(self, block: bytes, found: tuple) -> None:
         """A block as `_lines.scan` read it (`found`, its times carried on from `carry()`) sent as columns;
-        where a line needs what `block` does for it (lines to skip, blank lines to leave out, lines before
-        the first time, a line without a time under --require-time), the block's lines read the Python way."""
-        count, consumed, offsets, times, blank, unreadable, named, lead, least, last, last_read = found
-        if self.to_skip or lead or self.held[1] or (blank and self.skip_blank) or (unreadable and self.require_time):
+        where a line needs what `block` does for it (lines to skip, lines before the first time, a line
+        without a time under --require-time), the block's lines read the Python way."""
+        count, consumed, offsets, times, blank, unreadable, named, lead, least, last, last_read, kept = found
+        if self.to_skip or lead or self.held[1] or (unreadable and self.require_time):
             lines = block[:consumed].split(b"\n")
             if block[consumed - 1:consumed] == b"\n":
                 lines.pop()
@@ -290,6 +296,7 @@ class Loader:
         first = self.read + 1
         self.read += count
         self.blank += blank
+        columns = LineColumns(block, offsets, times, count, kept)
         if times is not None:
             ends = memoryview(offsets).cast("i")
             self.unreadable += unreadable
@@ -298,8 +305,9 @@ class Loader:
             if last_read >= 0:
                 self.last_text = block[ends[last_read]:ends[last_read + 1] - 1]
             self.last_ts = last
-            self._warn_retention(least)
-        self._send(None, LineColumns(block, offsets, times, count), None, self.read)
+            if len(columns):
+                self._warn_retention(least)
+        self._send(None, columns, None, self.read)
 
     def carry(self) -> int:
         """The time a block's first lines without one take (-1: none yet), for `_lines.scan`."""
@@ -471,7 +479,7 @@ def blocks(stream, tick=None):
         yield [tail]
 
 
-def scanned(stream, scan, year: int, carry=lambda: -1, tick=None):
+def scanned(stream, scan, year: int, carry=lambda: -1, tick=None, skip_blank: bool = False):
     """(block, what `scan` found in it) for blocks of whole lines: `blocks` done by `records/_lines.c`,
     each block's times carried on from `carry()` (called once the block before is handled). Only the
     line that runs over a chunk's end is copied (to the next block's start)."""
@@ -484,7 +492,7 @@ def scanned(stream, scan, year: int, carry=lambda: -1, tick=None):
         eof = not chunk
         if tail:
             chunk = tail + chunk
-        found = scan(chunk, eof, year, carry())
+        found = scan(chunk, eof, year, carry(), skip_blank)
         tail = chunk[found[1]:]
         if found[0]:
             yield chunk, found
@@ -547,7 +555,7 @@ def load(topic: str, file: str, conf: dict, *, time_field: str | None = None, ti
             fast = _scanner(reader, path)
             with progress(name, size) as tick:
                 if fast is not None:
-                    for block, found in scanned(stream, *fast, run.carry, tick):
+                    for block, found in scanned(stream, *fast, run.carry, tick, skip_blank):
                         run.scanned(block, found)
                 else:
                     for lines in blocks(stream, tick):
