@@ -124,6 +124,9 @@ def test_the_array_length_walk_agrees_with_kio_on_every_valid_request():
             ident = "topic_id" if v >= 13 else "name"  # v13+ names its topics by id (KIP-516)
             assert [(getattr(t, ident), len(t.partition_data)) for t in parsed.topic_data] == \
                 [(getattr(t, ident), len(t.partition_data)) for t in _body.topic_data]
+        elif key == codec.LIST_OFFSETS_KEY:  # read by hand too: tests/protocol/test_list_offsets_request.py
+            assert [(t.name, [(p.partition_index, p.timestamp) for p in t.partitions]) for t in parsed.topics] == \
+                [(t.name, [(p.partition_index, p.timestamp) for p in t.partitions]) for t in _body.topics]
         else:
             assert parsed == _body
 

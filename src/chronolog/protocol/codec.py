@@ -20,7 +20,7 @@ import typing
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as KioErrorCode
@@ -37,6 +37,7 @@ from kio.serial._introspect import (
 from kio.serial.errors import SerialError
 
 from chronolog.errors import CorruptMessageError, InvalidRequestError, UnsupportedVersionError
+from chronolog.protocol.list_offsets_request import read_list_offsets_request
 from chronolog.protocol.produce_request import read_produce_request
 from chronolog.protocol.wire import past_end as _past_end
 from chronolog.protocol.wire import read_uvarint as _uvarint
@@ -48,13 +49,12 @@ PRODUCE_KEY = 0
 LIST_OFFSETS_KEY = 2
 
 
-@dataclass(frozen=True)
-class RequestFrame:
+class RequestFrame(NamedTuple):  # (a frozen dataclass took 0.6 us to build, a tuple 0.2)
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
-    body: Any  # the kio request entity
+    body: Any  # the kio request entity (Produce and ListOffsets: the hand readers' tuples)
 
 
 def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
@@ -111,6 +111,9 @@ def parse_request(frame: bytes | bytearray | memoryview) -> RequestFrame:
     api_key, version, correlation_id = peek_header(frame)
     if api_key == PRODUCE_KEY and 3 <= version <= 13:  # records as slices of the frame, no copy
         client_id, body = read_produce_request(frame, version)
+        return RequestFrame(api_key, version, correlation_id, client_id, body)
+    if api_key == LIST_OFFSETS_KEY and 1 <= version <= 11:  # a lookup's fields, without kio's entities
+        client_id, body = read_list_offsets_request(frame, version)
         return RequestFrame(api_key, version, correlation_id, client_id, body)
     cls = request_schema(api_key, version)
     header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1

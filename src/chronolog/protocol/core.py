@@ -610,7 +610,9 @@ def _looks_up_tier(req: Any, ctx: RequestContext) -> bool:
 
 
 def _list_offsets(req: Any, ctx: RequestContext) -> dict:
-    seen = collections.Counter((t.name, int(p.partition_index)) for t in req.topics for p in t.partitions)
+    # (a lookup asks for one partition: the duplicates are counted only when there can be any)
+    seen = collections.Counter((t.name, int(p.partition_index)) for t in req.topics for p in t.partitions) \
+        if len(req.topics) > 1 or any(len(t.partitions) > 1 for t in req.topics) else None
     answered: set[tuple[str, int]] = set()
     committed = int(getattr(req, "isolation_level", 0)) == READ_COMMITTED
     topics = []
@@ -618,14 +620,14 @@ def _list_offsets(req: Any, ctx: RequestContext) -> dict:
         parts = []
         duplicated = []
         for p in t.partitions:
-            if seen[(t.name, int(p.partition_index))] > 1:
+            if seen is not None and seen[(t.name, int(p.partition_index))] > 1:
                 if (t.name, int(p.partition_index)) not in answered:
                     answered.add((t.name, int(p.partition_index)))
                     duplicated.append({"partition_index": p.partition_index, "error_code": ErrorCode.INVALID_REQUEST,
-                                       "timestamp": -1, "offset": -1, "leader_epoch": -1, "old_style_offsets": []})
+                                       "timestamp": -1, "offset": -1, "leader_epoch": -1})
                 continue
             out = {"partition_index": p.partition_index, "error_code": 0, "timestamp": -1, "offset": -1,
-                   "leader_epoch": -1, "old_style_offsets": []}
+                   "leader_epoch": -1}
             try:
                 if not ctx.allowed("describe", "topic", t.name):
                     raise KafkaError("not authorized", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)

@@ -649,7 +649,7 @@ class Broker:
         quota_start = self.quotas.before(api_key, ctx)
         try:
             result = handler.fn(request.body, ctx)
-            if inspect.isawaitable(result):
+            if result is not None and type(result) is not dict and inspect.isawaitable(result):
                 result = await result
         except KafkaError as exc:
             log.warning("API %d v%d failed: %s", api_key, version, exc)
