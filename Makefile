@@ -6,7 +6,7 @@ DATA   := $(CURDIR)/var/run-data
 
 .PHONY: install bytecode sysdeps nodedeps faustdeps quixdeps jars franzgo test test-long run bench lint clean
 
-$(STAMP): pyproject.toml setup.py src/chronolog/records/_walk.c src/chronolog/records/_clean.c src/chronolog/records/_recordwalk.h src/chronolog/records/_crc32c.h src/chronolog/records/_columns.c src/chronolog/records/_timeline.c src/chronolog/records/_varint.h src/chronolog/records/_bigendian.h src/chronolog/records/_encode.c src/chronolog/storage/_headers.c
+$(STAMP): pyproject.toml setup.py $(wildcard src/chronolog/*/*.c src/chronolog/*/*.h)
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools
 	$(PY) -m pip install -q -e '.[dev,spark,clients,console]'
