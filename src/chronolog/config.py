@@ -12,7 +12,6 @@ import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from chronolog.errors import ChronologError, InvalidConfigError
@@ -420,6 +419,8 @@ def java_double(value: float) -> str:
         return "Infinity" if value > 0 else "-Infinity"
     if value == 0 or 1e-3 <= abs(value) < 1e7:
         return repr(float(value))
+    from decimal import Decimal  # here, not at the top: every process that reads a config would import it
+
     sign, digits, exponent = Decimal(repr(float(value))).normalize().as_tuple()
     text = "".join(map(str, digits))
     return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{len(text) + int(exponent) - 1}"
