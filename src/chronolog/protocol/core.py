@@ -327,7 +327,6 @@ def produce(req: Any, ctx: RequestContext) -> dict | None:
                      if (batch := transactional_batch(pd.records)) is not None}
     # KafkaApis.handleProduceRequest: transactional records need Write on their transactional id.
     txn_denied = bool(transactional) and (txn_id is None or not ctx.allowed("write", "transactional_id", txn_id))
-    verify = ctx.state.transactions is not None and bool(ctx.broker_config["transaction.partition.verification.enable"])
     for name, data in topic_data:
         parts = []
         for pd in data.partition_data:
@@ -351,7 +350,8 @@ def produce(req: Any, ctx: RequestContext) -> dict | None:
                 if batch is not None and ctx.api_version >= PRODUCE_ADDS_PARTITIONS \
                         and ctx.state.transactions is not None:
                     _add_to_transaction(ctx, txn_id, batch, name, pd.index)
-                elif batch is not None and verify:
+                elif batch is not None and ctx.state.transactions is not None \
+                        and ctx.broker_config["transaction.partition.verification.enable"]:
                     # ReplicaManager.appendRecords with transaction verification (KIP-890 part 1): a
                     # transactional batch only for a partition its ongoing transaction added.
                     refused = ctx.state.transactions.check_produce(txn_id, batch[0], batch[1], name, pd.index)

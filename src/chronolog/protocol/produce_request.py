@@ -51,6 +51,8 @@ def _length(buf, pos: int, end: int, flexible: bool, wide: bool) -> tuple[int, i
     """A length (-1: null): compact in flexible versions, else int32 (`wide`) or int16. Other negative
     lengths are refused, as kio refuses them (Kafka's generated readers would read them as null)."""
     if flexible:
+        if pos < end and buf[pos] < 0x80:  # one byte: every length but a large batch's
+            return buf[pos] - 1, pos + 1
         n, pos = _uvarint(buf, pos)
         return n - 1, pos
     st = _I32 if wide else _I16
@@ -86,6 +88,8 @@ def _count(buf, pos: int, end: int, flexible: bool, what: str) -> tuple[int, int
 
 
 def _skip_tags(buf, pos: int, end: int) -> int:
+    if pos < end and buf[pos] == 0:  # none: what every client sends
+        return pos + 1
     count, pos = _uvarint(buf, pos)
     for _ in range(count):
         _tag, pos = _uvarint(buf, pos)

@@ -462,6 +462,7 @@ class Broker:
         failed_auth_delay = int(self.config["connections.failed.authentication.delay.ms"]) / 1000.0
         # sendfile moves file bytes straight to a plain TCP socket; TLS must encrypt them in user space.
         zero_copy = conn.listener is None or conn.listener.ssl_context is None
+        transport = writer.transport
         try:
             while True:
                 authenticating = conn.sasl is not None and not conn.sasl.complete
@@ -500,8 +501,10 @@ class Broker:
                         await self._send_parts(writer, response, zero_copy)
                     elif response:
                         writer.write(response)
-                        await writer.drain()
-                    await self.quotas.mute(conn)  # KIP-219: a throttled client's next request waits
+                        if transport.get_write_buffer_size():  # (all sent at once: nothing to wait for)
+                            await writer.drain()
+                    if conn.throttle_ms:
+                        await self.quotas.mute(conn)  # KIP-219: a throttled client's next request waits
                 finally:
                     frames.busy = False
                     frames.last_active = asyncio.get_running_loop().time()

@@ -202,13 +202,15 @@ class FrameReader(WriteFlow, asyncio.BufferedProtocol):
     async def read_frame(self, minimum: int, maximum: int) -> bytes | bytearray:
         """The next frame without its size prefix; FrameSizeError if the prefix is outside
         [minimum, maximum] (nothing allocated), IncompleteReadError if the peer stops mid-frame."""
-        await self._want(4)
+        if self._end - self._start < 4:  # (a frame already here is taken without a wait)
+            await self._want(4)
         size = int.from_bytes(self._scratch_view[self._start:self._start + 4], "big", signed=True)
         if not minimum <= size <= maximum:
             raise FrameSizeError(size)
         self._start += 4
         if size <= SMALL_FRAME or self._end - self._start >= size:
-            await self._want(size)
+            if self._end - self._start < size:
+                await self._want(size)
             frame = bytes(self._scratch_view[self._start:self._start + size])
             self._start += size
             self._resume_reading()
