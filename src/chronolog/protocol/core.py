@@ -257,6 +257,11 @@ def _produce_topics(req: Any, ctx: RequestContext) -> list[tuple[str | None, _Pr
     here, None for an id that names no topic (KafkaApis.handleProduceRequest: UNKNOWN_TOPIC_ID). A partition
     named twice is one entry of KafkaApis' map: the last one's records, in the first one's place, answered
     once; consecutive partitions of a topic are one topic of the answer."""
+    if len(req.topic_data) == 1 and len(req.topic_data[0].partition_data) == 1:  # what a producer mostly sends
+        t = req.topic_data[0]
+        topic_id = getattr(t, "topic_id", None)
+        name = ctx.state.topic_name(topic_id) if ctx.api_version >= 13 else t.name
+        return [(name, _ProduceTopic(topic_id, list(t.partition_data)))]
     wanted: dict[tuple[Any, int], tuple[str | None, Any, Any]] = {}
     for t in req.topic_data:
         topic_id = getattr(t, "topic_id", None)
