@@ -247,7 +247,7 @@ class Console:
         parts = plan.parts
         state: dict = {}
 
-        def progress():
+        def progress():  # its `finally` runs only once started: the page's `close` is what always runs
             try:
                 lines, checked, moved = [], [], 0
                 for i, p in enumerate(parts):
@@ -266,7 +266,7 @@ class Console:
                 source.close()
 
         return Page("timeline.html", {**context, "empty": False, "progress": progress(), "state": state,
-                                      "notes": plan.notes}, stream=True)
+                                      "notes": plan.notes}, stream=True, close=source.close)
 
     def _timeline_view(self, topic: str, tl: Timeline, plan, checked: list[int], moved: int) -> dict:
         edges = tl.edges

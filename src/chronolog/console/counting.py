@@ -79,17 +79,23 @@ def exact_lines(target, topic: str, parts: list[int], edges: list[int], index: l
              for p in parts}
     reader = read_window(target.bootstrap, topic, edges[0], edges[-1], partitions=parts,
                          columns=["partition", "offset", "timestamp"], client_conf=dict(target.conf) or None)
-    for batch in reader:
-        stamps = pc.divide(batch.column(2).cast("int64"), 1000).to_pylist()
-        for p, off, ts in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), stamps, strict=True):
-            line = lines[p]
-            own = bisect.bisect_right(edges, ts) - 1
-            if not 0 <= own < n:
-                continue
-            line.counts[own] += 1
-            held = bisect.bisect_right(line.offsets, off) - 1  # the bucket its position gives it
-            if held > own:
-                line.late[own] += 1
+    try:
+        for batch in reader:
+            stamps = pc.divide(batch.column(2).cast("int64"), 1000).to_pylist()
+            for p, off, ts in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), stamps, strict=True):
+                line = lines[p]
+                own = bisect.bisect_right(edges, ts) - 1
+                if not 0 <= own < n:
+                    continue
+                line.counts[own] += 1
+                held = bisect.bisect_right(line.offsets, off) - 1  # the bucket its position gives it
+                if held > own:
+                    line.late[own] += 1
+    finally:
+        # its generator (and a consumer it may hold) goes with the reader: here, also when a read failed and
+        # a traceback keeps this frame, never later by the garbage collector in another thread
+        reader.close()
+        del reader
     return [lines[p] for p in parts]
 
 

@@ -6,7 +6,7 @@ reaches it, so what the generator yields reaches the browser while the rest is s
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -16,12 +16,15 @@ from chronolog.console import text
 
 @dataclass
 class Page:
-    """A page to render: its template, what the template reads, the status; `stream` sends it as it renders."""
+    """A page to render: its template, what the template reads, the status; `stream` sends it as it renders.
+    `close` releases what a streamed page reads from (its broker clients): the front calls it once the
+    stream ends, however it ends (finished, failed, the browser gone before or while it was sent)."""
 
     template: str
     context: dict = field(default_factory=dict)
     status: int = 200
     stream: bool = False
+    close: Callable[[], None] | None = None
 
 
 def _json_script(value: object) -> str:

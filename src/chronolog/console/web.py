@@ -7,9 +7,10 @@ one async endpoint (the rewind POST) only reads its bounded form before handing 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import parse_qs
 
+import anyio
 from markupsafe import escape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -98,6 +99,37 @@ def _chunks(pieces: Iterator[str]) -> Iterator[bytes]:
             close()
 
 
+class _ClosingStream(StreamingResponse):
+    """A streamed page closed when its response ends, however it ends, in a worker thread: its pieces (the
+    generators that count) and then its page's `close` (the broker clients). Starlette leaves an iterator it
+    did not finish (the browser went away) to the garbage collector, which runs in any thread that holds the
+    GIL, a librdkafka thread included, where destroying a client is forbidden (confluent-kafka-python issues
+    #1761, #2129); and a generator closed before it started never runs its `finally` at all."""
+
+    def __init__(self, pieces: Iterator[bytes], close: Callable[[], None] | None, status: int) -> None:
+        super().__init__(pieces, status, media_type=HTML)
+        self._pieces, self._close = pieces, close
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # Starlette's body iteration has stopped here (a cancelled thread call runs to its end first), so
+            # nothing else uses the clients; shielded: a cancelled request closes them all the same
+            with anyio.CancelScope(shield=True):
+                await run_in_threadpool(self.release)
+
+    def release(self) -> None:
+        try:
+            close_pieces = getattr(self._pieces, "close", None)
+            if close_pieces is not None:
+                close_pieces()
+        finally:
+            close, self._close = self._close, None
+            if close is not None:
+                close()
+
+
 def create_app(target: Target, loopback_only: bool = True) -> _Guard:
     console = Console(target)
     renderer = Renderer(target.where)
@@ -106,7 +138,12 @@ def create_app(target: Target, loopback_only: bool = True) -> _Guard:
         if isinstance(result, Response):
             return HTTPResponse(result.body, result.status, media_type=result.content_type)
         if result.stream:
-            return StreamingResponse(_chunks(renderer.stream(result)), result.status, media_type=HTML)
+            try:
+                return _ClosingStream(_chunks(renderer.stream(result)), result.close, result.status)
+            except BaseException:
+                if result.close is not None:
+                    result.close()
+                raise
         return HTMLResponse(renderer.render(result), result.status)
 
     def query(request: Request) -> dict[str, list[str]]:

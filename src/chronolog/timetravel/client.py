@@ -23,7 +23,7 @@ from pathlib import Path
 from chronolog.config import parse_pairs
 from chronolog.errors import ChronologError, UnknownTopicOrPartitionError
 from chronolog.records import Record
-from chronolog.timetravel.sources import BrokerSource, OffsetAtTime, kafka_words
+from chronolog.timetravel.sources import BrokerSource, OffsetAtTime, destroy_admin, kafka_words
 
 LOGGER = logging.getLogger("chronolog.librdkafka")
 PROBE_TIMEOUT_S = 3.0
@@ -208,8 +208,21 @@ def _made(make, conf: dict):
         except (KafkaException, ValueError, TypeError):
             raise ChronologError(f"client config: {kafka_error_text(exc)}") from None
         raise KeyboardInterrupt from None
-    _answered(client, watch, conf, _timeout_s(conf))
+    try:
+        _answered(client, watch, conf, _timeout_s(conf))
+    except BaseException:
+        _destroy(client)  # here, not by the garbage collector in whatever thread it runs
+        raise
     return client
+
+
+def _destroy(client) -> None:
+    """Close or destroy a librdkafka client in this thread (`BrokerSource.close` says why)."""
+    from confluent_kafka import Consumer
+    if isinstance(client, Consumer):
+        client.close()
+    else:
+        destroy_admin(client)  # an AdminClient's or a Producer's `__exit__` destroys its handle
 
 
 def admin_client(conf: dict):
@@ -256,11 +269,12 @@ class ClientSource(BrokerSource):
         base = {"socket.connection.setup.timeout.ms": int(timeout * 1000), **(conf or {}),
                 "bootstrap.servers": bootstrap, "logger": LOGGER}
         self.conf = base
-        self.admin = admin_client(base)
+        self._admin = admin_client(base)
         self._consumers: dict = {}  # isolation level -> consumer, as BrokerSource keeps them
 
     def _consumer(self, isolation: str):
         """BrokerSource's consumer of that isolation level, made with the tools' client configs."""
+        self._check_open()
         if isolation not in self._consumers:
             self._consumers[isolation] = consumer_client(self.conf, **{
                 "group.id": "chronolog-tools", "enable.partition.eof": True, "isolation.level": isolation})

@@ -144,7 +144,13 @@ class DataDirSource:
 
 
 class BrokerSource:
-    """Any Kafka-protocol broker, through librdkafka (confluent-kafka)."""
+    """Any Kafka-protocol broker, through librdkafka (confluent-kafka).
+
+    Its clients live from here to `close()`, which destroys every one of them in the caller's thread: a
+    client left to the garbage collector is destroyed in whatever thread collects it, possibly one of
+    librdkafka's own (an admin result's callback runs Python there), where destroying a client is
+    forbidden (librdkafka's rd_kafka_destroy: "called from librdkafka owned thread") and can crash the
+    process. A closed source refuses any further use instead of making new clients."""
 
     def __init__(self, bootstrap: str, timeout: float = 15.0) -> None:
         from confluent_kafka.admin import AdminClient
@@ -152,9 +158,20 @@ class BrokerSource:
         self.bootstrap = bootstrap
         self.timeout = timeout
         conf = {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": int(timeout * 1000)}
-        self.admin = AdminClient(conf)
+        self._admin = AdminClient(conf)
         self._conf = conf
         self._consumers: dict = {}  # isolation level -> confluent_kafka.Consumer
+
+    @property
+    def admin(self):
+        """The AdminClient; a `ChronologError` once the source is closed (a destroyed librdkafka handle
+        must never be called)."""
+        self._check_open()
+        return self._admin
+
+    def _check_open(self) -> None:
+        if self._admin is None:
+            raise ChronologError(f"the clients of {self.bootstrap} were closed")
 
     @property
     def consumer(self):
@@ -164,6 +181,7 @@ class BrokerSource:
         """A consumer per isolation level (librdkafka's default is read_committed; Kafka's tools and Spark
         default to read_uncommitted), made when first used."""
         from confluent_kafka import Consumer
+        self._check_open()
         if _isolation(isolation) not in self._consumers:
             self._consumers[isolation] = Consumer({
                 **self._conf, "group.id": "chronolog-tools", "enable.auto.commit": False,
@@ -317,9 +335,23 @@ class BrokerSource:
             raise ChronologError(f"committing offsets for group {group} failed: {kafka_words(errors[0].error)}")
 
     def close(self) -> None:
+        """Close the consumers and destroy the AdminClient here and now; again: nothing."""
         consumers, self._consumers = list(self._consumers.values()), {}
-        for consumer in consumers:
-            consumer.close()
+        admin, self._admin = self._admin, None
+        try:
+            for consumer in consumers:
+                consumer.close()
+        finally:
+            if admin is not None:
+                destroy_admin(admin)
+
+
+def destroy_admin(admin) -> None:
+    """Destroy an AdminClient in this thread: its `__exit__` (confluent-kafka 2.12 and later; the handle is
+    then closed, its later calls raise); before that, dropping the last reference destroys it here."""
+    done = getattr(admin, "__exit__", None)
+    if done is not None:
+        done(None, None, None)
 
 
 _TOPIC_PARTS = re.compile(r"^([^:]+)(?::([\d,]+))?$")

@@ -1,0 +1,150 @@
+"""The console's librdkafka clients live and die in the request that made them: every broker source a page
+opens is closed (its consumers closed, its AdminClient destroyed) in one of the server's worker threads, also
+when the browser goes away before or while a streamed timeline is sent, never later by the garbage collector
+in whatever thread it runs (a librdkafka thread included, where destroying a client can crash the process:
+the console died once of SIGSEGV in a suite run). A closed source refuses any further use."""
+
+from __future__ import annotations
+
+import random
+import socket
+import threading
+
+import anyio
+import pytest
+
+from tests.waiting import poll_until
+
+ABORT = b"\x01\x00\x00\x00\x00\x00\x00\x00"  # SO_LINGER on, 0 s: close() sends a reset, as a killed browser
+
+
+@pytest.fixture
+def spied(monkeypatch):
+    """Every ClientSource the console makes: (source, the thread that closed it first) pairs."""
+    from chronolog.timetravel import client
+
+    made: list[list] = []
+    lock = threading.Lock()
+
+    class Spy(client.ClientSource):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            with lock:
+                made.append([self, None])
+
+        def close(self) -> None:
+            with lock:
+                entry = next(e for e in made if e[0] is self)
+                if entry[1] is None:
+                    entry[1] = threading.current_thread()
+            super().close()
+
+    monkeypatch.setattr(client, "ClientSource", Spy)
+    return made
+
+
+def _request(port: int, path: str, mode: str) -> str:
+    """A GET of `path`: read whole ("full"), cut by a reset once the first streamed chunk arrived ("cut"),
+    or right after the request was sent ("gone")."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+        if mode == "gone":
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, ABORT)
+            return "gone"
+        got = b""
+        while chunk := s.recv(65536):
+            got += chunk
+            if mode == "cut" and b"<!--flush-->" in got:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, ABORT)
+                return "cut"
+        return got.split(b" ", 2)[1].decode()
+
+
+@pytest.mark.timeout(120)
+def test_every_client_is_closed_in_a_worker_thread_under_concurrent_and_cut_requests(loaded, spied):
+    """Four browsers at once, 60 requests: pages, timelines read whole, cut mid-stream or left before the
+    first byte. Every source made is closed, each in an AnyIO worker thread (not the event loop's, not a
+    thread the interpreter did not start), and every whole page answers 200."""
+    from chronolog.console.app import Target
+    from chronolog.console.server import make_server
+
+    server, sock = make_server(Target(bootstrap=loaded.broker.bootstrap), "127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    loop = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="console-loop")
+    loop.start()
+    paths = [("/", "full"), ("/topics/spike", "full"), ("/topics/spike", "cut"), ("/topics/late", "gone"),
+             ("/topics/late?count=exact", "cut"), ("/topics/linux?buckets=7", "gone"),
+             ("/topics/late/records?from=1700000000000&to=1700000600000", "full"), ("/api/topics/late/timeline", "full")]
+    answers: list[str] = []
+    failed: list[BaseException] = []
+
+    def browser(n: int) -> None:
+        rng = random.Random(n)
+        try:
+            for _ in range(15):
+                answers.append(_request(port, *rng.choice(paths)))
+        except BaseException as exc:  # said by the assertion below
+            failed.append(exc)
+
+    try:
+        assert poll_until(lambda: server.started, 30)
+        browsers = [threading.Thread(target=browser, args=(i,)) for i in range(4)]
+        for b in browsers:
+            b.start()
+        for b in browsers:
+            b.join(90)
+        assert not failed, failed[:1]
+        assert len(answers) == 60 and set(answers) <= {"200", "cut", "gone"}, sorted(set(answers))
+        assert {"cut", "gone"} <= set(answers)
+        # a page whose browser left is closed once its work is done: wait for those, bounded
+        assert poll_until(lambda: all(closer is not None for _s, closer in list(spied)), 60), \
+            f"{sum(c is None for _s, c in spied)} of {len(spied)} sources never closed"
+    finally:
+        server.should_exit = True
+        loop.join(30)
+    threads = {type(closer).__name__ + ": " + closer.name for _s, closer in spied}
+    assert threads == {"WorkerThread: AnyIO worker thread"}, threads
+    assert len(spied) >= 60 - answers.count("gone")
+
+
+def test_a_timeline_left_before_its_first_byte_closes_its_clients(loaded, spied):
+    """The browser is gone before the streamed page starts: its counting generator never starts, so its
+    `finally` never runs; the response closes the page's clients itself, in a worker thread."""
+    from chronolog.console.app import Target
+    from chronolog.console.web import create_app
+
+    app = create_app(Target(bootstrap=loaded.broker.bootstrap))
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": "/topics/late", "raw_path": b"/topics/late",
+             "query_string": b"", "headers": [(b"host", b"127.0.0.1")], "scheme": "http",
+             "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1), "root_path": "", "http_version": "1.1",
+             "asgi": {"version": "3.0", "spec_version": "2.3"}}
+    anyio.run(app, scope, receive, send)
+    assert len(spied) == 1
+    source, closer = spied[0]
+    assert closer is not None and closer is not threading.main_thread(), "the page's clients were left open"
+    assert source._admin is None and not source._consumers
+
+
+def test_a_closed_source_refuses_to_be_used(loaded):
+    """Its AdminClient is destroyed at close, and no new consumer is made after it."""
+    from chronolog.errors import ChronologError
+    from chronolog.timetravel.client import ClientSource
+
+    source = ClientSource(loaded.broker.bootstrap)
+    assert source.partitions("late") == [0, 1]
+    admin = source.admin
+    source.close()
+    source.close()  # again: nothing
+    with pytest.raises(RuntimeError):  # the handle itself is destroyed, not left to the garbage collector
+        admin.list_topics(timeout=1)
+    for use in (lambda: source.admin, lambda: source.consumer, lambda: source.partitions("late")):
+        with pytest.raises(ChronologError, match="closed"):
+            use()
