@@ -128,6 +128,43 @@ def test_streams_heartbeats_kafka_fails(broker):
     assert join([], subtopologies=(counted,)) == [("error_code", 130)]  # STREAMS_INVALID_TOPOLOGY
 
 
+def test_streams_join_needs_empty_task_lists(broker):
+    """Seed 18: a joining streams member must send ActiveTasks, StandbyTasks and WarmupTasks as empty lists:
+    Kafka's throwIfNotEmptyCollection refuses a null list as it refuses a full one (INVALID_REQUEST, one
+    message per list, in that order); chronolog let a member with null lists join."""
+    import chronolog.protocol.streams_schemas  # noqa: F401  (StreamsGroupHeartbeat v1's schema)
+
+    topic = broker.create_topic(prefix="fz-streams")
+
+    def join(**tasks: list | None) -> tuple[int, str | None]:
+        group = f"fz-streams-{uuid.uuid4().hex[:10]}"
+        coordinator_ready(broker, group)
+        values = {"group_id": group, "member_id": f"m-{uuid.uuid4().hex[:8]}", "member_epoch": 0,
+                  "endpoint_information_epoch": 0, "instance_id": None, "rack_id": None,
+                  "rebalance_timeout": datetime.timedelta(seconds=30), "topology": {"epoch": 0, "subtopologies": [{
+                      "subtopology_id": "0", "source_topics": [topic], "source_topic_regex": [],
+                      "state_changelog_topics": [], "repartition_sink_topics": [], "repartition_source_topics": [],
+                      "copartition_groups": []}]},
+                  "active_tasks": [], "standby_tasks": [], "warmup_tasks": [], "process_id": "p",
+                  "user_endpoint": None, "client_tags": [], "task_offsets": [], "task_end_offsets": [],
+                  "shutdown_application": False, **{f"{k}_tasks": v for k, v in tasks.items()}}
+        deadline = time.monotonic() + 30
+        while True:  # Kafka loads the group's offsets partition after FindCoordinator: NOT_COORDINATOR meanwhile
+            wire = wirefuzz.Wire(broker.raw.port, timeout=10)
+            try:
+                body = wire.call(88, 1, wirefuzz.build(88, 1, values, {}))
+            finally:
+                wire.close()
+            if body.error_code not in RETRIABLE or time.monotonic() > deadline:
+                return int(body.error_code), body.error_message
+            time.sleep(0.05)
+
+    assert join() == (0, None)
+    assert join(active=None, standby=None, warmup=None) == (42, "ActiveTasks must be empty when (re-)joining.")
+    assert join(standby=None) == (42, "StandbyTasks must be empty when (re-)joining.")
+    assert join(warmup=None) == (42, "WarmupTasks must be empty when (re-)joining.")
+
+
 def test_streams_member_fetches_and_commits_offsets(broker):
     """Seed 27: a streams group's member (KIP-1071) is checked by OffsetFetch v9+ as a consumer group's is
     (StreamsGroup.validateOffsetFetch: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; chronolog checked no streams

@@ -213,7 +213,7 @@ class StreamsGroups:
             client_id=client_id, client_host=client_host)
         try:
             self.validate(request, req.topology is not None, tuple(getattr(req, f"{k}_tasks") is None for k in KINDS),
-                          any(getattr(req, f"{k}_tasks") for k in KINDS), _counted_changelog(req.topology))
+                          tuple(bool(getattr(req, f"{k}_tasks")) for k in KINDS), _counted_changelog(req.topology))
         except HeartbeatError as exc:
             return None, (exc.code, exc.message)
         if req.topology is not None:
@@ -225,10 +225,11 @@ class StreamsGroups:
 
     @staticmethod
     def validate(req: HeartbeatRequest, has_topology: bool, owned_nulls: tuple[bool, bool, bool],
-                 owns_tasks: bool = False, counted_changelog: str | None = None) -> None:
+                 listed: tuple[bool, bool, bool] = (False, False, False), counted_changelog: str | None = None
+                 ) -> None:
         """GroupCoordinatorService.throwIfStreamsGroupHeartbeatRequestIsInvalid (before the topology's own checks).
-        `owned_nulls`: which of ActiveTasks, StandbyTasks, WarmupTasks the request left null; `owns_tasks`:
-        one of them lists a task, even one of no partitions (a list Kafka finds not empty);
+        `owned_nulls`: which of ActiveTasks, StandbyTasks, WarmupTasks the request left null; `listed`: which
+        of them list a task, even one of no partitions (a list Kafka finds not empty);
         `counted_changelog`: the message for a joining topology's changelog topic given a partition count."""
         bad = ErrorCode.INVALID_REQUEST
         if not req.member_id:
@@ -242,9 +243,11 @@ class StreamsGroups:
         if req.epoch == 0:
             if req.rebalance_timeout_ms == -1:
                 raise HeartbeatError(bad, "RebalanceTimeoutMs must be provided in first request.")
-            if owns_tasks or (req.owned is not None and any(req.owned.get(k) for k in KINDS)):
-                raise HeartbeatError(bad, "ActiveTasks, StandbyTasks and WarmupTasks must be empty when "
-                                     "(re-)joining.")
+            for kind, name, null, lists in zip(KINDS, ("ActiveTasks", "StandbyTasks", "WarmupTasks"), owned_nulls,
+                                               listed, strict=True):
+                # throwIfNotEmptyCollection refuses a null list too (wire fuzzer seed 18)
+                if null or lists or (req.owned is not None and req.owned.get(kind)):
+                    raise HeartbeatError(bad, f"{name} must be empty when (re-)joining.")
             if not has_topology:
                 raise HeartbeatError(bad, "Topology must be non-null when (re-)joining.")
             if counted_changelog is not None:  # throwIfInvalidTopology, only when joining
