@@ -131,12 +131,13 @@ def test_streams_heartbeats_kafka_fails(broker):
 def test_streams_join_needs_empty_task_lists(broker):
     """Seed 18: a joining streams member must send ActiveTasks, StandbyTasks and WarmupTasks as empty lists:
     Kafka's throwIfNotEmptyCollection refuses a null list as it refuses a full one (INVALID_REQUEST, one
-    message per list, in that order); chronolog let a member with null lists join."""
+    message per list, in that order); chronolog let a member with null lists join. A repartition source topic
+    of a negative partition count is not generated (docs/differences.md)."""
     import chronolog.protocol.streams_schemas  # noqa: F401  (StreamsGroupHeartbeat v1's schema)
 
     topic = broker.create_topic(prefix="fz-streams")
 
-    def join(**tasks: list | None) -> tuple[int, str | None]:
+    def join(sub: dict | None = None, **tasks: list | None) -> tuple[int, str | None]:
         group = f"fz-streams-{uuid.uuid4().hex[:10]}"
         coordinator_ready(broker, group)
         values = {"group_id": group, "member_id": f"m-{uuid.uuid4().hex[:8]}", "member_epoch": 0,
@@ -144,7 +145,7 @@ def test_streams_join_needs_empty_task_lists(broker):
                   "rebalance_timeout": datetime.timedelta(seconds=30), "topology": {"epoch": 0, "subtopologies": [{
                       "subtopology_id": "0", "source_topics": [topic], "source_topic_regex": [],
                       "state_changelog_topics": [], "repartition_sink_topics": [], "repartition_source_topics": [],
-                      "copartition_groups": []}]},
+                      "copartition_groups": [], **(sub or {})}]},
                   "active_tasks": [], "standby_tasks": [], "warmup_tasks": [], "process_id": "p",
                   "user_endpoint": None, "client_tags": [], "task_offsets": [], "task_end_offsets": [],
                   "shutdown_application": False, **{f"{k}_tasks": v for k, v in tasks.items()}}
@@ -163,6 +164,11 @@ def test_streams_join_needs_empty_task_lists(broker):
     assert join(active=None, standby=None, warmup=None) == (42, "ActiveTasks must be empty when (re-)joining.")
     assert join(standby=None) == (42, "StandbyTasks must be empty when (re-)joining.")
     assert join(warmup=None) == (42, "WarmupTasks must be empty when (re-)joining.")
+    # not generated: a repartition source topic of a negative partition count fails in Kafka 4.4
+    # (UNKNOWN_SERVER_ERROR); chronolog calls the topology invalid (STREAMS_INVALID_TOPOLOGY)
+    negative = join({"repartition_source_topics": [{"name": f"{topic}-rep", "partitions": -2,
+                                                     "replication_factor": 0, "topic_configs": []}]})
+    assert negative[0] == (130 if broker.kind == "chronolog" else -1), negative
 
 
 def test_streams_member_fetches_and_commits_offsets(broker):
