@@ -573,6 +573,8 @@ class PartitionLog(LocalLog, LogRetention):
             if found is not False:
                 return found
         with self.lock:
+            if timestamp >= 0:  # a time (the specials below are negative)
+                return time_lookup.find_offset(self, timestamp)
             if timestamp == EARLIEST_TIMESTAMP:
                 return FoundTimestamp(-1, self.log_start_offset, LEADER_EPOCH)
             if timestamp == EARLIEST_LOCAL_TIMESTAMP:
@@ -583,9 +585,7 @@ class PartitionLog(LocalLog, LogRetention):
                 return time_lookup.max_timestamp_entry(self)
             if timestamp == LATEST_TIERED_TIMESTAMP:
                 return None  # no tiered segments: Kafka answers -1 / -1
-            if timestamp < 0:
-                raise UnsupportedVersionError(f"unsupported special timestamp {timestamp}")
-            return time_lookup.find_offset(self, timestamp)
+            raise UnsupportedVersionError(f"unsupported special timestamp {timestamp}")
 
     def _offset_for_timestamp_tiered(self, remote: RemoteLog, timestamp: int) -> FoundTimestamp | None | bool:
         """The lookups a tiered log answers from its tiered segments (outside the log's lock: the tier may

@@ -40,19 +40,19 @@ def _tables_key(plog: PartitionLog) -> tuple[int, int]:
 def first_segment_reaching(plog: PartitionLog, timestamp: int) -> LogSegment | None:
     """First segment whose largest timestamp is >= target (Kafka's linear `find`), found by bisecting
     the running maximum of the inactive segments' largest timestamps, cached until they change."""
-    inactive = plog.segments[:-1]
+    segments = plog.segments  # all but the last are inactive (not copied: this runs for every lookup)
     key = plog._segments_version
     if getattr(plog, "_prefix_key", None) != key:
         prefix, running = [], -1
-        for seg in inactive:
+        for seg in segments[:-1]:
             if seg.max_timestamp_so_far >= 0:
                 running = max(running, seg.largest_timestamp)
             prefix.append(running)
         plog._prefix, plog._prefix_key = prefix, key
     i = bisect.bisect_left(plog._prefix, timestamp)
-    if i < len(inactive):
-        return inactive[i]
-    active = plog.segments[-1]
+    if i < len(segments) - 1:
+        return segments[i]
+    active = segments[-1]
     if active.max_timestamp_so_far >= 0 and active.largest_timestamp >= timestamp:
         return active
     return None
@@ -133,9 +133,8 @@ def _find_by_headers(seg: LogSegment, timestamp: int, starting_offset: int, posi
                      key: tuple) -> FoundTimestamp | None | bool:
     """`find_offset_by_timestamp` over v2 headers; False sends the caller to the batch-parsing loop."""
     headers = HeaderReader(seg)
-    pos = position
+    pos = position  # (nothing is read yet: the first header is read here, later ones skipped over in the buffer)
     while True:
-        pos = headers.skip_below(pos, timestamp, starting_offset)
         h = headers.header(pos)
         if not h:
             return h
@@ -149,7 +148,7 @@ def _find_by_headers(seg: LogSegment, timestamp: int, starting_offset: int, posi
                                              starting_offset)
             if found is not None:
                 return FoundTimestamp(found[1], found[0], h[2])  # partitionLeaderEpoch
-        pos += size
+        pos = headers.skip_below(pos + size, timestamp, starting_offset)
 
 
 # baseOffset, batchLength, magic, lastOffsetDelta, maxTimestamp of a v2 batch header.
