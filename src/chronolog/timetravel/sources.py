@@ -338,12 +338,17 @@ class BrokerSource:
         """Close the consumers and destroy the AdminClient here and now; again: nothing."""
         consumers, self._consumers = list(self._consumers.values()), {}
         admin, self._admin = self._admin, None
-        try:
-            for consumer in consumers:
-                consumer.close()
-        finally:
-            if admin is not None:
-                destroy_admin(admin)
+        closing = [consumer.close for consumer in consumers]
+        if admin is not None:  # (not `if admin`: an AdminClient has a len(), its queue length)
+            closing.append(lambda: destroy_admin(admin))
+        failed: BaseException | None = None
+        for close in closing:  # each one, even after one failed (a Ctrl-C, a logger that raised)
+            try:
+                close()
+            except BaseException as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
 
 def destroy_admin(admin) -> None:
