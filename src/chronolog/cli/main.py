@@ -98,16 +98,22 @@ def main() -> None:
 
     _when_imported("logging", _log_format)
     try:
-        from chronolog.cli import fastproduce
-
-        if not fastproduce.run(sys.argv[1:]):
+        # Each fast path is imported only for its own command (each reads nothing else): a `serve` does not
+        # pay for the produce and consume modules at its start.
+        argv = sys.argv[1:]
+        command = argv[0] if argv else ""
+        handled = False
+        if command == "produce":
+            from chronolog.cli import fastproduce
+            handled = fastproduce.run(argv)
+        elif command == "consume":
             from chronolog.cli import fastconsume
-
-            if not fastconsume.run(sys.argv[1:]):
-                from chronolog.cli import fastserve
-
-                if not fastserve.run(sys.argv[1:]):
-                    _build_app()()
+            handled = fastconsume.run(argv)
+        elif command == "serve":
+            from chronolog.cli import fastserve
+            handled = fastserve.run(argv)
+        if not handled:
+            _build_app()()
     except ChronologError as exc:
         print(f"chronolog: error: {exc}", file=sys.stderr)
         sys.exit(2)
