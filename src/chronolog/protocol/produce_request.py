@@ -16,11 +16,10 @@ import struct
 import uuid
 from typing import NamedTuple
 
-from chronolog.errors import CorruptMessageError
 from chronolog.protocol.wire import past_end as _past_end
-from chronolog.protocol.wire import read_uvarint as _uvarint
+from chronolog.protocol.wire import read_count, read_length, read_string, skip_tags
 
-_I16 = struct.Struct(">h")
+MESSAGE = "ProduceRequest"  # in decode errors, as kio names it
 _I32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
 
@@ -43,63 +42,6 @@ class ProduceRequest(NamedTuple):
     topic_data: tuple[TopicProduceData, ...]
 
 
-def _null(what: str) -> CorruptMessageError:
-    return CorruptMessageError(f"cannot decode ProduceRequest: non-nullable field {what} was serialized as null")
-
-
-def _length(buf, pos: int, end: int, flexible: bool, wide: bool) -> tuple[int, int]:
-    """A length (-1: null): compact in flexible versions, else int32 (`wide`) or int16. Other negative
-    lengths are refused, as kio refuses them (Kafka's generated readers would read them as null)."""
-    if flexible:
-        if pos < end and buf[pos] < 0x80:  # one byte: every length but a large batch's
-            return buf[pos] - 1, pos + 1
-        n, pos = _uvarint(buf, pos)
-        return n - 1, pos
-    st = _I32 if wide else _I16
-    if pos + st.size > end:
-        raise _past_end()
-    (n,) = st.unpack_from(buf, pos)
-    if n < -1:
-        raise CorruptMessageError(f"cannot decode ProduceRequest: negative length {n}")
-    return n, pos + st.size
-
-
-def _string(buf, pos: int, end: int, flexible: bool, what: str, nullable: bool) -> tuple[str | None, int]:
-    n, pos = _length(buf, pos, end, flexible, False)
-    if n < 0:
-        if nullable:
-            return None, pos
-        raise _null(what)
-    if pos + n > end:
-        raise _past_end()
-    try:
-        return str(buf[pos:pos + n], "utf-8"), pos + n
-    except UnicodeDecodeError as exc:
-        raise CorruptMessageError(f"cannot decode ProduceRequest: {what} is not UTF-8: {exc}") from None
-
-
-def _count(buf, pos: int, end: int, flexible: bool, what: str) -> tuple[int, int]:
-    n, pos = _length(buf, pos, end, flexible, True)
-    if n < 0:
-        raise _null(what)
-    if n > end - pos:  # Kafka's readers: no collection longer than the bytes left
-        raise _past_end()
-    return n, pos
-
-
-def _skip_tags(buf, pos: int, end: int) -> int:
-    if pos < end and buf[pos] == 0:  # none: what every client sends
-        return pos + 1
-    count, pos = _uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = _uvarint(buf, pos)
-        size, pos = _uvarint(buf, pos)
-        pos += size
-        if pos > end:
-            raise _past_end()
-    return pos
-
-
 def read_produce_request(frame: bytes | bytearray | memoryview, version: int) -> tuple[str | None, ProduceRequest]:
     """(client id, request) of a size-stripped Produce frame of `version` (3-13)."""
     if not 3 <= version <= 13:
@@ -109,15 +51,15 @@ def read_produce_request(frame: bytes | bytearray | memoryview, version: int) ->
     flexible = version >= 9
     # api key, version, correlation id (codec.peek_header read them); client_id is a classic string in both
     # header versions, then header v2's tagged fields
-    client_id, pos = _string(view, 8, end, False, "client_id", True)
+    client_id, pos = read_string(view, 8, end, False, "client_id", True, MESSAGE)
     if flexible:
-        pos = _skip_tags(view, pos, end)
-    transactional_id, pos = _string(view, pos, end, flexible, "transactional_id", True)
+        pos = skip_tags(view, pos, end)
+    transactional_id, pos = read_string(view, pos, end, flexible, "transactional_id", True, MESSAGE)
     if pos + 6 > end:
         raise _past_end()
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(view, pos)
     topics = []
-    n_topics, pos = _count(view, pos + 6, end, flexible, "topic_data")
+    n_topics, pos = read_count(view, pos + 6, end, flexible, "topic_data", MESSAGE)
     for _ in range(n_topics):
         name = topic_id = None
         if version >= 13:  # the topic's id in place of its name (KIP-516)
@@ -127,14 +69,14 @@ def read_produce_request(frame: bytes | bytearray | memoryview, version: int) ->
             topic_id = topic_id if topic_id.int else None  # the null id, read as kio reads it
             pos += 16
         else:
-            name, pos = _string(view, pos, end, flexible, "name", False)
+            name, pos = read_string(view, pos, end, flexible, "name", False, MESSAGE)
         partitions = []
-        n_partitions, pos = _count(view, pos, end, flexible, "partition_data")
+        n_partitions, pos = read_count(view, pos, end, flexible, "partition_data", MESSAGE)
         for _ in range(n_partitions):
             if pos + 4 > end:
                 raise _past_end()
             (index,) = _I32.unpack_from(view, pos)
-            n, pos = _length(view, pos + 4, end, flexible, True)
+            n, pos = read_length(view, pos + 4, end, flexible, True, MESSAGE)
             if n < 0:
                 records = None
             elif pos + n > end:
@@ -143,11 +85,11 @@ def read_produce_request(frame: bytes | bytearray | memoryview, version: int) ->
                 records = view[pos:pos + n]
                 pos += n
             if flexible:
-                pos = _skip_tags(view, pos, end)
+                pos = skip_tags(view, pos, end)
             partitions.append(PartitionProduceData(index, records))
         if flexible:
-            pos = _skip_tags(view, pos, end)
+            pos = skip_tags(view, pos, end)
         topics.append(TopicProduceData(name, tuple(partitions), topic_id))
     if flexible:
-        _skip_tags(view, pos, end)
+        skip_tags(view, pos, end)
     return client_id, ProduceRequest(transactional_id, acks, timeout_ms, tuple(topics))
