@@ -181,3 +181,60 @@ def test_a_closed_source_in_a_reference_cycle_cannot_be_destroyed_in_librdkafka_
     done = subprocess.run([sys.executable, "-c", CYCLE, loaded.broker.bootstrap], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     assert done.returncode == 0 and "survived" in done.stdout, (done.returncode, done.stderr[-2000:])
+
+
+class _Listed:
+    """An AdminClient whose ListGroups answers are given: each a ListConsumerGroupsResult's errors."""
+
+    def __init__(self, answers: list[list]) -> None:
+        self.answers, self.asked = answers, 0
+
+    def list_consumer_groups(self, request_timeout: float):
+        from concurrent.futures import Future
+
+        from confluent_kafka.admin import ListConsumerGroupsResult
+        done: Future = Future()
+        done.set_result(ListConsumerGroupsResult(valid=[], errors=self.answers[min(self.asked, len(self.answers) - 1)]))
+        self.asked += 1
+        return done
+
+    def list_topics(self, timeout: float) -> None:
+        """`_retrying`'s metadata refresh between tries."""
+
+
+def _source_with(admin, bootstrap: str):
+    from chronolog.timetravel.sources import BrokerSource
+    source = BrokerSource.__new__(BrokerSource)
+    source.bootstrap, source.timeout, source._admin, source._consumers = bootstrap, 1.0, admin, {}
+    return source
+
+
+def test_a_broker_error_in_the_groups_list_is_retried_or_one_line_never_a_dead_worker(loaded):
+    """Over a cluster losing its coordinator, ListGroups answers with a KafkaError in its `errors`: raised
+    as such it matched no `except` (KafkaError derives from no exception class), killed the server's worker
+    thread and left the request unanswered. A moving coordinator is asked again; any other error is one line."""
+    from confluent_kafka import KafkaError
+
+    from chronolog.console.facts import list_groups
+    from chronolog.errors import ChronologError
+
+    def in_a_worker(admin) -> dict:
+        """list_groups in a thread of its own, as the server runs it: what it returned or raised, nothing when
+        what it raised killed the thread."""
+        out: dict = {}
+
+        def run() -> None:
+            try:
+                out["rows"] = list_groups(_source_with(admin, loaded.broker.bootstrap))
+            except Exception as exc:
+                out["error"] = exc
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        worker.join(60)
+        return out
+
+    moving = _Listed([[KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)], []])
+    assert in_a_worker(moving) == {"rows": []} and moving.asked == 2
+    refused = in_a_worker(_Listed([[KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED)]]))
+    assert isinstance(refused.get("error"), ChronologError) and "list groups" in str(refused["error"]), refused

@@ -164,7 +164,11 @@ def list_groups(source) -> list[tuple[str, str, str]]:
     def ask():
         listed = source.admin.list_consumer_groups(request_timeout=source.timeout).result()
         if listed.errors:  # a broker that did not answer: its groups would be missing from the list
-            raise listed.errors[0]
+            err = listed.errors[0]
+            # librdkafka hands a KafkaError here: raisable, but no `except` clause matches it (its class
+            # derives from no exception class), so raised as such it killed the worker thread and the
+            # request never got an answer. A KafkaException is retried while the coordinator moves.
+            raise err if isinstance(err, BaseException) else KafkaException(err)
         return listed
 
     try:
