@@ -8,10 +8,14 @@ from chronolog.testing.kafka import KAFKA_VERSION, random_cluster_id, run_tool
 
 
 def test_kafka_broker_round_trips_a_record_by_time(kafka_broker):
-    topic = kafka_broker.create_topic(partitions=2)
+    # the session's Kafka checks retention every 500 ms, and a 2023 record is past the default 7 days
+    topic = kafka_broker.create_topic(partitions=2, configs={"retention.ms": "-1"})
     producer = Producer(kafka_broker.client_config())
-    producer.produce(topic, b"v", key=b"k", partition=1, timestamp=1_700_000_000_123)
+    delivered = []
+    producer.produce(topic, b"v", key=b"k", partition=1, timestamp=1_700_000_000_123,
+                     on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
     assert producer.flush(30) == 0
+    assert delivered == [(None, 0)]  # flush counts a failed delivery as done too
     consumer = Consumer(kafka_broker.client_config(**{"group.id": "fixture"}))
     try:
         found = consumer.offsets_for_times([TopicPartition(topic, 1, 1_700_000_000_000)], 30)
