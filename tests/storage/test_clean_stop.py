@@ -41,21 +41,35 @@ def _fill(manager: LogManager, records: int = 3) -> None:
 
 
 class Spy:
-    """Counts os.fsync and diskio.syncfs calls; `fail_syncfs` / `fail_fsync_of` (a path fragment) make them
-    raise EIO, as a disk that lost the pages in write-back does."""
+    """Counts os.fsync and diskio.syncfs calls on files under `root` (other tests' brokers in this worker
+    process, their coordinators' threads, fsync their own files meanwhile); `fail_syncfs` / `fail_fsync_of`
+    (a path fragment) make them raise EIO, as a disk that lost the pages in write-back does."""
 
-    def __init__(self, monkeypatch, *, fail_syncfs: bool = False, fail_fsync_of: str | None = None) -> None:
+    def __init__(self, monkeypatch, root, *, fail_syncfs: bool = False, fail_fsync_of: str | None = None) -> None:
         self.fsyncs = 0
         self.syncfs = 0
         real_fsync, real_syncfs = os.fsync, diskio.syncfs
+        root = str(root)
+
+        def ours(fd) -> str | None:
+            try:
+                path = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                return None
+            return path if path == root or path.startswith(root + os.sep) else None
 
         def fsync(fd):
+            path = ours(fd)
+            if path is None:
+                return real_fsync(fd)
             self.fsyncs += 1
-            if fail_fsync_of is not None and fail_fsync_of in os.readlink(f"/proc/self/fd/{fd}"):
+            if fail_fsync_of is not None and fail_fsync_of in path:
                 raise OSError(errno.EIO, os.strerror(errno.EIO))
             return real_fsync(fd)
 
         def syncfs(fd):
+            if ours(fd) is None:
+                return real_syncfs(fd)
             self.syncfs += 1
             if fail_syncfs:
                 raise OSError(errno.EIO, os.strerror(errno.EIO))
@@ -87,7 +101,7 @@ def test_a_clean_stop_syncs_the_file_system_once_then_writes_the_marker(tmp_path
     caplog.set_level(logging.INFO)
     manager = _manager(tmp_path)
     _fill(manager)
-    spy = Spy(monkeypatch)
+    spy = Spy(monkeypatch, tmp_path)
     manager.shutdown()
     assert spy.syncfs == 1
     assert spy.fsyncs <= 8, spy.fsyncs  # 3 checkpoints and the marker: the file and its directory each
@@ -112,7 +126,7 @@ def test_a_failed_sync_leaves_no_marker_and_the_next_start_recovers(tmp_path, mo
     manager.shutdown()
     manager = _manager(tmp_path)
     _fill(manager, records=2)  # now 5 + 2p records in partition p
-    Spy(monkeypatch, fail_syncfs=True)
+    Spy(monkeypatch, tmp_path, fail_syncfs=True)
     caplog.clear()
     manager.shutdown()
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
@@ -137,7 +151,7 @@ def test_without_syncfs_each_log_is_fsynced_and_a_failure_leaves_no_marker(tmp_p
     monkeypatch.setattr(diskio, "_SYNCFS", None)
     manager = _manager(tmp_path)
     _fill(manager)
-    spy = Spy(monkeypatch, fail_fsync_of="/t-3/")
+    spy = Spy(monkeypatch, tmp_path, fail_fsync_of="/t-3/")
     manager.shutdown()
     assert spy.syncfs == 0 and spy.fsyncs >= PARTITIONS
     assert not (tmp_path / CLEAN_SHUTDOWN).exists()
@@ -160,7 +174,7 @@ def test_a_partition_on_another_file_system_is_fsynced_file_by_file(tmp_path, mo
     real_covers = diskio.FileSystemSync.covers
     monkeypatch.setattr(diskio.FileSystemSync, "covers", lambda self, path: real_covers(self, path)
                         and not str(path).endswith("/t-1"))
-    spy = Spy(monkeypatch)
+    spy = Spy(monkeypatch, tmp_path)
     manager.shutdown()
     assert spy.syncfs == 1 and spy.fsyncs > 8  # t-1's .log and snapshot besides the checkpoints and marker
     assert read_checkpoint(tmp_path / RECOVERY_POINT) == {("t", p): 3 + p for p in range(PARTITIONS)}

@@ -39,11 +39,19 @@ def produce(bootstrap: str, now: int, seed: int = 11) -> list[tuple[int, bytes]]
     return sent
 
 
+REQUEST_TIMED_OUT = 7
+
+
 def list_offsets(port: int, timestamp: int, version: int = 9) -> tuple[int, int, int]:
-    body = request(port, 2, version, {"replica_id": -1, "isolation_level": 0, "topics": [
-        {"name": "tiered", "partitions": [{"partition_index": 0, "timestamp": timestamp,
-                                           "current_leader_epoch": -1}]}]})
-    p = body["topics"][0]["partitions"][0]
+    """One lookup, asked again (as a client retries) while Kafka's read of its remote tier times out, which
+    it does under load."""
+    for _ in range(5):
+        body = request(port, 2, version, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "tiered", "partitions": [{"partition_index": 0, "timestamp": timestamp,
+                                               "current_leader_epoch": -1}]}]})
+        p = body["topics"][0]["partitions"][0]
+        if p["error_code"] != REQUEST_TIMED_OUT:
+            break
     return p["error_code"], p["timestamp"], p["offset"]
 
 
