@@ -171,6 +171,54 @@ def test_streams_join_needs_empty_task_lists(broker):
     assert negative[0] == (130 if broker.kind == "chronolog" else -1), negative
 
 
+def test_streams_owned_tasks_outside_the_topology(broker):
+    """Not generated: a streams member's heartbeat owning a task of a subtopology the topology does not have,
+    or of a partition past its task count. Kafka 4.4 refuses it (INVALID_REQUEST, StreamsGroupHeartbeat's
+    check of the owned tasks against the configured topology); chronolog takes it, and its assignment stays
+    what the group decides (docs/differences.md)."""
+    import chronolog.protocol.streams_schemas  # noqa: F401  (StreamsGroupHeartbeat v1's schema)
+
+    topic = broker.create_topic(prefix="fz-streams")
+    group, member = f"fz-streams-{uuid.uuid4().hex[:10]}", f"m-{uuid.uuid4().hex[:8]}"
+    coordinator_ready(broker, group)
+    join = {"group_id": group, "member_id": member, "member_epoch": 0, "endpoint_information_epoch": 0,
+            "instance_id": None, "rack_id": None, "rebalance_timeout": datetime.timedelta(seconds=30),
+            "topology": {"epoch": 0, "subtopologies": [{
+                "subtopology_id": "0", "source_topics": [topic], "source_topic_regex": [],
+                "state_changelog_topics": [], "repartition_sink_topics": [], "repartition_source_topics": [],
+                "copartition_groups": []}]},
+            "active_tasks": [], "standby_tasks": [], "warmup_tasks": [], "process_id": "p", "user_endpoint": None,
+            "client_tags": [], "task_offsets": [], "task_end_offsets": [], "shutdown_application": False}
+
+    def heartbeat(values: dict) -> Any:
+        wire = wirefuzz.Wire(broker.raw.port, timeout=10)
+        try:
+            return wire.call(88, 1, wirefuzz.build(88, 1, values, {}))
+        finally:
+            wire.close()
+
+    deadline = time.monotonic() + 30
+    while True:  # Kafka loads the group's offsets partition after FindCoordinator: NOT_COORDINATOR meanwhile
+        joined = heartbeat(join)
+        if joined.error_code not in RETRIABLE or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert (joined.error_code, joined.member_epoch) == (0, 1)
+
+    def owning(tasks: list[dict]) -> tuple[int, str | None]:
+        answer = heartbeat({**join, "member_epoch": 1, "topology": None, "active_tasks": tasks})
+        return int(answer.error_code), answer.error_message
+
+    unknown = owning([{"subtopology_id": "nope", "partitions": [0]}])
+    past = owning([{"subtopology_id": "0", "partitions": [5]}])
+    if broker.kind == "chronolog":
+        assert unknown == past == (0, None)
+    else:
+        assert unknown == (42, "Subtopology nope does not exist in the topology.")
+        assert past == (42, "Task 5 for subtopology 0 is invalid. Number of tasks for this subtopology: 1")
+    assert owning([{"subtopology_id": "0", "partitions": [0]}]) == (0, None)
+
+
 def test_streams_member_fetches_and_commits_offsets(broker):
     """Seed 27: a streams group's member (KIP-1071) is checked by OffsetFetch v9+ as a consumer group's is
     (StreamsGroup.validateOffsetFetch: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; chronolog checked no streams
