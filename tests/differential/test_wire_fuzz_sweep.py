@@ -28,6 +28,42 @@ def codes(side: Any, api_key: int, version: int, values: dict) -> list[tuple[str
         wire.close()
 
 
+def streams_join(group: str, member: str, topic: str, sub: dict | None = None, **fields: Any) -> dict:
+    """A joining StreamsGroupHeartbeat (v1) of one subtopology reading `topic`; `sub` overrides fields of the
+    subtopology, `fields` fields of the request."""
+    return {"group_id": group, "member_id": member, "member_epoch": 0, "endpoint_information_epoch": 0,
+            "instance_id": None, "rack_id": None, "rebalance_timeout": datetime.timedelta(seconds=30),
+            "topology": {"epoch": 0, "subtopologies": [{
+                "subtopology_id": "0", "source_topics": [topic], "source_topic_regex": [],
+                "state_changelog_topics": [], "repartition_sink_topics": [], "repartition_source_topics": [],
+                "copartition_groups": [], **(sub or {})}]},
+            "active_tasks": [], "standby_tasks": [], "warmup_tasks": [], "process_id": "p", "user_endpoint": None,
+            "client_tags": [], "task_offsets": [], "task_end_offsets": [], "shutdown_application": False, **fields}
+
+
+def heartbeat(side: Any, values: dict) -> Any:
+    """The StreamsGroupHeartbeat (v1) answer, whole."""
+    import chronolog.protocol.streams_schemas  # noqa: F401  (StreamsGroupHeartbeat v1's schema)
+
+    wire = wirefuzz.Wire(side.raw.port, timeout=10)
+    try:
+        return wire.call(88, 1, wirefuzz.build(88, 1, values, {}))
+    finally:
+        wire.close()
+
+
+def coordinated_heartbeat(side: Any, values: dict) -> Any:
+    """`heartbeat` once the group's coordinator serves it: Kafka loads the group's offsets partition after
+    FindCoordinator and answers NOT_COORDINATOR meanwhile."""
+    coordinator_ready(side, values["group_id"])
+    deadline = time.monotonic() + 30
+    while True:
+        body = heartbeat(side, values)
+        if body.error_code not in RETRIABLE or time.monotonic() > deadline:
+            return body
+        time.sleep(0.05)
+
+
 def _elect(side: Any, topic: str, timeout_ms: int) -> list[tuple[str, int]]:
     return codes(side, ELECT_LEADERS, ELECT_LEADERS_V2, {
         "election_type": 0, "timeout": datetime.timedelta(milliseconds=timeout_ms),
@@ -138,27 +174,10 @@ def test_streams_join_needs_empty_task_lists(broker):
     topic = broker.create_topic(prefix="fz-streams")
 
     def join(sub: dict | None = None, **tasks: list | None) -> tuple[int, str | None]:
-        group = f"fz-streams-{uuid.uuid4().hex[:10]}"
-        coordinator_ready(broker, group)
-        values = {"group_id": group, "member_id": f"m-{uuid.uuid4().hex[:8]}", "member_epoch": 0,
-                  "endpoint_information_epoch": 0, "instance_id": None, "rack_id": None,
-                  "rebalance_timeout": datetime.timedelta(seconds=30), "topology": {"epoch": 0, "subtopologies": [{
-                      "subtopology_id": "0", "source_topics": [topic], "source_topic_regex": [],
-                      "state_changelog_topics": [], "repartition_sink_topics": [], "repartition_source_topics": [],
-                      "copartition_groups": [], **(sub or {})}]},
-                  "active_tasks": [], "standby_tasks": [], "warmup_tasks": [], "process_id": "p",
-                  "user_endpoint": None, "client_tags": [], "task_offsets": [], "task_end_offsets": [],
-                  "shutdown_application": False, **{f"{k}_tasks": v for k, v in tasks.items()}}
-        deadline = time.monotonic() + 30
-        while True:  # Kafka loads the group's offsets partition after FindCoordinator: NOT_COORDINATOR meanwhile
-            wire = wirefuzz.Wire(broker.raw.port, timeout=10)
-            try:
-                body = wire.call(88, 1, wirefuzz.build(88, 1, values, {}))
-            finally:
-                wire.close()
-            if body.error_code not in RETRIABLE or time.monotonic() > deadline:
-                return int(body.error_code), body.error_message
-            time.sleep(0.05)
+        values = streams_join(f"fz-streams-{uuid.uuid4().hex[:10]}", f"m-{uuid.uuid4().hex[:8]}", topic, sub,
+                              **{f"{k}_tasks": v for k, v in tasks.items()})
+        body = coordinated_heartbeat(broker, values)
+        return int(body.error_code), body.error_message
 
     assert join() == (0, None)
     assert join(active=None, standby=None, warmup=None) == (42, "ActiveTasks must be empty when (re-)joining.")
@@ -176,37 +195,13 @@ def test_streams_owned_tasks_outside_the_topology(broker):
     or of a partition past its task count. Kafka 4.4 refuses it (INVALID_REQUEST, StreamsGroupHeartbeat's
     check of the owned tasks against the configured topology); chronolog takes it, and its assignment stays
     what the group decides (docs/differences.md)."""
-    import chronolog.protocol.streams_schemas  # noqa: F401  (StreamsGroupHeartbeat v1's schema)
-
     topic = broker.create_topic(prefix="fz-streams")
-    group, member = f"fz-streams-{uuid.uuid4().hex[:10]}", f"m-{uuid.uuid4().hex[:8]}"
-    coordinator_ready(broker, group)
-    join = {"group_id": group, "member_id": member, "member_epoch": 0, "endpoint_information_epoch": 0,
-            "instance_id": None, "rack_id": None, "rebalance_timeout": datetime.timedelta(seconds=30),
-            "topology": {"epoch": 0, "subtopologies": [{
-                "subtopology_id": "0", "source_topics": [topic], "source_topic_regex": [],
-                "state_changelog_topics": [], "repartition_sink_topics": [], "repartition_source_topics": [],
-                "copartition_groups": []}]},
-            "active_tasks": [], "standby_tasks": [], "warmup_tasks": [], "process_id": "p", "user_endpoint": None,
-            "client_tags": [], "task_offsets": [], "task_end_offsets": [], "shutdown_application": False}
-
-    def heartbeat(values: dict) -> Any:
-        wire = wirefuzz.Wire(broker.raw.port, timeout=10)
-        try:
-            return wire.call(88, 1, wirefuzz.build(88, 1, values, {}))
-        finally:
-            wire.close()
-
-    deadline = time.monotonic() + 30
-    while True:  # Kafka loads the group's offsets partition after FindCoordinator: NOT_COORDINATOR meanwhile
-        joined = heartbeat(join)
-        if joined.error_code not in RETRIABLE or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
+    join = streams_join(f"fz-streams-{uuid.uuid4().hex[:10]}", f"m-{uuid.uuid4().hex[:8]}", topic)
+    joined = coordinated_heartbeat(broker, join)
     assert (joined.error_code, joined.member_epoch) == (0, 1)
 
     def owning(tasks: list[dict]) -> tuple[int, str | None]:
-        answer = heartbeat({**join, "member_epoch": 1, "topology": None, "active_tasks": tasks})
+        answer = heartbeat(broker, {**join, "member_epoch": 1, "topology": None, "active_tasks": tasks})
         return int(answer.error_code), answer.error_message
 
     unknown = owning([{"subtopology_id": "nope", "partitions": [0]}])
@@ -228,21 +223,8 @@ def test_streams_member_fetches_and_commits_offsets(broker):
 
     topic = broker.create_topic(prefix="fz-streams")
     group, member = f"fz-streams-{uuid.uuid4().hex[:10]}", f"m-{uuid.uuid4().hex[:8]}"
-    coordinator_ready(broker, group)
-    join = {"group_id": group, "member_id": member, "member_epoch": 0, "endpoint_information_epoch": 0,
-            "instance_id": None, "rack_id": None, "rebalance_timeout": datetime.timedelta(seconds=30),
-            "topology": {"epoch": 0, "subtopologies": [{
-                "subtopology_id": "0", "source_topics": [topic], "source_topic_regex": [],
-                "state_changelog_topics": [], "repartition_sink_topics": [], "repartition_source_topics": [],
-                "copartition_groups": []}]},
-            "active_tasks": [], "standby_tasks": [], "warmup_tasks": [], "process_id": "p", "user_endpoint": None,
-            "client_tags": [], "task_offsets": [], "task_end_offsets": [], "shutdown_application": False}
-    deadline = time.monotonic() + 30
-    while True:  # Kafka loads the group's offsets partition after FindCoordinator: NOT_COORDINATOR meanwhile
-        joined = codes(broker, 88, 1, join)
-        if joined[0][1] not in RETRIABLE or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
+    join = streams_join(group, member, topic)
+    joined = wirefuzz.error_codes(coordinated_heartbeat(broker, join))
     assert joined == [("error_code", 0)]  # member epoch 1 on both
 
     def fetch(member_id: str | None, epoch: int) -> list[tuple[str, int]]:
