@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -33,21 +34,23 @@ def _closed_within(sock: socket.socket, seconds: float) -> bool:
         return True
 
 
-def _wait_for_topic(sock: socket.socket, topic: str) -> None:
-    """Metadata until the auto-created topic answers with its partition and no error (its log exists)."""
+def _create_topic(sock: socket.socket, topic: str) -> None:
+    """The topic auto-created by a first Metadata, then Metadata until it answers with its partition and no
+    error (its log exists)."""
     from kio.serial import entity_reader
 
     from chronolog.protocol import codec
     from tests.reliability.test_hostile_wire import request
 
-    def ready() -> bool:
-        sock.sendall(request(3, 9, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
+    def metadata(create: bool) -> Any:
+        sock.sendall(request(3, 9, {"topics": [{"name": topic}], "allow_auto_topic_creation": create,
                                     "include_cluster_authorized_operations": False,
                                     "include_topic_authorized_operations": False}, correlation_id=9))
-        resp, _ = entity_reader(codec.response_schema(3, 9))(recv_frame(sock), 5)  # correlation id, tags
-        return any(t.name == topic and int(t.error_code) == 0 and t.partitions for t in resp.topics)
+        return entity_reader(codec.response_schema(3, 9))(recv_frame(sock), 5)[0]  # correlation id, tags
 
-    assert poll_until(ready, 60)
+    metadata(True)
+    assert poll_until(lambda: any(t.name == topic and int(t.error_code) == 0 and t.partitions
+                                  for t in metadata(False).topics), 60)
 
 
 @pytest.fixture(scope="module")
@@ -83,11 +86,7 @@ def test_a_long_poll_longer_than_the_idle_limit_is_answered(proc):
     from tests.reliability.test_hostile_wire import request
 
     with socket.create_connection(("127.0.0.1", proc.port)) as sock:
-        sock.sendall(request(3, 9, {"topics": [{"name": "t"}], "allow_auto_topic_creation": True,
-                                    "include_cluster_authorized_operations": False,
-                                    "include_topic_authorized_operations": False}, correlation_id=1))
-        recv_frame(sock)
-        _wait_for_topic(sock, "t")
+        _create_topic(sock, "t")
         sock.sendall(request(1, 12, {
             "replica_id": -1, "max_wait": 3 * IDLE_MS, "min_bytes": 1, "max_bytes": 1 << 20,
             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
@@ -103,16 +102,10 @@ def test_a_long_poll_longer_than_the_idle_limit_is_answered(proc):
 
 
 def test_a_client_whose_idle_connection_was_closed_goes_on(proc):
-    from tests.reliability.test_hostile_wire import request
-
     # the topic made first: librdkafka's retries of an auto-creation, each on a connection the broker closes
     # 600 ms later, are not what this test is about (under load they ran past the flush's 15 s)
     with socket.create_connection(("127.0.0.1", proc.port)) as sock:
-        sock.sendall(request(3, 9, {"topics": [{"name": "reconnects"}], "allow_auto_topic_creation": True,
-                                    "include_cluster_authorized_operations": False,
-                                    "include_topic_authorized_operations": False}, correlation_id=1))
-        recv_frame(sock)
-        _wait_for_topic(sock, "reconnects")
+        _create_topic(sock, "reconnects")
     p = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 0})
     for round_ in range(2):
         p.produce("reconnects", value=b"v%d" % round_)
