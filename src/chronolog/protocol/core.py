@@ -257,11 +257,6 @@ def _produce_topics(req: Any, ctx: RequestContext) -> list[tuple[str | None, _Pr
     here, None for an id that names no topic (KafkaApis.handleProduceRequest: UNKNOWN_TOPIC_ID). A partition
     named twice is one entry of KafkaApis' map: the last one's records, in the first one's place, answered
     once; consecutive partitions of a topic are one topic of the answer."""
-    if len(req.topic_data) == 1 and len(req.topic_data[0].partition_data) == 1:  # what a producer mostly sends
-        t = req.topic_data[0]
-        topic_id = getattr(t, "topic_id", None)
-        name = ctx.state.topic_name(topic_id) if ctx.api_version >= 13 else t.name
-        return [(name, _ProduceTopic(topic_id, list(t.partition_data)))]
     wanted: dict[tuple[Any, int], tuple[str | None, Any, Any]] = {}
     for t in req.topic_data:
         topic_id = getattr(t, "topic_id", None)
@@ -615,9 +610,7 @@ def _looks_up_tier(req: Any, ctx: RequestContext) -> bool:
 
 
 def _list_offsets(req: Any, ctx: RequestContext) -> dict:
-    # (a lookup asks for one partition: the duplicates are counted only when there can be any)
-    seen = collections.Counter((t.name, int(p.partition_index)) for t in req.topics for p in t.partitions) \
-        if len(req.topics) > 1 or any(len(t.partitions) > 1 for t in req.topics) else None
+    seen = collections.Counter((t.name, int(p.partition_index)) for t in req.topics for p in t.partitions)
     answered: set[tuple[str, int]] = set()
     committed = int(getattr(req, "isolation_level", 0)) == READ_COMMITTED
     topics = []
@@ -625,7 +618,7 @@ def _list_offsets(req: Any, ctx: RequestContext) -> dict:
         parts = []
         duplicated = []
         for p in t.partitions:
-            if seen is not None and seen[(t.name, int(p.partition_index))] > 1:
+            if seen[(t.name, int(p.partition_index))] > 1:
                 if (t.name, int(p.partition_index)) not in answered:
                     answered.add((t.name, int(p.partition_index)))
                     duplicated.append({"partition_index": p.partition_index, "error_code": ErrorCode.INVALID_REQUEST,
