@@ -72,3 +72,17 @@ def refusals_agree(theirs: Callable[[bytes, int], Any], ours: Callable[[bytes, i
             else:
                 assert got == expected, m
     return refused
+
+
+def framed_as_kio(api_key: int, version: int, correlation_id: int, values: dict) -> Any:
+    """A hand-framed response (`codec.encode_values`) checked against kio's build and write of the same
+    values, byte for byte and read back whole with its size prefix right: the body kio reads from it."""
+    framed = codec.encode_values(api_key, version, correlation_id, values)
+    expected = codec.encode_response(api_key, version, correlation_id,
+                                     codec.build_response(api_key, version, values))
+    assert framed == expected
+    cls = codec.response_schema(api_key, version)
+    start = 8 + (1 if cls.__flexible__ else 0)
+    body, used = entity_reader(cls)(framed, start)
+    assert start + used == len(framed) and int.from_bytes(framed[:4], "big", signed=True) == len(framed) - 4
+    return body

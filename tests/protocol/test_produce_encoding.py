@@ -3,13 +3,10 @@ every Produce version we serve."""
 
 from __future__ import annotations
 
-import struct
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kio.serial import entity_reader
 
-from chronolog.protocol import codec
+from tests.protocol.kio_path import framed_as_kio
 
 VERSIONS = range(3, 14)
 text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
@@ -33,12 +30,6 @@ response = st.fixed_dictionaries({
 @settings(max_examples=300, deadline=None)
 @given(values=response, version=st.sampled_from(VERSIONS), correlation_id=st.integers(-2**31, 2**31 - 1))
 def test_produce_framing_equals_kio_for_every_version(values, version, correlation_id):
-    framed = codec.encode_values(0, version, correlation_id, values)
-    expected = codec.encode_response(0, version, correlation_id, codec.build_response(0, version, values))
-    assert framed == expected
-    cls = codec.response_schema(0, version)
-    start = 8 + (1 if cls.__flexible__ else 0)
-    body, used = entity_reader(cls)(framed, start)
-    assert start + used == len(framed) and struct.unpack_from(">i", framed)[0] == len(framed) - 4
+    body = framed_as_kio(0, version, correlation_id, values)
     assert [(p.index, p.base_offset) for t in body.responses for p in t.partition_responses] == \
         [(p["index"], p["base_offset"]) for t in values["responses"] for p in t["partition_responses"]]
