@@ -55,6 +55,21 @@ def _encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key,
     out += body
 
 
+def _attributes(codec_bits: int, timestamp_type: int, is_transactional: bool, is_control: bool,
+                has_delete_horizon: bool) -> int:
+    """A v2 batch's attributes field (`DefaultRecordBatch.computeAttributes`)."""
+    attributes = codec_bits
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_MASK
+    if is_control:
+        attributes |= CONTROL_MASK
+    if has_delete_horizon:
+        attributes |= DELETE_HORIZON_MASK
+    return attributes
+
+
 def build_batch(records: Iterable[SimpleRecord | Record], *, base_offset: int = 0,
                 compression: int = CompressionType.NONE, timestamp_type: int = TimestampType.CREATE_TIME,
                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
@@ -79,15 +94,8 @@ def build_batch(records: Iterable[SimpleRecord | Record], *, base_offset: int = 
         deltas.append(delta)
         _encode_record(body, delta, rec.timestamp - first_ts, rec.key, rec.value, rec.headers)
     payload = compress(compression, bytes(body)) if compression != CompressionType.NONE else bytes(body)
-    attributes = int(compression) & COMPRESSION_MASK
-    if timestamp_type == TimestampType.LOG_APPEND_TIME:
-        attributes |= TIMESTAMP_TYPE_MASK
-    if is_transactional:
-        attributes |= TRANSACTIONAL_MASK
-    if is_control:
-        attributes |= CONTROL_MASK
-    if delete_horizon_ms is not None:
-        attributes |= DELETE_HORIZON_MASK
+    attributes = _attributes(int(compression) & COMPRESSION_MASK, timestamp_type, is_transactional, is_control,
+                             delete_horizon_ms is not None)
     max_ts = max_timestamp if max_timestamp is not None else max(r.timestamp for r in items)
     batch_length = HEADER_SIZE - LOG_OVERHEAD + len(payload)
     buf = bytearray(HEADER_SIZE + len(payload))
@@ -104,13 +112,7 @@ def build_empty_batch(*, base_offset: int, last_offset_delta: int, max_timestamp
                       is_transactional: bool, is_control: bool) -> bytes:
     """A batch header without records (`DefaultRecordBatch.writeEmptyHeader`): what the log cleaner keeps of
     a producer's last batch, or of the last batch it cleans, once every record in it is gone."""
-    attributes = 0
-    if timestamp_type == TimestampType.LOG_APPEND_TIME:
-        attributes |= TIMESTAMP_TYPE_MASK
-    if is_transactional:
-        attributes |= TRANSACTIONAL_MASK
-    if is_control:
-        attributes |= CONTROL_MASK
+    attributes = _attributes(0, timestamp_type, is_transactional, is_control, False)
     buf = bytearray(HEADER_SIZE)
     HEADER.pack_into(buf, 0, base_offset, HEADER_SIZE - LOG_OVERHEAD, partition_leader_epoch, 2, 0, attributes,
                      last_offset_delta, NO_TIMESTAMP, max_timestamp, producer_id, producer_epoch, base_sequence, 0)
