@@ -191,27 +191,59 @@ def test_streams_join_needs_empty_task_lists(broker):
 
 
 def test_streams_owned_tasks_outside_the_topology(broker):
-    """Not generated: a streams member's heartbeat owning a task of a subtopology the topology does not have,
-    or of a partition past its task count. Kafka 4.4 refuses it (INVALID_REQUEST, StreamsGroupHeartbeat's
-    check of the owned tasks against the configured topology); chronolog takes it, and its assignment stays
-    what the group decides (docs/differences.md)."""
+    """A streams member's heartbeat owning a task of a subtopology the configured topology does not have, or
+    of a partition outside that subtopology's task count, is INVALID_REQUEST and changes nothing
+    (GroupMetadataManager.throwIfRequestContainsInvalidTasks: ActiveTasks, StandbyTasks, then WarmupTasks).
+    It runs after the member's checks (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH) and before the task offsets'
+    (a duplicate entry), and only once the topology is ready: while a source topic is missing it is skipped."""
     topic = broker.create_topic(prefix="fz-streams")
     join = streams_join(f"fz-streams-{uuid.uuid4().hex[:10]}", f"m-{uuid.uuid4().hex[:8]}", topic)
     joined = coordinated_heartbeat(broker, join)
     assert (joined.error_code, joined.member_epoch) == (0, 1)
 
-    def owning(tasks: list[dict]) -> tuple[int, str | None]:
-        answer = heartbeat(broker, {**join, "member_epoch": 1, "topology": None, "active_tasks": tasks})
+    def owning(active: list | None = None, standby: list | None = None, warmup: list | None = None,
+               **fields: Any) -> tuple[int, str | None]:
+        answer = heartbeat(broker, {**join, "member_epoch": 1, "topology": None, "active_tasks": active or [],
+                                    "standby_tasks": standby or [], "warmup_tasks": warmup or [], **fields})
         return int(answer.error_code), answer.error_message
 
-    unknown = owning([{"subtopology_id": "nope", "partitions": [0]}])
-    past = owning([{"subtopology_id": "0", "partitions": [5]}])
-    if broker.kind == "chronolog":
-        assert unknown == past == (0, None)
-    else:
-        assert unknown == (42, "Subtopology nope does not exist in the topology.")
-        assert past == (42, "Task 5 for subtopology 0 is invalid. Number of tasks for this subtopology: 1")
-    assert owning([{"subtopology_id": "0", "partitions": [0]}]) == (0, None)
+    def task(subtopology: str, *partitions: int) -> list[dict]:
+        return [{"subtopology_id": subtopology, "partitions": list(partitions)}]
+
+    nope = (42, "Subtopology nope does not exist in the topology.")
+
+    def past(partition: int) -> tuple[int, str]:
+        return 42, f"Task {partition} for subtopology 0 is invalid. Number of tasks for this subtopology: 1"
+
+    assert owning(task("nope", 0)) == nope
+    assert owning(task("nope")) == nope  # even with no partitions listed
+    assert owning(task("0", 5)) == past(5)
+    assert owning(task("0", 0, -1)) == past(-1)
+    assert owning(standby=task("nope", 0)) == nope
+    assert owning(warmup=task("0", 3)) == past(3)
+    assert owning(task("0", 0) + task("0", 7), standby=task("nope", 0)) == past(7)  # ActiveTasks first
+    assert owning(standby=task("0", 9), warmup=task("nope", 0)) == past(9)  # then StandbyTasks
+    # after the member's checks, before the task offsets' check
+    assert owning(task("nope", 0), member_epoch=7)[0] == 110  # FENCED_MEMBER_EPOCH
+    assert owning(task("nope", 0), member_id="m-unknown")[0] == 25  # UNKNOWN_MEMBER_ID
+    twice = [{"subtopology_id": "0", "partition": 0, "offset": 1}, {"subtopology_id": "0", "partition": 0, "offset": 2}]
+    assert owning(task("nope", 0), task_end_offsets=twice) == nope
+    # the refusals changed nothing: the member owns its task at its epoch
+    assert owning(task("0", 0)) == (0, None)
+
+    # a topology not ready (a source topic missing): the owned tasks are not checked, until it is
+    missing = f"fz-streams-missing-{uuid.uuid4().hex[:8]}"
+    waiting = streams_join(f"fz-streams-{uuid.uuid4().hex[:10]}", f"m-{uuid.uuid4().hex[:8]}", missing)
+    joined = coordinated_heartbeat(broker, waiting)
+    assert joined.error_code == 0
+    unready = {**waiting, "member_epoch": joined.member_epoch, "topology": None, "active_tasks": task("nope", 0)}
+    answer = heartbeat(broker, unready)
+    assert (answer.error_code, answer.error_message) == (0, None)
+    broker.create_topic(missing)
+    deadline = time.monotonic() + 30
+    while (answer := heartbeat(broker, unready)).error_code == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)  # Kafka's coordinator sees the new topic a moment after it is made
+    assert (answer.error_code, answer.error_message) == nope
 
 
 def test_streams_member_fetches_and_commits_offsets(broker):

@@ -172,3 +172,32 @@ def test_offsets_of_an_empty_group_may_be_deleted(tmp_path):
         assert c.delete_offsets("app", [("in", 0)]) == {("in", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC}
         hb(c, "m1", -1)
         assert c.delete_offsets("app", [("in", 0)]) == {("in", 0): 0}
+
+
+def test_owned_tasks_outside_the_configured_topology_are_refused(tmp_path):
+    """GroupMetadataManager.throwIfRequestContainsInvalidTasks: once the topology is ready, a heartbeat owning a
+    task of a subtopology it lacks, or past that subtopology's task count, is INVALID_REQUEST and changes
+    nothing; while a source topic is missing the owned tasks are not checked."""
+    with running(tmp_path) as c:
+        joined = hb(c, "m1", 0)
+        assert joined["member_epoch"] == 1
+        group = c.streams.groups["app"]
+        before = persisted(group)
+        unknown = hb(c, "m1", 1, owned={"9": frozenset({0})})
+        assert (unknown["error_code"], unknown["error_message"]) == (
+            ErrorCode.INVALID_REQUEST, "Subtopology 9 does not exist in the topology.")
+        past = hb(c, "m1", 1, owned={"0": frozenset({0, 3})})
+        assert past["error_message"] == "Task 3 for subtopology 0 is invalid. Number of tasks for this subtopology: 3"
+        assert persisted(group) == before
+        assert hb(c, "m1", 1, owned={"0": frozenset({0, 1, 2}), "1": frozenset({0, 1, 2})})["error_code"] == 0
+
+        waiting = Topology(1, (Subtopology("0", source_topics=("not-yet",)),))
+        other = HeartbeatRequest("waiting", "w1", 0, rebalance_timeout_ms=5000, topology=waiting, process_id="p",
+                                 owned={"active": {}, "standby": {}, "warmup": {}})
+        logs = c.store.logs
+        epoch = asyncio.run(c.streams.heartbeat_async(other, logs.topics(), logs.create_topic))["member_epoch"]
+        other.epoch, other.topology, other.owned = epoch, None, {"active": {"9": frozenset({0})}}
+        assert asyncio.run(c.streams.heartbeat_async(other, logs.topics(), logs.create_topic))["error_code"] == 0
+        logs.create_topic("not-yet", 1, {})
+        refused = asyncio.run(c.streams.heartbeat_async(other, logs.topics(), logs.create_topic))
+        assert refused["error_message"] == "Subtopology 9 does not exist in the topology."

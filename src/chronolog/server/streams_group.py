@@ -137,6 +137,8 @@ class HeartbeatRequest:
     rebalance_timeout_ms: int = -1
     topology: Topology | None = None
     owned: dict[str, Tasks] | None = None  # kind -> tasks, None when the member did not say
+    # the owned lists as sent (active, standby, warmup; entries in order, empty ones kept), for their check
+    owned_ids: tuple[list[tuple[str, list[int]]], ...] | None = None
     process_id: str | None = None
     user_endpoint: tuple[str, int] | None = None
     client_tags: dict[str, str] | None = None
@@ -145,6 +147,13 @@ class HeartbeatRequest:
     shutdown_application: bool = False
     client_id: str = ""
     client_host: str = ""
+
+    def owned_lists(self) -> tuple[list[tuple[str, list[int]]], ...]:
+        """ActiveTasks, StandbyTasks, WarmupTasks as (subtopology, partitions) lists: as sent, else from `owned`."""
+        if self.owned_ids is not None:
+            return self.owned_ids
+        owned = self.owned or {}
+        return tuple([(sid, sorted(ps)) for sid, ps in sorted(owned.get(k, {}).items())] for k in KINDS)
 
 
 class StreamsGroups:
@@ -200,14 +209,16 @@ class StreamsGroups:
                 return None, (STREAMS_INVALID_TOPOLOGY, bad)
             if any(s.source_topic_regex for s in req.topology.subtopologies):
                 return None, (ErrorCode.INVALID_REQUEST, "Regular expressions for source topics are not supported yet.")
-        owned = None
+        owned = owned_ids = None
         if req.active_tasks is not None or req.standby_tasks is not None or req.warmup_tasks is not None:
             owned = {k: tasks_of(getattr(req, f"{k}_tasks")) or {} for k in KINDS}
+            owned_ids = tuple([(t.subtopology_id, [int(p) for p in t.partitions or ()])
+                               for t in getattr(req, f"{k}_tasks") or ()] for k in KINDS)
         endpoint = None if req.user_endpoint is None else (req.user_endpoint.host, int(req.user_endpoint.port))
         tags = None if req.client_tags is None else {kv.key: kv.value for kv in req.client_tags}
         request = HeartbeatRequest(
             req.group_id, req.member_id, int(req.member_epoch), instance_id=req.instance_id, rack_id=req.rack_id,
-            rebalance_timeout_ms=rebalance_timeout_ms, owned=owned, process_id=req.process_id,
+            rebalance_timeout_ms=rebalance_timeout_ms, owned=owned, owned_ids=owned_ids, process_id=req.process_id,
             user_endpoint=endpoint, client_tags=tags, task_offsets=_offsets(req.task_offsets),
             task_end_offsets=_offsets(req.task_end_offsets), shutdown_application=bool(req.shutdown_application),
             client_id=client_id, client_host=client_host)
@@ -349,6 +360,10 @@ class StreamsGroups:
                 raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of "
                                      f"group {req.group_id}.")
             self._check_epoch(member, req.epoch, req.owned)
+        if any(req.owned_lists()):
+            invalid = _invalid_task(self._ready_tasks(group, topics), req.owned_lists())
+            if invalid is not None:
+                raise HeartbeatError(ErrorCode.INVALID_REQUEST, invalid)
         if duplicate is not None:
             raise HeartbeatError(ErrorCode.INVALID_REQUEST, duplicate)
         member.last_heartbeat = time.monotonic()
@@ -390,6 +405,16 @@ class StreamsGroups:
         if any(m.user_endpoint is not None for m in group.members.values()):
             out["partitions_by_user_endpoint"] = self._endpoints(group)
         return out
+
+    def _ready_tasks(self, group: StreamsGroup, topics: dict[str, int]) -> dict[str, int] | None:
+        """The tasks per subtopology of the group's topology configured against `topics`, None while it is not
+        ready (ConfiguredTopology.isReady: source topics or internal topics missing, as right after a join on
+        Kafka, which creates internal topics later). Nothing of the group changes: a refused heartbeat leaves
+        the configuration to the next one."""
+        if group.configured.tasks is not None and self._relevant_sizes(group, topics) == group.topic_sizes:
+            return group.configured.tasks
+        configured = configure(group.topology, topics)
+        return None if configured.to_create else configured.tasks
 
     def _configure(self, group: StreamsGroup, topics: dict[str, int], create_topic) -> bool:
         """The topology configured against the topics now; the internal topics it lacks are created (Kafka's
@@ -637,6 +662,23 @@ def _bad_topic_names(wire: Any) -> str | None:
                 validate_topic_name(name)
             except InvalidTopicExceptionError as exc:
                 return str(exc)
+    return None
+
+
+def _invalid_task(tasks: dict[str, int] | None, owned_ids: tuple[list[tuple[str, list[int]]], ...]) -> str | None:
+    """GroupMetadataManager.throwIfRequestContainsInvalidTasks, on ActiveTasks, StandbyTasks then WarmupTasks:
+    an owned task's subtopology must be in the configured topology (even with no partitions listed) and its
+    partition below that subtopology's task count. Skipped while the topology is not ready (`tasks` None)."""
+    if tasks is None:
+        return None
+    for listed in owned_ids:
+        for sid, partitions in listed:
+            count = tasks.get(sid)
+            if count is None:
+                return f"Subtopology {sid} does not exist in the topology."
+            for p in partitions:
+                if p < 0 or p >= count:
+                    return f"Task {p} for subtopology {sid} is invalid. Number of tasks for this subtopology: {count}"
     return None
 
 
