@@ -12,6 +12,7 @@ from chronolog.records import SimpleRecord, build_batch
 from chronolog.spark.options import SourceOptions
 from chronolog.spark.planning import plan
 from chronolog.spark.ranges import Bounds
+from tests.s3server import s3_server
 from tests.storage.helpers import write_data_dir
 
 pytestmark = pytest.mark.spark
@@ -83,22 +84,11 @@ def test_a_missing_uri_is_one_clear_line(spark, tmp_path):
 def test_s3_uri_read_by_executors_that_resolve_it_themselves(spark, kafka_segments_dir):
     """Spark's Python workers get only the URI (credentials in it here; normally pyarrow's environment)
     and open the store themselves: moto's S3-compatible server on 127.0.0.1 stands in for S3."""
-    server_mod = pytest.importorskip("moto.server")
-    boto3 = pytest.importorskip("boto3")
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                              aws_access_key_id="testing", aws_secret_access_key="testing")
-        client.create_bucket(Bucket="backups")
+    with s3_server("backups", environment=False) as (_server, client, query):
         topic = kafka_segments_dir.name
         for f in kafka_segments_dir.iterdir():
             client.upload_file(str(f), "backups", f"kafka/{topic}/{f.name}")
-        uri = f"s3://testing:testing@backups/kafka/{topic}?region=us-east-1&endpoint_override=127.0.0.1:{port}&scheme=http"
+        uri = f"s3://testing:testing@backups/kafka/{topic}{query}"
 
         def load(path: str):
             return spark.read.format("chronolog").option("path", path).option("subscribe", topic).load()
@@ -108,5 +98,3 @@ def test_s3_uri_read_by_executors_that_resolve_it_themselves(spark, kafka_segmen
         local = rows(load(str(kafka_segments_dir)).where(where))
         assert rows(load(uri).where(where)) == local and local
         assert load(uri).count() == 30565
-    finally:
-        server.stop()
