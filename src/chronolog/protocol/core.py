@@ -389,7 +389,8 @@ def produce(req: Any, ctx: RequestContext) -> dict | None:
 # -- Fetch -------------------------------------------------------------------------------------------
 # Record ranges at least this large are answered as file regions (sendfile on plain TCP); smaller ones are
 # read with one pread and written with the response: for a few batches that costs less than a separate send
-# of the framing, a dup of the descriptor and the sendfile (docs/benchmarks.md, "The zero-copy threshold").
+# of the framing, a dup of the descriptor and the sendfile (docs/benchmarks-history.md, "The zero-copy
+# threshold").
 ZERO_COPY_MIN_BYTES = 64 * 1024
 
 

@@ -5,7 +5,7 @@ offset moved on (librdkafka, the Java client, kafka-python and aiokafka all do),
 the time from request to answer is on its critical path once per `fetch.message.max.bytes`. Parsing that
 request with kio (after the array-length walk), building the handler's dicts and framing the answer cost
 about 30 us in a tight loop and 3-4 times as much while the client parsed the previous answer on the
-other core (docs/benchmarks.md, "The planned Fetch").
+other core (docs/benchmarks-history.md, "The planned Fetch").
 
 `FetchPlan.build` takes a Fetch request kio has parsed, when it asks for exactly one partition of one topic
 and forgets none, and finds its fetch offset in the frame: the only place the 12 bytes of partition,
