@@ -23,6 +23,8 @@ alike; each run is one client against one broker, the other idle. The steps:
   a file of the same records (a new topic each run; kcat's start included), and `kcat -C -e -o beginning`
   of the acks=1 topic to /dev/null, one kcat after another until `consume_seconds` have passed, MB/s,
   median of `runs`; beside them kcat -P against librdkafka's mock broker in the kcat process (its ceiling);
+- beside each consume row (confluent-kafka, kcat -C, the perf tool), the same loop against chronolog's
+  batches answered from memory by a replay of recorded answers: the client's ceiling (bench/kafka_ceiling.py);
 - the broker alone, the client's per-record work taken away: one prebuilt batch of 1,000 x 1 KiB sent again
   and again in raw Produce requests (5 in flight, as the Java producer), then that topic read back with raw
   1 MiB Fetches one at a time (as the Java consumer), MB/s, median of `runs`;
@@ -79,6 +81,7 @@ from bench.kafka_brokers import (
     first_metadata,
     rss_tree_mb,
 )
+from bench.kafka_ceiling import ConsumeCeiling, ceiling_rows
 
 SIZE = 1024
 T0 = 1_700_000_000_000
@@ -516,6 +519,7 @@ def run_both(brokers: dict[str, Broker], s: Setting) -> dict[str, dict[str, floa
     chronolog, ...), so that the machine's load of the moment hits both sides of a ratio alike."""
     out: dict[str, dict[str, float]] = {name: {} for name in brokers}
     started: list[Broker] = []
+    ceiling = None
     try:
         for name, broker in brokers.items():
             out[name]["start"] = broker.start()
@@ -526,11 +530,12 @@ def run_both(brokers: dict[str, Broker], s: Setting) -> dict[str, dict[str, floa
         for broker in brokers.values():  # the same warm-up, untimed: Kafka's JIT compiles its hot paths here
             warm_up(broker.bootstrap, s)
 
-        def each(key: str, measure: Callable[[Broker, int], tuple[float, int]], runs: int = s.runs) -> None:
+        def each(key: str, measure: Callable[[Broker, int], tuple[float, int]], runs: int = s.runs,
+                 then: Callable[[], None] | None = None) -> None:
             """`measure` gives (rate, bytes moved); beside the rate's median, the broker's CPU seconds per
             GB moved over the same runs (its whole process tree, from before the run to after it), and the
             client's (this process: for the perf tools, whose clients are JVMs of their own, only the
-            bench's own idling)."""
+            bench's own idling). `then` after each run of both brokers: a run of the client's ceiling."""
             figures: dict[str, list[float]] = {name: [] for name in brokers}
             cpu: dict[str, list[float]] = {name: [] for name in brokers}
             client: dict[str, list[float]] = {name: [] for name in brokers}
@@ -541,6 +546,8 @@ def run_both(brokers: dict[str, Broker], s: Setting) -> dict[str, dict[str, floa
                     cpu[name].append((cpu_tree_s(broker.proc.pid) - before) / (moved / 1e9))
                     client[name].append((cpu_self_s() - ours) / (moved / 1e9))
                     figures[name].append(rate)
+                if then is not None:
+                    then()
             for name in brokers:
                 out[name][key] = statistics.median(figures[name])
                 out[name][key + "_cpu"] = statistics.median(cpu[name])
@@ -561,8 +568,13 @@ def run_both(brokers: dict[str, Broker], s: Setting) -> dict[str, dict[str, floa
         out["ceiling"] = {"produce_1": statistics.median(produce_mb_s(None, f"ceiling-{run}", s.records, "1")
                                                          for run in range(s.runs))}
         each("produce_all", produce_run("all"))
+        # each consume loop's ceiling, its runs between the brokers': chronolog's batches replayed from memory
+        ceiling = ConsumeCeiling(brokers["chronolog"].bootstrap, create)
+        replayed = ceiling.recorded("load-1-0", lambda b: consume_passes(b, "load-1-0", s.records, 0),
+                                    lambda b: consume_passes(b, "load-1-0", s.records, s.consume_seconds))
         each("consume", lambda broker, run: consume_passes(broker.bootstrap, "load-1-0", s.records,
-                                                           s.consume_seconds))
+                                                           s.consume_seconds), then=replayed)
+        out["ceiling"]["consume"] = replayed.result()
         if shutil.which("kcat"):
             lines = kcat_lines(Path(tempfile.mkdtemp()) / "lines", s.records)
             try:
@@ -577,8 +589,11 @@ def run_both(brokers: dict[str, Broker], s: Setting) -> dict[str, dict[str, floa
                     kcat_produce_mb_s(None, "ceiling", lines, s.records) for _ in range(s.runs))
             finally:
                 shutil.rmtree(lines.parent, ignore_errors=True)
+            replayed = ceiling.recorded("load-1-0", lambda b: kcat_consume_passes(b, "load-1-0", s.records, 1e-9),
+                                        lambda b: kcat_consume_passes(b, "load-1-0", s.records, s.consume_seconds))
             each("kcat_consume", lambda broker, run: kcat_consume_passes(broker.bootstrap, "load-1-0", s.records,
-                                                                         s.consume_seconds))
+                                                                         s.consume_seconds), then=replayed)
+            out["ceiling"]["kcat_consume"] = replayed.result()
         for name, broker in brokers.items():
             out[name]["loaded_rss"] = rss_tree_mb(broker.proc.pid)
 
@@ -599,8 +614,14 @@ def run_both(brokers: dict[str, Broker], s: Setting) -> dict[str, dict[str, floa
             return producer_perf(broker.bootstrap, topic, s.perf_records), s.perf_records * SIZE
 
         each("perf_produce", perf_run)
+        replayed = ceiling.recorded(  # one group in every run: the same requests
+            "perf-0", lambda b: consumer_perf(b, "perf-0", s.perf_records, "perf-ceiling"),
+            lambda b: (consumer_perf(b, "perf-0", s.perf_records, "perf-ceiling"), s.perf_records * SIZE))
         each("perf_consume", lambda broker, run: (consumer_perf(broker.bootstrap, f"perf-{run}", s.perf_records,
-                                                                f"perf-group-{run}"), s.perf_records * SIZE))
+                                                                f"perf-group-{run}"), s.perf_records * SIZE),
+             then=replayed)
+        out["ceiling"]["perf_consume"] = replayed.result()
+        ceiling.close()
         for name, broker in brokers.items():
             create(broker.bootstrap, "late")
             out[name]["lookup_p50"], out[name]["exact"] = late_lookups(broker.bootstrap, "late", s.lookups)
@@ -624,6 +645,8 @@ def run_both(brokers: dict[str, Broker], s: Setting) -> dict[str, dict[str, floa
     finally:
         for broker in started:
             broker.kill()
+        if ceiling is not None:
+            ceiling.close()
     return out
 
 
@@ -698,6 +721,7 @@ def main() -> None:
     row("  broker CPU per GB consumed, s", "consume_cpu", "{:.2f}", "-")
     row("  client CPU per GB consumed (the Python loop and librdkafka), s", "consume_client_cpu", "{:.2f}", "-")
     cpu_bound("consume")
+    rows.extend(ceiling_rows(results["ceiling"].get("consume"), theirs["consume"]))
     if "kcat_produce" in ours:
         row(f"produce {s.records:,} x 1 KiB, kcat -P -l (librdkafka in C), acks=1, MB/s", "kcat_produce", "{:.0f}",
             ">= 1.5x")
@@ -712,6 +736,7 @@ def main() -> None:
         row("  broker CPU per GB consumed, s", "kcat_consume_cpu", "{:.2f}", "-")
         row("  kcat's CPU per GB consumed, s", "kcat_consume_client_cpu", "{:.2f}", "-")
         cpu_bound("kcat_consume")
+        rows.extend(ceiling_rows(results["ceiling"].get("kcat_consume"), theirs["kcat_consume"]))
     row("RSS after that load, process tree, MB", "loaded_rss", "{:.0f}", "<= 0.15x")
     row(f"the broker alone: raw Produce of a prebuilt {RAW_BATCH:,}-record batch, {RAW_IN_FLIGHT} in flight, MB/s",
         "raw_produce", "{:.0f}", "-")
@@ -726,6 +751,7 @@ def main() -> None:
     row("  broker CPU per GB consumed (the tool's JVM start and group join included), s", "perf_consume_cpu",
         "{:.2f}", "-")
     row("  the tool's CPU per GB consumed (its JVM), s", "perf_consume_client_cpu", "{:.2f}", "-")
+    rows.extend(ceiling_rows(results["ceiling"].get("perf_consume"), theirs["perf_consume"], "{:.1f}"))
     row(f"ListOffsets by time p50 over {s.lookups} late records, ms", "lookup_p50", "{:.2f}", "<= 0.8x")
     rows.append((f"  answers equal to brute force, of {s.lookups}", str(int(ours["exact"])), str(int(theirs["exact"])),
                  "-", "all exact"))

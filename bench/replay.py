@@ -7,13 +7,21 @@ the same client against a server that only looks the request up and sends the re
 how fast that client goes when the broker costs almost nothing, as librdkafka's mock broker does for
 producing. The recording broker must advertise the proxy's address, or the client would fetch from the
 broker directly after its first Metadata request.
+
+`python -m bench.replay PORT UPSTREAM_PORT` runs the server in a process of its own (for a client that is
+a Python loop too: the two would share one GIL, and the client's CPU could not be told from the server's),
+driven by lines on stdin: `replay` ends a recording, `record` starts another (of another client),
+`counts` prints the answers given from memory and the requests forwarded (API key:count) so far.
 """
 
 from __future__ import annotations
 
 import socket
 import struct
+import sys
 import threading
+import time
+from collections import Counter
 
 from tests.frames import recv_frame
 
@@ -21,6 +29,10 @@ from tests.frames import recv_frame
 def _key(request: bytes) -> bytes:
     """A request without its correlation id (bytes 4-8: after the API key and version)."""
     return request[:4] + request[8:]
+
+
+FETCH = 1
+HELD_MAX_BYTES = 1024  # a Fetch answer this small holds no records: the broker held it at the log end
 
 
 def _send_parts(sock: socket.socket, head: bytes, body: bytes) -> None:
@@ -37,14 +49,19 @@ class ResponseReplay:
     """Listens on `port` in front of the broker at `upstream_port`. While `recording`, every request is
     forwarded and its answer kept; afterwards a known request is answered from memory, and one never seen
     (a client that happens to ask in another order) is forwarded and kept as before (counted in
-    `forwarded`), so the broker must stay up until `close`."""
+    `forwarded`), so the broker must stay up until `close`. A Fetch answered without records is held as
+    long as the broker held it (its fetch.max.wait at the log end): answered at once, a client at the
+    log end would spin, Fetch after empty Fetch, on the CPU its own loop needs."""
 
     def __init__(self, port: int, upstream_port: int) -> None:
         self.port = port
         self.upstream_port = upstream_port
         self.recording = True
         self.answers: dict[bytes, bytes] = {}
+        self.held: dict[bytes, float] = {}  # seconds, of the Fetches the broker answered without records
         self.forwarded = 0
+        self.forwarded_apis: Counter[int] = Counter()  # the forwarded, by API key
+        self.answered = 0  # from memory
         self._server = socket.create_server(("127.0.0.1", port))
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -71,16 +88,25 @@ class ResponseReplay:
             while True:
                 request = recv_frame(conn)
                 key = _key(request)
-                body = None if self.recording else self.answers.get(key)
+                recording = self.recording  # as the request came (a long poll may end after the switch)
+                body = None if recording else self.answers.get(key)
                 if body is None:
                     if upstream is None:
                         upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
                         upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    asked = time.perf_counter()
                     upstream.sendall(struct.pack(">i", len(request)) + request)
                     body = recv_frame(upstream)[4:]
+                    if struct.unpack_from(">h", request)[0] == FETCH and len(body) < HELD_MAX_BYTES:
+                        self.held[key] = min(time.perf_counter() - asked, 1.0)
                     self.answers[key] = body
-                    if not self.recording:
+                    if not recording:
                         self.forwarded += 1
+                        self.forwarded_apis[struct.unpack_from(">h", request)[0]] += 1
+                else:
+                    self.answered += 1
+                    if key in self.held:
+                        time.sleep(self.held[key])
                 _send_parts(conn, struct.pack(">i", len(body) + 4) + request[4:8], body)
         except (EOFError, OSError):
             pass
@@ -88,3 +114,20 @@ class ResponseReplay:
             conn.close()
             if upstream is not None:
                 upstream.close()
+
+
+def main(argv: list[str]) -> None:
+    replay = ResponseReplay(int(argv[0]), int(argv[1]))
+    print("ready", flush=True)
+    for line in sys.stdin:
+        if line.strip() in ("record", "replay"):
+            replay.recording = line.strip() == "record"
+        elif line.strip() == "counts":
+            print(replay.answered, *(f"{key}:{n}" for key, n in replay.forwarded_apis.items()), flush=True)
+            continue
+        print("ok", flush=True)
+    replay.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
