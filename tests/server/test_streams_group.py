@@ -201,3 +201,49 @@ def test_owned_tasks_outside_the_configured_topology_are_refused(tmp_path):
         logs.create_topic("not-yet", 1, {})
         refused = asyncio.run(c.streams.heartbeat_async(other, logs.topics(), logs.create_topic))
         assert refused["error_message"] == "Subtopology 9 does not exist in the topology."
+
+
+def test_internal_topic_of_an_unreachable_replication_factor(tmp_path):
+    """A changelog asked with replication factor 3 is not created on one broker (nor one of -2): the topology
+    stays not ready, MISSING_INTERNAL_TOPICS names the topic, and from the next heartbeat on the refusal too
+    (KafkaApis: the creation errors cached by earlier attempts). Its repartition topic (factor 0: the broker's
+    default) is made; a member who may not CREATE every missing topic makes none of them."""
+    with running(tmp_path) as c:
+        def topology(factor: int) -> Topology:
+            changelog = TopicInfo(CHANGELOG, 0, factor, (("cleanup.policy", "compact"),))
+            return Topology(1, (TOPOLOGY.subtopologies[0], Subtopology(
+                "1", repartition_sources=TOPOLOGY.subtopologies[1].repartition_sources, changelogs=(changelog,))))
+
+        joined = hb(c, "m1", 0, topology=topology(3))
+        assert joined["status"] == [{"status_code": 3, "status_detail": f"Internal topics are missing: {REPARTITION}, "
+                                                                        f"{CHANGELOG}"}]  # a Java HashSet's order
+        assert (joined["member_epoch"], active(joined)) == (1, {})
+        logs = c.store.logs
+        assert logs.has_topic(REPARTITION) and not logs.has_topic(CHANGELOG)
+        unreachable = ("Unable to replicate the partition 3 time(s): The target replication factor of 3 cannot be "
+                       "reached because only 1 broker(s) are registered or some brokers have all their log "
+                       "directories cordoned.")
+        for _ in range(2):
+            again = hb(c, "m1", 1, owned={})
+            assert again["status"] == [{"status_code": 3, "status_detail": f"Internal topics are missing: "
+                                        f"{CHANGELOG}; Creation failed: {CHANGELOG} ({unreachable})."}]
+            assert again["error_code"] == 0 and "active_tasks" not in again
+        assert c.streams.groups["app"].state == "NotReady" and not logs.has_topic(CHANGELOG)
+        hb(c, "m1", -1)
+
+        rejoined = hb(c, "m1", 0, topology=topology(-2))  # the group is empty: a new topology takes its place
+        assert hb(c, "m1", rejoined["member_epoch"], owned={})["status"][0]["status_detail"] == (
+            f"Internal topics are missing: {CHANGELOG}; Creation failed: {CHANGELOG} (Replication factor must be "
+            "larger than 0, or -1 to use the default value.).")
+        hb(c, "m1", -1)
+
+        def may_create(name: str) -> bool:
+            return name != "other-changelog"
+
+        req = HeartbeatRequest("other", "o1", 0, rebalance_timeout_ms=5000, topology=Topology(1, (
+            Subtopology("0", source_topics=("in",), changelogs=(TopicInfo("other-changelog", 0, 1),
+                                                                 TopicInfo(CHANGELOG + "-2", 0, 1))),)),
+                               process_id="p", owned={"active": {}, "standby": {}, "warmup": {}})
+        refused = asyncio.run(c.streams.heartbeat_async(req, logs.topics(), logs.create_topic, may_create))
+        assert refused["status"][0]["status_detail"].endswith("; Unauthorized to CREATE on topics other-changelog.")
+        assert not logs.has_topic(CHANGELOG + "-2") and not logs.has_topic("other-changelog")

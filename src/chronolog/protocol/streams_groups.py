@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chronolog.errors import ErrorCode, TopicAuthorizationFailedError
+from chronolog.errors import ErrorCode
 from chronolog.protocol import streams_schemas  # noqa: F401  (the v1 schemas kio lacks)
 from chronolog.protocol.core import ms
 from chronolog.protocol.operations import GROUP, NOT_ASKED, authorized
@@ -59,12 +59,9 @@ async def streams_group_heartbeat(req: Any, ctx: RequestContext) -> dict:
             return _refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"Unauthorized to DESCRIBE on topics "
                             f"{', '.join(denied)}.", req.member_id)
 
-    def create_topic(name: str, partitions: int, configs: dict[str, str]) -> None:
-        if not ctx.allowed("create", "topic", name):
-            raise TopicAuthorizationFailedError(f"Unauthorized to CREATE on topic {name}.")
-        ctx.log_manager.create_topic(name, partitions, configs)
-
-    result = await ctx.coordinator.streams.heartbeat_async(request, ctx.log_manager.topics(), create_topic)
+    result = await ctx.coordinator.streams.heartbeat_async(
+        request, ctx.log_manager.topics(), ctx.log_manager.create_topic,
+        lambda name: ctx.allowed("create", "topic", name))
     out = {"throttle_time": 0, "error_code": result["error_code"], "error_message": result["error_message"],
            "member_id": result["member_id"], "member_epoch": result["member_epoch"],
            "heartbeat_interval": result["heartbeat_interval_ms"],
@@ -85,8 +82,9 @@ def _assignment(assigned: dict[str, dict[str, frozenset[int]]]) -> dict:
     return {f"{k}_tasks": _wire_tasks(assigned.get(k, {})) for k in KINDS}
 
 
-def _info(name: str, partitions: int, configs: dict[str, str] | tuple) -> dict:
-    return {"name": name, "partitions": partitions, "replication_factor": 0,
+def _info(name: str, partitions: int, replication_factor: int, configs: dict[str, str] | tuple) -> dict:
+    """A topology's internal topic: its replication factor as the member declared it, as Kafka shows it."""
+    return {"name": name, "partitions": partitions, "replication_factor": replication_factor,
             "topic_configs": [{"key": k, "value": v} for k, v in sorted(dict(configs).items())]}
 
 
@@ -135,9 +133,10 @@ def streams_group_describe(req: Any, ctx: RequestContext) -> dict:
                     else list(s.source_topics)
                 subs.append({"subtopology_id": s.id, "source_topics": sources,
                              "repartition_sink_topics": list(s.repartition_sinks),
-                             "state_changelog_topics": [_info(t.name, counts.get(t.name, t.partitions), t.configs)
-                                                        for t in s.changelogs],
-                             "repartition_source_topics": [_info(t.name, counts.get(t.name, t.partitions), t.configs)
+                             "state_changelog_topics": [_info(t.name, counts.get(t.name, t.partitions),
+                                                              t.replication_factor, t.configs) for t in s.changelogs],
+                             "repartition_source_topics": [_info(t.name, counts.get(t.name, t.partitions),
+                                                                 t.replication_factor, t.configs)
                                                            for t in s.repartition_sources]})
             topology = {"epoch": group.topology.epoch, "subtopologies": subs}
         ops = authorized(ctx, "group", gid, GROUP) if req.include_authorized_operations else NOT_ASKED

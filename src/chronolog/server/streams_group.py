@@ -23,15 +23,17 @@ import copy
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chronolog.errors import ErrorCode, InvalidTopicExceptionError
+from chronolog.errors import ErrorCode, InvalidReplicationFactorError, InvalidTopicExceptionError
 from chronolog.server.assignment import inter as _inter
 from chronolog.server.assignment import minus as _minus
 from chronolog.server.assignment import union as _union
 from chronolog.server.consumer_group import delete_empty_group, fenced_members, offset_fetch_error
 from chronolog.server.streams_topology import (
+    MISSING_INTERNAL_TOPICS,
     SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
     AssignorMember,
@@ -158,7 +160,8 @@ class HeartbeatRequest:
 
 class StreamsGroups:
     """The streams half of the group coordinator (its `streams` attribute). `store` writes the groups'
-    records (server/streams_group_store.py); `create_topic(name, partitions, configs)` makes internal topics."""
+    records (server/streams_group_store.py); `create_topic(name, partitions, configs)` makes internal topics, and
+    `may_create(name)` says whether the member's principal may (CREATE on the topic; None: any)."""
 
     def __init__(self, owner: Any, store: Any) -> None:
         self.owner = owner
@@ -167,6 +170,9 @@ class StreamsGroups:
         # Group configs set with IncrementalAlterConfigs on the GROUP resource (streams.session.timeout.ms,
         # streams.heartbeat.interval.ms, streams.num.standby.replicas), given by the broker: group id -> configs
         self.group_configs: dict[str, dict[str, str]] = {}
+        # AutoTopicCreationManager's ExpiringErrorCache: why an internal topic could not be created, until when
+        # (monotonic seconds): topic -> (message, expiry)
+        self.creation_errors: dict[str, tuple[str, float]] = {}
 
     @property
     def config(self):
@@ -184,10 +190,11 @@ class StreamsGroups:
             return default
 
     # -- heartbeat ----------------------------------------------------------------------------------------
-    async def heartbeat_async(self, req: HeartbeatRequest, topics: dict[str, int], create_topic) -> dict:
+    async def heartbeat_async(self, req: HeartbeatRequest, topics: dict[str, int], create_topic,
+                              may_create: Callable[[str], bool] | None = None) -> dict:
         """One StreamsGroupHeartbeat, answered once the group's changed state is durable."""
         try:
-            result = self._heartbeat(req, topics, create_topic)
+            result = self._heartbeat(req, topics, _Creator(create_topic, may_create))
         except HeartbeatError as exc:
             log.debug("streams group %s: heartbeat of %s refused: %s", req.group_id, req.member_id, exc.message)
             return {"error_code": exc.code, "error_message": exc.message, "member_id": req.member_id,
@@ -287,15 +294,15 @@ class StreamsGroups:
         group = self.groups[group_id] = StreamsGroup(group_id)
         return group
 
-    def _heartbeat(self, req: HeartbeatRequest, topics: dict[str, int], create_topic) -> dict:
+    def _heartbeat(self, req: HeartbeatRequest, topics: dict[str, int], creator: _Creator) -> dict:
         duplicate = _duplicate_task_offset(req)
         if duplicate is None:
-            return self._checked_heartbeat(req, topics, create_topic)
+            return self._checked_heartbeat(req, topics, creator)
         # MemberTaskOffsets.update throws once the member is checked and the topology configured: the
         # heartbeat's records are dropped, so the group goes back to what it was (wire fuzzer seed 39)
         saved, classic = copy.deepcopy(self.groups.get(req.group_id)), self.owner.groups.get(req.group_id)
         try:
-            return self._checked_heartbeat(req, topics, create_topic, duplicate)
+            return self._checked_heartbeat(req, topics, creator, duplicate)
         finally:
             if saved is None:
                 self.groups.pop(req.group_id, None)
@@ -304,7 +311,7 @@ class StreamsGroups:
             if classic is not None:
                 self.owner.groups[req.group_id] = classic
 
-    def _checked_heartbeat(self, req: HeartbeatRequest, topics: dict[str, int], create_topic,
+    def _checked_heartbeat(self, req: HeartbeatRequest, topics: dict[str, int], creator: _Creator,
                            duplicate: str | None = None) -> dict:
         if req.epoch == 0 and req.topology is not None and all(
                 t in topics for s in req.topology.subtopologies for t in s.source_topics):
@@ -385,7 +392,7 @@ class StreamsGroups:
             member.task_end_offsets = req.task_end_offsets
         if req.shutdown_application:
             group.shutdown_requested = True
-        if self._configure(group, topics, create_topic):
+        if self._configure(group, topics, creator):
             changed = True
         status += group.configured.status
         if changed:
@@ -416,7 +423,7 @@ class StreamsGroups:
         configured = configure(group.topology, topics)
         return None if configured.to_create else configured.tasks
 
-    def _configure(self, group: StreamsGroup, topics: dict[str, int], create_topic) -> bool:
+    def _configure(self, group: StreamsGroup, topics: dict[str, int], creator: _Creator) -> bool:
         """The topology configured against the topics now; the internal topics it lacks are created (Kafka's
         coordinator asks the controller to; here the log manager makes them at once). True when the tasks
         changed (a new target assignment is due)."""
@@ -425,24 +432,53 @@ class StreamsGroups:
             return False
         configured = configure(group.topology, topics)
         if configured.tasks is not None and configured.to_create:
-            failures = []
-            for name, (partitions, configs) in sorted(configured.to_create.items()):
-                try:
-                    create_topic(name, partitions, configs)
-                    log.info("streams group %s: created internal topic %s (%d partitions)", group.group_id, name,
-                             partitions)
-                    topics = {**topics, name: partitions}
-                except Exception as exc:  # noqa: BLE001 (answered as Kafka's status, the client waits)
-                    failures.append(f"{name}: {exc}")
-            if failures:
-                configured = Configured(None, configured.sources, status=[(3, "Internal topics are missing: "
-                                                                            + "; ".join(failures))])
-            else:
+            topics = self._create_internal(group, configured, topics, creator)
+            if all(name in topics for name in configured.to_create):
                 configured = configure(group.topology, topics)
         before = group.configured.tasks
         group.configured = configured
         group.topic_sizes = self._relevant_sizes(group, topics)
         return configured.tasks != before
+
+    def _create_internal(self, group: StreamsGroup, configured: Configured, topics: dict[str, int],
+                         creator: _Creator) -> dict[str, int]:
+        """KafkaApis.streamsGroupHeartbeat with AutoTopicCreationManager: the missing internal topics are created
+        only if the member may CREATE every one of them; the ones the broker refuses (a replication factor it
+        cannot honour) stay missing. While any is, the topology is not ready: MISSING_INTERNAL_TOPICS names
+        them, and the refusals cached by earlier attempts (Kafka learns of its own from the controller after
+        answering), for twice the heartbeat interval. The topics as they are now."""
+        missing = list(configured.to_create)
+        detail = f"Internal topics are missing: {_summarize(missing)}"
+        denied = [n for n in missing if creator.may_create is not None and not creator.may_create(n)]
+        if denied:
+            detail += f"; Unauthorized to CREATE on topics {', '.join(_java_hash_order(denied))}."
+        else:
+            now = time.monotonic()
+            ttl = 2 * self._cfg("group.streams.heartbeat.interval.ms", 5000, group.group_id) / 1000.0
+            known = {n: self.creation_errors[n][0] for n in _java_hash_order(missing)
+                     if n in self.creation_errors and self.creation_errors[n][1] > now}
+            factors = {t.name: t.replication_factor for s in group.topology.subtopologies
+                       for t in (*s.repartition_sources, *s.changelogs)}
+            for name in missing:
+                partitions, configs = configured.to_create[name]
+                try:
+                    _check_replication_factor(factors.get(name, 0), self._cfg("default.replication.factor", 1))
+                    creator.create(name, partitions, configs)
+                except Exception as exc:  # noqa: BLE001 (answered in the status, the client waits)
+                    self.creation_errors[name] = (str(exc), now + ttl)
+                    log.info("streams group %s: internal topic %s not created: %s", group.group_id, name, exc)
+                    continue
+                self.creation_errors.pop(name, None)
+                log.info("streams group %s: created internal topic %s (%d partitions)", group.group_id, name,
+                         partitions)
+                topics = {**topics, name: partitions}
+            if known:
+                failed = [f"{n} ({m})" for n, m in known.items()]
+                more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""
+                detail += f"; Creation failed: {', '.join(failed[:3])}{more}."
+        if denied or any(n not in topics for n in missing):
+            configured.tasks, configured.status = None, [(MISSING_INTERNAL_TOPICS, detail)]
+        return topics
 
     @staticmethod
     def _relevant_sizes(group: StreamsGroup, topics: dict[str, int]) -> dict[str, int]:
@@ -639,6 +675,52 @@ class StreamsGroups:
         for group in self.groups.values():
             group.configured = configure(group.topology, topics)
             group.topic_sizes = self._relevant_sizes(group, topics)
+
+
+@dataclass
+class _Creator:
+    """How one heartbeat makes internal topics: the broker's create call, and its principal's CREATE check."""
+
+    create: Callable[[str, int, dict[str, str]], Any]
+    may_create: Callable[[str], bool] | None = None
+
+
+def _check_replication_factor(factor: int, default: int) -> None:
+    """An internal topic's replication factor as the controller checks it (ReplicationControlManager, as
+    CreateTopics does in protocol/admin.py): 0 (Kafka Streams' "unset") and -1 are the broker's default, and
+    one node honours no more than 1."""
+    if factor < -1:
+        raise InvalidReplicationFactorError("Replication factor must be larger than 0, or -1 to use the default "
+                                            "value.")
+    factor = default if factor in (0, -1) else factor
+    if factor > 1:
+        raise InvalidReplicationFactorError(f"Unable to replicate the partition {factor} time(s): The target "
+                                            f"replication factor of {factor} cannot be reached because only 1 "
+                                            "broker(s) are registered or some brokers have all their log "
+                                            "directories cordoned.")
+
+
+def _java_hash_order(names: list[str]) -> list[str]:
+    """`names` in the order a java.util.HashSet of them iterates (buckets of String.hashCode spread, a table of
+    16 doubling past 3/4 full; one bucket in insertion order): the order Kafka lists topics in a status."""
+    table = 16
+    while len(names) > table * 3 // 4:
+        table *= 2
+
+    def bucket(name: str) -> int:
+        h, units = 0, name.encode("utf-16-be")  # Java's chars: UTF-16 code units
+        for i in range(0, len(units), 2):
+            h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (table - 1)
+
+    return sorted(names, key=bucket)
+
+
+def _summarize(names: list[str]) -> str:
+    """InternalTopicManager.summarizeTopics: the first three, and how many more."""
+    ordered = _java_hash_order(names)
+    more = f" and {len(ordered) - 3} additional topics" if len(ordered) > 3 else ""
+    return ", ".join(ordered[:3]) + more
 
 
 def _counted_changelog(wire: Any) -> str | None:
