@@ -1,9 +1,9 @@
 """Streams groups (KIP-1071) over the wire, the same StreamsGroupHeartbeat/Describe sequences to chronolog and
 to Kafka 4.4: a member joining with a topology whose internal topics the broker creates, a second member
 taking half the tasks (revoked from the first before they are handed over), a member leaving, fencing, a
-topology whose source topic is missing, and what StreamsGroupDescribe shows. Group epochs are compared as
-"went up", not by value: Kafka bumps the epoch once more while it creates the internal topics
-(docs/differences.md)."""
+topology whose source topic is missing, internal topics the broker cannot replicate, and what
+StreamsGroupDescribe shows. Group epochs are compared as "went up", not by value: Kafka bumps the epoch once
+more while it creates the internal topics (docs/differences.md)."""
 
 from __future__ import annotations
 
@@ -183,3 +183,83 @@ def other_apis(side) -> dict:
 def test_other_group_apis_on_a_streams_group_answer_as_kafka(both):
     ours, kafka = other_apis(both.chronolog), other_apis(both.kafka)
     assert ours == kafka
+
+
+def _statuses(answer: dict) -> list[tuple[int, str]]:
+    """The answer's statuses less ASSIGNMENT_DELAYED (5): chronolog assigns at once (docs/differences.md)."""
+    return [(s["status_code"], s["status_detail"]) for s in answer["status"] or [] if s["status_code"] != 5]
+
+
+def unreplicable(side, src: str, app: str) -> dict:
+    """A topology whose changelog asks a replication factor of 3 (and one of -2) on one broker, its repartition
+    topic the default (0); another with factors 0, -1 and 1. Names are the same on both brokers, so that
+    Kafka's HashSet order of the topics in a status detail is too."""
+    def internal(name: str, factor: int, policy: str) -> dict:
+        return {"name": name, "partitions": 0, "replication_factor": factor,
+                "topic_configs": [{"key": "cleanup.policy", "value": policy}]}
+
+    def topo(group: str, rep_factor: int, *changelogs: tuple[str, int]) -> dict:
+        return {"epoch": 0, "subtopologies": [
+            {"subtopology_id": "0", "source_topics": [src], "source_topic_regex": [], "state_changelog_topics": [],
+             "repartition_sink_topics": [f"{group}-rep"], "repartition_source_topics": [], "copartition_groups": []},
+            {"subtopology_id": "1", "source_topics": [], "source_topic_regex": [], "repartition_sink_topics": [],
+             "copartition_groups": [], "repartition_source_topics": [internal(f"{group}-rep", rep_factor, "delete")],
+             "state_changelog_topics": [internal(f"{group}-{n}-changelog", f, "compact") for n, f in changelogs]}]}
+
+    obs: dict = {}
+    made = side.admin().list_topics
+    for case, factor in (("three", 3), ("minus two", -2)):
+        group = f"{app}-{case.replace(' ', '')}"
+        coordinator_ready(side, group)
+        log = f"{group}-store-changelog"
+        joined = hb(side, group, "m1", 0, topo=topo(group, 0, ("store", factor)))
+        obs[f"{case} join"] = (joined["error_code"], joined["member_epoch"] > 0, tasks(joined, {}), _statuses(joined))
+        epoch, deadline = joined["member_epoch"], time.monotonic() + 30
+        while True:  # Kafka caches the controller's refusal a moment after it answers the join
+            answer = hb(side, group, "m1", epoch, owned={})
+            detail = " ".join(d for _c, d in _statuses(answer))
+            if ("Creation failed" in detail and f"{group}-rep" not in detail) or time.monotonic() > deadline:
+                break
+            epoch = answer["member_epoch"]
+            time.sleep(0.1)
+        obs[f"{case} heartbeat"] = (answer["error_code"], tasks(answer, {}), _statuses(answer))
+        # the topology not ready: the owned tasks are not checked (a subtopology it does not have is taken)
+        again = hb(side, group, "m1", answer["member_epoch"], owned={"nope": {0}})
+        obs[f"{case} again"] = (again["error_code"], _statuses(again))
+        desc = call(side, 89, V, group_ids=[group], include_authorized_operations=False)["groups"][0]
+        obs[f"{case} describe"] = (
+            desc["group_state"], desc["group_epoch"] > 0,
+            [[(t["name"], t["partitions"], t["replication_factor"]) for t in (*s["repartition_source_topics"],
+                                                                              *s["state_changelog_topics"])]
+             for s in desc["topology"]["subtopologies"]],
+            [count({t["subtopology_id"]: t["partitions"] for t in m["assignment"]["active_tasks"]})
+             for m in desc["members"]])
+        topics = made(timeout=10).topics
+        obs[f"{case} topics"] = (f"{group}-rep" in topics, log in topics)
+        hb(side, group, "m1", -1)
+    # factors 0 (unset) and -1 (the broker's default) and 1: made, the group runs
+    group = f"{app}-fine"
+    coordinator_ready(side, group)
+    fine = topo(group, 1, ("zero", 0), ("default", -1))
+    members = {"m1": {"epoch": 0, "tasks": {}, "status": [], "topo": fine}}
+    settle(side, group, members)
+    obs["fine"] = (count(members["m1"]["tasks"]), members["m1"]["status"])
+    topics = made(timeout=10).topics
+    obs["fine topics"] = sorted((n, len(topics[n].partitions)) for n in topics if n.startswith(group))
+    return obs
+
+
+def test_internal_topics_a_broker_cannot_replicate_answer_as_kafka(both):
+    """An internal topic with a replication factor above the broker count, or below -1, is not created on one
+    broker: the topology stays not ready (no tasks, the owned-task check off), MISSING_INTERNAL_TOPICS names it
+    and, from the heartbeat after the join, why Kafka's controller refused it. StreamsGroupDescribe shows the
+    declared factors."""
+    src = both.create_topic(partitions=2)
+    app = f"sg-{uuid.uuid4().hex[:8]}"
+    ours, kafka = unreplicable(both.chronolog, src, app), unreplicable(both.kafka, src, app)
+    assert ours == kafka
+    assert ours["three heartbeat"][2] == [(3, f"Internal topics are missing: {app}-three-store-changelog; Creation "
+                                              f"failed: {app}-three-store-changelog (Unable to replicate the partition "
+                                              "3 time(s): The target replication factor of 3 cannot be reached because "
+                                              "only 1 broker(s) are registered or some brokers have all their log "
+                                              "directories cordoned.).")]
