@@ -721,7 +721,7 @@ def main() -> None:
     row("  broker CPU per GB consumed, s", "consume_cpu", "{:.2f}", "-")
     row("  client CPU per GB consumed (the Python loop and librdkafka), s", "consume_client_cpu", "{:.2f}", "-")
     cpu_bound("consume")
-    rows.extend(ceiling_rows(results["ceiling"].get("consume"), theirs["consume"]))
+    rows.extend(ceiling_rows(results, "consume"))
     if "kcat_produce" in ours:
         row(f"produce {s.records:,} x 1 KiB, kcat -P -l (librdkafka in C), acks=1, MB/s", "kcat_produce", "{:.0f}",
             ">= 1.5x")
@@ -736,7 +736,7 @@ def main() -> None:
         row("  broker CPU per GB consumed, s", "kcat_consume_cpu", "{:.2f}", "-")
         row("  kcat's CPU per GB consumed, s", "kcat_consume_client_cpu", "{:.2f}", "-")
         cpu_bound("kcat_consume")
-        rows.extend(ceiling_rows(results["ceiling"].get("kcat_consume"), theirs["kcat_consume"]))
+        rows.extend(ceiling_rows(results, "kcat_consume"))
     row("RSS after that load, process tree, MB", "loaded_rss", "{:.0f}", "<= 0.15x")
     row(f"the broker alone: raw Produce of a prebuilt {RAW_BATCH:,}-record batch, {RAW_IN_FLIGHT} in flight, MB/s",
         "raw_produce", "{:.0f}", "-")
@@ -751,7 +751,7 @@ def main() -> None:
     row("  broker CPU per GB consumed (the tool's JVM start and group join included), s", "perf_consume_cpu",
         "{:.2f}", "-")
     row("  the tool's CPU per GB consumed (its JVM), s", "perf_consume_client_cpu", "{:.2f}", "-")
-    rows.extend(ceiling_rows(results["ceiling"].get("perf_consume"), theirs["perf_consume"], "{:.1f}"))
+    rows.extend(ceiling_rows(results, "perf_consume", "{:.1f}"))
     row(f"ListOffsets by time p50 over {s.lookups} late records, ms", "lookup_p50", "{:.2f}", "<= 0.8x")
     rows.append((f"  answers equal to brute force, of {s.lookups}", str(int(ours["exact"])), str(int(theirs["exact"])),
                  "-", "all exact"))

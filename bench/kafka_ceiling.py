@@ -156,15 +156,22 @@ class Replayed:
                 "forwarded": forwarded - self.forwarded}
 
 
-def ceiling_rows(ceiling: dict[str, Any] | None, kafka_rate: float, fmt: str = "{:.0f}") -> list[tuple[str, ...]]:
-    """The ceiling's rows beside a consume row: its rate and its ratio to Kafka's rate in the same run, then
-    the replay's CPU per GB beside the client's and how many requests the replay answered and forwarded."""
+def ceiling_rows(results: dict[str, dict[str, Any]], key: str, fmt: str = "{:.0f}") -> list[tuple[str, ...]]:
+    """The ceiling's rows beside the consume row `key`: its rate and its ratio to Kafka's rate in the same
+    run; then the client's + the replay's CPU per GB beside Kafka's client + broker CPU per GB, whose ratio
+    is the ceiling where the machine's CPU decides (it hardly moves with the load of a shared machine, the
+    rate does), with the replay's own part and how many requests it answered from memory and forwarded."""
+    ceiling = results["ceiling"].get(key)
     if not ceiling:
         return []
+    kafka = results["kafka"]
+    theirs = kafka[key + "_cpu"] + kafka[key + "_client_cpu"]
+    ours = ceiling["client_cpu"] + ceiling["replay_cpu"]
     forwarded = ceiling["forwarded"]
-    apis = ", ".join(f"API {key}: {n}" for key, n in sorted(forwarded.items()))
-    return [(f"{LABEL}, MB/s", fmt.format(ceiling["rate"]), "-", f"{ceiling['rate'] / kafka_rate:.2f}x",
+    apis = ", ".join(f"API {api}: {n}" for api, n in sorted(forwarded.items()))
+    return [(f"{LABEL}, MB/s", fmt.format(ceiling["rate"]), "-", f"{ceiling['rate'] / kafka[key]:.2f}x",
              "(the most any broker reaches)"),
-            (f"    the replay's CPU per GB, s (the client's there: {ceiling['client_cpu']:.2f}); requests answered "
-             f"from memory {ceiling['answered']}, forwarded {forwarded.total()}" + (f" ({apis})" if apis else ""),
-             f"{ceiling['replay_cpu']:.2f}", "-", "-", "-")]
+            (f"    client + replay CPU per GB, s (Kafka's client + broker over it: that ceiling if CPU decides; the "
+             f"replay's own {ceiling['replay_cpu']:.2f}; answered from memory {ceiling['answered']}, forwarded "
+             f"{forwarded.total()}" + (f": {apis}" if apis else "") + ")",
+             f"{ours:.2f}", f"{theirs:.2f}", f"{theirs / ours:.2f}x" if ours else "-", "-")]
