@@ -1,16 +1,18 @@
 """Streams groups (KIP-1071) over the wire, the same StreamsGroupHeartbeat/Describe sequences to chronolog and
 to Kafka 4.4: a member joining with a topology whose internal topics the broker creates, a second member
 taking half the tasks (revoked from the first before they are handed over), a member leaving, fencing, a
-topology whose source topic is missing, internal topics the broker cannot replicate, and what
-StreamsGroupDescribe shows. Group epochs are compared as "went up", not by value: Kafka bumps the epoch once
-more while it creates the internal topics (docs/differences.md)."""
+topology whose source topic is missing, internal topics the broker cannot replicate (or the member may not
+create: a broker pair with authorizers of its own), and what StreamsGroupDescribe shows. Group epochs are
+compared as "went up", not by value: Kafka bumps the epoch once more while it creates the internal topics
+(docs/differences.md)."""
 
 from __future__ import annotations
 
 import time
 import uuid
 
-from tests.differential.groups_wire import call, coordinator_ready, retry
+from tests.differential.groups_wire import RETRIABLE, call, coordinator_ready, retry
+from tests.differential.test_acl_broker_configs import chronolog_acl, kafka_acl  # noqa: F401 (fixtures)
 
 V = 0  # kio's schema; v1 differs only by fields chronolog fills as Kafka does without a description plugin
 
@@ -263,3 +265,72 @@ def test_internal_topics_a_broker_cannot_replicate_answer_as_kafka(both):
                                               "3 time(s): The target replication factor of 3 cannot be reached because "
                                               "only 1 broker(s) are registered or some brokers have all their log "
                                               "directories cordoned.).")]
+
+
+def _unauthorized_internal_topics(port: int, admin: str | None, sasl_port: int, app: str) -> dict:
+    """alice may READ the group, DESCRIBE every topic and CREATE the topics named `{app}-ok*`: she joins with
+    a topology of four changelogs, two of them not hers to create."""
+    import datetime
+
+    import chronolog.protocol.streams_schemas  # noqa: F401  (StreamsGroupHeartbeat v1's schema)
+    from tests.differential import wirefuzz
+    from tests.differential.test_acl_broker_configs import _login
+    from tests.differential.test_wire_fuzz_sweep import streams_join
+
+    topic, group_type, literal, prefixed, allow, read, create, describe = 2, 3, 3, 4, 3, 3, 5, 8
+
+    def call(wire, key: int, version: int, values: dict):
+        return wire.call(key, version, wirefuzz.build(key, version, values, {}))
+
+    wire = _login(port, admin)
+    try:
+        acls = [(group_type, app, prefixed, read), (topic, "*", literal, describe), (topic, f"{app}-ok", prefixed, create)]
+        made = call(wire, 30, 3, {"creations": [{
+            "resource_type": t, "resource_name": n, "resource_pattern_type": p, "principal": "User:alice",
+            "host": "*", "operation": o, "permission_type": allow} for t, n, p, o in acls]})
+        assert wirefuzz.error_codes(made) == [("results.error_code", 0)] * 3
+        src = f"{app}-src"
+        created = call(wire, 19, 7, {"topics": [{"name": src, "num_partitions": 1, "replication_factor": 1,
+                                                 "assignments": [], "configs": []}],
+                                     "timeout": datetime.timedelta(seconds=30), "validate_only": False})
+        assert created.topics[0].error_code == 0
+    finally:
+        wire.close()
+    alice = _login(sasl_port, "alice")
+    try:
+        group = f"{app}-g"
+        sub = {"state_changelog_topics": [{"name": f"{app}-{n}-changelog", "partitions": 0, "replication_factor": 1,
+                                           "topic_configs": []} for n in ("ok", "no", "ok2", "no2")]}
+        join = streams_join(group, "m1", src, sub)
+        deadline = time.monotonic() + 30
+        # FindCoordinator, then the heartbeat, until the group's coordinator serves it (Kafka's ACLs and offsets
+        # partition arrive a moment later)
+        while call(alice, 10, 4, {"key_type": 0, "coordinator_keys": [group]}).coordinators[0].error_code:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        while (joined := call(alice, 88, 1, join)).error_code in RETRIABLE and time.monotonic() < deadline:
+            time.sleep(0.1)
+        obs = {"join": (joined.error_code, [(s.status_code, s.status_detail) for s in joined.status or []
+                                            if s.status_code != 5])}
+        again = call(alice, 88, 1, {**join, "member_epoch": joined.member_epoch, "topology": None,
+                                    "active_tasks": None, "standby_tasks": None, "warmup_tasks": None})
+        obs["heartbeat"] = (again.error_code, [(s.status_code, s.status_detail) for s in again.status or []
+                                               if s.status_code != 5])
+        metadata = call(alice, 3, 12, {"topics": None, "allow_auto_topic_creation": False})
+        obs["topics"] = sorted(t.name for t in metadata.topics if t.name.startswith(app))
+        return obs
+    finally:
+        alice.close()
+
+
+def test_internal_topics_the_member_may_not_create_answer_as_kafka(chronolog_acl, kafka_acl):  # noqa: F811
+    """KafkaApis.streamsGroupHeartbeat: a member that may not CREATE every missing internal topic has none of
+    them created; MISSING_INTERNAL_TOPICS says which it may not (both brokers with an authorizer, the topics'
+    names the same on both so that Kafka's HashSet order is)."""
+    app = f"sgacl{uuid.uuid4().hex[:6]}"
+    ours = _unauthorized_internal_topics(chronolog_acl.port, "admin", chronolog_acl.port, app)
+    theirs = _unauthorized_internal_topics(kafka_acl.port, None, kafka_acl.sasl_port, app)
+    assert ours == theirs
+    assert theirs["topics"] == [f"{app}-src"]
+    assert theirs["heartbeat"][1][0][1].endswith(f"; Unauthorized to CREATE on topics {app}-no2-changelog, "
+                                                 f"{app}-no-changelog.")
