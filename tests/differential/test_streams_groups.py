@@ -194,27 +194,28 @@ def _statuses(answer: dict) -> list[tuple[int, str]]:
 
 def unreplicable(side, src: str, app: str) -> dict:
     """A topology whose changelog asks a replication factor of 3 (and one of -2) on one broker, its repartition
-    topic the default (0); another with factors 0, -1 and 1. Names are the same on both brokers, so that
+    topic the default (0), and one with a bad config; another with factors 0, -1 and 1. Names are the same on both brokers, so that
     Kafka's HashSet order of the topics in a status detail is too."""
     def internal(name: str, factor: int, policy: str) -> dict:
         return {"name": name, "partitions": 0, "replication_factor": factor,
                 "topic_configs": [{"key": "cleanup.policy", "value": policy}]}
 
-    def topo(group: str, rep_factor: int, *changelogs: tuple[str, int]) -> dict:
+    def topo(group: str, rep_factor: int, *changelogs: tuple[str, int, str]) -> dict:
         return {"epoch": 0, "subtopologies": [
             {"subtopology_id": "0", "source_topics": [src], "source_topic_regex": [], "state_changelog_topics": [],
              "repartition_sink_topics": [f"{group}-rep"], "repartition_source_topics": [], "copartition_groups": []},
             {"subtopology_id": "1", "source_topics": [], "source_topic_regex": [], "repartition_sink_topics": [],
              "copartition_groups": [], "repartition_source_topics": [internal(f"{group}-rep", rep_factor, "delete")],
-             "state_changelog_topics": [internal(f"{group}-{n}-changelog", f, "compact") for n, f in changelogs]}]}
+             "state_changelog_topics": [internal(f"{group}-{n}-changelog", f, p) for n, f, p in changelogs]}]}
 
     obs: dict = {}
     made = side.admin().list_topics
-    for case, factor in (("three", 3), ("minus two", -2)):
+    # a bad config is refused by the controller alike (CreateTopics' InvalidConfigException)
+    for case, factor, policy in (("three", 3, "compact"), ("minus two", -2, "compact"), ("bad config", 1, "bogus")):
         group = f"{app}-{case.replace(' ', '')}"
         coordinator_ready(side, group)
         log = f"{group}-store-changelog"
-        joined = hb(side, group, "m1", 0, topo=topo(group, 0, ("store", factor)))
+        joined = hb(side, group, "m1", 0, topo=topo(group, 0, ("store", factor, policy)))
         obs[f"{case} join"] = (joined["error_code"], joined["member_epoch"] > 0, tasks(joined, {}), _statuses(joined))
         epoch, deadline = joined["member_epoch"], time.monotonic() + 30
         while True:  # Kafka caches the controller's refusal a moment after it answers the join
@@ -242,7 +243,7 @@ def unreplicable(side, src: str, app: str) -> dict:
     # factors 0 (unset) and -1 (the broker's default) and 1: made, the group runs
     group = f"{app}-fine"
     coordinator_ready(side, group)
-    fine = topo(group, 1, ("zero", 0), ("default", -1))
+    fine = topo(group, 1, ("zero", 0, "compact"), ("default", -1, "compact"))
     members = {"m1": {"epoch": 0, "tasks": {}, "status": [], "topo": fine}}
     settle(side, group, members)
     obs["fine"] = (count(members["m1"]["tasks"]), members["m1"]["status"])
