@@ -193,9 +193,9 @@ def _statuses(answer: dict) -> list[tuple[int, str]]:
 
 
 def unreplicable(side, src: str, app: str) -> dict:
-    """A topology whose changelog asks a replication factor of 3 (and one of -2) on one broker, its repartition
-    topic the default (0), and one with a bad config; another with factors 0, -1 and 1. Names are the same on both brokers, so that
-    Kafka's HashSet order of the topics in a status detail is too."""
+    """A topology whose changelog asks a replication factor of 3 (then -2, then a bad config) on one broker, its
+    repartition topic the default (0); another with factors 0, -1 and 1. Names are the same on both brokers, so
+    that Kafka's HashSet order of the topics in a status detail is too."""
     def internal(name: str, factor: int, policy: str) -> dict:
         return {"name": name, "partitions": 0, "replication_factor": factor,
                 "topic_configs": [{"key": "cleanup.policy", "value": policy}]}
