@@ -285,7 +285,8 @@ def _unauthorized_internal_topics(port: int, admin: str | None, sasl_port: int, 
 
     wire = _login(port, admin)
     try:
-        acls = [(group_type, app, prefixed, read), (topic, "*", literal, describe), (topic, f"{app}-ok", prefixed, create)]
+        acls = [(group_type, app, prefixed, read), (topic, "*", literal, describe),
+                (topic, f"{app}-ok", prefixed, create)]
         made = call(wire, 30, 3, {"creations": [{
             "resource_type": t, "resource_name": n, "resource_pattern_type": p, "principal": "User:alice",
             "host": "*", "operation": o, "permission_type": allow} for t, n, p, o in acls]})

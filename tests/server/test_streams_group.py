@@ -247,3 +247,17 @@ def test_internal_topic_of_an_unreachable_replication_factor(tmp_path):
         refused = asyncio.run(c.streams.heartbeat_async(req, logs.topics(), logs.create_topic, may_create))
         assert refused["status"][0]["status_detail"].endswith("; Unauthorized to CREATE on topics other-changelog.")
         assert not logs.has_topic(CHANGELOG + "-2") and not logs.has_topic("other-changelog")
+
+
+def test_topics_listed_in_kafkas_order():
+    """InternalTopicManager.summarizeTopics lists a HashSet: the orders Kafka 4.4 answered for these names."""
+    from chronolog.server.streams_topology import java_hash_order, summarize_topics
+
+    three = ["g2-96e7ef36-x-changelog", "g2-96e7ef36-y-changelog", "g2-96e7ef36-zz-repartition"]
+    assert java_hash_order(three) == ["g2-96e7ef36-zz-repartition", "g2-96e7ef36-y-changelog",
+                                      "g2-96e7ef36-x-changelog"]
+    six = [f"g2-d3b3b803-{n}-changelog" for n in "bacde"] + ["g2-d3b3b803-zz-repartition"]
+    assert summarize_topics(six) == ("g2-d3b3b803-b-changelog, g2-d3b3b803-d-changelog, g2-d3b3b803-zz-repartition "
+                                     "and 3 additional topics")
+    assert summarize_topics([n for n in six if "-d-" not in n]) == (
+        "g2-d3b3b803-b-changelog, g2-d3b3b803-zz-repartition, g2-d3b3b803-e-changelog and 2 additional topics")

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chronolog.errors import ErrorCode, InvalidReplicationFactorError, InvalidTopicExceptionError
+from chronolog.errors import ErrorCode, InvalidTopicExceptionError
 from chronolog.server.assignment import inter as _inter
 from chronolog.server.assignment import minus as _minus
 from chronolog.server.assignment import union as _union
@@ -41,8 +41,11 @@ from chronolog.server.streams_topology import (
     InvalidTopology,
     Tasks,
     Topology,
+    check_replication_factor,
     configure,
+    java_hash_order,
     sticky_assign,
+    summarize_topics,
     topology_of,
 )
 from chronolog.storage.partition_metadata import validate_topic_name
@@ -448,21 +451,21 @@ class StreamsGroups:
         them, and the refusals cached by earlier attempts (Kafka learns of its own from the controller after
         answering), for twice the heartbeat interval. The topics as they are now."""
         missing = list(configured.to_create)
-        detail = f"Internal topics are missing: {_summarize(missing)}"
+        detail = f"Internal topics are missing: {summarize_topics(missing)}"
         denied = [n for n in missing if creator.may_create is not None and not creator.may_create(n)]
         if denied:
-            detail += f"; Unauthorized to CREATE on topics {', '.join(_java_hash_order(denied))}."
+            detail += f"; Unauthorized to CREATE on topics {', '.join(java_hash_order(denied))}."
         else:
             now = time.monotonic()
             ttl = 2 * self._cfg("group.streams.heartbeat.interval.ms", 5000, group.group_id) / 1000.0
-            known = {n: self.creation_errors[n][0] for n in _java_hash_order(missing)
+            known = {n: self.creation_errors[n][0] for n in java_hash_order(missing)
                      if n in self.creation_errors and self.creation_errors[n][1] > now}
             factors = {t.name: t.replication_factor for s in group.topology.subtopologies
                        for t in (*s.repartition_sources, *s.changelogs)}
             for name in missing:
                 partitions, configs = configured.to_create[name]
                 try:
-                    _check_replication_factor(factors.get(name, 0), self._cfg("default.replication.factor", 1))
+                    check_replication_factor(factors.get(name, 0), self._cfg("default.replication.factor", 1))
                     creator.create(name, partitions, configs)
                 except Exception as exc:  # noqa: BLE001 (answered in the status, the client waits)
                     self.creation_errors[name] = (str(exc), now + ttl)
@@ -683,44 +686,6 @@ class _Creator:
 
     create: Callable[[str, int, dict[str, str]], Any]
     may_create: Callable[[str], bool] | None = None
-
-
-def _check_replication_factor(factor: int, default: int) -> None:
-    """An internal topic's replication factor as the controller checks it (ReplicationControlManager, as
-    CreateTopics does in protocol/admin.py): 0 (Kafka Streams' "unset") and -1 are the broker's default, and
-    one node honours no more than 1."""
-    if factor < -1:
-        raise InvalidReplicationFactorError("Replication factor must be larger than 0, or -1 to use the default "
-                                            "value.")
-    factor = default if factor in (0, -1) else factor
-    if factor > 1:
-        raise InvalidReplicationFactorError(f"Unable to replicate the partition {factor} time(s): The target "
-                                            f"replication factor of {factor} cannot be reached because only 1 "
-                                            "broker(s) are registered or some brokers have all their log "
-                                            "directories cordoned.")
-
-
-def _java_hash_order(names: list[str]) -> list[str]:
-    """`names` in the order a java.util.HashSet of them iterates (buckets of String.hashCode spread, a table of
-    16 doubling past 3/4 full; one bucket in insertion order): the order Kafka lists topics in a status."""
-    table = 16
-    while len(names) > table * 3 // 4:
-        table *= 2
-
-    def bucket(name: str) -> int:
-        h, units = 0, name.encode("utf-16-be")  # Java's chars: UTF-16 code units
-        for i in range(0, len(units), 2):
-            h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (table - 1)
-
-    return sorted(names, key=bucket)
-
-
-def _summarize(names: list[str]) -> str:
-    """InternalTopicManager.summarizeTopics: the first three, and how many more."""
-    ordered = _java_hash_order(names)
-    more = f" and {len(ordered) - 3} additional topics" if len(ordered) > 3 else ""
-    return ", ".join(ordered[:3]) + more
 
 
 def _counted_changelog(wire: Any) -> str | None:
