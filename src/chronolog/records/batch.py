@@ -189,40 +189,41 @@ class RecordBatch:
         body = decompress(codec, body, max_decompressed) if codec != CompressionType.NONE else bytes(body)
         log_append = bool(self._h[5] & TIMESTAMP_TYPE_MASK)
         base_offset, base_ts, max_ts = self._h[0], self._h[7], self._h[8]
-        for _start, end, ts_delta, off_delta, pos in record_cursor(body, self.records_count):
-            klen, pos = read_varint(body, pos, True)
-            if klen >= 0:
-                key = body[pos:pos + klen]
-                pos += klen
-            else:
-                key = None
-            vlen, pos = read_varint(body, pos, True)
-            if vlen >= 0:
-                value = body[pos:pos + vlen]
-                pos += vlen
-            else:
-                value = None
-            hcount, pos = read_varint(body, pos, True)
-            if hcount < 0 or hcount > end - pos:
-                raise InvalidRecordError("invalid header count")
-            headers = []
-            for _h in range(hcount):
-                hklen, pos = read_varint(body, pos, True)
-                if hklen < 0 or pos + hklen > end:
-                    raise InvalidRecordError("invalid header key length")
-                hkey = body[pos:pos + hklen].decode("utf-8", "replace")
-                pos += hklen
-                hvlen, pos = read_varint(body, pos, True)
-                if hvlen >= 0:
-                    hval = body[pos:pos + hvlen]
-                    pos += hvlen
+        for spans in record_cursor(body, self.records_count):
+            for _start, end, ts_delta, off_delta, pos in spans:
+                klen, pos = read_varint(body, pos, True)
+                if klen >= 0:
+                    key = body[pos:pos + klen]
+                    pos += klen
                 else:
-                    hval = None
-                headers.append((hkey, hval))
-            if pos != end:
-                raise InvalidRecordError("record length does not match its fields")
-            yield Record(base_offset + off_delta, max_ts if log_append else base_ts + ts_delta, key, value,
-                         tuple(headers))
+                    key = None
+                vlen, pos = read_varint(body, pos, True)
+                if vlen >= 0:
+                    value = body[pos:pos + vlen]
+                    pos += vlen
+                else:
+                    value = None
+                hcount, pos = read_varint(body, pos, True)
+                if hcount < 0 or hcount > end - pos:
+                    raise InvalidRecordError("invalid header count")
+                headers = []
+                for _h in range(hcount):
+                    hklen, pos = read_varint(body, pos, True)
+                    if hklen < 0 or pos + hklen > end:
+                        raise InvalidRecordError("invalid header key length")
+                    hkey = body[pos:pos + hklen].decode("utf-8", "replace")
+                    pos += hklen
+                    hvlen, pos = read_varint(body, pos, True)
+                    if hvlen >= 0:
+                        hval = body[pos:pos + hvlen]
+                        pos += hvlen
+                    else:
+                        hval = None
+                    headers.append((hkey, hval))
+                if pos != end:
+                    raise InvalidRecordError("record length does not match its fields")
+                yield Record(base_offset + off_delta, max_ts if log_append else base_ts + ts_delta, key, value,
+                             tuple(headers))
 
     def records_section(self, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> bytes | memoryview:
         """The records' bytes after the header, decompressed if needed (a view when uncompressed)."""
@@ -248,7 +249,9 @@ class RecordBatch:
             if found is not None:  # None (rejected, or a delta beyond 64 bits): the Python walk below answers
                 base_ts = self._h[7]
                 return base_ts + found[0], base_ts + found[1], count
-        lo, hi = _scan_records(body, count)
+        if count == 0:  # an append needs a record; readers take an empty batch
+            raise InvalidRecordError(f"batch claims 0 records in {len(body)} bytes")
+        lo, hi = _walk(body, count, 0, 0, True, None)
         base_ts = self._h[7]
         return base_ts + lo, base_ts + hi, count
 
@@ -261,15 +264,16 @@ class RecordBatch:
         base_ts, base_off = self._h[7], self._h[0]
         offsets, stamps, running = array("q"), array("q"), array("q")
         top = None
-        for _start, _end, t, o, _p in record_cursor(body, self._h[12], exact=False):
-            if o is None:
-                raise InvalidRecordError("record runs past the end of the batch")
-            t += base_ts
-            offsets.append(base_off + o)
-            stamps.append(t)
-            if top is None or t > top:
-                top = t
-            running.append(top)
+        for spans in record_cursor(body, self._h[12], exact=False):
+            for _start, _end, t, o, _p in spans:
+                if o is None:
+                    raise InvalidRecordError("record runs past the end of the batch")
+                t += base_ts
+                offsets.append(base_off + o)
+                stamps.append(t)
+                if top is None or t > top:
+                    top = t
+                running.append(top)
         return TimestampTable(offsets, stamps, running)
 
     def first_at_or_after(self, target: int, min_offset: int = 0,
@@ -289,9 +293,11 @@ class RecordBatch:
             found = _native_first(body, self._h[12], base_off, base_ts, target, min_offset)
             if found is not None:  # None: bytes C does not walk; the loop below answers (and raises)
                 return found or None  # (): no record qualifies
-        # Not `exact`: the C walk answers on reaching a qualifying record, before checking its length.
-        for _start, _end, t, o, _p in record_cursor(body, self._h[12], exact=False):
-            if base_ts + t >= target:
+        # Not `exact`: the C walk answers on reaching a qualifying record, before checking its length. A run
+        # of the walk ends at the first record at or after the target: only its last record can qualify.
+        for spans in record_cursor(body, self._h[12], exact=False, until=target - base_ts):
+            if spans and base_ts + spans[-1][2] >= target:
+                _start, _end, t, o, _p = spans[-1]
                 if o is None:
                     raise InvalidRecordError("record runs past the end of the batch")
                 if base_off + o >= min_offset:
@@ -329,53 +335,87 @@ def scan_batch_timestamps(buf, header: tuple) -> tuple[int, int, int]:
     return RecordBatch(buf).scan_timestamps()
 
 
-def record_cursor(body, count: int, exact: bool = True,
-                  validate: bool = False) -> Iterator[tuple[int, int, int, int | None, int]]:
-    """The one walk over a records section's varints: for each of `count` records, (start, end, timestamp
-    delta, offset delta, key position): `start` where its length varint begins, `end` one past its last
-    byte, the key's length varint just after the offset delta. Lengths and offset deltas are int varints,
-    the timestamp delta a long (`DefaultRecord.readFrom`); one- and two-byte varints (lengths under 8 KiB,
-    deltas under 8192) are decoded inline, as this loop is every Python reader's per-record cost.
+_NEVER = float("inf")
+_CHUNK = 1024  # records a cursor walks ahead of its consumer at most (a bound on the spans it holds)
 
-    `exact` (readers, append validation): the count must fit the section, a record's length is checked
-    before it is yielded and the records must fill the section. Not `exact` (the lookup by time, as its C
-    twin in `_columns.c` walks): a length is checked only when stepping over its record, bytes after the
-    last record are not looked at, and an offset delta that runs past the section is yielded as None.
-    `validate` (append validation, `exact` too): offset deltas must be 0..n-1 and each record's key, value
-    and headers must fill it exactly. Bad bytes raise InvalidRecordError."""
+
+def record_cursor(body, count: int, exact: bool = True,
+                  until: float = _NEVER) -> Iterator[list[tuple[int, int, int, int | None, int]]]:
+    """The walk over a records section's varints for readers, a run of records at a time (a list each, so
+    that a reader's loop costs no generator switch per record): for each of `count` records, (start, end,
+    timestamp delta, offset delta, key position): `start` where its length varint begins, `end` one past its
+    last byte, the key's length varint just after the offset delta. Lengths and offset deltas are int
+    varints, the timestamp delta a long (`DefaultRecord.readFrom`).
+
+    `exact` (readers): the count must fit the section, a record's length is checked before it is yielded and
+    the records must fill the section. Not `exact` (the lookup by time, as its C twin in `_columns.c` walks):
+    a length is checked only when stepping over its record, bytes after the last record are not looked at,
+    and an offset delta that runs past the section is yielded as None. `until`: a run ends at the first
+    record with a timestamp delta >= `until`, so that a reader that stops there gets nothing walked past it.
+    Bad bytes raise InvalidRecordError once the records before them are yielded, as a per-record walk would."""
+    first = pos = 0
+    while True:
+        spans: list = []
+        try:
+            first, pos = _walk(body, count, first, pos, exact, spans, until)
+        except InvalidRecordError as exc:
+            error = exc
+        else:
+            error = None
+        yield spans
+        if error is not None:
+            raise error
+        if first >= count:
+            return
+
+
+def _walk(body, count: int, first: int, pos: int, exact: bool, spans: list | None,
+          until: float = _NEVER) -> tuple[int, int]:
+    """The one loop over a records section's varints, from record `first` at byte `pos`. With `spans`
+    (`record_cursor`, whose docstring says what `exact` checks), appends each record's span and stops after
+    `_CHUNK` records or after the first one whose timestamp delta is >= `until`: returns (next record, its
+    position). Without (append validation, `scan_timestamps`), `exact` too, also checks that offset deltas are
+    0..n-1 and that each record's key, value and headers fill it exactly, and returns the smallest and
+    largest timestamp delta. One loop for both, with no generator and no call per record: it is the append
+    path's per-record cost without the C walk (a generator and a call per record cost 9-15% of an append of
+    1 MB batches). One- and two-byte varints (lengths under 8 KiB, deltas under 8192) are decoded inline."""
     n = len(body)
-    if exact and (count < 0 or count > n):  # each record takes at least 7 bytes
+    if first == 0 and exact and (count < 0 or count > n):  # each record takes at least 7 bytes
         raise InvalidRecordError(f"batch claims {count} records in {n} bytes")
-    pos = 0
+    stop = first + _CHUNK
+    if spans is None or stop > count:
+        stop = count
+    lo = hi = 0
     try:
-        for i in range(count):
-            start = pos
-            b = body[pos]
+        for i in range(first, stop):
+            b = body[pos]  # the length; `pos` stays where it begins
             if b < 0x80:
-                pos += 1
+                h = pos + 1
             else:
                 c = body[pos + 1]
                 if c < 0x80:
                     b = (b & 0x7F) | (c << 7)
-                    pos += 2
+                    h = pos + 2
                 else:
-                    b, pos = _raw_varint(body, pos, True)
-            end = pos + ((b >> 1) ^ -(b & 1))
-            bad = end > n or end < pos + 3  # attributes, timestamp delta and offset delta take 3 at least
-            if bad and exact:
-                raise InvalidRecordError("record length runs past the batch")
-            t = body[pos + 1]  # after the attributes byte
+                    b, h = _raw_varint(body, pos, True)
+            end = h + ((b >> 1) ^ -(b & 1))
+            if end > n or end < h + 3:  # attributes, timestamp delta and offset delta take 3 at least
+                if exact:
+                    raise InvalidRecordError("record length runs past the batch")
+                until = -_NEVER  # not `exact`: its span goes out first, then the walk stops (as the C lookup)
+            t = body[h + 1]  # after the attributes byte
             if t < 0x80:
-                p = pos + 2
+                p = h + 2
             else:
-                c = body[pos + 2]
+                c = body[h + 2]
                 if c < 0x80:
                     t = (t & 0x7F) | (c << 7)
-                    p = pos + 3
+                    p = h + 3
                 else:
-                    t, p = _raw_varint(body, pos + 1)
+                    t, p = _raw_varint(body, h + 1)
+            t = (t >> 1) ^ -(t & 1)
             try:
-                o = body[p]
+                o = body[p]  # zigzag-encoded until the check below
                 if o < 0x80:
                     p += 1
                 else:
@@ -385,101 +425,46 @@ def record_cursor(body, count: int, exact: bool = True,
                         p += 2
                     else:
                         o, p = _raw_varint(body, p, True)
-                o = (o >> 1) ^ -(o & 1)
             except (IndexError, InvalidRecordError):
                 if exact:
                     raise
                 o = None  # the C lookup reads it only for a record at or after its target
-            if validate:
-                if o != i:
-                    raise InvalidRecordError(f"record {i} has offset delta {o}")
-                if _fields_end(body, p, end) != end:
-                    raise InvalidRecordError(f"record {i}: key, value and headers do not fill its "
-                                             f"{end - pos} bytes")
-            yield start, end, (t >> 1) ^ -(t & 1), o, p
-            if bad:
-                raise InvalidRecordError("record length runs past the batch")
+            if spans is not None:
+                spans.append((pos, end, t, o if o is None else (o >> 1) ^ -(o & 1), p))
+                if t >= until:
+                    if end > n or end < h + 3:
+                        raise InvalidRecordError("record length runs past the batch")
+                    pos, stop = end, i + 1
+                    break
+            else:
+                if o != 2 * i:  # offset delta i, zigzag-encoded
+                    raise InvalidRecordError(f"record {i} has offset delta {(o >> 1) ^ -(o & 1)}")
+                # The common record inline: key and value lengths of one byte (under 64 bytes, or null) or a
+                # two-byte value length (under 8 KiB), then no headers; anything else takes `_fields_end`.
+                k = body[p]
+                q = -1
+                if k < 0x80:
+                    q = p + 1 + (k >> 1 if not k & 1 else 0)
+                    v = body[q]
+                    if v < 0x80:
+                        q += 1 + (v >> 1 if not v & 1 else 0)
+                    else:
+                        c = body[q + 1]
+                        q = q + 2 + (((v & 0x7F) | (c << 7)) >> 1) if c < 0x80 and not v & 1 else -1
+                if (q != end - 1 or body[q] != 0) and _fields_end(body, p, end) != end:
+                    raise InvalidRecordError(f"record {i}: key, value and headers do not fill its {end - h} bytes")
+                if i == 0:
+                    lo = hi = t
+                elif t < lo:
+                    lo = t
+                elif t > hi:
+                    hi = t
             pos = end
     except IndexError:
         raise InvalidRecordError("record runs past the end of the batch") from None
-    if exact and pos != n:
+    if exact and stop == count and pos != n:
         raise InvalidRecordError("bytes left after the last record of the batch")
-
-
-def _scan_records(body, count: int) -> tuple[int, int]:
-    """(smallest, largest) timestamp delta of a records section, checked as `record_cursor(body, count,
-    validate=True)` checks it, with the same errors in the same order. Its loop inlined: this is the append
-    path's per-record cost without the C walk (a generator and a call per record cost 9-15% of an append
-    of 1 MB batches)."""
-    n = len(body)
-    if count <= 0 or count > n:  # each record takes at least 7 bytes
-        raise InvalidRecordError(f"batch claims {count} records in {n} bytes")
-    pos = 0
-    lo = hi = 0
-    try:
-        for i in range(count):
-            b = body[pos]
-            if b < 0x80:
-                pos += 1
-            else:
-                c = body[pos + 1]
-                if c < 0x80:
-                    b = (b & 0x7F) | (c << 7)
-                    pos += 2
-                else:
-                    b, pos = _raw_varint(body, pos, True)
-            end = pos + ((b >> 1) ^ -(b & 1))
-            if end > n or end < pos + 3:  # attributes, timestamp delta and offset delta take 3 at least
-                raise InvalidRecordError("record length runs past the batch")
-            t = body[pos + 1]  # after the attributes byte
-            if t < 0x80:
-                p = pos + 2
-            else:
-                c = body[pos + 2]
-                if c < 0x80:
-                    t = (t & 0x7F) | (c << 7)
-                    p = pos + 3
-                else:
-                    t, p = _raw_varint(body, pos + 1)
-            o = body[p]
-            if o < 0x80:
-                p += 1
-            else:
-                c = body[p + 1]
-                if c < 0x80:
-                    o = (o & 0x7F) | (c << 7)
-                    p += 2
-                else:
-                    o, p = _raw_varint(body, p, True)
-            if o != 2 * i:  # offset delta i, zigzag-encoded
-                raise InvalidRecordError(f"record {i} has offset delta {(o >> 1) ^ -(o & 1)}")
-            # The common record inline (as `_fields_end` begins): key and value lengths of one byte, or a
-            # two-byte value length, then no headers; anything else takes `_fields_end`.
-            k = body[p]
-            q = -1
-            if k < 0x80:
-                q = p + 1 + (k >> 1 if not k & 1 else 0)
-                v = body[q]
-                if v < 0x80:
-                    q += 1 + (v >> 1 if not v & 1 else 0)
-                else:
-                    c = body[q + 1]
-                    q = q + 2 + (((v & 0x7F) | (c << 7)) >> 1) if c < 0x80 and not v & 1 else -1
-            if (q != end - 1 or body[q] != 0) and _fields_end(body, p, end) != end:
-                raise InvalidRecordError(f"record {i}: key, value and headers do not fill its {end - pos} bytes")
-            t = (t >> 1) ^ -(t & 1)
-            if i == 0:
-                lo = hi = t
-            elif t < lo:
-                lo = t
-            elif t > hi:
-                hi = t
-            pos = end
-    except IndexError:
-        raise InvalidRecordError("record runs past the end of the batch") from None
-    if pos != n:
-        raise InvalidRecordError("bytes left after the last record of the batch")
-    return lo, hi
+    return (stop, pos) if spans is not None else (lo, hi)
 
 
 def _fields_end(body, p: int, end: int) -> int:
@@ -487,19 +472,6 @@ def _fields_end(body, p: int, end: int) -> int:
     record's stated end. Kafka's `LogValidator` reads every record (`DefaultRecord.readPartiallyFrom`
     for compressed batches): a CRC computed over lying lengths must not get a batch into the log that
     no consumer can decode."""
-    # The common record first: key and value lengths of one byte (under 64 bytes, or null) or a two-byte
-    # value length (under 8 KiB), then no headers.
-    k = body[p]
-    if k < 0x80:
-        q = p + 1 + (k >> 1 if not k & 1 else 0)
-        v = body[q]
-        if v < 0x80:
-            q += 1 + (v >> 1 if not v & 1 else 0)
-        else:
-            c = body[q + 1]
-            q = q + 2 + (((v & 0x7F) | (c << 7)) >> 1) if c < 0x80 and not v & 1 else -1
-        if q == end - 1 and body[q] == 0:
-            return end
     for _ in (0, 1):  # key, then value: a length (negative: null) and the bytes
         b = body[p]
         if b < 0x80:
@@ -571,19 +543,20 @@ class TimestampTable:
 def _record_spans_py(body, count: int) -> list[tuple[int, int, int, int, int, int, int]]:
     """`record_spans` in Python: the answer for every body, InvalidRecordError for a bad one."""
     out = []
-    for start, end, ts_delta, off_delta, p in record_cursor(body, count):
-        klen, p = read_varint(body, p, True)
-        kstart = p
-        if klen >= 0:
-            p += klen
-        else:
-            klen = -1
-        vlen, p = read_varint(body, p, True)
-        if vlen < 0:
-            vlen = -1
-        if p > end or (vlen > 0 and p + vlen > end):
-            raise InvalidRecordError("record fields run past the record")
-        out.append((off_delta, ts_delta, start, end, kstart, klen, vlen))
+    for spans in record_cursor(body, count):
+        for start, end, ts_delta, off_delta, p in spans:
+            klen, p = read_varint(body, p, True)
+            kstart = p
+            if klen >= 0:
+                p += klen
+            else:
+                klen = -1
+            vlen, p = read_varint(body, p, True)
+            if vlen < 0:
+                vlen = -1
+            if p > end or (vlen > 0 and p + vlen > end):
+                raise InvalidRecordError("record fields run past the record")
+            out.append((off_delta, ts_delta, start, end, kstart, klen, vlen))
     return out
 
 
