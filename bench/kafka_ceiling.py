@@ -158,20 +158,20 @@ class Replayed:
 
 def ceiling_rows(results: dict[str, dict[str, Any]], key: str, fmt: str = "{:.0f}") -> list[tuple[str, ...]]:
     """The ceiling's rows beside the consume row `key`: its rate and its ratio to Kafka's rate in the same
-    run; then the client's + the replay's CPU per GB beside Kafka's client + broker CPU per GB, whose ratio
-    is the ceiling where the machine's CPU decides (it hardly moves with the load of a shared machine, the
-    rate does), with the replay's own part and how many requests it answered from memory and forwarded."""
+    run; the client's CPU per GB there beside Kafka's client + broker CPU per GB, whose ratio is the ceiling
+    where the machine's CPU decides, for a broker of no CPU at all (it hardly moves with the load of a
+    shared machine; the rate does); the replay's own CPU per GB and the requests it answered and forwarded."""
     ceiling = results["ceiling"].get(key)
     if not ceiling:
         return []
     kafka = results["kafka"]
-    theirs = kafka[key + "_cpu"] + kafka[key + "_client_cpu"]
-    ours = ceiling["client_cpu"] + ceiling["replay_cpu"]
+    theirs, client = kafka[key + "_cpu"] + kafka[key + "_client_cpu"], ceiling["client_cpu"]
     forwarded = ceiling["forwarded"]
     apis = ", ".join(f"API {api}: {n}" for api, n in sorted(forwarded.items()))
     return [(f"{LABEL}, MB/s", fmt.format(ceiling["rate"]), "-", f"{ceiling['rate'] / kafka[key]:.2f}x",
              "(the most any broker reaches)"),
-            (f"    client + replay CPU per GB, s (Kafka's client + broker over it: that ceiling if CPU decides; the "
-             f"replay's own {ceiling['replay_cpu']:.2f}; answered from memory {ceiling['answered']}, forwarded "
-             f"{forwarded.total()}" + (f": {apis}" if apis else "") + ")",
-             f"{ours:.2f}", f"{theirs:.2f}", f"{theirs / ours:.2f}x" if ours else "-", "-")]
+            ("    the client's CPU per GB there, s (Kafka's client + broker over it: that ceiling if CPU decides)",
+             f"{client:.2f}", f"{theirs:.2f}", f"{theirs / client:.2f}x" if client else "-", "-"),
+            (f"    the replay's own CPU per GB, s (answered from memory {ceiling['answered']}, forwarded "
+             f"{forwarded.total()}" + (f": {apis}" if apis else "") + ")", f"{ceiling['replay_cpu']:.2f}", "-", "-",
+             "-")]
