@@ -100,9 +100,9 @@ class ConsumeCeiling:
 
     def recorded(self, topic: str, record: Callable[[str], object],
                  run: Callable[[str], tuple[float, int]]) -> Replayed:
-        """`record(bootstrap)` once through the recording server (`topic` copied first, if not yet); the
-        runs of `run(bootstrap)` -> (MB/s, bytes moved) against the replay are the answer's calls (one
-        each: the bench takes them between its brokers' runs, so a shared machine's load hits all alike)."""
+        """`record(bootstrap)` once through the recording server (`topic` copied first, if not yet); then a
+        `Replayed` whose every call is one run of `run(bootstrap)` -> (MB/s, bytes moved) against the
+        replay (the bench calls it between its brokers' runs, so a shared machine's load hits all alike)."""
         if topic not in self.copied:
             self.create(self.recorder.bootstrap, topic)
             copy_topic(self.source, self.recorder.bootstrap, topic)
