@@ -236,3 +236,27 @@ def test_a_large_frame_buffer_is_reused_only_once_nothing_holds_it():
     assert got == [first, (False, second), (True, True, third), first[10:20]]
     buf = pool.take(len(first))  # nothing holds the pooled buffers now: one comes back, resized
     assert len(buf) == len(first) and any(b is buf for b in pool._buffers)
+
+
+def test_a_pooled_buffer_is_resized_only_within_its_allocation():
+    """FramePool.take: a listed buffer serves frames from half its allocation up to all of it, without a
+    realloc (for a large buffer an `mremap` whose pages are faulted in again); a frame below or above that
+    gets a new buffer, which in a full pool takes the place of an unused one of another size."""
+    pool = FramePool(buffers=2)
+    first = pool.take(200_000)  # allocated to 256 KiB
+    allocated = first.__sizeof__()
+    pool.keep(first)
+    del first
+    for size in (150_000, 131_072, 262_144, 200_000):
+        buf = pool.take(size)
+        assert buf is pool._buffers[0] and len(buf) == size and buf.__sizeof__() == allocated
+        del buf
+    small = pool.take(100_000)  # below half of 256 KiB: a new buffer; the listed one is left as it was
+    assert all(b is not small for b in pool._buffers) and pool._buffers[0].__sizeof__() == allocated
+    pool.keep(small)  # room for it
+    assert len(pool._buffers) == 2 and pool._buffers[1] is small
+    held = small
+    del small
+    large = pool.take(600_000)  # fits neither: replaces the one no one holds, not the held one
+    assert len(large) == 600_000 and len(pool._buffers) == 2
+    assert pool._buffers[0] is large and pool._buffers[1] is held

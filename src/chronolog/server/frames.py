@@ -30,7 +30,8 @@ SCRATCH_BYTES = 64 * 1024  # per connection (zero-filled, so resident): thousand
 SMALL_FRAME = 32 * 1024  # frames up to this size are assembled in the scratch buffer
 FIRST_CAPACITY = 1 << 20  # a larger frame's buffer starts at this size and doubles as its bytes arrive
 POOLED_BYTES = 4 << 20  # frame buffers up to this size are kept for reuse (`FramePool`)
-POOLED_BUFFERS = 4  # ... at most this many, for all connections: two per busy producer connection
+POOLED_BUFFERS = 8  # ... at most this many, for all connections (librdkafka's pipelined Produce holds 5-6)
+_BYTEARRAY_HEAD = bytearray().__sizeof__()  # a bytearray's `__sizeof__` is this plus its allocation
 
 
 class FramePool:
@@ -47,17 +48,31 @@ class FramePool:
         self._lock = threading.Lock()
 
     def take(self, size: int) -> bytearray:
-        """A buffer of `size` bytes whose contents are stale (the caller overwrites them all)."""
+        """A buffer of `size` bytes whose contents are stale (the caller overwrites them all). A listed one
+        is reused only where `size` fits its allocation as it is: CPython reallocates a bytearray shrunk
+        below half its allocation or grown past it, and a large one's realloc is an `mremap` whose pages are
+        faulted in and zero-filled again (librdkafka's Produce frames run from 100 KB to 1 MB)."""
         with self._lock:
-            for buf in self._buffers:
-                # references: the list, this loop's name and getrefcount's argument; any other is a holder
+            spare = -1
+            for i in range(len(self._buffers)):
+                buf = self._buffers[i]
+                # references: the list, this name and getrefcount's argument; any other is a holder
                 if sys.getrefcount(buf) == 3:
-                    if len(buf) > size:
-                        del buf[size:]  # a small shrink keeps the allocation (CPython's bytearray resize)
-                    elif len(buf) < size:
-                        buf.extend(bytes(size - len(buf)))
-                    return buf
-        return bytearray(size)
+                    allocated = buf.__sizeof__() - _BYTEARRAY_HEAD
+                    if allocated // 2 <= size < allocated:
+                        if len(buf) > size:
+                            del buf[size:]
+                        elif len(buf) < size:
+                            buf.extend(bytes(size - len(buf)))
+                        return buf
+                    spare = i
+            # A new buffer is allocated to the next power of two, so that later frames down to half its size
+            # fit it; in a full pool it replaces an unused one of another size (the pool follows the sizes).
+            buf = bytearray(1 << (size - 1).bit_length())
+            del buf[size:]
+            if spare >= 0 and len(self._buffers) >= self._keep:
+                self._buffers[spare] = buf
+            return buf
 
     def keep(self, buf: bytearray) -> None:
         """List `buf` (just handed out as a frame) for reuse once its frame is done with."""
