@@ -472,41 +472,33 @@ def _fields_end(body, p: int, end: int) -> int:
     record's stated end. Kafka's `LogValidator` reads every record (`DefaultRecord.readPartiallyFrom`
     for compressed batches): a CRC computed over lying lengths must not get a batch into the log that
     no consumer can decode."""
-    for _ in (0, 1):  # key, then value: a length (negative: null) and the bytes
+    i, todo = 0, 2  # fields to step over: the key and the value (0, 1); after the header count, each
+    # header's key and value (3 and 4, 5 and 6, ...)
+    while True:
+        while i < todo:  # a length (negative: null, refused for a header key) and the bytes
+            b = body[p]
+            if b < 0x80:
+                p += 1
+            else:
+                b, p = _raw_varint(body, p, True)
+            if not b & 1:
+                p += b >> 1
+            elif i > 2 and i & 1:
+                raise InvalidRecordError(f"Invalid negative header key size {(b >> 1) ^ -1}")
+            i += 1
+            if p > end and i > 4 and i & 1:  # a whole header past the record: no need to read on
+                return p
+        if i > 2:
+            return p
         b = body[p]
         if b < 0x80:
             p += 1
         else:
             b, p = _raw_varint(body, p, True)
-        if not b & 1:
-            p += b >> 1
-    b = body[p]
-    if b < 0x80:
-        p += 1
-    else:
-        b, p = _raw_varint(body, p, True)
-    count = (b >> 1) ^ -(b & 1)
-    if count < 0 or count > end - p:
-        raise InvalidRecordError(f"Found invalid number of record headers {count}")
-    for _ in range(count):
-        b = body[p]
-        if b < 0x80:
-            p += 1
-        else:
-            b, p = _raw_varint(body, p, True)
-        if b & 1:
-            raise InvalidRecordError(f"Invalid negative header key size {(b >> 1) ^ -1}")
-        p += b >> 1
-        b = body[p]
-        if b < 0x80:
-            p += 1
-        else:
-            b, p = _raw_varint(body, p, True)
-        if not b & 1:
-            p += b >> 1
-        if p > end:
-            break
-    return p
+        count = (b >> 1) ^ -(b & 1)
+        if count < 0 or count > end - p:
+            raise InvalidRecordError(f"Found invalid number of record headers {count}")
+        i, todo = 3, 3 + 2 * count
 
 
 class TimestampTable:
