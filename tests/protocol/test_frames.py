@@ -14,7 +14,14 @@ import threading
 
 import pytest
 
-from chronolog.server.frames import SCRATCH_BYTES, SMALL_FRAME, FramePool, FrameReader, FrameSizeError
+from chronolog.server.frames import (
+    POOLED_FROM,
+    SCRATCH_BYTES,
+    SMALL_FRAME,
+    FramePool,
+    FrameReader,
+    FrameSizeError,
+)
 
 
 def _serve(script, client) -> list:
@@ -196,7 +203,7 @@ def test_the_reader_is_only_a_buffered_protocol():
 def test_a_large_frame_buffer_is_reused_only_once_nothing_holds_it():
     """FramePool: the frames of a connection come back whole whether their buffer is new or reused; a
     frame (or a view of it, as the Produce reader hands storage) still held is never written into."""
-    first, second, third = (bytes([n]) * (3 * SMALL_FRAME + n) for n in (1, 2, 3))
+    first, second, third = (bytes([n]) * (POOLED_FROM + n) for n in (1, 2, 3))
     pool = FramePool()
     got: list = []
 
@@ -241,22 +248,23 @@ def test_a_large_frame_buffer_is_reused_only_once_nothing_holds_it():
 def test_a_pooled_buffer_is_resized_only_within_its_allocation():
     """FramePool.take: a listed buffer serves frames from half its allocation up to all of it, without a
     realloc (for a large buffer an `mremap` whose pages are faulted in again); a frame below or above that
-    gets a new buffer, which in a full pool takes the place of an unused one of another size."""
+    gets a new buffer, which in a full pool takes the place of an unused one of another size. A frame below
+    `POOLED_FROM` gets a plain new buffer, never listed."""
     pool = FramePool(buffers=2)
-    first = pool.take(200_000)  # allocated to 256 KiB
+    first = pool.take(600_000)  # allocated to 1 MiB
     allocated = first.__sizeof__()
     pool.keep(first)
     del first
-    for size in (150_000, 131_072, 262_144, 200_000):
+    for size in (800_000, 1 << 19, 1 << 20, 600_000):
         buf = pool.take(size)
         assert buf is pool._buffers[0] and len(buf) == size and buf.__sizeof__() == allocated
         del buf
-    small = pool.take(100_000)  # below half of 256 KiB: a new buffer; the listed one is left as it was
+    small = pool.take(POOLED_FROM - 1)
+    pool.keep(small)
     assert all(b is not small for b in pool._buffers) and pool._buffers[0].__sizeof__() == allocated
-    pool.keep(small)  # room for it
-    assert len(pool._buffers) == 2 and pool._buffers[1] is small
-    held = small
-    del small
-    large = pool.take(600_000)  # fits neither: replaces the one no one holds, not the held one
-    assert len(large) == 600_000 and len(pool._buffers) == 2
-    assert pool._buffers[0] is large and pool._buffers[1] is held
+    pool.keep(bytearray(3 << 20))  # a frame grown past the first capacity, as `read_frame` grows one
+    assert len(pool._buffers) == 2
+    held = pool._buffers[0]
+    frame = pool.take(700_000)  # the 1 MiB one is held, the 3 MiB one too large: a new one replaces it
+    assert len(frame) == 700_000 and len(pool._buffers) == 2
+    assert pool._buffers[0] is held and pool._buffers[1] is frame
