@@ -54,8 +54,8 @@ class FramePool:
         below half its allocation or grown past it, and a large one's realloc is an `mremap` whose pages are
         faulted in and zero-filled again (librdkafka's Produce frames run from 100 KB to 1 MB). A frame below
         `POOLED_FROM` gets a new buffer: the allocator hands back the block just freed, still in the CPU's
-        cache, where the kernel's copy into a pooled buffer gone cold cost more than zero-filling a warm one
-        (a librdkafka sink's write: `_copy_to_iter` 2% -> 8% of the broker's samples, system time 1.3-1.7x)."""
+        cache, where the kernel's copy into a pooled buffer gone cold costs more than zero-filling a warm one
+        (docs/benchmarks.md, the A/B's sink rows)."""
         if size < POOLED_FROM:
             return bytearray(size)
         with self._lock:
