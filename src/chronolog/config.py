@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chronolog.errors import ChronologError, InvalidConfigError
+from chronolog.errors import ChronologError, InvalidConfigError, InvalidReplicationFactorError
 
 LONG_MAX = 9223372036854775807
 
@@ -660,3 +660,19 @@ def parse_pairs(items: list[str], option: str = "--config") -> dict[str, str]:
             raise ChronologError(f"{option} takes key=value, got {item!r}")
         out[key.strip()] = value.strip()
     return out
+
+
+REPLICATION_FACTOR_INVALID = "Replication factor must be larger than 0, or -1 to use the default value."
+
+
+def check_replication_factor(factor: int, default: int) -> None:
+    """A new topic's replication factor as a one-node KRaft controller checks it (ReplicationControlManager):
+    -1 is `default.replication.factor` (`default`), and one broker honours no more than 1."""
+    if factor < -1 or factor == 0:
+        raise InvalidReplicationFactorError(REPLICATION_FACTOR_INVALID)
+    factor = default if factor == -1 else factor
+    if factor > 1:
+        raise InvalidReplicationFactorError(f"Unable to replicate the partition {factor} time(s): The target "
+                                            f"replication factor of {factor} cannot be reached because only 1 "
+                                            "broker(s) are registered or some brokers have all their log "
+                                            "directories cordoned.")

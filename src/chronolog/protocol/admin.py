@@ -11,7 +11,13 @@ import re
 import uuid
 from typing import Any
 
-from chronolog.config import TOPIC_CONFIGS, TopicConfig, validate_remote_storage
+from chronolog.config import (
+    REPLICATION_FACTOR_INVALID,
+    TOPIC_CONFIGS,
+    TopicConfig,
+    check_replication_factor,
+    validate_remote_storage,
+)
 from chronolog.errors import (
     ErrorCode,
     InvalidConfigError,
@@ -183,17 +189,11 @@ def _check_new_topic(ctx: RequestContext, t: Any, existing: set[str],
             raise InvalidReplicaAssignmentError("partitions should be a consecutive 0-based integer sequence")
         return len(seen), configs
     rf, partitions = int(t.replication_factor), int(t.num_partitions)
-    if rf < -1 or rf == 0:
-        raise InvalidReplicationFactorError("Replication factor must be larger than 0, or -1 to use the default "
-                                            "value.")
+    if rf < -1 or rf == 0:  # before the partition count, as the controller checks them
+        raise InvalidReplicationFactorError(REPLICATION_FACTOR_INVALID)
     if partitions < -1 or partitions == 0:
         raise InvalidPartitionsError("Number of partitions was set to an invalid non-positive value.")
-    if rf == -1:
-        rf = int(ctx.broker_config["default.replication.factor"])
-    if rf > 1:
-        raise InvalidReplicationFactorError(f"Unable to replicate the partition {rf} time(s): The target "
-                                            f"replication factor of {rf} cannot be reached because only 1 "
-                                            "broker(s) are registered or some brokers have all their log directories cordoned.")
+    check_replication_factor(rf, int(ctx.broker_config["default.replication.factor"]))
     return (int(ctx.broker_config["num.partitions"]) if partitions == -1 else partitions), configs
 
 

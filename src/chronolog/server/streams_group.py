@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from chronolog.config import check_replication_factor
 from chronolog.errors import ErrorCode, InvalidTopicExceptionError
 from chronolog.server.assignment import inter as _inter
 from chronolog.server.assignment import minus as _minus
@@ -41,7 +42,6 @@ from chronolog.server.streams_topology import (
     InvalidTopology,
     Tasks,
     Topology,
-    check_replication_factor,
     configure,
     java_hash_order,
     sticky_assign,
@@ -465,7 +465,8 @@ class StreamsGroups:
             for name in missing:
                 partitions, configs = configured.to_create[name]
                 try:
-                    check_replication_factor(factors.get(name, 0), self._cfg("default.replication.factor", 1))
+                    # 0 is Kafka Streams' "unset": the broker's default, as -1
+                    check_replication_factor(factors.get(name, 0) or -1, self._cfg("default.replication.factor", 1))
                     creator.create(name, partitions, configs)
                 except Exception as exc:  # noqa: BLE001 (answered in the status, the client waits)
                     self.creation_errors[name] = (str(exc), now + ttl)

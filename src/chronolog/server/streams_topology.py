@@ -7,8 +7,8 @@ the changelog topics of their state stores. `configure` resolves it against the 
 subtopologies that write them, and copartition groups), the tasks of each subtopology (its largest source
 topic), the changelog topics' counts (one partition per task), the internal topics still to create, and the
 statuses (`MISSING_SOURCE_TOPICS`, `INCORRECTLY_PARTITIONED_TOPICS`, `MISSING_INTERNAL_TOPICS`) Kafka answers
-while the topology cannot run; `check_replication_factor` and `summarize_topics` refuse and name the internal
-topics the broker cannot create as Kafka's controller and status details do.
+while the topology cannot run; `summarize_topics` names the internal topics the broker cannot create as
+Kafka's status details do.
 
 `sticky_assign` is Kafka's `StickyTaskAssignor` (org.apache.kafka.coordinator.group.streams.assignor) in its
 essentials: active tasks stay with the member (or else the process) that had them while it is under its
@@ -23,7 +23,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chronolog.errors import InvalidReplicationFactorError
 from chronolog.server.assignment import regex_matches
 
 Tasks = dict[str, frozenset[int]]  # subtopology id -> task partitions
@@ -214,21 +213,6 @@ def configure(topology: Topology | None, topics: dict[str, int]) -> Configured:
 
 
 # -- internal topics: their creation checked and their names listed as Kafka does -------------------------
-def check_replication_factor(factor: int, default: int) -> None:
-    """An internal topic's replication factor as the controller checks it (ReplicationControlManager, as
-    CreateTopics does in protocol/admin.py): 0 (Kafka Streams' "unset") and -1 are the broker's default, and
-    one node honours no more than 1."""
-    if factor < -1:
-        raise InvalidReplicationFactorError("Replication factor must be larger than 0, or -1 to use the default "
-                                            "value.")
-    factor = default if factor in (0, -1) else factor
-    if factor > 1:
-        raise InvalidReplicationFactorError(f"Unable to replicate the partition {factor} time(s): The target "
-                                            f"replication factor of {factor} cannot be reached because only 1 "
-                                            "broker(s) are registered or some brokers have all their log "
-                                            "directories cordoned.")
-
-
 def java_hash_order(names: list[str]) -> list[str]:
     """`names` in the order a java.util.HashSet of them iterates (buckets of String.hashCode spread, a table of
     16 doubling past 3/4 full; one bucket in insertion order): the order Kafka lists topics in a status."""
