@@ -370,8 +370,9 @@ class StreamsGroups:
                 raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of "
                                      f"group {req.group_id}.")
             self._check_epoch(member, req.epoch, req.owned)
-        if any(req.owned_lists()):
-            invalid = _invalid_task(self._ready_tasks(group, topics), req.owned_lists())
+        owned_lists = req.owned_lists()
+        if any(owned_lists):
+            invalid = _invalid_task(self._ready_tasks(group, topics), owned_lists)
             if invalid is not None:
                 raise HeartbeatError(ErrorCode.INVALID_REQUEST, invalid)
         if duplicate is not None:
