@@ -36,7 +36,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.brokerproc import BrokerProcess, free_port
 from tests.frames import recv_frame
 
-from bench.common import evict, print_table, sequential_read, time_append
+from bench.common import evict, print_table, proc_times, sequential_read, time_append
 from bench.replay import ResponseReplay
 from chronolog.config import TopicConfig
 from chronolog.protocol.wire import read_uvarint
@@ -116,8 +116,8 @@ def transaction_rows(bootstrap: str) -> list[tuple]:
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds a process has used so far (/proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    user, system, _faults = proc_times(pid)
+    return user + system
 
 
 def timed_child(args: list[str], broker_pid: int | None) -> tuple[float, float, float, subprocess.CompletedProcess]:

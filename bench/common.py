@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
+
+
+def proc_times(pid: int) -> tuple[float, float, int]:
+    """User and system CPU seconds and minor page faults of process `pid` so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick, int(fields[7])
 
 
 def print_table(rows: list[tuple[str, ...]]) -> None:

@@ -3,7 +3,6 @@ Metadata, CPU and RSS of its process tree (from /proc), a SIGKILL and a stop."""
 
 from __future__ import annotations
 
-import os
 import resource
 import signal
 import socket
@@ -15,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.brokerproc import free_port
+
+from bench.common import proc_times
 
 KAFKA_CONFIGS = {"num.partitions": "1", "log.retention.ms": "-1"}
 WAIT = 300  # seconds: the bound of any one wait on a broker
@@ -69,14 +70,14 @@ def tree_pids(pid: int) -> list[int]:
 
 def cpu_tree_s(pid: int) -> float:
     """User + system CPU seconds of `pid` and its descendants so far (every thread: a JVM's GC and JIT too)."""
-    ticks = 0
+    total = 0.0
     for p in tree_pids(pid):
         try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            user, system, _faults = proc_times(p)
         except (FileNotFoundError, ProcessLookupError):
             continue
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime
-    return ticks / os.sysconf("SC_CLK_TCK")
+        total += user + system
+    return total
 
 
 def cpu_self_s() -> float:

@@ -14,7 +14,6 @@ faults and context switches, then (live) the task's CPU ms and the batches appen
 
 from __future__ import annotations
 
-import os
 import pickle
 import socket
 import struct
@@ -26,17 +25,17 @@ from pathlib import Path
 
 from tests.brokerproc import BrokerProcess, free_port
 
+from bench.common import proc_times
+
 T0 = 1_700_000_000_000
 CONFIGS = {"message.timestamp.after.max.ms": str(2**62), "log.segment.bytes": str(1 << 30)}
 
 
 def costs(pid: int) -> tuple[float, float, int, int]:
     """user s, system s, minor faults, context switches of process `pid`."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
     switches = sum(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
                    if "ctxt_switches" in line)
-    return int(fields[11]) / tick, int(fields[12]) / tick, int(fields[7]), switches
+    return (*proc_times(pid), switches)
 
 
 def _rows(rows: int):
