@@ -622,6 +622,7 @@ def run_both(brokers: dict[str, Broker], s: Setting) -> dict[str, dict[str, floa
              then=replayed)
         out["ceiling"]["perf_consume"] = replayed.result()
         ceiling.close()
+        ceiling = None  # its broker gone before the restarts below, which run alone on the machine
         for name, broker in brokers.items():
             create(broker.bootstrap, "late")
             out[name]["lookup_p50"], out[name]["exact"] = late_lookups(broker.bootstrap, "late", s.lookups)

@@ -59,11 +59,14 @@ class ResponseReplay:
         self.recording = True
         self.answers: dict[bytes, bytes] = {}
         self.held: dict[bytes, float] = {}  # seconds, of the Fetches the broker answered without records
-        self.forwarded = 0
         self.forwarded_apis: Counter[int] = Counter()  # the forwarded, by API key
         self.answered = 0  # from memory
         self._server = socket.create_server(("127.0.0.1", port))
         threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def forwarded(self) -> int:
+        return self.forwarded_apis.total()
 
     def close(self) -> None:
         # shutdown first: a close alone leaves the accepting thread blocked and the port still listening
@@ -97,12 +100,12 @@ class ResponseReplay:
                     asked = time.perf_counter()
                     upstream.sendall(struct.pack(">i", len(request)) + request)
                     body = recv_frame(upstream)[4:]
-                    if struct.unpack_from(">h", request)[0] == FETCH and len(body) < HELD_MAX_BYTES:
+                    (api,) = struct.unpack_from(">h", request)
+                    if api == FETCH and len(body) < HELD_MAX_BYTES:
                         self.held[key] = min(time.perf_counter() - asked, 1.0)
                     self.answers[key] = body
                     if not recording:
-                        self.forwarded += 1
-                        self.forwarded_apis[struct.unpack_from(">h", request)[0]] += 1
+                        self.forwarded_apis[api] += 1
                 else:
                     self.answered += 1
                     if key in self.held:
